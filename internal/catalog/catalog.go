@@ -1,0 +1,190 @@
+// Package catalog keeps the compactor's metadata in SQL: collections, the
+// per-collection write-ahead log (log rows), committed segment versions and
+// compaction jobs (DESIGN.md §7).
+//
+// SQLite (pure Go, modernc.org/sqlite, WAL mode, one writer connection and a
+// pool of readers) in a data directory is the embedded default. The SQL is
+// kept portable and every dialect difference (placeholders, DDL types, DSN,
+// pragmas) lives in dialect.go, so a PostgreSQL backend is a new dialect and
+// a migrations directory, not a redesign. Migrations are versioned SQL files
+// under migrations/<dialect>/, applied at Open with goose.
+//
+// Times are stored as unix milliseconds (INTEGER) in UTC.
+package catalog
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Sentinel errors. Every error the package returns for one of these
+// conditions matches it with errors.Is.
+var (
+	// ErrNotFound: no collection or job with that id.
+	ErrNotFound = errors.New("not found")
+	// ErrAlreadyExists: a collection with that name exists.
+	ErrAlreadyExists = errors.New("already exists")
+	// ErrConflict: a compaction commit lost its compare-and-swap on the
+	// segment version (another compaction committed first).
+	ErrConflict = errors.New("segment version conflict")
+	// ErrBackpressure: the collection's uncompacted backlog is at its limit.
+	ErrBackpressure = errors.New("backlog limit reached")
+	// ErrInvalidArgument: a name, dimension or offset that cannot be accepted.
+	ErrInvalidArgument = errors.New("invalid argument")
+	// ErrUnavailable: the database cannot be reached or is busy; transient.
+	ErrUnavailable = errors.New("catalog unavailable")
+)
+
+// ConflictError is returned by CommitCompaction when the collection's segment
+// version is not the one the compaction started from. It matches ErrConflict.
+type ConflictError struct {
+	CollectionID string
+	Expected     int64 // the base version of the compaction
+	Actual       int64 // the version found at commit
+}
+
+func (e *ConflictError) Error() string {
+	return fmt.Sprintf("collection %s: segment version is %d, compaction started from %d", e.CollectionID, e.Actual, e.Expected)
+}
+
+// Is reports whether target is ErrConflict.
+func (e *ConflictError) Is(target error) bool { return target == ErrConflict }
+
+// BackpressureError is returned by AppendLog when appending would take the
+// collection's backlog (log position minus compaction offset, in records)
+// past the limit. It matches ErrBackpressure.
+type BackpressureError struct {
+	CollectionID string
+	Backlog      int64 // records not yet compacted
+	Incoming     int   // records in the rejected batch
+	Limit        int64 // the configured maximum backlog, records
+}
+
+func (e *BackpressureError) Error() string {
+	return fmt.Sprintf("collection %s: backlog of %d records plus %d incoming exceeds the limit of %d; retry after compaction",
+		e.CollectionID, e.Backlog, e.Incoming, e.Limit)
+}
+
+// Is reports whether target is ErrBackpressure.
+func (e *BackpressureError) Is(target error) bool { return target == ErrBackpressure }
+
+// Collection is one row of the collections table.
+type Collection struct {
+	ID               string // UUID, assigned at creation
+	Name             string // unique, 1..256 bytes
+	Dimension        int    // embedding dimension; 0 until fixed by creation or the first write
+	LogPosition      int64  // offset of the last appended log record; 0 when none
+	CompactionOffset int64  // offset of the last compacted record; never decreases
+	SegmentVersion   int64  // 0 before the first committed compaction
+	ManifestKey      string // blob key of the current version's manifest; "" at version 0
+	RecordCount      int64  // records in the current segment version
+	FailureCount     int    // consecutive non-transient compaction failures
+	DeadLetteredAt   time.Time
+	// OldestUncompactedAt is the append time of the first uncompacted log
+	// record (offset CompactionOffset+1); zero when the backlog is empty.
+	OldestUncompactedAt time.Time
+	LastCompactedAt     time.Time // time of the last committed compaction; zero if none
+	CreatedAt           time.Time
+	UpdatedAt           time.Time
+}
+
+// Backlog is the number of uncompacted log records.
+func (c Collection) Backlog() int64 { return c.LogPosition - c.CompactionOffset }
+
+// DeadLettered reports whether the scheduler skips the collection.
+func (c Collection) DeadLettered() bool { return !c.DeadLetteredAt.IsZero() }
+
+// Version is one committed segment version of a collection.
+type Version struct {
+	CollectionID     string
+	Version          int64
+	ManifestKey      string
+	CompactionOffset int64
+	RecordCount      int64
+	CreatedAt        time.Time
+}
+
+// JobState is the lifecycle state of a compaction job (DESIGN.md §5).
+type JobState string
+
+// Job states: QUEUED → RUNNING → SUCCEEDED | FAILED | CANCELLED; QUEUED → CANCELLED.
+const (
+	JobQueued    JobState = "QUEUED"
+	JobRunning   JobState = "RUNNING"
+	JobSucceeded JobState = "SUCCEEDED"
+	JobFailed    JobState = "FAILED"
+	JobCancelled JobState = "CANCELLED"
+)
+
+// Finished reports whether s is a terminal state.
+func (s JobState) Finished() bool {
+	return s == JobSucceeded || s == JobFailed || s == JobCancelled
+}
+
+// Trigger says why a job exists.
+type Trigger string
+
+// Job triggers.
+const (
+	TriggerScheduled Trigger = "SCHEDULED"
+	TriggerOneOff    Trigger = "ONE_OFF"
+)
+
+// Job is one row of the jobs table: a compaction of one collection.
+type Job struct {
+	ID           string // UUID
+	CollectionID string
+	Trigger      Trigger
+	State        JobState
+	Reason       string // operator's text for one-offs; scheduler's reason otherwise
+	Attempt      int    // 1 for a first try; n for the n-th consecutive try after failures
+	CreatedAt    time.Time
+	StartedAt    time.Time // zero until RUNNING
+	FinishedAt   time.Time // zero until terminal
+	// Log offsets covered: (OffsetStart, OffsetEnd]. Both zero until known.
+	OffsetStart    int64
+	OffsetEnd      int64
+	RecordsRead    int64 // operation records read from the log
+	RecordsWritten int64 // records in the blocks written
+	BytesWritten   int64 // bytes of blocks and manifest written
+	VersionBefore  int64
+	VersionAfter   int64
+	Error          string // error text of a FAILED job
+	Note           string // e.g. "nothing to compact", "interrupted"
+	Node           string // the node (host name) that ran it
+}
+
+// JobFilter selects jobs for ListJobs. Zero fields do not filter.
+type JobFilter struct {
+	CollectionID string
+	States       []JobState
+	Trigger      Trigger
+	// Before is a cursor: only jobs created strictly before it (by
+	// (created_at, id) order) are returned. Zero: from the newest.
+	Before JobCursor
+	Limit  int // at most this many jobs; 0 or over 1000 means 1000
+}
+
+// JobCursor is a position in the (created_at desc, id desc) order of jobs.
+type JobCursor struct {
+	CreatedAt time.Time
+	ID        string
+}
+
+// IsZero reports whether the cursor is unset.
+func (c JobCursor) IsZero() bool { return c.ID == "" && c.CreatedAt.IsZero() }
+
+// Commit is what CommitCompaction writes in one transaction.
+type Commit struct {
+	CollectionID     string
+	BaseVersion      int64  // compare-and-swap: must equal the current segment version
+	NewVersion       int64  // must be BaseVersion+1
+	ManifestKey      string // blob key of the new version's manifest
+	CompactionOffset int64  // new compaction offset: >= the current one, <= the log position
+	RecordCount      int64  // records in the new version
+	// Job, when non-nil, is written in the same transaction (typically in
+	// state SUCCEEDED with its figures), so a committed compaction and its
+	// finished job are never seen apart.
+	Job *Job
+}

@@ -1,0 +1,164 @@
+package catalog
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/compactorhq/compactor/internal/materialize"
+)
+
+// Config selects and tunes the catalog database.
+type Config struct {
+	// Driver is "sqlite" (default). "postgres" is reserved for the shared
+	// deployment.
+	Driver string
+	// DSN: for sqlite, the database file path (e.g. "./data/catalog.db");
+	// ":memory:" is not supported (several connections must share it), use a
+	// temp dir in tests.
+	DSN string
+	// Now is the clock used for append times and row timestamps; nil means
+	// time.Now.
+	Now func() time.Time
+	// Logger receives the catalog's logs; nil discards them.
+	Logger *slog.Logger
+}
+
+// AppendLimits bound AppendLog.
+type AppendLimits struct {
+	// MaxBacklog is the most uncompacted records a collection may hold; an
+	// append that would exceed it fails with *BackpressureError. 0: no limit.
+	MaxBacklog int64
+	// Record limits passed to materialize.Validate (Dimension is ignored:
+	// the collection's own is used).
+	Record materialize.Limits
+}
+
+// Catalog is the SQL catalog. It is safe for concurrent use.
+type Catalog struct {
+	impl
+}
+
+// Open opens (creating if needed) the catalog database and applies pending
+// migrations. Errors: ErrInvalidArgument for an unknown driver or empty DSN;
+// otherwise the wrapped driver or migration error.
+func Open(ctx context.Context, cfg Config) (*Catalog, error) { return open(ctx, cfg) }
+
+// Close closes the database connections.
+func (c *Catalog) Close() error { return c.close() }
+
+// Ping checks that the database answers (for /readyz). ErrUnavailable when not.
+func (c *Catalog) Ping(ctx context.Context) error { return c.ping(ctx) }
+
+// CreateCollection creates a collection with a new UUID. dimension 0 leaves
+// the dimension to be fixed by the first write. Errors: ErrInvalidArgument
+// (empty name, name over 256 bytes, negative dimension), ErrAlreadyExists
+// (name taken).
+func (c *Catalog) CreateCollection(ctx context.Context, name string, dimension int) (Collection, error) {
+	return c.createCollection(ctx, name, dimension)
+}
+
+// GetCollection returns one collection. ErrNotFound when no such id.
+func (c *Catalog) GetCollection(ctx context.Context, id string) (Collection, error) {
+	return c.getCollection(ctx, id)
+}
+
+// ListCollections returns all collections ordered by name.
+func (c *Catalog) ListCollections(ctx context.Context) ([]Collection, error) {
+	return c.listCollections(ctx)
+}
+
+// DeleteCollection deletes a collection with its log rows, versions and jobs,
+// and returns the row as it was (so the caller can delete its blobs).
+// ErrNotFound when no such id.
+func (c *Catalog) DeleteCollection(ctx context.Context, id string) (Collection, error) {
+	return c.deleteCollection(ctx, id)
+}
+
+// AppendLog validates ops (materialize.Validate against the collection's
+// dimension) and appends them to the collection's log in one transaction,
+// assigning consecutive offsets. It fixes the collection's dimension on the
+// first write that carries an embedding. It returns the first and last offset
+// written. Errors: ErrNotFound (no such collection), an
+// *materialize.InvalidRecordError (nothing appended), *BackpressureError
+// (nothing appended), ErrInvalidArgument for an empty batch.
+func (c *Catalog) AppendLog(ctx context.Context, collectionID string, ops []materialize.OperationRecord, lim AppendLimits) (first, last int64, err error) {
+	return c.appendLog(ctx, collectionID, ops, lim)
+}
+
+// ReadLog returns the log records of a collection with offsets in
+// (after, upTo], ascending, at most limit of them (limit <= 0: no limit).
+// Each returned record has its Offset set. Rows already purged by a commit
+// are simply absent.
+func (c *Catalog) ReadLog(ctx context.Context, collectionID string, after, upTo int64, limit int) ([]materialize.OperationRecord, error) {
+	return c.readLog(ctx, collectionID, after, upTo, limit)
+}
+
+// ReadView returns, from one consistent read transaction, the collection row
+// and its uncompacted log tail (offsets after CompactionOffset, ascending).
+// It is the snapshot a read path needs. ErrNotFound when no such id.
+func (c *Catalog) ReadView(ctx context.Context, collectionID string) (Collection, []materialize.OperationRecord, error) {
+	return c.readView(ctx, collectionID)
+}
+
+// CommitCompaction commits a compaction in one transaction: compare-and-swap
+// of the segment version (BaseVersion → NewVersion), advance of the
+// compaction offset, a row in the versions table, the purge of the log rows at
+// or below the new offset, the reset of the failure count and dead-letter
+// mark, and cm.Job when set. Errors: *ConflictError when the current version
+// is not BaseVersion (nothing written), ErrInvalidArgument when the offset
+// would go backwards or past the log position or NewVersion != BaseVersion+1,
+// ErrNotFound when the collection is gone.
+func (c *Catalog) CommitCompaction(ctx context.Context, cm Commit) error {
+	return c.commitCompaction(ctx, cm)
+}
+
+// ListVersions returns the committed versions of a collection, newest first.
+func (c *Catalog) ListVersions(ctx context.Context, collectionID string) ([]Version, error) {
+	return c.listVersions(ctx, collectionID)
+}
+
+// DeleteVersions removes version rows (never the current version: such a
+// request is ErrInvalidArgument and deletes nothing).
+func (c *Catalog) DeleteVersions(ctx context.Context, collectionID string, versions []int64) error {
+	return c.deleteVersions(ctx, collectionID, versions)
+}
+
+// RecordFailure counts one non-transient compaction failure against a
+// collection and dead-letters it when the consecutive count reaches
+// deadLetterAfter (> 0). It returns the new count and whether the collection
+// is dead-lettered.
+func (c *Catalog) RecordFailure(ctx context.Context, collectionID string, deadLetterAfter int) (failures int, deadLettered bool, err error) {
+	return c.recordFailure(ctx, collectionID, deadLetterAfter)
+}
+
+// RecordSuccess resets the failure count and the dead-letter mark (for a job
+// that succeeded without a commit, e.g. with nothing to compact).
+func (c *Catalog) RecordSuccess(ctx context.Context, collectionID string) error {
+	return c.recordSuccess(ctx, collectionID)
+}
+
+// InsertJob inserts a new job row. ErrAlreadyExists for a duplicate id.
+func (c *Catalog) InsertJob(ctx context.Context, j Job) error { return c.insertJob(ctx, j) }
+
+// UpdateJob overwrites every mutable field of the job row with j's.
+// ErrNotFound when no such id.
+func (c *Catalog) UpdateJob(ctx context.Context, j Job) error { return c.updateJob(ctx, j) }
+
+// GetJob returns one job. ErrNotFound when no such id.
+func (c *Catalog) GetJob(ctx context.Context, id string) (Job, error) { return c.getJob(ctx, id) }
+
+// ListJobs returns jobs matching f, newest first (created_at desc, id desc).
+func (c *Catalog) ListJobs(ctx context.Context, f JobFilter) ([]Job, error) { return c.listJobs(ctx, f) }
+
+// MarkInterrupted marks every RUNNING job FAILED with note and error
+// "interrupted" and finished time now; run at start, before any job runs. It
+// returns the jobs it changed.
+func (c *Catalog) MarkInterrupted(ctx context.Context) ([]Job, error) { return c.markInterrupted(ctx) }
+
+// PruneJobs deletes finished jobs beyond the newest keep (keep <= 0: no count
+// limit) and finished jobs that finished before olderThan (zero: no age
+// limit). It returns the number deleted.
+func (c *Catalog) PruneJobs(ctx context.Context, keep int, olderThan time.Time) (int, error) {
+	return c.pruneJobs(ctx, keep, olderThan)
+}
