@@ -11,7 +11,48 @@
 // Writes are copy-on-write: a Writer rewrites only the blocks whose id range a
 // change falls into and reuses the rest by reference, splits a block that grows
 // past Config.MaxBlockRecords and merges one that shrinks under
-// Config.MinBlockRecords with a neighbour.
+// Config.MinBlockRecords with a neighbour. Block i of a manifest owns the ids
+// from its MinID up to (excluding) the next block's MinID; the first block also
+// owns every id below its MinID, the last every id above its MaxID.
+//
+// # Block files
+//
+// A block is one Parquet file (one row group, zstd-compressed columns) with
+// this schema, readable as it is by DuckDB, pyarrow, pandas or Spark:
+//
+//	message blockRow {
+//	  required binary id (STRING);             // sorted ascending, unique
+//	  required group embedding (LIST) {        // float32 vector
+//	    repeated group list { required float element; }
+//	  }
+//	  optional binary document (STRING);       // null: no document
+//	  optional binary metadata (STRING);       // a JSON object; null: no metadata
+//	}
+//
+// With DuckDB, every block of a collection (file:// store under data/blobs):
+//
+//	SELECT id, document, metadata
+//	FROM read_parquet('data/blobs/collections/<id>/blocks/*.parquet');
+//
+// The glob also matches blocks that no committed version references (left by a
+// failed or cancelled compaction and not yet collected, or kept for older
+// versions), so it can return stale or duplicate ids. To read exactly one
+// version, list the block keys of its manifest:
+//
+//	SELECT b.key FROM (SELECT unnest(blocks) AS b
+//	  FROM read_json('data/blobs/collections/<id>/manifests/<manifest>.json'));
+//	SELECT * FROM read_parquet(['data/blobs/<key 1>', 'data/blobs/<key 2>', ...]);
+//
+// and extract metadata fields with json_extract_string(metadata, '$.key').
+// With pyarrow:
+//
+//	import json, pyarrow.parquet as pq
+//	m = json.load(open(f"data/blobs/collections/{cid}/manifests/{name}.json"))
+//	t = pq.ParquetDataset([f"data/blobs/{b['key']}" for b in m["blocks"]]).read()
+//	df = t.to_pandas()  # metadata: json.loads per row
+//
+// The manifest of the committed version is the one the catalog names for the
+// collection; manifests sort by version in key order.
 package segment
 
 import (
@@ -97,4 +138,3 @@ type Config struct {
 	MinBlockRecords int
 }
 
-var _ = context.Background

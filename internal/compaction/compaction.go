@@ -1,0 +1,344 @@
+// Package compaction runs one compaction of one collection (DESIGN.md §2, §7):
+// read the log slice after the compaction offset, materialize it against the
+// current segment with the rules of package materialize, write the changed
+// blocks and a new manifest (copy-on-write), and commit in one catalog
+// transaction (compare-and-swap on the segment version, advance of the
+// compaction offset, purge of the compacted log rows).
+//
+// It also holds the read path (segment + uncompacted log tail, materialized
+// with the same rules, so a read returns the same records before and after a
+// compaction) and the garbage collection of superseded versions and orphan
+// blocks.
+package compaction
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/compactorhq/compactor/internal/catalog"
+	"github.com/compactorhq/compactor/internal/materialize"
+	"github.com/compactorhq/compactor/internal/segment"
+)
+
+// Config tunes compactions.
+type Config struct {
+	// MaxRecords is the most log records one compaction reads
+	// (max_compaction_size); the rest is left for the next one.
+	MaxRecords int
+	// BatchRecords is how many log records are read per batch; cancellation
+	// is honoured between batches.
+	BatchRecords int
+	// VersionsToKeep is how many segment versions GC retains (>= 1; the
+	// current one is always kept).
+	VersionsToKeep int
+	// GCGrace is how old an unreferenced blob must be before GC deletes it;
+	// it must exceed the longest compaction, whose blocks are unreferenced
+	// until it commits.
+	GCGrace time.Duration
+}
+
+// DefaultConfig returns the defaults documented on the flags.
+func DefaultConfig() Config {
+	return Config{MaxRecords: 100_000, BatchRecords: 1_000, VersionsToKeep: 2, GCGrace: time.Hour}
+}
+
+// RegisterFlags registers the compaction flags on fs with c's values as
+// defaults.
+func (c *Config) RegisterFlags(fs *pflag.FlagSet) {
+	fs.IntVar(&c.MaxRecords, "max-compaction-size", c.MaxRecords, "most log records one compaction job reads; a larger backlog continues in follow-up jobs")
+	fs.IntVar(&c.BatchRecords, "log-batch-size", c.BatchRecords, "log records read per batch (cancellation is honoured between batches)")
+	fs.IntVar(&c.VersionsToKeep, "versions-to-keep", c.VersionsToKeep, "segment versions retained per collection by GC")
+	fs.DurationVar(&c.GCGrace, "gc-grace", c.GCGrace, "age an unreferenced blob must reach before GC deletes it")
+}
+
+// Validate rejects zero or negative sizes and durations.
+func (c Config) Validate() error {
+	switch {
+	case c.MaxRecords <= 0:
+		return fmt.Errorf("max-compaction-size must be positive, got %d", c.MaxRecords)
+	case c.BatchRecords <= 0:
+		return fmt.Errorf("log-batch-size must be positive, got %d", c.BatchRecords)
+	case c.VersionsToKeep < 1:
+		return fmt.Errorf("versions-to-keep must be at least 1, got %d", c.VersionsToKeep)
+	case c.GCGrace <= 0:
+		return fmt.Errorf("gc-grace must be positive, got %s", c.GCGrace)
+	}
+	return nil
+}
+
+// ErrTransient marks failures that say nothing about the collection itself
+// (storage unavailable, a lost compare-and-swap, shutdown): the manager
+// retries them and never dead-letters for them.
+var ErrTransient = errors.New("transient")
+
+type transientError struct{ err error }
+
+func (e transientError) Error() string        { return e.err.Error() }
+func (e transientError) Unwrap() error        { return e.err }
+func (e transientError) Is(target error) bool { return target == ErrTransient }
+
+// transient marks err as transient (nil stays nil).
+func transient(err error) error {
+	if err == nil {
+		return nil
+	}
+	return transientError{err}
+}
+
+// IsTransient reports whether err is a transient failure: marked so by this
+// package, a catalog ErrUnavailable or ErrConflict, or a context error.
+func IsTransient(err error) bool {
+	return errors.Is(err, ErrTransient) || errors.Is(err, catalog.ErrUnavailable) ||
+		errors.Is(err, catalog.ErrConflict) || errors.Is(err, context.Canceled) ||
+		errors.Is(err, context.DeadlineExceeded)
+}
+
+// Progress is reported while a compaction runs.
+type Progress struct {
+	Phase        string // "reading log", "writing blocks", "committing"
+	RecordsRead  int64  // log records read so far
+	RecordsTotal int64  // log records this compaction reads
+	BytesWritten int64  // bytes of blocks written so far
+}
+
+// Options are per-call settings of Compact.
+type Options struct {
+	// Progress, when set, is called after every log batch and every block
+	// write, from the calling goroutine.
+	Progress func(Progress)
+	// CommitJob, when set, builds the job row written in the commit
+	// transaction from the result (so the job is SUCCEEDED atomically with
+	// the commit). It is not called when nothing is committed.
+	CommitJob func(Result) *catalog.Job
+}
+
+// Result holds the figures of one compaction.
+type Result struct {
+	CollectionID   string
+	OffsetStart    int64 // compaction offset before; log records (OffsetStart, OffsetEnd] were compacted
+	OffsetEnd      int64
+	RecordsRead    int64 // log records read
+	RecordsWritten int64 // records in the blocks written
+	BytesWritten   int64 // bytes of blocks and manifest written
+	BlocksWritten  int
+	BlocksReused   int
+	VersionBefore  int64
+	VersionAfter   int64 // == VersionBefore when nothing was committed
+	RecordCount    int64 // records in the collection after the compaction
+	// Remaining is the backlog (records) the snapshot held beyond OffsetEnd:
+	// when positive, another compaction should follow at once.
+	Remaining int64
+	Note      string // "nothing to compact" when the backlog was empty
+}
+
+// NoteNothingToCompact is the Result.Note of a compaction with an empty backlog.
+const NoteNothingToCompact = "nothing to compact"
+
+// Compactor compacts collections. It is safe for concurrent use; compactions
+// of the same collection racing are resolved at commit (one wins, the others
+// fail with catalog.ErrConflict and remove what they wrote).
+type Compactor struct {
+	cat    *catalog.Catalog
+	seg    *segment.Store
+	cfg    Config
+	logger *slog.Logger
+}
+
+// New returns a Compactor. logger nil discards logs.
+func New(cat *catalog.Catalog, seg *segment.Store, cfg Config, logger *slog.Logger) (*Compactor, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	return &Compactor{cat: cat, seg: seg, cfg: cfg, logger: logger}, nil
+}
+
+// Compact runs one compaction of collectionID: at most Config.MaxRecords log
+// records after the compaction offset. Errors: catalog.ErrNotFound (no such
+// collection), a context error when ctx ends (checked at every log batch and
+// block write; nothing committed, blobs written removed), catalog.ErrConflict
+// when another compaction committed first (blobs written removed), and
+// storage errors (transient ones match ErrTransient). An empty backlog is not
+// an error: the Result has Note NoteNothingToCompact.
+func (c *Compactor) Compact(ctx context.Context, collectionID string, opts Options) (res Result, err error) {
+	report := func(p Progress) {
+		if opts.Progress != nil {
+			opts.Progress(p)
+		}
+	}
+	coll, err := c.cat.GetCollection(ctx, collectionID)
+	if err != nil {
+		return Result{}, fmt.Errorf("compact %s: %w", collectionID, err)
+	}
+	end := min(coll.LogPosition, coll.CompactionOffset+int64(c.cfg.MaxRecords))
+	res = Result{
+		CollectionID:  collectionID,
+		OffsetStart:   coll.CompactionOffset,
+		OffsetEnd:     end,
+		VersionBefore: coll.SegmentVersion,
+		VersionAfter:  coll.SegmentVersion,
+		RecordCount:   coll.RecordCount,
+		Remaining:     coll.LogPosition - end,
+	}
+	total := end - coll.CompactionOffset
+	if total <= 0 {
+		res.OffsetEnd = coll.CompactionOffset
+		res.Note = NoteNothingToCompact
+		return res, nil
+	}
+
+	// 1. Read the log slice in batches.
+	p := Progress{Phase: "reading log", RecordsTotal: total}
+	report(p)
+	byID := make(map[string][]materialize.OperationRecord)
+	for after := coll.CompactionOffset; after < end; {
+		if err := ctx.Err(); err != nil {
+			return res, fmt.Errorf("compact %s: read log after offset %d: %w", collectionID, after, err)
+		}
+		ops, err := c.cat.ReadLog(ctx, collectionID, after, end, c.cfg.BatchRecords)
+		if err != nil {
+			return res, fmt.Errorf("compact %s: read log after offset %d: %w", collectionID, after, err)
+		}
+		if len(ops) == 0 {
+			return res, fmt.Errorf("compact %s: log offsets (%d, %d] are missing", collectionID, after, end)
+		}
+		for _, op := range ops {
+			byID[op.ID] = append(byID[op.ID], op)
+		}
+		after = ops[len(ops)-1].Offset
+		res.RecordsRead += int64(len(ops))
+		p.RecordsRead = res.RecordsRead
+		report(p)
+	}
+
+	// 2. Materialize against the current segment.
+	var base *segment.Manifest
+	if coll.SegmentVersion > 0 {
+		if base, err = c.seg.ReadManifest(ctx, coll.ManifestKey); err != nil {
+			return res, fmt.Errorf("compact %s: read manifest of version %d: %w", collectionID, coll.SegmentVersion, classifyRead(err))
+		}
+	}
+	w := c.seg.NewWriter(collectionID, base)
+	defer func() {
+		if err != nil {
+			// Must-finish cleanup: the caller's context may be cancelled.
+			actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+			defer cancel()
+			if aerr := w.Abort(actx); aerr != nil {
+				c.logger.Warn("remove blobs of failed compaction", "collection", collectionID, "err", aerr)
+			}
+		}
+	}()
+	ids := make([]string, 0, len(byID))
+	for id := range byID {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	current, err := w.Get(ctx, ids)
+	if err != nil {
+		return res, fmt.Errorf("compact %s: read blocks: %w", collectionID, classifyRead(err))
+	}
+	changes := make([]segment.Change, 0, len(ids))
+	for _, id := range ids {
+		var cur *materialize.Record
+		if r, ok := current[id]; ok {
+			cur = &r
+		}
+		next := materialize.Apply(cur, byID[id])
+		if cur == nil && next == nil {
+			continue // absent before and after: nothing to write
+		}
+		changes = append(changes, segment.Change{ID: id, Record: next})
+	}
+
+	// 3. Write the changed blocks and the manifest.
+	p.Phase = "writing blocks"
+	report(p)
+	m, stats, err := w.Write(ctx, changes, end, cmp.Or(coll.Dimension, dimensionOf(changes)), func(n int64) {
+		p.BytesWritten += n
+		report(p)
+	})
+	if err != nil {
+		return res, fmt.Errorf("compact %s: write blocks: %w", collectionID, classifyWrite(ctx, err))
+	}
+	if err := ctx.Err(); err != nil {
+		return res, fmt.Errorf("compact %s: before manifest: %w", collectionID, err)
+	}
+	key, msize, err := w.WriteManifest(ctx, m)
+	if err != nil {
+		return res, fmt.Errorf("compact %s: write manifest: %w", collectionID, classifyWrite(ctx, err))
+	}
+	res.RecordsWritten = stats.RecordsWritten
+	res.BytesWritten = stats.BytesWritten + msize
+	res.BlocksWritten = stats.BlocksWritten
+	res.BlocksReused = stats.BlocksReused
+	res.VersionAfter = m.Version
+	res.RecordCount = m.RecordCount
+
+	// 4. Commit: the last point where cancellation is honoured.
+	if err := ctx.Err(); err != nil {
+		return res, fmt.Errorf("compact %s: before commit: %w", collectionID, err)
+	}
+	p.Phase = "committing"
+	p.BytesWritten = res.BytesWritten
+	report(p)
+	cm := catalog.Commit{
+		CollectionID:     collectionID,
+		BaseVersion:      coll.SegmentVersion,
+		NewVersion:       m.Version,
+		ManifestKey:      key,
+		CompactionOffset: end,
+		RecordCount:      m.RecordCount,
+	}
+	if opts.CommitJob != nil {
+		cm.Job = opts.CommitJob(res)
+	}
+	// The commit itself is not interrupted half-way: once started it runs to
+	// completion or fails as a whole.
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	if err := c.cat.CommitCompaction(cctx, cm); err != nil {
+		return res, fmt.Errorf("compact %s: commit version %d: %w", collectionID, m.Version, err)
+	}
+	c.logger.Debug("compacted", "collection", collectionID, "offset", end, "version", m.Version,
+		"records_read", res.RecordsRead, "blocks_written", stats.BlocksWritten, "blocks_reused", stats.BlocksReused)
+	return res, nil
+}
+
+// dimensionOf returns the embedding length of the first record in changes.
+func dimensionOf(changes []segment.Change) int {
+	for _, ch := range changes {
+		if ch.Record != nil && len(ch.Record.Embedding) > 0 {
+			return len(ch.Record.Embedding)
+		}
+	}
+	return 0
+}
+
+// classifyRead marks blob read failures transient unless the blob is missing
+// or cannot be decoded: those mean a damaged segment, which retrying does not
+// mend.
+func classifyRead(err error) error {
+	if errors.Is(err, segment.ErrNotExist) || errors.Is(err, segment.ErrCorrupt) {
+		return err
+	}
+	return transient(err)
+}
+
+// classifyWrite marks blob write failures transient (storage unavailable);
+// context errors pass through as they are.
+func classifyWrite(ctx context.Context, err error) error {
+	if ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
+		return err
+	}
+	return transient(err)
+}

@@ -1,0 +1,149 @@
+package compaction
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/compactorhq/compactor/internal/catalog"
+	"github.com/compactorhq/compactor/internal/materialize"
+	"github.com/compactorhq/compactor/internal/segment"
+)
+
+// MaxReadIDs is the most ids one GetRecords call accepts.
+const MaxReadIDs = 10_000
+
+// view is a consistent snapshot of a collection for reading: its segment
+// version and the log tail after that version's offset, grouped by id.
+type view struct {
+	coll     catalog.Collection
+	manifest *segment.Manifest // nil before the first compaction
+	tail     map[string][]materialize.OperationRecord
+}
+
+func (c *Compactor) openView(ctx context.Context, collectionID string) (*view, error) {
+	coll, tail, err := c.cat.ReadView(ctx, collectionID)
+	if err != nil {
+		return nil, err
+	}
+	v := &view{coll: coll, tail: make(map[string][]materialize.OperationRecord)}
+	if coll.SegmentVersion > 0 {
+		if v.manifest, err = c.seg.ReadManifest(ctx, coll.ManifestKey); err != nil {
+			return nil, fmt.Errorf("read manifest of version %d: %w", coll.SegmentVersion, err)
+		}
+	}
+	for _, op := range tail {
+		v.tail[op.ID] = append(v.tail[op.ID], op)
+	}
+	return v, nil
+}
+
+// GetRecords returns the materialized records of collectionID with the given
+// ids, in id order, each id at most once; ids that are absent are left out.
+// It reads the current segment version and applies the uncompacted log tail
+// with the materialization rules. Errors: catalog.ErrNotFound, catalog.ErrInvalidArgument
+// for more than MaxReadIDs ids, storage errors.
+func (c *Compactor) GetRecords(ctx context.Context, collectionID string, ids []string) ([]materialize.Record, error) {
+	if len(ids) > MaxReadIDs {
+		return nil, fmt.Errorf("get records of %s: %d ids requested, the limit is %d: %w", collectionID, len(ids), MaxReadIDs, catalog.ErrInvalidArgument)
+	}
+	v, err := c.openView(ctx, collectionID)
+	if err != nil {
+		return nil, fmt.Errorf("get records of %s: %w", collectionID, err)
+	}
+	ids = slices.Clone(ids)
+	slices.Sort(ids)
+	ids = slices.Compact(ids)
+	base, err := c.seg.Get(ctx, v.manifest, ids)
+	if err != nil {
+		return nil, fmt.Errorf("get records of %s: %w", collectionID, err)
+	}
+	out := make([]materialize.Record, 0, len(ids))
+	for _, id := range ids {
+		var cur *materialize.Record
+		if r, ok := base[id]; ok {
+			cur = &r
+		}
+		if r := materialize.Apply(cur, v.tail[id]); r != nil {
+			out = append(out, *r)
+		}
+	}
+	return out, nil
+}
+
+// ListRecords returns up to limit materialized records of collectionID with
+// id > after, in id order, and the id to pass as after for the next page (""
+// when there is none). limit must be in 1..MaxReadIDs.
+func (c *Compactor) ListRecords(ctx context.Context, collectionID, after string, limit int) ([]materialize.Record, string, error) {
+	if limit <= 0 || limit > MaxReadIDs {
+		return nil, "", fmt.Errorf("list records of %s: page size %d is outside 1..%d: %w", collectionID, limit, MaxReadIDs, catalog.ErrInvalidArgument)
+	}
+	v, err := c.openView(ctx, collectionID)
+	if err != nil {
+		return nil, "", fmt.Errorf("list records of %s: %w", collectionID, err)
+	}
+	// The tail's ids after the cursor, materialized against the segment.
+	var tailIDs []string
+	for id := range v.tail {
+		if id > after {
+			tailIDs = append(tailIDs, id)
+		}
+	}
+	slices.Sort(tailIDs)
+	base, err := c.seg.Get(ctx, v.manifest, tailIDs)
+	if err != nil {
+		return nil, "", fmt.Errorf("list records of %s: %w", collectionID, err)
+	}
+	overlay := make(map[string]*materialize.Record, len(tailIDs))
+	for _, id := range tailIDs {
+		var cur *materialize.Record
+		if r, ok := base[id]; ok {
+			cur = &r
+		}
+		overlay[id] = materialize.Apply(cur, v.tail[id])
+	}
+
+	// Merge the segment's records with the overlay in id order; collect one
+	// record more than asked to know whether a next page exists.
+	out := make([]materialize.Record, 0, limit+1)
+	full := func() bool { return len(out) > limit }
+	next := 0 // index into tailIDs
+	emitTailBefore := func(id string, inclusive bool) {
+		for next < len(tailIDs) && !full() && (tailIDs[next] < id || inclusive && tailIDs[next] == id) {
+			if _, inSegment := base[tailIDs[next]]; !inSegment {
+				if r := overlay[tailIDs[next]]; r != nil {
+					out = append(out, *r)
+				}
+			}
+			next++
+		}
+	}
+	err = c.seg.Scan(ctx, v.manifest, after, func(r materialize.Record) bool {
+		emitTailBefore(r.ID, false)
+		if full() {
+			return false
+		}
+		if o, touched := overlay[r.ID]; touched {
+			if next < len(tailIDs) && tailIDs[next] == r.ID {
+				next++
+			}
+			if o != nil {
+				out = append(out, *o)
+			}
+		} else {
+			out = append(out, r)
+		}
+		return !full()
+	})
+	if err != nil {
+		return nil, "", fmt.Errorf("list records of %s: %w", collectionID, err)
+	}
+	for next < len(tailIDs) && !full() {
+		emitTailBefore(tailIDs[len(tailIDs)-1], true)
+	}
+	if len(out) > limit {
+		out = out[:limit]
+		return out, out[limit-1].ID, nil
+	}
+	return out, "", nil
+}

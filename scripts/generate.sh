@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Regenerates every generated file of the repository: formats the protobuf
+# sources and generates gen/ with buf (local plugins pinned in tools/go.mod).
+# Deterministic: a second run changes nothing. CI runs it and fails when
+# `git status --porcelain` shows a difference.
+set -euo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+buf() { go tool -modfile=tools/go.mod buf "$@"; }
+
+buf format -w
+buf generate
