@@ -1,0 +1,595 @@
+package manager
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/compactorhq/compactor/internal/catalog"
+)
+
+// harness runs a Manager over a memStore and a fakeExec inside a synctest
+// bubble: time is fake and advances only when every goroutine is blocked.
+type harness struct {
+	t     *testing.T
+	store *memStore
+	exec  *fakeExec
+	m     *Manager
+	reg   *prometheus.Registry
+	stop  context.CancelFunc
+	done  chan error
+}
+
+func testConfig() Config {
+	c := DefaultConfig()
+	c.Interval = time.Hour // scheduler runs only where a test lets time pass
+	c.Node = "test-node"
+	return c
+}
+
+func start(t *testing.T, store *memStore, exec *fakeExec, cfg Config) *harness {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	m, err := New(store, exec, cfg, reg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	h := &harness{t: t, store: store, exec: exec, m: m, reg: reg, stop: cancel, done: make(chan error, 1)}
+	go func() { h.done <- m.Run(ctx) }()
+	synctest.Wait()
+	t.Cleanup(func() { h.shutdown() })
+	return h
+}
+
+func (h *harness) shutdown() {
+	h.stop()
+	if err := <-h.done; err != nil {
+		h.t.Errorf("Run: %v", err)
+	}
+	h.done <- nil // later shutdowns return at once
+}
+
+func (h *harness) compact(ids ...string) []Enqueued {
+	h.t.Helper()
+	out, err := h.m.Compact(h.t.Context(), ids, false, "test")
+	if err != nil {
+		h.t.Fatalf("Compact(%v): %v", ids, err)
+	}
+	return out
+}
+
+// settle waits until every goroutine of the bubble is blocked.
+func (h *harness) job(id string) Job {
+	h.t.Helper()
+	synctest.Wait()
+	j, err := h.m.Get(h.t.Context(), id)
+	if err != nil {
+		h.t.Fatalf("Get(%s): %v", id, err)
+	}
+	return j
+}
+
+func (h *harness) wantState(id string, want catalog.JobState) Job {
+	h.t.Helper()
+	j := h.job(id)
+	if j.State != want {
+		h.t.Fatalf("job %s is %s (error %q, note %q), want %s", id, j.State, j.Error, j.Note, want)
+	}
+	return j
+}
+
+func TestOneOffRunsUnderTheMinimumSizeAndWhenDeadLettered(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := newMemStore()
+		store.addCollection("small", 3, time.Now()) // under the minimum of 10
+		store.addCollection("dead", 50, time.Now())
+		store.colls["dead"].DeadLetteredAt = time.Now()
+		store.colls["dead"].FailureCount = 5
+		h := start(t, store, newFakeExec(store, 1000), testConfig())
+
+		if err := h.m.Schedule(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		if n := len(store.jobsOf("small")) + len(store.jobsOf("dead")); n != 0 {
+			t.Fatalf("scheduler queued %d jobs for a small and a dead-lettered collection, want 0", n)
+		}
+		for _, id := range []string{"small", "dead"} {
+			e := h.compact(id)
+			if !e[0].Created || e[0].Job.Trigger != catalog.TriggerOneOff {
+				t.Fatalf("Compact(%s) = %+v, want a created one-off", id, e[0])
+			}
+			j := h.wantState(e[0].Job.ID, catalog.JobSucceeded)
+			if j.RecordsRead != store.collection(id).CompactionOffset || j.RecordsRead == 0 {
+				t.Fatalf("job of %s read %d records, collection offset %d", id, j.RecordsRead, store.collection(id).CompactionOffset)
+			}
+		}
+		if c := store.collection("dead"); c.DeadLettered() || c.FailureCount != 0 {
+			t.Fatalf("a success left the collection dead-lettered (%v) with %d failures", c.DeadLettered(), c.FailureCount)
+		}
+	})
+}
+
+func TestSecondCompactWhileQueuedReturnsTheSameJob(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := newMemStore()
+		store.addCollection("a", 20, time.Now())
+		store.addCollection("busy", 20, time.Now())
+		exec := newFakeExec(store, 1000)
+		cfg := testConfig()
+		cfg.Workers = 1
+		gate := exec.setGate("busy")
+		h := start(t, store, exec, cfg)
+		busy := h.compact("busy") // occupies the only worker
+		h.wantState(busy[0].Job.ID, catalog.JobRunning)
+
+		first := h.compact("a", "a")
+		if len(first) != 1 || !first[0].Created {
+			t.Fatalf("Compact(a, a) = %+v, want one created job", first)
+		}
+		second := h.compact("a")
+		if second[0].Created || second[0].Job.ID != first[0].Job.ID || second[0].Job.State != catalog.JobQueued {
+			t.Fatalf("second Compact = %+v, want the queued job %s", second[0], first[0].Job.ID)
+		}
+		close(gate)
+		h.wantState(first[0].Job.ID, catalog.JobSucceeded)
+		if n := len(store.jobsOf("a")); n != 1 {
+			t.Fatalf("collection a has %d jobs, want 1", n)
+		}
+	})
+}
+
+func TestCompactWhileRunningQueuesExactlyOneFollowUp(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := newMemStore()
+		store.addCollection("a", 20, time.Now())
+		exec := newFakeExec(store, 1000)
+		gate := exec.setGate("a")
+		h := start(t, store, exec, testConfig())
+		running := h.compact("a")[0].Job
+		h.wantState(running.ID, catalog.JobRunning)
+
+		store.append("a", 5, time.Now()) // arrives after the running job read the log
+		follow := h.compact("a")
+		again := h.compact("a")
+		if !follow[0].Created || follow[0].Job.ID == running.ID {
+			t.Fatalf("Compact while running = %+v, want a new follow-up job", follow[0])
+		}
+		if again[0].Created || again[0].Job.ID != follow[0].Job.ID {
+			t.Fatalf("third Compact = %+v, want the follow-up %s", again[0], follow[0].Job.ID)
+		}
+		if h.job(follow[0].Job.ID).State != catalog.JobQueued {
+			t.Fatal("the follow-up must wait while the first job runs")
+		}
+		close(gate)
+		h.wantState(running.ID, catalog.JobSucceeded)
+		f := h.wantState(follow[0].Job.ID, catalog.JobSucceeded)
+		if f.RecordsRead != 5 {
+			t.Fatalf("follow-up read %d records, want the 5 that arrived late", f.RecordsRead)
+		}
+		if n := len(store.jobsOf("a")); n != 2 {
+			t.Fatalf("collection has %d jobs, want 2", n)
+		}
+	})
+}
+
+func TestSlowJobDoesNotHoldBackOthers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := newMemStore()
+		for _, id := range []string{"slow", "b", "c"} {
+			store.addCollection(id, 20, time.Now())
+		}
+		exec := newFakeExec(store, 1000)
+		gate := exec.setGate("slow")
+		h := start(t, store, exec, testConfig()) // two workers
+		slow := h.compact("slow")[0].Job
+		h.wantState(slow.ID, catalog.JobRunning)
+		b, c := h.compact("b")[0].Job, h.compact("c")[0].Job
+		h.wantState(b.ID, catalog.JobSucceeded)
+		h.wantState(c.ID, catalog.JobSucceeded)
+		h.wantState(slow.ID, catalog.JobRunning)
+		close(gate)
+		h.wantState(slow.ID, catalog.JobSucceeded)
+	})
+}
+
+func TestPanickingJobFailsAloneAndTheNextJobRuns(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := newMemStore()
+		store.addCollection("bad", 20, time.Now())
+		store.addCollection("good", 20, time.Now())
+		exec := newFakeExec(store, 1000)
+		exec.panics["bad"] = true
+		cfg := testConfig()
+		cfg.Workers = 1
+		h := start(t, store, exec, cfg)
+		bad := h.compact("bad")[0].Job
+		good := h.compact("good")[0].Job
+		j := h.wantState(bad.ID, catalog.JobFailed)
+		if !strings.Contains(j.Error, "panicked") {
+			t.Fatalf("error %q does not say it panicked", j.Error)
+		}
+		h.wantState(good.ID, catalog.JobSucceeded)
+		if c := store.collection("bad"); c.FailureCount != 1 {
+			t.Fatalf("panic counted %d failures, want 1", c.FailureCount)
+		}
+	})
+}
+
+func TestFailureAccounting(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := newMemStore()
+		store.addCollection("t", 20, time.Now())
+		store.addCollection("r", 20, time.Now())
+		exec := newFakeExec(store, 1000)
+		real := errors.New("corrupt block")
+		for range 7 {
+			exec.errs["t"] = append(exec.errs["t"], errTransient)
+		}
+		for range 3 {
+			exec.errs["r"] = append(exec.errs["r"], real)
+		}
+		cfg := testConfig()
+		cfg.DeadLetterAfter = 3
+		h := start(t, store, exec, cfg)
+
+		for i := range 7 {
+			j := h.compact("t")[0].Job
+			h.wantState(j.ID, catalog.JobFailed)
+			if i == 0 && j.Attempt != 1 {
+				t.Fatalf("first attempt numbered %d", j.Attempt)
+			}
+		}
+		if c := store.collection("t"); c.DeadLettered() || c.FailureCount != 0 {
+			t.Fatalf("transient failures dead-lettered=%v failures=%d, want neither", c.DeadLettered(), c.FailureCount)
+		}
+		for i := range 3 {
+			j := h.compact("r")[0].Job
+			h.wantState(j.ID, catalog.JobFailed)
+			if got := store.collection("r").DeadLettered(); got != (i == 2) {
+				t.Fatalf("after %d real failures dead-lettered=%v", i+1, got)
+			}
+		}
+		// The scheduler skips it now, whatever the backlog.
+		time.Sleep(cfg.BackoffMax + 2*cfg.Interval)
+		synctest.Wait()
+		if n := len(store.jobsOf("r")); n != 3 {
+			t.Fatalf("scheduler queued jobs for a dead-lettered collection: %d jobs", n)
+		}
+		// A success clears it.
+		j := h.compact("r")[0].Job
+		h.wantState(j.ID, catalog.JobSucceeded)
+		if c := store.collection("r"); c.DeadLettered() || c.FailureCount != 0 {
+			t.Fatalf("success left dead-lettered=%v failures=%d", c.DeadLettered(), c.FailureCount)
+		}
+		if got := testutil.ToFloat64(h.m.metrics.jobs.WithLabelValues("one_off", "failed")); got != 10 {
+			t.Fatalf("compactor_jobs_total{one_off,failed} = %v, want 10", got)
+		}
+	})
+}
+
+func TestScheduledRetriesBackOffExponentially(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := newMemStore()
+		store.addCollection("a", 50, time.Now())
+		exec := newFakeExec(store, 1000)
+		exec.errs["a"] = []error{errTransient, errTransient, errTransient}
+		cfg := testConfig()
+		cfg.Interval = time.Second
+		cfg.BackoffBase = 10 * time.Second
+		h := start(t, store, exec, cfg)
+		var starts []time.Time
+		t0 := time.Now()
+		for len(starts) < 4 {
+			<-exec.started
+			starts = append(starts, time.Now())
+		}
+		// Failures at ~1 s; retries no sooner than 10 s, 20 s, 40 s after.
+		for i, want := range []time.Duration{10 * time.Second, 20 * time.Second, 40 * time.Second} {
+			if gap := starts[i+1].Sub(starts[i]); gap < want || gap > want+2*cfg.Interval {
+				t.Fatalf("retry %d came %s after the failure, want %s (+ one interval)", i+1, gap, want)
+			}
+		}
+		synctest.Wait()
+		if c := store.collection("a"); c.Backlog() != 0 {
+			t.Fatalf("backlog %d after the fourth attempt, want 0 (started at %s)", c.Backlog(), t0)
+		}
+		_ = h
+	})
+}
+
+func TestBacklogLargerThanOneJobContinuesAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := newMemStore()
+		store.addCollection("a", 250, time.Now())
+		exec := newFakeExec(store, 100) // 2.5x the per-job maximum
+		h := start(t, store, exec, testConfig())
+		t0 := time.Now()
+		h.compact("a")
+		synctest.Wait()
+		jobs := store.jobsOf("a")
+		if len(jobs) != 3 {
+			t.Fatalf("%d jobs, want 3", len(jobs))
+		}
+		for i, want := range []int64{100, 100, 50} {
+			if jobs[i].State != catalog.JobSucceeded || jobs[i].RecordsRead != want {
+				t.Fatalf("job %d: %s with %d records, want SUCCEEDED with %d", i, jobs[i].State, jobs[i].RecordsRead, want)
+			}
+		}
+		if !time.Now().Equal(t0) {
+			t.Fatalf("continuations waited %s for a tick", time.Since(t0))
+		}
+		if c := store.collection("a"); c.Backlog() != 0 {
+			t.Fatalf("backlog %d left", c.Backlog())
+		}
+	})
+}
+
+func TestNothingToCompactSucceedsWithZeroRecords(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := newMemStore()
+		store.addCollection("empty", 0, time.Now())
+		h := start(t, store, newFakeExec(store, 100), testConfig())
+		j := h.wantState(h.compact("empty")[0].Job.ID, catalog.JobSucceeded)
+		if j.RecordsRead != 0 || j.Note != "nothing to compact" {
+			t.Fatalf("job read %d records with note %q", j.RecordsRead, j.Note)
+		}
+		row, _ := store.GetJob(t.Context(), j.ID)
+		if row.State != catalog.JobSucceeded {
+			t.Fatalf("persisted state %s", row.State)
+		}
+	})
+}
+
+func TestCancel(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := newMemStore()
+		store.addCollection("a", 20, time.Now())
+		store.addCollection("b", 20, time.Now())
+		exec := newFakeExec(store, 100)
+		exec.setGate("a")
+		cfg := testConfig()
+		cfg.Workers = 1
+		h := start(t, store, exec, cfg)
+		running := h.compact("a")[0].Job
+		queued := h.compact("b")[0].Job
+		h.wantState(running.ID, catalog.JobRunning)
+
+		got, err := h.m.Cancel(t.Context(), queued.ID)
+		if err != nil || got.State != catalog.JobCancelled {
+			t.Fatalf("Cancel(queued) = %s, %v", got.State, err)
+		}
+		got, err = h.m.Cancel(t.Context(), running.ID)
+		if err != nil || got.State != catalog.JobCancelled {
+			t.Fatalf("Cancel(running) = %s, %v", got.State, err)
+		}
+		if c := store.collection("a"); c.CompactionOffset != 0 || c.FailureCount != 0 {
+			t.Fatalf("cancelled job committed (offset %d) or counted a failure (%d)", c.CompactionOffset, c.FailureCount)
+		}
+		if _, err := h.m.Cancel(t.Context(), running.ID); !errors.Is(err, ErrFinished) {
+			t.Fatalf("Cancel of a finished job: %v, want ErrFinished", err)
+		}
+		if _, err := h.m.Cancel(t.Context(), "no-such-job"); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("Cancel of an unknown job: %v, want ErrNotFound", err)
+		}
+		for _, id := range []string{queued.ID, running.ID} {
+			if row, _ := store.GetJob(t.Context(), id); row.State != catalog.JobCancelled {
+				t.Fatalf("persisted state of %s is %s", id, row.State)
+			}
+		}
+	})
+}
+
+func TestShutdownCancelsRunningJobWithoutCountingAFailure(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := newMemStore()
+		store.addCollection("a", 20, time.Now())
+		exec := newFakeExec(store, 100)
+		exec.setGate("a") // never opened: the job outlives the shutdown timeout
+		cfg := testConfig()
+		cfg.ShutdownTimeout = 5 * time.Second
+		h := start(t, store, exec, cfg)
+		j := h.compact("a")[0].Job
+		h.wantState(j.ID, catalog.JobRunning)
+		t0 := time.Now()
+		h.shutdown()
+		if waited := time.Since(t0); waited != cfg.ShutdownTimeout {
+			t.Fatalf("shutdown waited %s, want the timeout %s", waited, cfg.ShutdownTimeout)
+		}
+		row, _ := store.GetJob(t.Context(), j.ID)
+		if row.State != catalog.JobCancelled || row.Note != "cancelled at shutdown" {
+			t.Fatalf("job is %s (%q), want CANCELLED at shutdown", row.State, row.Note)
+		}
+		if c := store.collection("a"); c.FailureCount != 0 {
+			t.Fatalf("shutdown counted %d failures", c.FailureCount)
+		}
+		if _, err := h.m.Compact(t.Context(), []string{"a"}, false, ""); !errors.Is(err, ErrStopped) {
+			t.Fatalf("Compact after shutdown: %v, want ErrStopped", err)
+		}
+	})
+}
+
+func TestShutdownLetsAQuickJobFinish(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := newMemStore()
+		store.addCollection("a", 20, time.Now())
+		exec := newFakeExec(store, 100)
+		gate := exec.setGate("a")
+		h := start(t, store, exec, testConfig())
+		j := h.compact("a")[0].Job
+		h.wantState(j.ID, catalog.JobRunning)
+		go func() { time.Sleep(time.Second); close(gate) }()
+		h.shutdown()
+		if row, _ := store.GetJob(t.Context(), j.ID); row.State != catalog.JobSucceeded {
+			t.Fatalf("job is %s, want SUCCEEDED within the shutdown timeout", row.State)
+		}
+	})
+}
+
+func TestRestartMarksInterruptedAndRequeues(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := newMemStore()
+		store.addCollection("a", 20, time.Now())
+		store.addCollection("b", 20, time.Now())
+		now := time.Now().UTC()
+		for _, j := range []catalog.Job{
+			{ID: "dead", CollectionID: "a", Trigger: catalog.TriggerScheduled, State: catalog.JobRunning, CreatedAt: now, StartedAt: now},
+			{ID: "waiting", CollectionID: "b", Trigger: catalog.TriggerOneOff, State: catalog.JobQueued, CreatedAt: now},
+		} {
+			if err := store.InsertJob(t.Context(), j); err != nil {
+				t.Fatal(err)
+			}
+		}
+		h := start(t, store, newFakeExec(store, 100), testConfig())
+		row, _ := store.GetJob(t.Context(), "dead")
+		if row.State != catalog.JobFailed || row.Note != "interrupted" {
+			t.Fatalf("job left RUNNING is %s (%q), want FAILED interrupted", row.State, row.Note)
+		}
+		h.wantState("waiting", catalog.JobSucceeded)
+		if c := store.collection("a"); c.FailureCount != 0 {
+			t.Fatalf("interruption counted as a failure")
+		}
+	})
+}
+
+func TestSchedulerQueuesBySizeAndAge(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := newMemStore()
+		store.addCollection("big", 10, time.Now())  // at the minimum size
+		store.addCollection("old", 2, time.Now())   // small, becomes old
+		store.addCollection("new", 2, time.Now())   // small and young
+		store.addCollection("none", 0, time.Now())  // nothing to do
+		cfg := testConfig()
+		cfg.Interval = 10 * time.Second
+		cfg.MaxAge = time.Minute
+		h := start(t, store, newFakeExec(store, 100), cfg)
+		time.Sleep(12 * time.Second) // one tick
+		synctest.Wait()
+		if got := len(store.jobsOf("big")); got != 1 {
+			t.Fatalf("big: %d jobs after one tick, want 1", got)
+		}
+		if got := len(store.jobsOf("old")); got != 0 {
+			t.Fatalf("old: %d jobs before its age, want 0", got)
+		}
+		store.append("new", 0, time.Now())
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		jobs := store.jobsOf("old")
+		if len(jobs) != 1 || jobs[0].Trigger != catalog.TriggerScheduled || !strings.Contains(jobs[0].Reason, "waited") {
+			t.Fatalf("old: %+v, want one scheduled job for its age", jobs)
+		}
+		if n := len(store.jobsOf("none")); n != 0 {
+			t.Fatalf("a collection with no backlog got %d scheduled jobs", n)
+		}
+		if got := testutil.ToFloat64(h.m.metrics.schedulerRuns); got < 6 {
+			t.Fatalf("scheduler ran %v times in 72 s at a 10 s interval", got)
+		}
+	})
+}
+
+func TestCompactValidation(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := newMemStore()
+		store.addCollection("a", 1, time.Now())
+		h := start(t, store, newFakeExec(store, 100), testConfig())
+		ctx := t.Context()
+		if _, err := h.m.Compact(ctx, nil, false, ""); !errors.Is(err, ErrInvalidArgument) {
+			t.Fatalf("neither ids nor all: %v", err)
+		}
+		if _, err := h.m.Compact(ctx, []string{"a"}, true, ""); !errors.Is(err, ErrInvalidArgument) {
+			t.Fatalf("both ids and all: %v", err)
+		}
+		_, err := h.m.Compact(ctx, []string{"x", "a", "y"}, false, "")
+		var nf *NotFoundError
+		if !errors.As(err, &nf) || len(nf.IDs) != 2 || nf.IDs[0] != "x" || nf.IDs[1] != "y" {
+			t.Fatalf("unknown ids: %v, want NotFoundError naming x and y", err)
+		}
+		if n := len(store.jobsOf("a")); n != 0 {
+			t.Fatalf("a failed request enqueued %d jobs", n)
+		}
+		all, err := h.m.Compact(ctx, nil, true, "everything")
+		if err != nil || len(all) != 1 || all[0].Job.Reason != "everything" {
+			t.Fatalf("all: %+v, %v", all, err)
+		}
+	})
+}
+
+func TestWatchDeliversChangesAndProgressToTwoWatchers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := newMemStore()
+		store.addCollection("a", 20, time.Now())
+		exec := newFakeExec(store, 100)
+		gate := exec.setGate("a")
+		h := start(t, store, exec, testConfig())
+		ctx, cancel := context.WithCancel(t.Context())
+		var subs []*Subscription
+		for range 2 {
+			s, snap, err := h.m.Watch(ctx)
+			if err != nil || len(snap) != 0 {
+				t.Fatalf("Watch: %v, snapshot %d", err, len(snap))
+			}
+			subs = append(subs, s)
+		}
+		j := h.compact("a")[0].Job
+		h.wantState(j.ID, catalog.JobRunning)
+		close(gate)
+		h.wantState(j.ID, catalog.JobSucceeded)
+		cancel()
+		var wg sync.WaitGroup
+		for i, s := range subs {
+			wg.Go(func() {
+				var states []catalog.JobState
+				var progress int
+				for ev := range s.Events() {
+					if ev.Kind == EventProgress {
+						progress++
+						continue
+					}
+					if len(states) == 0 || states[len(states)-1] != ev.Job.State {
+						states = append(states, ev.Job.State)
+					}
+				}
+				got := strings.Join(toStrings(states), ",")
+				if got != "QUEUED,RUNNING,SUCCEEDED" || progress == 0 {
+					t.Errorf("watcher %d saw %s with %d progress events", i, got, progress)
+				}
+			})
+		}
+		wg.Wait()
+	})
+}
+
+func toStrings(s []catalog.JobState) []string {
+	out := make([]string, len(s))
+	for i, v := range s {
+		out[i] = string(v)
+	}
+	return out
+}
+
+func TestConfigValidate(t *testing.T) {
+	for name, mut := range map[string]func(*Config){
+		"zero interval":    func(c *Config) { c.Interval = 0 },
+		"zero workers":     func(c *Config) { c.Workers = 0 },
+		"negative minimum": func(c *Config) { c.MinCompactionSize = -1 },
+		"zero dead letter": func(c *Config) { c.DeadLetterAfter = 0 },
+		"backoff over max": func(c *Config) { c.BackoffBase = time.Hour; c.BackoffMax = time.Minute },
+	} {
+		c := DefaultConfig()
+		mut(&c)
+		if err := c.Validate(); err == nil {
+			t.Errorf("%s: Validate accepted it", name)
+		}
+	}
+	if err := DefaultConfig().Validate(); err != nil {
+		t.Fatalf("defaults: %v", err)
+	}
+}

@@ -1,0 +1,133 @@
+package manager
+
+import (
+	"strings"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
+
+	"github.com/compactorhq/compactor/internal/catalog"
+)
+
+// metrics are the manager's Prometheus metrics (DESIGN.md §8). Labels are
+// bounded: trigger, outcome and state take a handful of values, all created
+// at zero.
+type metrics struct {
+	jobs           *prometheus.CounterVec
+	duration       *prometheus.HistogramVec
+	queueWait      prometheus.Histogram
+	states         *prometheus.GaugeVec
+	compacted      prometheus.Counter
+	logRead        prometheus.Counter
+	bytesWritten   prometheus.Counter
+	backlog        prometheus.Gauge
+	deadLettered   prometheus.Gauge
+	lastSuccess    prometheus.Gauge
+	schedulerRuns  prometheus.Counter
+	schedulerEvery prometheus.Gauge
+}
+
+var (
+	triggers = []catalog.Trigger{catalog.TriggerScheduled, catalog.TriggerOneOff}
+	outcomes = []catalog.JobState{catalog.JobSucceeded, catalog.JobFailed, catalog.JobCancelled}
+)
+
+func newMetrics(reg prometheus.Registerer, cfg Config) *metrics {
+	f := promauto.With(reg)
+	m := &metrics{
+		jobs: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "compactor_jobs_total",
+			Help: "Compaction jobs finished, by trigger and outcome.",
+		}, []string{"trigger", "outcome"}),
+		duration: f.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "compactor_job_duration_seconds",
+			Help:    "Time from start to end of compaction jobs, by outcome.",
+			Buckets: prometheus.ExponentialBuckets(0.01, 4, 10), // 10 ms .. ~44 min
+		}, []string{"outcome"}),
+		queueWait: f.NewHistogram(prometheus.HistogramOpts{
+			Name:    "compactor_job_queue_wait_seconds",
+			Help:    "Time compaction jobs waited in the queue before they started.",
+			Buckets: prometheus.ExponentialBuckets(0.01, 4, 10),
+		}),
+		states: f.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "compactor_jobs",
+			Help: "Compaction jobs currently queued or running.",
+		}, []string{"state"}),
+		compacted: f.NewCounter(prometheus.CounterOpts{
+			Name: "compactor_records_compacted_total",
+			Help: "Log records materialized into committed segment versions.",
+		}),
+		logRead: f.NewCounter(prometheus.CounterOpts{
+			Name: "compactor_log_records_read_total",
+			Help: "Log records read by compaction jobs, whatever their outcome.",
+		}),
+		bytesWritten: f.NewCounter(prometheus.CounterOpts{
+			Name: "compactor_segment_bytes_written_total",
+			Help: "Bytes of segment blocks and manifests written by compaction jobs, whatever their outcome.",
+		}),
+		backlog: f.NewGauge(prometheus.GaugeOpts{
+			Name: "compactor_uncompacted_records",
+			Help: "Log records not yet compacted, summed over collections, as of the last scheduler run.",
+		}),
+		deadLettered: f.NewGauge(prometheus.GaugeOpts{
+			Name: "compactor_collections_dead_lettered",
+			Help: "Collections the scheduler skips after repeated failures, as of the last scheduler run.",
+		}),
+		lastSuccess: f.NewGauge(prometheus.GaugeOpts{
+			Name: "compactor_last_successful_compaction_timestamp_seconds",
+			Help: "Unix time of the end of the last successful compaction job; 0 if none since start.",
+		}),
+		schedulerRuns: f.NewCounter(prometheus.CounterOpts{
+			Name: "compactor_scheduler_runs_total",
+			Help: "Scheduler runs.",
+		}),
+		schedulerEvery: f.NewGauge(prometheus.GaugeOpts{
+			Name: "compactor_scheduler_interval_seconds",
+			Help: "Configured time between scheduler runs.",
+		}),
+	}
+	for _, t := range triggers {
+		for _, o := range outcomes {
+			m.jobs.WithLabelValues(label(t), label(o))
+		}
+	}
+	for _, o := range outcomes {
+		m.duration.WithLabelValues(label(o))
+	}
+	m.states.WithLabelValues(label(catalog.JobQueued))
+	m.states.WithLabelValues(label(catalog.JobRunning))
+	m.schedulerEvery.Set(cfg.Interval.Seconds())
+	return m
+}
+
+func label[T ~string](v T) string { return strings.ToLower(string(v)) }
+
+// finished accounts a job that reached a terminal state.
+func (m *metrics) finished(j catalog.Job, _ error) {
+	m.jobs.WithLabelValues(label(j.Trigger), label(j.State)).Inc()
+	if !j.StartedAt.IsZero() {
+		m.duration.WithLabelValues(label(j.State)).Observe(j.FinishedAt.Sub(j.StartedAt).Seconds())
+	}
+	m.logRead.Add(float64(j.RecordsRead))
+	m.bytesWritten.Add(float64(j.BytesWritten))
+	if j.State == catalog.JobSucceeded {
+		if j.VersionAfter != j.VersionBefore {
+			m.compacted.Add(float64(j.RecordsRead))
+		}
+		m.lastSuccess.Set(float64(j.FinishedAt.UnixMilli()) / 1e3)
+	}
+}
+
+// setStates sets the queued and running gauges from the active jobs.
+func (m *metrics) setStates(active map[string]*entry) {
+	var queued, running int
+	for _, e := range active {
+		if e.job.State == catalog.JobRunning {
+			running++
+		} else {
+			queued++
+		}
+	}
+	m.states.WithLabelValues(label(catalog.JobQueued)).Set(float64(queued))
+	m.states.WithLabelValues(label(catalog.JobRunning)).Set(float64(running))
+}
