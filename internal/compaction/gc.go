@@ -66,4 +66,3 @@ func (c *Compactor) DeleteCollection(ctx context.Context, collectionID string) e
 	}
 	return nil
 }
-

@@ -463,10 +463,10 @@ func TestRestartMarksInterruptedAndRequeues(t *testing.T) {
 func TestSchedulerQueuesBySizeAndAge(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		store := newMemStore()
-		store.addCollection("big", 10, time.Now())  // at the minimum size
-		store.addCollection("old", 2, time.Now())   // small, becomes old
-		store.addCollection("new", 2, time.Now())   // small and young
-		store.addCollection("none", 0, time.Now())  // nothing to do
+		store.addCollection("big", 10, time.Now()) // at the minimum size
+		store.addCollection("old", 2, time.Now())  // small, becomes old
+		store.addCollection("new", 2, time.Now())  // small and young
+		store.addCollection("none", 0, time.Now()) // nothing to do
 		cfg := testConfig()
 		cfg.Interval = 10 * time.Second
 		cfg.MaxAge = time.Minute
