@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/compactorhq/compactor/internal/catalog"
 	"github.com/compactorhq/compactor/internal/segment"
 )
 
@@ -54,15 +55,17 @@ func (c *Compactor) GC(ctx context.Context, collectionID string) (GCResult, erro
 	return res, nil
 }
 
-// DeleteCollection deletes a collection from the catalog, then its blobs.
-// Errors: catalog.ErrNotFound; a blob store error after the catalog row is
-// gone (the blobs are then orphans under a prefix no collection owns).
-func (c *Compactor) DeleteCollection(ctx context.Context, collectionID string) error {
-	if _, err := c.cat.DeleteCollection(ctx, collectionID); err != nil {
-		return fmt.Errorf("delete collection %s: %w", collectionID, err)
+// DeleteCollection deletes a collection from the catalog, then its blobs,
+// and returns the row as it was. Errors: catalog.ErrNotFound; a blob store
+// error after the catalog row is gone (the blobs are then orphans under a
+// prefix no collection owns).
+func (c *Compactor) DeleteCollection(ctx context.Context, collectionID string) (catalog.Collection, error) {
+	coll, err := c.cat.DeleteCollection(ctx, collectionID)
+	if err != nil {
+		return coll, fmt.Errorf("delete collection %s: %w", collectionID, err)
 	}
 	if err := c.seg.DeleteCollection(ctx, collectionID); err != nil && !errors.Is(err, segment.ErrNotExist) {
-		return fmt.Errorf("delete blobs of collection %s: %w", collectionID, err)
+		return coll, fmt.Errorf("delete blobs of collection %s: %w", collectionID, err)
 	}
-	return nil
+	return coll, nil
 }

@@ -38,25 +38,36 @@ func (c *Compactor) openView(ctx context.Context, collectionID string) (*view, e
 	return v, nil
 }
 
+// ReadResult is one answer of the read path.
+type ReadResult struct {
+	Records []materialize.Record
+	// Next is the id to pass as after for the next page; "" when none.
+	Next string
+	// SegmentVersion and LogPosition say what the read reflects: that
+	// segment version plus the log up to that offset.
+	SegmentVersion int64
+	LogPosition    int64
+}
+
 // GetRecords returns the materialized records of collectionID with the given
 // ids, in id order, each id at most once; ids that are absent are left out.
 // It reads the current segment version and applies the uncompacted log tail
 // with the materialization rules. Errors: catalog.ErrNotFound, catalog.ErrInvalidArgument
 // for more than MaxReadIDs ids, storage errors.
-func (c *Compactor) GetRecords(ctx context.Context, collectionID string, ids []string) ([]materialize.Record, error) {
+func (c *Compactor) GetRecords(ctx context.Context, collectionID string, ids []string) (ReadResult, error) {
 	if len(ids) > MaxReadIDs {
-		return nil, fmt.Errorf("get records of %s: %d ids requested, the limit is %d: %w", collectionID, len(ids), MaxReadIDs, catalog.ErrInvalidArgument)
+		return ReadResult{}, fmt.Errorf("get records of %s: %d ids requested, the limit is %d: %w", collectionID, len(ids), MaxReadIDs, catalog.ErrInvalidArgument)
 	}
 	v, err := c.openView(ctx, collectionID)
 	if err != nil {
-		return nil, fmt.Errorf("get records of %s: %w", collectionID, err)
+		return ReadResult{}, fmt.Errorf("get records of %s: %w", collectionID, err)
 	}
 	ids = slices.Clone(ids)
 	slices.Sort(ids)
 	ids = slices.Compact(ids)
 	base, err := c.seg.Get(ctx, v.manifest, ids)
 	if err != nil {
-		return nil, fmt.Errorf("get records of %s: %w", collectionID, err)
+		return ReadResult{}, fmt.Errorf("get records of %s: %w", collectionID, err)
 	}
 	out := make([]materialize.Record, 0, len(ids))
 	for _, id := range ids {
@@ -68,19 +79,24 @@ func (c *Compactor) GetRecords(ctx context.Context, collectionID string, ids []s
 			out = append(out, *r)
 		}
 	}
-	return out, nil
+	return v.result(out, ""), nil
+}
+
+func (v *view) result(recs []materialize.Record, next string) ReadResult {
+	return ReadResult{Records: recs, Next: next, SegmentVersion: v.coll.SegmentVersion, LogPosition: v.coll.LogPosition}
 }
 
 // ListRecords returns up to limit materialized records of collectionID with
 // id > after, in id order, and the id to pass as after for the next page (""
-// when there is none). limit must be in 1..MaxReadIDs.
-func (c *Compactor) ListRecords(ctx context.Context, collectionID, after string, limit int) ([]materialize.Record, string, error) {
+// when there is none). limit must be in 1..MaxReadIDs
+// (catalog.ErrInvalidArgument otherwise).
+func (c *Compactor) ListRecords(ctx context.Context, collectionID, after string, limit int) (ReadResult, error) {
 	if limit <= 0 || limit > MaxReadIDs {
-		return nil, "", fmt.Errorf("list records of %s: page size %d is outside 1..%d: %w", collectionID, limit, MaxReadIDs, catalog.ErrInvalidArgument)
+		return ReadResult{}, fmt.Errorf("list records of %s: page size %d is outside 1..%d: %w", collectionID, limit, MaxReadIDs, catalog.ErrInvalidArgument)
 	}
 	v, err := c.openView(ctx, collectionID)
 	if err != nil {
-		return nil, "", fmt.Errorf("list records of %s: %w", collectionID, err)
+		return ReadResult{}, fmt.Errorf("list records of %s: %w", collectionID, err)
 	}
 	// The tail's ids after the cursor, materialized against the segment.
 	var tailIDs []string
@@ -92,7 +108,7 @@ func (c *Compactor) ListRecords(ctx context.Context, collectionID, after string,
 	slices.Sort(tailIDs)
 	base, err := c.seg.Get(ctx, v.manifest, tailIDs)
 	if err != nil {
-		return nil, "", fmt.Errorf("list records of %s: %w", collectionID, err)
+		return ReadResult{}, fmt.Errorf("list records of %s: %w", collectionID, err)
 	}
 	overlay := make(map[string]*materialize.Record, len(tailIDs))
 	for _, id := range tailIDs {
@@ -136,14 +152,14 @@ func (c *Compactor) ListRecords(ctx context.Context, collectionID, after string,
 		return !full()
 	})
 	if err != nil {
-		return nil, "", fmt.Errorf("list records of %s: %w", collectionID, err)
+		return ReadResult{}, fmt.Errorf("list records of %s: %w", collectionID, err)
 	}
 	for next < len(tailIDs) && !full() {
 		emitTailBefore(tailIDs[len(tailIDs)-1], true)
 	}
 	if len(out) > limit {
 		out = out[:limit]
-		return out, out[limit-1].ID, nil
+		return v.result(out, out[limit-1].ID), nil
 	}
-	return out, "", nil
+	return v.result(out, ""), nil
 }

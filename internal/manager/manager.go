@@ -107,7 +107,8 @@ func (e *NotFoundError) Is(target error) bool { return target == ErrNotFound }
 // running job.
 type Job struct {
 	catalog.Job
-	Progress *Progress // nil unless RUNNING
+	Progress        *Progress // nil unless RUNNING
+	CancelRequested bool      // RUNNING, and an operator asked to cancel it
 }
 
 // Enqueued is one result of Compact.
@@ -151,7 +152,8 @@ type Manager struct {
 	active   map[string]*entry // by job id
 	changed  chan struct{}     // closed and replaced on every change of the queue
 	watchers map[*watcher]struct{}
-	running  bool // Run is accepting work
+	running  bool          // Run is accepting work
+	started  chan struct{} // closed once Run has recovered and accepts work
 	stopping bool
 	seq      uint64 // last entry.seq given
 }
@@ -177,6 +179,7 @@ func New(store Store, exec Executor, cfg Config, reg prometheus.Registerer, logg
 		colls:    make(map[string]*collState),
 		active:   make(map[string]*entry),
 		changed:  make(chan struct{}),
+		started:  make(chan struct{}),
 		watchers: make(map[*watcher]struct{}),
 	}, nil
 }
@@ -213,6 +216,7 @@ func (m *Manager) Run(ctx context.Context) error {
 
 	m.mu.Lock()
 	m.running = true
+	close(m.started)
 	m.mu.Unlock()
 
 	var wg sync.WaitGroup
@@ -285,6 +289,10 @@ func (m *Manager) recover(ctx context.Context) error {
 }
 
 func (m *Manager) now() time.Time { return time.Now().UTC().Truncate(time.Millisecond) }
+
+// Started is closed once Run has recovered the previous process's jobs and
+// accepts work.
+func (m *Manager) Started() <-chan struct{} { return m.started }
 
 // Compact requests one-off compactions of the given collections, or of all
 // of them with all=true (exactly one of the two). One-offs bypass the minimum
@@ -717,7 +725,7 @@ func stateRank(s catalog.JobState) int {
 
 // snapshot copies an entry for callers; m.mu must be held.
 func (m *Manager) snapshot(e *entry) Job {
-	j := Job{Job: e.job}
+	j := Job{Job: e.job, CancelRequested: e.cancelReq && e.job.State == catalog.JobRunning}
 	if e.progress != nil && e.job.State == catalog.JobRunning {
 		p := *e.progress
 		j.Progress = &p

@@ -1,0 +1,125 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/compactorhq/compactor/internal/server"
+)
+
+// logConfig selects the log format and level of serve and demo.
+type logConfig struct {
+	format string
+	level  string
+}
+
+func (l *logConfig) register(fs *pflag.FlagSet, format string) {
+	l.format = format
+	l.level = "info"
+	fs.StringVar(&l.format, "log-format", l.format, "log format: json or text")
+	fs.StringVar(&l.level, "log-level", l.level, "log level: debug, info, warn or error")
+}
+
+func (l *logConfig) logger(w io.Writer) (*slog.Logger, error) {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(l.level)); err != nil {
+		return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", l.level)
+	}
+	opts := &slog.HandlerOptions{Level: level}
+	switch l.format {
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	}
+	return nil, fmt.Errorf("--log-format %q: want json or text", l.format)
+}
+
+func newServeCmd(g *globals) *cobra.Command {
+	cfg := server.DefaultConfig()
+	var logs logConfig
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run the compaction service (API, status page and metrics on one port)",
+		Long: `Run the compaction service: the Connect API (gRPC, gRPC-Web and Connect on one
+port), the status page at /, /metrics, /healthz and /readyz. Embedded storage
+by default: SQLite and local files under --data-dir. Every flag falls back to
+the environment variable COMPACTOR_<FLAG> (e.g. COMPACTOR_LISTEN).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			logger, err := logs.logger(g.stderr)
+			if err != nil {
+				return err
+			}
+			if err := cfg.Validate(); err != nil {
+				return err
+			}
+			return serve(cmd.Context(), cfg, logger, nil)
+		},
+	}
+	cfg.RegisterFlags(cmd.Flags())
+	logs.register(cmd.Flags(), "json")
+	return cmd
+}
+
+// serve runs the server until ctx ends. started, when set, is called with
+// the app and its address once it serves.
+func serve(ctx context.Context, cfg server.Config, logger *slog.Logger, started func(*server.App, net.Addr)) error {
+	app, err := server.Open(ctx, cfg, logger)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err := app.Close(); err != nil {
+			logger.Warn("close storage", "err", err)
+		}
+	}()
+	return app.Run(ctx, nil, func(addr net.Addr) {
+		logger.Info("serving", "addr", addr.String(), "data_dir", cfg.DataDir, "blob_url", cfg.BlobURL,
+			"auth", cfg.Token != "")
+		if started != nil {
+			started(app, addr)
+		}
+	})
+}
+
+func newHealthcheckCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "healthcheck",
+		Short: "Exit 0 when the server at --addr is ready (GET /readyz), 1 otherwise",
+		Long: `Exit 0 when the server at --addr answers GET /readyz with 200, 1 otherwise.
+For container health checks: it needs no shell or curl.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			base := g.addr
+			if !strings.Contains(base, "://") {
+				base = "http://" + base
+			}
+			ctx, cancel := context.WithTimeout(cmd.Context(), min(g.timeout, 5*time.Second))
+			defer cancel()
+			req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(base, "/")+"/readyz", nil)
+			if err != nil {
+				return err
+			}
+			res, err := http.DefaultClient.Do(req)
+			if err != nil {
+				return fmt.Errorf("not ready: %w", err)
+			}
+			defer res.Body.Close()
+			if res.StatusCode != http.StatusOK {
+				return fmt.Errorf("not ready: %s answered %s", base, res.Status)
+			}
+			fmt.Fprintln(g.stdout, "ready")
+			return nil
+		},
+	}
+}

@@ -1,0 +1,189 @@
+package rpc
+
+import (
+	"encoding/base64"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"google.golang.org/protobuf/types/known/structpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	compactorv1 "github.com/compactorhq/compactor/gen/compactor/v1"
+	"github.com/compactorhq/compactor/internal/catalog"
+	"github.com/compactorhq/compactor/internal/manager"
+	"github.com/compactorhq/compactor/internal/materialize"
+)
+
+func ts(t time.Time) *timestamppb.Timestamp {
+	if t.IsZero() {
+		return nil
+	}
+	return timestamppb.New(t)
+}
+
+var stateToProto = map[catalog.JobState]compactorv1.JobState{
+	catalog.JobQueued:    compactorv1.JobState_JOB_STATE_QUEUED,
+	catalog.JobRunning:   compactorv1.JobState_JOB_STATE_RUNNING,
+	catalog.JobSucceeded: compactorv1.JobState_JOB_STATE_SUCCEEDED,
+	catalog.JobFailed:    compactorv1.JobState_JOB_STATE_FAILED,
+	catalog.JobCancelled: compactorv1.JobState_JOB_STATE_CANCELLED,
+}
+
+func stateFromProto(s compactorv1.JobState) (catalog.JobState, bool) {
+	for k, v := range stateToProto {
+		if v == s {
+			return k, true
+		}
+	}
+	return "", false
+}
+
+func triggerToProto(t catalog.Trigger) compactorv1.Trigger {
+	switch t {
+	case catalog.TriggerScheduled:
+		return compactorv1.Trigger_TRIGGER_SCHEDULED
+	case catalog.TriggerOneOff:
+		return compactorv1.Trigger_TRIGGER_ONE_OFF
+	}
+	return compactorv1.Trigger_TRIGGER_UNSPECIFIED
+}
+
+func triggerFromProto(t compactorv1.Trigger) catalog.Trigger {
+	switch t {
+	case compactorv1.Trigger_TRIGGER_SCHEDULED:
+		return catalog.TriggerScheduled
+	case compactorv1.Trigger_TRIGGER_ONE_OFF:
+		return catalog.TriggerOneOff
+	}
+	return ""
+}
+
+func jobToProto(j manager.Job, name string) *compactorv1.Job {
+	p := &compactorv1.Job{
+		Id:              j.ID,
+		CollectionId:    j.CollectionID,
+		CollectionName:  name,
+		Trigger:         triggerToProto(j.Trigger),
+		State:           stateToProto[j.State],
+		Reason:          j.Reason,
+		Attempt:         int32(j.Attempt),
+		CreateTime:      ts(j.CreatedAt),
+		StartTime:       ts(j.StartedAt),
+		FinishTime:      ts(j.FinishedAt),
+		OffsetStart:     j.OffsetStart,
+		OffsetEnd:       j.OffsetEnd,
+		RecordsRead:     j.RecordsRead,
+		RecordsWritten:  j.RecordsWritten,
+		BytesWritten:    j.BytesWritten,
+		VersionBefore:   j.VersionBefore,
+		VersionAfter:    j.VersionAfter,
+		Error:           j.Error,
+		Note:            j.Note,
+		Node:            j.Node,
+		CancelRequested: j.CancelRequested,
+	}
+	if pr := j.Progress; pr != nil {
+		p.Progress = &compactorv1.Progress{RecordsRead: pr.RecordsRead, RecordsTotal: pr.RecordsTotal, BytesWritten: pr.BytesWritten, Phase: pr.Phase}
+	}
+	return p
+}
+
+func collectionToProto(c catalog.Collection) *compactorv1.Collection {
+	return &compactorv1.Collection{
+		Id:                    c.ID,
+		Name:                  c.Name,
+		Dimension:             int32(c.Dimension),
+		LogPosition:           c.LogPosition,
+		CompactionOffset:      c.CompactionOffset,
+		Backlog:               c.Backlog(),
+		SegmentVersion:        c.SegmentVersion,
+		RecordCount:           c.RecordCount,
+		FailureCount:          int32(c.FailureCount),
+		DeadLettered:          c.DeadLettered(),
+		DeadLetterTime:        ts(c.DeadLetteredAt),
+		OldestUncompactedTime: ts(c.OldestUncompactedAt),
+		LastCompactionTime:    ts(c.LastCompactedAt),
+		CreateTime:            ts(c.CreatedAt),
+		UpdateTime:            ts(c.UpdatedAt),
+	}
+}
+
+func recordToProto(r materialize.Record) (*compactorv1.Record, error) {
+	p := &compactorv1.Record{Id: r.ID, Embedding: r.Embedding, Document: r.Document}
+	if r.Metadata != nil {
+		md, err := structpb.NewStruct(r.Metadata)
+		if err != nil {
+			return nil, fmt.Errorf("record %q: metadata: %w", r.ID, err)
+		}
+		p.Metadata = md
+	}
+	return p, nil
+}
+
+var opFromProto = map[compactorv1.Operation]materialize.Op{
+	compactorv1.Operation_OPERATION_ADD:    materialize.OpAdd,
+	compactorv1.Operation_OPERATION_UPDATE: materialize.OpUpdate,
+	compactorv1.Operation_OPERATION_UPSERT: materialize.OpUpsert,
+	compactorv1.Operation_OPERATION_DELETE: materialize.OpDelete,
+}
+
+// operationFromProto converts one pushed record; i is its index, for the
+// error. Metadata values keep their JSON kinds (structs and lists included),
+// so that validation names a non-scalar value precisely.
+func operationFromProto(i int, p *compactorv1.OperationRecord) (materialize.OperationRecord, error) {
+	op, ok := opFromProto[p.GetOp()]
+	if !ok {
+		return materialize.OperationRecord{}, invalidArgument(fmt.Sprintf("records[%d].op", i), "operation %s is not one of ADD, UPDATE, UPSERT, DELETE", p.GetOp())
+	}
+	o := materialize.OperationRecord{Op: op, ID: p.GetId(), Document: p.Document}
+	if len(p.GetEmbedding()) > 0 {
+		o.Embedding = p.GetEmbedding()
+	}
+	if md := p.GetMetadata(); md != nil && len(md.GetFields()) > 0 {
+		o.Metadata = make(materialize.Metadata, len(md.GetFields()))
+		for k, v := range md.GetFields() {
+			o.Metadata[k] = v.AsInterface()
+		}
+	}
+	return o, nil
+}
+
+// Page tokens are opaque to clients: base64url of a cursor string.
+
+func encodeToken(s string) string {
+	if s == "" {
+		return ""
+	}
+	return base64.RawURLEncoding.EncodeToString([]byte(s))
+}
+
+func decodeToken(field, tok string) (string, error) {
+	if tok == "" {
+		return "", nil
+	}
+	b, err := base64.RawURLEncoding.DecodeString(tok)
+	if err != nil || len(b) == 0 {
+		return "", invalidArgument(field, "page token %q is malformed; pass the next_page_token of a previous response", tok)
+	}
+	return string(b), nil
+}
+
+// jobCursor tokens are "<created unix ms>/<job id>".
+func encodeJobCursor(j catalog.Job) string {
+	return encodeToken(strconv.FormatInt(j.CreatedAt.UnixMilli(), 10) + "/" + j.ID)
+}
+
+func decodeJobCursor(tok string) (catalog.JobCursor, error) {
+	s, err := decodeToken("page_token", tok)
+	if err != nil || s == "" {
+		return catalog.JobCursor{}, err
+	}
+	ms, id, ok := strings.Cut(s, "/")
+	n, perr := strconv.ParseInt(ms, 10, 64)
+	if !ok || perr != nil || id == "" {
+		return catalog.JobCursor{}, invalidArgument("page_token", "page token %q is malformed; pass the next_page_token of a previous response", tok)
+	}
+	return catalog.JobCursor{CreatedAt: time.UnixMilli(n).UTC(), ID: id}, nil
+}

@@ -1,0 +1,167 @@
+package rpc
+
+import (
+	"context"
+	"crypto/subtle"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"connectrpc.com/authn"
+	"connectrpc.com/connect"
+	"connectrpc.com/grpchealth"
+	"connectrpc.com/grpcreflect"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
+
+	"github.com/compactorhq/compactor/gen/compactor/v1/compactorv1connect"
+)
+
+// Options configure Mount.
+type Options struct {
+	// Token, when set, is the bearer token every mutating procedure
+	// requires (and every procedure with ProtectReads).
+	Token        string
+	ProtectReads bool
+	// MaxRequestBytes bounds a request message (default 64 MiB); larger
+	// ones fail with RESOURCE_EXHAUSTED.
+	MaxRequestBytes int
+	Registerer      prometheus.Registerer
+	Logger          *slog.Logger
+}
+
+// Mutating lists the procedures that change state: they need the token
+// whenever one is configured.
+var Mutating = map[string]bool{
+	compactorv1connect.CompactionServiceCompactProcedure:          true,
+	compactorv1connect.CompactionServiceCancelCompactionProcedure: true,
+	compactorv1connect.CollectionServiceCreateCollectionProcedure: true,
+	compactorv1connect.CollectionServiceDeleteCollectionProcedure: true,
+	compactorv1connect.LogServicePushLogsProcedure:                true,
+}
+
+// ServiceNames are the fully-qualified names of the API services.
+var ServiceNames = []string{
+	compactorv1connect.CompactionServiceName,
+	compactorv1connect.CollectionServiceName,
+	compactorv1connect.LogServiceName,
+}
+
+// Mount registers the three services, gRPC health (grpc.health.v1) and gRPC
+// reflection (v1 and v1alpha) on mux, and returns the health checker so the
+// caller can set NOT_SERVING at shutdown.
+func Mount(mux *http.ServeMux, svc *Service, opts Options) *grpchealth.StaticChecker {
+	if opts.MaxRequestBytes <= 0 {
+		opts.MaxRequestBytes = 64 << 20
+	}
+	logger := opts.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	handlerOpts := []connect.HandlerOption{
+		connect.WithReadMaxBytes(opts.MaxRequestBytes),
+		connect.WithInterceptors(newObserver(opts.Registerer, logger)),
+	}
+	auth := authn.NewMiddleware(authFunc(opts.Token, opts.ProtectReads))
+	wrap := func(path string, h http.Handler) {
+		if opts.Token != "" {
+			h = auth.Wrap(h)
+		}
+		mux.Handle(path, h)
+	}
+	wrap(compactorv1connect.NewCompactionServiceHandler(svc, handlerOpts...))
+	wrap(compactorv1connect.NewCollectionServiceHandler(svc, handlerOpts...))
+	wrap(compactorv1connect.NewLogServiceHandler(svc, handlerOpts...))
+
+	checker := grpchealth.NewStaticChecker(ServiceNames...)
+	mux.Handle(grpchealth.NewHandler(checker))
+	reflector := grpcreflect.NewStaticReflector(ServiceNames...)
+	mux.Handle(grpcreflect.NewHandlerV1(reflector))
+	mux.Handle(grpcreflect.NewHandlerV1Alpha(reflector))
+	return checker
+}
+
+// authFunc checks the bearer token of protected procedures in constant time.
+// The token never appears in errors or logs.
+func authFunc(token string, protectReads bool) authn.AuthFunc {
+	want := []byte(token)
+	return func(_ context.Context, req authn.Request) (any, error) {
+		if !protectReads && !Mutating[req.Procedure()] {
+			return nil, nil
+		}
+		h := req.Header().Get("Authorization")
+		got, ok := strings.CutPrefix(h, "Bearer ")
+		if !ok || got == "" {
+			return nil, authn.Errorf("this call needs a bearer token: send the header Authorization: Bearer <token>")
+		}
+		if subtle.ConstantTimeCompare([]byte(got), want) != 1 {
+			return nil, authn.Errorf("invalid bearer token")
+		}
+		return "operator", nil
+	}
+}
+
+// observer is an interceptor that counts and times RPCs by procedure and
+// code and logs failed ones. Procedures are the API's (a bounded set).
+type observer struct {
+	requests *prometheus.CounterVec
+	duration *prometheus.HistogramVec
+	log      *slog.Logger
+}
+
+func newObserver(reg prometheus.Registerer, log *slog.Logger) *observer {
+	f := promauto.With(reg)
+	return &observer{
+		requests: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "compactor_rpc_requests_total",
+			Help: "RPC requests handled, by procedure and Connect code (ok for success).",
+		}, []string{"procedure", "code"}),
+		duration: f.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "compactor_rpc_request_duration_seconds",
+			Help:    "Time to handle RPC requests, by procedure (streams: until they end).",
+			Buckets: prometheus.ExponentialBuckets(0.001, 4, 9),
+		}, []string{"procedure"}),
+		log: log,
+	}
+}
+
+func (o *observer) observe(ctx context.Context, procedure string, start time.Time, err error) {
+	code := "ok"
+	if err != nil {
+		code = connect.CodeOf(err).String()
+	}
+	o.requests.WithLabelValues(procedure, code).Inc()
+	o.duration.WithLabelValues(procedure).Observe(time.Since(start).Seconds())
+	if err != nil {
+		var ce *connect.Error
+		level := slog.LevelInfo
+		if errors.As(err, &ce) && ce.Code() == connect.CodeInternal {
+			level = slog.LevelWarn
+		}
+		o.log.Log(ctx, level, "rpc failed", "procedure", procedure, "code", code, "err", err)
+	}
+}
+
+func (o *observer) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
+	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+		start := time.Now()
+		res, err := next(ctx, req)
+		o.observe(ctx, req.Spec().Procedure, start, err)
+		return res, err
+	}
+}
+
+func (o *observer) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
+	return next
+}
+
+func (o *observer) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
+	return func(ctx context.Context, conn connect.StreamingHandlerConn) error {
+		start := time.Now()
+		err := next(ctx, conn)
+		o.observe(ctx, conn.Spec().Procedure, start, err)
+		return err
+	}
+}

@@ -1,0 +1,466 @@
+// Package rpc adapts the compactor's core to its Connect API: the
+// CompactionService, CollectionService and LogService handlers, the mapping
+// of domain errors to Connect codes, and the interceptors (bearer-token
+// authentication, logging, metrics). It translates and validates; the
+// semantics live in internal/manager and internal/compaction.
+package rpc
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"unicode/utf8"
+
+	"connectrpc.com/connect"
+	"github.com/google/uuid"
+
+	compactorv1 "github.com/compactorhq/compactor/gen/compactor/v1"
+	"github.com/compactorhq/compactor/gen/compactor/v1/compactorv1connect"
+	"github.com/compactorhq/compactor/internal/catalog"
+	"github.com/compactorhq/compactor/internal/compaction"
+	"github.com/compactorhq/compactor/internal/manager"
+	"github.com/compactorhq/compactor/internal/materialize"
+)
+
+// Limits of one request.
+const (
+	MaxCompactIDs    = 10_000 // collection ids in one Compact
+	MaxPushRecords   = 10_000 // operation records in one PushLogs
+	MaxReasonBytes   = 1_024
+	DefaultPageSize  = 100
+	MaxPageSize      = 1_000
+	maxWatchJobIDs   = 1_000
+	collectionsField = "collection_ids"
+)
+
+// Manager is what the handlers need of the compaction manager.
+type Manager interface {
+	Compact(ctx context.Context, ids []string, all bool, reason string) ([]manager.Enqueued, error)
+	Get(ctx context.Context, jobID string) (manager.Job, error)
+	List(ctx context.Context, f catalog.JobFilter) ([]manager.Job, error)
+	Active() []manager.Job
+	Watch(ctx context.Context) (*manager.Subscription, []manager.Job, error)
+	Cancel(ctx context.Context, jobID string) (manager.Job, error)
+}
+
+// Catalog is what the handlers need of the catalog.
+type Catalog interface {
+	CreateCollection(ctx context.Context, name string, dimension int) (catalog.Collection, error)
+	GetCollection(ctx context.Context, id string) (catalog.Collection, error)
+	ListCollections(ctx context.Context) ([]catalog.Collection, error)
+	AppendLog(ctx context.Context, collectionID string, ops []materialize.OperationRecord, lim catalog.AppendLimits) (int64, int64, error)
+}
+
+// Records is the read path and collection deletion.
+type Records interface {
+	GetRecords(ctx context.Context, collectionID string, ids []string) (compaction.ReadResult, error)
+	ListRecords(ctx context.Context, collectionID, after string, limit int) (compaction.ReadResult, error)
+	DeleteCollection(ctx context.Context, collectionID string) (catalog.Collection, error)
+}
+
+// Service implements the three Connect services.
+type Service struct {
+	mgr    Manager
+	cat    Catalog
+	recs   Records
+	limits catalog.AppendLimits
+	log    *slog.Logger
+}
+
+var (
+	_ compactorv1connect.CompactionServiceHandler = (*Service)(nil)
+	_ compactorv1connect.CollectionServiceHandler = (*Service)(nil)
+	_ compactorv1connect.LogServiceHandler        = (*Service)(nil)
+)
+
+// NewService returns the handlers. limits bound PushLogs (backlog and record
+// limits); logger nil discards logs.
+func NewService(mgr Manager, cat Catalog, recs Records, limits catalog.AppendLimits, logger *slog.Logger) *Service {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	return &Service{mgr: mgr, cat: cat, recs: recs, limits: limits, log: logger}
+}
+
+func (s *Service) fail(ctx context.Context, procedure string, err error) error {
+	return toConnect(ctx, s.log, procedure, err)
+}
+
+// checkID validates a UUID-shaped id of the given field.
+func checkID(field, id string) error {
+	if id == "" {
+		return invalidArgument(field, "is required")
+	}
+	if _, err := uuid.Parse(id); err != nil {
+		return invalidArgument(field, "%q is not a valid id (a UUID such as 0b6a3c0e-8f1e-4a55-9f0e-5c1d2f3a4b5c)", truncate(id, 80))
+	}
+	return nil
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
+}
+
+func pageSize(n int32) (int, error) {
+	switch {
+	case n < 0:
+		return 0, invalidArgument("page_size", "must not be negative, got %d", n)
+	case n == 0:
+		return DefaultPageSize, nil
+	case n > MaxPageSize:
+		return MaxPageSize, nil
+	}
+	return int(n), nil
+}
+
+// names maps collection ids to names for job responses.
+func (s *Service) names(ctx context.Context) map[string]string {
+	colls, err := s.cat.ListCollections(ctx)
+	if err != nil {
+		s.log.WarnContext(ctx, "list collections for job names", "err", err)
+		return nil
+	}
+	m := make(map[string]string, len(colls))
+	for _, c := range colls {
+		m[c.ID] = c.Name
+	}
+	return m
+}
+
+// Compact implements CompactionService.Compact.
+func (s *Service) Compact(ctx context.Context, req *connect.Request[compactorv1.CompactRequest]) (*connect.Response[compactorv1.CompactResponse], error) {
+	const proc = compactorv1connect.CompactionServiceCompactProcedure
+	m := req.Msg
+	switch {
+	case m.GetAll() && len(m.GetCollectionIds()) > 0:
+		return nil, invalidArgument(collectionsField, "give collection ids or all, not both")
+	case !m.GetAll() && len(m.GetCollectionIds()) == 0:
+		return nil, invalidArgument(collectionsField, "give at least one collection id, or all")
+	case len(m.GetCollectionIds()) > MaxCompactIDs:
+		return nil, invalidArgument(collectionsField, "%d ids, more than the limit of %d", len(m.GetCollectionIds()), MaxCompactIDs)
+	case len(m.GetReason()) > MaxReasonBytes:
+		return nil, invalidArgument("reason", "is %d bytes, longer than the limit of %d", len(m.GetReason()), MaxReasonBytes)
+	case !utf8.ValidString(m.GetReason()):
+		return nil, invalidArgument("reason", "is not valid UTF-8")
+	}
+	for i, id := range m.GetCollectionIds() {
+		if err := checkID(fmt.Sprintf("collection_ids[%d]", i), id); err != nil {
+			return nil, err
+		}
+	}
+	enq, err := s.mgr.Compact(ctx, m.GetCollectionIds(), m.GetAll(), strings.TrimSpace(m.GetReason()))
+	if err != nil {
+		return nil, s.fail(ctx, proc, err)
+	}
+	names := s.names(ctx)
+	out := &compactorv1.CompactResponse{}
+	for _, e := range enq {
+		out.Jobs = append(out.Jobs, &compactorv1.CompactResult{Job: jobToProto(e.Job, names[e.Job.CollectionID]), Created: e.Created})
+	}
+	return connect.NewResponse(out), nil
+}
+
+// GetCompaction implements CompactionService.GetCompaction.
+func (s *Service) GetCompaction(ctx context.Context, req *connect.Request[compactorv1.GetCompactionRequest]) (*connect.Response[compactorv1.GetCompactionResponse], error) {
+	if err := checkID("job_id", req.Msg.GetJobId()); err != nil {
+		return nil, err
+	}
+	j, err := s.mgr.Get(ctx, req.Msg.GetJobId())
+	if err != nil {
+		return nil, s.fail(ctx, compactorv1connect.CompactionServiceGetCompactionProcedure, err)
+	}
+	return connect.NewResponse(&compactorv1.GetCompactionResponse{Job: jobToProto(j, s.names(ctx)[j.CollectionID])}), nil
+}
+
+// ListCompactions implements CompactionService.ListCompactions.
+func (s *Service) ListCompactions(ctx context.Context, req *connect.Request[compactorv1.ListCompactionsRequest]) (*connect.Response[compactorv1.ListCompactionsResponse], error) {
+	m := req.Msg
+	f := catalog.JobFilter{CollectionID: m.GetCollectionId(), Trigger: triggerFromProto(m.GetTrigger())}
+	if f.CollectionID != "" {
+		if err := checkID("collection_id", f.CollectionID); err != nil {
+			return nil, err
+		}
+	}
+	for i, st := range m.GetStates() {
+		state, ok := stateFromProto(st)
+		if !ok {
+			return nil, invalidArgument(fmt.Sprintf("states[%d]", i), "%s is not a job state", st)
+		}
+		f.States = append(f.States, state)
+	}
+	size, err := pageSize(m.GetPageSize())
+	if err != nil {
+		return nil, err
+	}
+	if f.Before, err = decodeJobCursor(m.GetPageToken()); err != nil {
+		return nil, err
+	}
+	f.Limit = size + 1
+	jobs, err := s.mgr.List(ctx, f)
+	if err != nil {
+		return nil, s.fail(ctx, compactorv1connect.CompactionServiceListCompactionsProcedure, err)
+	}
+	out := &compactorv1.ListCompactionsResponse{}
+	if len(jobs) > size {
+		jobs = jobs[:size]
+		out.NextPageToken = encodeJobCursor(jobs[size-1].Job)
+	}
+	names := s.names(ctx)
+	for _, j := range jobs {
+		out.Jobs = append(out.Jobs, jobToProto(j, names[j.CollectionID]))
+	}
+	return connect.NewResponse(out), nil
+}
+
+// WatchCompactions implements CompactionService.WatchCompactions: a
+// snapshot of the active jobs (or of the jobs named in job_ids), a
+// SNAPSHOT_COMPLETE marker, then every change until the client goes away.
+func (s *Service) WatchCompactions(ctx context.Context, req *connect.Request[compactorv1.WatchCompactionsRequest], stream *connect.ServerStream[compactorv1.WatchCompactionsResponse]) error {
+	const proc = compactorv1connect.CompactionServiceWatchCompactionsProcedure
+	m := req.Msg
+	if c := m.GetCollectionId(); c != "" {
+		if err := checkID("collection_id", c); err != nil {
+			return err
+		}
+	}
+	if len(m.GetJobIds()) > maxWatchJobIDs {
+		return invalidArgument("job_ids", "%d ids, more than the limit of %d", len(m.GetJobIds()), maxWatchJobIDs)
+	}
+	wanted := make(map[string]bool, len(m.GetJobIds()))
+	for i, id := range m.GetJobIds() {
+		if err := checkID(fmt.Sprintf("job_ids[%d]", i), id); err != nil {
+			return err
+		}
+		wanted[id] = true
+	}
+	match := func(j manager.Job) bool {
+		if len(wanted) > 0 && !wanted[j.ID] {
+			return false
+		}
+		return m.GetCollectionId() == "" || j.CollectionID == m.GetCollectionId()
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	sub, active, err := s.mgr.Watch(ctx)
+	if err != nil {
+		return s.fail(ctx, proc, err)
+	}
+	snapshot := active
+	if len(wanted) > 0 {
+		// Subscribed first, so a job that ends meanwhile is not missed.
+		snapshot = snapshot[:0:0]
+		for _, id := range m.GetJobIds() {
+			j, err := s.mgr.Get(ctx, id)
+			if err != nil {
+				return s.fail(ctx, proc, err)
+			}
+			snapshot = append(snapshot, j)
+		}
+	}
+	names := s.names(ctx)
+	nameOf := func(id string) string {
+		n, ok := names[id]
+		if !ok {
+			names = s.names(ctx)
+			n = names[id]
+		}
+		return n
+	}
+	for _, j := range snapshot {
+		if !match(j) {
+			continue
+		}
+		if err := stream.Send(&compactorv1.WatchCompactionsResponse{Type: compactorv1.WatchEventType_WATCH_EVENT_TYPE_SNAPSHOT, Job: jobToProto(j, nameOf(j.CollectionID))}); err != nil {
+			return err
+		}
+	}
+	if err := stream.Send(&compactorv1.WatchCompactionsResponse{Type: compactorv1.WatchEventType_WATCH_EVENT_TYPE_SNAPSHOT_COMPLETE}); err != nil {
+		return err
+	}
+	for ev := range sub.Events() {
+		if !match(ev.Job) {
+			continue
+		}
+		typ := compactorv1.WatchEventType_WATCH_EVENT_TYPE_CHANGED
+		if ev.Kind == manager.EventProgress {
+			if !m.GetIncludeProgress() {
+				continue
+			}
+			typ = compactorv1.WatchEventType_WATCH_EVENT_TYPE_PROGRESS
+		}
+		if err := stream.Send(&compactorv1.WatchCompactionsResponse{Type: typ, Job: jobToProto(ev.Job, nameOf(ev.Job.CollectionID))}); err != nil {
+			return err
+		}
+	}
+	switch {
+	case ctx.Err() != nil:
+		return nil // the client went away
+	case sub.Lagged():
+		return connect.NewError(connect.CodeUnavailable, fmt.Errorf("watcher fell more than its buffer behind; watch again"))
+	}
+	return connect.NewError(connect.CodeUnavailable, manager.ErrStopped)
+}
+
+// CancelCompaction implements CompactionService.CancelCompaction.
+func (s *Service) CancelCompaction(ctx context.Context, req *connect.Request[compactorv1.CancelCompactionRequest]) (*connect.Response[compactorv1.CancelCompactionResponse], error) {
+	if err := checkID("job_id", req.Msg.GetJobId()); err != nil {
+		return nil, err
+	}
+	j, err := s.mgr.Cancel(ctx, req.Msg.GetJobId())
+	if err != nil {
+		return nil, s.fail(ctx, compactorv1connect.CompactionServiceCancelCompactionProcedure, err)
+	}
+	return connect.NewResponse(&compactorv1.CancelCompactionResponse{Job: jobToProto(j, s.names(ctx)[j.CollectionID])}), nil
+}
+
+// CreateCollection implements CollectionService.CreateCollection.
+func (s *Service) CreateCollection(ctx context.Context, req *connect.Request[compactorv1.CreateCollectionRequest]) (*connect.Response[compactorv1.CreateCollectionResponse], error) {
+	c, err := s.cat.CreateCollection(ctx, req.Msg.GetName(), int(req.Msg.GetDimension()))
+	if err != nil {
+		return nil, s.fail(ctx, compactorv1connect.CollectionServiceCreateCollectionProcedure, err)
+	}
+	return connect.NewResponse(&compactorv1.CreateCollectionResponse{Collection: collectionToProto(c)}), nil
+}
+
+// GetCollection implements CollectionService.GetCollection.
+func (s *Service) GetCollection(ctx context.Context, req *connect.Request[compactorv1.GetCollectionRequest]) (*connect.Response[compactorv1.GetCollectionResponse], error) {
+	if err := checkID("id", req.Msg.GetId()); err != nil {
+		return nil, err
+	}
+	c, err := s.cat.GetCollection(ctx, req.Msg.GetId())
+	if err != nil {
+		return nil, s.fail(ctx, compactorv1connect.CollectionServiceGetCollectionProcedure, err)
+	}
+	return connect.NewResponse(&compactorv1.GetCollectionResponse{Collection: collectionToProto(c)}), nil
+}
+
+// ListCollections implements CollectionService.ListCollections: by name,
+// paged with the last name as cursor.
+func (s *Service) ListCollections(ctx context.Context, req *connect.Request[compactorv1.ListCollectionsRequest]) (*connect.Response[compactorv1.ListCollectionsResponse], error) {
+	size, err := pageSize(req.Msg.GetPageSize())
+	if err != nil {
+		return nil, err
+	}
+	after, err := decodeToken("page_token", req.Msg.GetPageToken())
+	if err != nil {
+		return nil, err
+	}
+	colls, err := s.cat.ListCollections(ctx)
+	if err != nil {
+		return nil, s.fail(ctx, compactorv1connect.CollectionServiceListCollectionsProcedure, err)
+	}
+	out := &compactorv1.ListCollectionsResponse{}
+	for _, c := range colls {
+		if after != "" && c.Name <= after {
+			continue
+		}
+		if len(out.Collections) == size {
+			out.NextPageToken = encodeToken(out.Collections[size-1].GetName())
+			break
+		}
+		out.Collections = append(out.Collections, collectionToProto(c))
+	}
+	return connect.NewResponse(out), nil
+}
+
+// DeleteCollection implements CollectionService.DeleteCollection: the
+// collection's active jobs are cancelled first.
+func (s *Service) DeleteCollection(ctx context.Context, req *connect.Request[compactorv1.DeleteCollectionRequest]) (*connect.Response[compactorv1.DeleteCollectionResponse], error) {
+	const proc = compactorv1connect.CollectionServiceDeleteCollectionProcedure
+	id := req.Msg.GetId()
+	if err := checkID("id", id); err != nil {
+		return nil, err
+	}
+	if _, err := s.cat.GetCollection(ctx, id); err != nil {
+		return nil, s.fail(ctx, proc, err)
+	}
+	for _, j := range s.mgr.Active() {
+		if j.CollectionID == id {
+			if _, err := s.mgr.Cancel(ctx, j.ID); err != nil {
+				s.log.WarnContext(ctx, "cancel job of deleted collection", "job", j.ID, "err", err)
+			}
+		}
+	}
+	c, err := s.recs.DeleteCollection(ctx, id)
+	if err != nil {
+		return nil, s.fail(ctx, proc, err)
+	}
+	return connect.NewResponse(&compactorv1.DeleteCollectionResponse{Collection: collectionToProto(c)}), nil
+}
+
+// GetRecords implements CollectionService.GetRecords: by ids, or paged in id
+// order.
+func (s *Service) GetRecords(ctx context.Context, req *connect.Request[compactorv1.GetRecordsRequest]) (*connect.Response[compactorv1.GetRecordsResponse], error) {
+	const proc = compactorv1connect.CollectionServiceGetRecordsProcedure
+	m := req.Msg
+	if err := checkID("collection_id", m.GetCollectionId()); err != nil {
+		return nil, err
+	}
+	var res compaction.ReadResult
+	var err error
+	if len(m.GetIds()) > 0 {
+		if m.GetPageSize() != 0 || m.GetPageToken() != "" {
+			return nil, invalidArgument("ids", "give ids or page_size/page_token, not both")
+		}
+		if len(m.GetIds()) > compaction.MaxReadIDs {
+			return nil, invalidArgument("ids", "%d ids, more than the limit of %d", len(m.GetIds()), compaction.MaxReadIDs)
+		}
+		res, err = s.recs.GetRecords(ctx, m.GetCollectionId(), m.GetIds())
+	} else {
+		size, perr := pageSize(m.GetPageSize())
+		if perr != nil {
+			return nil, perr
+		}
+		after, terr := decodeToken("page_token", m.GetPageToken())
+		if terr != nil {
+			return nil, terr
+		}
+		res, err = s.recs.ListRecords(ctx, m.GetCollectionId(), after, size)
+	}
+	if err != nil {
+		return nil, s.fail(ctx, proc, err)
+	}
+	out := &compactorv1.GetRecordsResponse{NextPageToken: encodeToken(res.Next), SegmentVersion: res.SegmentVersion, LogPosition: res.LogPosition}
+	for _, r := range res.Records {
+		p, err := recordToProto(r)
+		if err != nil {
+			return nil, s.fail(ctx, proc, err)
+		}
+		out.Records = append(out.Records, p)
+	}
+	return connect.NewResponse(out), nil
+}
+
+// PushLogs implements LogService.PushLogs.
+func (s *Service) PushLogs(ctx context.Context, req *connect.Request[compactorv1.PushLogsRequest]) (*connect.Response[compactorv1.PushLogsResponse], error) {
+	m := req.Msg
+	if err := checkID("collection_id", m.GetCollectionId()); err != nil {
+		return nil, err
+	}
+	switch n := len(m.GetRecords()); {
+	case n == 0:
+		return nil, invalidArgument("records", "give at least one record")
+	case n > MaxPushRecords:
+		return nil, invalidArgument("records", "%d records, more than the limit of %d per request", n, MaxPushRecords)
+	}
+	ops := make([]materialize.OperationRecord, len(m.GetRecords()))
+	for i, p := range m.GetRecords() {
+		o, err := operationFromProto(i, p)
+		if err != nil {
+			return nil, err
+		}
+		ops[i] = o
+	}
+	first, last, err := s.cat.AppendLog(ctx, m.GetCollectionId(), ops, s.limits)
+	if err != nil {
+		return nil, s.fail(ctx, compactorv1connect.LogServicePushLogsProcedure, err)
+	}
+	return connect.NewResponse(&compactorv1.PushLogsResponse{FirstOffset: first, LastOffset: last, Count: int32(len(ops))}), nil
+}

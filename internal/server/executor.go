@@ -1,0 +1,46 @@
+package server
+
+import (
+	"context"
+
+	"github.com/compactorhq/compactor/internal/catalog"
+	"github.com/compactorhq/compactor/internal/compaction"
+	"github.com/compactorhq/compactor/internal/manager"
+)
+
+// executor adapts a compaction.Compactor to the manager's Executor.
+type executor struct{ c *compaction.Compactor }
+
+func outcomeOf(r compaction.Result) manager.Outcome {
+	return manager.Outcome{
+		OffsetStart:    r.OffsetStart,
+		OffsetEnd:      r.OffsetEnd,
+		RecordsRead:    r.RecordsRead,
+		RecordsWritten: r.RecordsWritten,
+		BytesWritten:   r.BytesWritten,
+		VersionBefore:  r.VersionBefore,
+		VersionAfter:   r.VersionAfter,
+		Remaining:      r.Remaining,
+		Note:           r.Note,
+	}
+}
+
+func (e executor) Execute(ctx context.Context, collectionID string, progress func(manager.Progress), finish func(manager.Outcome) catalog.Job) (manager.Outcome, error) {
+	res, err := e.c.Compact(ctx, collectionID, compaction.Options{
+		Progress: func(p compaction.Progress) {
+			progress(manager.Progress{Phase: p.Phase, RecordsRead: p.RecordsRead, RecordsTotal: p.RecordsTotal, BytesWritten: p.BytesWritten})
+		},
+		CommitJob: func(r compaction.Result) *catalog.Job {
+			j := finish(outcomeOf(r))
+			return &j
+		},
+	})
+	return outcomeOf(res), err
+}
+
+func (e executor) Transient(err error) bool { return compaction.IsTransient(err) }
+
+func (e executor) GC(ctx context.Context, collectionID string) error {
+	_, err := e.c.GC(ctx, collectionID)
+	return err
+}

@@ -1,0 +1,332 @@
+// Package server wires the compactor's parts into one process: catalog, blob
+// store, segment store, compactor, manager, the Connect API, the status page,
+// health, readiness and metrics, all on one port (plaintext HTTP/1.1 and
+// HTTP/2, so gRPC, gRPC-Web and Connect clients share it).
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"runtime/debug"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"connectrpc.com/grpchealth"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/spf13/pflag"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/compactorhq/compactor/internal/catalog"
+	"github.com/compactorhq/compactor/internal/compaction"
+	"github.com/compactorhq/compactor/internal/manager"
+	"github.com/compactorhq/compactor/internal/rpc"
+	"github.com/compactorhq/compactor/internal/segment"
+)
+
+// Config is the configuration of `compactor serve`.
+type Config struct {
+	Listen          string // host:port
+	DataDir         string // holds catalog.db and, by default, the blobs
+	CatalogDSN      string // default <data-dir>/catalog.db
+	BlobURL         string // default file://<data-dir>/blobs
+	Token           string
+	TokenFile       string
+	ProtectReads    bool
+	MaxBacklog      int64 // records per collection before PushLogs is refused
+	MaxRequestBytes int
+	ShutdownGrace   time.Duration // for in-flight HTTP requests
+	Segment         segment.Config
+	Compaction      compaction.Config
+	Manager         manager.Config
+}
+
+// DefaultConfig returns the defaults of every setting.
+func DefaultConfig() Config {
+	return Config{
+		Listen:          "127.0.0.1:7070",
+		DataDir:         "./data",
+		MaxBacklog:      1_000_000,
+		MaxRequestBytes: 64 << 20,
+		ShutdownGrace:   10 * time.Second,
+		Segment:         segment.Config{MaxBlockRecords: 4096, MinBlockRecords: 1024},
+		Compaction:      compaction.DefaultConfig(),
+		Manager:         manager.DefaultConfig(),
+	}
+}
+
+// RegisterFlags registers every serve flag on fs.
+func (c *Config) RegisterFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&c.Listen, "listen", c.Listen, "address to serve the API, page and metrics on (host:port)")
+	fs.StringVar(&c.DataDir, "data-dir", c.DataDir, "directory of the embedded catalog and blob store")
+	fs.StringVar(&c.CatalogDSN, "catalog", c.CatalogDSN, "catalog database file (default <data-dir>/catalog.db)")
+	fs.StringVar(&c.BlobURL, "blob-url", c.BlobURL, "blob store URL: file:///dir, mem://, s3://bucket (default file://<data-dir>/blobs)")
+	fs.StringVar(&c.Token, "token", c.Token, "bearer token required by mutating calls and page actions (empty: none)")
+	fs.StringVar(&c.TokenFile, "token-file", c.TokenFile, "file holding the bearer token (instead of --token)")
+	fs.BoolVar(&c.ProtectReads, "protect-reads", c.ProtectReads, "require the token for reads and pages too")
+	fs.Int64Var(&c.MaxBacklog, "max-backlog", c.MaxBacklog, "uncompacted records per collection at which pushes are refused (RESOURCE_EXHAUSTED)")
+	fs.IntVar(&c.MaxRequestBytes, "max-request-bytes", c.MaxRequestBytes, "largest accepted request message, bytes")
+	fs.DurationVar(&c.ShutdownGrace, "shutdown-grace", c.ShutdownGrace, "time in-flight requests get at shutdown")
+	fs.IntVar(&c.Segment.MaxBlockRecords, "max-block-records", c.Segment.MaxBlockRecords, "records at which a segment block is split")
+	fs.IntVar(&c.Segment.MinBlockRecords, "min-block-records", c.Segment.MinBlockRecords, "records under which a rewritten block is merged with a neighbour")
+	c.Compaction.RegisterFlags(fs)
+	c.Manager.RegisterFlags(fs)
+}
+
+// Validate checks the configuration and fills the derived defaults (catalog
+// path, blob URL, token from its file). Errors name the flag.
+func (c *Config) Validate() error {
+	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
+		return fmt.Errorf("--listen %q: %w", c.Listen, err)
+	}
+	if c.DataDir == "" {
+		return errors.New("--data-dir must not be empty")
+	}
+	if c.CatalogDSN == "" {
+		c.CatalogDSN = filepath.Join(c.DataDir, "catalog.db")
+	}
+	if c.BlobURL == "" {
+		abs, err := filepath.Abs(filepath.Join(c.DataDir, "blobs"))
+		if err != nil {
+			return fmt.Errorf("--data-dir %q: %w", c.DataDir, err)
+		}
+		c.BlobURL = "file://" + filepath.ToSlash(abs)
+	}
+	if c.TokenFile != "" {
+		if c.Token != "" {
+			return errors.New("give --token or --token-file, not both")
+		}
+		b, err := os.ReadFile(c.TokenFile)
+		if err != nil {
+			return fmt.Errorf("--token-file: %w", err)
+		}
+		c.Token = strings.TrimSpace(string(b))
+		if c.Token == "" {
+			return fmt.Errorf("--token-file %s is empty", c.TokenFile)
+		}
+	}
+	if c.ProtectReads && c.Token == "" {
+		return errors.New("--protect-reads needs --token or --token-file")
+	}
+	switch {
+	case c.MaxBacklog <= 0:
+		return fmt.Errorf("--max-backlog must be positive, got %d", c.MaxBacklog)
+	case c.MaxRequestBytes <= 0:
+		return fmt.Errorf("--max-request-bytes must be positive, got %d", c.MaxRequestBytes)
+	case c.ShutdownGrace < 0:
+		return fmt.Errorf("--shutdown-grace must not be negative, got %s", c.ShutdownGrace)
+	case c.Segment.MaxBlockRecords <= 1:
+		return fmt.Errorf("--max-block-records must be at least 2, got %d", c.Segment.MaxBlockRecords)
+	case c.Segment.MinBlockRecords <= 0 || c.Segment.MinBlockRecords >= c.Segment.MaxBlockRecords:
+		return fmt.Errorf("--min-block-records must be in 1..max-block-records-1, got %d", c.Segment.MinBlockRecords)
+	}
+	if err := c.Compaction.Validate(); err != nil {
+		return err
+	}
+	return c.Manager.Validate()
+}
+
+// App is one wired compactor process.
+type App struct {
+	Catalog   *catalog.Catalog
+	Segments  *segment.Store
+	Compactor *compaction.Compactor
+	Manager   *manager.Manager
+	Service   *rpc.Service
+	Registry  *prometheus.Registry
+
+	cfg     Config
+	log     *slog.Logger
+	mux     *http.ServeMux
+	health  *grpchealth.StaticChecker
+	ready   atomic.Bool
+	closers []func() error
+}
+
+// Open opens storage and builds every part. cfg must have passed Validate.
+// The caller runs it with Run (or serves Handler itself and runs the
+// manager) and releases it with Close.
+func Open(ctx context.Context, cfg Config, logger *slog.Logger) (_ *App, err error) {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	a := &App{cfg: cfg, log: logger, mux: http.NewServeMux(), Registry: prometheus.NewRegistry()}
+	defer func() {
+		if err != nil {
+			_ = a.Close()
+		}
+	}()
+	a.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildInfo())
+
+	if err := os.MkdirAll(cfg.DataDir, 0o750); err != nil {
+		return nil, fmt.Errorf("create data directory: %w", err)
+	}
+	a.Catalog, err = catalog.Open(ctx, catalog.Config{DSN: cfg.CatalogDSN, Logger: logger.With("component", "catalog")})
+	if err != nil {
+		return nil, fmt.Errorf("open catalog %s: %w", cfg.CatalogDSN, err)
+	}
+	a.closers = append(a.closers, a.Catalog.Close)
+	blobs, closer, err := segment.OpenBucket(ctx, cfg.BlobURL)
+	if err != nil {
+		return nil, fmt.Errorf("open blob store %s: %w", cfg.BlobURL, err)
+	}
+	a.closers = append(a.closers, closer.Close)
+	a.Segments = segment.NewStore(blobs, cfg.Segment, nil)
+	a.Compactor, err = compaction.New(a.Catalog, a.Segments, cfg.Compaction, logger.With("component", "compaction"))
+	if err != nil {
+		return nil, err
+	}
+	a.Manager, err = manager.New(a.Catalog, executor{a.Compactor}, cfg.Manager, a.Registry, logger.With("component", "manager"))
+	if err != nil {
+		return nil, err
+	}
+	a.Service = rpc.NewService(a.Manager, a.Catalog, a.Compactor,
+		catalog.AppendLimits{MaxBacklog: cfg.MaxBacklog}, logger.With("component", "rpc"))
+	a.health = rpc.Mount(a.mux, a.Service, rpc.Options{
+		Token: cfg.Token, ProtectReads: cfg.ProtectReads, MaxRequestBytes: cfg.MaxRequestBytes,
+		Registerer: a.Registry, Logger: logger.With("component", "rpc"),
+	})
+	a.mux.Handle("GET /metrics", promhttp.HandlerFor(a.Registry, promhttp.HandlerOpts{Registry: a.Registry}))
+	a.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+	a.mux.HandleFunc("GET /readyz", a.readyz)
+	if err := a.mountWeb(); err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
+// Handler serves everything of the process.
+func (a *App) Handler() http.Handler { return a.mux }
+
+func (a *App) readyz(w http.ResponseWriter, r *http.Request) {
+	if !a.ready.Load() {
+		http.Error(w, "not ready: starting or shutting down", http.StatusServiceUnavailable)
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+	defer cancel()
+	if err := a.Catalog.Ping(ctx); err != nil {
+		a.log.Warn("readiness check", "err", err)
+		http.Error(w, "not ready: catalog unavailable", http.StatusServiceUnavailable)
+		return
+	}
+	_, _ = w.Write([]byte("ok\n"))
+}
+
+// Run serves on ln (nil: listen on cfg.Listen) and runs the manager until
+// ctx ends, then shuts down in order: readiness off and health NOT_SERVING,
+// HTTP server shutdown within ShutdownGrace (streams are cut after it), the
+// manager (running jobs finish or are cancelled), then storage is closed by
+// Close. started, when set, is called with the bound address once serving.
+func (a *App) Run(ctx context.Context, ln net.Listener, started func(addr net.Addr)) error {
+	if ln == nil {
+		var err error
+		if ln, err = net.Listen("tcp", a.cfg.Listen); err != nil {
+			return fmt.Errorf("listen on %s: %w", a.cfg.Listen, err)
+		}
+	}
+	srv := NewHTTPServer(a.Handler(), a.log)
+	mgrCtx, stopMgr := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopMgr()
+	g, gctx := errgroup.WithContext(ctx)
+	mgrDone := make(chan struct{})
+	g.Go(func() error {
+		defer close(mgrDone)
+		return a.Manager.Run(mgrCtx)
+	})
+	g.Go(func() error {
+		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+			return fmt.Errorf("serve: %w", err)
+		}
+		return nil
+	})
+	g.Go(func() error {
+		// The manager marks interrupted jobs before it accepts work; wait
+		// for that before declaring readiness.
+		select {
+		case <-a.Manager.Started():
+			a.ready.Store(true)
+		case <-mgrDone:
+		case <-gctx.Done():
+		}
+		if started != nil {
+			started(ln.Addr())
+		}
+		<-gctx.Done()
+		a.log.Info("shutting down")
+		a.ready.Store(false)
+		a.health.SetStatus("", grpchealth.StatusNotServing)
+		for _, s := range rpc.ServiceNames {
+			a.health.SetStatus(s, grpchealth.StatusNotServing)
+		}
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), a.cfg.ShutdownGrace)
+		defer cancel()
+		if err := srv.Shutdown(sctx); err != nil {
+			a.log.Warn("http shutdown grace expired; closing connections", "err", err)
+			_ = srv.Close()
+		}
+		stopMgr()
+		<-mgrDone
+		return nil
+	})
+	return g.Wait()
+}
+
+// NewHTTPServer returns the production http.Server for h: HTTP/1.1 and
+// plaintext HTTP/2 (h2c) through the standard library, with header and idle
+// timeouts. Streams (WatchCompactions, the page's events) have no write
+// timeout.
+func NewHTTPServer(h http.Handler, logger *slog.Logger) *http.Server {
+	var protocols http.Protocols
+	protocols.SetHTTP1(true)
+	protocols.SetUnencryptedHTTP2(true)
+	return &http.Server{
+		Handler:           h,
+		Protocols:         &protocols,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    1 << 20,
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+	}
+}
+
+// Close releases storage, in reverse order of opening.
+func (a *App) Close() error {
+	var errs []error
+	for i := len(a.closers) - 1; i >= 0; i-- {
+		errs = append(errs, a.closers[i]())
+	}
+	a.closers = nil
+	return errors.Join(errs...)
+}
+
+// buildInfo is compactor_build_info{version,revision,goversion} = 1.
+func buildInfo() prometheus.Collector {
+	version, revision, goVersion := "(devel)", "unknown", "unknown"
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		goVersion = bi.GoVersion
+		if bi.Main.Version != "" {
+			version = bi.Main.Version
+		}
+		for _, s := range bi.Settings {
+			if s.Key == "vcs.revision" {
+				revision = s.Value
+			}
+		}
+	}
+	g := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name:        "compactor_build_info",
+		Help:        "Build of the running compactor; the value is always 1.",
+		ConstLabels: prometheus.Labels{"version": version, "revision": revision, "goversion": goVersion},
+	})
+	g.Set(1)
+	return g
+}
