@@ -149,7 +149,9 @@ func (c *Catalog) UpdateJob(ctx context.Context, j Job) error { return c.updateJ
 func (c *Catalog) GetJob(ctx context.Context, id string) (Job, error) { return c.getJob(ctx, id) }
 
 // ListJobs returns jobs matching f, newest first (created_at desc, id desc).
-func (c *Catalog) ListJobs(ctx context.Context, f JobFilter) ([]Job, error) { return c.listJobs(ctx, f) }
+func (c *Catalog) ListJobs(ctx context.Context, f JobFilter) ([]Job, error) {
+	return c.listJobs(ctx, f)
+}
 
 // MarkInterrupted marks every RUNNING job FAILED with note and error
 // "interrupted" and finished time now; run at start, before any job runs. It

@@ -1,0 +1,214 @@
+package catalog
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/google/uuid"
+)
+
+// Bounds of collection attributes.
+const (
+	maxNameBytes = 256   // bytes of a collection name
+	maxDimension = 65536 // embedding dimension
+)
+
+// collectionColumns selects a collection row (table alias c) in the order
+// scanCollection reads it. The last column is the append time of the first
+// uncompacted log record: offsets are dense and compacted rows are purged,
+// so that is the row at compaction_offset+1, found through the primary key.
+const collectionColumns = `c.id, c.name, c.dimension, c.log_position, c.compaction_offset,
+	c.segment_version, c.manifest_key, c.record_count, c.failure_count,
+	c.dead_lettered_at, c.last_compacted_at, c.created_at, c.updated_at,
+	(SELECT l.appended_at FROM log l WHERE l.collection_id = c.id AND l.log_offset = c.compaction_offset + 1)`
+
+func scanCollection(s scanner) (Collection, error) {
+	var (
+		col                  Collection
+		createdAt, updatedAt int64
+	)
+	err := s.Scan(&col.ID, &col.Name, &col.Dimension, &col.LogPosition, &col.CompactionOffset,
+		&col.SegmentVersion, &col.ManifestKey, &col.RecordCount, &col.FailureCount,
+		msTime{&col.DeadLetteredAt}, msTime{&col.LastCompactedAt}, &createdAt, &updatedAt,
+		msTime{&col.OldestUncompactedAt})
+	if err != nil {
+		return Collection{}, err
+	}
+	col.CreatedAt, col.UpdatedAt = fromMs(createdAt), fromMs(updatedAt)
+	return col, nil
+}
+
+// queryCollection reads one collection through q (a transaction or a pool);
+// ErrNotFound when there is no such id.
+func (c *impl) queryCollection(ctx context.Context, q querier, id string) (Collection, error) {
+	col, err := scanCollection(q.QueryRowContext(ctx, c.d.q(`SELECT `+collectionColumns+` FROM collections c WHERE c.id = ?`), id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return Collection{}, ErrNotFound
+	}
+	return col, err
+}
+
+// querier is *sql.DB or *sql.Tx.
+type querier interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+}
+
+// validateName checks a collection name: non-empty after trimming white
+// space, at most maxNameBytes bytes, valid UTF-8, no NUL bytes.
+func validateName(name string) error {
+	switch {
+	case strings.TrimSpace(name) == "":
+		return fmt.Errorf("collection name must not be empty: %w", ErrInvalidArgument)
+	case len(name) > maxNameBytes:
+		return fmt.Errorf("collection name is %d bytes, longer than the limit of %d: %w", len(name), maxNameBytes, ErrInvalidArgument)
+	case !utf8.ValidString(name):
+		return fmt.Errorf("collection name is not valid UTF-8: %w", ErrInvalidArgument)
+	case strings.ContainsRune(name, 0):
+		return fmt.Errorf("collection name must not contain NUL bytes: %w", ErrInvalidArgument)
+	}
+	return nil
+}
+
+// createCollection validates name and dimension, then inserts the row; the
+// unique index on name turns a taken name into ErrAlreadyExists.
+func (c *impl) createCollection(ctx context.Context, name string, dimension int) (Collection, error) {
+	if err := validateName(name); err != nil {
+		return Collection{}, fmt.Errorf("create collection %q: %w", name, err)
+	}
+	if dimension < 0 || dimension > maxDimension {
+		return Collection{}, fmt.Errorf("create collection %q: dimension %d is outside 0..%d: %w", name, dimension, maxDimension, ErrInvalidArgument)
+	}
+	now := fromMs(ms(c.now()))
+	col := Collection{ID: uuid.NewString(), Name: name, Dimension: dimension, CreatedAt: now, UpdatedAt: now}
+	err := c.writeTx(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, c.d.q(`INSERT INTO collections (id, name, dimension, created_at, updated_at) VALUES (?, ?, ?, ?, ?)`),
+			col.ID, col.Name, col.Dimension, ms(now), ms(now))
+		if err != nil && c.d.kind(err) == kindUnique {
+			return fmt.Errorf("name is taken: %w", ErrAlreadyExists)
+		}
+		return err
+	})
+	if err != nil {
+		return Collection{}, c.wrap(err, "create collection %q", name)
+	}
+	return col, nil
+}
+
+func (c *impl) getCollection(ctx context.Context, id string) (Collection, error) {
+	col, err := c.queryCollection(ctx, c.r, id)
+	if err != nil {
+		return Collection{}, c.wrap(err, "get collection %s", id)
+	}
+	return col, nil
+}
+
+func (c *impl) listCollections(ctx context.Context) ([]Collection, error) {
+	rows, err := c.r.QueryContext(ctx, `SELECT `+collectionColumns+` FROM collections c ORDER BY c.name`)
+	if err != nil {
+		return nil, c.wrap(err, "list collections")
+	}
+	defer rows.Close()
+	cols := []Collection{}
+	for rows.Next() {
+		col, err := scanCollection(rows)
+		if err != nil {
+			return nil, c.wrap(err, "list collections")
+		}
+		cols = append(cols, col)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, c.wrap(err, "list collections")
+	}
+	return cols, nil
+}
+
+// deleteCollection reads the row, then deletes its jobs, versions, log rows
+// and the row itself, all in one write transaction.
+func (c *impl) deleteCollection(ctx context.Context, id string) (Collection, error) {
+	var col Collection
+	err := c.writeTx(ctx, func(tx *sql.Tx) error {
+		var err error
+		if col, err = c.queryCollection(ctx, tx, id); err != nil {
+			return err
+		}
+		// The foreign keys cascade too; deleting explicitly keeps the
+		// behaviour independent of the foreign-key setting.
+		for _, table := range []string{"jobs", "versions", "log"} {
+			if _, err := tx.ExecContext(ctx, c.d.q(`DELETE FROM `+table+` WHERE collection_id = ?`), id); err != nil {
+				return fmt.Errorf("delete %s rows: %w", table, err)
+			}
+		}
+		_, err = tx.ExecContext(ctx, c.d.q(`DELETE FROM collections WHERE id = ?`), id)
+		return err
+	})
+	if err != nil {
+		return Collection{}, c.wrap(err, "delete collection %s", id)
+	}
+	return col, nil
+}
+
+// existsCollection reports whether a collection with id exists.
+func (c *impl) existsCollection(ctx context.Context, q querier, id string) (bool, error) {
+	var one int
+	err := q.QueryRowContext(ctx, c.d.q(`SELECT 1 FROM collections WHERE id = ?`), id).Scan(&one)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// recordFailure increments failure_count and sets dead_lettered_at (once:
+// the first time the count reaches deadLetterAfter) in one statement.
+func (c *impl) recordFailure(ctx context.Context, id string, deadLetterAfter int) (int, bool, error) {
+	if deadLetterAfter <= 0 {
+		return 0, false, fmt.Errorf("record failure of collection %s: dead-letter threshold %d must be positive: %w", id, deadLetterAfter, ErrInvalidArgument)
+	}
+	now := ms(c.now())
+	var (
+		failures int
+		dead     sql.NullInt64
+	)
+	err := c.writeTx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, c.d.q(`UPDATE collections SET
+				failure_count = failure_count + 1,
+				dead_lettered_at = CASE WHEN dead_lettered_at IS NULL AND failure_count + 1 >= ? THEN ? ELSE dead_lettered_at END,
+				updated_at = ?
+			WHERE id = ?`), deadLetterAfter, now, now, id)
+		if err != nil {
+			return err
+		}
+		if n, err := rowsAffected(res); err != nil {
+			return err
+		} else if n == 0 {
+			return ErrNotFound
+		}
+		return tx.QueryRowContext(ctx, c.d.q(`SELECT failure_count, dead_lettered_at FROM collections WHERE id = ?`), id).Scan(&failures, &dead)
+	})
+	if err != nil {
+		return 0, false, c.wrap(err, "record failure of collection %s", id)
+	}
+	return failures, dead.Valid, nil
+}
+
+func (c *impl) recordSuccess(ctx context.Context, id string) error {
+	now := ms(c.now())
+	err := c.writeTx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, c.d.q(`UPDATE collections SET failure_count = 0, dead_lettered_at = NULL, updated_at = ? WHERE id = ?`), now, id)
+		if err != nil {
+			return err
+		}
+		if n, err := rowsAffected(res); err != nil {
+			return err
+		} else if n == 0 {
+			return ErrNotFound
+		}
+		return nil
+	})
+	return c.wrap(err, "record success of collection %s", id)
+}

@@ -1,0 +1,211 @@
+package catalog
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/compactorhq/compactor/internal/materialize"
+)
+
+// impl holds the state of an open catalog. Catalog embeds it, so its
+// unexported methods implement the exported API in store.go.
+type impl struct {
+	d   *dialect
+	w   *sql.DB // write pool: a single connection for SQLite
+	r   *sql.DB // read pool; the same *sql.DB as w for PostgreSQL
+	now func() time.Time
+	log *slog.Logger
+}
+
+func open(ctx context.Context, cfg Config) (*Catalog, error) {
+	d, err := dialectFor(cfg.Driver)
+	if err != nil {
+		return nil, fmt.Errorf("open catalog: %w", err)
+	}
+	return openDialect(ctx, cfg, d)
+}
+
+// openDialect opens the catalog with an explicit dialect (tests tune it).
+func openDialect(ctx context.Context, cfg Config, d *dialect) (*Catalog, error) {
+	if cfg.DSN == "" {
+		return nil, fmt.Errorf("open catalog: empty DSN: %w", ErrInvalidArgument)
+	}
+	logger := cfg.Logger
+	if logger == nil {
+		logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	now := cfg.Now
+	if now == nil {
+		now = time.Now
+	}
+	w, r, err := d.connect(ctx, cfg.DSN)
+	if err != nil {
+		return nil, fmt.Errorf("open %s catalog: %w", d.name, err)
+	}
+	c := &Catalog{impl: impl{d: d, w: w, r: r, now: now, log: logger}}
+	if err := c.migrate(ctx); err != nil {
+		_ = c.close()
+		return nil, fmt.Errorf("open %s catalog: %w", d.name, c.classify(err))
+	}
+	if d.check != nil {
+		if err := d.check(ctx, w); err != nil {
+			_ = c.close()
+			return nil, fmt.Errorf("open %s catalog: %w", d.name, c.classify(err))
+		}
+	}
+	return c, nil
+}
+
+func (c *impl) close() error {
+	if c.r == c.w {
+		return c.w.Close()
+	}
+	return errors.Join(c.r.Close(), c.w.Close())
+}
+
+func (c *impl) ping(ctx context.Context) error {
+	var one int
+	if err := c.r.QueryRowContext(ctx, "SELECT 1").Scan(&one); err != nil {
+		return fmt.Errorf("ping catalog: %w: %w", ErrUnavailable, err)
+	}
+	return nil
+}
+
+// writeTx runs fn in a write transaction (BEGIN IMMEDIATE on SQLite) and
+// commits it when fn returns nil. fn's error is returned as is.
+func (c *impl) writeTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	tx, err := c.w.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	if err := fn(tx); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	return nil
+}
+
+// readTx runs fn in a read-only transaction that sees one consistent
+// snapshot of the database.
+func (c *impl) readTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	tx, err := c.r.BeginTx(ctx, c.d.readTx)
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	return fn(tx)
+}
+
+// classify marks transient driver errors (busy, locked, connection lost)
+// with ErrUnavailable. Other errors are returned unchanged.
+func (c *impl) classify(err error) error {
+	if err == nil || errors.Is(err, ErrUnavailable) {
+		return err
+	}
+	if c.d.kind(err) == kindUnavailable || errors.Is(err, driver.ErrBadConn) {
+		return fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	return err
+}
+
+// wrap prefixes err with what was attempted ("get collection %s") and marks
+// transient errors with ErrUnavailable. The typed errors the API documents
+// as returned unchanged (*ConflictError, *BackpressureError,
+// *materialize.InvalidRecordError) pass through as they are.
+func (c *impl) wrap(err error, format string, args ...any) error {
+	if err == nil {
+		return nil
+	}
+	var (
+		conflict *ConflictError
+		backlog  *BackpressureError
+		invalid  *materialize.InvalidRecordError
+	)
+	if errors.As(err, &conflict) || errors.As(err, &backlog) || errors.As(err, &invalid) {
+		return err
+	}
+	return fmt.Errorf("%s: %w", fmt.Sprintf(format, args...), c.classify(err))
+}
+
+// Times are stored as unix milliseconds in UTC. The zero time.Time is stored
+// as NULL in the optional columns and read back as the zero time.Time.
+
+// msOrNull is the column value of an optional time: NULL for the zero time.
+func msOrNull(t time.Time) any {
+	if t.IsZero() {
+		return nil
+	}
+	return t.UnixMilli()
+}
+
+// ms is the column value of a required time.
+func ms(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixMilli()
+}
+
+// fromMs is the inverse of ms: 0 is the zero time.
+func fromMs(v int64) time.Time {
+	if v == 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(v).UTC()
+}
+
+// msTime scans a nullable INTEGER milliseconds column into a time.Time.
+type msTime struct{ t *time.Time }
+
+func (m msTime) Scan(src any) error {
+	switch v := src.(type) {
+	case nil:
+		*m.t = time.Time{}
+	case int64:
+		*m.t = fromMs(v)
+	case int32:
+		*m.t = fromMs(int64(v))
+	default:
+		return fmt.Errorf("time column holds %T, want integer milliseconds", src)
+	}
+	return nil
+}
+
+// scanner is *sql.Row or *sql.Rows.
+type scanner interface {
+	Scan(dest ...any) error
+}
+
+// placeholders returns "?, ?, ..." with n placeholders.
+func placeholders(n int) string {
+	if n <= 0 {
+		return ""
+	}
+	b := make([]byte, 0, 3*n)
+	for i := range n {
+		if i > 0 {
+			b = append(b, ", "...)
+		}
+		b = append(b, '?')
+	}
+	return string(b)
+}
+
+// rowsAffected returns res.RowsAffected, as an error when the driver cannot
+// tell.
+func rowsAffected(res sql.Result) (int64, error) {
+	n, err := res.RowsAffected()
+	if err != nil {
+		return 0, fmt.Errorf("rows affected: %w", err)
+	}
+	return n, nil
+}

@@ -1,0 +1,285 @@
+package catalog
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" database/sql driver
+	"github.com/pressly/goose/v3"
+	"github.com/pressly/goose/v3/lock"
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+)
+
+// errKind classifies a driver error for the mapping to sentinel errors.
+type errKind int
+
+const (
+	kindOther       errKind = iota
+	kindUnique              // unique or primary-key violation
+	kindForeignKey          // foreign-key violation
+	kindUnavailable         // busy, locked, connection lost: transient
+)
+
+// dialect is everything that differs between the SQL databases the catalog
+// runs on. The queries in the rest of the package are written once, with "?"
+// placeholders, in SQL that both SQLite and PostgreSQL accept.
+type dialect struct {
+	name string
+	// goose is the migration dialect; migrations is the directory of the
+	// embedded SQL files (see migrations.go).
+	goose        goose.Dialect
+	migrations   string
+	gooseOptions []goose.ProviderOption
+	// numbered: placeholders are $1, $2, ... instead of ?.
+	numbered bool
+	// forUpdate is appended to a SELECT that reads a row the transaction is
+	// about to change, to lock it ("" where the write transaction already
+	// holds the database's only write lock).
+	forUpdate string
+	// readTx are the options of a transaction that must read a consistent
+	// snapshot.
+	readTx *sql.TxOptions
+	// connect opens the write and read pools for dsn (they may be the same
+	// *sql.DB). The pools are configured but not necessarily connected.
+	connect func(ctx context.Context, dsn string) (w, r *sql.DB, err error)
+	// check runs after the migrations, to verify the session settings.
+	check func(ctx context.Context, w *sql.DB) error
+	// kind classifies a driver error.
+	kind func(err error) errKind
+}
+
+// q rewrites the "?" placeholders of query for the dialect.
+func (d *dialect) q(query string) string {
+	if !d.numbered {
+		return query
+	}
+	return rebindNumbered(query)
+}
+
+// rebindNumbered replaces each "?" with $1, $2, ... in order. The package's
+// queries never contain "?" inside string literals or identifiers.
+func rebindNumbered(query string) string {
+	n := strings.Count(query, "?")
+	if n == 0 {
+		return query
+	}
+	var b strings.Builder
+	b.Grow(len(query) + 3*n)
+	i := 0
+	for {
+		j := strings.IndexByte(query, '?')
+		if j < 0 {
+			b.WriteString(query)
+			return b.String()
+		}
+		i++
+		b.WriteString(query[:j])
+		b.WriteByte('$')
+		b.WriteString(strconv.Itoa(i))
+		query = query[j+1:]
+	}
+}
+
+// dialectFor returns the dialect of a Config.Driver value.
+func dialectFor(driver string) (*dialect, error) {
+	switch driver {
+	case "", "sqlite":
+		return sqliteDialect(defaultBusyTimeout), nil
+	case "postgres":
+		return postgresDialect(), nil
+	}
+	return nil, fmt.Errorf("unknown catalog driver %q (want sqlite or postgres): %w", driver, ErrInvalidArgument)
+}
+
+// defaultBusyTimeout is how long a SQLite connection waits for a lock held by
+// another connection (another process, or a checkpoint) before failing with
+// SQLITE_BUSY, which the package reports as ErrUnavailable.
+const defaultBusyTimeout = 5 * time.Second
+
+// sqliteDialect is modernc.org/sqlite (pure Go) in WAL mode: one writer
+// connection whose transactions start with BEGIN IMMEDIATE (so a transaction
+// that reads before it writes never fails to upgrade its lock), and a pool of
+// read-only connections that see consistent snapshots without blocking the
+// writer.
+func sqliteDialect(busyTimeout time.Duration) *dialect {
+	return &dialect{
+		name:       "sqlite",
+		goose:      goose.DialectSQLite3,
+		migrations: "migrations/sqlite",
+		readTx:     &sql.TxOptions{ReadOnly: true},
+		connect: func(ctx context.Context, dsn string) (*sql.DB, *sql.DB, error) {
+			return sqliteConnect(dsn, busyTimeout)
+		},
+		check: sqliteCheck,
+		kind:  sqliteKind,
+	}
+}
+
+// sqliteConnect builds the writer and reader DSNs from a file path (with an
+// optional "file:" prefix and query parameters, which are kept) and opens the
+// two pools, creating the parent directory of the file if needed.
+func sqliteConnect(dsn string, busyTimeout time.Duration) (*sql.DB, *sql.DB, error) {
+	path, userQuery, _ := strings.Cut(dsn, "?")
+	file := strings.TrimPrefix(path, "file:")
+	if file == "" || file == ":memory:" || strings.Contains(userQuery, "mode=memory") {
+		return nil, nil, fmt.Errorf("sqlite DSN %q: an in-memory database cannot be shared by the catalog's connections; use a file: %w", dsn, ErrInvalidArgument)
+	}
+	if dir := filepath.Dir(file); dir != "" {
+		if err := os.MkdirAll(dir, 0o750); err != nil {
+			return nil, nil, fmt.Errorf("create catalog directory %s: %w", dir, err)
+		}
+	}
+	common := url.Values{}
+	common.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", busyTimeout.Milliseconds()))
+	common.Add("_pragma", "foreign_keys(1)")
+	build := func(extra url.Values) string {
+		v := url.Values{}
+		for k, vs := range common {
+			v[k] = append(v[k], vs...)
+		}
+		for k, vs := range extra {
+			v[k] = append(v[k], vs...)
+		}
+		s := path + "?" + v.Encode()
+		if userQuery != "" {
+			s += "&" + userQuery
+		}
+		return s
+	}
+	wdsn := build(url.Values{
+		"_pragma": {"journal_mode(WAL)", "synchronous(FULL)"},
+		"_txlock": {"immediate"},
+	})
+	rdsn := build(url.Values{"_pragma": {"query_only(1)"}})
+
+	w, err := sql.Open("sqlite", wdsn)
+	if err != nil {
+		return nil, nil, fmt.Errorf("open sqlite %s: %w", file, err)
+	}
+	// One writer: SQLite serializes writers anyway; queueing them in the pool
+	// instead of in busy_timeout keeps them fair and cancellable.
+	w.SetMaxOpenConns(1)
+	w.SetMaxIdleConns(1)
+	w.SetConnMaxLifetime(0)
+	w.SetConnMaxIdleTime(0)
+
+	r, err := sql.Open("sqlite", rdsn)
+	if err != nil {
+		_ = w.Close()
+		return nil, nil, fmt.Errorf("open sqlite %s: %w", file, err)
+	}
+	n := max(4, runtime.GOMAXPROCS(0))
+	r.SetMaxOpenConns(n)
+	r.SetMaxIdleConns(n)
+	r.SetConnMaxLifetime(0)
+	r.SetConnMaxIdleTime(5 * time.Minute)
+	return w, r, nil
+}
+
+// sqliteCheck verifies that the database really is in WAL mode (a file
+// system that cannot hold the shared-memory file silently keeps the rollback
+// journal, with which readers block the writer).
+func sqliteCheck(ctx context.Context, w *sql.DB) error {
+	var mode string
+	if err := w.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode); err != nil {
+		return fmt.Errorf("read journal mode: %w", err)
+	}
+	if !strings.EqualFold(mode, "wal") {
+		return fmt.Errorf("sqlite journal mode is %q, want wal", mode)
+	}
+	return nil
+}
+
+func sqliteKind(err error) errKind {
+	var e *sqlite.Error
+	if !errors.As(err, &e) {
+		return kindOther
+	}
+	switch code := e.Code(); {
+	case code == sqlite3.SQLITE_CONSTRAINT_UNIQUE, code == sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY:
+		return kindUnique
+	case code == sqlite3.SQLITE_CONSTRAINT_FOREIGNKEY:
+		return kindForeignKey
+	case code&0xff == sqlite3.SQLITE_BUSY, code&0xff == sqlite3.SQLITE_LOCKED:
+		return kindUnavailable
+	}
+	return kindOther
+}
+
+// postgresDialect is PostgreSQL through pgx's database/sql driver, for a
+// catalog shared by several replicas. One pool serves reads and writes;
+// rows a transaction is about to change are locked with SELECT ... FOR
+// UPDATE, snapshot reads run in REPEATABLE READ, and migrations take a
+// session advisory lock so that replicas starting together do not race.
+func postgresDialect() *dialect {
+	locker, err := lock.NewPostgresSessionLocker()
+	var opts []goose.ProviderOption
+	if err == nil { // only fails for invalid options, and none are given
+		opts = append(opts, goose.WithSessionLocker(locker))
+	}
+	return &dialect{
+		name:         "postgres",
+		goose:        goose.DialectPostgres,
+		migrations:   "migrations/postgres",
+		gooseOptions: opts,
+		numbered:     true,
+		forUpdate:    " FOR UPDATE",
+		readTx:       &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true},
+		connect: func(ctx context.Context, dsn string) (*sql.DB, *sql.DB, error) {
+			db, err := sql.Open("pgx", dsn)
+			if err != nil {
+				return nil, nil, fmt.Errorf("open postgres: %w", err)
+			}
+			db.SetMaxOpenConns(16)
+			db.SetMaxIdleConns(16)
+			db.SetConnMaxIdleTime(5 * time.Minute)
+			db.SetConnMaxLifetime(time.Hour)
+			return db, db, nil
+		},
+		kind: postgresKind,
+	}
+}
+
+func postgresKind(err error) errKind {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		switch pe.Code {
+		case "23505": // unique_violation
+			return kindUnique
+		case "23503": // foreign_key_violation
+			return kindForeignKey
+		case "40001", // serialization_failure
+			"40P01", // deadlock_detected
+			"55P03", // lock_not_available
+			"53300", // too_many_connections
+			"57P01", // admin_shutdown
+			"57P03": // cannot_connect_now
+			return kindUnavailable
+		}
+		if strings.HasPrefix(pe.Code, "08") { // connection exceptions
+			return kindUnavailable
+		}
+		return kindOther
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return kindOther // the caller gave up; not the database's state
+	}
+	var ce *pgconn.ConnectError
+	var ne net.Error
+	if errors.As(err, &ce) || errors.As(err, &ne) || pgconn.SafeToRetry(err) {
+		return kindUnavailable
+	}
+	return kindOther
+}

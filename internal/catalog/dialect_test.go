@@ -1,0 +1,99 @@
+package catalog
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+func TestRebindNumbered(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{"SELECT 1", "SELECT 1"},
+		{"SELECT a FROM t WHERE b = ?", "SELECT a FROM t WHERE b = $1"},
+		{"VALUES (?, ?), (?, ?)", "VALUES ($1, $2), ($3, $4)"},
+		{"? ? ? ? ? ? ? ? ? ? ?", "$1 $2 $3 $4 $5 $6 $7 $8 $9 $10 $11"},
+	}
+	for _, tt := range tests {
+		if got := rebindNumbered(tt.in); got != tt.want {
+			t.Errorf("rebindNumbered(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+	if got := sqliteDialect(time.Second).q("a = ?"); got != "a = ?" {
+		t.Errorf("sqlite rewrote placeholders: %q", got)
+	}
+}
+
+func TestTimeEncoding(t *testing.T) {
+	if got := fromMs(ms(time.Time{})); !got.IsZero() || got != (time.Time{}) {
+		t.Errorf("zero time round-trips to %#v", got)
+	}
+	if msOrNull(time.Time{}) != nil {
+		t.Error("zero time is not stored as NULL")
+	}
+	at := time.Date(2026, 3, 4, 5, 6, 7, 891_234_567, time.FixedZone("X", 3600))
+	want := time.Date(2026, 3, 4, 4, 6, 7, 891_000_000, time.UTC)
+	if got := fromMs(ms(at)); got != want {
+		t.Errorf("round trip of %v: %v, want %v", at, got, want)
+	}
+	var got time.Time
+	for _, src := range []any{nil, int64(0)} {
+		got = want
+		if err := (msTime{&got}).Scan(src); err != nil || got != (time.Time{}) {
+			t.Errorf("Scan(%v): %v, %v; want the zero time", src, got, err)
+		}
+	}
+	if err := (msTime{&got}).Scan("2026"); err == nil {
+		t.Error("Scan of a string: no error")
+	}
+}
+
+// TestBusyDatabaseIsUnavailable holds the database's write lock from another
+// connection: a write then fails after the busy timeout with ErrUnavailable.
+func TestBusyDatabaseIsUnavailable(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "busy.db")
+	c, err := openDialect(ctx, Config{DSN: path}, sqliteDialect(20*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	col, err := c.CreateCollection(ctx, "busy", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	other, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	conn, err := other.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
+		t.Fatal(err)
+	}
+
+	_, err = c.CreateCollection(ctx, "blocked", 0)
+	if !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("CreateCollection while another connection writes: %v, want ErrUnavailable", err)
+	}
+	if err := c.RecordSuccess(ctx, col.ID); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("RecordSuccess while another connection writes: %v, want ErrUnavailable", err)
+	}
+	// Readers are not blocked by a writer in WAL mode.
+	if _, err := c.GetCollection(ctx, col.ID); err != nil {
+		t.Fatalf("GetCollection while another connection writes: %v", err)
+	}
+	if _, err := conn.ExecContext(ctx, "ROLLBACK"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.CreateCollection(ctx, "unblocked", 0); err != nil {
+		t.Fatalf("CreateCollection after the lock is released: %v", err)
+	}
+}

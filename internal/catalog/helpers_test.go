@@ -1,0 +1,220 @@
+package catalog_test
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/compactorhq/compactor/internal/catalog"
+	"github.com/compactorhq/compactor/internal/catalog/catalogtest"
+	"github.com/compactorhq/compactor/internal/materialize"
+)
+
+// postgresEnv names the environment variable with the DSN of a PostgreSQL
+// server to run the suite against as well, e.g.
+// postgres://postgres@127.0.0.1:5432/test?sslmode=disable. Each test gets a
+// schema of its own, dropped when it ends.
+const postgresEnv = "COMPACTOR_TEST_POSTGRES_DSN"
+
+// fakeClock is a settable clock for Config.Now.
+type fakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func newClock() *fakeClock {
+	return &fakeClock{now: time.Date(2026, 1, 2, 3, 4, 5, 678_000_000, time.UTC)}
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+// Advance moves the clock forward by d and returns the new time.
+func (c *fakeClock) Advance(d time.Duration) time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+	return c.now
+}
+
+// env is one test's database on one backend.
+type env struct {
+	backend string
+	driver  string
+	dsn     string
+	clock   *fakeClock
+}
+
+// open opens the test's database (the same one on every call) with the fake
+// clock; it is closed when the test ends.
+func (e *env) open(t testing.TB) *catalog.Catalog {
+	t.Helper()
+	cfg := catalog.Config{Driver: e.driver, DSN: e.dsn, Now: e.clock.Now}
+	if e.driver == "sqlite" {
+		return catalogtest.OpenConfig(t, cfg)
+	}
+	c, err := catalog.Open(context.Background(), cfg)
+	if err != nil {
+		t.Fatalf("open %s catalog: %v", e.backend, err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// forEachBackend runs fn on SQLite and, when postgresEnv is set, PostgreSQL.
+func forEachBackend(t *testing.T, fn func(t *testing.T, e *env)) {
+	t.Helper()
+	t.Run("sqlite", func(t *testing.T) {
+		t.Parallel()
+		fn(t, &env{backend: "sqlite", driver: "sqlite", dsn: filepath.Join(t.TempDir(), "data", "catalog.db"), clock: newClock()})
+	})
+	if base := postgresBase(); base != "" {
+		t.Run("postgres", func(t *testing.T) {
+			t.Parallel()
+			fn(t, &env{backend: "postgres", driver: "postgres", dsn: postgresSchema(t, base), clock: newClock()})
+		})
+	}
+}
+
+func postgresBase() string { return os.Getenv(postgresEnv) }
+
+// postgresSchema creates a schema for the test and returns a DSN that uses
+// it; the schema is dropped when the test ends.
+func postgresSchema(t testing.TB, base string) string {
+	t.Helper()
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	schema := "catalog_test_" + hex.EncodeToString(b[:])
+	admin, err := sql.Open("pgx", base)
+	if err != nil {
+		t.Fatalf("open postgres: %v", err)
+	}
+	t.Cleanup(func() {
+		if _, err := admin.Exec(`DROP SCHEMA ` + schema + ` CASCADE`); err != nil {
+			t.Errorf("drop schema %s: %v", schema, err)
+		}
+		_ = admin.Close()
+	})
+	if _, err := admin.Exec(`CREATE SCHEMA ` + schema); err != nil {
+		t.Fatalf("create schema %s: %v", schema, err)
+	}
+	sep := "?"
+	if strings.Contains(base, "?") {
+		sep = "&"
+	}
+	return base + sep + "search_path=" + schema
+}
+
+var ctx = context.Background()
+
+// embedding returns a deterministic embedding of dimension dim.
+func embedding(seed, dim int) []float32 {
+	e := make([]float32, dim)
+	for i := range e {
+		e[i] = float32(seed%97)/7 + float32(i)/3
+	}
+	return e
+}
+
+func strp(s string) *string { return &s }
+
+// adds returns n ADD records with ids prefix-0 .. prefix-(n-1).
+func adds(prefix string, n, dim int) []materialize.OperationRecord {
+	ops := make([]materialize.OperationRecord, n)
+	for i := range ops {
+		ops[i] = materialize.OperationRecord{
+			Op:        materialize.OpAdd,
+			ID:        fmt.Sprintf("%s-%d", prefix, i),
+			Embedding: embedding(i, dim),
+			Document:  strp(fmt.Sprintf("document %s %d", prefix, i)),
+			Metadata:  materialize.Metadata{"n": float64(i), "even": i%2 == 0},
+		}
+	}
+	return ops
+}
+
+func mustCreate(t testing.TB, c *catalog.Catalog, name string, dim int) catalog.Collection {
+	t.Helper()
+	col, err := c.CreateCollection(ctx, name, dim)
+	if err != nil {
+		t.Fatalf("CreateCollection(%q, %d): %v", name, dim, err)
+	}
+	return col
+}
+
+func mustAppend(t testing.TB, c *catalog.Catalog, id string, ops []materialize.OperationRecord) (int64, int64) {
+	t.Helper()
+	first, last, err := c.AppendLog(ctx, id, ops, catalog.AppendLimits{})
+	if err != nil {
+		t.Fatalf("AppendLog(%d records): %v", len(ops), err)
+	}
+	return first, last
+}
+
+func mustGet(t testing.TB, c *catalog.Catalog, id string) catalog.Collection {
+	t.Helper()
+	col, err := c.GetCollection(ctx, id)
+	if err != nil {
+		t.Fatalf("GetCollection: %v", err)
+	}
+	return col
+}
+
+func mustReadLog(t testing.TB, c *catalog.Catalog, id string, after, upTo int64, limit int) []materialize.OperationRecord {
+	t.Helper()
+	ops, err := c.ReadLog(ctx, id, after, upTo, limit)
+	if err != nil {
+		t.Fatalf("ReadLog(%d, %d, %d): %v", after, upTo, limit, err)
+	}
+	return ops
+}
+
+func offsets(ops []materialize.OperationRecord) []int64 {
+	out := make([]int64, len(ops))
+	for i, op := range ops {
+		out[i] = op.Offset
+	}
+	return out
+}
+
+func span(from, to int64) []int64 {
+	out := []int64{}
+	for o := from; o <= to; o++ {
+		out = append(out, o)
+	}
+	return out
+}
+
+// wantErr checks err against want: nil means no error; otherwise errors.Is.
+func wantErr(t testing.TB, what string, err, want error) {
+	t.Helper()
+	switch {
+	case want == nil && err != nil:
+		t.Fatalf("%s: unexpected error %v", what, err)
+	case want != nil && !errors.Is(err, want):
+		t.Fatalf("%s: error %v, want one matching %v", what, err, want)
+	}
+}
+
+func equal(t testing.TB, what string, got, want any) {
+	t.Helper()
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("%s:\n got %+v\nwant %+v", what, got, want)
+	}
+}
+
+// ms truncates t to the milliseconds the catalog stores.
+func ms(t time.Time) time.Time { return time.UnixMilli(t.UnixMilli()).UTC() }

@@ -1,0 +1,259 @@
+package catalog
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Listing bounds of ListJobs.
+const maxListJobs = 1000
+
+// interrupted is the error and note of a job that was RUNNING when the
+// process stopped.
+const interrupted = "interrupted"
+
+// jobColumns selects a job row in the order scanJob reads it.
+const jobColumns = `id, collection_id, trigger_type, state, reason, attempt, created_at, started_at, finished_at,
+	offset_start, offset_end, records_read, records_written, bytes_written, version_before, version_after,
+	error_text, note, node`
+
+func scanJob(s scanner) (Job, error) {
+	var (
+		j         Job
+		createdAt int64
+	)
+	err := s.Scan(&j.ID, &j.CollectionID, &j.Trigger, &j.State, &j.Reason, &j.Attempt, &createdAt,
+		msTime{&j.StartedAt}, msTime{&j.FinishedAt},
+		&j.OffsetStart, &j.OffsetEnd, &j.RecordsRead, &j.RecordsWritten, &j.BytesWritten, &j.VersionBefore, &j.VersionAfter,
+		&j.Error, &j.Note, &j.Node)
+	if err != nil {
+		return Job{}, err
+	}
+	j.CreatedAt = fromMs(createdAt)
+	return j, nil
+}
+
+// validateJob checks the fields of a job that the schema relies on.
+func validateJob(j Job) error {
+	switch {
+	case j.ID == "":
+		return fmt.Errorf("job id must not be empty: %w", ErrInvalidArgument)
+	case j.CollectionID == "":
+		return fmt.Errorf("job collection id must not be empty: %w", ErrInvalidArgument)
+	}
+	switch j.State {
+	case JobQueued, JobRunning, JobSucceeded, JobFailed, JobCancelled:
+	default:
+		return fmt.Errorf("unknown job state %q: %w", j.State, ErrInvalidArgument)
+	}
+	switch j.Trigger {
+	case TriggerScheduled, TriggerOneOff:
+	default:
+		return fmt.Errorf("unknown job trigger %q: %w", j.Trigger, ErrInvalidArgument)
+	}
+	return nil
+}
+
+// insertJob: see Catalog.InsertJob. A zero CreatedAt is set to now. Errors
+// besides ErrAlreadyExists: ErrInvalidArgument for an empty id or collection
+// id or an unknown state or trigger, ErrNotFound for an unknown collection.
+func (c *impl) insertJob(ctx context.Context, j Job) error {
+	if err := validateJob(j); err != nil {
+		return fmt.Errorf("insert job %s: %w", j.ID, err)
+	}
+	if j.CreatedAt.IsZero() {
+		j.CreatedAt = c.now()
+	}
+	err := c.writeTx(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, c.d.q(`INSERT INTO jobs (`+jobColumns+`)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
+			j.ID, j.CollectionID, string(j.Trigger), string(j.State), j.Reason, j.Attempt, ms(j.CreatedAt),
+			msOrNull(j.StartedAt), msOrNull(j.FinishedAt),
+			j.OffsetStart, j.OffsetEnd, j.RecordsRead, j.RecordsWritten, j.BytesWritten, j.VersionBefore, j.VersionAfter,
+			j.Error, j.Note, j.Node)
+		switch c.d.kind(err) {
+		case kindUnique:
+			return fmt.Errorf("job id is taken: %w", ErrAlreadyExists)
+		case kindForeignKey:
+			return fmt.Errorf("collection %s: %w", j.CollectionID, ErrNotFound)
+		}
+		return err
+	})
+	return c.wrap(err, "insert job %s", j.ID)
+}
+
+// updateJob: see Catalog.UpdateJob and execUpdateJob.
+func (c *impl) updateJob(ctx context.Context, j Job) error {
+	if err := validateJob(j); err != nil {
+		return fmt.Errorf("update job %s: %w", j.ID, err)
+	}
+	err := c.writeTx(ctx, func(tx *sql.Tx) error { return c.execUpdateJob(ctx, tx, j) })
+	return c.wrap(err, "update job %s", j.ID)
+}
+
+// execUpdateJob overwrites the mutable fields of job j.ID: everything but
+// its id, collection and creation time. ErrNotFound when there is no such
+// job.
+func (c *impl) execUpdateJob(ctx context.Context, tx *sql.Tx, j Job) error {
+	res, err := tx.ExecContext(ctx, c.d.q(`UPDATE jobs SET
+			trigger_type = ?, state = ?, reason = ?, attempt = ?, started_at = ?, finished_at = ?,
+			offset_start = ?, offset_end = ?, records_read = ?, records_written = ?, bytes_written = ?,
+			version_before = ?, version_after = ?, error_text = ?, note = ?, node = ?
+		WHERE id = ?`),
+		string(j.Trigger), string(j.State), j.Reason, j.Attempt, msOrNull(j.StartedAt), msOrNull(j.FinishedAt),
+		j.OffsetStart, j.OffsetEnd, j.RecordsRead, j.RecordsWritten, j.BytesWritten,
+		j.VersionBefore, j.VersionAfter, j.Error, j.Note, j.Node,
+		j.ID)
+	if err != nil {
+		return err
+	}
+	n, err := rowsAffected(res)
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		return ErrNotFound
+	}
+	return nil
+}
+
+func (c *impl) getJob(ctx context.Context, id string) (Job, error) {
+	j, err := scanJob(c.r.QueryRowContext(ctx, c.d.q(`SELECT `+jobColumns+` FROM jobs WHERE id = ?`), id))
+	if errors.Is(err, sql.ErrNoRows) {
+		err = ErrNotFound
+	}
+	if err != nil {
+		return Job{}, c.wrap(err, "get job %s", id)
+	}
+	return j, nil
+}
+
+// listJobs: see Catalog.ListJobs. Times compare at millisecond precision,
+// the precision stored, so a cursor taken from a listed job is exact.
+func (c *impl) listJobs(ctx context.Context, f JobFilter) ([]Job, error) {
+	var (
+		where []string
+		args  []any
+	)
+	if f.CollectionID != "" {
+		where = append(where, `collection_id = ?`)
+		args = append(args, f.CollectionID)
+	}
+	if len(f.States) > 0 {
+		where = append(where, `state IN (`+placeholders(len(f.States))+`)`)
+		for _, s := range f.States {
+			args = append(args, string(s))
+		}
+	}
+	if f.Trigger != "" {
+		where = append(where, `trigger_type = ?`)
+		args = append(args, string(f.Trigger))
+	}
+	if !f.Before.IsZero() {
+		at := ms(f.Before.CreatedAt)
+		where = append(where, `(created_at < ? OR (created_at = ? AND id < ?))`)
+		args = append(args, at, at, f.Before.ID)
+	}
+	limit := f.Limit
+	if limit <= 0 || limit > maxListJobs {
+		limit = maxListJobs
+	}
+	query := `SELECT ` + jobColumns + ` FROM jobs`
+	if len(where) > 0 {
+		query += ` WHERE ` + strings.Join(where, ` AND `)
+	}
+	query += ` ORDER BY created_at DESC, id DESC LIMIT ?`
+	args = append(args, limit)
+
+	jobs, err := c.queryJobs(ctx, c.r, query, args...)
+	if err != nil {
+		return nil, c.wrap(err, "list jobs")
+	}
+	return jobs, nil
+}
+
+func (c *impl) queryJobs(ctx context.Context, q querier, query string, args ...any) ([]Job, error) {
+	rows, err := q.QueryContext(ctx, c.d.q(query), args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	jobs := []Job{}
+	for rows.Next() {
+		j, err := scanJob(rows)
+		if err != nil {
+			return nil, err
+		}
+		jobs = append(jobs, j)
+	}
+	return jobs, rows.Err()
+}
+
+// markInterrupted: see Catalog.MarkInterrupted. The jobs are returned
+// oldest first, as stored after the change.
+func (c *impl) markInterrupted(ctx context.Context) ([]Job, error) {
+	now := fromMs(ms(c.now()))
+	var jobs []Job
+	err := c.writeTx(ctx, func(tx *sql.Tx) error {
+		var err error
+		jobs, err = c.queryJobs(ctx, tx, `SELECT `+jobColumns+` FROM jobs WHERE state = ? ORDER BY created_at, id`, string(JobRunning))
+		if err != nil || len(jobs) == 0 {
+			return err
+		}
+		_, err = tx.ExecContext(ctx, c.d.q(`UPDATE jobs SET state = ?, error_text = ?, note = ?, finished_at = ? WHERE state = ?`),
+			string(JobFailed), interrupted, interrupted, ms(now), string(JobRunning))
+		return err
+	})
+	if err != nil {
+		return nil, c.wrap(err, "mark interrupted jobs")
+	}
+	for i := range jobs {
+		jobs[i].State, jobs[i].Error, jobs[i].Note, jobs[i].FinishedAt = JobFailed, interrupted, interrupted, now
+		c.log.WarnContext(ctx, "job interrupted", "job", jobs[i].ID, "collection", jobs[i].CollectionID)
+	}
+	return jobs, nil
+}
+
+// pruneJobs: see Catalog.PruneJobs. "Newest" is the ListJobs order among
+// finished jobs; the age limit compares finished_at. QUEUED and RUNNING jobs
+// are never deleted.
+func (c *impl) pruneJobs(ctx context.Context, keep int, olderThan time.Time) (int, error) {
+	finished := []any{string(JobSucceeded), string(JobFailed), string(JobCancelled)}
+	var deleted int64
+	err := c.writeTx(ctx, func(tx *sql.Tx) error {
+		if keep > 0 {
+			args := append(append(append([]any{}, finished...), finished...), keep)
+			res, err := tx.ExecContext(ctx, c.d.q(`DELETE FROM jobs WHERE state IN (?, ?, ?) AND id NOT IN (
+					SELECT id FROM jobs WHERE state IN (?, ?, ?) ORDER BY created_at DESC, id DESC LIMIT ?)`), args...)
+			if err != nil {
+				return fmt.Errorf("beyond the newest %d: %w", keep, err)
+			}
+			n, err := rowsAffected(res)
+			if err != nil {
+				return err
+			}
+			deleted += n
+		}
+		if !olderThan.IsZero() {
+			args := append(append([]any{}, finished...), ms(olderThan))
+			res, err := tx.ExecContext(ctx, c.d.q(`DELETE FROM jobs WHERE state IN (?, ?, ?) AND finished_at < ?`), args...)
+			if err != nil {
+				return fmt.Errorf("finished before %s: %w", olderThan.UTC().Format(time.RFC3339), err)
+			}
+			n, err := rowsAffected(res)
+			if err != nil {
+				return err
+			}
+			deleted += n
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, c.wrap(err, "prune jobs")
+	}
+	return int(deleted), nil
+}

@@ -1,0 +1,219 @@
+package catalog
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/compactorhq/compactor/internal/materialize"
+)
+
+// insertChunk is the number of log rows one prepared INSERT writes (4
+// parameters per row, well below both SQLite's and PostgreSQL's limits).
+const insertChunk = 128
+
+// appendLog: see Catalog.AppendLog. Records are validated and encoded to
+// JSON before the write transaction; inside it the collection row is read
+// (and locked where the dialect needs it), the backlog checked, the rows
+// inserted at log_position+1.. and log_position advanced. A negative
+// MaxBacklog is ErrInvalidArgument.
+func (c *impl) appendLog(ctx context.Context, id string, ops []materialize.OperationRecord, lim AppendLimits) (first, last int64, err error) {
+	if len(ops) == 0 {
+		return 0, 0, fmt.Errorf("append log to collection %s: empty batch: %w", id, ErrInvalidArgument)
+	}
+	if lim.MaxBacklog < 0 {
+		return 0, 0, fmt.Errorf("append log to collection %s: negative backlog limit %d: %w", id, lim.MaxBacklog, ErrInvalidArgument)
+	}
+
+	// Validate and encode before taking the write lock, against the
+	// dimension read now. The dimension only ever changes from 0 (unset) to
+	// its final value, so the transaction validates again only if it saw
+	// that change happen in between.
+	var dim0 int
+	err = c.r.QueryRowContext(ctx, c.d.q(`SELECT dimension FROM collections WHERE id = ?`), id).Scan(&dim0)
+	if errors.Is(err, sql.ErrNoRows) {
+		err = ErrNotFound
+	}
+	if err != nil {
+		return 0, 0, c.wrap(err, "append log to collection %s", id)
+	}
+	rlim := lim.Record
+	rlim.Dimension = dim0
+	batchDim, err := materialize.Validate(ops, rlim)
+	if err != nil {
+		return 0, 0, err
+	}
+	records := make([]string, len(ops))
+	for i := range ops {
+		b, err := ops[i].MarshalJSON()
+		if err != nil {
+			return 0, 0, fmt.Errorf("append log to collection %s: encode record %d: %v: %w", id, i, err, ErrInvalidArgument)
+		}
+		records[i] = string(b)
+	}
+
+	appendedAt := ms(c.now())
+	err = c.writeTx(ctx, func(tx *sql.Tx) error {
+		var dim int
+		var pos, off int64
+		err := tx.QueryRowContext(ctx, c.d.q(`SELECT dimension, log_position, compaction_offset FROM collections WHERE id = ?`+c.d.forUpdate), id).
+			Scan(&dim, &pos, &off)
+		if errors.Is(err, sql.ErrNoRows) {
+			return ErrNotFound
+		}
+		if err != nil {
+			return err
+		}
+		if dim != dim0 {
+			rlim.Dimension = dim
+			if batchDim, err = materialize.Validate(ops, rlim); err != nil {
+				return err
+			}
+		}
+		if backlog := pos - off; lim.MaxBacklog > 0 && backlog+int64(len(ops)) > lim.MaxBacklog {
+			return &BackpressureError{CollectionID: id, Backlog: backlog, Incoming: len(ops), Limit: lim.MaxBacklog}
+		}
+		if dim == 0 {
+			dim = batchDim
+		}
+		first, last = pos+1, pos+int64(len(ops))
+		if err := c.insertLogRows(ctx, tx, id, first, appendedAt, records); err != nil {
+			return err
+		}
+		_, err = tx.ExecContext(ctx, c.d.q(`UPDATE collections SET log_position = ?, dimension = ?, updated_at = ? WHERE id = ?`),
+			last, dim, appendedAt, id)
+		return err
+	})
+	if err != nil {
+		return 0, 0, c.wrap(err, "append log to collection %s", id)
+	}
+	return first, last, nil
+}
+
+// insertLogRows inserts records at offsets first, first+1, ... with
+// prepared multi-row INSERTs of insertChunk rows and one for the rest.
+func (c *impl) insertLogRows(ctx context.Context, tx *sql.Tx, id string, first, appendedAt int64, records []string) error {
+	insert := func(n int) (*sql.Stmt, error) {
+		var b strings.Builder
+		b.WriteString(`INSERT INTO log (collection_id, log_offset, appended_at, record) VALUES `)
+		for i := range n {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			b.WriteString("(?, ?, ?, ?)")
+		}
+		return tx.PrepareContext(ctx, c.d.q(b.String()))
+	}
+	args := make([]any, 0, 4*min(len(records), insertChunk))
+	exec := func(stmt *sql.Stmt, offset int64, recs []string) error {
+		args = args[:0]
+		for i, r := range recs {
+			args = append(args, id, offset+int64(i), appendedAt, r)
+		}
+		_, err := stmt.ExecContext(ctx, args...)
+		return err
+	}
+	full := len(records) / insertChunk
+	if full > 0 {
+		stmt, err := insert(insertChunk)
+		if err != nil {
+			return fmt.Errorf("prepare log insert: %w", err)
+		}
+		defer stmt.Close()
+		for k := range full {
+			if err := exec(stmt, first+int64(k*insertChunk), records[k*insertChunk:(k+1)*insertChunk]); err != nil {
+				return fmt.Errorf("insert log rows: %w", err)
+			}
+		}
+	}
+	if rest := records[full*insertChunk:]; len(rest) > 0 {
+		stmt, err := insert(len(rest))
+		if err != nil {
+			return fmt.Errorf("prepare log insert: %w", err)
+		}
+		defer stmt.Close()
+		if err := exec(stmt, first+int64(full*insertChunk), rest); err != nil {
+			return fmt.Errorf("insert log rows: %w", err)
+		}
+	}
+	return nil
+}
+
+// readLog: see Catalog.ReadLog. An empty result for a collection that does
+// not exist is ErrNotFound.
+func (c *impl) readLog(ctx context.Context, id string, after, upTo int64, limit int) ([]materialize.OperationRecord, error) {
+	query := `SELECT log_offset, record FROM log WHERE collection_id = ? AND log_offset > ? AND log_offset <= ? ORDER BY log_offset`
+	args := []any{id, after, upTo}
+	if limit > 0 {
+		query += ` LIMIT ?`
+		args = append(args, limit)
+	}
+	var ops []materialize.OperationRecord
+	err := c.readTx(ctx, func(tx *sql.Tx) error {
+		var err error
+		if ops, err = c.queryLog(ctx, tx, query, args...); err != nil || len(ops) > 0 {
+			return err
+		}
+		// Nothing in range: tell an empty range from a missing collection.
+		ok, err := c.existsCollection(ctx, tx, id)
+		if err == nil && !ok {
+			err = ErrNotFound
+		}
+		return err
+	})
+	if err != nil {
+		return nil, c.wrap(err, "read log of collection %s", id)
+	}
+	return ops, nil
+}
+
+// queryLog runs a query of (log_offset, record) rows and decodes them.
+func (c *impl) queryLog(ctx context.Context, q querier, query string, args ...any) ([]materialize.OperationRecord, error) {
+	rows, err := q.QueryContext(ctx, c.d.q(query), args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	ops := []materialize.OperationRecord{}
+	for rows.Next() {
+		var (
+			offset int64
+			record sql.RawBytes
+		)
+		if err := rows.Scan(&offset, &record); err != nil {
+			return nil, err
+		}
+		var op materialize.OperationRecord
+		if err := op.UnmarshalJSON(record); err != nil {
+			return nil, fmt.Errorf("decode log record at offset %d: %w", offset, err)
+		}
+		op.Offset = offset
+		ops = append(ops, op)
+	}
+	return ops, rows.Err()
+}
+
+// readView reads the collection row and its tail (CompactionOffset,
+// LogPosition] in one read transaction.
+func (c *impl) readView(ctx context.Context, id string) (Collection, []materialize.OperationRecord, error) {
+	var (
+		col Collection
+		ops []materialize.OperationRecord
+	)
+	err := c.readTx(ctx, func(tx *sql.Tx) error {
+		var err error
+		if col, err = c.queryCollection(ctx, tx, id); err != nil {
+			return err
+		}
+		ops, err = c.queryLog(ctx, tx, `SELECT log_offset, record FROM log
+			WHERE collection_id = ? AND log_offset > ? AND log_offset <= ? ORDER BY log_offset`,
+			id, col.CompactionOffset, col.LogPosition)
+		return err
+	})
+	if err != nil {
+		return Collection{}, nil, c.wrap(err, "read view of collection %s", id)
+	}
+	return col, ops, nil
+}

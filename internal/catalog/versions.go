@@ -1,0 +1,163 @@
+package catalog
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"slices"
+)
+
+// commitCompaction: see Catalog.CommitCompaction. Checks in order: the
+// commit itself (ErrInvalidArgument), the collection (ErrNotFound), the
+// compare-and-swap (*ConflictError), the offset (ErrInvalidArgument); a
+// cm.Job that does not exist is ErrNotFound and rolls everything back.
+func (c *impl) commitCompaction(ctx context.Context, cm Commit) error {
+	if err := validateCommit(cm); err != nil {
+		return fmt.Errorf("commit compaction of collection %s: %w", cm.CollectionID, err)
+	}
+	now := ms(c.now())
+	err := c.writeTx(ctx, func(tx *sql.Tx) error {
+		var version, offset, position int64
+		err := tx.QueryRowContext(ctx, c.d.q(`SELECT segment_version, compaction_offset, log_position FROM collections WHERE id = ?`+c.d.forUpdate),
+			cm.CollectionID).Scan(&version, &offset, &position)
+		if errors.Is(err, sql.ErrNoRows) {
+			return ErrNotFound
+		}
+		if err != nil {
+			return err
+		}
+		if version != cm.BaseVersion {
+			return &ConflictError{CollectionID: cm.CollectionID, Expected: cm.BaseVersion, Actual: version}
+		}
+		if cm.CompactionOffset < offset {
+			return fmt.Errorf("compaction offset %d is behind the current offset %d: %w", cm.CompactionOffset, offset, ErrInvalidArgument)
+		}
+		if cm.CompactionOffset > position {
+			return fmt.Errorf("compaction offset %d is past the log position %d: %w", cm.CompactionOffset, position, ErrInvalidArgument)
+		}
+		res, err := tx.ExecContext(ctx, c.d.q(`UPDATE collections SET
+				segment_version = ?, compaction_offset = ?, manifest_key = ?, record_count = ?,
+				failure_count = 0, dead_lettered_at = NULL, last_compacted_at = ?, updated_at = ?
+			WHERE id = ? AND segment_version = ?`),
+			cm.NewVersion, cm.CompactionOffset, cm.ManifestKey, cm.RecordCount, now, now, cm.CollectionID, cm.BaseVersion)
+		if err != nil {
+			return fmt.Errorf("update collection: %w", err)
+		}
+		if n, err := rowsAffected(res); err != nil {
+			return err
+		} else if n != 1 { // cannot happen while the row is locked; kept as a guard
+			return &ConflictError{CollectionID: cm.CollectionID, Expected: cm.BaseVersion, Actual: -1}
+		}
+		_, err = tx.ExecContext(ctx, c.d.q(`INSERT INTO versions (collection_id, version, manifest_key, compaction_offset, record_count, created_at)
+			VALUES (?, ?, ?, ?, ?, ?)`), cm.CollectionID, cm.NewVersion, cm.ManifestKey, cm.CompactionOffset, cm.RecordCount, now)
+		if err != nil {
+			return fmt.Errorf("insert version %d: %w", cm.NewVersion, err)
+		}
+		if _, err := tx.ExecContext(ctx, c.d.q(`DELETE FROM log WHERE collection_id = ? AND log_offset <= ?`), cm.CollectionID, cm.CompactionOffset); err != nil {
+			return fmt.Errorf("purge log rows: %w", err)
+		}
+		if cm.Job != nil {
+			if err := c.execUpdateJob(ctx, tx, *cm.Job); err != nil {
+				return fmt.Errorf("update job %s: %w", cm.Job.ID, err)
+			}
+		}
+		return nil
+	})
+	return c.wrap(err, "commit compaction of collection %s", cm.CollectionID)
+}
+
+// validateCommit checks what can be checked without the database.
+func validateCommit(cm Commit) error {
+	switch {
+	case cm.NewVersion != cm.BaseVersion+1:
+		return fmt.Errorf("new version %d does not follow base version %d: %w", cm.NewVersion, cm.BaseVersion, ErrInvalidArgument)
+	case cm.BaseVersion < 0:
+		return fmt.Errorf("negative base version %d: %w", cm.BaseVersion, ErrInvalidArgument)
+	case cm.CompactionOffset < 0:
+		return fmt.Errorf("negative compaction offset %d: %w", cm.CompactionOffset, ErrInvalidArgument)
+	case cm.RecordCount < 0:
+		return fmt.Errorf("negative record count %d: %w", cm.RecordCount, ErrInvalidArgument)
+	}
+	if cm.Job != nil {
+		if cm.Job.CollectionID != cm.CollectionID {
+			return fmt.Errorf("job %s belongs to collection %s: %w", cm.Job.ID, cm.Job.CollectionID, ErrInvalidArgument)
+		}
+		if err := validateJob(*cm.Job); err != nil {
+			return fmt.Errorf("job %s: %w", cm.Job.ID, err)
+		}
+	}
+	return nil
+}
+
+// listVersions: see Catalog.ListVersions; ErrNotFound for an unknown
+// collection.
+func (c *impl) listVersions(ctx context.Context, id string) ([]Version, error) {
+	var vs []Version
+	err := c.readTx(ctx, func(tx *sql.Tx) error {
+		rows, err := tx.QueryContext(ctx, c.d.q(`SELECT collection_id, version, manifest_key, compaction_offset, record_count, created_at
+			FROM versions WHERE collection_id = ? ORDER BY version DESC`), id)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		vs = []Version{}
+		for rows.Next() {
+			var (
+				v         Version
+				createdAt int64
+			)
+			if err := rows.Scan(&v.CollectionID, &v.Version, &v.ManifestKey, &v.CompactionOffset, &v.RecordCount, &createdAt); err != nil {
+				return err
+			}
+			v.CreatedAt = fromMs(createdAt)
+			vs = append(vs, v)
+		}
+		if err := rows.Err(); err != nil || len(vs) > 0 {
+			return err
+		}
+		ok, err := c.existsCollection(ctx, tx, id)
+		if err == nil && !ok {
+			err = ErrNotFound
+		}
+		return err
+	})
+	if err != nil {
+		return nil, c.wrap(err, "list versions of collection %s", id)
+	}
+	return vs, nil
+}
+
+// deleteChunk bounds the number of parameters of one DELETE ... IN (...).
+const deleteChunk = 500
+
+// deleteVersions: see Catalog.DeleteVersions. Versions that do not exist are
+// ignored; ErrNotFound for an unknown collection.
+func (c *impl) deleteVersions(ctx context.Context, id string, versions []int64) error {
+	err := c.writeTx(ctx, func(tx *sql.Tx) error {
+		var current int64
+		err := tx.QueryRowContext(ctx, c.d.q(`SELECT segment_version FROM collections WHERE id = ?`+c.d.forUpdate), id).Scan(&current)
+		if errors.Is(err, sql.ErrNoRows) {
+			return ErrNotFound
+		}
+		if err != nil {
+			return err
+		}
+		if slices.Contains(versions, current) {
+			return fmt.Errorf("version %d is the current version: %w", current, ErrInvalidArgument)
+		}
+		for chunk := range slices.Chunk(versions, deleteChunk) {
+			args := make([]any, 0, len(chunk)+1)
+			args = append(args, id)
+			for _, v := range chunk {
+				args = append(args, v)
+			}
+			q := `DELETE FROM versions WHERE collection_id = ? AND version IN (` + placeholders(len(chunk)) + `)`
+			if _, err := tx.ExecContext(ctx, c.d.q(q), args...); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	return c.wrap(err, "delete versions of collection %s", id)
+}
