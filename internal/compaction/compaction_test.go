@@ -1,0 +1,459 @@
+package compaction
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"github.com/compactorhq/compactor/internal/catalog"
+	"github.com/compactorhq/compactor/internal/materialize"
+	"github.com/compactorhq/compactor/internal/segment/segmenttest"
+)
+
+var (
+	propSteps = flag.Int("compaction.steps", 0, "steps of the property test per run (0: 400, or 100 under -race; run longer with e.g. -compaction.steps=20000)")
+	propSeed  = flag.Uint64("compaction.seed", 1, "seed of the property test")
+	propRuns  = flag.Int("compaction.runs", 3, "independent runs of the property test, seeds seed..seed+runs-1")
+)
+
+func emb(v float32) []float32 { return []float32{v, v, v} }
+
+func doc(s string) *string { return &s }
+
+// TestPropertyAgainstModel: random sequences of the four operations over a
+// small id space, compactions at random points with a small maximum size (so
+// a backlog takes several compactions), GC at random points, and reads
+// compared with the model after every step.
+func TestPropertyAgainstModel(t *testing.T) {
+	steps := *propSteps
+	if steps == 0 {
+		steps = 400
+		if raceEnabled {
+			steps = 100
+		}
+	}
+	for run := range uint64(*propRuns) {
+		seed := *propSeed + run
+		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
+			r := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+			e := newEnv(t, envConfig{maxRecords: 1 + r.IntN(12), batchRecords: 1 + r.IntN(5), maxBlock: 4 + r.IntN(6), minBlock: 2})
+			g := gen{r: r, ids: 24, dim: 3}
+			for step := range steps {
+				switch k := r.IntN(10); {
+				case k < 5:
+					e.push(g.batch(1 + r.IntN(8))...)
+				case k < 9:
+					before := e.coll()
+					res := e.compact()
+					if res.OffsetEnd < before.CompactionOffset || e.coll().CompactionOffset != res.OffsetEnd {
+						t.Fatalf("step %d: offset moved from %d to %d (result %d)", step, before.CompactionOffset, e.coll().CompactionOffset, res.OffsetEnd)
+					}
+					if got, want := e.coll().RecordCount, int64(len(e.model)); res.RecordsRead > 0 && res.Remaining == 0 && got != want {
+						t.Fatalf("step %d: record count %d after catching up, model has %d", step, got, want)
+					}
+				default:
+					e.clock.Advance(DefaultConfig().GCGrace / 2)
+					if _, err := e.comp.GC(e.ctx, e.id); err != nil {
+						t.Fatalf("step %d: gc: %v", step, err)
+					}
+				}
+				e.check(fmt.Sprintf("step %d", step))
+			}
+			e.compactAll()
+			e.check("end")
+			if got := e.coll().RecordCount; got != int64(len(e.model)) {
+				t.Fatalf("record count %d, model has %d", got, len(e.model))
+			}
+			e.checkNoGarbage("end")
+			e.check("after gc")
+		})
+	}
+}
+
+func TestAddCompactDeleteAddReturnsOnlyTheSecondAdd(t *testing.T) {
+	e := newEnv(t, envConfig{maxRecords: 100, batchRecords: 10, maxBlock: 8, minBlock: 2})
+	e.push(materialize.OperationRecord{Op: materialize.OpAdd, ID: "x", Embedding: emb(1), Document: doc("first"), Metadata: materialize.Metadata{"a": "1"}})
+	e.compact()
+	e.push(materialize.OperationRecord{Op: materialize.OpDelete, ID: "x"},
+		materialize.OperationRecord{Op: materialize.OpAdd, ID: "x", Embedding: emb(2), Document: doc("second")})
+	e.check("before the second compaction")
+	e.compact()
+	res, err := e.comp.GetRecords(e.ctx, e.id, []string{"x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := materialize.Record{ID: "x", Embedding: emb(2), Document: doc("second")}
+	e.compare("x", res.Records, []materialize.Record{want})
+}
+
+func TestReAddingExistingIDsKeepsTheRecordCount(t *testing.T) {
+	e := newEnv(t, envConfig{maxRecords: 1000, batchRecords: 100, maxBlock: 16, minBlock: 4})
+	var ops []materialize.OperationRecord
+	for i := range 50 {
+		ops = append(ops, materialize.OperationRecord{Op: materialize.OpAdd, ID: fmt.Sprintf("r%03d", i), Embedding: emb(float32(i))})
+	}
+	e.push(ops...)
+	e.compact()
+	for i := range ops {
+		ops[i].Embedding = emb(-1) // re-added: ignored
+	}
+	e.push(ops...)
+	e.compact()
+	if c := e.coll(); c.RecordCount != 50 {
+		t.Fatalf("record count %d after re-adding, want 50", c.RecordCount)
+	}
+	e.check("after re-adding")
+}
+
+func TestFirstCompactionOfNRecordsMakesExactlyN(t *testing.T) {
+	e := newEnv(t, envConfig{maxRecords: 10_000, batchRecords: 100, maxBlock: 64, minBlock: 16})
+	const n = 1000
+	var ops []materialize.OperationRecord
+	for i := range n {
+		ops = append(ops, materialize.OperationRecord{Op: materialize.OpAdd, ID: fmt.Sprintf("r%05d", i), Embedding: emb(float32(i))})
+	}
+	e.push(ops...)
+	res := e.compact()
+	if res.RecordCount != n || e.coll().RecordCount != n {
+		t.Fatalf("record count %d (catalog %d), want %d", res.RecordCount, e.coll().RecordCount, n)
+	}
+	// The records' positions in the segment (block by block, in id order)
+	// are its internal numbering: 0..n-1, no holes, no duplicates.
+	m, err := e.seg.ReadManifest(e.ctx, e.coll().ManifestKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pos := 0
+	for _, b := range m.Blocks {
+		recs, err := e.seg.ReadBlock(e.ctx, b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if int64(len(recs)) != b.Records {
+			t.Fatalf("block %s lists %d records and holds %d", b.Key, b.Records, len(recs))
+		}
+		for _, r := range recs {
+			if want := fmt.Sprintf("r%05d", pos); r.ID != want {
+				t.Fatalf("record at position %d is %s, want %s", pos, r.ID, want)
+			}
+			pos++
+		}
+	}
+	if pos != n {
+		t.Fatalf("segment holds %d records, want %d", pos, n)
+	}
+}
+
+func TestMetadataNullDeletesOmittedKeyStays(t *testing.T) {
+	e := newEnv(t, envConfig{maxRecords: 100, batchRecords: 10, maxBlock: 8, minBlock: 2})
+	e.push(materialize.OperationRecord{Op: materialize.OpAdd, ID: "x", Embedding: emb(1), Metadata: materialize.Metadata{"gone": "a", "kept": "b"}})
+	e.compact()
+	e.push(materialize.OperationRecord{Op: materialize.OpUpdate, ID: "x", Metadata: materialize.Metadata{"gone": nil, "new": true}})
+	e.compact()
+	res, err := e.comp.GetRecords(e.ctx, e.id, []string{"x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := materialize.Record{ID: "x", Embedding: emb(1), Metadata: materialize.Metadata{"kept": "b", "new": true}}
+	e.compare("x", res.Records, []materialize.Record{want})
+}
+
+func TestNothingToCompact(t *testing.T) {
+	e := newEnv(t, envConfig{maxRecords: 100, batchRecords: 10, maxBlock: 8, minBlock: 2})
+	res := e.compact()
+	if res.Note != NoteNothingToCompact || res.VersionAfter != 0 || res.RecordsRead != 0 {
+		t.Fatalf("result %+v, want nothing to compact", res)
+	}
+	if _, err := e.comp.Compact(e.ctx, "no-such-collection", Options{}); !errors.Is(err, catalog.ErrNotFound) {
+		t.Fatalf("unknown collection: %v, want ErrNotFound", err)
+	}
+}
+
+// scenario builds the same state every time: a compacted base and a tail.
+func scenario(t *testing.T) *env {
+	e := newEnv(t, envConfig{maxRecords: 1000, batchRecords: 4, maxBlock: 6, minBlock: 2})
+	g := gen{r: rand.New(rand.NewPCG(7, 7)), ids: 30, dim: 3}
+	e.push(g.batch(40)...)
+	e.compact()
+	e.push(g.batch(25)...)
+	return e
+}
+
+// putsOfCompaction is the number of blob writes the scenario's second
+// compaction makes.
+func putsOfCompaction(t *testing.T) int {
+	e := scenario(t)
+	before := e.faulty.Puts()
+	e.compact()
+	return e.faulty.Puts() - before
+}
+
+func TestFailingBlobWriteAtEveryIndex(t *testing.T) {
+	n := putsOfCompaction(t)
+	if n < 3 {
+		t.Fatalf("the scenario writes only %d blobs; it must exercise several", n)
+	}
+	for i := 1; i <= n; i++ {
+		t.Run(fmt.Sprintf("put %d of %d", i, n), func(t *testing.T) {
+			e := scenario(t)
+			before := e.coll()
+			e.faulty.FailPutAt = e.faulty.Puts() + i
+			_, err := e.comp.Compact(e.ctx, e.id, Options{})
+			if !errors.Is(err, segmenttest.ErrInjected) {
+				t.Fatalf("compact: %v, want the injected fault", err)
+			}
+			if !IsTransient(err) {
+				t.Fatalf("a failed blob write must count as transient: %v", err)
+			}
+			if after := e.coll(); after.SegmentVersion != before.SegmentVersion || after.CompactionOffset != before.CompactionOffset {
+				t.Fatalf("catalog changed: version %d→%d, offset %d→%d", before.SegmentVersion, after.SegmentVersion, before.CompactionOffset, after.CompactionOffset)
+			}
+			e.check("after the failed compaction")
+			e.compact()
+			e.check("after the next compaction")
+			e.checkNoGarbage("after the next compaction")
+		})
+	}
+}
+
+func TestConflictingCommitExactlyOneWins(t *testing.T) {
+	e := scenario(t)
+	first := e.faulty.Puts() + 1
+	blocked, release := make(chan struct{}), make(chan struct{})
+	e.faulty.BeforePut = func(n int, _ string) {
+		if n == first {
+			close(blocked)
+			<-release
+		}
+	}
+	errA := make(chan error, 1)
+	go func() {
+		_, err := e.comp.Compact(e.ctx, e.id, Options{})
+		errA <- err
+	}()
+	<-blocked
+	resB, errB := e.comp.Compact(e.ctx, e.id, Options{}) // B runs while A waits in its first write
+	close(release)
+	err := <-errA
+	if errB != nil {
+		t.Fatalf("the compaction that committed first failed: %v", errB)
+	}
+	var ce *catalog.ConflictError
+	if !errors.As(err, &ce) || !errors.Is(err, catalog.ErrConflict) || !IsTransient(err) {
+		t.Fatalf("the losing compaction returned %v, want a transient *catalog.ConflictError", err)
+	}
+	if c := e.coll(); c.SegmentVersion != resB.VersionAfter || c.CompactionOffset != resB.OffsetEnd {
+		t.Fatalf("catalog at version %d offset %d, want the winner's %d and %d", c.SegmentVersion, c.CompactionOffset, resB.VersionAfter, resB.OffsetEnd)
+	}
+	e.check("after the race")
+	// The loser removed what it wrote at once: every blob is referenced
+	// by a committed version, before any GC.
+	versions, _ := e.cat.ListVersions(e.ctx, e.id)
+	referenced := map[string]bool{}
+	for _, v := range versions {
+		referenced[v.ManifestKey] = true
+		m, err := e.seg.ReadManifest(e.ctx, v.ManifestKey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, b := range m.Blocks {
+			referenced[b.Key] = true
+		}
+	}
+	blobs, _ := e.blobs.List(e.ctx, "collections/"+e.id+"/")
+	for _, b := range blobs {
+		if !referenced[b.Key] {
+			t.Fatalf("the losing compaction left %s behind", b.Key)
+		}
+	}
+	e.checkNoGarbage("after the race")
+}
+
+func TestCancellationAtEveryBatchBoundary(t *testing.T) {
+	// Count the progress reports (batch boundaries) of a full run.
+	e := scenario(t)
+	var boundaries int
+	if _, err := e.comp.Compact(e.ctx, e.id, Options{Progress: func(Progress) { boundaries++ }}); err != nil {
+		t.Fatal(err)
+	}
+	if boundaries < 4 {
+		t.Fatalf("only %d batch boundaries; the scenario must have several", boundaries)
+	}
+	for k := 1; k <= boundaries; k++ {
+		t.Run(fmt.Sprintf("boundary %d of %d", k, boundaries), func(t *testing.T) {
+			e := scenario(t)
+			before := e.coll()
+			ctx, cancel := context.WithCancel(e.ctx)
+			defer cancel()
+			var seen int
+			var phase string
+			_, err := e.comp.Compact(ctx, e.id, Options{Progress: func(p Progress) {
+				seen++
+				if seen == k {
+					phase = p.Phase
+					cancel()
+				}
+			}})
+			switch {
+			case phase == "committing":
+				// Past the last boundary: the commit is not interrupted.
+				if err != nil {
+					t.Fatalf("cancelled during the commit: %v, want the commit to complete", err)
+				}
+			case !errors.Is(err, context.Canceled):
+				t.Fatalf("cancelled at boundary %d (%s): %v, want context.Canceled", k, phase, err)
+			default:
+				if after := e.coll(); after.SegmentVersion != before.SegmentVersion || after.CompactionOffset != before.CompactionOffset {
+					t.Fatalf("a cancelled compaction committed: version %d→%d", before.SegmentVersion, after.SegmentVersion)
+				}
+				// What it wrote is gone at once.
+				for _, key := range e.faulty.PutKeys() {
+					if !slices.Contains(referencedKeys(t, e), key) {
+						if _, err := e.blobs.Get(e.ctx, key); err == nil {
+							t.Fatalf("cancelled compaction left %s", key)
+						}
+					}
+				}
+			}
+			e.check("after cancellation")
+			e.compactAll()
+			e.check("after the next compaction")
+			e.checkNoGarbage("after the next compaction")
+		})
+	}
+}
+
+func referencedKeys(t *testing.T, e *env) []string {
+	versions, err := e.cat.ListVersions(e.ctx, e.id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	for _, v := range versions {
+		keys = append(keys, v.ManifestKey)
+		m, err := e.seg.ReadManifest(e.ctx, v.ManifestKey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, b := range m.Blocks {
+			keys = append(keys, b.Key)
+		}
+	}
+	return keys
+}
+
+func TestProcessKilledMidCompactionLosesNothing(t *testing.T) {
+	n := putsOfCompaction(t)
+	for i := 0; i < n; i++ { // dies after i successful writes, before the commit
+		t.Run(fmt.Sprintf("after put %d of %d", i, n), func(t *testing.T) {
+			e := scenario(t)
+			before := e.coll()
+			start := e.faulty.Puts()
+			if i == 0 {
+				e.crash.kill(true)
+			}
+			e.faulty.BeforePut = func(k int, _ string) {
+				// Put k itself goes through; from the next one on nothing
+				// is written or cleaned up.
+				if k == start+i {
+					e.crash.kill(true)
+				}
+			}
+			if _, err := e.comp.Compact(e.ctx, e.id, Options{}); err == nil {
+				t.Fatal("a compaction whose process died reported success")
+			}
+			e.faulty.BeforePut = nil
+			e.crash.kill(false)
+			// The next start: a new compactor over the same storage.
+			if after := e.coll(); after.CompactionOffset != before.CompactionOffset {
+				t.Fatalf("offset moved to %d", after.CompactionOffset)
+			}
+			next, err := New(e.cat, e.seg, e.comp.cfg, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			e.comp = next
+			e.check("after the restart")
+			e.compactAll()
+			e.check("after compacting again")
+			e.checkNoGarbage("after compacting again")
+		})
+	}
+}
+
+// TestCopyOnWrite: after compacting 10 new ids into a collection of
+// 100,000, the new version reuses every block but those whose ranges hold
+// the new ids.
+func TestCopyOnWrite(t *testing.T) {
+	if testing.Short() {
+		t.Skip("loads 100,000 records")
+	}
+	e := newEnv(t, envConfig{maxRecords: 200_000, batchRecords: 10_000, maxBlock: 2048, minBlock: 512})
+	const n = 100_000
+	ops := make([]materialize.OperationRecord, 0, 10_000)
+	for i := range n {
+		ops = append(ops, materialize.OperationRecord{Op: materialize.OpAdd, ID: fmt.Sprintf("id-%07d", i*10), Embedding: []float32{float32(i), 1}})
+		if len(ops) == cap(ops) {
+			e.push(ops...)
+			ops = ops[:0]
+		}
+	}
+	e.compact()
+	base, err := e.seg.ReadManifest(e.ctx, e.coll().ManifestKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Ten new ids spread over the key space.
+	r := rand.New(rand.NewPCG(3, 3))
+	var fresh []materialize.OperationRecord
+	owners := map[int]bool{}
+	for range 10 {
+		id := fmt.Sprintf("id-%07d", r.IntN(n)*10+5)
+		fresh = append(fresh, materialize.OperationRecord{Op: materialize.OpAdd, ID: id, Embedding: []float32{-1, -1}})
+		// The owner: the last block whose MinID <= id (the first owns
+		// anything below it).
+		owner := 0
+		for i, b := range base.Blocks {
+			if b.MinID <= id {
+				owner = i
+			}
+		}
+		owners[owner] = true
+	}
+	e.push(fresh...)
+	res := e.compact()
+	if res.BlocksWritten != len(owners) {
+		t.Fatalf("wrote %d blocks, want %d: the blocks owning the new ids", res.BlocksWritten, len(owners))
+	}
+	if want := len(base.Blocks) - len(owners); res.BlocksReused != want {
+		t.Fatalf("reused %d of %d blocks, want %d", res.BlocksReused, len(base.Blocks), want)
+	}
+	next, err := e.seg.ReadManifest(e.ctx, e.coll().ManifestKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	baseKeys := map[string]bool{}
+	for _, b := range base.Blocks {
+		baseKeys[b.Key] = true
+	}
+	var shared int
+	for _, b := range next.Blocks {
+		if baseKeys[b.Key] {
+			shared++
+		}
+	}
+	if shared != len(base.Blocks)-len(owners) {
+		t.Fatalf("the new version references %d blocks of the base, want %d", shared, len(base.Blocks)-len(owners))
+	}
+	if next.RecordCount != n+10 {
+		t.Fatalf("record count %d, want %d", next.RecordCount, n+10)
+	}
+	got, err := e.comp.GetRecords(e.ctx, e.id, []string{fresh[0].ID, "id-0000000"})
+	if err != nil || len(got.Records) != 2 {
+		t.Fatalf("read back: %d records, %v", len(got.Records), err)
+	}
+}

@@ -1,0 +1,85 @@
+package web
+
+import (
+	"errors"
+	"net/http"
+	"strings"
+	"unicode/utf8"
+)
+
+// maxReasonBytes bounds the reason of a one-off compaction from the page.
+const maxReasonBytes = 1000
+
+const defaultReason = "compact now from the status page"
+
+// actionForm reads an action's form and checks the token. It answers the
+// request itself (400, or 401 with the sign-in page) and returns ok=false
+// when the action must not go on.
+func (h *handler) actionForm(w http.ResponseWriter, r *http.Request, fallbackNext, notice string) (next string, ok bool) {
+	r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
+	if err := r.ParseForm(); err != nil {
+		h.renderError(w, r, http.StatusBadRequest, "The form could not be read.")
+		return "", false
+	}
+	next = fallbackNext
+	if n := r.PostForm.Get("next"); n != "" {
+		next = localPath(n)
+	}
+	if !h.authorized(r) {
+		h.renderLogin(w, r, http.StatusUnauthorized, next, notice, "")
+		return "", false
+	}
+	return next, true
+}
+
+// compact handles POST /collections/{id}/compact: a one-off compaction.
+func (h *handler) compact(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	next, ok := h.actionForm(w, r, collectionURL(id), "Sign in to compact a collection.")
+	if !ok {
+		return
+	}
+	reason := strings.TrimSpace(r.PostForm.Get("reason"))
+	switch {
+	case !utf8.ValidString(reason):
+		h.renderError(w, r, http.StatusBadRequest, "The reason is not valid UTF-8 text.")
+		return
+	case len(reason) > maxReasonBytes:
+		h.renderError(w, r, http.StatusBadRequest, "The reason is too long: at most 1000 bytes.")
+		return
+	case reason == "":
+		reason = defaultReason
+	}
+	jobID, err := h.src.Compact(r.Context(), id, reason)
+	switch {
+	case errors.Is(err, ErrConflict):
+		h.log.Info("compaction refused", "collection", id, "err", err)
+		http.Redirect(w, r, withFlash(next, "compact-refused", ""), http.StatusSeeOther)
+		return
+	case err != nil:
+		h.fail(w, r, err)
+		return
+	}
+	h.log.Info("compaction requested", "collection", id, "job", jobID)
+	http.Redirect(w, r, withFlash(next, "compact-queued", jobID), http.StatusSeeOther)
+}
+
+// cancel handles POST /jobs/{id}/cancel.
+func (h *handler) cancel(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	next, ok := h.actionForm(w, r, jobURL(id), "Sign in to cancel a compaction.")
+	if !ok {
+		return
+	}
+	err := h.src.Cancel(r.Context(), id)
+	switch {
+	case errors.Is(err, ErrConflict):
+		http.Redirect(w, r, withFlash(next, "cancel-refused", ""), http.StatusSeeOther)
+		return
+	case err != nil:
+		h.fail(w, r, err)
+		return
+	}
+	h.log.Info("cancellation requested", "job", id)
+	http.Redirect(w, r, withFlash(next, "cancel-requested", ""), http.StatusSeeOther)
+}

@@ -1,0 +1,163 @@
+package web_test
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/compactorhq/compactor/web"
+	"github.com/compactorhq/compactor/web/webtest"
+)
+
+// findChrome returns a Chromium binary: $COMPACTOR_CHROME, or one on PATH.
+func findChrome() string {
+	if p := os.Getenv("COMPACTOR_CHROME"); p != "" {
+		return p
+	}
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome", "headless-shell"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	return ""
+}
+
+// TestInBrowser loads the pages in headless Chromium and checks what only a
+// browser shows: the script connects to /events, a Source tick refreshes
+// the running job's progress in place, the strict content security policy
+// blocks nothing of ours (no console errors), and at 1280 and 390 px wide
+// no page scrolls sideways. It skips without Chromium. Set
+// WEB_SCREENSHOT_DIR to keep screenshots.
+func TestInBrowser(t *testing.T) {
+	if testing.Short() {
+		t.Skip("browser test in -short mode")
+	}
+	chrome := findChrome()
+	if chrome == "" {
+		t.Skip("no Chromium found (install the chromium package or set COMPACTOR_CHROME)")
+	}
+	e := newEnv(t, web.Config{MinEventInterval: 10 * time.Millisecond})
+	srv := newStreamServer(t, e)
+
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(chrome), chromedp.NoSandbox, chromedp.WindowSize(1280, 900))
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	defer cancelAlloc()
+	ctx, cancelCtx := chromedp.NewContext(actx)
+	defer cancelCtx()
+	if err := chromedp.Do(ctx); err != nil { // start the browser without a deadline
+		t.Fatalf("start Chromium: %v", err)
+	}
+	ctx, cancelTimeout := context.WithTimeout(ctx, 90*time.Second)
+	defer cancelTimeout()
+
+	var mu sync.Mutex
+	var problems []string
+	consoleDone := make(chan struct{})
+	messages := chromedp.Console(ctx)
+	go func() {
+		defer close(consoleDone)
+		for m, err := range messages {
+			if err != nil {
+				return
+			}
+			if m.Type == chromedp.ConsoleError || m.IsException() {
+				mu.Lock()
+				problems = append(problems, m.String())
+				mu.Unlock()
+			}
+		}
+	}()
+
+	row := `tr[data-job-id="` + webtest.RunningJob + `"]`
+	if err := chromedp.Do(ctx,
+		chromedp.Navigate(srv.URL+"/"),
+		chromedp.WaitVisible(chromedp.CSS(`#live[data-state="live"]`)),
+	); err != nil {
+		t.Fatalf("load the dashboard: %v", err)
+	}
+	before, err := chromedp.Run(ctx, chromedp.AttributeValue(chromedp.CSS(row+" progress"), "value"))
+	if err != nil || before.Value != "333" {
+		t.Fatalf("progress before: %+v, %v; want 333", before, err)
+	}
+	screenshot(t, ctx, "dashboard-live-1280.png")
+
+	// The job moves on; the page follows without a reload.
+	jobs, err := e.src.Jobs(context.Background(), web.JobQuery{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range jobs {
+		if jobs[i].ID == webtest.RunningJob {
+			jobs[i].RecordsRead = 900
+		}
+	}
+	e.src.SetJobs(jobs)
+	if _, err := chromedp.Run(ctx, chromedp.Evaluate[string](`window.__sameDocument = "yes"`)); err != nil {
+		t.Fatal(err)
+	}
+	if n := e.src.Tick(); n != 1 {
+		t.Fatalf("Tick reached %d subscribers, want the page's", n)
+	}
+	if err := chromedp.Do(ctx, chromedp.WaitVisible(chromedp.CSS(row+` progress[value="750"]`))); err != nil {
+		t.Fatalf("wait for the live update: %v", err)
+	}
+	if same, err := chromedp.Run(ctx, chromedp.Evaluate[string](`window.__sameDocument`)); err != nil || same != "yes" {
+		t.Errorf("the page reloaded instead of updating in place (%q, %v)", same, err)
+	}
+
+	for _, page := range []string{"/", "/collections", "/collections/" + webtest.Orders, "/jobs/" + webtest.Failed, "/jobs/" + webtest.RunningJob} {
+		for _, width := range []int64{1280, 390} {
+			if err := chromedp.Do(ctx,
+				chromedp.EmulateViewport(width, 844),
+				chromedp.Navigate(srv.URL+page),
+				chromedp.WaitReady(chromedp.CSS("#main")),
+			); err != nil {
+				t.Fatalf("%s at %d px: %v", page, width, err)
+			}
+			overflow, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`document.documentElement.scrollWidth > window.innerWidth`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if overflow {
+				t.Errorf("%s scrolls sideways at %d px", page, width)
+			}
+			name := strings.ReplaceAll(strings.Trim(page, "/"), "/", "_")
+			if name == "" {
+				name = "dashboard"
+			}
+			screenshot(t, ctx, name+"-"+strconv.FormatInt(width, 10)+".png")
+		}
+	}
+
+	cancelTimeout()
+	cancelCtx()
+	<-consoleDone
+	mu.Lock()
+	defer mu.Unlock()
+	for _, p := range problems {
+		t.Errorf("browser console: %s", p)
+	}
+}
+
+func screenshot(t *testing.T, ctx context.Context, name string) {
+	t.Helper()
+	dir := os.Getenv("WEB_SCREENSHOT_DIR")
+	if dir == "" {
+		return
+	}
+	buf, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		t.Fatalf("screenshot: %v", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, name), buf, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}

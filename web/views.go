@@ -1,0 +1,710 @@
+package web
+
+import (
+	"cmp"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// The view structs below are everything the templates print. They are built
+// by plain functions from the Source's models and a clock, so the templates
+// hold no logic beyond loops and conditions, and tests can build them too.
+
+// pageMeta is what the layout needs around a page's main content.
+type pageMeta struct {
+	Title     string
+	Section   string // "dashboard", "collections" or "" (for the nav)
+	Refresh   int    // <noscript> meta refresh seconds; 0: none
+	Live      bool   // the page follows /events
+	StyleURL  string
+	ScriptURL string
+	IconURL   string
+	Auth      authView
+	Flash     *flashView
+}
+
+type authView struct {
+	Required  bool   // a token is configured
+	SignedIn  bool   // the request carries it
+	LoginURL  string // /login?next=<this page>
+	LogoutURL string
+}
+
+// actView is what an action form needs: whether it may be shown, where to
+// come back to, and where to sign in otherwise.
+type actView struct {
+	Allowed  bool
+	Next     string
+	LoginURL string
+}
+
+type flashView struct {
+	Kind     string // "ok" or "error"
+	Text     string
+	LinkText string
+	LinkURL  string
+}
+
+// flashFor turns the flash query parameters of a redirect after an action
+// into a message. Only known codes show, so a crafted link cannot put
+// arbitrary text on the page.
+func flashFor(q url.Values) *flashView {
+	switch q.Get("flash") {
+	case "compact-queued":
+		f := &flashView{Kind: "ok", Text: "Compaction queued."}
+		if id := q.Get("job"); id != "" {
+			f.Text = "Compaction queued as job"
+			f.LinkText, f.LinkURL = id, jobURL(id)
+		}
+		return f
+	case "compact-refused":
+		return &flashView{Kind: "error", Text: "The collection cannot be compacted now."}
+	case "cancel-requested":
+		return &flashView{Kind: "ok", Text: "Cancellation requested. A running job stops at its next batch boundary and commits nothing."}
+	case "cancel-refused":
+		return &flashView{Kind: "error", Text: "The job has already finished; there is nothing to cancel."}
+	case "signed-in":
+		return &flashView{Kind: "ok", Text: "Signed in."}
+	case "signed-out":
+		return &flashView{Kind: "ok", Text: "Signed out."}
+	}
+	return nil
+}
+
+// jobRow is one job in a table.
+type jobRow struct {
+	ID             string
+	ShortID        string
+	URL            string
+	CollectionID   string
+	CollectionName string
+	CollectionURL  string
+	State          string
+	StateClass     string
+	Trigger        string
+	Reason         string // full text (title attribute)
+	ReasonShort    string
+	Error          string
+	ErrorShort     string
+	Note           string
+	Attempt        string
+	Created        timeView
+	Started        timeView
+	Finished       timeView
+	Duration       string // run time; running: so far; "—" before start
+	Wait           string // time queued (so far, for a queued job)
+	RecordsRead    string
+	RecordsWritten string
+	Progress       progressView
+	Cancelable     bool
+	CancelURL      string
+}
+
+func newJobRow(now time.Time, j Job, names map[string]string) jobRow {
+	name := j.CollectionName
+	if name == "" {
+		name = names[j.CollectionID]
+	}
+	if name == "" {
+		name = j.CollectionID
+	}
+	r := jobRow{
+		ID:             j.ID,
+		ShortID:        shortID(j.ID),
+		URL:            jobURL(j.ID),
+		CollectionID:   j.CollectionID,
+		CollectionName: name,
+		CollectionURL:  collectionURL(j.CollectionID),
+		State:          j.State,
+		StateClass:     stateClass(j.State),
+		Trigger:        triggerLabel(j.Trigger),
+		Reason:         j.Reason,
+		ReasonShort:    truncate(firstLine(j.Reason), 60),
+		Error:          j.Error,
+		ErrorShort:     truncate(firstLine(j.Error), 80),
+		Note:           j.Note,
+		Attempt:        strconv.Itoa(j.Attempt),
+		Created:        newTimeView(now, j.CreatedAt),
+		Started:        newTimeView(now, j.StartedAt),
+		Finished:       newTimeView(now, j.FinishedAt),
+		Duration:       dash,
+		Wait:           dash,
+		RecordsRead:    fmtCount(j.RecordsRead),
+		RecordsWritten: fmtCount(j.RecordsWritten),
+		Cancelable:     j.State == StateQueued || j.State == StateRunning,
+		CancelURL:      jobURL(j.ID) + "/cancel",
+	}
+	switch {
+	case !j.StartedAt.IsZero() && !j.FinishedAt.IsZero():
+		r.Duration = fmtDuration(j.FinishedAt.Sub(j.StartedAt))
+	case !j.StartedAt.IsZero() && j.State == StateRunning:
+		r.Duration = fmtDuration(now.Sub(j.StartedAt))
+	}
+	switch {
+	case !j.CreatedAt.IsZero() && !j.StartedAt.IsZero():
+		r.Wait = fmtDuration(j.StartedAt.Sub(j.CreatedAt))
+	case !j.CreatedAt.IsZero() && j.State == StateQueued:
+		r.Wait = fmtDuration(now.Sub(j.CreatedAt))
+	case !j.CreatedAt.IsZero() && !j.FinishedAt.IsZero():
+		r.Wait = fmtDuration(j.FinishedAt.Sub(j.CreatedAt)) // cancelled while queued
+	}
+	if j.State == StateRunning {
+		r.Progress = newProgress(now, j)
+	}
+	return r
+}
+
+func jobRows(now time.Time, jobs []Job, names map[string]string) []jobRow {
+	rows := make([]jobRow, len(jobs))
+	for i, j := range jobs {
+		rows[i] = newJobRow(now, j, names)
+	}
+	return rows
+}
+
+func collectionNames(cs []Collection) map[string]string {
+	m := make(map[string]string, len(cs))
+	for _, c := range cs {
+		m[c.ID] = c.Name
+	}
+	return m
+}
+
+// ---- dashboard ----
+
+const (
+	defaultHistoryLimit = 50
+	maxHistoryLimit     = 500
+	failedWindow        = 24 * time.Hour
+	failedScanLimit     = 1000
+	queueShown          = 50
+	backlogShown        = 10
+)
+
+// The lists below are functions, not variables, so that nothing (a Source
+// keeping a query's States, say) can change them for the next request.
+
+func allStates() []string {
+	return []string{StateQueued, StateRunning, StateSucceeded, StateFailed, StateCancelled}
+}
+
+func finishedStates() []string { return []string{StateSucceeded, StateFailed, StateCancelled} }
+
+func allTriggers() []string { return []string{TriggerScheduled, TriggerOneOff} }
+
+// dashboardFilter is the history filter from the query string.
+type dashboardFilter struct {
+	States       []string // empty: finished states
+	Trigger      string
+	CollectionID string
+	Limit        int
+}
+
+func (f dashboardFilter) active() bool {
+	return len(f.States) > 0 || f.Trigger != "" || f.CollectionID != ""
+}
+
+// parseDashboardFilter reads state (repeatable), trigger, collection and
+// limit. Unknown states and triggers are ignored; limit is clamped.
+func parseDashboardFilter(q url.Values) dashboardFilter {
+	f := dashboardFilter{Limit: defaultHistoryLimit}
+	for _, s := range q["state"] {
+		s = strings.ToUpper(strings.TrimSpace(s))
+		if s == "ALL" {
+			f.States = allStates()
+			break
+		}
+		if slices.Contains(allStates(), s) && !slices.Contains(f.States, s) {
+			f.States = append(f.States, s)
+		}
+	}
+	if t := strings.ToUpper(strings.TrimSpace(q.Get("trigger"))); slices.Contains(allTriggers(), t) {
+		f.Trigger = t
+	}
+	f.CollectionID = strings.TrimSpace(q.Get("collection"))
+	if n, err := strconv.Atoi(q.Get("limit")); err == nil && n > 0 {
+		f.Limit = min(n, maxHistoryLimit)
+	}
+	return f
+}
+
+// historyQuery is the Source query for the history table.
+func (f dashboardFilter) historyQuery() JobQuery {
+	q := JobQuery{States: f.States, Trigger: f.Trigger, CollectionID: f.CollectionID, Limit: f.Limit}
+	if len(q.States) == 0 {
+		q.States = finishedStates()
+	}
+	return q
+}
+
+// dashboardData is what the dashboard handler fetched.
+type dashboardData struct {
+	Running     []Job
+	Queued      []Job
+	History     []Job
+	Failed      []Job // most recent failed jobs, up to failedScanLimit
+	Collections []Collection
+	Filter      dashboardFilter
+	Act         actView
+}
+
+type dashboardView struct {
+	Tiles        []tileView
+	Running      []jobRow
+	Queue        []jobRow
+	QueueMore    int
+	History      []jobRow
+	HistoryTitle string
+	Filter       filterView
+	DeadLettered []collectionItem
+	Backlogs     []collectionItem
+	Act          actView
+}
+
+type tileView struct {
+	TestID string
+	Label  string
+	Value  string
+	Hint   string
+	URL    string
+	Alert  bool // draws attention (failures, dead letters)
+}
+
+type option struct {
+	Value    string
+	Label    string
+	Selected bool
+}
+
+type filterView struct {
+	States      []option
+	Triggers    []option
+	Collections []option
+	Limit       string
+	Active      bool
+}
+
+type collectionItem struct {
+	ID       string
+	Name     string
+	URL      string
+	Backlog  string
+	Failures string
+	Since    timeView // dead-lettered since
+	Oldest   timeView // oldest uncompacted record
+}
+
+func buildDashboard(now time.Time, d dashboardData) dashboardView {
+	names := collectionNames(d.Collections)
+	v := dashboardView{Act: d.Act}
+
+	v.Running = jobRows(now, d.Running, names)
+
+	queued := slices.Clone(d.Queued)
+	// Show the queue in the order it runs: one-offs first, then oldest.
+	slices.SortStableFunc(queued, func(a, b Job) int {
+		ao, bo := a.Trigger == TriggerOneOff, b.Trigger == TriggerOneOff
+		if ao != bo {
+			if ao {
+				return -1
+			}
+			return 1
+		}
+		return cmp.Or(a.CreatedAt.Compare(b.CreatedAt), cmp.Compare(a.ID, b.ID))
+	})
+	if len(queued) > queueShown {
+		v.QueueMore = len(queued) - queueShown
+		queued = queued[:queueShown]
+	}
+	v.Queue = jobRows(now, queued, names)
+
+	v.History = jobRows(now, d.History, names)
+	if d.Filter.active() {
+		v.HistoryTitle = "History (filtered, newest first)"
+	} else {
+		v.HistoryTitle = "Recent history (finished jobs, newest first)"
+	}
+
+	failed := 0
+	for _, j := range d.Failed {
+		at := j.FinishedAt
+		if at.IsZero() {
+			at = j.CreatedAt
+		}
+		if now.Sub(at) <= failedWindow {
+			failed++
+		}
+	}
+	failedText := strconv.Itoa(failed)
+	if len(d.Failed) >= failedScanLimit && failed == len(d.Failed) {
+		failedText += "+"
+	}
+
+	var backlog int64
+	var dead, backlogs []Collection
+	for _, c := range d.Collections {
+		backlog += c.Backlog
+		if c.DeadLettered {
+			dead = append(dead, c)
+		}
+		if c.Backlog > 0 {
+			backlogs = append(backlogs, c)
+		}
+	}
+	slices.SortFunc(dead, func(a, b Collection) int {
+		return cmp.Or(a.DeadLetteredAt.Compare(b.DeadLetteredAt), cmp.Compare(a.Name, b.Name), cmp.Compare(a.ID, b.ID))
+	})
+	slices.SortFunc(backlogs, func(a, b Collection) int {
+		return cmp.Or(cmp.Compare(b.Backlog, a.Backlog), cmp.Compare(a.Name, b.Name), cmp.Compare(a.ID, b.ID))
+	})
+	if len(backlogs) > backlogShown {
+		backlogs = backlogs[:backlogShown]
+	}
+	for _, c := range dead {
+		v.DeadLettered = append(v.DeadLettered, newCollectionItem(now, c))
+	}
+	for _, c := range backlogs {
+		v.Backlogs = append(v.Backlogs, newCollectionItem(now, c))
+	}
+
+	v.Tiles = []tileView{
+		{TestID: "count-running", Label: "Running", Value: strconv.Itoa(len(d.Running)), URL: "#running"},
+		{TestID: "count-queued", Label: "Queued", Value: strconv.Itoa(len(d.Queued)), URL: "#queue"},
+		{TestID: "count-failed", Label: "Failed (24 h)", Value: failedText, URL: "/?state=FAILED#history", Alert: failed > 0},
+		{TestID: "count-dead-lettered", Label: "Dead-lettered", Value: strconv.Itoa(len(dead)), URL: "#dead-lettered", Alert: len(dead) > 0},
+		{TestID: "count-backlog", Label: "Total backlog", Value: fmtCount(backlog), Hint: "records", URL: "/collections?sort=backlog&dir=desc"},
+	}
+
+	v.Filter = filterView{Limit: strconv.Itoa(d.Filter.Limit), Active: d.Filter.active()}
+	v.Filter.States = append(v.Filter.States,
+		option{Value: "", Label: "finished", Selected: len(d.Filter.States) == 0},
+		option{Value: "all", Label: "all", Selected: len(d.Filter.States) == len(allStates())})
+	for _, s := range allStates() {
+		v.Filter.States = append(v.Filter.States, option{Value: s, Label: strings.ToLower(s), Selected: len(d.Filter.States) == 1 && d.Filter.States[0] == s})
+	}
+	v.Filter.Triggers = []option{{Value: "", Label: "any", Selected: d.Filter.Trigger == ""}}
+	for _, t := range allTriggers() {
+		v.Filter.Triggers = append(v.Filter.Triggers, option{Value: t, Label: triggerLabel(t), Selected: d.Filter.Trigger == t})
+	}
+	v.Filter.Collections = []option{{Value: "", Label: "any", Selected: d.Filter.CollectionID == ""}}
+	sorted := slices.Clone(d.Collections)
+	slices.SortFunc(sorted, func(a, b Collection) int { return cmp.Or(cmp.Compare(a.Name, b.Name), cmp.Compare(a.ID, b.ID)) })
+	found := d.Filter.CollectionID == ""
+	for _, c := range sorted {
+		sel := c.ID == d.Filter.CollectionID
+		found = found || sel
+		v.Filter.Collections = append(v.Filter.Collections, option{Value: c.ID, Label: c.Name, Selected: sel})
+	}
+	if !found {
+		v.Filter.Collections = append(v.Filter.Collections, option{Value: d.Filter.CollectionID, Label: d.Filter.CollectionID + " (unknown)", Selected: true})
+	}
+	return v
+}
+
+func newCollectionItem(now time.Time, c Collection) collectionItem {
+	return collectionItem{
+		ID:       c.ID,
+		Name:     c.Name,
+		URL:      collectionURL(c.ID),
+		Backlog:  fmtCount(c.Backlog),
+		Failures: strconv.Itoa(c.FailureCount),
+		Since:    newTimeView(now, c.DeadLetteredAt),
+		Oldest:   newTimeView(now, c.OldestUncompactedAt),
+	}
+}
+
+// ---- collections ----
+
+type collectionsView struct {
+	Headers []sortHeader
+	Rows    []collectionRow
+	Count   string
+}
+
+type sortHeader struct {
+	Label    string
+	Key      string // sort key; "" when the column does not sort
+	URL      string
+	AriaSort string // "ascending", "descending" or "none"
+	Arrow    string
+	Numeric  bool
+}
+
+type collectionRow struct {
+	ID               string
+	Name             string
+	URL              string
+	Dimension        string
+	Backlog          string
+	Records          string
+	Version          string
+	LogPosition      string
+	CompactionOffset string
+	Failures         string
+	DeadLettered     bool
+	Oldest           timeView
+	LastCompacted    timeView
+	Created          timeView
+}
+
+func newCollectionRow(now time.Time, c Collection) collectionRow {
+	return collectionRow{
+		ID:               c.ID,
+		Name:             c.Name,
+		URL:              collectionURL(c.ID),
+		Dimension:        strconv.Itoa(c.Dimension),
+		Backlog:          fmtCount(c.Backlog),
+		Records:          fmtCount(c.RecordCount),
+		Version:          strconv.FormatInt(c.SegmentVersion, 10),
+		LogPosition:      fmtCount(c.LogPosition),
+		CompactionOffset: fmtCount(c.CompactionOffset),
+		Failures:         strconv.Itoa(c.FailureCount),
+		DeadLettered:     c.DeadLettered,
+		Oldest:           newTimeView(now, c.OldestUncompactedAt),
+		LastCompacted:    newTimeView(now, c.LastCompactedAt),
+		Created:          newTimeView(now, c.CreatedAt),
+	}
+}
+
+// collectionSort is the sort order of the collections page.
+type collectionSort struct {
+	Key  string // name, backlog, records, last_compacted
+	Desc bool
+}
+
+// parseCollectionSort reads sort and dir. Unknown keys fall back to name;
+// without dir, names sort ascending and figures descending (largest first).
+func parseCollectionSort(q url.Values) collectionSort {
+	s := collectionSort{Key: strings.ToLower(q.Get("sort"))}
+	if !slices.Contains([]string{"name", "backlog", "records", "last_compacted"}, s.Key) {
+		s.Key = "name"
+	}
+	switch strings.ToLower(q.Get("dir")) {
+	case "asc":
+		s.Desc = false
+	case "desc":
+		s.Desc = true
+	default:
+		s.Desc = s.Key != "name"
+	}
+	return s
+}
+
+func sortCollections(cs []Collection, s collectionSort) {
+	slices.SortStableFunc(cs, func(a, b Collection) int {
+		var c int
+		switch s.Key {
+		case "backlog":
+			c = cmp.Compare(a.Backlog, b.Backlog)
+		case "records":
+			c = cmp.Compare(a.RecordCount, b.RecordCount)
+		case "last_compacted":
+			c = a.LastCompactedAt.Compare(b.LastCompactedAt)
+		}
+		if s.Desc {
+			c = -c
+		}
+		if c == 0 {
+			c = cmp.Compare(strings.ToLower(a.Name), strings.ToLower(b.Name))
+			if s.Key == "name" && s.Desc {
+				c = -c
+			}
+		}
+		return cmp.Or(c, cmp.Compare(a.ID, b.ID))
+	})
+}
+
+func buildCollections(now time.Time, cs []Collection, s collectionSort) collectionsView {
+	cs = slices.Clone(cs)
+	sortCollections(cs, s)
+	v := collectionsView{Count: strconv.Itoa(len(cs))}
+	cols := []struct {
+		label, key string
+		numeric    bool
+	}{
+		{"Name", "name", false},
+		{"Backlog", "backlog", true},
+		{"Records", "records", true},
+		{"Version", "", true},
+		{"Dim", "", true},
+		{"Failures", "", true},
+		{"Oldest uncompacted", "", false},
+		{"Last compacted", "last_compacted", false},
+		{"Created", "", false},
+	}
+	for _, c := range cols {
+		h := sortHeader{Label: c.label, Key: c.key, Numeric: c.numeric, AriaSort: "none"}
+		if c.key != "" {
+			dir := "asc"
+			if c.key != "name" {
+				dir = "desc" // figures: largest first on the first click
+			}
+			if c.key == s.Key {
+				if s.Desc {
+					h.AriaSort, h.Arrow, dir = "descending", "▼", "asc"
+				} else {
+					h.AriaSort, h.Arrow, dir = "ascending", "▲", "desc"
+				}
+			}
+			h.URL = "/collections?" + url.Values{"sort": {c.key}, "dir": {dir}}.Encode()
+		}
+		v.Headers = append(v.Headers, h)
+	}
+	for _, c := range cs {
+		v.Rows = append(v.Rows, newCollectionRow(now, c))
+	}
+	return v
+}
+
+// ---- one job, one collection ----
+
+// fieldView is one labelled value of a detail page.
+type fieldView struct {
+	Key   string // data-field
+	Label string
+	Value string
+	Hint  string // after the value, e.g. "3m ago"
+	ISO   string // a time: <time datetime>
+	URL   string // the value links here
+	Pre   bool   // preformatted text (errors, reasons)
+	Badge string // CSS class of a state badge
+}
+
+func timeField(key, label string, t timeView) fieldView {
+	return fieldView{Key: key, Label: label, Value: t.Text, Hint: t.Rel, ISO: t.ISO}
+}
+
+type jobView struct {
+	Job       jobRow
+	Title     string
+	Fields    []fieldView
+	Running   bool
+	Act       actView
+	Cancel    bool
+	CancelURL string
+}
+
+func buildJob(now time.Time, j Job, act actView) jobView {
+	r := newJobRow(now, j, nil)
+	span := dash
+	if j.OffsetStart != 0 || j.OffsetEnd != 0 {
+		span = "(" + fmtCount(j.OffsetStart) + ", " + fmtCount(j.OffsetEnd) + "]"
+	}
+	version := dash
+	switch {
+	case j.VersionAfter != 0:
+		version = strconv.FormatInt(j.VersionBefore, 10) + " → " + strconv.FormatInt(j.VersionAfter, 10)
+	case j.VersionBefore != 0:
+		version = strconv.FormatInt(j.VersionBefore, 10) + " → " + dash // nothing committed (yet)
+	}
+	records := fmtCount(j.RecordsRead)
+	if j.RecordsTotal > 0 {
+		records += " of " + fmtCount(j.RecordsTotal)
+	}
+	bytes := fmtBytes(j.BytesWritten)
+	if j.BytesWritten >= 1024 {
+		bytes += " (" + fmtCount(j.BytesWritten) + " B)"
+	}
+	orDash := func(s string) string {
+		if s == "" {
+			return dash
+		}
+		return s
+	}
+	v := jobView{
+		Job:       r,
+		Title:     "Job " + r.ShortID,
+		Running:   j.State == StateRunning,
+		Act:       act,
+		Cancel:    r.Cancelable,
+		CancelURL: r.CancelURL,
+		Fields: []fieldView{
+			{Key: "id", Label: "ID", Value: j.ID},
+			{Key: "state", Label: "State", Value: j.State, Badge: r.StateClass},
+			{Key: "collection", Label: "Collection", Value: r.CollectionName, URL: r.CollectionURL},
+			{Key: "collection_id", Label: "Collection ID", Value: j.CollectionID},
+			{Key: "trigger", Label: "Trigger", Value: r.Trigger},
+			{Key: "reason", Label: "Reason", Value: orDash(j.Reason), Pre: j.Reason != ""},
+			{Key: "attempt", Label: "Attempt", Value: r.Attempt},
+			{Key: "node", Label: "Node", Value: orDash(j.Node)},
+			timeField("created", "Created", r.Created),
+			timeField("started", "Started", r.Started),
+			timeField("finished", "Finished", r.Finished),
+			{Key: "wait", Label: "Queued for", Value: r.Wait},
+			{Key: "duration", Label: "Ran for", Value: r.Duration},
+			{Key: "offsets", Label: "Log offsets", Value: span},
+			{Key: "records_read", Label: "Records read", Value: records},
+			{Key: "records_written", Label: "Records written", Value: r.RecordsWritten},
+			{Key: "bytes_written", Label: "Bytes written", Value: bytes},
+			{Key: "version", Label: "Segment version", Value: version},
+			{Key: "note", Label: "Note", Value: orDash(j.Note)},
+			{Key: "error", Label: "Error", Value: orDash(j.Error), Pre: j.Error != ""},
+		},
+	}
+	return v
+}
+
+type collectionView struct {
+	Row        collectionRow
+	Title      string
+	Fields     []fieldView
+	Jobs       []jobRow
+	Durations  chartView
+	Backlog    chartView
+	Act        actView
+	CompactURL string
+	JobsURL    string
+}
+
+const collectionJobsShown = 100
+
+func buildCollection(now time.Time, c Collection, jobs []Job, history []Point, act actView) collectionView {
+	row := newCollectionRow(now, c)
+	dead := "no"
+	if c.DeadLettered {
+		dead = "yes, since " + newTimeView(now, c.DeadLetteredAt).Text
+	}
+	names := map[string]string{c.ID: c.Name}
+	return collectionView{
+		Row:        row,
+		Title:      c.Name,
+		Act:        act,
+		CompactURL: collectionURL(c.ID) + "/compact",
+		JobsURL:    "/?" + url.Values{"collection": {c.ID}, "state": {"all"}}.Encode() + "#history",
+		Fields: []fieldView{
+			{Key: "id", Label: "ID", Value: c.ID},
+			{Key: "name", Label: "Name", Value: c.Name},
+			{Key: "dimension", Label: "Dimension", Value: row.Dimension},
+			{Key: "backlog", Label: "Backlog", Value: row.Backlog + " records"},
+			timeField("oldest_uncompacted", "Oldest uncompacted", row.Oldest),
+			{Key: "records", Label: "Records", Value: row.Records},
+			{Key: "version", Label: "Segment version", Value: row.Version},
+			{Key: "log_position", Label: "Log position", Value: row.LogPosition},
+			{Key: "compaction_offset", Label: "Compaction offset", Value: row.CompactionOffset},
+			{Key: "failures", Label: "Consecutive failures", Value: row.Failures},
+			{Key: "dead_lettered", Label: "Dead-lettered", Value: dead},
+			timeField("last_compacted", "Last compacted", row.LastCompacted),
+			timeField("created", "Created", row.Created),
+		},
+		Jobs:      jobRows(now, jobs, names),
+		Durations: durationChart(jobs),
+		Backlog:   backlogChart(history),
+	}
+}
+
+// ---- login and errors ----
+
+type loginView struct {
+	Next   string
+	Notice string // why sign-in is asked for
+	Error  string // a refused token
+}
+
+type errorView struct {
+	Status  string
+	Title   string
+	Message string
+}

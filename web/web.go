@@ -1,0 +1,373 @@
+// Package web serves the compactor's live status page (DESIGN.md §8): running
+// jobs with progress, the queue, recent history, dead-lettered collections and
+// the largest backlogs; a page per job and per collection (with server-side
+// SVG charts); "compact now" and "cancel" actions; and live updates over
+// Server-Sent Events.
+//
+// The package knows nothing of the manager, the catalog or the RPC layer. It
+// declares the view models it shows and the small read-and-act interface it
+// needs ([Source]); the binary wires an adapter. Pages are templ components
+// fed by view structs that plain Go functions build, so the templates stay
+// dumb and every value they print is escaped.
+//
+// Routes (all under the root of the handler; mount it at "/"):
+//
+//	GET  /                          dashboard (filters: state, trigger, collection, limit)
+//	GET  /jobs/{id}                 one job
+//	POST /jobs/{id}/cancel          cancel a job (form: next)
+//	GET  /collections               all collections (sort=name|backlog|records|last_compacted, dir=asc|desc)
+//	GET  /collections/{id}          one collection, its jobs and charts
+//	POST /collections/{id}/compact  one-off compaction (form: reason, next)
+//	GET  /events                    Server-Sent Events: "change" on every Source tick
+//	GET  /login, POST /login        sign in with the token (sets a cookie)
+//	POST /logout                    sign out
+//	GET  /static/...                embedded CSS and script
+//
+// Every page accepts partial=1 and then returns only the content of its
+// <main id="main"> element; the embedded script uses it to refresh the page
+// in place when /events reports a change. Without JavaScript, pages reload
+// themselves every Config.RefreshSeconds.
+//
+// Wiring, in the binary:
+//
+//	h, err := web.NewHandler(adapter, web.Config{
+//		Token:  token,      // the server's bearer token; "" for none
+//		Logger: logger,
+//		Done:   ctx.Done(), // the serve context: ends event streams at shutdown
+//	})
+//	mux.Handle("/", h) // the RPC, /metrics and health routes are more specific
+//
+// Security: responses carry a strict Content-Security-Policy (no inline
+// script or style); every POST passes http.CrossOriginProtection; with a
+// token, actions need the sign-in cookie (HttpOnly, SameSite=Strict, a MAC
+// of the token rather than the token) or an Authorization: Bearer header.
+package web
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/spf13/pflag"
+)
+
+// Job states and triggers, as the Source reports them.
+const (
+	StateQueued    = "QUEUED"
+	StateRunning   = "RUNNING"
+	StateSucceeded = "SUCCEEDED"
+	StateFailed    = "FAILED"
+	StateCancelled = "CANCELLED"
+
+	TriggerScheduled = "SCHEDULED"
+	TriggerOneOff    = "ONE_OFF"
+)
+
+// Sentinel errors a Source returns (wrapped or not; they are matched with
+// errors.Is).
+var (
+	// ErrNotFound: no job or collection with that id. Pages answer 404.
+	ErrNotFound = errors.New("not found")
+	// ErrConflict: the action cannot be done in the current state (cancel of
+	// a finished job, compaction refused). The page shows a notice instead
+	// of an error.
+	ErrConflict = errors.New("conflict")
+)
+
+// Job is a compaction job as the page shows it. Times are UTC; a zero time
+// means "not yet" (StartedAt of a queued job) or unknown.
+type Job struct {
+	ID             string
+	CollectionID   string
+	CollectionName string // may be empty; the page then looks it up or shows the id
+	Trigger        string // TriggerScheduled or TriggerOneOff
+	State          string // StateQueued … StateCancelled
+	Reason         string
+	Error          string // error text of a failed job
+	Note           string // e.g. "nothing to compact", "interrupted"
+	Node           string // the node that ran it
+	Attempt        int
+	CreatedAt      time.Time
+	StartedAt      time.Time
+	FinishedAt     time.Time
+	OffsetStart    int64 // log offsets covered: (OffsetStart, OffsetEnd]
+	OffsetEnd      int64
+	RecordsRead    int64 // progress: records read so far …
+	RecordsTotal   int64 // … of this many (0: unknown)
+	RecordsWritten int64
+	BytesWritten   int64
+	VersionBefore  int64
+	VersionAfter   int64
+}
+
+// Collection is a collection as the page shows it.
+type Collection struct {
+	ID                  string
+	Name                string
+	Dimension           int
+	Backlog             int64 // uncompacted log records
+	RecordCount         int64 // records in the current segment version
+	SegmentVersion      int64
+	LogPosition         int64
+	CompactionOffset    int64
+	FailureCount        int // consecutive failures
+	DeadLettered        bool
+	DeadLetteredAt      time.Time
+	OldestUncompactedAt time.Time // zero when the backlog is empty
+	LastCompactedAt     time.Time // zero if never compacted
+	CreatedAt           time.Time
+}
+
+// Point is one sample of a time series.
+type Point struct {
+	At    time.Time
+	Value float64
+}
+
+// JobQuery selects jobs. Zero fields do not filter.
+type JobQuery struct {
+	States       []string // any of these states
+	CollectionID string
+	Trigger      string
+	Limit        int // at most this many (newest first); 0: the Source's default
+}
+
+// Source is what the page reads and does. Implementations must be safe for
+// concurrent use; every method may be called from many requests at once.
+type Source interface {
+	// Jobs returns the jobs matching q, newest (by CreatedAt) first.
+	Jobs(ctx context.Context, q JobQuery) ([]Job, error)
+	// Job returns one job, or an error matching ErrNotFound.
+	Job(ctx context.Context, id string) (Job, error)
+	// Collections returns every collection, in any order.
+	Collections(ctx context.Context) ([]Collection, error)
+	// Collection returns one collection, or an error matching ErrNotFound.
+	Collection(ctx context.Context, id string) (Collection, error)
+	// BacklogHistory returns backlog samples of a collection, oldest first.
+	BacklogHistory(ctx context.Context, collectionID string) ([]Point, error)
+	// Subscribe returns a channel that receives a value on every job or
+	// collection change (ticks may be coalesced or dropped by the Source
+	// when the reader is slow) and is closed when ctx ends.
+	Subscribe(ctx context.Context) (<-chan struct{}, error)
+	// Compact enqueues a one-off compaction of a collection and returns the
+	// job's id (the already queued job's id when there is one).
+	Compact(ctx context.Context, collectionID, reason string) (jobID string, err error)
+	// Cancel cancels a queued or running job; ErrConflict when it has
+	// already finished.
+	Cancel(ctx context.Context, jobID string) error
+}
+
+// Config tunes the page. The zero value, with defaults filled in by
+// NewHandler, is valid: no authentication, 10 s no-script refresh.
+type Config struct {
+	// Token, when set, is required (as a sign-in cookie made by /login, or
+	// an "Authorization: Bearer" header) for every action; with
+	// ProtectReads, for every page too. Empty: no authentication. The token
+	// is never logged.
+	Token string
+	// ProtectReads requires the token for pages and /events too.
+	ProtectReads bool
+	// Now is the clock for relative times ("3m ago"), ETAs and the 24 h
+	// window. Nil: time.Now.
+	Now func() time.Time
+	// Logger receives errors (under key "err") and actions. Nil: discard.
+	Logger *slog.Logger
+	// RefreshSeconds is the reload interval of pages viewed without
+	// JavaScript (a <noscript> meta refresh). 0: 10.
+	RefreshSeconds int
+	// TrustedOrigins are origins ("https://ops.example.com") whose
+	// cross-origin form posts are accepted, e.g. behind a proxy that
+	// rewrites Host. Empty: same origin only.
+	TrustedOrigins []string
+	// Done, when closed, ends every open event stream, so that
+	// http.Server.Shutdown need not wait for them. Typically the serve
+	// context's Done(). Streams also end when their request ends.
+	Done <-chan struct{}
+	// Heartbeat is the interval of the comment lines that keep an idle
+	// event stream open through proxies. 0: 15 s.
+	Heartbeat time.Duration
+	// MinEventInterval coalesces Source ticks: at most one event per
+	// interval per stream. 0: 500 ms.
+	MinEventInterval time.Duration
+	// MaxStreams bounds the event streams open at once (each holds a
+	// Subscribe); beyond it /events answers 503. 0: 100.
+	MaxStreams int
+}
+
+// RegisterFlags registers the page's own flags on fs with c's values as
+// defaults. The token is the server's and is registered by the binary.
+func (c *Config) RegisterFlags(fs *pflag.FlagSet) {
+	fs.BoolVar(&c.ProtectReads, "web-protect-reads", c.ProtectReads, "require the token for the status pages too, not only for their actions")
+	fs.IntVar(&c.RefreshSeconds, "web-refresh", c.RefreshSeconds, "reload interval in seconds of status pages viewed without JavaScript (0: 10)")
+	fs.StringSliceVar(&c.TrustedOrigins, "web-trusted-origin", c.TrustedOrigins, "origin (scheme://host[:port]) whose cross-origin form posts the status page accepts; repeatable")
+}
+
+// Validate rejects negative intervals and counts, malformed trusted
+// origins, and ProtectReads without a token.
+func (c Config) Validate() error {
+	switch {
+	case c.RefreshSeconds < 0:
+		return fmt.Errorf("web refresh must not be negative, got %d", c.RefreshSeconds)
+	case c.Heartbeat < 0:
+		return fmt.Errorf("web heartbeat must not be negative, got %s", c.Heartbeat)
+	case c.MinEventInterval < 0:
+		return fmt.Errorf("web event interval must not be negative, got %s", c.MinEventInterval)
+	case c.MaxStreams < 0:
+		return fmt.Errorf("web max streams must not be negative, got %d", c.MaxStreams)
+	case c.ProtectReads && c.Token == "":
+		return errors.New("web protect reads needs a token")
+	}
+	for _, o := range c.TrustedOrigins {
+		if err := http.NewCrossOriginProtection().AddTrustedOrigin(o); err != nil {
+			return fmt.Errorf("web trusted origin: %w", err)
+		}
+	}
+	return nil
+}
+
+func (c Config) withDefaults() Config {
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.RefreshSeconds == 0 {
+		c.RefreshSeconds = 10
+	}
+	if c.Heartbeat == 0 {
+		c.Heartbeat = 15 * time.Second
+	}
+	if c.MinEventInterval == 0 {
+		c.MinEventInterval = 500 * time.Millisecond
+	}
+	if c.MaxStreams == 0 {
+		c.MaxStreams = 100
+	}
+	return c
+}
+
+type handler struct {
+	src     Source
+	cfg     Config
+	log     *slog.Logger
+	session string // expected sign-in cookie value; "" without a token
+	static  *staticFiles
+	streams atomic.Int64
+}
+
+// NewHandler returns the page's handler. It is meant to be mounted at "/"
+// (links are absolute). Every non-GET request passes
+// http.CrossOriginProtection, so a cross-origin form post gets 403.
+func NewHandler(src Source, cfg Config) (http.Handler, error) {
+	if src == nil {
+		return nil, errors.New("web: nil source")
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	st, err := newStaticFiles()
+	if err != nil {
+		return nil, err
+	}
+	h := &handler{
+		src:    src,
+		cfg:    cfg,
+		log:    cfg.Logger.With("component", "web"),
+		static: st,
+	}
+	if cfg.Token != "" {
+		h.session = sessionValue(cfg.Token)
+	}
+
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /{$}", h.dashboard)
+	mux.HandleFunc("GET /jobs/{id}", h.jobPage)
+	mux.HandleFunc("POST /jobs/{id}/cancel", h.cancel)
+	mux.HandleFunc("GET /collections", h.collectionsPage)
+	mux.HandleFunc("GET /collections/{id}", h.collectionPage)
+	mux.HandleFunc("POST /collections/{id}/compact", h.compact)
+	mux.HandleFunc("GET /events", h.events)
+	mux.HandleFunc("GET /login", h.loginPage)
+	mux.HandleFunc("POST /login", h.login)
+	mux.HandleFunc("POST /logout", h.logout)
+	mux.Handle("GET /static/{file}", h.static)
+	mux.HandleFunc("GET /jobs/{id}/cancel", postOnly)
+	mux.HandleFunc("GET /collections/{id}/compact", postOnly)
+	mux.HandleFunc("GET /logout", postOnly)
+	mux.HandleFunc("/", h.notFound)
+
+	cop := http.NewCrossOriginProtection()
+	for _, o := range cfg.TrustedOrigins {
+		if err := cop.AddTrustedOrigin(o); err != nil {
+			return nil, fmt.Errorf("web trusted origin: %w", err)
+		}
+	}
+	cop.SetDenyHandler(http.HandlerFunc(h.crossOrigin))
+	return securityHeaders(cop.Handler(mux)), nil
+}
+
+// postOnly answers a GET of an action's URL.
+func postOnly(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Allow", http.MethodPost)
+	http.Error(w, "method not allowed: this action needs a POST form", http.StatusMethodNotAllowed)
+}
+
+// securityHeaders sets headers that hold for every response: a strict
+// content security policy (no inline script or style at all), no framing,
+// no sniffing.
+func securityHeaders(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hd := w.Header()
+		hd.Set("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
+		hd.Set("X-Content-Type-Options", "nosniff")
+		hd.Set("X-Frame-Options", "DENY")
+		hd.Set("Referrer-Policy", "same-origin")
+		next.ServeHTTP(w, r)
+	})
+}
+
+// localPath returns s when it is a path on this site (so that a redirect to
+// it cannot leave the site), else "/". The partial and flash parameters are
+// dropped.
+func localPath(s string) string {
+	if s == "" || s[0] != '/' || strings.HasPrefix(s, "//") || strings.ContainsAny(s, "\\\r\n\t") {
+		return "/"
+	}
+	u, err := url.Parse(s)
+	if err != nil || u.Scheme != "" || u.Host != "" || u.User != nil || !strings.HasPrefix(u.Path, "/") {
+		return "/"
+	}
+	q := u.Query()
+	q.Del("partial")
+	q.Del("flash")
+	q.Del("job")
+	u.RawQuery = q.Encode()
+	u.Fragment = ""
+	return u.RequestURI()
+}
+
+// withFlash returns the local path next with a flash code (and job id) added.
+func withFlash(next, code, jobID string) string {
+	u, err := url.Parse(localPath(next))
+	if err != nil {
+		return "/"
+	}
+	q := u.Query()
+	q.Set("flash", code)
+	if jobID != "" {
+		q.Set("job", jobID)
+	}
+	u.RawQuery = q.Encode()
+	return u.RequestURI()
+}
+
+func jobURL(id string) string        { return "/jobs/" + url.PathEscape(id) }
+func collectionURL(id string) string { return "/collections/" + url.PathEscape(id) }
