@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"runtime/debug"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -149,6 +150,9 @@ type App struct {
 	health  *grpchealth.StaticChecker
 	ready   atomic.Bool
 	closers []func() error
+	backlog *backlogSampler
+	done    chan struct{} // closed when shutdown starts: ends the page's event streams
+	stopped sync.Once
 }
 
 // Open opens storage and builds every part. cfg must have passed Validate.
@@ -158,7 +162,7 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (_ *App, err err
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	a := &App{cfg: cfg, log: logger, mux: http.NewServeMux(), Registry: prometheus.NewRegistry()}
+	a := &App{cfg: cfg, log: logger, mux: http.NewServeMux(), Registry: prometheus.NewRegistry(), done: make(chan struct{})}
 	defer func() {
 		if err != nil {
 			_ = a.Close()
@@ -243,6 +247,10 @@ func (a *App) Run(ctx context.Context, ln net.Listener, started func(addr net.Ad
 		return a.Manager.Run(mgrCtx)
 	})
 	g.Go(func() error {
+		a.backlog.run(gctx, a.cfg.Manager.Interval, func(err error) { a.log.Warn("sample backlogs", "err", err) })
+		return nil
+	})
+	g.Go(func() error {
 		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
 			return fmt.Errorf("serve: %w", err)
 		}
@@ -263,6 +271,7 @@ func (a *App) Run(ctx context.Context, ln net.Listener, started func(addr net.Ad
 		<-gctx.Done()
 		a.log.Info("shutting down")
 		a.ready.Store(false)
+		a.stopped.Do(func() { close(a.done) })
 		a.health.SetStatus("", grpchealth.StatusNotServing)
 		for _, s := range rpc.ServiceNames {
 			a.health.SetStatus(s, grpchealth.StatusNotServing)

@@ -1,3 +1,228 @@
 package server
 
-func (a *App) mountWeb() error { return nil }
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/compactorhq/compactor/internal/catalog"
+	"github.com/compactorhq/compactor/internal/manager"
+	"github.com/compactorhq/compactor/web"
+)
+
+// webSource adapts the manager and catalog to the status page's Source.
+type webSource struct {
+	mgr     *manager.Manager
+	cat     *catalog.Catalog
+	backlog *backlogSampler
+}
+
+var _ web.Source = (*webSource)(nil)
+
+func webJob(j manager.Job, name string) web.Job {
+	w := web.Job{
+		ID: j.ID, CollectionID: j.CollectionID, CollectionName: name,
+		Trigger: string(j.Trigger), State: string(j.State), Reason: j.Reason, Error: j.Error, Note: j.Note, Node: j.Node,
+		Attempt: j.Attempt, CreatedAt: j.CreatedAt, StartedAt: j.StartedAt, FinishedAt: j.FinishedAt,
+		OffsetStart: j.OffsetStart, OffsetEnd: j.OffsetEnd, RecordsRead: j.RecordsRead, RecordsWritten: j.RecordsWritten,
+		BytesWritten: j.BytesWritten, VersionBefore: j.VersionBefore, VersionAfter: j.VersionAfter,
+	}
+	if p := j.Progress; p != nil {
+		w.RecordsRead, w.RecordsTotal, w.BytesWritten = p.RecordsRead, p.RecordsTotal, p.BytesWritten
+	}
+	return w
+}
+
+func webCollection(c catalog.Collection) web.Collection {
+	return web.Collection{
+		ID: c.ID, Name: c.Name, Dimension: c.Dimension, Backlog: c.Backlog(), RecordCount: c.RecordCount,
+		SegmentVersion: c.SegmentVersion, LogPosition: c.LogPosition, CompactionOffset: c.CompactionOffset,
+		FailureCount: c.FailureCount, DeadLettered: c.DeadLettered(), DeadLetteredAt: c.DeadLetteredAt,
+		OldestUncompactedAt: c.OldestUncompactedAt, LastCompactedAt: c.LastCompactedAt, CreatedAt: c.CreatedAt,
+	}
+}
+
+func (s *webSource) names(ctx context.Context) map[string]string {
+	colls, err := s.cat.ListCollections(ctx)
+	m := make(map[string]string, len(colls))
+	if err == nil {
+		for _, c := range colls {
+			m[c.ID] = c.Name
+		}
+	}
+	return m
+}
+
+func (s *webSource) Jobs(ctx context.Context, q web.JobQuery) ([]web.Job, error) {
+	f := catalog.JobFilter{CollectionID: q.CollectionID, Trigger: catalog.Trigger(q.Trigger), Limit: q.Limit}
+	for _, st := range q.States {
+		f.States = append(f.States, catalog.JobState(st))
+	}
+	if f.Limit == 0 {
+		f.Limit = 1000
+	}
+	jobs, err := s.mgr.List(ctx, f)
+	if err != nil {
+		return nil, err
+	}
+	names := s.names(ctx)
+	out := make([]web.Job, len(jobs))
+	for i, j := range jobs {
+		out[i] = webJob(j, names[j.CollectionID])
+	}
+	return out, nil
+}
+
+func (s *webSource) Job(ctx context.Context, id string) (web.Job, error) {
+	j, err := s.mgr.Get(ctx, id)
+	if errors.Is(err, catalog.ErrNotFound) {
+		return web.Job{}, fmt.Errorf("job %s: %w", id, web.ErrNotFound)
+	}
+	if err != nil {
+		return web.Job{}, err
+	}
+	return webJob(j, s.names(ctx)[j.CollectionID]), nil
+}
+
+func (s *webSource) Collections(ctx context.Context) ([]web.Collection, error) {
+	colls, err := s.cat.ListCollections(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]web.Collection, len(colls))
+	for i, c := range colls {
+		out[i] = webCollection(c)
+	}
+	return out, nil
+}
+
+func (s *webSource) Collection(ctx context.Context, id string) (web.Collection, error) {
+	c, err := s.cat.GetCollection(ctx, id)
+	if errors.Is(err, catalog.ErrNotFound) {
+		return web.Collection{}, fmt.Errorf("collection %s: %w", id, web.ErrNotFound)
+	}
+	if err != nil {
+		return web.Collection{}, err
+	}
+	return webCollection(c), nil
+}
+
+func (s *webSource) BacklogHistory(_ context.Context, collectionID string) ([]web.Point, error) {
+	return s.backlog.history(collectionID), nil
+}
+
+// Subscribe ticks on every job change or progress report.
+func (s *webSource) Subscribe(ctx context.Context) (<-chan struct{}, error) {
+	sub, _, err := s.mgr.Watch(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ticks := make(chan struct{}, 1)
+	go func() {
+		defer close(ticks)
+		for range sub.Events() {
+			select {
+			case ticks <- struct{}{}:
+			default: // a tick is pending already
+			}
+		}
+	}()
+	return ticks, nil
+}
+
+func (s *webSource) Compact(ctx context.Context, collectionID, reason string) (string, error) {
+	enq, err := s.mgr.Compact(ctx, []string{collectionID}, false, reason)
+	var nf *manager.NotFoundError
+	switch {
+	case errors.As(err, &nf):
+		return "", fmt.Errorf("collection %s: %w", collectionID, web.ErrNotFound)
+	case errors.Is(err, manager.ErrStopped):
+		return "", fmt.Errorf("%w: %w", web.ErrConflict, err)
+	case err != nil:
+		return "", err
+	}
+	return enq[0].Job.ID, nil
+}
+
+func (s *webSource) Cancel(ctx context.Context, jobID string) error {
+	_, err := s.mgr.Cancel(ctx, jobID)
+	switch {
+	case errors.Is(err, manager.ErrFinished):
+		return fmt.Errorf("%w: %w", web.ErrConflict, err)
+	case errors.Is(err, catalog.ErrNotFound):
+		return fmt.Errorf("job %s: %w", jobID, web.ErrNotFound)
+	}
+	return err
+}
+
+// backlogSampler keeps, per collection, the backlog sampled at every
+// scheduler interval: at most backlogSamples points (in memory; the chart
+// starts afresh after a restart).
+type backlogSampler struct {
+	cat *catalog.Catalog
+
+	mu      sync.Mutex
+	samples map[string][]web.Point
+}
+
+const backlogSamples = 360
+
+func (b *backlogSampler) sample(ctx context.Context) error {
+	colls, err := b.cat.ListCollections(ctx)
+	if err != nil {
+		return err
+	}
+	now := time.Now().UTC()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	live := make(map[string][]web.Point, len(colls))
+	for _, c := range colls {
+		pts := append(b.samples[c.ID], web.Point{At: now, Value: float64(c.Backlog())})
+		if len(pts) > backlogSamples {
+			pts = pts[len(pts)-backlogSamples:]
+		}
+		live[c.ID] = pts
+	}
+	b.samples = live // deleted collections drop out
+	return nil
+}
+
+func (b *backlogSampler) history(id string) []web.Point {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return append([]web.Point(nil), b.samples[id]...)
+}
+
+// run samples every interval until ctx ends.
+func (b *backlogSampler) run(ctx context.Context, every time.Duration, log func(error)) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		if err := b.sample(ctx); err != nil && ctx.Err() == nil {
+			log(err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// mountWeb mounts the status page at "/".
+func (a *App) mountWeb() error {
+	a.backlog = &backlogSampler{cat: a.Catalog}
+	h, err := web.NewHandler(&webSource{mgr: a.Manager, cat: a.Catalog, backlog: a.backlog}, web.Config{
+		Token:        a.cfg.Token,
+		ProtectReads: a.cfg.ProtectReads,
+		Logger:       a.log.With("component", "web"),
+		Done:         a.done,
+	})
+	if err != nil {
+		return fmt.Errorf("status page: %w", err)
+	}
+	a.mux.Handle("/", h)
+	return nil
+}
