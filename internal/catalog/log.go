@@ -45,13 +45,13 @@ func (c *impl) appendLog(ctx context.Context, id string, ops []materialize.Opera
 	if err != nil {
 		return 0, 0, err
 	}
-	records := make([]string, len(ops))
+	records := make([][]byte, len(ops))
 	for i := range ops {
-		b, err := ops[i].MarshalJSON()
+		b, err := ops[i].MarshalBinary()
 		if err != nil {
 			return 0, 0, fmt.Errorf("append log to collection %s: encode record %d: %v: %w", id, i, err, ErrInvalidArgument)
 		}
-		records[i] = string(b)
+		records[i] = b
 	}
 
 	appendedAt := ms(c.now())
@@ -94,7 +94,7 @@ func (c *impl) appendLog(ctx context.Context, id string, ops []materialize.Opera
 
 // insertLogRows inserts records at offsets first, first+1, ... with
 // prepared multi-row INSERTs of insertChunk rows and one for the rest.
-func (c *impl) insertLogRows(ctx context.Context, tx *sql.Tx, id string, first, appendedAt int64, records []string) error {
+func (c *impl) insertLogRows(ctx context.Context, tx *sql.Tx, id string, first, appendedAt int64, records [][]byte) error {
 	insert := func(n int) (*sql.Stmt, error) {
 		var b strings.Builder
 		b.WriteString(`INSERT INTO log (collection_id, log_offset, appended_at, record) VALUES `)
@@ -107,7 +107,7 @@ func (c *impl) insertLogRows(ctx context.Context, tx *sql.Tx, id string, first, 
 		return tx.PrepareContext(ctx, c.d.q(b.String()))
 	}
 	args := make([]any, 0, 4*min(len(records), insertChunk))
-	exec := func(stmt *sql.Stmt, offset int64, recs []string) error {
+	exec := func(stmt *sql.Stmt, offset int64, recs [][]byte) error {
 		args = args[:0]
 		for i, r := range recs {
 			args = append(args, id, offset+int64(i), appendedAt, r)
@@ -186,7 +186,7 @@ func (c *impl) queryLog(ctx context.Context, q querier, query string, args ...an
 			return nil, err
 		}
 		var op materialize.OperationRecord
-		if err := op.UnmarshalJSON(record); err != nil {
+		if err := op.UnmarshalBinary(record); err != nil {
 			return nil, fmt.Errorf("decode log record at offset %d: %w", offset, err)
 		}
 		op.Offset = offset

@@ -27,7 +27,7 @@ CREATE TABLE log (
     collection_id TEXT    COLLATE "C" NOT NULL REFERENCES collections (id) ON DELETE CASCADE,
     log_offset    BIGINT  NOT NULL,
     appended_at   BIGINT  NOT NULL,
-    record        TEXT    NOT NULL,                           -- JSON of materialize.OperationRecord
+    record        BYTEA   NOT NULL,                           -- materialize.OperationRecord.MarshalBinary
     PRIMARY KEY (collection_id, log_offset)
 );
 

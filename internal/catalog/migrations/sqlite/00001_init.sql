@@ -26,7 +26,7 @@ CREATE TABLE log (
     collection_id TEXT    NOT NULL REFERENCES collections (id) ON DELETE CASCADE,
     log_offset    INTEGER NOT NULL,
     appended_at   INTEGER NOT NULL,
-    record        TEXT    NOT NULL,                           -- JSON of materialize.OperationRecord
+    record        BLOB    NOT NULL,                           -- materialize.OperationRecord.MarshalBinary
     PRIMARY KEY (collection_id, log_offset)
 );
 
