@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Regenerates every generated file of the repository: formats the protobuf
-# sources and generates gen/ with buf (local plugins pinned in tools/go.mod).
+# sources, generates gen/ with buf (local plugins pinned in tools/go.mod) and
+# the templ components of web/.
 # Deterministic: a second run changes nothing. CI runs it and fails when
 # `git status --porcelain` shows a difference.
 set -euo pipefail
@@ -11,3 +12,4 @@ buf() { go tool -modfile=tools/go.mod buf "$@"; }
 
 buf format -w
 buf generate
+go tool -modfile=tools/go.mod templ generate -path web

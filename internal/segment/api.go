@@ -11,7 +11,9 @@ import (
 // OpenBucket opens a gocloud.dev/blob bucket by URL ("file:///abs/dir",
 // "mem://", "s3://bucket?region=..."), creating a file:// directory when
 // missing, and adapts it to Blobs. The closer closes the bucket.
-func OpenBucket(ctx context.Context, url string) (Blobs, io.Closer, error) { return openBucket(ctx, url) }
+func OpenBucket(ctx context.Context, url string) (Blobs, io.Closer, error) {
+	return openBucket(ctx, url)
+}
 
 // Store reads and writes segments in a blob store. Safe for concurrent use.
 type Store struct {

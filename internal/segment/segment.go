@@ -22,7 +22,7 @@
 //
 //	message blockRow {
 //	  required binary id (STRING);             // sorted ascending, unique
-//	  required group embedding (LIST) {        // float32 vector
+//	  optional group embedding (LIST) {        // float32 vector; null: none
 //	    repeated group list { required float element; }
 //	  }
 //	  optional binary document (STRING);       // null: no document
@@ -44,7 +44,8 @@
 //	SELECT * FROM read_parquet(['data/blobs/<key 1>', 'data/blobs/<key 2>', ...]);
 //
 // and extract metadata fields with json_extract_string(metadata, '$.key').
-// With pyarrow:
+// With pyarrow (pq.read_table("data/blobs/collections/<id>/blocks/") reads
+// every block, with the same caveat), one version:
 //
 //	import json, pyarrow.parquet as pq
 //	m = json.load(open(f"data/blobs/collections/{cid}/manifests/{name}.json"))
@@ -130,6 +131,13 @@ type GCStats struct {
 }
 
 // Config sizes blocks.
+//
+// NewStore cannot return an error, so it clamps instead of rejecting:
+// MaxBlockRecords <= 0 takes the default and is at least 2;
+// MinBlockRecords <= 0 takes the default, is at least 1 and at most
+// MaxBlockRecords/2 (so that 0 < Min < Max, and the near-equal parts of a
+// split block are never under the minimum). Flag validation belongs to the
+// binary.
 type Config struct {
 	// MaxBlockRecords: a block with more records is split (default 4096).
 	MaxBlockRecords int
@@ -137,4 +145,3 @@ type Config struct {
 	// neighbour (default MaxBlockRecords/4).
 	MinBlockRecords int
 }
-

@@ -1,0 +1,141 @@
+package segment
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"gocloud.dev/blob"
+	_ "gocloud.dev/blob/fileblob" // file:// URLs
+	_ "gocloud.dev/blob/memblob"  // mem:// URLs
+	_ "gocloud.dev/blob/s3blob"   // s3:// URLs
+	"gocloud.dev/gcerrors"
+)
+
+// listPageSize is the page size of one List request to the bucket.
+const listPageSize = 1000
+
+// openBucket opens url and adapts the bucket to Blobs. For file:// URLs it
+// adds, unless the URL sets them: create_dir (the directory is created when
+// missing), metadata=skip (no ".attrs" sidecar files next to the blocks, so
+// that a directory of blocks is just Parquet files) and no_tmp_dir (temporary
+// files are written next to their final path and renamed, which works when
+// the data directory and os.TempDir are on different file systems; a
+// temporary file stranded by a crash is an unreferenced blob that GC
+// collects).
+func openBucket(ctx context.Context, rawURL string) (Blobs, io.Closer, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return nil, nil, fmt.Errorf("parse bucket url: %w", err)
+	}
+	if u.Scheme == "file" {
+		q := u.Query()
+		for k, v := range map[string]string{"create_dir": "true", "metadata": "skip", "no_tmp_dir": "true"} {
+			if _, ok := q[k]; !ok {
+				q.Set(k, v)
+			}
+		}
+		u.RawQuery = q.Encode()
+		// fileblob checks create_dir too; doing it here as well gives an
+		// error that names the directory.
+		if dir := fileURLDir(u); dir != "" {
+			if err := os.MkdirAll(dir, 0o777); err != nil {
+				return nil, nil, fmt.Errorf("create bucket directory: %w", err)
+			}
+		}
+	}
+	b, err := blob.OpenBucket(ctx, u.String())
+	if err != nil {
+		return nil, nil, fmt.Errorf("open bucket %s: %w", redactURL(u), err)
+	}
+	return &bucketBlobs{b: b}, b, nil
+}
+
+// fileURLDir returns the directory a file:// URL names, as fileblob reads it.
+func fileURLDir(u *url.URL) string {
+	p := u.Path
+	if u.Host == "." || os.PathSeparator != '/' {
+		p = strings.TrimPrefix(p, "/")
+	}
+	if p == "" {
+		return ""
+	}
+	return filepath.FromSlash(p)
+}
+
+// redactURL drops the query (which may hold credentials or key paths) from
+// an error message.
+func redactURL(u *url.URL) string {
+	c := *u
+	c.RawQuery = ""
+	c.User = nil
+	return c.String()
+}
+
+// bucketBlobs adapts a gocloud.dev/blob bucket to Blobs.
+type bucketBlobs struct {
+	b *blob.Bucket
+}
+
+func contentType(key string) string {
+	switch {
+	case strings.HasSuffix(key, ".parquet"):
+		return "application/vnd.apache.parquet"
+	case strings.HasSuffix(key, ".json"):
+		return "application/json"
+	}
+	return "application/octet-stream"
+}
+
+func (b *bucketBlobs) Put(ctx context.Context, key string, data []byte) error {
+	if err := b.b.WriteAll(ctx, key, data, &blob.WriterOptions{ContentType: contentType(key)}); err != nil {
+		return fmt.Errorf("put %s: %w", key, err)
+	}
+	return nil
+}
+
+func (b *bucketBlobs) Get(ctx context.Context, key string) ([]byte, error) {
+	data, err := b.b.ReadAll(ctx, key)
+	if err != nil {
+		if gcerrors.Code(err) == gcerrors.NotFound {
+			return nil, fmt.Errorf("get %s: %w", key, ErrNotExist)
+		}
+		return nil, fmt.Errorf("get %s: %w", key, err)
+	}
+	return data, nil
+}
+
+func (b *bucketBlobs) Delete(ctx context.Context, key string) error {
+	if err := b.b.Delete(ctx, key); err != nil && gcerrors.Code(err) != gcerrors.NotFound {
+		return fmt.Errorf("delete %s: %w", key, err)
+	}
+	return nil
+}
+
+func (b *bucketBlobs) List(ctx context.Context, prefix string) ([]BlobInfo, error) {
+	var out []BlobInfo
+	token := blob.FirstPageToken
+	for {
+		objs, next, err := b.b.ListPage(ctx, token, listPageSize, &blob.ListOptions{Prefix: prefix})
+		if err != nil {
+			return nil, fmt.Errorf("list %s: %w", prefix, err)
+		}
+		for _, o := range objs {
+			if o.IsDir {
+				continue
+			}
+			out = append(out, BlobInfo{Key: o.Key, Size: o.Size, ModTime: o.ModTime})
+		}
+		if len(next) == 0 {
+			break
+		}
+		token = next
+	}
+	slices.SortFunc(out, func(a, b BlobInfo) int { return strings.Compare(a.Key, b.Key) })
+	return out, nil
+}
