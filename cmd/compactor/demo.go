@@ -1,7 +1,169 @@
 package main
 
-import "github.com/spf13/cobra"
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"strings"
+	"time"
+
+	"connectrpc.com/connect"
+	"github.com/spf13/cobra"
+
+	"github.com/compactorhq/compactor"
+	compactorv1 "github.com/compactorhq/compactor/gen/compactor/v1"
+	"github.com/compactorhq/compactor/internal/server"
+)
+
+// demoCollection is the name of the collection the demo loads.
+const demoCollection = "debian-bookworm"
 
 func newDemoCmd(g *globals) *cobra.Command {
-	return &cobra.Command{Use: "demo", Hidden: true}
+	cfg := server.DefaultConfig()
+	var logs logConfig
+	var dataDir string
+	var exitAfterLoad bool
+	cmd := &cobra.Command{
+		Use:   "demo",
+		Short: "Serve with embedded storage, load the bundled Debian sample, keep serving",
+		Long: `Start the server with embedded storage in a fresh data directory, create the
+collection "debian-bookworm", push the bundled real sample (5,000 Debian package
+records with 64-dim embeddings) with the CLI's own push, compact it, push the
+217 security and point updates, compact again, show two records, then print the
+page URL and how to call the API with the CLI, buf curl, grpcurl and curl, and
+keep serving with the scheduler running until Ctrl-C.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			logger, err := logs.logger(g.stderr)
+			if err != nil {
+				return err
+			}
+			if dataDir == "" {
+				if dataDir, err = os.MkdirTemp("", "compactor-demo-"); err != nil {
+					return fmt.Errorf("create a data directory: %w", err)
+				}
+			}
+			cfg.DataDir = dataDir
+			if err := cfg.Validate(); err != nil {
+				return err
+			}
+			return demo(cmd.Context(), g, cfg, logger, exitAfterLoad)
+		},
+	}
+	fs := cmd.Flags()
+	fs.StringVar(&cfg.Listen, "listen", cfg.Listen, "address to serve on (host:port)")
+	fs.StringVar(&dataDir, "data-dir", "", "data directory (default: a new temporary directory)")
+	fs.DurationVar(&cfg.Manager.Interval, "schedule-interval", cfg.Manager.Interval, "time between scheduler runs")
+	fs.BoolVar(&exitAfterLoad, "exit-after-load", false, "stop once the sample is loaded and compacted (for scripts)")
+	logs.register(fs, "text")
+	logs.level = "warn"
+	return cmd
 }
+
+// demo serves until ctx ends, loading the sample once the server is up.
+func demo(ctx context.Context, g *globals, cfg server.Config, logger *slog.Logger, exitAfterLoad bool) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	ready := make(chan net.Addr, 1)
+	served := make(chan error, 1)
+	start := time.Now()
+	go func() {
+		served <- serve(ctx, cfg, logger, func(_ *server.App, addr net.Addr) { ready <- addr })
+	}()
+	var addr net.Addr
+	select {
+	case addr = <-ready:
+	case err := <-served:
+		return err
+	}
+	base := "http://" + addr.String()
+	out := g.stdout
+	fmt.Fprintf(out, "compactor demo: serving on %s with data in %s\n\n", base, cfg.DataDir)
+
+	id, err := loadSample(ctx, g, base)
+	if err != nil {
+		cancel()
+		<-served
+		return err
+	}
+	fmt.Fprintf(out, "\nLoaded and compacted the sample in %s.\n", time.Since(start).Round(100*time.Millisecond))
+	printGuide(out, base, addr.String(), id)
+	if exitAfterLoad {
+		cancel()
+		return <-served
+	}
+	fmt.Fprintln(out, "\nServing with the scheduler running; press Ctrl-C to stop.")
+	err = <-served
+	if ctx.Err() != nil && err == nil {
+		fmt.Fprintln(out, "stopped")
+	}
+	return err
+}
+
+// loadSample creates the collection and drives the load with the CLI's own
+// commands, so its output is what an operator would see.
+func loadSample(ctx context.Context, g *globals, base string) (string, error) {
+	cli := func(stdin io.Reader, args ...string) error {
+		shown := make([]string, len(args))
+		for i, a := range args {
+			shown[i] = a
+			if strings.ContainsAny(a, " :") {
+				shown[i] = "'" + a + "'"
+			}
+		}
+		fmt.Fprintf(g.stdout, "\n$ compactor %s\n", strings.Join(shown, " "))
+		return run(ctx, append([]string{"--addr", base}, args...), stdin, g.stdout, g.stderr)
+	}
+	c, err := (&globals{addr: base, protocol: "connect", output: "table"}).connect()
+	if err != nil {
+		return "", err
+	}
+	res, err := c.collection.CreateCollection(ctx, connect.NewRequest(&compactorv1.CreateCollectionRequest{Name: demoCollection, Dimension: 64}))
+	if err != nil {
+		return "", fmt.Errorf("create collection %s: %w", demoCollection, err)
+	}
+	id := res.Msg.GetCollection().GetId()
+	fmt.Fprintf(g.stdout, "created collection %s (%s)\n", demoCollection, id)
+	steps := []struct {
+		stdin io.Reader
+		args  []string
+	}{
+		{strings.NewReader(compactor.SampleBase), []string{"push", "--collection", id, "--op", "add", "debian-base.jsonl.gz"}},
+		{nil, []string{"compact", id, "--reason", "demo: base load", "--wait"}},
+		{strings.NewReader(compactor.SampleUpdates), []string{"push", "--collection", id, "--op", "upsert", "debian-updates.jsonl.gz"}},
+		{nil, []string{"compact", id, "--reason", "demo: security and point updates", "--wait"}},
+		{nil, []string{"get", "--collection", id, "0ad", "aide"}},
+	}
+	for _, s := range steps {
+		args := s.args
+		if s.stdin != nil {
+			// The sample is embedded: read it from stdin, shown as its name.
+			args = append(args[:len(args)-1:len(args)-1], "-")
+		}
+		if err := cli(s.stdin, args...); err != nil {
+			return "", fmt.Errorf("demo step %q: %w", strings.Join(s.args, " "), err)
+		}
+	}
+	return id, nil
+}
+
+func printGuide(w io.Writer, base, hostport, id string) {
+	fmt.Fprintf(w, `
+Status page:  %[1]s/
+Metrics:      %[1]s/metrics
+
+Try it (from the repository root, in another terminal):
+  go run ./cmd/compactor collections
+  go run ./cmd/compactor jobs
+  go run ./cmd/compactor get --collection %[3]s aide
+  go run ./cmd/compactor compact --all --wait
+  go tool -modfile=tools/go.mod buf curl --protocol grpc --http2-prior-knowledge %[1]s/compactor.v1.CollectionService/ListCollections
+  go tool -modfile=tools/go.mod grpcurl -plaintext %[2]s list
+  go tool -modfile=tools/go.mod grpcurl -plaintext -d '{"all": true, "reason": "from grpcurl"}' %[2]s compactor.v1.CompactionService/Compact
+  curl -s -H 'Content-Type: application/json' -d '{}' %[1]s/compactor.v1.CompactionService/ListCompactions
+`, base, hostport, id)
+}
+
