@@ -95,10 +95,12 @@ const (
 	// Not set. In a filter: any trigger.
 	Trigger_TRIGGER_UNSPECIFIED Trigger = 0
 	// Created by the scheduler: the collection's backlog reached the minimum
-	// compaction size or its oldest uncompacted record reached the maximum age,
-	// or the job continues a previous one that hit the maximum compaction size.
+	// compaction size or its oldest uncompacted record reached the maximum age.
+	// A job that continues a previous one (which hit the maximum compaction
+	// size) keeps that job's trigger; its reason says "continuation of job …".
 	Trigger_TRIGGER_SCHEDULED Trigger = 1
-	// Requested by an operator (Compact RPC, CLI or web page).
+	// Requested by an operator (Compact RPC, CLI or web page), or continuing
+	// such a job.
 	Trigger_TRIGGER_ONE_OFF Trigger = 2
 )
 
