@@ -564,7 +564,7 @@ func (m *Manager) run(workCtx context.Context, e *entry) {
 	m.publish(e)
 	// Continuation: a backlog larger than one job goes on at once.
 	if final.State == catalog.JobSucceeded && outcome.Remaining > 0 && cs.queued == nil && !m.stopping {
-		reason := fmt.Sprintf("continuation of job %s: %d records remain", final.ID, outcome.Remaining)
+		reason := fmt.Sprintf("continues job %.8s: %d records remain", final.ID, outcome.Remaining)
 		if _, err := m.enqueueLocked(pctx, final.CollectionID, final.Trigger, reason, time.Time{}); err != nil {
 			log.Error("queue continuation", "err", err)
 		}

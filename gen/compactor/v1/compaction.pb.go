@@ -97,7 +97,7 @@ const (
 	// Created by the scheduler: the collection's backlog reached the minimum
 	// compaction size or its oldest uncompacted record reached the maximum age.
 	// A job that continues a previous one (which hit the maximum compaction
-	// size) keeps that job's trigger; its reason says "continuation of job …".
+	// size) keeps that job's trigger; its reason says "continues job …".
 	Trigger_TRIGGER_SCHEDULED Trigger = 1
 	// Requested by an operator (Compact RPC, CLI or web page), or continuing
 	// such a job.
