@@ -260,7 +260,8 @@ func (m *Manager) recover(ctx context.Context) error {
 	}
 	for _, j := range interrupted {
 		m.logger.Warn("job interrupted by a previous stop", "job", j.ID, "collection", j.CollectionID)
-		m.metrics.finished(j, nil)
+		// Counted, but not timed: its "duration" would span the outage.
+		m.metrics.jobs.WithLabelValues(label(j.Trigger), label(j.State)).Inc()
 	}
 	queued, err := m.store.ListJobs(ctx, catalog.JobFilter{States: []catalog.JobState{catalog.JobQueued}, Limit: 1000})
 	if err != nil {

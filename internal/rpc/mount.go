@@ -6,6 +6,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -16,6 +17,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
 
+	"google.golang.org/protobuf/reflect/protoreflect"
+
+	compactorv1 "github.com/compactorhq/compactor/gen/compactor/v1"
 	"github.com/compactorhq/compactor/gen/compactor/v1/compactorv1connect"
 )
 
@@ -77,7 +81,9 @@ func Mount(mux *http.ServeMux, svc *Service, opts Options) *grpchealth.StaticChe
 
 	checker := grpchealth.NewStaticChecker(ServiceNames...)
 	mux.Handle(grpchealth.NewHandler(checker))
-	reflector := grpcreflect.NewStaticReflector(ServiceNames...)
+	// Reflection lists the health service too, so that grpcurl and buf curl
+	// can call it by name.
+	reflector := grpcreflect.NewStaticReflector(append(slices.Clone(ServiceNames), grpchealth.HealthV1ServiceName)...)
 	mux.Handle(grpcreflect.NewHandlerV1(reflector))
 	mux.Handle(grpcreflect.NewHandlerV1Alpha(reflector))
 	return checker
@@ -113,7 +119,7 @@ type observer struct {
 
 func newObserver(reg prometheus.Registerer, log *slog.Logger) *observer {
 	f := promauto.With(reg)
-	return &observer{
+	o := &observer{
 		requests: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "compactor_rpc_requests_total",
 			Help: "RPC requests handled, by procedure and Connect code (ok for success).",
@@ -125,6 +131,18 @@ func newObserver(reg prometheus.Registerer, log *slog.Logger) *observer {
 		}, []string{"procedure"}),
 		log: log,
 	}
+	for _, svc := range []protoreflect.ServiceDescriptor{
+		compactorv1.File_compactor_v1_compaction_proto.Services().ByName("CompactionService"),
+		compactorv1.File_compactor_v1_collection_proto.Services().ByName("CollectionService"),
+		compactorv1.File_compactor_v1_log_proto.Services().ByName("LogService"),
+	} {
+		for i := range svc.Methods().Len() {
+			proc := "/" + string(svc.FullName()) + "/" + string(svc.Methods().Get(i).Name())
+			o.requests.WithLabelValues(proc, "ok")
+			o.duration.WithLabelValues(proc)
+		}
+	}
+	return o
 }
 
 func (o *observer) observe(ctx context.Context, procedure string, start time.Time, err error) {

@@ -1,0 +1,241 @@
+package manager
+
+import (
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/compactorhq/compactor/internal/catalog"
+)
+
+// t0 is the fixed time every job in these tests is measured from:
+// 2026-03-01T12:00:00Z, Unix 1772366400.
+var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+
+func metricsConfig() Config {
+	c := DefaultConfig()
+	c.Interval = 15 * time.Second
+	return c
+}
+
+// durationBuckets is the bucket list of both duration histograms, as the
+// text exposition writes it.
+var durationBuckets = []string{"0.01", "0.04", "0.16", "0.64", "2.56", "10.24", "40.96", "163.84", "655.36", "2621.44"}
+
+// histogram renders the expected text of one histogram series with the
+// given cumulative counts per bucket (then +Inf = count).
+func histogram(name, labels string, cumulative []int, sum string, count int) string {
+	var b strings.Builder
+	sep := ""
+	if labels != "" {
+		sep = ","
+	}
+	for i, le := range durationBuckets {
+		b.WriteString(name + "_bucket{" + labels + sep + `le="` + le + `"} ` + strconv.Itoa(cumulative[i]) + "\n")
+	}
+	b.WriteString(name + "_bucket{" + labels + sep + `le="+Inf"} ` + strconv.Itoa(count) + "\n")
+	if labels != "" {
+		labels = "{" + labels + "}"
+	}
+	b.WriteString(name + "_sum" + labels + " " + sum + "\n")
+	b.WriteString(name + "_count" + labels + " " + strconv.Itoa(count) + "\n")
+	return b.String()
+}
+
+var zeroBuckets = make([]int, 10)
+
+func TestNewMetricsExposesEveryKnownSeriesAtZeroAndTheConfiguredInterval(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	newMetrics(reg, metricsConfig())
+
+	expected := `
+# HELP compactor_jobs_total Compaction jobs finished, by trigger and outcome.
+# TYPE compactor_jobs_total counter
+compactor_jobs_total{outcome="cancelled",trigger="one_off"} 0
+compactor_jobs_total{outcome="cancelled",trigger="scheduled"} 0
+compactor_jobs_total{outcome="failed",trigger="one_off"} 0
+compactor_jobs_total{outcome="failed",trigger="scheduled"} 0
+compactor_jobs_total{outcome="succeeded",trigger="one_off"} 0
+compactor_jobs_total{outcome="succeeded",trigger="scheduled"} 0
+# HELP compactor_jobs Compaction jobs currently queued or running.
+# TYPE compactor_jobs gauge
+compactor_jobs{state="queued"} 0
+compactor_jobs{state="running"} 0
+# HELP compactor_job_duration_seconds Time from start to end of compaction jobs, by outcome.
+# TYPE compactor_job_duration_seconds histogram
+` + histogram("compactor_job_duration_seconds", `outcome="cancelled"`, zeroBuckets, "0", 0) +
+		histogram("compactor_job_duration_seconds", `outcome="failed"`, zeroBuckets, "0", 0) +
+		histogram("compactor_job_duration_seconds", `outcome="succeeded"`, zeroBuckets, "0", 0) + `
+# HELP compactor_job_queue_wait_seconds Time compaction jobs waited in the queue before they started.
+# TYPE compactor_job_queue_wait_seconds histogram
+` + histogram("compactor_job_queue_wait_seconds", "", zeroBuckets, "0", 0) + `
+# HELP compactor_records_compacted_total Log records materialized into committed segment versions.
+# TYPE compactor_records_compacted_total counter
+compactor_records_compacted_total 0
+# HELP compactor_log_records_read_total Log records read by compaction jobs, whatever their outcome.
+# TYPE compactor_log_records_read_total counter
+compactor_log_records_read_total 0
+# HELP compactor_segment_bytes_written_total Bytes of segment blocks and manifests written by compaction jobs, whatever their outcome.
+# TYPE compactor_segment_bytes_written_total counter
+compactor_segment_bytes_written_total 0
+# HELP compactor_uncompacted_records Log records not yet compacted, summed over collections, as of the last scheduler run.
+# TYPE compactor_uncompacted_records gauge
+compactor_uncompacted_records 0
+# HELP compactor_collections_dead_lettered Collections the scheduler skips after repeated failures, as of the last scheduler run.
+# TYPE compactor_collections_dead_lettered gauge
+compactor_collections_dead_lettered 0
+# HELP compactor_last_successful_compaction_timestamp_seconds Unix time of the end of the last successful compaction job; 0 if none since start.
+# TYPE compactor_last_successful_compaction_timestamp_seconds gauge
+compactor_last_successful_compaction_timestamp_seconds 0
+# HELP compactor_scheduler_runs_total Scheduler runs.
+# TYPE compactor_scheduler_runs_total counter
+compactor_scheduler_runs_total 0
+# HELP compactor_scheduler_interval_seconds Configured time between scheduler runs.
+# TYPE compactor_scheduler_interval_seconds gauge
+compactor_scheduler_interval_seconds 15
+`
+	// No names: every metric the manager registers must be listed above.
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(expected)); err != nil {
+		t.Error(err)
+	}
+	lint(t, reg)
+}
+
+func TestFinishedCountsByTriggerAndOutcomeTimesStartedJobsAndMovesLastSuccessOnlyOnSuccess(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m := newMetrics(reg, metricsConfig())
+
+	jobs := []catalog.Job{
+		{ // A scheduled job that committed a new version: 1.5 s.
+			ID: "j1", Trigger: catalog.TriggerScheduled, State: catalog.JobSucceeded,
+			CreatedAt: t0, StartedAt: t0, FinishedAt: t0.Add(1500 * time.Millisecond),
+			RecordsRead: 100, BytesWritten: 4096, VersionBefore: 1, VersionAfter: 2,
+		},
+		{ // A one-off with nothing to compact: no new version, 20 ms; the
+			// latest success, with a millisecond part.
+			ID: "j2", Trigger: catalog.TriggerOneOff, State: catalog.JobSucceeded,
+			CreatedAt: t0.Add(10 * time.Minute), StartedAt: t0.Add(10*time.Minute + 230*time.Millisecond),
+			FinishedAt:    t0.Add(10*time.Minute + 250*time.Millisecond),
+			VersionBefore: 2, VersionAfter: 2, Note: "nothing to compact",
+		},
+		{ // A scheduled job that failed after reading and writing: 30 s,
+			// finishing after the last success.
+			ID: "j3", Trigger: catalog.TriggerScheduled, State: catalog.JobFailed,
+			CreatedAt: t0.Add(20 * time.Minute), StartedAt: t0.Add(20 * time.Minute),
+			FinishedAt:  t0.Add(20*time.Minute + 30*time.Second),
+			RecordsRead: 50, BytesWritten: 1000, VersionBefore: 2, VersionAfter: 2, Error: "write block: disk full",
+		},
+		{ // A one-off cancelled while queued: it never started, so no duration.
+			ID: "j4", Trigger: catalog.TriggerOneOff, State: catalog.JobCancelled,
+			CreatedAt: t0.Add(21 * time.Minute), FinishedAt: t0.Add(22 * time.Minute),
+		},
+		{ // A one-off cancelled while running: 200 ms.
+			ID: "j5", Trigger: catalog.TriggerOneOff, State: catalog.JobCancelled,
+			CreatedAt: t0.Add(23 * time.Minute), StartedAt: t0.Add(23 * time.Minute),
+			FinishedAt: t0.Add(23*time.Minute + 200*time.Millisecond), RecordsRead: 7,
+		},
+	}
+	for _, j := range jobs {
+		m.finished(j, nil)
+	}
+
+	// Buckets: 0.01 0.04 0.16 0.64 2.56 10.24 40.96 163.84 655.36 2621.44
+	expected := `
+# HELP compactor_jobs_total Compaction jobs finished, by trigger and outcome.
+# TYPE compactor_jobs_total counter
+compactor_jobs_total{outcome="cancelled",trigger="one_off"} 2
+compactor_jobs_total{outcome="cancelled",trigger="scheduled"} 0
+compactor_jobs_total{outcome="failed",trigger="one_off"} 0
+compactor_jobs_total{outcome="failed",trigger="scheduled"} 1
+compactor_jobs_total{outcome="succeeded",trigger="one_off"} 1
+compactor_jobs_total{outcome="succeeded",trigger="scheduled"} 1
+# HELP compactor_job_duration_seconds Time from start to end of compaction jobs, by outcome.
+# TYPE compactor_job_duration_seconds histogram
+` + histogram("compactor_job_duration_seconds", `outcome="cancelled"`, []int{0, 0, 0, 1, 1, 1, 1, 1, 1, 1}, "0.2", 1) +
+		histogram("compactor_job_duration_seconds", `outcome="failed"`, []int{0, 0, 0, 0, 0, 0, 1, 1, 1, 1}, "30", 1) +
+		histogram("compactor_job_duration_seconds", `outcome="succeeded"`, []int{0, 1, 1, 1, 2, 2, 2, 2, 2, 2}, "1.52", 2) + `
+# HELP compactor_records_compacted_total Log records materialized into committed segment versions.
+# TYPE compactor_records_compacted_total counter
+compactor_records_compacted_total 100
+# HELP compactor_log_records_read_total Log records read by compaction jobs, whatever their outcome.
+# TYPE compactor_log_records_read_total counter
+compactor_log_records_read_total 157
+# HELP compactor_segment_bytes_written_total Bytes of segment blocks and manifests written by compaction jobs, whatever their outcome.
+# TYPE compactor_segment_bytes_written_total counter
+compactor_segment_bytes_written_total 5096
+# HELP compactor_last_successful_compaction_timestamp_seconds Unix time of the end of the last successful compaction job; 0 if none since start.
+# TYPE compactor_last_successful_compaction_timestamp_seconds gauge
+compactor_last_successful_compaction_timestamp_seconds 1.77236700025e+09
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(expected),
+		"compactor_jobs_total",
+		"compactor_job_duration_seconds",
+		"compactor_records_compacted_total",
+		"compactor_log_records_read_total",
+		"compactor_segment_bytes_written_total",
+		"compactor_last_successful_compaction_timestamp_seconds",
+	); err != nil {
+		t.Error(err)
+	}
+	lint(t, reg)
+}
+
+func TestSetStatesCountsQueuedAndRunningJobsAndFallsBackToZero(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m := newMetrics(reg, metricsConfig())
+	entryIn := func(id string, s catalog.JobState) *entry {
+		return &entry{job: catalog.Job{ID: id, Trigger: catalog.TriggerScheduled, State: s, CreatedAt: t0}}
+	}
+	const header = `
+# HELP compactor_jobs Compaction jobs currently queued or running.
+# TYPE compactor_jobs gauge
+`
+	steps := []struct {
+		name   string
+		active map[string]*entry
+		want   string
+	}{
+		{
+			name: "two queued and one running",
+			active: map[string]*entry{
+				"q1": entryIn("q1", catalog.JobQueued),
+				"q2": entryIn("q2", catalog.JobQueued),
+				"r1": entryIn("r1", catalog.JobRunning),
+			},
+			want: "compactor_jobs{state=\"queued\"} 2\ncompactor_jobs{state=\"running\"} 1\n",
+		},
+		{
+			name:   "one queued job started",
+			active: map[string]*entry{"q2": entryIn("q2", catalog.JobQueued), "r1": entryIn("r1", catalog.JobRunning), "q1": entryIn("q1", catalog.JobRunning)},
+			want:   "compactor_jobs{state=\"queued\"} 1\ncompactor_jobs{state=\"running\"} 2\n",
+		},
+		{
+			name:   "everything finished",
+			active: map[string]*entry{},
+			want:   "compactor_jobs{state=\"queued\"} 0\ncompactor_jobs{state=\"running\"} 0\n",
+		},
+	}
+	for _, s := range steps {
+		m.setStates(s.active)
+		if err := testutil.GatherAndCompare(reg, strings.NewReader(header+s.want), "compactor_jobs"); err != nil {
+			t.Errorf("after %s: %v", s.name, err)
+		}
+	}
+	lint(t, reg)
+}
+
+// lint fails the test on any problem promlint finds in what reg exposes.
+func lint(t *testing.T, reg *prometheus.Registry) {
+	t.Helper()
+	problems, err := testutil.GatherAndLint(reg)
+	if err != nil {
+		t.Fatalf("lint: %v", err)
+	}
+	for _, p := range problems {
+		t.Errorf("lint: %s: %s", p.Metric, p.Text)
+	}
+}
