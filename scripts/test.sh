@@ -14,7 +14,6 @@ set -uo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 root=$PWD
-export GOFLAGS="${GOFLAGS:-} -mod=mod"
 export BIN="$root/.cache/bin"
 mkdir -p "$BIN" .cache
 export PATH="$BIN:$PATH"

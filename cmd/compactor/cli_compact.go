@@ -1,0 +1,511 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"connectrpc.com/connect"
+	"github.com/schollz/progressbar/v3"
+	"github.com/spf13/cobra"
+
+	compactorv1 "github.com/compactorhq/compactor/gen/compactor/v1"
+)
+
+func newCompactCmd(g *globals) *cobra.Command {
+	var (
+		all, wait bool
+		reason    string
+	)
+	cmd := &cobra.Command{
+		Use:   "compact (--all | ID...) [--reason TEXT] [--wait]",
+		Short: "Request one-off compactions, and optionally wait for them",
+		Long: `Request a one-off compaction of the collections with the given ids, or of every
+collection with --all. One-off jobs bypass the minimum compaction size and the
+dead-letter gate, and run before scheduled jobs. A collection that already has
+a queued job gets that job back ("already queued") instead of a new one.
+
+With --wait, follow the jobs until each has finished, with live progress on
+stderr (progress bars when stderr is a terminal; otherwise, with -o table, one
+line per state change), then print a summary. Waiting is not limited by
+--timeout (only the request is). A job that reaches the server's maximum
+compaction size leaves the rest of the backlog to a continuation job, which the
+server queues at once: the summary names it, but --wait does not wait for it.
+Exit status 1 when the request fails or any job ends FAILED or CANCELLED; 130
+when interrupted while waiting (the jobs continue on the server).
+
+-o json prints one object: {"jobs": [{"job": Job, "created": bool}, ...]},
+with each job as it finished when --wait is given, plus, after --wait,
+"continuations": [Job, ...] when the server queued continuation jobs.`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			s, err := newSession(cmd, g)
+			if err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			res, err := callUnary(ctx, s, func(ctx context.Context) (*connect.Response[compactorv1.CompactResponse], error) {
+				return s.c.compaction.Compact(ctx, connect.NewRequest(&compactorv1.CompactRequest{CollectionIds: args, All: all, Reason: reason}))
+			})
+			if err != nil {
+				return err
+			}
+			results := res.Msg.GetJobs()
+			if !wait {
+				if s.out.json {
+					return s.compactJSON(results, nil)
+				}
+				if len(results) == 0 {
+					s.out.note("no collections to compact")
+					return nil
+				}
+				return s.compactTable(results)
+			}
+			if !s.out.json && len(results) > 0 {
+				if err := s.compactTable(results); err != nil {
+					return err
+				}
+			}
+			final, err := s.waitJobs(ctx, results)
+			if err != nil {
+				if interrupted(ctx, err) {
+					return &exitError{code: 130, err: errors.New("interrupted while waiting; the jobs continue on the server (see: compactor jobs)")}
+				}
+				return fmt.Errorf("wait for the jobs: %w", err)
+			}
+			conts := s.continuations(ctx, final)
+			if s.out.json {
+				err = s.compactJSON(final, conts)
+			} else {
+				err = s.waitSummary(final, conts)
+			}
+			if err != nil {
+				return err
+			}
+			return unsuccessful(final)
+		},
+	}
+	f := cmd.Flags()
+	f.BoolVar(&all, "all", false, "compact every collection")
+	f.StringVar(&reason, "reason", "", "why, kept on the jobs (shown by 'job' and on the status page)")
+	f.BoolVar(&wait, "wait", false, "wait until every job has finished, showing progress")
+	return cmd
+}
+
+// compactTable prints the jobs a Compact call returned.
+func (s *cliSession) compactTable(results []*compactorv1.CompactResult) error {
+	tw := s.out.table()
+	fmt.Fprintln(tw, "JOB\tCOLLECTION\tSTATE\tRESULT")
+	for _, r := range results {
+		j := r.GetJob()
+		what := "already queued"
+		if r.GetCreated() {
+			what = "created"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", j.GetId(), ellipsize(collectionLabel(j), 40), stateName(j.GetState()), what)
+	}
+	return tw.Flush()
+}
+
+// compactJSON prints {"jobs": [...], "continuations": [...]}.
+func (s *cliSession) compactJSON(results []*compactorv1.CompactResult, conts []*compactorv1.Job) error {
+	var doc struct {
+		Jobs          []json.RawMessage `json:"jobs"`
+		Continuations []json.RawMessage `json:"continuations,omitempty"`
+	}
+	doc.Jobs = []json.RawMessage{}
+	for _, r := range results {
+		raw, err := marshalProto(r)
+		if err != nil {
+			return err
+		}
+		doc.Jobs = append(doc.Jobs, raw)
+	}
+	for _, j := range conts {
+		raw, err := marshalProto(j)
+		if err != nil {
+			return err
+		}
+		doc.Continuations = append(doc.Continuations, raw)
+	}
+	return s.out.writeJSON(doc)
+}
+
+// waitSummary prints the finished jobs and the continuation jobs.
+func (s *cliSession) waitSummary(final []*compactorv1.CompactResult, conts []*compactorv1.Job) error {
+	if len(final) == 0 {
+		s.out.note("no collections to compact")
+		return nil
+	}
+	fmt.Fprintln(s.out.w)
+	tw := s.out.table()
+	fmt.Fprintln(tw, "JOB\tCOLLECTION\tSTATE\tDURATION\tREAD\tWRITTEN\tVERSION\tDETAIL")
+	ok := 0
+	for _, r := range final {
+		j := r.GetJob()
+		if j.GetState() == compactorv1.JobState_JOB_STATE_SUCCEEDED {
+			ok++
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%d -> %d\t%s\n", j.GetId(), ellipsize(collectionLabel(j), 40), stateName(j.GetState()),
+			s.out.jobDuration(j), j.GetRecordsRead(), j.GetRecordsWritten(), j.GetVersionBefore(), j.GetVersionAfter(), jobDetail(j))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(s.out.w, "%d of %d jobs succeeded\n", ok, len(final))
+	for _, c := range conts {
+		fmt.Fprintf(s.out.w, "collection %s continues in job %s (%s, %s): a new job the server queued for the rest of the backlog\n",
+			collectionLabel(c), c.GetId(), triggerName(c.GetTrigger()), stateName(c.GetState()))
+	}
+	return nil
+}
+
+// unsuccessful is an exit status 1 error naming every job that ended FAILED
+// or CANCELLED, or nil.
+func unsuccessful(final []*compactorv1.CompactResult) error {
+	var bad []string
+	for _, r := range final {
+		j := r.GetJob()
+		switch j.GetState() {
+		case compactorv1.JobState_JOB_STATE_FAILED:
+			bad = append(bad, fmt.Sprintf("job %s (collection %s) FAILED: %s", j.GetId(), collectionLabel(j), safeText(j.GetError())))
+		case compactorv1.JobState_JOB_STATE_CANCELLED:
+			bad = append(bad, fmt.Sprintf("job %s (collection %s) CANCELLED", j.GetId(), collectionLabel(j)))
+		}
+	}
+	if len(bad) == 0 {
+		return nil
+	}
+	return &exitError{code: 1, err: fmt.Errorf("%d of %d jobs did not succeed: %s", len(bad), len(final), strings.Join(bad, "; "))}
+}
+
+// maxWatchIDs is the most job ids one WatchCompactions accepts.
+const maxWatchIDs = 1000
+
+// waitJobs follows the jobs of results until each is finished and returns
+// them in their final state. It watches by job id (at most maxWatchIDs at a
+// time): the server's snapshot holds each listed job in whatever state it is,
+// so a job that finished before the watch started is not missed.
+func (s *cliSession) waitJobs(ctx context.Context, results []*compactorv1.CompactResult) ([]*compactorv1.CompactResult, error) {
+	jobs := make(map[string]*compactorv1.Job, len(results))
+	var pending []string
+	view := s.newJobView()
+	defer view.close()
+	for _, r := range results {
+		j := r.GetJob()
+		if _, dup := jobs[j.GetId()]; !dup && !jobDone(j.GetState()) {
+			pending = append(pending, j.GetId())
+		}
+		jobs[j.GetId()] = j
+		view.update(j)
+	}
+	for len(pending) > 0 {
+		chunk := pending[:min(len(pending), maxWatchIDs)]
+		open := func() []string {
+			var ids []string
+			for _, id := range chunk {
+				if !jobDone(jobs[id].GetState()) {
+					ids = append(ids, id)
+				}
+			}
+			return ids
+		}
+		err := s.watchJobs(ctx, func() *compactorv1.WatchCompactionsRequest {
+			return &compactorv1.WatchCompactionsRequest{JobIds: open(), IncludeProgress: true}
+		}, func(m *compactorv1.WatchCompactionsResponse) (bool, error) {
+			j := m.GetJob()
+			if _, ours := jobs[j.GetId()]; j == nil || !ours {
+				return false, nil
+			}
+			jobs[j.GetId()] = j
+			view.update(j)
+			return len(open()) == 0, nil
+		}, view.note)
+		if err != nil {
+			return nil, err
+		}
+		pending = pending[len(chunk):]
+	}
+	final := make([]*compactorv1.CompactResult, len(results))
+	for i, r := range results {
+		final[i] = &compactorv1.CompactResult{Job: jobs[r.GetJob().GetId()], Created: r.GetCreated()}
+	}
+	return final, nil
+}
+
+// continuations finds the jobs the server queued to continue the
+// successful jobs of final, whose backlog was larger than one job (a
+// continuation's reason names the job it continues; a continuation may have
+// its own). Best effort: a failure to look is reported on stderr, not as the
+// command's error.
+func (s *cliSession) continuations(ctx context.Context, final []*compactorv1.CompactResult) []*compactorv1.Job {
+	var conts []*compactorv1.Job
+	for _, r := range final {
+		j := r.GetJob()
+		if j.GetState() != compactorv1.JobState_JOB_STATE_SUCCEEDED || j.GetRecordsRead() == 0 {
+			continue
+		}
+		found, err := s.continuationsOf(ctx, j)
+		if err != nil {
+			s.out.note("could not look for continuation jobs of collection %s: %v", collectionLabel(j), err)
+		}
+		conts = append(conts, found...)
+	}
+	return conts
+}
+
+// continuationLooks bounds the looks for the continuation of a job whose
+// collection still has a backlog: the server queues it just after it
+// publishes the job's end, so the first look can be a little early.
+const continuationLooks = 4
+
+func (s *cliSession) continuationsOf(ctx context.Context, j *compactorv1.Job) ([]*compactorv1.Job, error) {
+	for look := 1; ; look++ {
+		res, err := callUnary(ctx, s, func(ctx context.Context) (*connect.Response[compactorv1.ListCompactionsResponse], error) {
+			return s.c.compaction.ListCompactions(ctx, connect.NewRequest(&compactorv1.ListCompactionsRequest{
+				CollectionId: j.GetCollectionId(), PageSize: 100,
+			}))
+		})
+		if err != nil {
+			return nil, err
+		}
+		ids := []string{j.GetId()}
+		var found []*compactorv1.Job
+		jobs := res.Msg.GetJobs()
+		for i := len(jobs) - 1; i >= 0; i-- { // oldest first, to follow chains
+			if c := jobs[i]; continues(c, ids) && !c.GetCreateTime().AsTime().Before(j.GetStartTime().AsTime()) {
+				ids = append(ids, c.GetId())
+				found = append(found, c)
+			}
+		}
+		if len(found) > 0 || look == continuationLooks {
+			return found, nil
+		}
+		coll, err := callUnary(ctx, s, func(ctx context.Context) (*connect.Response[compactorv1.GetCollectionResponse], error) {
+			return s.c.collection.GetCollection(ctx, connect.NewRequest(&compactorv1.GetCollectionRequest{Id: j.GetCollectionId()}))
+		})
+		if err != nil || coll.Msg.GetCollection().GetBacklog() == 0 {
+			return nil, nil // deleted since, or nothing left to continue
+		}
+		if err := sleepCtx(ctx, time.Duration(look)*50*time.Millisecond); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// continues reports whether c's reason names one of the jobs ids as the
+// one it continues: the server writes "continues job <first 8 characters of
+// the id>: N records remain".
+func continues(c *compactorv1.Job, ids []string) bool {
+	for _, id := range ids {
+		if c.GetId() == id {
+			return false
+		}
+		if strings.Contains(c.GetReason(), id) || len(id) >= 8 && strings.Contains(c.GetReason(), "job "+id[:8]) {
+			return true
+		}
+	}
+	return false
+}
+
+// jobView shows the progress of waited-for jobs on stderr.
+type jobView interface {
+	update(j *compactorv1.Job)
+	note(format string, args ...any)
+	close()
+}
+
+// newJobView draws progress bars when stderr is a terminal; otherwise it
+// prints a line per state change with -o table, and nothing but notes with
+// -o json.
+func (s *cliSession) newJobView() jobView {
+	switch {
+	case isTerminal(s.out.errw):
+		return &barView{w: s.out.errw, now: s.out.now, width: terminalWidth(s.out.errw),
+			jobs: map[string]*compactorv1.Job{}, bars: map[string]*progressbar.ProgressBar{}}
+	case !s.out.json:
+		return &lineView{w: s.out.errw, now: s.out.now, states: map[string]compactorv1.JobState{}}
+	}
+	return quietView{w: s.out.errw}
+}
+
+// finishedText describes a finished job: "SUCCEEDED in 1.2s: 5217 records
+// read, 5000 written, version 0 -> 1".
+func finishedText(j *compactorv1.Job) string {
+	var d string
+	if j.GetStartTime() != nil && j.GetFinishTime() != nil {
+		d = " in " + fmtDuration(j.GetFinishTime().AsTime().Sub(j.GetStartTime().AsTime()))
+	}
+	switch j.GetState() {
+	case compactorv1.JobState_JOB_STATE_SUCCEEDED:
+		s := fmt.Sprintf("SUCCEEDED%s: %d records read, %d written, version %d -> %d", d, j.GetRecordsRead(), j.GetRecordsWritten(),
+			j.GetVersionBefore(), j.GetVersionAfter())
+		if n := j.GetNote(); n != "" {
+			s += " (" + safeText(n) + ")"
+		}
+		return s
+	case compactorv1.JobState_JOB_STATE_FAILED:
+		return "FAILED" + d + ": " + safeText(j.GetError())
+	}
+	s := stateName(j.GetState()) + d
+	if n := j.GetNote(); n != "" {
+		s += " (" + safeText(n) + ")"
+	}
+	return s
+}
+
+// quietView prints only notes.
+type quietView struct{ w io.Writer }
+
+func (quietView) update(*compactorv1.Job) {}
+func (v quietView) note(format string, args ...any) {
+	fmt.Fprintf(v.w, format+"\n", args...)
+}
+func (quietView) close() {}
+
+// lineView prints one line per state change (for logs, not terminals).
+type lineView struct {
+	w      io.Writer
+	now    func() time.Time
+	states map[string]compactorv1.JobState
+}
+
+func (v *lineView) update(j *compactorv1.Job) {
+	if prev, ok := v.states[j.GetId()]; ok && prev == j.GetState() {
+		return
+	}
+	v.states[j.GetId()] = j.GetState()
+	text := stateName(j.GetState())
+	if jobDone(j.GetState()) {
+		text = finishedText(j)
+	}
+	fmt.Fprintf(v.w, "%s  job %s  %s  %s\n", v.now().UTC().Format("2006-01-02T15:04:05Z"), j.GetId(), collectionLabel(j), text)
+}
+
+func (v *lineView) note(format string, args ...any) {
+	fmt.Fprintf(v.w, format+"\n", args...)
+}
+
+func (v *lineView) close() {}
+
+// barView redraws, on a terminal, a block of lines at the bottom: one
+// progress bar per running job and a status line; finished jobs and notes
+// are printed above it and stay.
+type barView struct {
+	w       io.Writer
+	now     func() time.Time
+	width   int // of the terminal; block lines are cut to fit, so that redraws stay aligned (0: unknown)
+	order   []string
+	jobs    map[string]*compactorv1.Job
+	bars    map[string]*progressbar.ProgressBar
+	above   []string // lines to print above the block at the next draw
+	lines   int      // lines of the block drawn last
+	drawn   time.Time
+	stopped bool
+}
+
+// barRedraw is the shortest interval between two redraws for progress only.
+const barRedraw = 100 * time.Millisecond
+
+func (v *barView) update(j *compactorv1.Job) {
+	id := j.GetId()
+	prev, known := v.jobs[id]
+	if !known {
+		v.order = append(v.order, id)
+	}
+	v.jobs[id] = j
+	changed := !known || prev.GetState() != j.GetState()
+	if changed && jobDone(j.GetState()) {
+		mark := "✓"
+		if j.GetState() != compactorv1.JobState_JOB_STATE_SUCCEEDED {
+			mark = "✗"
+		}
+		v.above = append(v.above, fmt.Sprintf("%s %s  job %s  %s", mark, collectionLabel(j), id, finishedText(j)))
+		delete(v.bars, id)
+	}
+	if p := j.GetProgress(); j.GetState() == compactorv1.JobState_JOB_STATE_RUNNING && p.GetRecordsTotal() > 0 {
+		b := v.bars[id]
+		if b == nil {
+			b = progressbar.NewOptions64(p.GetRecordsTotal(),
+				progressbar.OptionSetWriter(io.Discard), // drawn by draw, from String
+				progressbar.OptionSetWidth(30),
+				progressbar.OptionShowCount(),
+				progressbar.OptionShowIts(),
+				progressbar.OptionSetItsString("records"),
+				progressbar.OptionSetPredictTime(true),
+			)
+			v.bars[id] = b
+		} else if b.GetMax64() != p.GetRecordsTotal() {
+			b.ChangeMax64(p.GetRecordsTotal())
+		}
+		_ = b.Set64(min(p.GetRecordsRead(), p.GetRecordsTotal()))
+	}
+	if changed || v.now().Sub(v.drawn) >= barRedraw {
+		v.draw()
+	}
+}
+
+func (v *barView) note(format string, args ...any) {
+	v.above = append(v.above, fmt.Sprintf(format, args...))
+	v.draw()
+}
+
+func (v *barView) close() {
+	v.stopped = true
+	v.draw()
+}
+
+// fit cuts a line of the block to the terminal's width: a wrapped line
+// would throw the next redraw's cursor movement off.
+func (v *barView) fit(line string) string {
+	if v.width <= 1 {
+		return line
+	}
+	return ellipsize(line, v.width-1)
+}
+
+func (v *barView) draw() {
+	var b strings.Builder
+	if v.lines > 0 {
+		fmt.Fprintf(&b, "\r\033[%dA", v.lines)
+	}
+	b.WriteString("\r\033[J")
+	for _, l := range v.above {
+		b.WriteString(l + "\n")
+	}
+	v.above = nil
+	v.lines = 0
+	if !v.stopped {
+		counts := map[compactorv1.JobState]int{}
+		for _, id := range v.order {
+			j := v.jobs[id]
+			counts[j.GetState()]++
+			if j.GetState() != compactorv1.JobState_JOB_STATE_RUNNING {
+				continue
+			}
+			detail := progressText(j.GetProgress())
+			if bar := v.bars[id]; bar != nil {
+				detail = strings.TrimSpace(strings.TrimLeft(bar.String(), "\r")) + " " + safeText(j.GetProgress().GetPhase())
+			}
+			if j.GetCancelRequested() {
+				detail += " (cancel requested)"
+			}
+			b.WriteString(v.fit(fmt.Sprintf("  %-24s %s", ellipsize(collectionLabel(j), 24), detail)) + "\n")
+			v.lines++
+		}
+		var parts []string
+		for _, st := range []compactorv1.JobState{compactorv1.JobState_JOB_STATE_RUNNING, compactorv1.JobState_JOB_STATE_QUEUED,
+			compactorv1.JobState_JOB_STATE_SUCCEEDED, compactorv1.JobState_JOB_STATE_FAILED, compactorv1.JobState_JOB_STATE_CANCELLED} {
+			if n := counts[st]; n > 0 {
+				parts = append(parts, fmt.Sprintf("%d %s", n, strings.ToLower(stateName(st))))
+			}
+		}
+		b.WriteString(v.fit("jobs: "+strings.Join(parts, ", ")) + "\n")
+		v.lines++
+	}
+	v.drawn = v.now()
+	_, _ = io.WriteString(v.w, b.String())
+}

@@ -1,0 +1,529 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"compress/gzip"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"time"
+
+	"connectrpc.com/connect"
+	"github.com/schollz/progressbar/v3"
+	"github.com/spf13/cobra"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	compactorv1 "github.com/compactorhq/compactor/gen/compactor/v1"
+)
+
+// Push limits.
+const (
+	maxPushBatch     = 10_000   // records per PushLogs, the server's limit
+	maxPushLineBytes = 64 << 20 // longest accepted input line
+	// maxPushBatchBytes bounds the input bytes of one batch, so that a
+	// batch of large documents stays well under the server's request limit
+	// (64 MiB by default).
+	maxPushBatchBytes = 16 << 20
+)
+
+// pushOptions are the settings of one push.
+type pushOptions struct {
+	collection string
+	op         compactorv1.Operation // of lines without "op"
+	batch      int
+	retries    int           // tries after RESOURCE_EXHAUSTED, per batch
+	retryWait  time.Duration // first wait; doubled each time, capped by retryMax
+	retryMax   time.Duration
+}
+
+func newPushCmd(g *globals) *cobra.Command {
+	opts := pushOptions{retryMax: 5 * time.Second}
+	var op string
+	cmd := &cobra.Command{
+		Use:   "push --collection ID [--op add|update|upsert|delete] [--batch N] FILE",
+		Short: "Append the operation records of a JSON Lines file to a collection's log",
+		Long: `Append the operation records of a JSON Lines file (FILE, or - for stdin) to a
+collection's write-ahead log, in batches of --batch records (one PushLogs call
+each; a batch is appended whole or not at all). Gzip input (a .gz name, or gzip
+data on stdin) is read directly.
+
+One operation per line:
+
+  {"op": "add", "id": "0ad", "embedding": [0.1, ...], "document": "...", "metadata": {"section": "games"}}
+
+"op" is add, update, upsert or delete, and defaults to --op; "id" is required
+and non-empty; "embedding" (numbers), "document" (a string) and "metadata" (an
+object of strings, numbers, booleans or null) are optional, though add and
+upsert need an embedding of the collection's dimension. Unknown fields are
+errors, to catch typos. Blank lines are skipped. The server validates the
+rest.
+
+Errors: a bad line stops the push with an error naming FILE and the line
+number ("FILE:LINE: ..."), whether the line is malformed here or rejected by
+the server (whose "records[i]" errors are mapped back to their line). Every line before the bad
+one has been pushed, none after: the error says so ("lines 1..N were pushed"),
+so fix the line and resume with the rest of the file (for example with
+'tail -n +LINE'). When the server refuses a batch because the collection's
+backlog is at its limit (resource_exhausted), the batch is retried with
+exponential backoff (from --retry-wait, doubling, at most 5s apart) up to
+--retries times, then the push fails.
+
+A progress bar is drawn on stderr when it is a terminal. At the end a summary
+is printed: records pushed, log offsets, time and rate. -o json prints it as
+an object: {"collection_id", "file", "lines", "records", "batches",
+"first_offset", "last_offset", "seconds", "records_per_second", "retries"}.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var ok bool
+			if opts.op, ok = parseOp(op); !ok {
+				return usageError(cmd, fmt.Errorf("--op %q: want add, update, upsert or delete", op))
+			}
+			switch {
+			case opts.collection == "":
+				return usageError(cmd, errors.New("--collection is required"))
+			case opts.batch < 1 || opts.batch > maxPushBatch:
+				return usageError(cmd, fmt.Errorf("--batch must be in 1..%d, got %d", maxPushBatch, opts.batch))
+			case opts.retries < 0:
+				return usageError(cmd, fmt.Errorf("--retries must not be negative, got %d", opts.retries))
+			case opts.retryWait <= 0:
+				return usageError(cmd, fmt.Errorf("--retry-wait must be positive, got %s", opts.retryWait))
+			}
+			s, err := newSession(cmd, g)
+			if err != nil {
+				return err
+			}
+			return s.push(cmd.Context(), args[0], opts)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&opts.collection, "collection", "", "id of the collection to append to (required)")
+	f.StringVar(&op, "op", "add", "operation of lines without \"op\": add, update, upsert or delete")
+	f.IntVar(&opts.batch, "batch", 1000, fmt.Sprintf("records per PushLogs call (1..%d)", maxPushBatch))
+	f.IntVar(&opts.retries, "retries", 10, "retries of a batch refused for backpressure (resource_exhausted)")
+	f.DurationVar(&opts.retryWait, "retry-wait", 200*time.Millisecond, "first wait before retrying a refused batch; doubled each time, at most 5s")
+	return cmd
+}
+
+// pushResult is the summary of a push.
+type pushResult struct {
+	CollectionID     string  `json:"collection_id"`
+	File             string  `json:"file"`
+	Lines            int     `json:"lines"`
+	Records          int64   `json:"records"`
+	Batches          int     `json:"batches"`
+	FirstOffset      int64   `json:"first_offset,omitempty"`
+	LastOffset       int64   `json:"last_offset,omitempty"`
+	Seconds          float64 `json:"seconds"`
+	RecordsPerSecond float64 `json:"records_per_second"`
+	Retries          int     `json:"retries"`
+}
+
+// pusher reads one file and pushes its records in batches.
+type pusher struct {
+	s       *cliSession
+	opts    pushOptions
+	name    string // FILE as the user gave it, for errors
+	bar     *progressbar.ProgressBar
+	lineBar bool   // bar counts lines (size unknown), not bytes
+	coll    string // the collection's name
+	res     pushResult
+	batch   []*compactorv1.OperationRecord
+	lines   []int // input line of each record of batch
+	bytes   int   // input bytes of batch
+	// pushed is the last line such that every line up to it has been
+	// pushed (or was blank).
+	pushed int
+}
+
+func (s *cliSession) push(ctx context.Context, file string, opts pushOptions) error {
+	p := &pusher{s: s, opts: opts, name: file, res: pushResult{CollectionID: opts.collection, File: file}}
+	if file == "-" {
+		p.name = "<stdin>"
+	}
+	// Fail fast, before reading a large file, when the collection is unknown.
+	coll, err := callUnary(ctx, s, func(ctx context.Context) (*connect.Response[compactorv1.GetCollectionResponse], error) {
+		return s.c.collection.GetCollection(ctx, connect.NewRequest(&compactorv1.GetCollectionRequest{Id: opts.collection}))
+	})
+	if err != nil {
+		return err
+	}
+	p.coll = coll.Msg.GetCollection().GetName()
+	var raw io.Reader = s.g.stdin
+	size := int64(-1)
+	if file != "-" {
+		f, err := os.Open(file)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		raw = f
+		if st, err := f.Stat(); err == nil && st.Mode().IsRegular() {
+			size = st.Size()
+		}
+	}
+	if isTerminal(s.out.errw) {
+		p.bar = newPushBar(s.out.errw, size, filepath.Base(p.name))
+		p.lineBar = size <= 0
+		if size > 0 {
+			raw = io.TeeReader(raw, p.bar) // bytes of FILE as stored
+		}
+	}
+	in, err := decompress(raw, strings.HasSuffix(file, ".gz"))
+	if err != nil {
+		return fmt.Errorf("%s: %w", p.name, err)
+	}
+	start := time.Now()
+	err = p.run(ctx, in)
+	if p.bar != nil {
+		_ = p.bar.Finish()
+	}
+	if err != nil {
+		if interrupted(ctx, err) {
+			return &exitError{code: 130, err: fmt.Errorf("%s: interrupted; %s", p.name, p.pushedText())}
+		}
+		return err
+	}
+	el := time.Since(start)
+	p.res.Seconds = el.Seconds()
+	if el > 0 {
+		p.res.RecordsPerSecond = float64(p.res.Records) / el.Seconds()
+	}
+	if s.out.json {
+		return s.out.writeJSON(p.res)
+	}
+	offsets := "none"
+	if p.res.Records > 0 {
+		offsets = fmt.Sprintf("%d..%d", p.res.FirstOffset, p.res.LastOffset)
+	}
+	_, err = fmt.Fprintf(s.out.w, "pushed %s from %s (%s) to collection %s (%s) in %s: log offsets %s, %s, %.0f records/s\n",
+		plural(p.res.Records, "record"), p.name, plural(int64(p.res.Lines), "line"), safeText(p.coll), opts.collection, plural(int64(p.res.Batches), "batch"), offsets, fmtDuration(el), p.res.RecordsPerSecond)
+	return err
+}
+
+func newPushBar(w io.Writer, size int64, name string) *progressbar.ProgressBar {
+	if size > 0 {
+		return progressbar.NewOptions64(size,
+			progressbar.OptionSetWriter(w),
+			progressbar.OptionSetDescription("push "+name),
+			progressbar.OptionShowBytes(true),
+			progressbar.OptionShowCount(),
+			progressbar.OptionSetWidth(30),
+			progressbar.OptionThrottle(100*time.Millisecond),
+			progressbar.OptionClearOnFinish(),
+		)
+	}
+	// Unknown size (stdin): count lines; no spinner goroutine.
+	return progressbar.NewOptions64(-1,
+		progressbar.OptionSetWriter(w),
+		progressbar.OptionSetDescription("push "+name),
+		progressbar.OptionShowCount(),
+		progressbar.OptionShowIts(),
+		progressbar.OptionSetItsString("lines"),
+		progressbar.OptionSetSpinnerChangeInterval(0),
+		progressbar.OptionThrottle(100*time.Millisecond),
+		progressbar.OptionClearOnFinish(),
+	)
+}
+
+// decompress returns r, gunzipped when gz is set or r starts with the gzip
+// magic number.
+func decompress(r io.Reader, gz bool) (io.Reader, error) {
+	br := bufio.NewReaderSize(r, 64<<10)
+	if !gz {
+		magic, _ := br.Peek(2)
+		gz = len(magic) == 2 && magic[0] == 0x1f && magic[1] == 0x8b
+	}
+	if !gz {
+		return br, nil
+	}
+	zr, err := gzip.NewReader(br)
+	if err != nil {
+		return nil, fmt.Errorf("read gzip: %w", err)
+	}
+	return zr, nil
+}
+
+// run reads the lines and pushes them.
+func (p *pusher) run(ctx context.Context, in io.Reader) error {
+	sc := bufio.NewScanner(in)
+	sc.Buffer(make([]byte, 0, 64<<10), maxPushLineBytes)
+	line := 0
+	for sc.Scan() {
+		line++
+		p.res.Lines = line
+		if p.lineBar {
+			_ = p.bar.Add(1)
+		}
+		text := bytes.TrimSpace(sc.Bytes())
+		if len(text) == 0 {
+			if len(p.batch) == 0 && p.pushed == line-1 {
+				p.pushed = line
+			}
+			continue
+		}
+		rec, err := parseLine(text, p.opts.op)
+		if err != nil {
+			// Push what precedes the bad line, so that the error leaves a
+			// clean resume point.
+			if ferr := p.flush(ctx); ferr != nil {
+				return ferr
+			}
+			return p.lineError(line, err)
+		}
+		p.batch = append(p.batch, rec)
+		p.lines = append(p.lines, line)
+		p.bytes += len(text)
+		if len(p.batch) >= p.opts.batch || p.bytes >= maxPushBatchBytes {
+			if err := p.flush(ctx); err != nil {
+				return err
+			}
+			p.pushed = line
+		}
+	}
+	if err := sc.Err(); err != nil {
+		if ferr := p.flush(ctx); ferr != nil {
+			return ferr
+		}
+		if errors.Is(err, bufio.ErrTooLong) {
+			return p.lineError(line+1, fmt.Errorf("longer than %d MiB", maxPushLineBytes>>20))
+		}
+		return fmt.Errorf("%s: read after line %d: %w; %s", p.name, line, err, p.pushedText())
+	}
+	if err := p.flush(ctx); err != nil {
+		return err
+	}
+	p.pushed = line
+	return nil
+}
+
+// lineError is the error of a bad line.
+func (p *pusher) lineError(line int, err error) error {
+	p.pushed = line - 1
+	return fmt.Errorf("%s:%d: %w; %s", p.name, line, err, p.pushedText())
+}
+
+// pushedText says which lines were pushed, for an error.
+func (p *pusher) pushedText() string {
+	switch {
+	case p.res.Records == 0:
+		return "nothing was pushed"
+	case p.pushed <= 1:
+		return "line 1 was pushed"
+	}
+	return fmt.Sprintf("lines 1..%d were pushed (log offsets %d..%d)", p.pushed, p.res.FirstOffset, p.res.LastOffset)
+}
+
+// flush pushes the current batch. When the server rejects record i of the
+// batch, the records before it are pushed and the error names record i's
+// line.
+func (p *pusher) flush(ctx context.Context) error {
+	if len(p.batch) == 0 {
+		return nil
+	}
+	batch, lines := p.batch, p.lines
+	p.batch, p.lines, p.bytes = p.batch[:0:0], p.lines[:0:0], 0
+	err := p.send(ctx, batch)
+	if err == nil {
+		p.pushed = lines[len(lines)-1]
+		return nil
+	}
+	i, field, desc, ok := recordViolation(err, len(batch))
+	if !ok {
+		p.pushed = lines[0] - 1
+		what := fmt.Sprintf("%s lines %d..%d", p.name, lines[0], lines[len(lines)-1])
+		if len(lines) == 1 {
+			what = fmt.Sprintf("%s line %d", p.name, lines[0])
+		}
+		return fmt.Errorf("push %s: %w; %s", what, err, p.pushedText())
+	}
+	if i > 0 {
+		if err := p.send(ctx, batch[:i]); err != nil {
+			p.pushed = lines[0] - 1
+			return fmt.Errorf("push %s lines %d..%d: %w; %s", p.name, lines[0], lines[i-1], err, p.pushedText())
+		}
+	}
+	return p.lineError(lines[i], fmt.Errorf("%s: %s: %s (id %q)", connect.CodeOf(err), orDash(field), desc, batch[i].GetId()))
+}
+
+// send pushes records, retrying while the server refuses them for
+// backpressure.
+func (p *pusher) send(ctx context.Context, records []*compactorv1.OperationRecord) error {
+	req := &compactorv1.PushLogsRequest{CollectionId: p.opts.collection, Records: records}
+	for try := 1; ; try++ {
+		res, err := callUnary(ctx, p.s, func(ctx context.Context) (*connect.Response[compactorv1.PushLogsResponse], error) {
+			return p.s.c.log.PushLogs(ctx, connect.NewRequest(req))
+		})
+		if err == nil {
+			m := res.Msg
+			if p.res.Records == 0 {
+				p.res.FirstOffset = m.GetFirstOffset()
+			}
+			p.res.LastOffset = m.GetLastOffset()
+			p.res.Records += int64(m.GetCount())
+			p.res.Batches++
+			return nil
+		}
+		if connect.CodeOf(err) != connect.CodeResourceExhausted || ctx.Err() != nil {
+			return err
+		}
+		if try > p.opts.retries {
+			return fmt.Errorf("%w (gave up after %d retries; a batch larger than the server's --max-backlog can never be accepted: lower --batch)", err, p.opts.retries)
+		}
+		wait := retryDelay(try, p.opts.retryWait, p.opts.retryMax)
+		p.res.Retries++
+		p.note("push: %v; retry %d/%d in %s", err, try, p.opts.retries, fmtDuration(wait))
+		if err := sleepCtx(ctx, wait); err != nil {
+			return err
+		}
+	}
+}
+
+// note tells the user something on stderr, around the progress bar.
+func (p *pusher) note(format string, args ...any) {
+	if p.bar != nil {
+		_ = p.bar.Clear()
+	}
+	p.s.out.note(format, args...)
+}
+
+// recordViolation finds, in an INVALID_ARGUMENT error of a batch of n
+// records, the first google.rpc.BadRequest field violation naming a record
+// ("records[i].field"), and returns i, the field and its description.
+func recordViolation(err error, n int) (i int, field, desc string, ok bool) {
+	var ce *connect.Error
+	if !errors.As(err, &ce) || ce.Code() != connect.CodeInvalidArgument {
+		return 0, "", "", false
+	}
+	for _, d := range ce.Details() {
+		v, derr := d.Value()
+		if derr != nil {
+			continue
+		}
+		br, isBR := v.(*errdetails.BadRequest)
+		if !isBR {
+			continue
+		}
+		for _, fv := range br.GetFieldViolations() {
+			var idx int
+			var rest string
+			if _, serr := fmt.Sscanf(fv.GetField(), "records[%d]", &idx); serr != nil || idx < 0 || idx >= n {
+				continue
+			}
+			rest = strings.TrimPrefix(fv.GetField()[strings.Index(fv.GetField(), "]")+1:], ".")
+			return idx, rest, violationText(fv.GetDescription(), idx, rest), true
+		}
+	}
+	return 0, "", "", false
+}
+
+// violationText drops the server's "record i (id ...): field: " prefix
+// from a description: the line number replaces the batch index.
+func violationText(desc string, i int, field string) string {
+	if k := strings.Index(desc, "): "+field+": "); k >= 0 && strings.HasPrefix(desc, fmt.Sprintf("record %d (", i)) {
+		return desc[k+len("): "+field+": "):]
+	}
+	return strings.TrimPrefix(desc, fmt.Sprintf("record %d: %s: ", i, field))
+}
+
+// pushLine is one input line.
+type pushLine struct {
+	Op        *string         `json:"op"`
+	ID        *string         `json:"id"`
+	Embedding []float32       `json:"embedding"`
+	Document  *string         `json:"document"`
+	Metadata  json.RawMessage `json:"metadata"`
+}
+
+// parseLine decodes and checks one line. The checks are the cheap ones; the
+// server validates the rest (dimension, metadata values, sizes).
+func parseLine(text []byte, def compactorv1.Operation) (*compactorv1.OperationRecord, error) {
+	var l pushLine
+	dec := json.NewDecoder(bytes.NewReader(text))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&l); err != nil {
+		return nil, jsonProblem(err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, errors.New("invalid JSON: unexpected data after the object")
+	}
+	rec := &compactorv1.OperationRecord{Op: def, Embedding: l.Embedding, Document: l.Document}
+	if l.Op != nil {
+		op, ok := parseOp(*l.Op)
+		if !ok {
+			return nil, fmt.Errorf("op %q: want add, update, upsert or delete", *l.Op)
+		}
+		rec.Op = op
+	}
+	switch {
+	case l.ID == nil:
+		return nil, errors.New(`"id" is missing`)
+	case *l.ID == "":
+		return nil, errors.New(`"id" is empty`)
+	}
+	rec.Id = *l.ID
+	if len(l.Metadata) > 0 && string(l.Metadata) != "null" {
+		var md map[string]any
+		if err := json.Unmarshal(l.Metadata, &md); err != nil {
+			return nil, errors.New(`"metadata": want an object`)
+		}
+		st, err := structpb.NewStruct(md)
+		if err != nil {
+			return nil, fmt.Errorf(`"metadata": %w`, err)
+		}
+		rec.Metadata = st
+	}
+	return rec, nil
+}
+
+// jsonProblem rewords a decoding error for a person.
+func jsonProblem(err error) error {
+	var syn *json.SyntaxError
+	var typ *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &syn):
+		return fmt.Errorf("invalid JSON at byte %d: %s", syn.Offset, strings.TrimPrefix(syn.Error(), "json: "))
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return errors.New("invalid JSON: the line ends inside the object")
+	case errors.As(err, &typ):
+		if typ.Field == "" {
+			return fmt.Errorf("want a JSON object, got %s", typ.Value)
+		}
+		return fmt.Errorf("%q: want %s, got %s", typ.Field, kindText(typ.Type), typ.Value)
+	}
+	return errors.New(strings.TrimPrefix(err.Error(), "json: "))
+}
+
+func kindText(t reflect.Type) string {
+	switch t.Kind() {
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.String:
+		return "a string"
+	case reflect.Slice:
+		return "an array of " + strings.TrimPrefix(kindText(t.Elem()), "a ") + "s"
+	case reflect.Map, reflect.Struct:
+		return "an object"
+	}
+	return t.String()
+}
+
+// parseOp accepts add, update, upsert, delete (any case, or the enum name).
+func parseOp(s string) (compactorv1.Operation, bool) {
+	name := strings.ToUpper(strings.TrimSpace(s))
+	if !strings.HasPrefix(name, "OPERATION_") {
+		name = "OPERATION_" + name
+	}
+	v, ok := compactorv1.Operation_value[name]
+	if !ok || v == 0 {
+		return 0, false
+	}
+	return compactorv1.Operation(v), true
+}
