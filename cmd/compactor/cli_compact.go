@@ -238,9 +238,10 @@ func (s *cliSession) waitJobs(ctx context.Context, results []*compactorv1.Compac
 
 // continuations finds the jobs the server queued to continue the
 // successful jobs of final, whose backlog was larger than one job (a
-// continuation's reason names the job it continues; a continuation may have
-// its own). Best effort: a failure to look is reported on stderr, not as the
-// command's error.
+// continuation's continues_job_id names the job it continues; a continuation
+// may have its own). The server queues a continuation before it publishes the
+// end of the job it continues, so one look suffices. Best effort: a failure
+// to look is reported on stderr, not as the command's error.
 func (s *cliSession) continuations(ctx context.Context, final []*compactorv1.CompactResult) []*compactorv1.Job {
 	var conts []*compactorv1.Job
 	for _, r := range final {
@@ -257,58 +258,25 @@ func (s *cliSession) continuations(ctx context.Context, final []*compactorv1.Com
 	return conts
 }
 
-// continuationLooks bounds the looks for the continuation of a job whose
-// collection still has a backlog: the server queues it just after it
-// publishes the job's end, so the first look can be a little early.
-const continuationLooks = 4
-
 func (s *cliSession) continuationsOf(ctx context.Context, j *compactorv1.Job) ([]*compactorv1.Job, error) {
-	for look := 1; ; look++ {
-		res, err := callUnary(ctx, s, func(ctx context.Context) (*connect.Response[compactorv1.ListCompactionsResponse], error) {
-			return s.c.compaction.ListCompactions(ctx, connect.NewRequest(&compactorv1.ListCompactionsRequest{
-				CollectionId: j.GetCollectionId(), PageSize: 100,
-			}))
-		})
-		if err != nil {
-			return nil, err
-		}
-		ids := []string{j.GetId()}
-		var found []*compactorv1.Job
-		jobs := res.Msg.GetJobs()
-		for i := len(jobs) - 1; i >= 0; i-- { // oldest first, to follow chains
-			if c := jobs[i]; continues(c, ids) && !c.GetCreateTime().AsTime().Before(j.GetStartTime().AsTime()) {
-				ids = append(ids, c.GetId())
-				found = append(found, c)
-			}
-		}
-		if len(found) > 0 || look == continuationLooks {
-			return found, nil
-		}
-		coll, err := callUnary(ctx, s, func(ctx context.Context) (*connect.Response[compactorv1.GetCollectionResponse], error) {
-			return s.c.collection.GetCollection(ctx, connect.NewRequest(&compactorv1.GetCollectionRequest{Id: j.GetCollectionId()}))
-		})
-		if err != nil || coll.Msg.GetCollection().GetBacklog() == 0 {
-			return nil, nil // deleted since, or nothing left to continue
-		}
-		if err := sleepCtx(ctx, time.Duration(look)*50*time.Millisecond); err != nil {
-			return nil, err
+	res, err := callUnary(ctx, s, func(ctx context.Context) (*connect.Response[compactorv1.ListCompactionsResponse], error) {
+		return s.c.compaction.ListCompactions(ctx, connect.NewRequest(&compactorv1.ListCompactionsRequest{
+			CollectionId: j.GetCollectionId(), PageSize: 100,
+		}))
+	})
+	if err != nil {
+		return nil, err
+	}
+	chain := map[string]bool{j.GetId(): true}
+	var found []*compactorv1.Job
+	jobs := res.Msg.GetJobs()
+	for i := len(jobs) - 1; i >= 0; i-- { // oldest first, to follow chains
+		if c := jobs[i]; chain[c.GetContinuesJobId()] {
+			chain[c.GetId()] = true
+			found = append(found, c)
 		}
 	}
-}
-
-// continues reports whether c's reason names one of the jobs ids as the
-// one it continues: the server writes "continues job <first 8 characters of
-// the id>: N records remain".
-func continues(c *compactorv1.Job, ids []string) bool {
-	for _, id := range ids {
-		if c.GetId() == id {
-			return false
-		}
-		if strings.Contains(c.GetReason(), id) || len(id) >= 8 && strings.Contains(c.GetReason(), "job "+id[:8]) {
-			return true
-		}
-	}
-	return false
+	return found, nil
 }
 
 // jobView shows the progress of waited-for jobs on stderr.

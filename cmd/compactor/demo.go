@@ -166,4 +166,3 @@ Try it (from the repository root, in another terminal):
   curl -s -H 'Content-Type: application/json' -d '{}' %[1]s/compactor.v1.CompactionService/ListCompactions
 `, base, hostport, id)
 }
-

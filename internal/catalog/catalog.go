@@ -153,6 +153,10 @@ type Job struct {
 	Error          string // error text of a FAILED job
 	Note           string // e.g. "nothing to compact", "interrupted"
 	Node           string // the node (host name) that ran it
+	// Continues is the id of the job this one continues (that job read the
+	// most records one job may and left a backlog); "" for other jobs. Set
+	// at insertion, never updated.
+	Continues string
 }
 
 // JobFilter selects jobs for ListJobs. Zero fields do not filter.

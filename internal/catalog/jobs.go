@@ -19,7 +19,7 @@ const interrupted = "interrupted"
 // jobColumns selects a job row in the order scanJob reads it.
 const jobColumns = `id, collection_id, trigger_type, state, reason, attempt, created_at, started_at, finished_at,
 	offset_start, offset_end, records_read, records_written, bytes_written, version_before, version_after,
-	error_text, note, node`
+	error_text, note, node, continues`
 
 func scanJob(s scanner) (Job, error) {
 	var (
@@ -29,7 +29,7 @@ func scanJob(s scanner) (Job, error) {
 	err := s.Scan(&j.ID, &j.CollectionID, &j.Trigger, &j.State, &j.Reason, &j.Attempt, &createdAt,
 		msTime{&j.StartedAt}, msTime{&j.FinishedAt},
 		&j.OffsetStart, &j.OffsetEnd, &j.RecordsRead, &j.RecordsWritten, &j.BytesWritten, &j.VersionBefore, &j.VersionAfter,
-		&j.Error, &j.Note, &j.Node)
+		&j.Error, &j.Note, &j.Node, &j.Continues)
 	if err != nil {
 		return Job{}, err
 	}
@@ -70,11 +70,11 @@ func (c *impl) insertJob(ctx context.Context, j Job) error {
 	}
 	err := c.writeTx(ctx, func(tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, c.d.q(`INSERT INTO jobs (`+jobColumns+`)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
 			j.ID, j.CollectionID, string(j.Trigger), string(j.State), j.Reason, j.Attempt, ms(j.CreatedAt),
 			msOrNull(j.StartedAt), msOrNull(j.FinishedAt),
 			j.OffsetStart, j.OffsetEnd, j.RecordsRead, j.RecordsWritten, j.BytesWritten, j.VersionBefore, j.VersionAfter,
-			j.Error, j.Note, j.Node)
+			j.Error, j.Note, j.Node, j.Continues)
 		switch c.d.kind(err) {
 		case kindUnique:
 			return fmt.Errorf("job id is taken: %w", ErrAlreadyExists)

@@ -18,7 +18,7 @@ func fullJob(collectionID string, at time.Time) catalog.Job {
 		Reason: "operator: <b>reindex</b>", Attempt: 3,
 		CreatedAt: at, StartedAt: at.Add(time.Second), FinishedAt: at.Add(3 * time.Second),
 		OffsetStart: 10, OffsetEnd: 20, RecordsRead: 10, RecordsWritten: 7, BytesWritten: 1 << 40,
-		VersionBefore: 4, VersionAfter: 5, Error: "", Note: "ok", Node: "host-1",
+		VersionBefore: 4, VersionAfter: 5, Error: "", Note: "ok", Node: "host-1", Continues: uuid.NewString(),
 	}
 }
 
@@ -82,10 +82,11 @@ func TestUpdateJob(t *testing.T) {
 		running.State, running.StartedAt, running.Node, running.OffsetStart, running.OffsetEnd = catalog.JobRunning, created.Add(time.Second), "n2", 5, 9
 		failed := fullJob(col.ID, created)
 		failed.ID, failed.State, failed.Error, failed.Note = j.ID, catalog.JobFailed, "blob store: timeout", ""
-		reverted := failed // optional times and text can be cleared again
+		failed.Continues = "" // set at insertion only: see "continues is kept"
+		reverted := failed    // optional times and text can be cleared again
 		reverted.StartedAt, reverted.FinishedAt, reverted.Error, reverted.Reason = time.Time{}, time.Time{}, "", ""
 		moved := reverted // identity fields are not mutable
-		moved.CollectionID, moved.CreatedAt = other.ID, created.Add(time.Hour)
+		moved.CollectionID, moved.CreatedAt, moved.Continues = other.ID, created.Add(time.Hour), uuid.NewString()
 
 		tests := []struct {
 			name   string
@@ -96,7 +97,7 @@ func TestUpdateJob(t *testing.T) {
 			{name: "to running", update: running, get: running},
 			{name: "every mutable field", update: failed, get: failed},
 			{name: "back to zero values", update: reverted, get: reverted},
-			{name: "collection and creation time are kept", update: moved, get: reverted},
+			{name: "collection, creation time and continues are kept", update: moved, get: reverted},
 			{name: "an unknown id", update: func() catalog.Job { u := running; u.ID = uuid.NewString(); return u }(), want: catalog.ErrNotFound, get: reverted},
 			{name: "an unknown state", update: func() catalog.Job { u := running; u.State = "?"; return u }(), want: catalog.ErrInvalidArgument, get: reverted},
 		}

@@ -348,7 +348,7 @@ func (m *Manager) Compact(ctx context.Context, ids []string, all bool, reason st
 			out = append(out, Enqueued{Job: m.snapshot(cs.queued)})
 			continue
 		}
-		e, err := m.enqueueLocked(ctx, id, catalog.TriggerOneOff, reason, time.Time{})
+		e, err := m.enqueueLocked(ctx, id, catalog.TriggerOneOff, reason, time.Time{}, "")
 		if err != nil {
 			return out, err
 		}
@@ -358,7 +358,7 @@ func (m *Manager) Compact(ctx context.Context, ids []string, all bool, reason st
 }
 
 // enqueueLocked creates, persists and queues a job; m.mu must be held.
-func (m *Manager) enqueueLocked(ctx context.Context, collectionID string, trigger catalog.Trigger, reason string, oldest time.Time) (*entry, error) {
+func (m *Manager) enqueueLocked(ctx context.Context, collectionID string, trigger catalog.Trigger, reason string, oldest time.Time, continues string) (*entry, error) {
 	cs := m.coll(collectionID)
 	now := m.now()
 	j := catalog.Job{
@@ -369,6 +369,7 @@ func (m *Manager) enqueueLocked(ctx context.Context, collectionID string, trigge
 		Reason:       reason,
 		Attempt:      cs.failures + 1,
 		CreatedAt:    now,
+		Continues:    continues,
 	}
 	if err := m.store.InsertJob(ctx, j); err != nil {
 		return nil, fmt.Errorf("insert job for collection %s: %w", collectionID, err)
@@ -478,6 +479,7 @@ func (m *Manager) run(workCtx context.Context, e *entry) {
 	}
 	m.publishLocked(e)
 
+	var committed catalog.Job // the row written with the commit, if any
 	finish := func(o Outcome) catalog.Job {
 		m.mu.Lock()
 		defer m.mu.Unlock()
@@ -485,6 +487,7 @@ func (m *Manager) run(workCtx context.Context, e *entry) {
 		applyOutcome(&j, o)
 		j.State = catalog.JobSucceeded
 		j.FinishedAt = m.now()
+		committed = j
 		return j
 	}
 	outcome, err := m.execute(jobCtx, e, finish)
@@ -493,6 +496,9 @@ func (m *Manager) run(workCtx context.Context, e *entry) {
 	j := &e.job
 	applyOutcome(j, outcome)
 	j.FinishedAt = m.now()
+	if err == nil && outcome.Committed() {
+		j.FinishedAt = committed.FinishedAt // as persisted
+	}
 	cs := m.colls[j.CollectionID]
 	var countFailure bool
 	switch {
@@ -562,14 +568,16 @@ func (m *Manager) run(workCtx context.Context, e *entry) {
 	e.progress = nil
 	delete(m.active, final.ID)
 	close(e.done)
-	m.publish(e)
-	// Continuation: a backlog larger than one job goes on at once.
+	// Continuation: a backlog larger than one job goes on at once. It is
+	// queued before the end of this job is published, so a watcher that
+	// sees the end finds the continuation already there.
 	if final.State == catalog.JobSucceeded && outcome.Remaining > 0 && cs.queued == nil && !m.stopping {
 		reason := fmt.Sprintf("continues job %.8s: %d records remain", final.ID, outcome.Remaining)
-		if _, err := m.enqueueLocked(pctx, final.CollectionID, final.Trigger, reason, time.Time{}); err != nil {
+		if _, err := m.enqueueLocked(pctx, final.CollectionID, final.Trigger, reason, time.Time{}, final.ID); err != nil {
 			log.Error("queue continuation", "err", err)
 		}
 	}
+	m.publish(e)
 	m.metrics.setStates(m.active)
 	m.signal()
 }

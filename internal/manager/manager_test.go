@@ -323,6 +323,12 @@ func TestBacklogLargerThanOneJobContinuesAtOnce(t *testing.T) {
 			if jobs[i].State != catalog.JobSucceeded || jobs[i].RecordsRead != want {
 				t.Fatalf("job %d: %s with %d records, want SUCCEEDED with %d", i, jobs[i].State, jobs[i].RecordsRead, want)
 			}
+			if i > 0 && (jobs[i].Continues != jobs[i-1].ID || jobs[i].Trigger != catalog.TriggerOneOff) {
+				t.Fatalf("job %d continues %q with trigger %s, want %q and the first job's trigger", i, jobs[i].Continues, jobs[i].Trigger, jobs[i-1].ID)
+			}
+		}
+		if jobs[0].Continues != "" {
+			t.Fatalf("the first job claims to continue %q", jobs[0].Continues)
 		}
 		if !time.Now().Equal(t0) {
 			t.Fatalf("continuations waited %s for a tick", time.Since(t0))

@@ -74,7 +74,7 @@ func (m *Manager) Schedule(ctx context.Context) error {
 		if c.Backlog() < m.cfg.MinCompactionSize {
 			reason = fmt.Sprintf("oldest record waited %s (maximum %s)", now.Sub(c.OldestUncompactedAt).Round(time.Second), m.cfg.MaxAge)
 		}
-		if _, err := m.enqueueLocked(ctx, c.ID, catalog.TriggerScheduled, reason, c.OldestUncompactedAt); err != nil {
+		if _, err := m.enqueueLocked(ctx, c.ID, catalog.TriggerScheduled, reason, c.OldestUncompactedAt, ""); err != nil {
 			m.mu.Unlock()
 			return err
 		}

@@ -83,6 +83,7 @@ func jobToProto(j manager.Job, name string) *compactorv1.Job {
 		Note:            j.Note,
 		Node:            j.Node,
 		CancelRequested: j.CancelRequested,
+		ContinuesJobId:  j.Continues,
 	}
 	if pr := j.Progress; pr != nil {
 		p.Progress = &compactorv1.Progress{RecordsRead: pr.RecordsRead, RecordsTotal: pr.RecordsTotal, BytesWritten: pr.BytesWritten, Phase: pr.Phase}
@@ -144,6 +145,12 @@ func operationFromProto(i int, p *compactorv1.OperationRecord) (materialize.Oper
 	if md := p.GetMetadata(); md != nil && len(md.GetFields()) > 0 {
 		o.Metadata = make(materialize.Metadata, len(md.GetFields()))
 		for k, v := range md.GetFields() {
+			if n, ok := v.GetKind().(*structpb.Value_NumberValue); ok {
+				// Not AsInterface: it turns NaN and ±Inf into the strings
+				// "NaN" and "Infinity", which validation would accept.
+				o.Metadata[k] = n.NumberValue
+				continue
+			}
 			o.Metadata[k] = v.AsInterface()
 		}
 	}

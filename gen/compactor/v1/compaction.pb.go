@@ -264,8 +264,12 @@ type Job struct {
 	// True when CancelCompaction was called on the job while it was RUNNING and
 	// the job has not stopped yet.
 	CancelRequested bool `protobuf:"varint,22,opt,name=cancel_requested,json=cancelRequested,proto3" json:"cancel_requested,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// The id of the job this one continues: that job read the most records one
+	// job may (the server's maximum compaction size) and left a backlog, so
+	// this one was queued at once. Empty for other jobs.
+	ContinuesJobId string `protobuf:"bytes,23,opt,name=continues_job_id,json=continuesJobId,proto3" json:"continues_job_id,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *Job) Reset() {
@@ -450,6 +454,13 @@ func (x *Job) GetCancelRequested() bool {
 		return x.CancelRequested
 	}
 	return false
+}
+
+func (x *Job) GetContinuesJobId() string {
+	if x != nil {
+		return x.ContinuesJobId
+	}
+	return ""
 }
 
 // Progress of a running job.
@@ -1148,7 +1159,7 @@ var File_compactor_v1_compaction_proto protoreflect.FileDescriptor
 
 const file_compactor_v1_compaction_proto_rawDesc = "" +
 	"\n" +
-	"\x1dcompactor/v1/compaction.proto\x12\fcompactor.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xc5\x06\n" +
+	"\x1dcompactor/v1/compaction.proto\x12\fcompactor.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xef\x06\n" +
 	"\x03Job\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12#\n" +
 	"\rcollection_id\x18\x02 \x01(\tR\fcollectionId\x12'\n" +
@@ -1176,7 +1187,8 @@ const file_compactor_v1_compaction_proto_rawDesc = "" +
 	"\x04note\x18\x13 \x01(\tR\x04note\x12\x12\n" +
 	"\x04node\x18\x14 \x01(\tR\x04node\x122\n" +
 	"\bprogress\x18\x15 \x01(\v2\x16.compactor.v1.ProgressR\bprogress\x12)\n" +
-	"\x10cancel_requested\x18\x16 \x01(\bR\x0fcancelRequested\"\x8d\x01\n" +
+	"\x10cancel_requested\x18\x16 \x01(\bR\x0fcancelRequested\x12(\n" +
+	"\x10continues_job_id\x18\x17 \x01(\tR\x0econtinuesJobId\"\x8d\x01\n" +
 	"\bProgress\x12!\n" +
 	"\frecords_read\x18\x01 \x01(\x03R\vrecordsRead\x12#\n" +
 	"\rrecords_total\x18\x02 \x01(\x03R\frecordsTotal\x12#\n" +

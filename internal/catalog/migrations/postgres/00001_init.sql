@@ -60,6 +60,7 @@ CREATE TABLE jobs (
     version_after   BIGINT  NOT NULL DEFAULT 0,
     error_text      TEXT    NOT NULL DEFAULT '',
     note            TEXT    NOT NULL DEFAULT '',
+    continues       TEXT    NOT NULL DEFAULT '', -- id of the job this one continues
     node            TEXT    NOT NULL DEFAULT ''
 );
 

@@ -59,6 +59,7 @@ CREATE TABLE jobs (
     version_after   INTEGER NOT NULL DEFAULT 0,
     error_text      TEXT    NOT NULL DEFAULT '',
     note            TEXT    NOT NULL DEFAULT '',
+    continues       TEXT    NOT NULL DEFAULT '', -- id of the job this one continues
     node            TEXT    NOT NULL DEFAULT ''
 );
 
