@@ -97,9 +97,10 @@ func authFunc(token string, protectReads bool) authn.AuthFunc {
 		if !protectReads && !Mutating[req.Procedure()] {
 			return nil, nil
 		}
-		h := req.Header().Get("Authorization")
-		got, ok := strings.CutPrefix(h, "Bearer ")
-		if !ok || got == "" {
+		// The scheme is case-insensitive (RFC 9110 §11.1).
+		scheme, got, ok := strings.Cut(strings.TrimSpace(req.Header().Get("Authorization")), " ")
+		got = strings.TrimSpace(got)
+		if !ok || !strings.EqualFold(scheme, "Bearer") || got == "" {
 			return nil, authn.Errorf("this call needs a bearer token: send the header Authorization: Bearer <token>")
 		}
 		if subtle.ConstantTimeCompare([]byte(got), want) != 1 {

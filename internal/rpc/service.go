@@ -7,9 +7,11 @@ package rpc
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"unicode/utf8"
 
 	"connectrpc.com/connect"
@@ -66,6 +68,9 @@ type Service struct {
 	recs   Records
 	limits catalog.AppendLimits
 	log    *slog.Logger
+
+	draining  chan struct{} // closed by Drain
+	drainOnce sync.Once
 }
 
 var (
@@ -80,7 +85,18 @@ func NewService(mgr Manager, cat Catalog, recs Records, limits catalog.AppendLim
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	return &Service{mgr: mgr, cat: cat, recs: recs, limits: limits, log: logger}
+	return &Service{mgr: mgr, cat: cat, recs: recs, limits: limits, log: logger, draining: make(chan struct{})}
+}
+
+// Drain ends the open WatchCompactions streams with UNAVAILABLE (the client
+// may watch again, elsewhere or after the restart) and refuses new ones.
+// The server calls it when shutdown starts: a stream never ends by itself,
+// so it would hold the HTTP shutdown for its whole grace period and then be
+// cut without a status.
+func (s *Service) Drain() { s.drainOnce.Do(func() { close(s.draining) }) }
+
+func errDraining() error {
+	return connect.NewError(connect.CodeUnavailable, errors.New("server shutting down; watch again"))
 }
 
 func (s *Service) fail(ctx context.Context, procedure string, err error) error {
@@ -246,6 +262,11 @@ func (s *Service) WatchCompactions(ctx context.Context, req *connect.Request[com
 		}
 		return m.GetCollectionId() == "" || j.CollectionID == m.GetCollectionId()
 	}
+	select {
+	case <-s.draining:
+		return errDraining()
+	default:
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	sub, active, err := s.mgr.Watch(ctx)
@@ -284,7 +305,18 @@ func (s *Service) WatchCompactions(ctx context.Context, req *connect.Request[com
 	if err := stream.Send(&compactorv1.WatchCompactionsResponse{Type: compactorv1.WatchEventType_WATCH_EVENT_TYPE_SNAPSHOT_COMPLETE}); err != nil {
 		return err
 	}
-	for ev := range sub.Events() {
+	events := sub.Events()
+	for {
+		var ev manager.Event
+		var ok bool
+		select {
+		case ev, ok = <-events:
+		case <-s.draining:
+			return errDraining()
+		}
+		if !ok {
+			break
+		}
 		if !match(ev.Job) {
 			continue
 		}

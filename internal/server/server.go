@@ -272,6 +272,7 @@ func (a *App) Run(ctx context.Context, ln net.Listener, started func(addr net.Ad
 		a.log.Info("shutting down")
 		a.ready.Store(false)
 		a.stopped.Do(func() { close(a.done) })
+		a.Service.Drain() // end watch streams, or they hold Shutdown for its whole grace
 		a.health.SetStatus("", grpchealth.StatusNotServing)
 		for _, s := range rpc.ServiceNames {
 			a.health.SetStatus(s, grpchealth.StatusNotServing)

@@ -1,0 +1,276 @@
+package server_test
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+	"connectrpc.com/grpchealth"
+
+	compactorv1 "github.com/compactorhq/compactor/gen/compactor/v1"
+	"github.com/compactorhq/compactor/gen/compactor/v1/compactorv1connect"
+	"github.com/compactorhq/compactor/internal/rpc"
+	"github.com/compactorhq/compactor/internal/server"
+)
+
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// h2cClient speaks only plaintext HTTP/2 (prior knowledge), as gRPC
+// clients do.
+func h2cClient() *http.Client {
+	var protocols http.Protocols
+	protocols.SetUnencryptedHTTP2(true)
+	return &http.Client{Transport: &http.Transport{Protocols: &protocols}}
+}
+
+// TestServePlaintextHTTP2 runs the production setup, App.Run with
+// NewHTTPServer on a TCP listener, and talks to it over plaintext HTTP/2
+// only: a gRPC client, the gRPC health check, the probes and the metrics;
+// then it shuts down in order.
+func TestServePlaintextHTTP2(t *testing.T) {
+	cfg := server.DefaultConfig()
+	cfg.DataDir = t.TempDir()
+	cfg.Listen = "127.0.0.1:0"
+	cfg.Manager.Interval = time.Hour
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	logs := &syncBuffer{}
+	logger := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	app, err := server.Open(ctx, cfg, logger)
+	if err != nil {
+		t.Fatalf("open: %v", err)
+	}
+	defer app.Close()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	started := make(chan net.Addr, 1)
+	done := make(chan error, 1)
+	go func() { done <- app.Run(ctx, ln, func(a net.Addr) { started <- a }) }()
+	var base string
+	select {
+	case a := <-started:
+		base = "http://" + a.String()
+	case err := <-done:
+		t.Fatalf("Run returned before serving: %v", err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run did not start serving")
+	}
+
+	hc := h2cClient()
+	defer hc.CloseIdleConnections()
+	colls := compactorv1connect.NewCollectionServiceClient(hc, base, connect.WithGRPC())
+	created, err := colls.CreateCollection(t.Context(), connect.NewRequest(&compactorv1.CreateCollectionRequest{Name: "h2c", Dimension: 2}))
+	if err != nil {
+		t.Fatalf("create collection over gRPC: %v", err)
+	}
+	list, err := colls.ListCollections(t.Context(), connect.NewRequest(&compactorv1.ListCollectionsRequest{}))
+	if err != nil {
+		t.Fatalf("list collections over gRPC: %v", err)
+	}
+	if n := len(list.Msg.GetCollections()); n != 1 || list.Msg.GetCollections()[0].GetId() != created.Msg.GetCollection().GetId() {
+		t.Errorf("ListCollections = %v, want the created collection", list.Msg.GetCollections())
+	}
+	_, err = colls.GetCollection(t.Context(), connect.NewRequest(&compactorv1.GetCollectionRequest{Id: "00000000-0000-4000-8000-000000000000"}))
+	if connect.CodeOf(err) != connect.CodeNotFound {
+		t.Errorf("GetCollection of an unknown id over gRPC: %v, want NOT_FOUND", err)
+	}
+
+	health := grpchealth.NewClient(hc, base, connect.WithGRPC())
+	for _, svc := range append([]string{""}, rpc.ServiceNames...) {
+		res, err := health.Check(t.Context(), &grpchealth.CheckRequest{Service: svc})
+		if err != nil {
+			t.Fatalf("health check %q: %v", svc, err)
+		}
+		if res.Status != grpchealth.StatusServing {
+			t.Errorf("health of %q: %v, want SERVING", svc, res.Status)
+		}
+	}
+
+	get := func(path string) (int, string, string) {
+		t.Helper()
+		req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, base+path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := hc.Do(req)
+		if err != nil {
+			t.Fatalf("GET %s: %v", path, err)
+		}
+		defer res.Body.Close()
+		b, err := io.ReadAll(res.Body)
+		if err != nil {
+			t.Fatalf("GET %s: %v", path, err)
+		}
+		return res.StatusCode, res.Proto, string(b)
+	}
+	for _, path := range []string{"/healthz", "/readyz"} {
+		if code, proto, body := get(path); code != http.StatusOK || proto != "HTTP/2.0" {
+			t.Errorf("GET %s: %d over %s (%q), want 200 over HTTP/2.0", path, code, proto, body)
+		}
+	}
+	code, _, metrics := get("/metrics")
+	if code != http.StatusOK {
+		t.Fatalf("GET /metrics: %d", code)
+	}
+	for _, want := range []string{"compactor_build_info{", `compactor_rpc_requests_total{code="ok",procedure="/compactor.v1.CollectionService/ListCollections"} 1`, "go_goroutines"} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("/metrics does not contain %q", want)
+		}
+	}
+
+	// HTTP/1.1 is served on the same port too (Connect and the page).
+	res, err := (&http.Client{}).Get(base + "/healthz")
+	if err != nil {
+		t.Fatalf("GET /healthz over HTTP/1.1: %v", err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusOK || res.ProtoMajor != 1 {
+		t.Errorf("GET /healthz over HTTP/1.1: %d %s", res.StatusCode, res.Proto)
+	}
+
+	stop()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run did not return after its context ended")
+	}
+	if _, err := colls.ListCollections(context.Background(), connect.NewRequest(&compactorv1.ListCollectionsRequest{})); err == nil {
+		t.Error("the server still answers after Run returned")
+	}
+	if !strings.Contains(logs.String(), "shutting down") {
+		t.Errorf("no shutdown in the log:\n%s", logs.String())
+	}
+}
+
+// TestShutdownEndsWatchStreams: an open WatchCompactions ends with
+// UNAVAILABLE when shutdown starts, and does not hold Run for the HTTP
+// grace period (an hour here).
+func TestShutdownEndsWatchStreams(t *testing.T) {
+	cfg := server.DefaultConfig()
+	cfg.DataDir = t.TempDir()
+	cfg.Listen = "127.0.0.1:0"
+	cfg.Manager.Interval = time.Hour
+	cfg.ShutdownGrace = time.Hour
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	app, err := server.Open(ctx, cfg, nil)
+	if err != nil {
+		t.Fatalf("open: %v", err)
+	}
+	defer app.Close()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	started := make(chan net.Addr, 1)
+	done := make(chan error, 1)
+	go func() { done <- app.Run(ctx, ln, func(a net.Addr) { started <- a }) }()
+	var base string
+	select {
+	case a := <-started:
+		base = "http://" + a.String()
+	case err := <-done:
+		t.Fatalf("Run returned before serving: %v", err)
+	}
+	hc := h2cClient()
+	defer hc.CloseIdleConnections()
+	jobs := compactorv1connect.NewCompactionServiceClient(hc, base, connect.WithGRPC())
+	wctx, cancel := context.WithTimeout(t.Context(), 30*time.Second) // bounds the test should the stream hang
+	defer cancel()
+	stream, err := jobs.WatchCompactions(wctx, connect.NewRequest(&compactorv1.WatchCompactionsRequest{}))
+	if err != nil {
+		t.Fatalf("watch: %v", err)
+	}
+	defer stream.Close()
+	if !stream.Receive() || stream.Msg().GetType() != compactorv1.WatchEventType_WATCH_EVENT_TYPE_SNAPSHOT_COMPLETE {
+		t.Fatalf("first event %v (%v), want SNAPSHOT_COMPLETE", stream.Msg(), stream.Err())
+	}
+
+	stop()
+	for stream.Receive() {
+		t.Errorf("event during shutdown: %v", stream.Msg())
+	}
+	if code := connect.CodeOf(stream.Err()); code != connect.CodeUnavailable {
+		t.Errorf("watch ended with %v (%v), want UNAVAILABLE", code, stream.Err())
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run is still waiting for the watch stream 30 s after shutdown began")
+	}
+}
+
+// TestValidateFillsDefaultsAndRejectsBadValues: the derived defaults and
+// the errors that name the flag.
+func TestValidateFillsDefaultsAndRejectsBadValues(t *testing.T) {
+	cfg := server.DefaultConfig()
+	cfg.DataDir = t.TempDir()
+	if err := cfg.Validate(); err != nil {
+		t.Fatalf("defaults: %v", err)
+	}
+	if !strings.HasSuffix(cfg.CatalogDSN, "catalog.db") || !strings.HasPrefix(cfg.BlobURL, "file://") {
+		t.Errorf("derived defaults: catalog %q, blobs %q", cfg.CatalogDSN, cfg.BlobURL)
+	}
+	for _, tc := range []struct {
+		name string
+		mut  func(*server.Config)
+		want string
+	}{
+		{"a listen address without a port", func(c *server.Config) { c.Listen = "localhost" }, "--listen"},
+		{"no data directory", func(c *server.Config) { c.DataDir = "" }, "--data-dir"},
+		{"protect-reads without a token", func(c *server.Config) { c.ProtectReads = true }, "--protect-reads"},
+		{"a token and a token file", func(c *server.Config) { c.Token, c.TokenFile = "a", "b" }, "--token"},
+		{"a missing token file", func(c *server.Config) { c.TokenFile = "/nonexistent/token" }, "--token-file"},
+		{"a zero backlog limit", func(c *server.Config) { c.MaxBacklog = 0 }, "--max-backlog"},
+		{"a negative request limit", func(c *server.Config) { c.MaxRequestBytes = -1 }, "--max-request-bytes"},
+		{"no workers", func(c *server.Config) { c.Manager.Workers = 0 }, "workers"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := server.DefaultConfig()
+			cfg.DataDir = t.TempDir()
+			tc.mut(&cfg)
+			err := cfg.Validate()
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("Validate: %v, want an error naming %s", err, tc.want)
+			}
+		})
+	}
+}
