@@ -6,7 +6,8 @@
 #   buf lint, buf format, buf breaking against the previous commit,
 #   gofmt, go vet, go test -race ./... (with the headless-browser test),
 #   promtool check/test of the alert rules, the end-to-end script test.
-# It ends with one line: "ci: N passed, M failed".
+# It ends with one line: "ci: N passed, M failed, K skipped" (tests and
+# end-to-end checks; a failed non-test step counts as a failure).
 #
 # Environment: CI=true makes a missing browser or promtool a failure instead
 # of a skip; SKIP_INSTALL=1 installs nothing.
@@ -93,13 +94,27 @@ promtool_checks() {
 	promtool check rules deploy/prometheus/alerts.yml && promtool test rules deploy/prometheus/alerts_test.yml
 }
 step "alert rules (promtool)" promtool_checks
-step "end-to-end script test" scripts/e2e.sh
+e2e() { scripts/e2e.sh 2>&1 | tee .cache/e2e.log; return "${PIPESTATUS[0]}"; }
+rm -f .cache/e2e.log
+step "end-to-end script test" e2e
 
-tests=$(grep -c '"Action":"pass","Package":"[^"]*","Test"' .cache/test.json 2>/dev/null || echo 0)
+# The closing line counts tests: go tests (subtests included) and end-to-end
+# checks; a failed step that is not a test (gofmt, lint...) counts as one
+# failure too.
+count() { grep -c "\"Action\":\"$1\",\"Package\":\"[^\"]*\",\"Test\"" .cache/test.json 2>/dev/null; }
+go_pass=$(count pass) go_fail=$(count fail) go_skip=$(count skip)
+e2e_line=$(grep -Eo 'e2e: [0-9]+ passed, [0-9]+ failed' .cache/e2e.log 2>/dev/null | tail -1)
+e2e_pass=$(echo "$e2e_line" | sed -En 's/e2e: ([0-9]+) passed.*/\1/p') e2e_fail=$(echo "$e2e_line" | sed -En 's/.* ([0-9]+) failed/\1/p')
+other_fail=0
+for f in "${failures[@]}"; do
+	case $f in
+	"go test -race") [ "${go_fail:-0}" -gt 0 ] || other_fail=$((other_fail + 1)) ;; # e.g. a build failure
+	"end-to-end script test") [ "${e2e_fail:-0}" -gt 0 ] || other_fail=$((other_fail + 1)) ;;
+	*) other_fail=$((other_fail + 1)) ;;
+	esac
+done
 echo
-echo "go tests passed: $tests"
-if [ "$failed" -gt 0 ]; then
-	printf 'failed step: %s\n' "${failures[@]}"
-fi
-echo "ci: $passed passed, $failed failed"
+echo "go tests: ${go_pass:-0} passed, ${go_fail:-0} failed, ${go_skip:-0} skipped; end-to-end checks: ${e2e_pass:-0} passed, ${e2e_fail:-0} failed"
+echo "steps: $passed passed, $failed failed${failures:+ (${failures[*]})}"
+echo "ci: $(( ${go_pass:-0} + ${e2e_pass:-0} )) passed, $(( ${go_fail:-0} + ${e2e_fail:-0} + other_fail )) failed, ${go_skip:-0} skipped"
 [ "$failed" -eq 0 ]
