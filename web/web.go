@@ -203,7 +203,6 @@ type Config struct {
 // RegisterFlags registers the page's own flags on fs with c's values as
 // defaults. The token is the server's and is registered by the binary.
 func (c *Config) RegisterFlags(fs *pflag.FlagSet) {
-	fs.BoolVar(&c.ProtectReads, "web-protect-reads", c.ProtectReads, "require the token for the status pages too, not only for their actions")
 	fs.IntVar(&c.RefreshSeconds, "web-refresh", c.RefreshSeconds, "reload interval in seconds of status pages viewed without JavaScript (0: 10)")
 	fs.StringSliceVar(&c.TrustedOrigins, "web-trusted-origin", c.TrustedOrigins, "origin (scheme://host[:port]) whose cross-origin form posts the status page accepts; repeatable")
 }
@@ -213,7 +212,7 @@ func (c *Config) RegisterFlags(fs *pflag.FlagSet) {
 func (c Config) Validate() error {
 	switch {
 	case c.RefreshSeconds < 0:
-		return fmt.Errorf("web refresh must not be negative, got %d", c.RefreshSeconds)
+		return fmt.Errorf("--web-refresh must not be negative, got %d", c.RefreshSeconds)
 	case c.Heartbeat < 0:
 		return fmt.Errorf("web heartbeat must not be negative, got %s", c.Heartbeat)
 	case c.MinEventInterval < 0:
@@ -225,7 +224,7 @@ func (c Config) Validate() error {
 	}
 	for _, o := range c.TrustedOrigins {
 		if err := http.NewCrossOriginProtection().AddTrustedOrigin(o); err != nil {
-			return fmt.Errorf("web trusted origin: %w", err)
+			return fmt.Errorf("--web-trusted-origin: %w", err)
 		}
 	}
 	return nil
@@ -307,7 +306,7 @@ func NewHandler(src Source, cfg Config) (http.Handler, error) {
 	cop := http.NewCrossOriginProtection()
 	for _, o := range cfg.TrustedOrigins {
 		if err := cop.AddTrustedOrigin(o); err != nil {
-			return nil, fmt.Errorf("web trusted origin: %w", err)
+			return nil, fmt.Errorf("--web-trusted-origin: %w", err)
 		}
 	}
 	cop.SetDenyHandler(http.HandlerFunc(h.crossOrigin))

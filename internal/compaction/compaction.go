@@ -62,13 +62,13 @@ func (c *Config) RegisterFlags(fs *pflag.FlagSet) {
 func (c Config) Validate() error {
 	switch {
 	case c.MaxRecords <= 0:
-		return fmt.Errorf("max-compaction-size must be positive, got %d", c.MaxRecords)
+		return fmt.Errorf("--max-compaction-size must be positive, got %d", c.MaxRecords)
 	case c.BatchRecords <= 0:
-		return fmt.Errorf("log-batch-size must be positive, got %d", c.BatchRecords)
+		return fmt.Errorf("--log-batch-size must be positive, got %d", c.BatchRecords)
 	case c.VersionsToKeep < 1:
-		return fmt.Errorf("versions-to-keep must be at least 1, got %d", c.VersionsToKeep)
+		return fmt.Errorf("--versions-to-keep must be at least 1, got %d", c.VersionsToKeep)
 	case c.GCGrace <= 0:
-		return fmt.Errorf("gc-grace must be positive, got %s", c.GCGrace)
+		return fmt.Errorf("--gc-grace must be positive, got %s", c.GCGrace)
 	}
 	return nil
 }

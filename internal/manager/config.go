@@ -74,23 +74,23 @@ func (c *Config) RegisterFlags(fs *pflag.FlagSet) {
 func (c Config) Validate() error {
 	switch {
 	case c.Interval <= 0:
-		return fmt.Errorf("schedule-interval must be positive, got %s", c.Interval)
+		return fmt.Errorf("--schedule-interval must be positive, got %s", c.Interval)
 	case c.MinCompactionSize <= 0:
-		return fmt.Errorf("min-compaction-size must be positive, got %d", c.MinCompactionSize)
+		return fmt.Errorf("--min-compaction-size must be positive, got %d", c.MinCompactionSize)
 	case c.MaxAge <= 0:
-		return fmt.Errorf("max-uncompacted-age must be positive, got %s", c.MaxAge)
+		return fmt.Errorf("--max-uncompacted-age must be positive, got %s", c.MaxAge)
 	case c.Workers <= 0 || c.Workers > 256:
-		return fmt.Errorf("workers must be in 1..256, got %d", c.Workers)
+		return fmt.Errorf("--workers must be in 1..256, got %d", c.Workers)
 	case c.DeadLetterAfter <= 0:
-		return fmt.Errorf("dead-letter-after must be positive, got %d", c.DeadLetterAfter)
+		return fmt.Errorf("--dead-letter-after must be positive, got %d", c.DeadLetterAfter)
 	case c.BackoffBase <= 0 || c.BackoffMax < c.BackoffBase:
-		return fmt.Errorf("retry-backoff must be positive and at most retry-backoff-max, got %s and %s", c.BackoffBase, c.BackoffMax)
+		return fmt.Errorf("--retry-backoff must be positive and at most --retry-backoff-max, got %s and %s", c.BackoffBase, c.BackoffMax)
 	case c.HistoryKeep <= 0:
-		return fmt.Errorf("history-keep must be positive, got %d", c.HistoryKeep)
+		return fmt.Errorf("--history-keep must be positive, got %d", c.HistoryKeep)
 	case c.HistoryMaxAge <= 0:
-		return fmt.Errorf("history-max-age must be positive, got %s", c.HistoryMaxAge)
+		return fmt.Errorf("--history-max-age must be positive, got %s", c.HistoryMaxAge)
 	case c.ShutdownTimeout < 0:
-		return fmt.Errorf("shutdown-timeout must not be negative, got %s", c.ShutdownTimeout)
+		return fmt.Errorf("--shutdown-timeout must not be negative, got %s", c.ShutdownTimeout)
 	}
 	return nil
 }

@@ -31,6 +31,7 @@ import (
 	"github.com/compactorhq/compactor/internal/manager"
 	"github.com/compactorhq/compactor/internal/rpc"
 	"github.com/compactorhq/compactor/internal/segment"
+	"github.com/compactorhq/compactor/web"
 )
 
 // Config is the configuration of `compactor serve`.
@@ -48,6 +49,9 @@ type Config struct {
 	Segment         segment.Config
 	Compaction      compaction.Config
 	Manager         manager.Config
+	// Web holds the status page's own settings (refresh, trusted origins);
+	// its token and read protection come from Token and ProtectReads.
+	Web web.Config
 }
 
 // DefaultConfig returns the defaults of every setting.
@@ -80,6 +84,7 @@ func (c *Config) RegisterFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&c.Segment.MinBlockRecords, "min-block-records", c.Segment.MinBlockRecords, "records under which a rewritten block is merged with a neighbour")
 	c.Compaction.RegisterFlags(fs)
 	c.Manager.RegisterFlags(fs)
+	c.Web.RegisterFlags(fs)
 }
 
 // Validate checks the configuration and fills the derived defaults (catalog
@@ -132,7 +137,11 @@ func (c *Config) Validate() error {
 	if err := c.Compaction.Validate(); err != nil {
 		return err
 	}
-	return c.Manager.Validate()
+	if err := c.Manager.Validate(); err != nil {
+		return err
+	}
+	c.Web.Token, c.Web.ProtectReads = c.Token, c.ProtectReads
+	return c.Web.Validate()
 }
 
 // App is one wired compactor process.

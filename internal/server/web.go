@@ -214,12 +214,10 @@ func (b *backlogSampler) run(ctx context.Context, every time.Duration, log func(
 // mountWeb mounts the status page at "/".
 func (a *App) mountWeb() error {
 	a.backlog = &backlogSampler{cat: a.Catalog}
-	h, err := web.NewHandler(&webSource{mgr: a.Manager, cat: a.Catalog, backlog: a.backlog}, web.Config{
-		Token:        a.cfg.Token,
-		ProtectReads: a.cfg.ProtectReads,
-		Logger:       a.log.With("component", "web"),
-		Done:         a.done,
-	})
+	cfg := a.cfg.Web
+	cfg.Token, cfg.ProtectReads = a.cfg.Token, a.cfg.ProtectReads
+	cfg.Logger, cfg.Done = a.log.With("component", "web"), a.done
+	h, err := web.NewHandler(&webSource{mgr: a.Manager, cat: a.Catalog, backlog: a.backlog}, cfg)
 	if err != nil {
 		return fmt.Errorf("status page: %w", err)
 	}
