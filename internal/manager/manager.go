@@ -663,6 +663,17 @@ func (m *Manager) Cancel(ctx context.Context, jobID string) (Job, error) {
 	return m.Get(context.WithoutCancel(ctx), jobID)
 }
 
+// Forget drops the manager's in-memory state of a deleted collection
+// (backoff, failure streak). Its active jobs should be cancelled first; a
+// collection with an active job is left alone.
+func (m *Manager) Forget(collectionID string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if cs := m.colls[collectionID]; cs != nil && cs.queued == nil && cs.running == nil {
+		delete(m.colls, collectionID)
+	}
+}
+
 // Get returns a job by id, with progress when it runs. ErrNotFound when
 // unknown.
 func (m *Manager) Get(ctx context.Context, jobID string) (Job, error) {

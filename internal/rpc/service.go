@@ -44,6 +44,7 @@ type Manager interface {
 	Active() []manager.Job
 	Watch(ctx context.Context) (*manager.Subscription, []manager.Job, error)
 	Cancel(ctx context.Context, jobID string) (manager.Job, error)
+	Forget(collectionID string)
 }
 
 // Catalog is what the handlers need of the catalog.
@@ -424,6 +425,7 @@ func (s *Service) DeleteCollection(ctx context.Context, req *connect.Request[com
 	if err != nil {
 		return nil, s.fail(ctx, proc, err)
 	}
+	s.mgr.Forget(id)
 	return connect.NewResponse(&compactorv1.DeleteCollectionResponse{Collection: collectionToProto(c)}), nil
 }
 
