@@ -6,6 +6,7 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -40,6 +41,8 @@ type Config struct {
 	DataDir         string // holds catalog.db and, by default, the blobs
 	CatalogDSN      string // default <data-dir>/catalog.db
 	BlobURL         string // default file://<data-dir>/blobs
+	TLSCert         string // PEM certificate (chain) file; with TLSKey, serve HTTPS
+	TLSKey          string // PEM private key file
 	Token           string
 	TokenFile       string
 	ProtectReads    bool
@@ -74,6 +77,8 @@ func (c *Config) RegisterFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.DataDir, "data-dir", c.DataDir, "directory of the embedded catalog and blob store")
 	fs.StringVar(&c.CatalogDSN, "catalog", c.CatalogDSN, "catalog database file (default <data-dir>/catalog.db)")
 	fs.StringVar(&c.BlobURL, "blob-url", c.BlobURL, "blob store URL: file:///dir, mem://, s3://bucket (default file://<data-dir>/blobs)")
+	fs.StringVar(&c.TLSCert, "tls-cert", c.TLSCert, "PEM certificate file: serve HTTPS (HTTP/2 over TLS) instead of plaintext; needs --tls-key")
+	fs.StringVar(&c.TLSKey, "tls-key", c.TLSKey, "PEM private key file of --tls-cert")
 	fs.StringVar(&c.Token, "token", c.Token, "bearer token required by mutating calls and page actions (empty: none)")
 	fs.StringVar(&c.TokenFile, "token-file", c.TokenFile, "file holding the bearer token (instead of --token)")
 	fs.BoolVar(&c.ProtectReads, "protect-reads", c.ProtectReads, "require the token for reads and pages too")
@@ -117,6 +122,14 @@ func (c *Config) Validate() error {
 		c.Token = strings.TrimSpace(string(b))
 		if c.Token == "" {
 			return fmt.Errorf("--token-file %s is empty", c.TokenFile)
+		}
+	}
+	if (c.TLSCert == "") != (c.TLSKey == "") {
+		return errors.New("give both --tls-cert and --tls-key, or neither")
+	}
+	if c.TLSCert != "" {
+		if _, err := tls.LoadX509KeyPair(c.TLSCert, c.TLSKey); err != nil {
+			return fmt.Errorf("--tls-cert %s / --tls-key %s: %w", c.TLSCert, c.TLSKey, err)
 		}
 	}
 	if c.ProtectReads && c.Token == "" {
@@ -247,6 +260,15 @@ func (a *App) Run(ctx context.Context, ln net.Listener, started func(addr net.Ad
 		}
 	}
 	srv := NewHTTPServer(a.Handler(), a.log)
+	if a.cfg.TLSCert != "" {
+		cert, err := tls.LoadX509KeyPair(a.cfg.TLSCert, a.cfg.TLSKey)
+		if err != nil {
+			return fmt.Errorf("load TLS key pair: %w", err)
+		}
+		srv.Protocols.SetUnencryptedHTTP2(false)
+		srv.Protocols.SetHTTP2(true)
+		srv.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{cert}}
+	}
 	mgrCtx, stopMgr := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopMgr()
 	g, gctx := errgroup.WithContext(ctx)
@@ -260,7 +282,12 @@ func (a *App) Run(ctx context.Context, ln net.Listener, started func(addr net.Ad
 		return nil
 	})
 	g.Go(func() error {
-		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+		serve := srv.Serve
+		if srv.TLSConfig != nil {
+			// ServeTLS negotiates h2 and http/1.1 by ALPN.
+			serve = func(ln net.Listener) error { return srv.ServeTLS(ln, "", "") }
+		}
+		if err := serve(ln); !errors.Is(err, http.ErrServerClosed) {
 			return fmt.Errorf("serve: %w", err)
 		}
 		return nil
