@@ -196,6 +196,7 @@ type fakeExec struct {
 	gate    map[string]chan struct{} // when set, Execute waits for it (or ctx)
 	errs    map[string][]error       // errors returned by successive calls
 	panics  map[string]bool
+	commits map[string]bool // when set, a gated job ignores cancellation (a commit in flight)
 	calls   map[string]int
 	started chan string // receives the collection id of every Execute (buffered)
 }
@@ -204,7 +205,7 @@ var errTransient = errors.New("storage unavailable")
 
 func newFakeExec(s *memStore, max int64) *fakeExec {
 	return &fakeExec{store: s, max: max, gate: map[string]chan struct{}{}, errs: map[string][]error{},
-		panics: map[string]bool{}, calls: map[string]int{}, started: make(chan string, 100)}
+		panics: map[string]bool{}, commits: map[string]bool{}, calls: map[string]int{}, started: make(chan string, 100)}
 }
 
 func (f *fakeExec) Execute(ctx context.Context, id string, progress func(Progress), finish func(Outcome) catalog.Job) (Outcome, error) {
@@ -215,7 +216,7 @@ func (f *fakeExec) Execute(ctx context.Context, id string, progress func(Progres
 	if errs := f.errs[id]; len(errs) > 0 {
 		err, f.errs[id] = errs[0], errs[1:]
 	}
-	panics := f.panics[id]
+	panics, committing := f.panics[id], f.commits[id]
 	f.mu.Unlock()
 	f.started <- id
 	c, gerr := f.store.GetCollection(ctx, id)
@@ -224,7 +225,9 @@ func (f *fakeExec) Execute(ctx context.Context, id string, progress func(Progres
 	}
 	n := min(c.Backlog(), f.max)
 	progress(Progress{Phase: "reading log", RecordsTotal: n})
-	if gate != nil {
+	if gate != nil && committing {
+		<-gate
+	} else if gate != nil {
 		select {
 		case <-gate:
 		case <-ctx.Done():

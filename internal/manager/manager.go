@@ -570,8 +570,9 @@ func (m *Manager) run(workCtx context.Context, e *entry) {
 	close(e.done)
 	// Continuation: a backlog larger than one job goes on at once. It is
 	// queued before the end of this job is published, so a watcher that
-	// sees the end finds the continuation already there.
-	if final.State == catalog.JobSucceeded && outcome.Remaining > 0 && cs.queued == nil && !m.stopping {
+	// sees the end finds the continuation already there. At shutdown it is
+	// still queued (persisted), and the next start runs it.
+	if final.State == catalog.JobSucceeded && outcome.Remaining > 0 && cs.queued == nil {
 		reason := fmt.Sprintf("continues job %.8s: %d records remain", final.ID, outcome.Remaining)
 		if _, err := m.enqueueLocked(pctx, final.CollectionID, final.Trigger, reason, time.Time{}, final.ID); err != nil {
 			log.Error("queue continuation", "err", err)
@@ -621,7 +622,10 @@ func (m *Manager) backoff(n int) time.Duration {
 // Cancel cancels a job: a QUEUED one ends CANCELLED at once; a RUNNING one
 // stops at its next batch boundary, commits nothing and removes what it
 // wrote (Cancel waits for that until ctx ends, then returns the job as it
-// is). Errors: ErrNotFound, ErrFinished (wrapped, naming the state).
+// is, CancelRequested while it still runs). Errors: ErrNotFound;
+// ErrFinished (wrapped, naming the state) when the job had finished, or
+// finished otherwise than cancelled while Cancel waited (a commit is not
+// interrupted).
 func (m *Manager) Cancel(ctx context.Context, jobID string) (Job, error) {
 	m.mu.Lock()
 	e, ok := m.active[jobID]
@@ -660,7 +664,12 @@ func (m *Manager) Cancel(ctx context.Context, jobID string) (Job, error) {
 	case <-done:
 	case <-ctx.Done():
 	}
-	return m.Get(context.WithoutCancel(ctx), jobID)
+	j, err := m.Get(context.WithoutCancel(ctx), jobID)
+	if err == nil && j.State.Finished() && j.State != catalog.JobCancelled {
+		// It ended (e.g. committed) before it reached a batch boundary.
+		return j, fmt.Errorf("job %s finished %s before it could be cancelled: %w", jobID, j.State, ErrFinished)
+	}
+	return j, err
 }
 
 // Forget drops the manager's in-memory state of a deleted collection

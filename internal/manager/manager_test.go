@@ -423,6 +423,55 @@ func TestShutdownCancelsRunningJobWithoutCountingAFailure(t *testing.T) {
 	})
 }
 
+func TestCancelOfAJobThatCommitsAnywayIsFailedPrecondition(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := newMemStore()
+		store.addCollection("a", 20, time.Now())
+		exec := newFakeExec(store, 100)
+		gate := exec.setGate("a")
+		exec.commits["a"] = true
+		h := start(t, store, exec, testConfig())
+		j := h.compact("a")[0].Job
+		h.wantState(j.ID, catalog.JobRunning)
+		type result struct {
+			job Job
+			err error
+		}
+		res := make(chan result, 1)
+		go func() {
+			job, err := h.m.Cancel(t.Context(), j.ID)
+			res <- result{job, err}
+		}()
+		synctest.Wait() // Cancel waits for the job, which is past its last boundary
+		close(gate)
+		r := <-res
+		if !errors.Is(r.err, ErrFinished) || r.job.State != catalog.JobSucceeded {
+			t.Fatalf("Cancel of a job that committed: %s, %v; want SUCCEEDED and ErrFinished", r.job.State, r.err)
+		}
+	})
+}
+
+func TestShutdownKeepsTheContinuationOfAFinishingJob(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := newMemStore()
+		store.addCollection("a", 250, time.Now())
+		exec := newFakeExec(store, 100)
+		gate := exec.setGate("a")
+		h := start(t, store, exec, testConfig())
+		j := h.compact("a")[0].Job
+		h.wantState(j.ID, catalog.JobRunning)
+		go func() { time.Sleep(time.Second); close(gate) }() // finishes within the shutdown timeout
+		h.shutdown()
+		jobs := store.jobsOf("a")
+		if len(jobs) != 2 || jobs[0].State != catalog.JobSucceeded || jobs[1].State != catalog.JobQueued || jobs[1].Continues != j.ID {
+			t.Fatalf("after shutdown: %+v; want the job SUCCEEDED and its continuation QUEUED", jobs)
+		}
+		// The next start runs it.
+		h2 := start(t, store, exec, testConfig())
+		h2.wantState(jobs[1].ID, catalog.JobSucceeded)
+	})
+}
+
 func TestShutdownLetsAQuickJobFinish(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		store := newMemStore()
