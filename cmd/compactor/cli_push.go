@@ -22,6 +22,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	compactorv1 "github.com/compactorhq/compactor/gen/compactor/v1"
+	"github.com/compactorhq/compactor/internal/rpc"
 )
 
 // Push limits.
@@ -371,11 +372,18 @@ func (p *pusher) send(ctx context.Context, records []*compactorv1.OperationRecor
 			p.res.Batches++
 			return nil
 		}
-		if connect.CodeOf(err) != connect.CodeResourceExhausted || ctx.Err() != nil {
+		if ctx.Err() != nil {
+			return err
+		}
+		switch backlogReason(err) {
+		case rpc.ReasonBacklogLimit: // retried below
+		case rpc.ReasonBatchOverBacklogLimit:
+			return fmt.Errorf("%w (the batch alone exceeds the server's --max-backlog: lower --batch)", err)
+		default: // any other error, RESOURCE_EXHAUSTED for an oversized request included
 			return err
 		}
 		if try > p.opts.retries {
-			return fmt.Errorf("%w (gave up after %d retries; a batch larger than the server's --max-backlog can never be accepted: lower --batch)", err, p.opts.retries)
+			return fmt.Errorf("%w (gave up after %d retries: the collection's backlog stayed at the server's limit; compact it or retry later)", err, p.opts.retries)
 		}
 		wait := retryDelay(try, p.opts.retryWait, p.opts.retryMax)
 		p.res.Retries++
@@ -526,4 +534,21 @@ func parseOp(s string) (compactorv1.Operation, bool) {
 		return 0, false
 	}
 	return compactorv1.Operation(v), true
+}
+
+// backlogReason returns the google.rpc.ErrorInfo reason of a PushLogs
+// RESOURCE_EXHAUSTED error about the backlog limit, or "".
+func backlogReason(err error) string {
+	var ce *connect.Error
+	if !errors.As(err, &ce) || ce.Code() != connect.CodeResourceExhausted {
+		return ""
+	}
+	for _, d := range ce.Details() {
+		if v, derr := d.Value(); derr == nil {
+			if info, ok := v.(*errdetails.ErrorInfo); ok && info.GetDomain() == rpc.ErrorDomain {
+				return info.GetReason()
+			}
+		}
+	}
+	return ""
 }

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"io"
 	"log/slog"
 	"net"
@@ -26,6 +27,7 @@ import (
 
 	compactorv1 "github.com/compactorhq/compactor/gen/compactor/v1"
 	"github.com/compactorhq/compactor/gen/compactor/v1/compactorv1connect"
+	"github.com/compactorhq/compactor/internal/rpc"
 	"github.com/compactorhq/compactor/internal/server"
 )
 
@@ -530,6 +532,22 @@ func TestPushBackpressureGivesUp(t *testing.T) {
 	}
 }
 
+// TestPushBatchOverTheBacklogLimitFailsAtOnce: a batch that can never fit
+// is not retried.
+func TestPushBatchOverTheBacklogLimitFailsAtOnce(t *testing.T) {
+	t.Parallel()
+	addr := startServer(t, func(c *server.Config) { c.MaxBacklog = 3 })
+	id := createCollection(t, addr, "small")
+	var lines []string
+	for i := range 5 {
+		lines = append(lines, fmt.Sprintf(`{"id":"r%d","embedding":[1,2]}`, i))
+	}
+	r := fails(t, addr, nil, 1, "resource_exhausted", "push", "--collection", id, "--batch", "5", "--retries", "3", "--retry-wait", "1ms", jsonl(t, lines...))
+	if strings.Contains(r.stderr, "retry 1/") || !strings.Contains(r.stderr, "lower --batch") {
+		t.Fatalf("a batch over the limit was retried, or the hint is missing:\n%s", r.stderr)
+	}
+}
+
 // fakeLog refuses the first refusals pushes for backpressure.
 type fakeLog struct {
 	compactorv1connect.UnimplementedLogServiceHandler
@@ -549,7 +567,11 @@ func (f *fakeLog) PushLogs(_ context.Context, req *connect.Request[compactorv1.P
 	defer f.mu.Unlock()
 	f.calls++
 	if f.calls <= f.refusals {
-		return nil, connect.NewError(connect.CodeResourceExhausted, errors.New("backlog limit reached; retry after compaction"))
+		ce := connect.NewError(connect.CodeResourceExhausted, errors.New("backlog limit reached; retry after compaction"))
+		if d, err := connect.NewErrorDetail(&errdetails.ErrorInfo{Reason: rpc.ReasonBacklogLimit, Domain: rpc.ErrorDomain}); err == nil {
+			ce.AddDetail(d)
+		}
+		return nil, ce
 	}
 	n := int64(len(req.Msg.GetRecords()))
 	first := f.offset + 1

@@ -14,6 +14,18 @@ import (
 	"github.com/compactorhq/compactor/internal/materialize"
 )
 
+// ErrorInfo reasons (google.rpc.ErrorInfo, domain ErrorDomain) of
+// RESOURCE_EXHAUSTED errors of PushLogs.
+const (
+	ErrorDomain = "compactor"
+	// ReasonBacklogLimit: the collection's backlog is at its limit; retry
+	// after a compaction.
+	ReasonBacklogLimit = "BACKLOG_LIMIT"
+	// ReasonBatchOverBacklogLimit: the batch alone is larger than the
+	// backlog limit; it can never be accepted, send smaller batches.
+	ReasonBatchOverBacklogLimit = "BATCH_OVER_BACKLOG_LIMIT"
+)
+
 // toConnect maps a domain error to a Connect error: the one place where the
 // codes are decided (CONVENTIONS.md "Errors"). Expected errors keep their
 // message, which names what was wrong; anything else reaches the client as
@@ -28,7 +40,22 @@ func toConnect(ctx context.Context, log *slog.Logger, procedure string, err erro
 	}
 	var invalid *materialize.InvalidRecordError
 	var unknown *manager.NotFoundError
+	var backlog *catalog.BackpressureError
 	switch {
+	case errors.As(err, &backlog):
+		// The ErrorInfo tells a client whether waiting can help: a batch
+		// larger than the limit never fits.
+		reason := ReasonBacklogLimit
+		if int64(backlog.Incoming) > backlog.Limit {
+			reason = ReasonBatchOverBacklogLimit
+		}
+		ce := connect.NewError(connect.CodeResourceExhausted, err)
+		if d, derr := connect.NewErrorDetail(&errdetails.ErrorInfo{Reason: reason, Domain: ErrorDomain, Metadata: map[string]string{
+			"backlog": fmt.Sprint(backlog.Backlog), "incoming": fmt.Sprint(backlog.Incoming), "limit": fmt.Sprint(backlog.Limit),
+		}}); derr == nil {
+			ce.AddDetail(d)
+		}
+		return ce
 	case errors.As(err, &invalid):
 		return withBadRequest(connect.NewError(connect.CodeInvalidArgument, err),
 			violation(fmt.Sprintf("records[%d].%s", invalid.Index, invalid.Field), invalid.Error()))
