@@ -89,12 +89,14 @@ func demo(ctx context.Context, g *globals, cfg server.Config, logger *slog.Logge
 		<-served
 		return err
 	}
-	fmt.Fprintf(out, "\nLoaded and compacted the sample in %s.\n", time.Since(start).Round(100*time.Millisecond))
-	printGuide(out, base, addr.String(), id)
+	fmt.Fprintf(out, "\nReady in %s.\n", time.Since(start).Round(100*time.Millisecond))
 	if exitAfterLoad {
 		cancel()
-		return <-served
+		err := <-served
+		fmt.Fprintf(out, "Stopped (--exit-after-load). The data is kept in %s: serve it with\n  go run ./cmd/compactor serve --data-dir %s\n", cfg.DataDir, cfg.DataDir)
+		return err
 	}
+	printGuide(out, base, addr.String(), id)
 	fmt.Fprintln(out, "\nServing with the scheduler running; press Ctrl-C to stop.")
 	err = <-served
 	if ctx.Err() != nil && err == nil {
@@ -122,6 +124,20 @@ func loadSample(ctx context.Context, g *globals, base string) (string, error) {
 		return "", err
 	}
 	res, err := c.collection.CreateCollection(ctx, connect.NewRequest(&compactorv1.CreateCollectionRequest{Name: demoCollection, Dimension: 64}))
+	if connect.CodeOf(err) == connect.CodeAlreadyExists {
+		// A kept data directory: serve what it holds.
+		list, lerr := c.collection.ListCollections(ctx, connect.NewRequest(&compactorv1.ListCollectionsRequest{PageSize: 1000}))
+		if lerr != nil {
+			return "", fmt.Errorf("list collections: %w", lerr)
+		}
+		for _, coll := range list.Msg.GetCollections() {
+			if coll.GetName() == demoCollection {
+				fmt.Fprintf(g.stdout, "collection %s (%s) is already loaded in this data directory: serving it as it is\n",
+					demoCollection, coll.GetId())
+				return coll.GetId(), nil
+			}
+		}
+	}
 	if err != nil {
 		return "", fmt.Errorf("create collection %s: %w", demoCollection, err)
 	}
@@ -151,18 +167,22 @@ func loadSample(ctx context.Context, g *globals, base string) (string, error) {
 }
 
 func printGuide(w io.Writer, base, hostport, id string) {
+	cli := "go run ./cmd/compactor"
+	if base != "http://127.0.0.1:7070" {
+		cli += " --addr " + base
+	}
 	fmt.Fprintf(w, `
 Status page:  %[1]s/
 Metrics:      %[1]s/metrics
 
 Try it (from the repository root, in another terminal):
-  go run ./cmd/compactor collections
-  go run ./cmd/compactor jobs
-  go run ./cmd/compactor get --collection %[3]s aide
-  go run ./cmd/compactor compact --all --wait
+  %[4]s collections
+  %[4]s jobs
+  %[4]s get --collection %[3]s aide
+  %[4]s compact --all --wait
   go tool -modfile=tools/go.mod buf curl --protocol grpc --http2-prior-knowledge %[1]s/compactor.v1.CollectionService/ListCollections
   go tool -modfile=tools/go.mod grpcurl -plaintext %[2]s list
   go tool -modfile=tools/go.mod grpcurl -plaintext -d '{"all": true, "reason": "from grpcurl"}' %[2]s compactor.v1.CompactionService/Compact
   curl -s -H 'Content-Type: application/json' -d '{}' %[1]s/compactor.v1.CompactionService/ListCompactions
-`, base, hostport, id)
+`, base, hostport, id, cli)
 }

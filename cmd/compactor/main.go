@@ -53,6 +53,9 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	err := root.ExecuteContext(ctx)
+	if err != nil && strings.HasPrefix(err.Error(), "unknown command") {
+		err = &exitError{code: 2, err: err}
+	}
 	if err != nil {
 		var ee *exitError
 		if !errors.As(err, &ee) || ee.err != nil && ee.err.Error() != "" {
@@ -78,6 +81,8 @@ variables, e.g. COMPACTOR_ADDR, COMPACTOR_TOKEN).`,
 		},
 	}
 	g.register(root.PersistentFlags())
+	// A malformed flag of any command is a usage error (exit status 2).
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return usageError(c, err) })
 	root.AddCommand(newServeCmd(g), newDemoCmd(g), newHealthcheckCmd(g))
 	addClientCommands(root, g)
 	return root

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/google/uuid"
@@ -60,7 +61,9 @@ type querier interface {
 }
 
 // validateName checks a collection name: non-empty after trimming white
-// space, at most maxNameBytes bytes, valid UTF-8, no NUL bytes.
+// space, at most maxNameBytes bytes, valid UTF-8, no control or format
+// characters (NUL, newlines, bidirectional overrides...), which would
+// mislead whoever reads the name in a table, a log or the page.
 func validateName(name string) error {
 	switch {
 	case strings.TrimSpace(name) == "":
@@ -69,8 +72,11 @@ func validateName(name string) error {
 		return fmt.Errorf("collection name is %d bytes, longer than the limit of %d: %w", len(name), maxNameBytes, ErrInvalidArgument)
 	case !utf8.ValidString(name):
 		return fmt.Errorf("collection name is not valid UTF-8: %w", ErrInvalidArgument)
-	case strings.ContainsRune(name, 0):
-		return fmt.Errorf("collection name must not contain NUL bytes: %w", ErrInvalidArgument)
+	}
+	for i, r := range name {
+		if unicode.In(r, unicode.Cc, unicode.Cf) {
+			return fmt.Errorf("collection name has the control or format character %U at byte %d: %w", r, i, ErrInvalidArgument)
+		}
 	}
 	return nil
 }

@@ -30,6 +30,9 @@ func TestCreateCollection(t *testing.T) {
 			{"a 257-byte name is rejected", strings.Repeat("n", 257), 0, catalog.ErrInvalidArgument},
 			{"a name that is not UTF-8 is rejected", "bad\xffname", 0, catalog.ErrInvalidArgument},
 			{"a name with a NUL byte is rejected", "nul\x00name", 0, catalog.ErrInvalidArgument},
+			{"a name with a newline is rejected", "two\nlines", 0, catalog.ErrInvalidArgument},
+			{"a name with a right-to-left override is rejected", "abc\u202edef", 0, catalog.ErrInvalidArgument},
+			{"a name in another script is accepted", "débian-🦀-日本", 0, nil},
 			{"a negative dimension is rejected", "negative", -1, catalog.ErrInvalidArgument},
 			{"a dimension over 65536 is rejected", "too-wide", 65537, catalog.ErrInvalidArgument},
 		}

@@ -14,7 +14,7 @@ const maxListJobs = 1000
 
 // interrupted is the error and note of a job that was RUNNING when the
 // process stopped.
-const interrupted = "interrupted"
+const interrupted = "interrupted: the process stopped while the job ran"
 
 // jobColumns selects a job row in the order scanJob reads it.
 const jobColumns = `id, collection_id, trigger_type, state, reason, attempt, created_at, started_at, finished_at,
@@ -205,14 +205,14 @@ func (c *impl) markInterrupted(ctx context.Context) ([]Job, error) {
 			return err
 		}
 		_, err = tx.ExecContext(ctx, c.d.q(`UPDATE jobs SET state = ?, error_text = ?, note = ?, finished_at = ? WHERE state = ?`),
-			string(JobFailed), interrupted, interrupted, ms(now), string(JobRunning))
+			string(JobFailed), interrupted, "", ms(now), string(JobRunning))
 		return err
 	})
 	if err != nil {
 		return nil, c.wrap(err, "mark interrupted jobs")
 	}
 	for i := range jobs {
-		jobs[i].State, jobs[i].Error, jobs[i].Note, jobs[i].FinishedAt = JobFailed, interrupted, interrupted, now
+		jobs[i].State, jobs[i].Error, jobs[i].Note, jobs[i].FinishedAt = JobFailed, interrupted, "", now
 		c.log.WarnContext(ctx, "job interrupted", "job", jobs[i].ID, "collection", jobs[i].CollectionID)
 	}
 	return jobs, nil

@@ -254,7 +254,7 @@ func TestMarkInterrupted(t *testing.T) {
 		}
 		var want []catalog.Job
 		for _, j := range jobs[catalog.JobRunning] {
-			j.State, j.Error, j.Note, j.FinishedAt = catalog.JobFailed, "interrupted", "interrupted", now
+			j.State, j.Error, j.Note, j.FinishedAt = catalog.JobFailed, "interrupted: the process stopped while the job ran", "", now
 			want = append(want, j)
 		}
 		equal(t, "returned jobs", got, want)

@@ -153,9 +153,10 @@ func (c *Catalog) ListJobs(ctx context.Context, f JobFilter) ([]Job, error) {
 	return c.listJobs(ctx, f)
 }
 
-// MarkInterrupted marks every RUNNING job FAILED with note and error
-// "interrupted" and finished time now; run at start, before any job runs. It
-// returns the jobs it changed.
+// MarkInterrupted marks every RUNNING job FAILED with the error
+// "interrupted: the process stopped while the job ran" and finished time now
+// (its duration so includes the outage); run at start, before any job runs.
+// It returns the jobs it changed.
 func (c *Catalog) MarkInterrupted(ctx context.Context) ([]Job, error) { return c.markInterrupted(ctx) }
 
 // PruneJobs deletes finished jobs beyond the newest keep (keep <= 0: no count

@@ -144,7 +144,7 @@ func (s *memStore) MarkInterrupted(context.Context) ([]catalog.Job, error) {
 	var out []catalog.Job
 	for id, j := range s.jobs {
 		if j.State == catalog.JobRunning {
-			j.State, j.Error, j.Note, j.FinishedAt = catalog.JobFailed, "interrupted", "interrupted", time.Now().UTC()
+			j.State, j.Error, j.FinishedAt = catalog.JobFailed, "interrupted: the process stopped while the job ran", time.Now().UTC()
 			s.jobs[id] = j
 			out = append(out, j)
 		}

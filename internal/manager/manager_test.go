@@ -505,7 +505,7 @@ func TestRestartMarksInterruptedAndRequeues(t *testing.T) {
 		}
 		h := start(t, store, newFakeExec(store, 100), testConfig())
 		row, _ := store.GetJob(t.Context(), "dead")
-		if row.State != catalog.JobFailed || row.Note != "interrupted" {
+		if row.State != catalog.JobFailed || !strings.HasPrefix(row.Error, "interrupted") {
 			t.Fatalf("job left RUNNING is %s (%q), want FAILED interrupted", row.State, row.Note)
 		}
 		h.wantState("waiting", catalog.JobSucceeded)

@@ -303,6 +303,10 @@ func Validate(ops []OperationRecord, lim Limits) (int, error) {
 				if math.IsNaN(x) || math.IsInf(x, 0) {
 					return 0, bad("metadata."+k, "is %v; NaN and infinite values are not allowed", x)
 				}
+			case map[string]any:
+				return 0, bad("metadata."+k, "is an object; values must be a string, number, boolean or null")
+			case []any:
+				return 0, bad("metadata."+k, "is a list; values must be a string, number, boolean or null")
 			default:
 				return 0, bad("metadata."+k, "has type %T; values must be a string, number, boolean or null", v)
 			}

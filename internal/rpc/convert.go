@@ -157,33 +157,41 @@ func operationFromProto(i int, p *compactorv1.OperationRecord) (materialize.Oper
 	return o, nil
 }
 
-// Page tokens are opaque to clients: base64url of a cursor string.
+// Page tokens are opaque to clients: base64url of "<kind>:<cursor>", where
+// kind names the listing, so a token of another listing, or a forged one, is
+// INVALID_ARGUMENT rather than a silently wrong page.
+const (
+	tokenJobs        = "jobs"
+	tokenCollections = "collections"
+	tokenRecords     = "records"
+)
 
-func encodeToken(s string) string {
-	if s == "" {
+func encodeToken(kind, cursor string) string {
+	if cursor == "" {
 		return ""
 	}
-	return base64.RawURLEncoding.EncodeToString([]byte(s))
+	return base64.RawURLEncoding.EncodeToString([]byte(kind + ":" + cursor))
 }
 
-func decodeToken(field, tok string) (string, error) {
+func decodeToken(kind, tok string) (string, error) {
 	if tok == "" {
 		return "", nil
 	}
 	b, err := base64.RawURLEncoding.DecodeString(tok)
-	if err != nil || len(b) == 0 {
-		return "", invalidArgument(field, "page token %q is malformed; pass the next_page_token of a previous response", tok)
+	cursor, ok := strings.CutPrefix(string(b), kind+":")
+	if err != nil || !ok || cursor == "" {
+		return "", invalidArgument("page_token", "page token %q is not one of this listing; pass the next_page_token of a previous response", truncate(tok, 80))
 	}
-	return string(b), nil
+	return cursor, nil
 }
 
 // jobCursor tokens are "<created unix ms>/<job id>".
 func encodeJobCursor(j catalog.Job) string {
-	return encodeToken(strconv.FormatInt(j.CreatedAt.UnixMilli(), 10) + "/" + j.ID)
+	return encodeToken(tokenJobs, strconv.FormatInt(j.CreatedAt.UnixMilli(), 10)+"/"+j.ID)
 }
 
 func decodeJobCursor(tok string) (catalog.JobCursor, error) {
-	s, err := decodeToken("page_token", tok)
+	s, err := decodeToken(tokenJobs, tok)
 	if err != nil || s == "" {
 		return catalog.JobCursor{}, err
 	}

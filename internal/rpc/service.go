@@ -246,6 +246,9 @@ func (s *Service) WatchCompactions(ctx context.Context, req *connect.Request[com
 		if err := checkID("collection_id", c); err != nil {
 			return err
 		}
+		if _, err := s.cat.GetCollection(ctx, c); err != nil {
+			return s.fail(ctx, proc, err)
+		}
 	}
 	if len(m.GetJobIds()) > maxWatchJobIDs {
 		return invalidArgument("job_ids", "%d ids, more than the limit of %d", len(m.GetJobIds()), maxWatchJobIDs)
@@ -381,7 +384,7 @@ func (s *Service) ListCollections(ctx context.Context, req *connect.Request[comp
 	if err != nil {
 		return nil, err
 	}
-	after, err := decodeToken("page_token", req.Msg.GetPageToken())
+	after, err := decodeToken(tokenCollections, req.Msg.GetPageToken())
 	if err != nil {
 		return nil, err
 	}
@@ -395,7 +398,7 @@ func (s *Service) ListCollections(ctx context.Context, req *connect.Request[comp
 			continue
 		}
 		if len(out.Collections) == size {
-			out.NextPageToken = encodeToken(out.Collections[size-1].GetName())
+			out.NextPageToken = encodeToken(tokenCollections, out.Collections[size-1].GetName())
 			break
 		}
 		out.Collections = append(out.Collections, collectionToProto(c))
@@ -452,7 +455,7 @@ func (s *Service) GetRecords(ctx context.Context, req *connect.Request[compactor
 		if perr != nil {
 			return nil, perr
 		}
-		after, terr := decodeToken("page_token", m.GetPageToken())
+		after, terr := decodeToken(tokenRecords, m.GetPageToken())
 		if terr != nil {
 			return nil, terr
 		}
@@ -461,7 +464,7 @@ func (s *Service) GetRecords(ctx context.Context, req *connect.Request[compactor
 	if err != nil {
 		return nil, s.fail(ctx, proc, err)
 	}
-	out := &compactorv1.GetRecordsResponse{NextPageToken: encodeToken(res.Next), SegmentVersion: res.SegmentVersion, LogPosition: res.LogPosition}
+	out := &compactorv1.GetRecordsResponse{NextPageToken: encodeToken(tokenRecords, res.Next), SegmentVersion: res.SegmentVersion, LogPosition: res.LogPosition}
 	for _, r := range res.Records {
 		p, err := recordToProto(r)
 		if err != nil {

@@ -216,7 +216,7 @@ func (a *App) mountWeb() error {
 	a.backlog = &backlogSampler{cat: a.Catalog}
 	cfg := a.cfg.Web
 	cfg.Token, cfg.ProtectReads = a.cfg.Token, a.cfg.ProtectReads
-	cfg.Logger, cfg.Done = a.log.With("component", "web"), a.done
+	cfg.Logger, cfg.Done = a.log, a.done // the page adds component=web
 	h, err := web.NewHandler(&webSource{mgr: a.Manager, cat: a.Catalog, backlog: a.backlog}, cfg)
 	if err != nil {
 		return fmt.Errorf("status page: %w", err)
