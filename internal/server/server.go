@@ -278,7 +278,16 @@ func (a *App) Run(ctx context.Context, ln net.Listener, started func(addr net.Ad
 		return a.Manager.Run(mgrCtx)
 	})
 	g.Go(func() error {
-		a.backlog.run(gctx, a.cfg.Manager.Interval, func(err error) { a.log.Warn("sample backlogs", "err", err) })
+		var events <-chan manager.Event
+		select {
+		case <-a.Manager.Started():
+			if sub, _, err := a.Manager.Watch(gctx); err == nil {
+				events = sub.Events()
+			}
+		case <-gctx.Done():
+			return nil
+		}
+		a.backlog.run(gctx, a.cfg.Manager.Interval, events, func(err error) { a.log.Warn("sample backlogs", "err", err) })
 		return nil
 	})
 	g.Go(func() error {

@@ -158,8 +158,9 @@ func (s *webSource) Cancel(ctx context.Context, jobID string) error {
 }
 
 // backlogSampler keeps, per collection, the backlog sampled at every
-// scheduler interval: at most backlogSamples points (in memory; the chart
-// starts afresh after a restart).
+// scheduler interval and whenever a job is queued or ends (at most once a
+// second): at most backlogSamples points, in memory (the chart starts afresh
+// after a restart).
 type backlogSampler struct {
 	cat *catalog.Catalog
 
@@ -195,19 +196,46 @@ func (b *backlogSampler) history(id string) []web.Point {
 	return append([]web.Point(nil), b.samples[id]...)
 }
 
-// run samples every interval until ctx ends.
-func (b *backlogSampler) run(ctx context.Context, every time.Duration, log func(error)) {
+// run samples every interval, and on job changes from events (nil: none),
+// until ctx ends.
+func (b *backlogSampler) run(ctx context.Context, every time.Duration, events <-chan manager.Event, log func(error)) {
 	t := time.NewTicker(every)
 	defer t.Stop()
+	// A change within a second of the last sample is sampled a second after
+	// it, so bursts of jobs cost one sample a second.
+	soon := time.NewTimer(0)
+	defer soon.Stop()
+	var last time.Time
+	pending := true // the first sample, at once
 	for {
-		if err := b.sample(ctx); err != nil && ctx.Err() == nil {
-			log(err)
-		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		case <-soon.C:
+			if !pending {
+				continue
+			}
+		case ev, ok := <-events:
+			if !ok {
+				events = nil // the manager stopped: ticks only
+				continue
+			}
+			if ev.Kind != manager.EventChanged || !(ev.Job.State == catalog.JobQueued || ev.Job.State.Finished()) {
+				continue
+			}
+			if wait := time.Second - time.Since(last); wait > 0 {
+				if !pending {
+					pending = true
+					soon.Reset(wait)
+				}
+				continue
+			}
 		}
+		if err := b.sample(ctx); err != nil && ctx.Err() == nil {
+			log(err)
+		}
+		last, pending = time.Now(), false
 	}
 }
 
