@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 
@@ -34,13 +35,14 @@ stderr (progress bars when stderr is a terminal; otherwise, with -o table, one
 line per state change), then print a summary. Waiting is not limited by
 --timeout (only the request is). A job that reaches the server's maximum
 compaction size leaves the rest of the backlog to a continuation job, which the
-server queues at once: the summary names it, but --wait does not wait for it.
+server queues at once: --wait follows the continuations too, until the backlog
+the request found is compacted, and the summary names them.
 Exit status 1 when the request fails or any job ends FAILED or CANCELLED; 130
 when interrupted while waiting (the jobs continue on the server).
 
 -o json prints one object: {"jobs": [{"job": Job, "created": bool}, ...]},
 with each job as it finished when --wait is given, plus, after --wait,
-"continuations": [Job, ...] when the server queued continuation jobs.`,
+"continuations": [Job, ...] with the continuation jobs it followed.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			s, err := newSession(cmd, g)
 			if err != nil {
@@ -71,12 +73,32 @@ with each job as it finished when --wait is given, plus, after --wait,
 			}
 			final, err := s.waitJobs(ctx, results)
 			if err != nil {
-				if interrupted(ctx, err) {
-					return &exitError{code: 130, err: errors.New("interrupted while waiting; the jobs continue on the server (see: compactor jobs)")}
-				}
-				return fmt.Errorf("wait for the jobs: %w", err)
+				return waitError(ctx, err)
 			}
-			conts := s.continuations(ctx, final)
+			// A backlog larger than one job goes on in continuation jobs:
+			// follow them too, so that --wait returns when it is compacted.
+			var conts []*compactorv1.Job
+			seen := map[string]bool{}
+			for round := final; ; {
+				var next []*compactorv1.CompactResult
+				for _, c := range s.continuations(ctx, round) {
+					if !seen[c.GetId()] {
+						seen[c.GetId()] = true
+						next = append(next, &compactorv1.CompactResult{Job: c, Created: true})
+					}
+				}
+				if len(next) == 0 {
+					break
+				}
+				done, err := s.waitJobs(ctx, next)
+				if err != nil {
+					return waitError(ctx, err)
+				}
+				for _, r := range done {
+					conts = append(conts, r.GetJob())
+				}
+				round = done
+			}
 			if s.out.json {
 				err = s.compactJSON(final, conts)
 			} else {
@@ -85,7 +107,11 @@ with each job as it finished when --wait is given, plus, after --wait,
 			if err != nil {
 				return err
 			}
-			return unsuccessful(final)
+			all := slices.Clone(final)
+			for _, c := range conts {
+				all = append(all, &compactorv1.CompactResult{Job: c, Created: true})
+			}
+			return unsuccessful(all)
 		},
 	}
 	f := cmd.Flags()
@@ -93,6 +119,14 @@ with each job as it finished when --wait is given, plus, after --wait,
 	f.StringVar(&reason, "reason", "", "why, kept on the jobs (shown by 'job' and on the status page)")
 	f.BoolVar(&wait, "wait", false, "wait until every job has finished, showing progress")
 	return cmd
+}
+
+// waitError is the error of an interrupted or failed wait.
+func waitError(ctx context.Context, err error) error {
+	if interrupted(ctx, err) {
+		return &exitError{code: 130, err: errors.New("interrupted while waiting; the jobs continue on the server (see: compactor jobs)")}
+	}
+	return fmt.Errorf("wait for the jobs: %w", err)
 }
 
 // compactTable prints the jobs a Compact call returned.
@@ -134,7 +168,8 @@ func (s *cliSession) compactJSON(results []*compactorv1.CompactResult, conts []*
 	return s.out.writeJSON(doc)
 }
 
-// waitSummary prints the finished jobs and the continuation jobs.
+// waitSummary prints the finished jobs, then the continuation jobs that
+// compacted the rest of the backlogs.
 func (s *cliSession) waitSummary(final []*compactorv1.CompactResult, conts []*compactorv1.Job) error {
 	if len(final) == 0 {
 		s.out.note("no collections to compact")
@@ -157,8 +192,8 @@ func (s *cliSession) waitSummary(final []*compactorv1.CompactResult, conts []*co
 	}
 	fmt.Fprintf(s.out.w, "%d of %d jobs succeeded\n", ok, len(final))
 	for _, c := range conts {
-		fmt.Fprintf(s.out.w, "collection %s continues in job %s (%s, %s): a new job the server queued for the rest of the backlog\n",
-			collectionLabel(c), c.GetId(), triggerName(c.GetTrigger()), stateName(c.GetState()))
+		fmt.Fprintf(s.out.w, "collection %s continued in job %s: %s in %s, %d records read\n",
+			collectionLabel(c), c.GetId(), stateName(c.GetState()), s.out.jobDuration(c), c.GetRecordsRead())
 	}
 	return nil
 }

@@ -178,6 +178,7 @@ type jobJSON struct {
 	Reason         string `json:"reason"`
 	RecordsRead    string `json:"records_read"`
 	Error          string `json:"error"`
+	ContinuesJobID string `json:"continues_job_id"`
 }
 
 type compactJSON struct {
@@ -656,14 +657,14 @@ func TestCompactWaitTableAndAll(t *testing.T) {
 	}
 }
 
-// TestCompactWaitContinuation: a backlog larger than one job goes on in a
-// continuation job, named in the output.
+// TestCompactWaitContinuation: a backlog larger than one job goes on in
+// continuation jobs, which --wait follows to the end and names.
 func TestCompactWaitContinuation(t *testing.T) {
 	t.Parallel()
 	addr := startServer(t, func(c *server.Config) { c.Compaction.MaxRecords = 3 })
 	id := createCollection(t, addr, "big")
 	var lines []string
-	for i := range 5 {
+	for i := range 8 {
 		lines = append(lines, fmt.Sprintf(`{"id":"r%d","embedding":[1,2]}`, i))
 	}
 	ok(t, addr, "push", "--collection", id, jsonl(t, lines...))
@@ -671,8 +672,19 @@ func TestCompactWaitContinuation(t *testing.T) {
 	if len(res.Jobs) != 1 || res.Jobs[0].Job.RecordsRead != "3" {
 		t.Fatalf("compact = %+v, want one job reading 3 records", res)
 	}
-	if len(res.Continuations) != 1 || !strings.Contains(res.Continuations[0].Reason, "continues job "+res.Jobs[0].Job.ID[:8]) {
-		t.Fatalf("continuations = %+v, want the job continuing %s", res.Continuations, res.Jobs[0].Job.ID)
+	// 8 records, 3 per job: two continuations, each continuing the one before.
+	if len(res.Continuations) != 2 {
+		t.Fatalf("continuations = %+v, want 2", res.Continuations)
+	}
+	prev := res.Jobs[0].Job.ID
+	for i, c := range res.Continuations {
+		if c.ContinuesJobID != prev || c.State != "JOB_STATE_SUCCEEDED" {
+			t.Fatalf("continuation %d = %+v, want SUCCEEDED continuing %s", i, c, prev)
+		}
+		prev = c.ID
+	}
+	if c := getCollection(t, addr, id); c.Backlog != "" && c.Backlog != "0" {
+		t.Fatalf("backlog %s after compact --wait, want 0", c.Backlog)
 	}
 }
 
