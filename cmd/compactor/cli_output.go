@@ -61,14 +61,13 @@ func marshalProto(m proto.Message) (json.RawMessage, error) {
 	return buf.Bytes(), nil
 }
 
-// writeJSON writes v as one indented JSON document.
+// writeJSON writes v as one indented JSON document, with <, > and & as
+// they are (the output is for programs, not for an HTML page).
 func (o *output) writeJSON(v any) error {
-	b, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
-		return err
-	}
-	_, err = fmt.Fprintf(o.w, "%s\n", b)
-	return err
+	enc := json.NewEncoder(o.w)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
 }
 
 // writeProto writes m as one JSON object.
