@@ -89,7 +89,7 @@ func (c *Catalog) AppendLog(ctx context.Context, collectionID string, ops []mate
 // ReadLog returns the log records of a collection with offsets in
 // (after, upTo], ascending, at most limit of them (limit <= 0: no limit).
 // Each returned record has its Offset set. Rows already purged by a commit
-// are simply absent.
+// are simply absent. ErrNotFound when the collection does not exist.
 func (c *Catalog) ReadLog(ctx context.Context, collectionID string, after, upTo int64, limit int) ([]materialize.OperationRecord, error) {
 	return c.readLog(ctx, collectionID, after, upTo, limit)
 }
@@ -114,6 +114,7 @@ func (c *Catalog) CommitCompaction(ctx context.Context, cm Commit) error {
 }
 
 // ListVersions returns the committed versions of a collection, newest first.
+// ErrNotFound when the collection does not exist.
 func (c *Catalog) ListVersions(ctx context.Context, collectionID string) ([]Version, error) {
 	return c.listVersions(ctx, collectionID)
 }
