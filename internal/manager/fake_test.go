@@ -135,6 +135,18 @@ func (s *memStore) ListJobs(_ context.Context, f catalog.JobFilter) ([]catalog.J
 		}
 		return cmp.Compare(b.ID, a.ID)
 	})
+	if !f.Before.IsZero() { // like the catalog: strictly before the cursor
+		out = slices.DeleteFunc(out, func(j catalog.Job) bool {
+			c := j.CreatedAt.Compare(f.Before.CreatedAt)
+			return c > 0 || c == 0 && j.ID >= f.Before.ID
+		})
+	}
+	if limit := f.Limit; limit <= 0 || limit > 1000 {
+		f.Limit = 1000
+	}
+	if len(out) > f.Limit {
+		out = out[:f.Limit]
+	}
 	return out, nil
 }
 
@@ -218,7 +230,10 @@ func (f *fakeExec) Execute(ctx context.Context, id string, progress func(Progres
 	}
 	panics, committing := f.panics[id], f.commits[id]
 	f.mu.Unlock()
-	f.started <- id
+	select {
+	case f.started <- id: // for the tests that follow starts
+	default:
+	}
 	c, gerr := f.store.GetCollection(ctx, id)
 	if gerr != nil {
 		return Outcome{}, gerr

@@ -246,6 +246,7 @@ func (m *Manager) Run(ctx context.Context) error {
 	m.mu.Lock()
 	m.running = false
 	for w := range m.watchers {
+		delete(m.watchers, w) // a later publish (a Cancel after Run) sends to no one
 		w.close()
 	}
 	m.mu.Unlock()
@@ -263,14 +264,26 @@ func (m *Manager) recover(ctx context.Context) error {
 		// Counted, but not timed: its "duration" would span the outage.
 		m.metrics.jobs.WithLabelValues(label(j.Trigger), label(j.State)).Inc()
 	}
-	queued, err := m.store.ListJobs(ctx, catalog.JobFilter{States: []catalog.JobState{catalog.JobQueued}, Limit: 1000})
-	if err != nil {
-		return fmt.Errorf("list queued jobs: %w", err)
+	var queued []catalog.Job
+	for f := (catalog.JobFilter{States: []catalog.JobState{catalog.JobQueued}, Limit: 1000}); ; {
+		page, err := m.store.ListJobs(ctx, f)
+		if err != nil {
+			return fmt.Errorf("list queued jobs: %w", err)
+		}
+		queued = append(queued, page...)
+		if len(page) < f.Limit {
+			break
+		}
+		last := page[len(page)-1]
+		f.Before = catalog.JobCursor{CreatedAt: last.CreatedAt, ID: last.ID}
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	slices.Reverse(queued) // oldest first
 	for _, j := range queued {
+		if _, ok := m.active[j.ID]; ok {
+			continue // queued by a Compact that came in while this ran
+		}
 		cs := m.coll(j.CollectionID)
 		if cs.queued != nil {
 			// Dedupe across restarts: a second queued job is superfluous.
@@ -539,9 +552,6 @@ func (m *Manager) run(workCtx context.Context, e *entry) {
 				log.Warn("clear failure count", "err", perr)
 			}
 		}
-		if gerr := m.exec.GC(pctx, final.CollectionID); gerr != nil {
-			log.Warn("gc after compaction", "err", gerr)
-		}
 	case countFailure:
 		n, dead, ferr := m.store.RecordFailure(pctx, final.CollectionID, m.cfg.DeadLetterAfter)
 		if ferr != nil {
@@ -561,7 +571,26 @@ func (m *Manager) run(workCtx context.Context, e *entry) {
 		log.Info("compaction cancelled", "note", final.Note)
 	}
 	m.metrics.finished(final, err)
+	m.finish(pctx, e, cs, final, outcome)
 
+	// GC after the continuation is queued (it may run on another worker
+	// meanwhile: GC spares blobs younger than the grace period), with a
+	// deadline of its own: a large listing must not starve the rest.
+	if err == nil && outcome.Committed() {
+		gctx, gcancel := context.WithTimeout(context.WithoutCancel(workCtx), gcTimeout)
+		defer gcancel()
+		if gerr := m.exec.GC(gctx, final.CollectionID); gerr != nil {
+			log.Warn("gc after compaction", "err", gerr)
+		}
+	}
+}
+
+// gcTimeout bounds the GC pass after a compaction.
+const gcTimeout = 5 * time.Minute
+
+// finish removes a job that ended from the active set, queues its
+// continuation, and publishes its end.
+func (m *Manager) finish(ctx context.Context, e *entry, cs *collState, final catalog.Job, outcome Outcome) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	cs.running = nil
@@ -574,8 +603,8 @@ func (m *Manager) run(workCtx context.Context, e *entry) {
 	// still queued (persisted), and the next start runs it.
 	if final.State == catalog.JobSucceeded && outcome.Remaining > 0 && cs.queued == nil {
 		reason := fmt.Sprintf("continues job %.8s: %d records remain", final.ID, outcome.Remaining)
-		if _, err := m.enqueueLocked(pctx, final.CollectionID, final.Trigger, reason, time.Time{}, final.ID); err != nil {
-			log.Error("queue continuation", "err", err)
+		if _, err := m.enqueueLocked(ctx, final.CollectionID, final.Trigger, reason, time.Time{}, final.ID); err != nil {
+			m.logger.Error("queue continuation", "job", final.ID, "collection", final.CollectionID, "err", err)
 		}
 	}
 	m.publish(e)

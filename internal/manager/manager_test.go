@@ -3,6 +3,7 @@ package manager
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -511,6 +512,54 @@ func TestRestartMarksInterruptedAndRequeues(t *testing.T) {
 		h.wantState("waiting", catalog.JobSucceeded)
 		if c := store.collection("a"); c.FailureCount != 0 {
 			t.Fatalf("interruption counted as a failure")
+		}
+	})
+}
+
+func TestRestartRequeuesMoreThanOnePageOfQueuedJobs(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := newMemStore()
+		now := time.Now().UTC()
+		const n = 1005 // more than one page (1,000) of ListJobs
+		for i := range n {
+			id := fmt.Sprintf("c%04d", i)
+			store.addCollection(id, 1, now)
+			j := catalog.Job{ID: fmt.Sprintf("job-%04d", i), CollectionID: id, Trigger: catalog.TriggerOneOff, State: catalog.JobQueued, CreatedAt: now.Add(time.Duration(i) * time.Millisecond)}
+			if err := store.InsertJob(t.Context(), j); err != nil {
+				t.Fatal(err)
+			}
+		}
+		h := start(t, store, newFakeExec(store, 100), testConfig())
+		synctest.Wait()
+		for i := range n {
+			if j, _ := store.GetJob(t.Context(), fmt.Sprintf("job-%04d", i)); j.State != catalog.JobSucceeded {
+				t.Fatalf("job-%04d is %s after the restart, want SUCCEEDED", i, j.State)
+			}
+		}
+		_ = h
+	})
+}
+
+func TestCancelAfterRunReturnedDoesNotPanic(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := newMemStore()
+		store.addCollection("a", 20, time.Now())
+		store.addCollection("b", 20, time.Now())
+		exec := newFakeExec(store, 100)
+		exec.setGate("a")
+		cfg := testConfig()
+		cfg.Workers, cfg.ShutdownTimeout = 1, time.Second
+		h := start(t, store, exec, cfg)
+		if _, _, err := h.m.Watch(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		h.compact("a")
+		queued := h.compact("b")[0].Job
+		synctest.Wait()
+		h.shutdown()
+		j, err := h.m.Cancel(t.Context(), queued.ID)
+		if err != nil || j.State != catalog.JobCancelled {
+			t.Fatalf("Cancel after shutdown: %s, %v", j.State, err)
 		}
 	})
 }
