@@ -209,7 +209,9 @@ func (c *Compactor) Compact(ctx context.Context, collectionID string, opts Optio
 			return res, fmt.Errorf("compact %s: read log after offset %d: %w", collectionID, after, err)
 		}
 		if len(ops) == 0 {
-			return res, fmt.Errorf("compact %s: log offsets (%d, %d] are missing", collectionID, after, end)
+			// Another compaction committed and purged them since the
+			// snapshot: a lost race, not a damaged collection.
+			return res, fmt.Errorf("compact %s: log offsets (%d, %d] were compacted meanwhile: %w", collectionID, after, end, catalog.ErrConflict)
 		}
 		for _, op := range ops {
 			byID[op.ID] = append(byID[op.ID], op)
@@ -307,11 +309,30 @@ func (c *Compactor) Compact(ctx context.Context, collectionID string, opts Optio
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
 	if err := c.cat.CommitCompaction(cctx, cm); err != nil {
+		if c.committed(cctx, err, collectionID, m.Version, key) {
+			// The transaction committed although the call failed (the
+			// connection dropped after COMMIT): the blobs are the current
+			// version and must stay.
+			c.logger.Warn("commit reported an error but took effect", "collection", collectionID, "version", m.Version, "err", err)
+			return res, nil
+		}
 		return res, fmt.Errorf("compact %s: commit version %d: %w", collectionID, m.Version, err)
 	}
 	c.logger.Debug("compacted", "collection", collectionID, "offset", end, "version", m.Version,
 		"records_read", res.RecordsRead, "blocks_written", stats.BlocksWritten, "blocks_reused", stats.BlocksReused)
 	return res, nil
+}
+
+// committed reports whether a commit that returned err took effect anyway:
+// for an error other than a definite refusal (conflict, invalid argument,
+// missing collection), the collection is read again, and the commit took
+// effect when it names version and manifest key.
+func (c *Compactor) committed(ctx context.Context, err error, collectionID string, version int64, key string) bool {
+	if errors.Is(err, catalog.ErrConflict) || errors.Is(err, catalog.ErrInvalidArgument) || errors.Is(err, catalog.ErrNotFound) {
+		return false
+	}
+	coll, gerr := c.cat.GetCollection(ctx, collectionID)
+	return gerr == nil && coll.SegmentVersion == version && coll.ManifestKey == key
 }
 
 // dimensionOf returns the embedding length of the first record in changes.

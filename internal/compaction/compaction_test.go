@@ -7,10 +7,13 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
+	"sync"
 	"testing"
 
 	"github.com/compactorhq/compactor/internal/catalog"
 	"github.com/compactorhq/compactor/internal/materialize"
+	"github.com/compactorhq/compactor/internal/segment"
 	"github.com/compactorhq/compactor/internal/segment/segmenttest"
 )
 
@@ -456,4 +459,48 @@ func TestCopyOnWrite(t *testing.T) {
 	if err != nil || len(got.Records) != 2 {
 		t.Fatalf("read back: %d records, %v", len(got.Records), err)
 	}
+}
+
+// getHook runs hook once, before the first Get of a block.
+type getHook struct {
+	segment.Blobs
+	once sync.Once
+	hook func()
+}
+
+func (g *getHook) Get(ctx context.Context, key string) ([]byte, error) {
+	if strings.Contains(key, "/blocks/") {
+		g.once.Do(g.hook)
+	}
+	return g.Blobs.Get(ctx, key)
+}
+
+// TestReadRetriesWhenGCRemovesItsVersion: a read that opened a version
+// which GC then collects (two newer versions committed, its blocks past the
+// grace period) reads the newer version instead of failing.
+func TestReadRetriesWhenGCRemovesItsVersion(t *testing.T) {
+	e := newEnv(t, envConfig{maxRecords: 100, batchRecords: 10, maxBlock: 64, minBlock: 16})
+	put := func(v float32) {
+		e.push(materialize.OperationRecord{Op: materialize.OpUpsert, ID: "x", Embedding: emb(v)})
+		e.compact()
+	}
+	put(1)
+	hooked := &getHook{Blobs: e.blobs}
+	hooked.hook = func() { // between the reader's manifest and its block
+		put(2)
+		put(3)
+		e.clock.Advance(2 * DefaultConfig().GCGrace)
+		if _, err := e.comp.GC(e.ctx, e.id); err != nil {
+			t.Errorf("gc: %v", err)
+		}
+	}
+	reader, err := New(e.cat, segment.NewStore(hooked, segment.Config{MaxBlockRecords: 64, MinBlockRecords: 16}, e.clock.Now), e.comp.cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := reader.GetRecords(e.ctx, e.id, []string{"x"})
+	if err != nil {
+		t.Fatalf("read across a GC: %v", err)
+	}
+	e.compare("x", res.Records, []materialize.Record{{ID: "x", Embedding: emb(3)}})
 }

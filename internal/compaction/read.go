@@ -2,6 +2,7 @@ package compaction
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 
@@ -19,6 +20,22 @@ type view struct {
 	coll     catalog.Collection
 	manifest *segment.Manifest // nil before the first compaction
 	tail     map[string][]materialize.OperationRecord
+}
+
+// readAttempts bounds the retries of a read whose segment version GC
+// removed while it read (it then reads the newer version).
+const readAttempts = 3
+
+// retryRead runs read, again on a fresh view when a blob of its version was
+// deleted meanwhile (segment.ErrNotExist: GC collected a superseded
+// version). Errors after the last attempt are returned.
+func retryRead[T any](read func() (T, error)) (T, error) {
+	for attempt := 1; ; attempt++ {
+		res, err := read()
+		if err == nil || attempt == readAttempts || !errors.Is(err, segment.ErrNotExist) {
+			return res, err
+		}
+	}
 }
 
 func (c *Compactor) openView(ctx context.Context, collectionID string) (*view, error) {
@@ -55,6 +72,10 @@ type ReadResult struct {
 // with the materialization rules. Errors: catalog.ErrNotFound, catalog.ErrInvalidArgument
 // for more than MaxReadIDs ids, storage errors.
 func (c *Compactor) GetRecords(ctx context.Context, collectionID string, ids []string) (ReadResult, error) {
+	return retryRead(func() (ReadResult, error) { return c.getRecords(ctx, collectionID, ids) })
+}
+
+func (c *Compactor) getRecords(ctx context.Context, collectionID string, ids []string) (ReadResult, error) {
 	if len(ids) > MaxReadIDs {
 		return ReadResult{}, fmt.Errorf("get records of %s: %d ids requested, the limit is %d: %w", collectionID, len(ids), MaxReadIDs, catalog.ErrInvalidArgument)
 	}
@@ -91,6 +112,10 @@ func (v *view) result(recs []materialize.Record, next string) ReadResult {
 // when there is none). limit must be in 1..MaxReadIDs
 // (catalog.ErrInvalidArgument otherwise).
 func (c *Compactor) ListRecords(ctx context.Context, collectionID, after string, limit int) (ReadResult, error) {
+	return retryRead(func() (ReadResult, error) { return c.listRecords(ctx, collectionID, after, limit) })
+}
+
+func (c *Compactor) listRecords(ctx context.Context, collectionID, after string, limit int) (ReadResult, error) {
 	if limit <= 0 || limit > MaxReadIDs {
 		return ReadResult{}, fmt.Errorf("list records of %s: page size %d is outside 1..%d: %w", collectionID, limit, MaxReadIDs, catalog.ErrInvalidArgument)
 	}
