@@ -3,32 +3,18 @@ package web_test
 import (
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/compactorhq/compactor/internal/browsertest"
 	"github.com/compactorhq/compactor/web"
 	"github.com/compactorhq/compactor/web/webtest"
 )
-
-// findChrome returns a Chromium binary: $COMPACTOR_CHROME, or one on PATH.
-func findChrome() string {
-	if p := os.Getenv("COMPACTOR_CHROME"); p != "" {
-		return p
-	}
-	for _, name := range []string{"chromium", "chromium-browser", "google-chrome", "headless-shell"} {
-		if p, err := exec.LookPath(name); err == nil {
-			return p
-		}
-	}
-	return ""
-}
 
 // TestInBrowser loads the pages in headless Chromium and checks what only a
 // browser shows: the script connects to /events, a Source tick refreshes
@@ -37,44 +23,13 @@ func findChrome() string {
 // no page scrolls sideways. It skips without Chromium. Set
 // WEB_SCREENSHOT_DIR to keep screenshots.
 func TestInBrowser(t *testing.T) {
-	if testing.Short() {
-		t.Skip("browser test in -short mode")
-	}
-	chrome := findChrome()
-	if chrome == "" {
-		t.Skip("no Chromium found (install the chromium package or set COMPACTOR_CHROME)")
-	}
+	browsertest.Require(t)
 	e := newEnv(t, web.Config{MinEventInterval: 10 * time.Millisecond})
 	srv := newStreamServer(t, e)
-
-	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(chrome), chromedp.NoSandbox, chromedp.WindowSize(1280, 900))
-	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	defer cancelAlloc()
-	ctx, cancelCtx := chromedp.NewContext(actx)
-	defer cancelCtx()
-	if err := chromedp.Do(ctx); err != nil { // start the browser without a deadline
-		t.Fatalf("start Chromium: %v", err)
-	}
+	ctx := browsertest.Start(t)
 	ctx, cancelTimeout := context.WithTimeout(ctx, 90*time.Second)
 	defer cancelTimeout()
-
-	var mu sync.Mutex
-	var problems []string
-	consoleDone := make(chan struct{})
-	messages := chromedp.Console(ctx)
-	go func() {
-		defer close(consoleDone)
-		for m, err := range messages {
-			if err != nil {
-				return
-			}
-			if m.Type == chromedp.ConsoleError || m.IsException() {
-				mu.Lock()
-				problems = append(problems, m.String())
-				mu.Unlock()
-			}
-		}
-	}()
+	problems := browsertest.WatchConsole(t, ctx)
 
 	row := `tr[data-job-id="` + webtest.RunningJob + `"]`
 	if err := chromedp.Do(ctx,
@@ -137,12 +92,7 @@ func TestInBrowser(t *testing.T) {
 		}
 	}
 
-	cancelTimeout()
-	cancelCtx()
-	<-consoleDone
-	mu.Lock()
-	defer mu.Unlock()
-	for _, p := range problems {
+	for _, p := range problems() {
 		t.Errorf("browser console: %s", p)
 	}
 }

@@ -12,11 +12,9 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -26,6 +24,7 @@ import (
 
 	compactorv1 "github.com/compactorhq/compactor/gen/compactor/v1"
 	"github.com/compactorhq/compactor/gen/compactor/v1/compactorv1connect"
+	"github.com/compactorhq/compactor/internal/browsertest"
 	"github.com/compactorhq/compactor/internal/server"
 )
 
@@ -38,23 +37,6 @@ const (
 	budget         = 60 * time.Second // for the whole test, browser start included
 )
 
-// chromePath returns the browser to drive: $COMPACTOR_CHROME, Debian's
-// /usr/bin/chromium, or a chromium on PATH; "" when there is none.
-func chromePath() string {
-	if p := os.Getenv("COMPACTOR_CHROME"); p != "" {
-		return p
-	}
-	if _, err := os.Stat("/usr/bin/chromium"); err == nil {
-		return "/usr/bin/chromium"
-	}
-	for _, name := range []string{"chromium", "chromium-browser"} {
-		if p, err := exec.LookPath(name); err == nil {
-			return p
-		}
-	}
-	return ""
-}
-
 // TestBrowserLiveCompaction runs the whole process and watches it in
 // headless Chromium: it pushes the Debian sample (5,000 packages, then 217
 // upserts) through the Connect API, opens the dashboard, starts a one-off
@@ -65,23 +47,7 @@ func chromePath() string {
 // no console error and scrolls sideways at neither 1280 nor 390 px, and
 // saves full-page screenshots in the test's artifact directory.
 func TestBrowserLiveCompaction(t *testing.T) {
-	required := os.Getenv("COMPACTOR_REQUIRE_BROWSER") == "1"
-	if testing.Short() && !required {
-		t.Skip("browser test skipped in -short mode")
-	}
-	chrome := chromePath()
-	if env := os.Getenv("COMPACTOR_CHROME"); env != "" {
-		if _, err := os.Stat(env); err != nil {
-			t.Fatalf("COMPACTOR_CHROME: %v", err)
-		}
-	}
-	if chrome == "" {
-		msg := "Chromium not found at /usr/bin/chromium or on PATH: install it (apt-get install chromium) or set COMPACTOR_CHROME to a Chrome binary"
-		if required {
-			t.Fatal(msg + " (COMPACTOR_REQUIRE_BROWSER=1)")
-		}
-		t.Skip(msg)
-	}
+	browsertest.Require(t)
 	begin := time.Now()
 	deadline := begin.Add(budget)
 
@@ -120,10 +86,10 @@ func TestBrowserLiveCompaction(t *testing.T) {
 	t.Logf("started the server and pushed %d records (%d packages) into %s in %s; expecting %d jobs of at most %d records", pushed, len(wantVersions), collID, time.Since(begin).Round(time.Millisecond), wantJobs, maxRecords)
 
 	// ---- the browser ----
-	ctx := startBrowser(t, chrome)
+	ctx := browsertest.Start(t)
 	ctx, cancelBudget := context.WithDeadline(ctx, deadline)
 	defer cancelBudget()
-	problems := watchConsole(t, ctx)
+	problems := browsertest.WatchConsole(t, ctx)
 
 	if err := chromedp.Do(ctx,
 		chromedp.Navigate(base+"/"),
@@ -363,72 +329,6 @@ func startServer(t *testing.T) string {
 		t.Fatal("server not serving after 10 s")
 	}
 	return ""
-}
-
-// startBrowser starts headless Chromium with a fresh profile; it is closed
-// when the test ends (before the server stops).
-func startBrowser(t *testing.T, chrome string) context.Context {
-	t.Helper()
-	profile := t.TempDir() // registered first, so removed after the browser exits
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(chrome),
-		chromedp.Headless,
-		chromedp.NoSandbox,
-		chromedp.DisableGPU,
-		chromedp.NoFirstRun,
-		chromedp.Flag("disable-quic", true),
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.UserDataDir(profile),
-		chromedp.WindowSize(1280, 900),
-	)
-	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	ctx, cancelCtx := chromedp.NewContext(actx)
-	t.Cleanup(func() {
-		cancelCtx()
-		cancelAlloc() // waits for the browser to exit
-	})
-	// The first action starts the browser; it must get ctx itself, not a
-	// context with a deadline, or the browser would end with that deadline.
-	if err := chromedp.Do(ctx); err != nil {
-		t.Fatalf("start Chromium (%s): %v", chrome, err)
-	}
-	return ctx
-}
-
-// watchConsole collects the page's console errors and uncaught exceptions
-// (a blocked script or style under the content security policy shows up
-// here); the returned function stops collecting and returns them.
-func watchConsole(t *testing.T, ctx context.Context) func() []string {
-	t.Helper()
-	ctx, cancel := context.WithCancel(ctx)
-	var mu sync.Mutex
-	var problems []string
-	done := make(chan struct{})
-	messages := chromedp.Console(ctx)
-	go func() {
-		defer close(done)
-		for m, err := range messages {
-			if err != nil {
-				return
-			}
-			if m.Type == chromedp.ConsoleError || m.IsException() {
-				mu.Lock()
-				problems = append(problems, m.String())
-				mu.Unlock()
-			}
-		}
-	}()
-	stop := func() []string {
-		cancel()
-		<-done
-		mu.Lock()
-		defer mu.Unlock()
-		return slices.Clone(problems)
-	}
-	t.Cleanup(func() { stop() })
-	return stop
 }
 
 // screenshot sizes the viewport to width, checks nothing scrolls sideways,
