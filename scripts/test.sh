@@ -4,7 +4,8 @@
 # the Go tools pinned in tools/go.mod), then checks, in order:
 #   generated code is fresh (scripts/generate.sh leaves `git status` clean),
 #   buf lint, buf format, buf breaking against the previous commit,
-#   gofmt, go vet, go test -race ./... (with the headless-browser test),
+#   gofmt, go vet, go test -race ./... (with the headless-browser test, and
+#   the catalog suite against a local PostgreSQL when one answers),
 #   promtool check/test of the alert rules, the end-to-end script test.
 # It ends with one line: "ci: N passed, M failed, K skipped" (tests and
 # end-to-end checks; a failed non-test step counts as a failure).
@@ -84,6 +85,15 @@ step "gofmt" gofmt_clean
 step "go vet" go vet ./...
 browser_required=0
 [ "${CI:-}" = true ] && browser_required=1
+# The catalog suite also runs against PostgreSQL when one answers locally
+# (each test in a schema of its own); otherwise on SQLite alone.
+if [ -z "${COMPACTOR_TEST_POSTGRES_DSN:-}" ]; then
+	pg='postgres://postgres@127.0.0.1:5432/test?sslmode=disable'
+	if command -v psql >/dev/null && psql "$pg" -qtAc 'select 1' >/dev/null 2>&1; then
+		export COMPACTOR_TEST_POSTGRES_DSN=$pg
+		echo "note: the catalog tests run against PostgreSQL too ($pg)"
+	fi
+fi
 step "go test -race" env COMPACTOR_REQUIRE_BROWSER=$browser_required \
 	gotestsum --format pkgname-and-test-fails --jsonfile .cache/test.json -- -race -count=1 ./...
 promtool_checks() {
