@@ -19,6 +19,9 @@ type memStore struct {
 	jobs  map[string]catalog.Job
 	order []string // job ids in insertion order
 	fail  error    // when set, every call fails with it
+	// insertGate, when set, holds every InsertJob until it is closed (a
+	// slow catalog write).
+	insertGate chan struct{}
 }
 
 func newMemStore() *memStore {
@@ -80,6 +83,12 @@ func (s *memStore) ListCollections(context.Context) ([]catalog.Collection, error
 }
 
 func (s *memStore) InsertJob(_ context.Context, j catalog.Job) error {
+	s.mu.Lock()
+	gate := s.insertGate
+	s.mu.Unlock()
+	if gate != nil {
+		<-gate
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.fail != nil {

@@ -128,6 +128,10 @@ type entry struct {
 	done       chan struct{} // closed when the job ends
 	enqueuedAt time.Time
 	seq        uint64 // enqueue order, the last tie-break: first in, first out
+	// pending: reserved (it holds its collection's queued slot, so dedupe
+	// sees it) but its row is not inserted yet; not runnable, not in
+	// m.active. See reserveLocked and persist.
+	pending bool
 }
 
 // collState is the manager's in-memory state of one collection.
@@ -281,10 +285,10 @@ func (m *Manager) recover(ctx context.Context) error {
 	defer m.mu.Unlock()
 	slices.Reverse(queued) // oldest first
 	for _, j := range queued {
-		if _, ok := m.active[j.ID]; ok {
+		cs := m.coll(j.CollectionID)
+		if _, ok := m.active[j.ID]; ok || cs.queued != nil && cs.queued.job.ID == j.ID {
 			continue // queued by a Compact that came in while this ran
 		}
-		cs := m.coll(j.CollectionID)
 		if cs.queued != nil {
 			// Dedupe across restarts: a second queued job is superfluous.
 			j.State, j.FinishedAt, j.Note = catalog.JobCancelled, m.now(), "duplicate of a queued job after restart"
@@ -349,29 +353,42 @@ func (m *Manager) Compact(ctx context.Context, ids []string, all bool, reason st
 		}
 	}
 	m.mu.Lock()
-	defer m.mu.Unlock()
 	if m.stopping {
+		m.mu.Unlock()
 		return nil, ErrStopped
 	}
-	out := make([]Enqueued, 0, len(targets))
-	for _, id := range targets {
+	out := make([]Enqueued, len(targets))
+	var reserved []*entry
+	slot := map[*entry]int{}
+	for i, id := range targets {
 		cs := m.coll(id)
 		if cs.queued != nil {
 			cs.queued.oneOff = true // the operator's request runs first
-			out = append(out, Enqueued{Job: m.snapshot(cs.queued)})
+			out[i] = Enqueued{Job: m.snapshot(cs.queued)}
 			continue
 		}
-		e, err := m.enqueueLocked(ctx, id, catalog.TriggerOneOff, reason, time.Time{}, "")
-		if err != nil {
-			return out, err
-		}
-		out = append(out, Enqueued{Job: m.snapshot(e), Created: true})
+		e := m.reserveLocked(id, catalog.TriggerOneOff, reason, time.Time{}, "")
+		reserved = append(reserved, e)
+		slot[e] = i
+	}
+	m.mu.Unlock()
+	inserted, err := m.persist(ctx, reserved...)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, e := range inserted {
+		out[slot[e]] = Enqueued{Job: m.snapshot(e), Created: true}
+	}
+	if err != nil {
+		return nil, err
 	}
 	return out, nil
 }
 
-// enqueueLocked creates, persists and queues a job; m.mu must be held.
-func (m *Manager) enqueueLocked(ctx context.Context, collectionID string, trigger catalog.Trigger, reason string, oldest time.Time, continues string) (*entry, error) {
+// reserveLocked creates a QUEUED job for a collection with no queued job and
+// takes the collection's queued slot with it, pending; persist inserts its
+// row. m.mu must be held. The row is inserted without the lock, so that a
+// slow catalog write does not stall progress reports, reads and watches.
+func (m *Manager) reserveLocked(collectionID string, trigger catalog.Trigger, reason string, oldest time.Time, continues string) *entry {
 	cs := m.coll(collectionID)
 	now := m.now()
 	j := catalog.Job{
@@ -384,17 +401,45 @@ func (m *Manager) enqueueLocked(ctx context.Context, collectionID string, trigge
 		CreatedAt:    now,
 		Continues:    continues,
 	}
-	if err := m.store.InsertJob(ctx, j); err != nil {
-		return nil, fmt.Errorf("insert job for collection %s: %w", collectionID, err)
-	}
 	m.seq++
-	e := &entry{job: j, oldest: oldest, oneOff: trigger == catalog.TriggerOneOff, done: make(chan struct{}), enqueuedAt: now, seq: m.seq}
+	e := &entry{job: j, oldest: oldest, oneOff: trigger == catalog.TriggerOneOff, done: make(chan struct{}), enqueuedAt: now, seq: m.seq, pending: true}
 	cs.queued = e
-	m.active[j.ID] = e
+	return e
+}
+
+// persist inserts the rows of reserved entries, then makes the inserted
+// ones active (runnable, visible, published) and gives the queued slot of
+// the others back. It returns the inserted entries and the insert errors.
+// m.mu must not be held.
+func (m *Manager) persist(ctx context.Context, es ...*entry) ([]*entry, error) {
+	var errs []error
+	ok := make([]bool, len(es))
+	for i, e := range es {
+		if err := m.store.InsertJob(ctx, e.job); err != nil {
+			errs = append(errs, fmt.Errorf("insert job for collection %s: %w", e.job.CollectionID, err))
+			continue
+		}
+		ok[i] = true
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var inserted []*entry
+	for i, e := range es {
+		cs := m.coll(e.job.CollectionID)
+		if !ok[i] {
+			if cs.queued == e {
+				cs.queued = nil
+			}
+			continue
+		}
+		e.pending = false
+		m.active[e.job.ID] = e
+		inserted = append(inserted, e)
+		m.publish(e)
+	}
 	m.metrics.setStates(m.active)
 	m.signal()
-	m.publish(e)
-	return e, nil
+	return inserted, errors.Join(errs...)
 }
 
 // next blocks until a queued job can run (its collection has no running
@@ -410,7 +455,7 @@ func (m *Manager) next(ctx context.Context) *entry {
 		var best *entry
 		for _, cs := range m.colls {
 			e := cs.queued
-			if e == nil || cs.running != nil {
+			if e == nil || e.pending || cs.running != nil {
 				continue
 			}
 			if best == nil || before(e, best) {
@@ -592,7 +637,6 @@ const gcTimeout = 5 * time.Minute
 // continuation, and publishes its end.
 func (m *Manager) finish(ctx context.Context, e *entry, cs *collState, final catalog.Job, outcome Outcome) {
 	m.mu.Lock()
-	defer m.mu.Unlock()
 	cs.running = nil
 	e.progress = nil
 	delete(m.active, final.ID)
@@ -601,12 +645,19 @@ func (m *Manager) finish(ctx context.Context, e *entry, cs *collState, final cat
 	// queued before the end of this job is published, so a watcher that
 	// sees the end finds the continuation already there. At shutdown it is
 	// still queued (persisted), and the next start runs it.
+	var cont *entry
 	if final.State == catalog.JobSucceeded && outcome.Remaining > 0 && cs.queued == nil {
 		reason := fmt.Sprintf("continues job %.8s: %d records remain", final.ID, outcome.Remaining)
-		if _, err := m.enqueueLocked(ctx, final.CollectionID, final.Trigger, reason, time.Time{}, final.ID); err != nil {
+		cont = m.reserveLocked(final.CollectionID, final.Trigger, reason, time.Time{}, final.ID)
+	}
+	m.mu.Unlock()
+	if cont != nil {
+		if _, err := m.persist(ctx, cont); err != nil {
 			m.logger.Error("queue continuation", "job", final.ID, "collection", final.CollectionID, "err", err)
 		}
 	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	m.publish(e)
 	m.metrics.setStates(m.active)
 	m.signal()
@@ -663,6 +714,9 @@ func (m *Manager) Cancel(ctx context.Context, jobID string) (Job, error) {
 		j, err := m.store.GetJob(ctx, jobID)
 		if err != nil {
 			return Job{}, fmt.Errorf("job %s: %w", jobID, err)
+		}
+		if !j.State.Finished() { // its row is in, it is being queued
+			return Job{Job: j}, fmt.Errorf("job %s is being queued; retry: %w", jobID, ErrStopped)
 		}
 		return Job{Job: j}, fmt.Errorf("job %s is %s: %w", jobID, j.State, ErrFinished)
 	}

@@ -540,6 +540,42 @@ func TestRestartRequeuesMoreThanOnePageOfQueuedJobs(t *testing.T) {
 	})
 }
 
+func TestSlowJobInsertDoesNotStallTheManager(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := newMemStore()
+		store.addCollection("a", 20, time.Now())
+		store.addCollection("b", 20, time.Now())
+		exec := newFakeExec(store, 100)
+		gate := exec.setGate("a")
+		h := start(t, store, exec, testConfig())
+		running := h.compact("a")[0].Job
+		h.wantState(running.ID, catalog.JobRunning)
+
+		store.insertGate = make(chan struct{})
+		done := make(chan []Enqueued)
+		go func() {
+			out, err := h.m.Compact(t.Context(), []string{"b"}, false, "slow insert")
+			if err != nil {
+				t.Error(err)
+			}
+			done <- out
+		}()
+		synctest.Wait() // Compact waits in InsertJob
+		// Reads and the running job's progress go on meanwhile.
+		if got := h.m.Active(); len(got) != 1 || got[0].ID != running.ID {
+			t.Fatalf("Active during a slow insert: %+v", got)
+		}
+		close(gate)
+		synctest.Wait()
+		if j, _ := store.GetJob(t.Context(), running.ID); j.State != catalog.JobSucceeded {
+			t.Fatalf("the running job is %s during a slow insert, want SUCCEEDED", j.State)
+		}
+		close(store.insertGate)
+		out := <-done
+		h.wantState(out[0].Job.ID, catalog.JobSucceeded)
+	})
+}
+
 func TestCancelAfterRunReturnedDoesNotPanic(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		store := newMemStore()

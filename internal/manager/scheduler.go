@@ -62,6 +62,7 @@ func (m *Manager) Schedule(ctx context.Context) error {
 	slices.SortFunc(due, func(a, b catalog.Collection) int { return cmpTime(a.OldestUncompactedAt, b.OldestUncompactedAt) })
 
 	m.mu.Lock()
+	var reserved []*entry
 	for _, c := range due {
 		if m.stopping {
 			break
@@ -74,12 +75,12 @@ func (m *Manager) Schedule(ctx context.Context) error {
 		if c.Backlog() < m.cfg.MinCompactionSize {
 			reason = fmt.Sprintf("oldest record waited %s (maximum %s)", now.Sub(c.OldestUncompactedAt).Round(time.Second), m.cfg.MaxAge)
 		}
-		if _, err := m.enqueueLocked(ctx, c.ID, catalog.TriggerScheduled, reason, c.OldestUncompactedAt, ""); err != nil {
-			m.mu.Unlock()
-			return err
-		}
+		reserved = append(reserved, m.reserveLocked(c.ID, catalog.TriggerScheduled, reason, c.OldestUncompactedAt, ""))
 	}
 	m.mu.Unlock()
+	if _, err := m.persist(ctx, reserved...); err != nil {
+		return err
+	}
 
 	if _, err := m.store.PruneJobs(ctx, m.cfg.HistoryKeep, now.Add(-m.cfg.HistoryMaxAge)); err != nil {
 		return fmt.Errorf("prune job history: %w", err)
