@@ -99,8 +99,8 @@ func demo(ctx context.Context, g *globals, cfg server.Config, logger *slog.Logge
 	printGuide(out, base, addr.String(), id)
 	fmt.Fprintln(out, "\nServing with the scheduler running; press Ctrl-C to stop.")
 	err = <-served
-	if ctx.Err() != nil && err == nil {
-		fmt.Fprintln(out, "stopped")
+	if err == nil {
+		fmt.Fprintf(out, "stopped; the data is kept in %s (remove it when done)\n", cfg.DataDir)
 	}
 	return err
 }

@@ -713,7 +713,7 @@ func (m *Manager) Cancel(ctx context.Context, jobID string) (Job, error) {
 		m.mu.Unlock()
 		j, err := m.store.GetJob(ctx, jobID)
 		if err != nil {
-			return Job{}, fmt.Errorf("job %s: %w", jobID, err)
+			return Job{}, err // the store's error names the job
 		}
 		if !j.State.Finished() { // its row is in, it is being queued
 			return Job{Job: j}, fmt.Errorf("job %s is being queued; retry: %w", jobID, ErrStopped)
@@ -778,7 +778,7 @@ func (m *Manager) Get(ctx context.Context, jobID string) (Job, error) {
 	m.mu.Unlock()
 	j, err := m.store.GetJob(ctx, jobID)
 	if err != nil {
-		return Job{}, fmt.Errorf("job %s: %w", jobID, err)
+		return Job{}, err // the store's error names the job
 	}
 	return Job{Job: j}, nil
 }

@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"runtime/debug"
@@ -111,6 +112,9 @@ func (c *Config) Validate() error {
 		}
 		c.BlobURL = "file://" + filepath.ToSlash(abs)
 	}
+	if u, err := url.Parse(c.BlobURL); err != nil || u.Scheme == "" {
+		return fmt.Errorf("--blob-url %q: want a URL such as file:///var/lib/compactor/blobs, mem:// or s3://bucket", c.BlobURL)
+	}
 	if c.TokenFile != "" {
 		if c.Token != "" {
 			return errors.New("give --token or --token-file, not both")
@@ -202,7 +206,7 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (_ *App, err err
 	a.closers = append(a.closers, a.Catalog.Close)
 	blobs, closer, err := segment.OpenBucket(ctx, cfg.BlobURL)
 	if err != nil {
-		return nil, fmt.Errorf("open blob store %s: %w", cfg.BlobURL, err)
+		return nil, fmt.Errorf("--blob-url %s: %w", cfg.BlobURL, err)
 	}
 	a.closers = append(a.closers, closer.Close)
 	a.Segments = segment.NewStore(blobs, cfg.Segment, nil)
