@@ -1,43 +1,12 @@
 package compaction
 
 import (
-	"bufio"
-	"compress/gzip"
-	"encoding/json"
-	"os"
 	"reflect"
 	"testing"
 
 	"github.com/compactorhq/compactor/internal/materialize"
+	"github.com/compactorhq/compactor/internal/sampletest"
 )
-
-// readJSONL reads a gzipped JSON Lines file of operation records.
-func readJSONL(t testing.TB, path string) []materialize.OperationRecord {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	zr, err := gzip.NewReader(f)
-	if err != nil {
-		t.Fatalf("%s: %v", path, err)
-	}
-	var ops []materialize.OperationRecord
-	sc := bufio.NewScanner(zr)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for line := 1; sc.Scan(); line++ {
-		var op materialize.OperationRecord
-		if err := json.Unmarshal(sc.Bytes(), &op); err != nil {
-			t.Fatalf("%s:%d: %v", path, line, err)
-		}
-		ops = append(ops, op)
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatalf("%s: %v", path, err)
-	}
-	return ops
-}
 
 // TestDebianSample loads the real sample (Debian package records with
 // 64-dim embeddings): the base load as ADD, then the security and point
@@ -46,8 +15,7 @@ func readJSONL(t testing.TB, path string) []materialize.OperationRecord {
 // update line, 104 of them with a version different from the base. A read
 // returns the same records before and after compaction.
 func TestDebianSample(t *testing.T) {
-	base := readJSONL(t, "../../testdata/debian-base.jsonl.gz")
-	updates := readJSONL(t, "../../testdata/debian-updates.jsonl.gz")
+	base, updates := sampletest.Base(t), sampletest.Updates(t)
 	if len(base) != 5000 || len(updates) != 217 {
 		t.Fatalf("sample has %d base and %d update lines, want 5000 and 217", len(base), len(updates))
 	}

@@ -1,10 +1,7 @@
 package e2e_test
 
 import (
-	"bufio"
-	"compress/gzip"
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -20,11 +17,11 @@ import (
 
 	"connectrpc.com/connect"
 	"github.com/chromedp/chromedp"
-	"google.golang.org/protobuf/types/known/structpb"
 
 	compactorv1 "github.com/compactorhq/compactor/gen/compactor/v1"
 	"github.com/compactorhq/compactor/gen/compactor/v1/compactorv1connect"
 	"github.com/compactorhq/compactor/internal/browsertest"
+	"github.com/compactorhq/compactor/internal/sampletest"
 	"github.com/compactorhq/compactor/internal/server"
 )
 
@@ -66,8 +63,8 @@ func TestBrowserLiveCompaction(t *testing.T) {
 		t.Fatalf("CreateCollection: %v", err)
 	}
 	collID := created.Msg.GetCollection().GetId()
-	baseOps := loadOps(t, "../../testdata/debian-base.jsonl.gz")
-	updateOps := loadOps(t, "../../testdata/debian-updates.jsonl.gz")
+	baseOps := sampletest.Proto(t, sampletest.Base(t))
+	updateOps := sampletest.Proto(t, sampletest.Updates(t))
 	pushed := 0
 	for _, ops := range [][]*compactorv1.OperationRecord{baseOps, updateOps} {
 		for chunk := range slices.Chunk(ops, 1000) {
@@ -373,59 +370,6 @@ func mainText(ctx context.Context) string {
 		return "(page text unavailable: " + err.Error() + ")"
 	}
 	return "page text:\n" + s
-}
-
-// sampleLine is one line of testdata/debian-*.jsonl.gz.
-type sampleLine struct {
-	Op        string         `json:"op"`
-	ID        string         `json:"id"`
-	Document  *string        `json:"document"`
-	Metadata  map[string]any `json:"metadata"`
-	Embedding []float32      `json:"embedding"`
-}
-
-func loadOps(t *testing.T, path string) []*compactorv1.OperationRecord {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	zr, err := gzip.NewReader(f)
-	if err != nil {
-		t.Fatalf("%s: %v", path, err)
-	}
-	var ops []*compactorv1.OperationRecord
-	sc := bufio.NewScanner(zr)
-	sc.Buffer(make([]byte, 0, 64<<10), 4<<20)
-	for line := 1; sc.Scan(); line++ {
-		var l sampleLine
-		if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
-			t.Fatalf("%s:%d: %v", path, line, err)
-		}
-		op := &compactorv1.OperationRecord{Id: l.ID, Document: l.Document, Embedding: l.Embedding}
-		switch l.Op {
-		case "add":
-			op.Op = compactorv1.Operation_OPERATION_ADD
-		case "upsert":
-			op.Op = compactorv1.Operation_OPERATION_UPSERT
-		default:
-			t.Fatalf("%s:%d: unexpected op %q", path, line, l.Op)
-		}
-		if l.Metadata != nil {
-			if op.Metadata, err = structpb.NewStruct(l.Metadata); err != nil {
-				t.Fatalf("%s:%d: metadata: %v", path, line, err)
-			}
-		}
-		ops = append(ops, op)
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatalf("%s: %v", path, err)
-	}
-	if len(ops) == 0 {
-		t.Fatalf("%s has no records", path)
-	}
-	return ops
 }
 
 // expectedVersions applies the operations' "version" metadata as the

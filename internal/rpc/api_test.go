@@ -18,7 +18,9 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	compactorv1 "github.com/compactorhq/compactor/gen/compactor/v1"
+	"github.com/compactorhq/compactor/internal/materialize"
 	"github.com/compactorhq/compactor/internal/rpc"
+	"github.com/compactorhq/compactor/internal/sampletest"
 	"github.com/compactorhq/compactor/internal/server"
 )
 
@@ -460,14 +462,14 @@ func testSmall(t *testing.T, c clients) string {
 // of the sample, and a read by ids before and after the compaction.
 func testDebian(t *testing.T, c clients) {
 	ctx := t.Context()
-	base, baseLines := loadDebian(t, debianBase)
-	updates, updLines := loadDebian(t, debianUpdates)
+	baseLines, updLines := sampletest.Base(t), sampletest.Updates(t)
+	base, updates := sampletest.Proto(t, baseLines), sampletest.Proto(t, updLines)
 	if len(base) != 5000 || len(updates) != 217 {
 		t.Fatalf("sample has %d base and %d update lines, want 5000 and 217", len(base), len(updates))
 	}
 	// The model: ADDs of new ids, then UPSERTs merged (metadata keys
 	// merged, document and embedding replaced when given).
-	model := map[string]*debianLine{}
+	model := map[string]*materialize.OperationRecord{}
 	for i := range baseLines {
 		l := baseLines[i]
 		model[l.ID] = &l
@@ -545,7 +547,7 @@ func testDebian(t *testing.T, c clients) {
 			t.Errorf("%s: document %q, want %q", r.GetId(), r.GetDocument(), *m.Document)
 		case !slices.Equal(r.GetEmbedding(), m.Embedding):
 			t.Errorf("%s: embedding differs from the sample's", r.GetId())
-		case !reflect.DeepEqual(r.GetMetadata().AsMap(), m.Metadata):
+		case !reflect.DeepEqual(r.GetMetadata().AsMap(), map[string]any(m.Metadata)):
 			t.Errorf("%s: metadata %v, want %v", r.GetId(), r.GetMetadata().AsMap(), m.Metadata)
 		}
 	}
