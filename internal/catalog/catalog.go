@@ -80,7 +80,12 @@ type Collection struct {
 	ManifestKey      string // blob key of the current version's manifest; "" at version 0
 	RecordCount      int64  // records in the current segment version
 	FailureCount     int    // consecutive non-transient compaction failures
-	DeadLetteredAt   time.Time
+	// RetryCount is the consecutive failures, transient ones included (the
+	// backoff's count); RetryAfter is the time before which no scheduled
+	// job of the collection is claimed (zero: none). See SetRetry.
+	RetryCount     int
+	RetryAfter     time.Time
+	DeadLetteredAt time.Time
 	// OldestUncompactedAt is the append time of the first uncompacted log
 	// record (offset CompactionOffset+1); zero when the backlog is empty.
 	OldestUncompactedAt time.Time
@@ -157,6 +162,24 @@ type Job struct {
 	// most records one job may and left a backlog); "" for other jobs. Set
 	// at insertion, never updated.
 	Continues string
+
+	// Queue state (DESIGN.md §7a; see queue.go).
+
+	// Expedited: a scheduled job that an operator asked to compact while it
+	// was queued; it is claimed with the one-off jobs, before the others.
+	Expedited bool
+	// OldestAt is the append time of the collection's oldest uncompacted
+	// record when the job was queued (claim order); zero when unknown.
+	OldestAt time.Time
+	// LeaseOwner holds the lease of a RUNNING job until LeaseExpiresAt; ""
+	// otherwise.
+	LeaseOwner     string
+	LeaseExpiresAt time.Time
+	// CancelRequested: an operator asked to cancel the RUNNING job; its
+	// owner stops at its next lease renewal.
+	CancelRequested bool
+	// Progress of a RUNNING job as its owner last persisted it.
+	Progress JobProgress
 }
 
 // JobFilter selects jobs for ListJobs. Zero fields do not filter.
@@ -191,4 +214,8 @@ type Commit struct {
 	// state SUCCEEDED with its figures), so a committed compaction and its
 	// finished job are never seen apart.
 	Job *Job
+	// LeaseOwner, when set with Job, fences the commit: it fails with
+	// ErrLeaseLost, writing nothing, unless Job is RUNNING under this node's
+	// unexpired lease (a node that lost its lease cannot commit).
+	LeaseOwner string
 }

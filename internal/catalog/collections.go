@@ -24,7 +24,7 @@ const (
 // so that is the row at compaction_offset+1, found through the primary key.
 const collectionColumns = `c.id, c.name, c.dimension, c.log_position, c.compaction_offset,
 	c.segment_version, c.manifest_key, c.record_count, c.failure_count,
-	c.dead_lettered_at, c.last_compacted_at, c.created_at, c.updated_at,
+	c.dead_lettered_at, c.last_compacted_at, c.created_at, c.updated_at, c.retry_count, c.retry_after,
 	(SELECT l.appended_at FROM log l WHERE l.collection_id = c.id AND l.log_offset = c.compaction_offset + 1)`
 
 func scanCollection(s scanner) (Collection, error) {
@@ -35,7 +35,7 @@ func scanCollection(s scanner) (Collection, error) {
 	err := s.Scan(&col.ID, &col.Name, &col.Dimension, &col.LogPosition, &col.CompactionOffset,
 		&col.SegmentVersion, &col.ManifestKey, &col.RecordCount, &col.FailureCount,
 		msTime{&col.DeadLetteredAt}, msTime{&col.LastCompactedAt}, &createdAt, &updatedAt,
-		msTime{&col.OldestUncompactedAt})
+		&col.RetryCount, msTime{&col.RetryAfter}, msTime{&col.OldestUncompactedAt})
 	if err != nil {
 		return Collection{}, err
 	}
@@ -205,7 +205,7 @@ func (c *impl) recordFailure(ctx context.Context, id string, deadLetterAfter int
 func (c *impl) recordSuccess(ctx context.Context, id string) error {
 	now := ms(c.now())
 	err := c.writeTx(ctx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, c.d.q(`UPDATE collections SET failure_count = 0, dead_lettered_at = NULL, updated_at = ? WHERE id = ?`), now, id)
+		res, err := tx.ExecContext(ctx, c.d.q(`UPDATE collections SET failure_count = 0, dead_lettered_at = NULL, retry_count = 0, retry_after = NULL, updated_at = ? WHERE id = ?`), now, id)
 		if err != nil {
 			return err
 		}

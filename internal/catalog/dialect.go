@@ -48,6 +48,13 @@ type dialect struct {
 	// about to change, to lock it ("" where the write transaction already
 	// holds the database's only write lock).
 	forUpdate string
+	// skipLocked is appended to the SELECT of jobs (table alias j) that a
+	// replica is about to claim or take over: rows another transaction
+	// holds are skipped instead of waited for ("" on SQLite, whose write
+	// transaction is the only one).
+	skipLocked string
+	// nextQueueSeq is the SQL expression of the next jobs.queue_seq.
+	nextQueueSeq string
 	// readTx are the options of a transaction that must read a consistent
 	// snapshot.
 	readTx *sql.TxOptions
@@ -119,6 +126,9 @@ func sqliteDialect(busyTimeout time.Duration) *dialect {
 		goose:      goose.DialectSQLite3,
 		migrations: "migrations/sqlite",
 		readTx:     &sql.TxOptions{ReadOnly: true},
+		// MAX + 1 is exact: the write transaction holds the database's only
+		// write lock.
+		nextQueueSeq: `(SELECT COALESCE(MAX(queue_seq), 0) + 1 FROM jobs)`,
 		connect: func(ctx context.Context, dsn string) (*sql.DB, *sql.DB, error) {
 			return sqliteConnect(dsn, busyTimeout)
 		},
@@ -236,6 +246,8 @@ func postgresDialect() *dialect {
 		gooseOptions: opts,
 		numbered:     true,
 		forUpdate:    " FOR UPDATE",
+		skipLocked:   " FOR UPDATE OF j SKIP LOCKED",
+		nextQueueSeq: `nextval('jobs_queue_seq')`,
 		readTx:       &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true},
 		connect: func(ctx context.Context, dsn string) (*sql.DB, *sql.DB, error) {
 			db, err := sql.Open("pgx", dsn)

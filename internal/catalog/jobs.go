@@ -19,21 +19,28 @@ const interrupted = "interrupted: the process stopped while the job ran"
 // jobColumns selects a job row in the order scanJob reads it.
 const jobColumns = `id, collection_id, trigger_type, state, reason, attempt, created_at, started_at, finished_at,
 	offset_start, offset_end, records_read, records_written, bytes_written, version_before, version_after,
-	error_text, note, node, continues`
+	error_text, note, node, continues,
+	priority, oldest_at, lease_owner, lease_expires_at, cancel_requested,
+	progress_phase, progress_read, progress_total, progress_bytes, progress_at`
 
 func scanJob(s scanner) (Job, error) {
 	var (
-		j         Job
-		createdAt int64
+		j                Job
+		createdAt        int64
+		priority, cancel int
 	)
 	err := s.Scan(&j.ID, &j.CollectionID, &j.Trigger, &j.State, &j.Reason, &j.Attempt, &createdAt,
 		msTime{&j.StartedAt}, msTime{&j.FinishedAt},
 		&j.OffsetStart, &j.OffsetEnd, &j.RecordsRead, &j.RecordsWritten, &j.BytesWritten, &j.VersionBefore, &j.VersionAfter,
-		&j.Error, &j.Note, &j.Node, &j.Continues)
+		&j.Error, &j.Note, &j.Node, &j.Continues,
+		&priority, msTime{&j.OldestAt}, &j.LeaseOwner, msTime{&j.LeaseExpiresAt}, &cancel,
+		&j.Progress.Phase, &j.Progress.RecordsRead, &j.Progress.RecordsTotal, &j.Progress.BytesWritten, msTime{&j.Progress.UpdatedAt})
 	if err != nil {
 		return Job{}, err
 	}
 	j.CreatedAt = fromMs(createdAt)
+	j.Expedited = priority == priorityExpedited && j.Trigger != TriggerOneOff
+	j.CancelRequested = cancel != 0
 	return j, nil
 }
 
@@ -68,22 +75,33 @@ func (c *impl) insertJob(ctx context.Context, j Job) error {
 	if j.CreatedAt.IsZero() {
 		j.CreatedAt = c.now()
 	}
-	err := c.writeTx(ctx, func(tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, c.d.q(`INSERT INTO jobs (`+jobColumns+`)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
-			j.ID, j.CollectionID, string(j.Trigger), string(j.State), j.Reason, j.Attempt, ms(j.CreatedAt),
-			msOrNull(j.StartedAt), msOrNull(j.FinishedAt),
-			j.OffsetStart, j.OffsetEnd, j.RecordsRead, j.RecordsWritten, j.BytesWritten, j.VersionBefore, j.VersionAfter,
-			j.Error, j.Note, j.Node, j.Continues)
-		switch c.d.kind(err) {
-		case kindUnique:
-			return fmt.Errorf("job id is taken: %w", ErrAlreadyExists)
-		case kindForeignKey:
-			return fmt.Errorf("collection %s: %w", j.CollectionID, ErrNotFound)
-		}
-		return err
-	})
+	err := c.writeTx(ctx, func(tx *sql.Tx) error { return c.execInsertJob(ctx, tx, j) })
 	return c.wrap(err, "insert job %s", j.ID)
+}
+
+// execInsertJob inserts job j, placing it last in enqueue order. A second
+// QUEUED or RUNNING job of a collection, like a taken id, is
+// ErrAlreadyExists; an unknown collection is ErrNotFound.
+func (c *impl) execInsertJob(ctx context.Context, tx *sql.Tx, j Job) error {
+	cancel := 0
+	if j.CancelRequested {
+		cancel = 1
+	}
+	_, err := tx.ExecContext(ctx, c.d.q(`INSERT INTO jobs (`+jobColumns+`, queue_seq)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, `+c.d.nextQueueSeq+`)`),
+		j.ID, j.CollectionID, string(j.Trigger), string(j.State), j.Reason, j.Attempt, ms(j.CreatedAt),
+		msOrNull(j.StartedAt), msOrNull(j.FinishedAt),
+		j.OffsetStart, j.OffsetEnd, j.RecordsRead, j.RecordsWritten, j.BytesWritten, j.VersionBefore, j.VersionAfter,
+		j.Error, j.Note, j.Node, j.Continues,
+		priorityOf(j), msOrNull(j.OldestAt), j.LeaseOwner, msOrNull(j.LeaseExpiresAt), cancel,
+		j.Progress.Phase, j.Progress.RecordsRead, j.Progress.RecordsTotal, j.Progress.BytesWritten, msOrNull(j.Progress.UpdatedAt))
+	switch c.d.kind(err) {
+	case kindUnique:
+		return fmt.Errorf("job id is taken, or collection %s has a %s job already: %w", j.CollectionID, j.State, ErrAlreadyExists)
+	case kindForeignKey:
+		return fmt.Errorf("collection %s: %w", j.CollectionID, ErrNotFound)
+	}
+	return err
 }
 
 // updateJob: see Catalog.UpdateJob and execUpdateJob.

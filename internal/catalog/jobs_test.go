@@ -123,9 +123,14 @@ func TestListJobsFiltersAndPages(t *testing.T) {
 		base := ms(e.clock.Now())
 		var all []catalog.Job
 		for i := range 23 {
+			collection := []string{a.ID, b.ID}[i%2]
+			if s := states[i%len(states)]; !s.Finished() {
+				// At most one QUEUED and one RUNNING job per collection.
+				collection = mustCreate(t, c, fmt.Sprint("active-", i), 0).ID
+			}
 			j := catalog.Job{
 				ID:           uuid.NewString(),
-				CollectionID: []string{a.ID, b.ID}[i%2],
+				CollectionID: collection,
 				Trigger:      []catalog.Trigger{catalog.TriggerScheduled, catalog.TriggerOneOff}[i%3/2],
 				State:        states[i%len(states)],
 				CreatedAt:    base.Add(time.Duration(i/3) * time.Second), // three jobs per instant: ties broken by id
@@ -232,10 +237,11 @@ func TestMarkInterrupted(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
 		c := e.open(t)
 		col := mustCreate(t, c, "crashed", 0)
+		other := mustCreate(t, c, "crashed-too", 0) // one RUNNING job per collection
 		jobs := map[catalog.JobState][]catalog.Job{}
 		for i, s := range []catalog.JobState{catalog.JobRunning, catalog.JobQueued, catalog.JobRunning, catalog.JobSucceeded, catalog.JobFailed, catalog.JobCancelled} {
 			at := ms(e.clock.Advance(time.Second))
-			j := catalog.Job{ID: uuid.NewString(), CollectionID: col.ID, Trigger: catalog.TriggerScheduled, State: s, CreatedAt: at, Attempt: i}
+			j := catalog.Job{ID: uuid.NewString(), CollectionID: []string{col.ID, other.ID}[i/2%2], Trigger: catalog.TriggerScheduled, State: s, CreatedAt: at, Attempt: i}
 			if s != catalog.JobQueued {
 				j.StartedAt = at
 			}

@@ -38,7 +38,7 @@ func (c *impl) commitCompaction(ctx context.Context, cm Commit) error {
 		}
 		res, err := tx.ExecContext(ctx, c.d.q(`UPDATE collections SET
 				segment_version = ?, compaction_offset = ?, manifest_key = ?, record_count = ?,
-				failure_count = 0, dead_lettered_at = NULL, last_compacted_at = ?, updated_at = ?
+				failure_count = 0, dead_lettered_at = NULL, retry_count = 0, retry_after = NULL, last_compacted_at = ?, updated_at = ?
 			WHERE id = ? AND segment_version = ?`),
 			cm.NewVersion, cm.CompactionOffset, cm.ManifestKey, cm.RecordCount, now, now, cm.CollectionID, cm.BaseVersion)
 		if err != nil {
@@ -57,7 +57,11 @@ func (c *impl) commitCompaction(ctx context.Context, cm Commit) error {
 		if _, err := tx.ExecContext(ctx, c.d.q(`DELETE FROM log WHERE collection_id = ? AND log_offset <= ?`), cm.CollectionID, cm.CompactionOffset); err != nil {
 			return fmt.Errorf("purge log rows: %w", err)
 		}
-		if cm.Job != nil {
+		if cm.Job != nil && cm.LeaseOwner != "" {
+			if err := c.execFinishJob(ctx, tx, cm.LeaseOwner, *cm.Job); err != nil {
+				return fmt.Errorf("finish job %s: %w", cm.Job.ID, err)
+			}
+		} else if cm.Job != nil {
 			if err := c.execUpdateJob(ctx, tx, *cm.Job); err != nil {
 				return fmt.Errorf("update job %s: %w", cm.Job.ID, err)
 			}

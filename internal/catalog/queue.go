@@ -1,0 +1,524 @@
+package catalog
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// The job queue in the catalog (DESIGN.md §7a). The jobs table is the queue
+// and the database keeps its invariants for every replica at once: partial
+// unique indexes allow at most one QUEUED and one RUNNING job per collection;
+// a worker claims the next job in one transaction (FOR UPDATE SKIP LOCKED on
+// PostgreSQL, the single write transaction on SQLite) with a lease it renews
+// while the job runs; a job's terminal update and its compaction commit are
+// fenced by the lease, so a node that lost its lease cannot commit. The
+// shape follows River's claim/rescue split and Mimir's compactor scheduler
+// (job tracker, lease manager).
+
+// Queue errors; they match with errors.Is.
+var (
+	// ErrNoJob: no QUEUED job can be claimed now.
+	ErrNoJob = errors.New("no job to claim")
+	// ErrLeaseLost: the node does not hold the lease of the RUNNING job
+	// (it expired and another replica took the job over, or the job ended).
+	ErrLeaseLost = errors.New("job lease lost")
+	// ErrJobFinished: the job to cancel has already finished.
+	ErrJobFinished = errors.New("job already finished")
+)
+
+// Claim priorities as stored in jobs.priority: a lower value is claimed
+// first. Job.Expedited is the Go side.
+const (
+	priorityExpedited = 0
+	priorityNormal    = 1
+)
+
+// Interrupted notes. A job that ends this way failed transiently: the
+// failure says nothing about its collection.
+const (
+	interruptedLease   = "interrupted: lease of node %s expired"
+	interruptedRestart = "interrupted: node %s restarted while the job ran"
+)
+
+// neverTime sorts after every real time in the claim order (an unknown
+// oldest record is claimed last among equals).
+const neverTime = int64(1<<63 - 1)
+
+// JobProgress is the progress of a RUNNING job as its owner last persisted
+// it with RenewLease.
+type JobProgress struct {
+	Phase        string // e.g. "reading log", "writing blocks"
+	RecordsRead  int64  // log records read so far
+	RecordsTotal int64  // log records the job reads; 0 when not known yet
+	BytesWritten int64  // bytes of blocks and manifest written so far
+	UpdatedAt    time.Time
+}
+
+// JobRequest asks EnqueueJob for a QUEUED job.
+type JobRequest struct {
+	ID           string // optional; a new UUID when empty
+	CollectionID string
+	Trigger      Trigger
+	Reason       string
+	// OldestAt is the append time of the collection's oldest uncompacted
+	// record (claim order: the oldest backlog first); zero when unknown.
+	OldestAt time.Time
+	// Continues is the id of the job this one continues; "" for none.
+	Continues string
+}
+
+// Node is one replica of compactor serve as registered in the catalog.
+type Node struct {
+	Name        string // unique per replica (host name by default)
+	Address     string // where its RPC port answers
+	Version     string // build version
+	StartedAt   time.Time
+	HeartbeatAt time.Time // last heartbeat; a node silent past its TTL is gone
+}
+
+// EnqueueJob queues a job for r.CollectionID unless one is queued already:
+// then it returns that job and created=false; a ONE_OFF request raises a
+// queued scheduled job to one-off priority (the operator's request runs
+// first). The job's Attempt is the collection's consecutive failures + 1.
+// The collection row is locked for the transaction, so concurrent enqueues
+// on several replicas see each other. Errors: ErrInvalidArgument (empty
+// collection id, unknown trigger), ErrNotFound (no such collection),
+// ErrUnavailable.
+func (c *Catalog) EnqueueJob(ctx context.Context, r JobRequest) (job Job, created bool, err error) {
+	if r.CollectionID == "" {
+		return Job{}, false, fmt.Errorf("enqueue job: collection id must not be empty: %w", ErrInvalidArgument)
+	}
+	if r.Trigger != TriggerScheduled && r.Trigger != TriggerOneOff {
+		return Job{}, false, fmt.Errorf("enqueue job for collection %s: unknown trigger %q: %w", r.CollectionID, r.Trigger, ErrInvalidArgument)
+	}
+	if r.ID == "" {
+		r.ID = uuid.NewString()
+	}
+	now := fromMs(ms(c.now()))
+	err = c.writeTx(ctx, func(tx *sql.Tx) error {
+		var retries int
+		err := tx.QueryRowContext(ctx, c.d.q(`SELECT retry_count FROM collections WHERE id = ?`+c.d.forUpdate), r.CollectionID).Scan(&retries)
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("collection %s: %w", r.CollectionID, ErrNotFound)
+		}
+		if err != nil {
+			return err
+		}
+		queued, err := c.queryJobs(ctx, tx, `SELECT `+jobColumns+` FROM jobs WHERE collection_id = ? AND state = ?`, r.CollectionID, string(JobQueued))
+		if err != nil {
+			return err
+		}
+		if len(queued) > 0 {
+			job = queued[0]
+			if r.Trigger == TriggerOneOff && priorityOf(job) != priorityExpedited {
+				if _, err := tx.ExecContext(ctx, c.d.q(`UPDATE jobs SET priority = ? WHERE id = ?`), priorityExpedited, job.ID); err != nil {
+					return fmt.Errorf("expedite job %s: %w", job.ID, err)
+				}
+				job.Expedited = true
+			}
+			return nil
+		}
+		job = Job{
+			ID: r.ID, CollectionID: r.CollectionID, Trigger: r.Trigger, State: JobQueued, Reason: r.Reason,
+			Attempt: retries + 1, CreatedAt: now, Continues: r.Continues, OldestAt: fromMs(ms(r.OldestAt)),
+		}
+		created = true
+		return c.execInsertJob(ctx, tx, job)
+	})
+	if err != nil {
+		return Job{}, false, c.wrap(err, "enqueue job for collection %s", r.CollectionID)
+	}
+	return job, created, nil
+}
+
+// ClaimJob makes the next runnable QUEUED job RUNNING on node, with a lease
+// that ends lease from now unless renewed, and returns it. Claim order:
+// priority (one-offs first), then the oldest uncompacted record, then
+// enqueue order. A job is runnable when its collection has no RUNNING job
+// and, for a scheduled job, the collection's retry backoff has passed.
+// Errors: ErrNoJob when nothing is runnable, ErrInvalidArgument for an empty
+// node or a non-positive lease, ErrUnavailable.
+func (c *Catalog) ClaimJob(ctx context.Context, node string, lease time.Duration) (Job, error) {
+	if node == "" || lease <= 0 {
+		return Job{}, fmt.Errorf("claim job: node %q and lease %s must be set: %w", node, lease, ErrInvalidArgument)
+	}
+	now := fromMs(ms(c.now()))
+	var job Job
+	err := c.writeTx(ctx, func(tx *sql.Tx) error {
+		jobs, err := c.queryJobs(ctx, tx, `SELECT `+prefixed("j", jobColumns)+` FROM jobs j JOIN collections c ON c.id = j.collection_id
+			WHERE j.state = ?
+			  AND NOT EXISTS (SELECT 1 FROM jobs r WHERE r.collection_id = j.collection_id AND r.state = ?)
+			  AND (j.priority = ? OR c.retry_after IS NULL OR c.retry_after <= ?)
+			ORDER BY `+claimOrder+` LIMIT 1`+c.d.skipLocked,
+			string(JobQueued), string(JobRunning), priorityExpedited, ms(now), neverTime)
+		if err != nil {
+			return err
+		}
+		if len(jobs) == 0 {
+			return ErrNoJob
+		}
+		job = jobs[0]
+		job.State, job.StartedAt, job.Node = JobRunning, now, node
+		job.LeaseOwner, job.LeaseExpiresAt = node, now.Add(lease)
+		job.Progress = JobProgress{Phase: "starting", UpdatedAt: now}
+		res, err := tx.ExecContext(ctx, c.d.q(`UPDATE jobs SET state = ?, started_at = ?, node = ?, lease_owner = ?, lease_expires_at = ?,
+				cancel_requested = 0, progress_phase = ?, progress_read = 0, progress_total = 0, progress_bytes = 0, progress_at = ?
+			WHERE id = ? AND state = ?`),
+			string(JobRunning), ms(now), node, node, ms(job.LeaseExpiresAt), job.Progress.Phase, ms(now), job.ID, string(JobQueued))
+		if c.d.kind(err) == kindUnique {
+			// Another replica started a job of this collection after this
+			// transaction's snapshot (PostgreSQL): nothing to claim here now.
+			return ErrNoJob
+		}
+		if err != nil {
+			return err
+		}
+		if n, err := rowsAffected(res); err != nil {
+			return err
+		} else if n != 1 {
+			return ErrNoJob
+		}
+		return nil
+	})
+	if errors.Is(err, ErrNoJob) {
+		return Job{}, ErrNoJob
+	}
+	if err != nil {
+		return Job{}, c.wrap(err, "claim job on node %s", node)
+	}
+	return job, nil
+}
+
+// claimOrder is the ORDER BY of the queue (table alias j), written once:
+// ClaimJob and ListQueue use it, so what surfaces show as the run order is
+// the order jobs are claimed in. Its one placeholder is neverTime.
+const claimOrder = `j.priority, COALESCE(j.oldest_at, ?), j.queue_seq, j.id`
+
+// RenewLease extends the lease of RUNNING job jobID held by node to lease
+// from now and persists its progress. It reports whether an operator asked
+// to cancel the job (CancelJob on any replica). Errors: ErrLeaseLost when
+// node does not hold the job's lease (expired and taken over, cancelled
+// while queued, or finished), ErrUnavailable.
+func (c *Catalog) RenewLease(ctx context.Context, jobID, node string, lease time.Duration, p JobProgress) (cancelRequested bool, err error) {
+	now := ms(c.now())
+	var cancel int
+	err = c.writeTx(ctx, func(tx *sql.Tx) error {
+		return tx.QueryRowContext(ctx, c.d.q(`UPDATE jobs SET lease_expires_at = ?,
+				progress_phase = ?, progress_read = ?, progress_total = ?, progress_bytes = ?, progress_at = ?
+			WHERE id = ? AND state = ? AND lease_owner = ? AND lease_expires_at >= ?
+			RETURNING cancel_requested`),
+			now+lease.Milliseconds(), p.Phase, p.RecordsRead, p.RecordsTotal, p.BytesWritten, now,
+			jobID, string(JobRunning), node, now).Scan(&cancel)
+	})
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, fmt.Errorf("renew lease of job %s on node %s: %w", jobID, node, ErrLeaseLost)
+	}
+	if err != nil {
+		return false, c.wrap(err, "renew lease of job %s on node %s", jobID, node)
+	}
+	return cancel != 0, nil
+}
+
+// FinishJob writes the terminal state of job j (SUCCEEDED, FAILED or
+// CANCELLED, with its figures) if node still holds its lease, and releases
+// the lease. A compaction that commits writes its job through
+// Commit.LeaseOwner instead, fenced the same way. Errors:
+// ErrInvalidArgument (j not terminal), ErrLeaseLost, ErrUnavailable.
+func (c *Catalog) FinishJob(ctx context.Context, node string, j Job) error {
+	if !j.State.Finished() {
+		return fmt.Errorf("finish job %s: state %s is not terminal: %w", j.ID, j.State, ErrInvalidArgument)
+	}
+	if err := validateJob(j); err != nil {
+		return fmt.Errorf("finish job %s: %w", j.ID, err)
+	}
+	err := c.writeTx(ctx, func(tx *sql.Tx) error { return c.execFinishJob(ctx, tx, node, j) })
+	return c.wrap(err, "finish job %s on node %s", j.ID, node)
+}
+
+// execFinishJob is the fenced terminal update of FinishJob and of a
+// compaction commit: ErrLeaseLost unless the job is RUNNING under node's
+// unexpired lease. An expired lease never commits, even before a replica
+// took the job over, so the outcome does not depend on who looks first.
+func (c *impl) execFinishJob(ctx context.Context, tx *sql.Tx, node string, j Job) error {
+	res, err := tx.ExecContext(ctx, c.d.q(`UPDATE jobs SET
+			state = ?, attempt = ?, started_at = ?, finished_at = ?,
+			offset_start = ?, offset_end = ?, records_read = ?, records_written = ?, bytes_written = ?,
+			version_before = ?, version_after = ?, error_text = ?, note = ?,
+			lease_owner = '', lease_expires_at = NULL, progress_at = NULL
+		WHERE id = ? AND state = ? AND lease_owner = ? AND lease_expires_at >= ?`),
+		string(j.State), j.Attempt, msOrNull(j.StartedAt), msOrNull(j.FinishedAt),
+		j.OffsetStart, j.OffsetEnd, j.RecordsRead, j.RecordsWritten, j.BytesWritten,
+		j.VersionBefore, j.VersionAfter, j.Error, j.Note,
+		j.ID, string(JobRunning), node, ms(c.now()))
+	if err != nil {
+		return err
+	}
+	if n, err := rowsAffected(res); err != nil {
+		return err
+	} else if n != 1 {
+		return ErrLeaseLost
+	}
+	return nil
+}
+
+// CancelJob cancels job jobID: a QUEUED job ends CANCELLED at once with
+// note; for a RUNNING job it sets the cancel request that the owner sees at
+// its next lease renewal (RenewLease), and the job is returned still
+// RUNNING with CancelRequested. Errors: ErrNotFound, ErrJobFinished,
+// ErrUnavailable.
+func (c *Catalog) CancelJob(ctx context.Context, jobID, note string) (Job, error) {
+	now := fromMs(ms(c.now()))
+	var job Job
+	err := c.writeTx(ctx, func(tx *sql.Tx) error {
+		jobs, err := c.queryJobs(ctx, tx, `SELECT `+jobColumns+` FROM jobs WHERE id = ?`+c.d.forUpdate, jobID)
+		if err != nil {
+			return err
+		}
+		if len(jobs) == 0 {
+			return ErrNotFound
+		}
+		job = jobs[0]
+		switch job.State {
+		case JobQueued:
+			job.State, job.FinishedAt, job.Note = JobCancelled, now, note
+			_, err = tx.ExecContext(ctx, c.d.q(`UPDATE jobs SET state = ?, finished_at = ?, note = ? WHERE id = ?`),
+				string(job.State), ms(now), note, job.ID)
+			return err
+		case JobRunning:
+			job.CancelRequested = true
+			_, err = tx.ExecContext(ctx, c.d.q(`UPDATE jobs SET cancel_requested = 1 WHERE id = ?`), job.ID)
+			return err
+		}
+		return ErrJobFinished
+	})
+	if err != nil {
+		return Job{}, c.wrap(err, "cancel job %s", jobID)
+	}
+	return job, nil
+}
+
+// ExpireLeases takes over the RUNNING jobs whose lease has expired: each ends
+// FAILED "interrupted: lease of node X expired", keeping the figures its
+// owner persisted, and a follow-up job of the same trigger is queued for its
+// collection unless one is queued already. It returns the expired jobs as
+// stored after the change, oldest first. Any replica may call it; on
+// PostgreSQL, rows another replica is expiring at the same time are skipped.
+func (c *Catalog) ExpireLeases(ctx context.Context) ([]Job, error) {
+	now := fromMs(ms(c.now()))
+	var jobs []Job
+	err := c.writeTx(ctx, func(tx *sql.Tx) error {
+		var err error
+		jobs, err = c.queryJobs(ctx, tx, `SELECT `+prefixed("j", jobColumns)+` FROM jobs j
+			WHERE j.state = ? AND j.lease_expires_at < ? ORDER BY j.created_at, j.id`+c.d.skipLocked,
+			string(JobRunning), ms(now))
+		if err != nil {
+			return err
+		}
+		for i := range jobs {
+			j := &jobs[i]
+			j.State, j.FinishedAt, j.Error = JobFailed, now, fmt.Sprintf(interruptedLease, j.LeaseOwner)
+			if err := c.execInterrupt(ctx, tx, *j); err != nil {
+				return err
+			}
+			j.LeaseOwner, j.LeaseExpiresAt = "", time.Time{}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, c.wrap(err, "expire job leases")
+	}
+	for _, j := range jobs {
+		c.log.WarnContext(ctx, "job lease expired", "job", j.ID, "collection", j.CollectionID, "node", j.Node)
+	}
+	return jobs, nil
+}
+
+// ReleaseNode ends the RUNNING jobs of node (a replica that restarts under
+// the same name: its jobs cannot be running any more) as FAILED
+// "interrupted: node X restarted", and queues a follow-up for each, like
+// ExpireLeases. Jobs of other nodes are left to their leases.
+func (c *Catalog) ReleaseNode(ctx context.Context, node string) ([]Job, error) {
+	now := fromMs(ms(c.now()))
+	var jobs []Job
+	err := c.writeTx(ctx, func(tx *sql.Tx) error {
+		var err error
+		jobs, err = c.queryJobs(ctx, tx, `SELECT `+jobColumns+` FROM jobs
+			WHERE state = ? AND (lease_owner = ? OR (lease_owner = '' AND node = ?)) ORDER BY created_at, id`,
+			string(JobRunning), node, node)
+		if err != nil {
+			return err
+		}
+		for i := range jobs {
+			j := &jobs[i]
+			j.State, j.FinishedAt, j.Error = JobFailed, now, fmt.Sprintf(interruptedRestart, node)
+			if err := c.execInterrupt(ctx, tx, *j); err != nil {
+				return err
+			}
+			j.LeaseOwner, j.LeaseExpiresAt = "", time.Time{}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, c.wrap(err, "release jobs of node %s", node)
+	}
+	return jobs, nil
+}
+
+// execInterrupt writes an interrupted job (FAILED, its error set) and
+// queues its follow-up.
+func (c *impl) execInterrupt(ctx context.Context, tx *sql.Tx, j Job) error {
+	_, err := tx.ExecContext(ctx, c.d.q(`UPDATE jobs SET state = ?, finished_at = ?, error_text = ?,
+			lease_owner = '', lease_expires_at = NULL WHERE id = ?`),
+		string(j.State), ms(j.FinishedAt), j.Error, j.ID)
+	if err != nil {
+		return fmt.Errorf("interrupt job %s: %w", j.ID, err)
+	}
+	_, err = tx.ExecContext(ctx, c.d.q(`INSERT INTO jobs (id, collection_id, trigger_type, state, reason, attempt, created_at,
+			continues, priority, oldest_at, queue_seq)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, `+c.d.nextQueueSeq+`)
+		ON CONFLICT DO NOTHING`),
+		uuid.NewString(), j.CollectionID, string(j.Trigger), string(JobQueued), j.Reason, j.Attempt+1, ms(j.FinishedAt),
+		j.ID, priorityOf(j), msOrNull(j.OldestAt))
+	if err != nil {
+		return fmt.Errorf("queue follow-up of interrupted job %s: %w", j.ID, err)
+	}
+	return nil
+}
+
+// ListQueue returns up to limit QUEUED jobs (0: 1000) in the order ClaimJob
+// takes them (ignoring backoff and running collections, which only delay a
+// job).
+func (c *Catalog) ListQueue(ctx context.Context, limit int) ([]Job, error) {
+	if limit <= 0 || limit > maxListJobs {
+		limit = maxListJobs
+	}
+	jobs, err := c.queryJobs(ctx, c.r, `SELECT `+prefixed("j", jobColumns)+` FROM jobs j WHERE j.state = ?
+		ORDER BY `+claimOrder+` LIMIT ?`, string(JobQueued), neverTime, limit)
+	if err != nil {
+		return nil, c.wrap(err, "list queue")
+	}
+	return jobs, nil
+}
+
+// SetRetry stores a collection's retry state: its consecutive failures
+// (transient ones included) and the time before which no scheduled job of
+// it is claimed (zero: none). The failure policy that computes them lives
+// with the caller. Errors: ErrNotFound, ErrUnavailable.
+func (c *Catalog) SetRetry(ctx context.Context, collectionID string, retries int, retryAfter time.Time) error {
+	err := c.writeTx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, c.d.q(`UPDATE collections SET retry_count = ?, retry_after = ? WHERE id = ?`),
+			retries, msOrNull(retryAfter), collectionID)
+		if err != nil {
+			return err
+		}
+		if n, err := rowsAffected(res); err != nil {
+			return err
+		} else if n == 0 {
+			return ErrNotFound
+		}
+		return nil
+	})
+	return c.wrap(err, "set retry state of collection %s", collectionID)
+}
+
+// Heartbeat registers node n, or refreshes it: address, version and start
+// time as given, HeartbeatAt now. Errors: ErrInvalidArgument (empty name),
+// ErrUnavailable.
+func (c *Catalog) Heartbeat(ctx context.Context, n Node) error {
+	if n.Name == "" {
+		return fmt.Errorf("heartbeat: node name must not be empty: %w", ErrInvalidArgument)
+	}
+	now := ms(c.now())
+	err := c.writeTx(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, c.d.q(`INSERT INTO nodes (name, address, version, started_at, heartbeat_at) VALUES (?, ?, ?, ?, ?)
+			ON CONFLICT (name) DO UPDATE SET address = excluded.address, version = excluded.version,
+				started_at = excluded.started_at, heartbeat_at = excluded.heartbeat_at`),
+			n.Name, n.Address, n.Version, ms(n.StartedAt), now)
+		return err
+	})
+	return c.wrap(err, "heartbeat of node %s", n.Name)
+}
+
+// ListNodes returns the registered nodes by name.
+func (c *Catalog) ListNodes(ctx context.Context) ([]Node, error) {
+	rows, err := c.r.QueryContext(ctx, `SELECT name, address, version, started_at, heartbeat_at FROM nodes ORDER BY name`)
+	if err != nil {
+		return nil, c.wrap(err, "list nodes")
+	}
+	defer rows.Close()
+	nodes := []Node{}
+	for rows.Next() {
+		var (
+			n                 Node
+			started, lastBeat int64
+		)
+		if err := rows.Scan(&n.Name, &n.Address, &n.Version, &started, &lastBeat); err != nil {
+			return nil, c.wrap(err, "list nodes")
+		}
+		n.StartedAt, n.HeartbeatAt = fromMs(started), fromMs(lastBeat)
+		nodes = append(nodes, n)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, c.wrap(err, "list nodes")
+	}
+	return nodes, nil
+}
+
+// AcquireLease takes or renews the named lease for owner until ttl from now
+// and reports whether owner holds it: it does when no one held it, when
+// owner held it already, or when the holder's lease expired. Used for the
+// scheduler's leader lease. Errors: ErrInvalidArgument, ErrUnavailable.
+func (c *Catalog) AcquireLease(ctx context.Context, name, owner string, ttl time.Duration) (bool, error) {
+	if name == "" || owner == "" || ttl <= 0 {
+		return false, fmt.Errorf("acquire lease %q for %q for %s: name, owner and a positive ttl are required: %w", name, owner, ttl, ErrInvalidArgument)
+	}
+	now := ms(c.now())
+	var holder string
+	err := c.writeTx(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, c.d.q(`INSERT INTO leases (name, owner, expires_at) VALUES (?, ?, ?)
+			ON CONFLICT (name) DO UPDATE SET owner = excluded.owner, expires_at = excluded.expires_at
+			WHERE leases.owner = excluded.owner OR leases.expires_at < ?`),
+			name, owner, now+ttl.Milliseconds(), now)
+		if err != nil {
+			return err
+		}
+		return tx.QueryRowContext(ctx, c.d.q(`SELECT owner FROM leases WHERE name = ?`), name).Scan(&holder)
+	})
+	if err != nil {
+		return false, c.wrap(err, "acquire lease %s for %s", name, owner)
+	}
+	return holder == owner, nil
+}
+
+// ReleaseLease gives up the named lease if owner holds it (at shutdown, so
+// another replica takes it at once instead of after its expiry).
+func (c *Catalog) ReleaseLease(ctx context.Context, name, owner string) error {
+	err := c.writeTx(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, c.d.q(`DELETE FROM leases WHERE name = ? AND owner = ?`), name, owner)
+		return err
+	})
+	return c.wrap(err, "release lease %s of %s", name, owner)
+}
+
+// priorityOf is the stored claim priority of j.
+func priorityOf(j Job) int {
+	if j.Expedited || j.Trigger == TriggerOneOff {
+		return priorityExpedited
+	}
+	return priorityNormal
+}
+
+// prefixed qualifies each column of a comma-separated list with alias.
+func prefixed(alias, columns string) string {
+	cols := strings.Split(columns, ",")
+	for i, col := range cols {
+		cols[i] = alias + "." + strings.TrimSpace(col)
+	}
+	return strings.Join(cols, ", ")
+}
