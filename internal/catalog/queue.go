@@ -1,6 +1,7 @@
 package catalog
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -149,8 +150,18 @@ func (c *Catalog) ClaimJob(ctx context.Context, node string, lease time.Duration
 		return Job{}, fmt.Errorf("claim job: node %q and lease %s must be set: %w", node, lease, ErrInvalidArgument)
 	}
 	now := fromMs(ms(c.now()))
+	// Idle workers of every replica poll: a read, which takes no write
+	// lock, answers the common "nothing queued" case.
+	var one int
+	err := c.r.QueryRowContext(ctx, c.d.q(`SELECT 1 FROM jobs WHERE state = ? LIMIT 1`), string(JobQueued)).Scan(&one)
+	if errors.Is(err, sql.ErrNoRows) {
+		return Job{}, ErrNoJob
+	}
+	if err != nil {
+		return Job{}, c.wrap(err, "claim job on node %s", node)
+	}
 	var job Job
-	err := c.writeTx(ctx, func(tx *sql.Tx) error {
+	err = c.writeTx(ctx, func(tx *sql.Tx) error {
 		jobs, err := c.queryJobs(ctx, tx, `SELECT `+prefixed("j", jobColumns)+` FROM jobs j JOIN collections c ON c.id = j.collection_id
 			WHERE j.state = ?
 			  AND NOT EXISTS (SELECT 1 FROM jobs r WHERE r.collection_id = j.collection_id AND r.state = ?)
@@ -303,7 +314,8 @@ func (c *Catalog) CancelJob(ctx context.Context, jobID, note string) (Job, error
 	return job, nil
 }
 
-// ExpireLeases takes over the RUNNING jobs whose lease has expired: each ends
+// ExpireLeases takes over the RUNNING jobs whose lease has expired (or that
+// have none: rows of a version without leases): each ends
 // FAILED "interrupted: lease of node X expired", keeping the figures its
 // owner persisted, and a follow-up job of the same trigger is queued for its
 // collection unless one is queued already. It returns the expired jobs as
@@ -311,18 +323,27 @@ func (c *Catalog) CancelJob(ctx context.Context, jobID, note string) (Job, error
 // PostgreSQL, rows another replica is expiring at the same time are skipped.
 func (c *Catalog) ExpireLeases(ctx context.Context) ([]Job, error) {
 	now := fromMs(ms(c.now()))
+	const expired = `state = ? AND (lease_expires_at IS NULL OR lease_expires_at < ?)`
+	var one int
+	err := c.r.QueryRowContext(ctx, c.d.q(`SELECT 1 FROM jobs WHERE `+expired+` LIMIT 1`), string(JobRunning), ms(now)).Scan(&one)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil // the common case, answered without a write lock
+	}
+	if err != nil {
+		return nil, c.wrap(err, "expire job leases")
+	}
 	var jobs []Job
-	err := c.writeTx(ctx, func(tx *sql.Tx) error {
+	err = c.writeTx(ctx, func(tx *sql.Tx) error {
 		var err error
 		jobs, err = c.queryJobs(ctx, tx, `SELECT `+prefixed("j", jobColumns)+` FROM jobs j
-			WHERE j.state = ? AND j.lease_expires_at < ? ORDER BY j.created_at, j.id`+c.d.skipLocked,
+			WHERE j.`+expired+` ORDER BY j.created_at, j.id`+c.d.skipLocked,
 			string(JobRunning), ms(now))
 		if err != nil {
 			return err
 		}
 		for i := range jobs {
 			j := &jobs[i]
-			j.State, j.FinishedAt, j.Error = JobFailed, now, fmt.Sprintf(interruptedLease, j.LeaseOwner)
+			j.State, j.FinishedAt, j.Error = JobFailed, now, fmt.Sprintf(interruptedLease, cmp.Or(j.LeaseOwner, j.Node))
 			if err := c.execInterrupt(ctx, tx, *j); err != nil {
 				return err
 			}

@@ -93,10 +93,11 @@ func transient(err error) error {
 }
 
 // IsTransient reports whether err is a transient failure: marked so by this
-// package, a catalog ErrUnavailable or ErrConflict, or a context error.
+// package, a catalog ErrUnavailable, ErrConflict or ErrLeaseLost (the job
+// was taken over by another replica), or a context error.
 func IsTransient(err error) bool {
 	return errors.Is(err, ErrTransient) || errors.Is(err, catalog.ErrUnavailable) ||
-		errors.Is(err, catalog.ErrConflict) || errors.Is(err, context.Canceled) ||
+		errors.Is(err, catalog.ErrConflict) || errors.Is(err, catalog.ErrLeaseLost) || errors.Is(err, context.Canceled) ||
 		errors.Is(err, context.DeadlineExceeded)
 }
 
@@ -303,6 +304,9 @@ func (c *Compactor) Compact(ctx context.Context, collectionID string, opts Optio
 	}
 	if opts.CommitJob != nil {
 		cm.Job = opts.CommitJob(res)
+		if cm.Job != nil {
+			cm.LeaseOwner = cm.Job.LeaseOwner // fenced: only the lease holder commits
+		}
 	}
 	// The commit itself is not interrupted half-way: once started it runs to
 	// completion or fails as a whole.
@@ -328,7 +332,8 @@ func (c *Compactor) Compact(ctx context.Context, collectionID string, opts Optio
 // missing collection), the collection is read again, and the commit took
 // effect when it names version and manifest key.
 func (c *Compactor) committed(ctx context.Context, err error, collectionID string, version int64, key string) bool {
-	if errors.Is(err, catalog.ErrConflict) || errors.Is(err, catalog.ErrInvalidArgument) || errors.Is(err, catalog.ErrNotFound) {
+	if errors.Is(err, catalog.ErrConflict) || errors.Is(err, catalog.ErrInvalidArgument) || errors.Is(err, catalog.ErrNotFound) ||
+		errors.Is(err, catalog.ErrLeaseLost) {
 		return false
 	}
 	coll, gerr := c.cat.GetCollection(ctx, collectionID)

@@ -34,8 +34,29 @@ type Config struct {
 	// ShutdownTimeout is how long running jobs may finish at shutdown
 	// before they are cancelled.
 	ShutdownTimeout time.Duration
-	// Node names this process on the jobs it runs (default: host name).
+	// Node names this process on the jobs it runs and in the catalog's
+	// list of nodes (default: host name). Unique per replica.
 	Node string
+	// Address and Version describe this node in the list of nodes (set by
+	// the binary: its listen address and build version).
+	Address, Version string
+
+	// LeaseDuration is how long a claimed job stays this node's without a
+	// renewal (default 30 s). A replica that dies holds its jobs that long,
+	// then any replica takes them over; a renewal late by more than that
+	// stops the job, whose commit would be refused.
+	LeaseDuration time.Duration
+	// RenewInterval is how often a running job's lease is renewed, its
+	// progress persisted and a cancel request from another replica seen
+	// (default 2 s; under LeaseDuration/3).
+	RenewInterval time.Duration
+	// PollInterval is how often this node reads the jobs of the other
+	// replicas (status, progress, expired leases) and how long an idle
+	// worker waits before it looks for jobs queued elsewhere (default 1 s).
+	PollInterval time.Duration
+	// HeartbeatInterval is how often this node refreshes its registration;
+	// a node silent for three intervals is shown as gone (default 5 s).
+	HeartbeatInterval time.Duration
 }
 
 // DefaultConfig returns the defaults.
@@ -51,6 +72,10 @@ func DefaultConfig() Config {
 		HistoryKeep:       10_000,
 		HistoryMaxAge:     30 * 24 * time.Hour,
 		ShutdownTimeout:   30 * time.Second,
+		LeaseDuration:     30 * time.Second,
+		RenewInterval:     2 * time.Second,
+		PollInterval:      time.Second,
+		HeartbeatInterval: 5 * time.Second,
 	}
 }
 
@@ -67,7 +92,11 @@ func (c *Config) RegisterFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&c.HistoryKeep, "history-keep", c.HistoryKeep, "finished jobs kept in the history")
 	fs.DurationVar(&c.HistoryMaxAge, "history-max-age", c.HistoryMaxAge, "age after which finished jobs leave the history")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "how long running jobs may finish at shutdown before they are cancelled")
-	fs.StringVar(&c.Node, "node", c.Node, "name of this node on the jobs it runs (default: host name)")
+	fs.StringVar(&c.Node, "node", c.Node, "name of this node on the jobs it runs and in the list of nodes; unique per replica (default: host name)")
+	fs.DurationVar(&c.LeaseDuration, "lease-duration", c.LeaseDuration, "how long a running job stays this node's without a lease renewal; then another replica takes it over")
+	fs.DurationVar(&c.RenewInterval, "lease-renew-interval", c.RenewInterval, "how often a running job's lease is renewed and its progress persisted")
+	fs.DurationVar(&c.PollInterval, "status-poll-interval", c.PollInterval, "how often other replicas' jobs are read (status, expired leases, jobs to claim)")
+	fs.DurationVar(&c.HeartbeatInterval, "heartbeat-interval", c.HeartbeatInterval, "how often this node refreshes its registration in the catalog")
 }
 
 // Validate rejects zero or negative intervals, sizes and counts.
@@ -91,6 +120,14 @@ func (c Config) Validate() error {
 		return fmt.Errorf("--history-max-age must be positive, got %s", c.HistoryMaxAge)
 	case c.ShutdownTimeout < 0:
 		return fmt.Errorf("--shutdown-timeout must not be negative, got %s", c.ShutdownTimeout)
+	case c.LeaseDuration < time.Second:
+		return fmt.Errorf("--lease-duration must be at least 1s, got %s", c.LeaseDuration)
+	case c.RenewInterval <= 0 || 3*c.RenewInterval > c.LeaseDuration:
+		return fmt.Errorf("--lease-renew-interval must be positive and at most a third of --lease-duration (%s), got %s", c.LeaseDuration, c.RenewInterval)
+	case c.PollInterval <= 0:
+		return fmt.Errorf("--status-poll-interval must be positive, got %s", c.PollInterval)
+	case c.HeartbeatInterval <= 0:
+		return fmt.Errorf("--heartbeat-interval must be positive, got %s", c.HeartbeatInterval)
 	}
 	return nil
 }

@@ -19,13 +19,18 @@ type memStore struct {
 	jobs  map[string]catalog.Job
 	order []string // job ids in insertion order
 	fail  error    // when set, every call fails with it
-	// insertGate, when set, holds every InsertJob until it is closed (a
+	// insertGate, when set, holds every EnqueueJob until it is closed (a
 	// slow catalog write).
 	insertGate chan struct{}
+	seq        int
+	seqOf      map[string]int // job id -> enqueue order
+	nodes      map[string]catalog.Node
+	leases     map[string]memLease
 }
 
 func newMemStore() *memStore {
-	return &memStore{colls: map[string]*catalog.Collection{}, jobs: map[string]catalog.Job{}}
+	return &memStore{colls: map[string]*catalog.Collection{}, jobs: map[string]catalog.Job{}, seqOf: map[string]int{},
+		nodes: map[string]catalog.Node{}, leases: map[string]memLease{}}
 }
 
 // addCollection adds a collection with a backlog of n records appended at t.
@@ -82,7 +87,33 @@ func (s *memStore) ListCollections(context.Context) ([]catalog.Collection, error
 	return out, nil
 }
 
-func (s *memStore) InsertJob(_ context.Context, j catalog.Job) error {
+// insert adds job j; s.mu must be held.
+func (s *memStore) insert(j catalog.Job) {
+	s.seq++
+	j.ID = cmp.Or(j.ID, fmt.Sprint("job-", s.seq))
+	s.jobs[j.ID] = j
+	s.seqOf[j.ID] = s.seq
+	s.order = append(s.order, j.ID)
+}
+
+// put stores job j as it is (a row a previous process left).
+func (s *memStore) put(j catalog.Job) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.insert(j)
+}
+
+// activeOf returns the collection's job in state st; s.mu must be held.
+func (s *memStore) activeOf(collectionID string, st catalog.JobState) (catalog.Job, bool) {
+	for _, j := range s.jobs {
+		if j.CollectionID == collectionID && j.State == st {
+			return j, true
+		}
+	}
+	return catalog.Job{}, false
+}
+
+func (s *memStore) EnqueueJob(_ context.Context, r catalog.JobRequest) (catalog.Job, bool, error) {
 	s.mu.Lock()
 	gate := s.insertGate
 	s.mu.Unlock()
@@ -92,24 +123,215 @@ func (s *memStore) InsertJob(_ context.Context, j catalog.Job) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.fail != nil {
-		return s.fail
+		return catalog.Job{}, false, s.fail
 	}
-	if _, ok := s.jobs[j.ID]; ok {
-		return catalog.ErrAlreadyExists
+	c, ok := s.colls[r.CollectionID]
+	if !ok {
+		return catalog.Job{}, false, fmt.Errorf("collection %s: %w", r.CollectionID, catalog.ErrNotFound)
 	}
+	if q, ok := s.activeOf(r.CollectionID, catalog.JobQueued); ok {
+		if r.Trigger == catalog.TriggerOneOff && q.Trigger != catalog.TriggerOneOff {
+			q.Expedited = true
+			s.jobs[q.ID] = q
+		}
+		return q, false, nil
+	}
+	j := catalog.Job{ID: r.ID, CollectionID: r.CollectionID, Trigger: r.Trigger, State: catalog.JobQueued, Reason: r.Reason,
+		Attempt: c.RetryCount + 1, CreatedAt: time.Now().UTC().Truncate(time.Millisecond), Continues: r.Continues, OldestAt: r.OldestAt}
+	s.insert(j)
+	return s.jobs[s.order[len(s.order)-1]], true, nil
+}
+
+// queueLocked returns the QUEUED jobs in claim order; s.mu must be held.
+func (s *memStore) queueLocked() []catalog.Job {
+	var q []catalog.Job
+	for _, j := range s.jobs {
+		if j.State == catalog.JobQueued {
+			q = append(q, j)
+		}
+	}
+	slices.SortFunc(q, func(a, b catalog.Job) int {
+		pa, pb := a.Trigger == catalog.TriggerOneOff || a.Expedited, b.Trigger == catalog.TriggerOneOff || b.Expedited
+		if pa != pb {
+			if pa {
+				return -1
+			}
+			return 1
+		}
+		return cmp.Or(cmpTime(a.OldestAt, b.OldestAt), cmp.Compare(s.seqOf[a.ID], s.seqOf[b.ID]))
+	})
+	return q
+}
+
+func (s *memStore) ListQueue(_ context.Context, _ int) ([]catalog.Job, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.queueLocked(), nil
+}
+
+func (s *memStore) ClaimJob(_ context.Context, node string, lease time.Duration) (catalog.Job, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.fail != nil {
+		return catalog.Job{}, s.fail
+	}
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	for _, j := range s.queueLocked() {
+		if _, busy := s.activeOf(j.CollectionID, catalog.JobRunning); busy {
+			continue
+		}
+		if c := s.colls[j.CollectionID]; j.Trigger == catalog.TriggerScheduled && !j.Expedited && now.Before(c.RetryAfter) {
+			continue
+		}
+		j.State, j.StartedAt, j.Node, j.LeaseOwner, j.LeaseExpiresAt = catalog.JobRunning, now, node, node, now.Add(lease)
+		j.Progress = catalog.JobProgress{Phase: "starting", UpdatedAt: now}
+		s.jobs[j.ID] = j
+		return j, nil
+	}
+	return catalog.Job{}, catalog.ErrNoJob
+}
+
+func (s *memStore) RenewLease(_ context.Context, id, node string, lease time.Duration, p catalog.JobProgress) (bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	j, ok := s.jobs[id]
+	if !ok || j.State != catalog.JobRunning || j.LeaseOwner != node || j.LeaseExpiresAt.Before(now) {
+		return false, catalog.ErrLeaseLost
+	}
+	p.UpdatedAt = now
+	j.LeaseExpiresAt, j.Progress = now.Add(lease), p
+	s.jobs[id] = j
+	return j.CancelRequested, nil
+}
+
+// finishLocked is the fenced end of a job; s.mu must be held.
+func (s *memStore) finishLocked(node string, j catalog.Job) error {
+	cur, ok := s.jobs[j.ID]
+	if !ok || cur.State != catalog.JobRunning || cur.LeaseOwner != node || cur.LeaseExpiresAt.Before(time.Now().UTC().Truncate(time.Millisecond)) {
+		return catalog.ErrLeaseLost
+	}
+	j.LeaseOwner, j.LeaseExpiresAt = "", time.Time{}
 	s.jobs[j.ID] = j
-	s.order = append(s.order, j.ID)
 	return nil
 }
 
-func (s *memStore) UpdateJob(_ context.Context, j catalog.Job) error {
+func (s *memStore) FinishJob(_ context.Context, node string, j catalog.Job) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if _, ok := s.jobs[j.ID]; !ok {
+	return s.finishLocked(node, j)
+}
+
+func (s *memStore) CancelJob(_ context.Context, id, note string) (catalog.Job, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	j, ok := s.jobs[id]
+	if !ok {
+		return catalog.Job{}, fmt.Errorf("job %s: %w", id, catalog.ErrNotFound)
+	}
+	switch j.State {
+	case catalog.JobQueued:
+		j.State, j.FinishedAt, j.Note = catalog.JobCancelled, time.Now().UTC().Truncate(time.Millisecond), note
+	case catalog.JobRunning:
+		j.CancelRequested = true
+	default:
+		return j, catalog.ErrJobFinished
+	}
+	s.jobs[id] = j
+	return j, nil
+}
+
+// interruptLocked ends a running job as interrupted and queues its
+// follow-up; s.mu must be held.
+func (s *memStore) interruptLocked(j catalog.Job, why string) catalog.Job {
+	j.State, j.FinishedAt, j.Error = catalog.JobFailed, time.Now().UTC().Truncate(time.Millisecond), why
+	j.LeaseOwner, j.LeaseExpiresAt = "", time.Time{}
+	s.jobs[j.ID] = j
+	if _, queued := s.activeOf(j.CollectionID, catalog.JobQueued); !queued {
+		s.insert(catalog.Job{CollectionID: j.CollectionID, Trigger: j.Trigger, State: catalog.JobQueued, Reason: j.Reason,
+			Attempt: j.Attempt + 1, CreatedAt: j.FinishedAt, Continues: j.ID, Expedited: j.Expedited, OldestAt: j.OldestAt})
+	}
+	return j
+}
+
+func (s *memStore) ExpireLeases(context.Context) ([]catalog.Job, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	var out []catalog.Job
+	for _, j := range s.jobs {
+		if j.State == catalog.JobRunning && j.LeaseExpiresAt.Before(now) {
+			out = append(out, s.interruptLocked(j, "interrupted: lease of node "+j.LeaseOwner+" expired"))
+		}
+	}
+	return out, nil
+}
+
+func (s *memStore) ReleaseNode(_ context.Context, node string) ([]catalog.Job, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []catalog.Job
+	for _, id := range slices.Clone(s.order) {
+		if j := s.jobs[id]; j.State == catalog.JobRunning && (j.LeaseOwner == node || j.Node == node) {
+			out = append(out, s.interruptLocked(j, "interrupted: node "+node+" restarted while the job ran"))
+		}
+	}
+	return out, nil
+}
+
+func (s *memStore) SetRetry(_ context.Context, id string, retries int, after time.Time) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c, ok := s.colls[id]
+	if !ok {
 		return catalog.ErrNotFound
 	}
-	s.jobs[j.ID] = j
+	c.RetryCount, c.RetryAfter = retries, after
 	return nil
+}
+
+func (s *memStore) Heartbeat(_ context.Context, n catalog.Node) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n.HeartbeatAt = time.Now().UTC().Truncate(time.Millisecond)
+	s.nodes[n.Name] = n
+	return nil
+}
+
+func (s *memStore) ListNodes(context.Context) ([]catalog.Node, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []catalog.Node
+	for _, n := range s.nodes {
+		out = append(out, n)
+	}
+	slices.SortFunc(out, func(a, b catalog.Node) int { return cmp.Compare(a.Name, b.Name) })
+	return out, nil
+}
+
+func (s *memStore) AcquireLease(_ context.Context, name, owner string, ttl time.Duration) (bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := time.Now()
+	if l, ok := s.leases[name]; ok && l.owner != owner && now.Before(l.expires) {
+		return false, nil
+	}
+	s.leases[name] = memLease{owner: owner, expires: now.Add(ttl)}
+	return true, nil
+}
+
+func (s *memStore) ReleaseLease(_ context.Context, name, owner string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if l, ok := s.leases[name]; ok && l.owner == owner {
+		delete(s.leases, name)
+	}
+	return nil
+}
+
+type memLease struct {
+	owner   string
+	expires time.Time
 }
 
 func (s *memStore) GetJob(_ context.Context, id string) (catalog.Job, error) {
@@ -159,20 +381,6 @@ func (s *memStore) ListJobs(_ context.Context, f catalog.JobFilter) ([]catalog.J
 	return out, nil
 }
 
-func (s *memStore) MarkInterrupted(context.Context) ([]catalog.Job, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var out []catalog.Job
-	for id, j := range s.jobs {
-		if j.State == catalog.JobRunning {
-			j.State, j.Error, j.FinishedAt = catalog.JobFailed, "interrupted: the process stopped while the job ran", time.Now().UTC()
-			s.jobs[id] = j
-			out = append(out, j)
-		}
-	}
-	return out, nil
-}
-
 func (s *memStore) PruneJobs(context.Context, int, time.Time) (int, error) { return 0, nil }
 
 func (s *memStore) RecordFailure(_ context.Context, id string, n int) (int, bool, error) {
@@ -190,7 +398,7 @@ func (s *memStore) RecordSuccess(_ context.Context, id string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	c := s.colls[id]
-	c.FailureCount, c.DeadLetteredAt = 0, time.Time{}
+	c.FailureCount, c.DeadLetteredAt, c.RetryCount, c.RetryAfter = 0, time.Time{}, 0, time.Time{}
 	return nil
 }
 
@@ -275,14 +483,17 @@ func (f *fakeExec) Execute(ctx context.Context, id string, progress func(Progres
 	// The commit: offset, version and the finished job in one step.
 	j := finish(o)
 	f.store.mu.Lock()
+	if err := f.store.finishLocked(j.LeaseOwner, j); err != nil {
+		f.store.mu.Unlock()
+		return Outcome{}, err
+	}
 	cc := f.store.colls[id]
 	cc.CompactionOffset += n
 	cc.SegmentVersion++
-	cc.FailureCount, cc.DeadLetteredAt = 0, time.Time{}
+	cc.FailureCount, cc.DeadLetteredAt, cc.RetryCount, cc.RetryAfter = 0, time.Time{}, 0, time.Time{}
 	if cc.Backlog() == 0 {
 		cc.OldestUncompactedAt = time.Time{}
 	}
-	f.store.jobs[j.ID] = j
 	f.store.mu.Unlock()
 	return o, nil
 }

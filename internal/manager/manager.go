@@ -1,45 +1,69 @@
-// Package manager is the compaction manager (DESIGN.md §5): the scheduler that
-// turns backlogs into SCHEDULED jobs, the one-off requests of operators, a
-// queue with dedupe (at most one QUEUED job per collection, one follow-up
-// behind a RUNNING one), a bounded pool of workers, continuation of backlogs
-// larger than one job, failure accounting with exponential backoff and a
-// dead-letter state, cancel, watch, and the persisted job history.
+// Package manager is the compaction manager (DESIGN.md §5, §7a): the
+// scheduler that turns backlogs into SCHEDULED jobs, the one-off requests of
+// operators, workers that claim jobs from the queue in the catalog and run
+// them under a lease, continuation of backlogs larger than one job, the
+// failure policy (backoff with jitter, dead-letter), cancel, watch, and the
+// persisted job history.
+//
+// The queue is the catalog's jobs table, shared by every replica: the
+// database keeps at most one QUEUED and one RUNNING job per collection, a
+// worker claims a job with a lease that its lease keeper renews while the
+// job runs (persisting progress), and a job's commit is fenced by that
+// lease. The parts, after Mimir's compactor scheduler and River:
+//   - runner.go: a worker's loop, claim → execute → outcome → policy → end;
+//   - lease.go: the lease keeper of a running job;
+//   - policy.go: the failure policy;
+//   - scheduler.go: the scheduler, run by the replica holding the leader
+//     lease, which also takes over jobs whose lease expired;
+//   - watch.go: change events for watchers, from this node's jobs at once
+//     and from other replicas' through the catalog;
+//   - nodes.go: this replica's registration and heartbeat.
 //
 // The manager knows nothing of HTTP, Connect or the segment format: it
 // declares the Store and Executor it needs, and the binary wires them.
 package manager
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"os"
-	"slices"
 	"sync"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/compactorhq/compactor/internal/catalog"
 )
 
 // Store is what the manager needs from the catalog. *catalog.Catalog
-// implements it; its methods' errors and semantics are the catalog's.
+// implements it; its methods' errors and semantics are the catalog's (see
+// catalog/queue.go for the queue).
 type Store interface {
 	GetCollection(ctx context.Context, id string) (catalog.Collection, error)
 	ListCollections(ctx context.Context) ([]catalog.Collection, error)
-	InsertJob(ctx context.Context, j catalog.Job) error
-	UpdateJob(ctx context.Context, j catalog.Job) error
 	GetJob(ctx context.Context, id string) (catalog.Job, error)
 	ListJobs(ctx context.Context, f catalog.JobFilter) ([]catalog.Job, error)
-	MarkInterrupted(ctx context.Context) ([]catalog.Job, error)
 	PruneJobs(ctx context.Context, keep int, olderThan time.Time) (int, error)
+
+	EnqueueJob(ctx context.Context, r catalog.JobRequest) (catalog.Job, bool, error)
+	ClaimJob(ctx context.Context, node string, lease time.Duration) (catalog.Job, error)
+	RenewLease(ctx context.Context, jobID, node string, lease time.Duration, p catalog.JobProgress) (bool, error)
+	FinishJob(ctx context.Context, node string, j catalog.Job) error
+	CancelJob(ctx context.Context, jobID, note string) (catalog.Job, error)
+	ExpireLeases(ctx context.Context) ([]catalog.Job, error)
+	ReleaseNode(ctx context.Context, node string) ([]catalog.Job, error)
+	ListQueue(ctx context.Context, limit int) ([]catalog.Job, error)
+
+	SetRetry(ctx context.Context, collectionID string, retries int, retryAfter time.Time) error
 	RecordFailure(ctx context.Context, collectionID string, deadLetterAfter int) (int, bool, error)
 	RecordSuccess(ctx context.Context, collectionID string) error
+
+	Heartbeat(ctx context.Context, n catalog.Node) error
+	ListNodes(ctx context.Context) ([]catalog.Node, error)
+	AcquireLease(ctx context.Context, name, owner string, ttl time.Duration) (bool, error)
+	ReleaseLease(ctx context.Context, name, owner string) error
 }
 
 // Progress of a running job.
@@ -68,16 +92,17 @@ type Outcome struct {
 func (o Outcome) Committed() bool { return o.VersionAfter != o.VersionBefore }
 
 // Executor runs compactions. The manager calls Execute from its workers, one
-// job per collection at a time.
+// job per collection at a time across every replica.
 type Executor interface {
 	// Execute compacts collectionID, calling progress as it goes. When it
 	// commits, it writes the job row finish(outcome) returns in the commit
-	// transaction. It must return promptly (at a batch boundary) with ctx's
-	// error when ctx ends, having committed nothing.
+	// transaction, fenced by the row's LeaseOwner (catalog.Commit). It must
+	// return promptly (at a batch boundary) with ctx's error when ctx ends,
+	// having committed nothing.
 	Execute(ctx context.Context, collectionID string, progress func(Progress), finish func(Outcome) catalog.Job) (Outcome, error)
 	// Transient reports whether err says nothing about the collection
-	// (storage unavailable, a lost compare-and-swap, shutdown): such
-	// failures back off but never count toward the dead-letter state.
+	// (storage unavailable, a lost compare-and-swap or lease, shutdown):
+	// such failures back off but never count toward the dead-letter state.
 	Transient(err error) bool
 	// GC removes superseded versions and orphan blocks of a collection.
 	GC(ctx context.Context, collectionID string) error
@@ -104,7 +129,8 @@ func (e *NotFoundError) Error() string {
 func (e *NotFoundError) Is(target error) bool { return target == ErrNotFound }
 
 // Job is a job as surfaces see it: the persisted row plus the progress of a
-// running job.
+// running job (this node's as it happens, another replica's as its owner
+// last persisted it, at most Config.RenewInterval old).
 type Job struct {
 	catalog.Job
 	Progress        *Progress // nil unless RUNNING
@@ -117,50 +143,43 @@ type Enqueued struct {
 	Created bool // false: an already queued job was returned
 }
 
-// entry is an active (QUEUED or RUNNING) job.
-type entry struct {
-	job        catalog.Job
-	progress   *Progress
-	oldest     time.Time // oldest uncompacted record at enqueue, for ordering
-	oneOff     bool      // priority: a one-off was asked for this job
-	cancel     context.CancelFunc
-	cancelReq  bool          // an operator cancelled it
-	done       chan struct{} // closed when the job ends
-	enqueuedAt time.Time
-	seq        uint64 // enqueue order, the last tie-break: first in, first out
-	// pending: reserved (it holds its collection's queued slot, so dedupe
-	// sees it) but its row is not inserted yet; not runnable, not in
-	// m.active. See reserveLocked and persist.
-	pending bool
-}
-
-// collState is the manager's in-memory state of one collection.
-type collState struct {
-	queued   *entry
-	running  *entry
-	failures int       // consecutive failures, transient included (backoff)
-	retryAt  time.Time // no scheduled job before
-}
-
 // Manager schedules and runs compactions. Create it with New, start it with
-// Run; Compact, Cancel, Get, List and Watch may be called while it runs.
+// Run; Compact, Cancel, Get, List, Active and Watch may be called while it
+// runs.
 type Manager struct {
 	store   Store
 	exec    Executor
 	cfg     Config
+	policy  failurePolicy
 	logger  *slog.Logger
 	metrics *metrics
 
 	mu       sync.Mutex
-	colls    map[string]*collState
-	active   map[string]*entry // by job id
-	changed  chan struct{}     // closed and replaced on every change of the queue
+	runs     map[string]*run // this node's RUNNING jobs, by id
+	changed  chan struct{}   // closed and replaced when a job may be claimable
 	watchers map[*watcher]struct{}
 	running  bool          // Run is accepting work
 	started  chan struct{} // closed once Run has recovered and accepts work
 	stopping bool
-	seq      uint64 // last entry.seq given
+	// seen is the last status of the active jobs read from the catalog, by
+	// id, so that the status poller publishes other replicas' changes.
+	seen map[string]catalog.Job
 }
+
+// run is one of this node's RUNNING jobs.
+type run struct {
+	job       catalog.Job // as claimed; the outcome is applied at the end
+	progress  Progress
+	cancel    context.CancelCauseFunc
+	cancelReq bool          // an operator cancelled it
+	done      chan struct{} // closed when the job has ended and is persisted
+}
+
+// Causes of a job's cancellation, told apart at its end.
+var (
+	errCancelRequested = errors.New("cancelled by operator")
+	errLeaseLost       = errors.New("lease lost")
+)
 
 // New returns a Manager. reg receives its metrics (nil: not registered);
 // logger nil discards logs.
@@ -178,41 +197,43 @@ func New(store Store, exec Executor, cfg Config, reg prometheus.Registerer, logg
 		store:    store,
 		exec:     exec,
 		cfg:      cfg,
+		policy:   failurePolicy{base: cfg.BackoffBase, max: cfg.BackoffMax, deadLetterAfter: cfg.DeadLetterAfter},
 		logger:   logger,
 		metrics:  newMetrics(reg, cfg),
-		colls:    make(map[string]*collState),
-		active:   make(map[string]*entry),
+		runs:     make(map[string]*run),
 		changed:  make(chan struct{}),
 		started:  make(chan struct{}),
 		watchers: make(map[*watcher]struct{}),
+		seen:     make(map[string]catalog.Job),
 	}, nil
 }
 
-func (m *Manager) coll(id string) *collState {
-	cs := m.colls[id]
-	if cs == nil {
-		cs = &collState{}
-		m.colls[id] = cs
-	}
-	return cs
-}
+// Node is the name of this replica on the jobs it runs.
+func (m *Manager) Node() string { return m.cfg.Node }
 
-// signal wakes the workers; m.mu must be held.
+// signal wakes this node's idle workers; m.mu must be held.
 func (m *Manager) signal() {
 	close(m.changed)
 	m.changed = make(chan struct{})
 }
 
-// Run recovers the jobs of a previous process (RUNNING ones are marked FAILED
-// "interrupted", QUEUED ones are queued again), then runs the scheduler and
-// the workers until ctx ends. At shutdown it stops scheduling, lets running
-// jobs finish up to Config.ShutdownTimeout, then cancels them (they end
-// CANCELLED, not counted as failures). It returns nil after a clean shutdown,
-// or the error that prevented the start.
+// Run registers the node, ends the jobs a previous process of this node
+// left RUNNING (FAILED "interrupted", with a follow-up queued), then runs
+// the workers, the scheduler, the heartbeat and the status poller until ctx
+// ends. At shutdown it stops claiming and scheduling, lets running jobs
+// finish up to Config.ShutdownTimeout, then cancels them (they end
+// CANCELLED, not counted as failures). It returns nil after a clean
+// shutdown, or the error that prevented the start.
 func (m *Manager) Run(ctx context.Context) error {
-	if err := m.recover(ctx); err != nil {
-		return err
+	startedAt := m.now()
+	if err := m.heartbeat(ctx, startedAt); err != nil {
+		return fmt.Errorf("register node %s: %w", m.cfg.Node, err)
 	}
+	interrupted, err := m.store.ReleaseNode(ctx, m.cfg.Node)
+	if err != nil {
+		return fmt.Errorf("release jobs of node %s: %w", m.cfg.Node, err)
+	}
+	m.interrupted(interrupted)
 	// Jobs run under their own context, cancelled only after the shutdown
 	// grace period (or by Cancel).
 	workCtx, cancelWork := context.WithCancel(context.WithoutCancel(ctx))
@@ -222,12 +243,15 @@ func (m *Manager) Run(ctx context.Context) error {
 	m.running = true
 	close(m.started)
 	m.mu.Unlock()
+	m.pollStatus(ctx) // the first snapshot, so that watchers start from it
 
 	var wg sync.WaitGroup
 	for range m.cfg.Workers {
 		wg.Go(func() { m.worker(ctx, workCtx) })
 	}
 	wg.Go(func() { m.schedulerLoop(ctx) })
+	wg.Go(func() { m.heartbeatLoop(ctx, startedAt) })
+	wg.Go(func() { m.statusLoop(ctx) })
 
 	<-ctx.Done()
 	m.mu.Lock()
@@ -247,6 +271,11 @@ func (m *Manager) Run(ctx context.Context) error {
 		cancelWork()
 		<-finished
 	}
+	rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), persistTimeout)
+	defer rcancel()
+	if err := m.store.ReleaseLease(rctx, schedulerLease, m.cfg.Node); err != nil {
+		m.logger.Warn("release scheduler lease", "err", err)
+	}
 	m.mu.Lock()
 	m.running = false
 	for w := range m.watchers {
@@ -257,54 +286,24 @@ func (m *Manager) Run(ctx context.Context) error {
 	return nil
 }
 
-// recover marks the jobs of a dead process and re-queues QUEUED ones.
-func (m *Manager) recover(ctx context.Context) error {
-	interrupted, err := m.store.MarkInterrupted(ctx)
-	if err != nil {
-		return fmt.Errorf("mark interrupted jobs: %w", err)
-	}
-	for _, j := range interrupted {
-		m.logger.Warn("job interrupted by a previous stop", "job", j.ID, "collection", j.CollectionID)
+// interrupted accounts jobs that ended "interrupted" (this node's after a
+// restart, or any node's whose lease expired).
+func (m *Manager) interrupted(jobs []catalog.Job) {
+	for _, j := range jobs {
+		m.logger.Warn("job interrupted", "job", j.ID, "collection", j.CollectionID, "node", j.Node, "err", j.Error)
 		// Counted, but not timed: its "duration" would span the outage.
 		m.metrics.jobs.WithLabelValues(label(j.Trigger), label(j.State)).Inc()
 	}
-	var queued []catalog.Job
-	for f := (catalog.JobFilter{States: []catalog.JobState{catalog.JobQueued}, Limit: 1000}); ; {
-		page, err := m.store.ListJobs(ctx, f)
-		if err != nil {
-			return fmt.Errorf("list queued jobs: %w", err)
-		}
-		queued = append(queued, page...)
-		if len(page) < f.Limit {
-			break
-		}
-		last := page[len(page)-1]
-		f.Before = catalog.JobCursor{CreatedAt: last.CreatedAt, ID: last.ID}
+	if len(jobs) > 0 {
+		m.mu.Lock()
+		m.signal() // their follow-ups are queued
+		m.mu.Unlock()
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	slices.Reverse(queued) // oldest first
-	for _, j := range queued {
-		cs := m.coll(j.CollectionID)
-		if _, ok := m.active[j.ID]; ok || cs.queued != nil && cs.queued.job.ID == j.ID {
-			continue // queued by a Compact that came in while this ran
-		}
-		if cs.queued != nil {
-			// Dedupe across restarts: a second queued job is superfluous.
-			j.State, j.FinishedAt, j.Note = catalog.JobCancelled, m.now(), "duplicate of a queued job after restart"
-			if err := m.store.UpdateJob(ctx, j); err != nil {
-				return fmt.Errorf("cancel duplicate queued job %s: %w", j.ID, err)
-			}
-			continue
-		}
-		m.seq++
-		e := &entry{job: j, oneOff: j.Trigger == catalog.TriggerOneOff, done: make(chan struct{}), enqueuedAt: j.CreatedAt, seq: m.seq}
-		cs.queued = e
-		m.active[j.ID] = e
-	}
-	m.metrics.setStates(m.active)
-	return nil
 }
+
+// persistTimeout bounds the catalog writes that must happen after a job's
+// context ended (its end, its retry state): one small transaction each.
+const persistTimeout = 30 * time.Second
 
 func (m *Manager) now() time.Time { return time.Now().UTC().Truncate(time.Millisecond) }
 
@@ -315,10 +314,12 @@ func (m *Manager) Started() <-chan struct{} { return m.started }
 // Compact requests one-off compactions of the given collections, or of all
 // of them with all=true (exactly one of the two). One-offs bypass the minimum
 // size and the dead-letter gate. Duplicate ids collapse. For a collection
-// with a QUEUED job that job is returned (Created false); with a RUNNING job,
-// one follow-up job is queued. All or nothing: unknown ids fail the request
-// with a *NotFoundError naming each, and nothing is enqueued. Errors:
-// ErrInvalidArgument, *NotFoundError, ErrStopped, store errors.
+// with a QUEUED job that job is returned (Created false) and claimed with
+// the one-offs; with a RUNNING job, one follow-up job is queued. All or
+// nothing for unknown ids: they fail the request with a *NotFoundError
+// naming each, and nothing is enqueued. Errors: ErrInvalidArgument,
+// *NotFoundError, ErrStopped, store errors (the jobs queued before the
+// error stay queued).
 func (m *Manager) Compact(ctx context.Context, ids []string, all bool, reason string) ([]Enqueued, error) {
 	if all == (len(ids) > 0) {
 		return nil, fmt.Errorf("give either collection ids or all, not both or neither: %w", ErrInvalidArgument)
@@ -352,500 +353,197 @@ func (m *Manager) Compact(ctx context.Context, ids []string, all bool, reason st
 			return nil, &NotFoundError{IDs: unknown}
 		}
 	}
-	m.mu.Lock()
-	if m.stopping {
-		m.mu.Unlock()
+	if m.isStopping() {
 		return nil, ErrStopped
 	}
-	out := make([]Enqueued, len(targets))
-	var reserved []*entry
-	slot := map[*entry]int{}
-	for i, id := range targets {
-		cs := m.coll(id)
-		if cs.queued != nil {
-			cs.queued.oneOff = true // the operator's request runs first
-			out[i] = Enqueued{Job: m.snapshot(cs.queued)}
-			continue
+	out := make([]Enqueued, 0, len(targets))
+	for _, id := range targets {
+		j, created, err := m.store.EnqueueJob(ctx, catalog.JobRequest{CollectionID: id, Trigger: catalog.TriggerOneOff, Reason: reason})
+		if errors.Is(err, catalog.ErrNotFound) && all {
+			continue // deleted since it was listed
 		}
-		e := m.reserveLocked(id, catalog.TriggerOneOff, reason, time.Time{}, "")
-		reserved = append(reserved, e)
-		slot[e] = i
-	}
-	m.mu.Unlock()
-	inserted, err := m.persist(ctx, reserved...)
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	for _, e := range inserted {
-		out[slot[e]] = Enqueued{Job: m.snapshot(e), Created: true}
-	}
-	if err != nil {
-		return nil, err
+		if err != nil {
+			return nil, fmt.Errorf("queue job for collection %s: %w", id, err)
+		}
+		out = append(out, Enqueued{Job: Job{Job: j}, Created: created})
+		m.changedJob(j)
 	}
 	return out, nil
 }
 
-// reserveLocked creates a QUEUED job for a collection with no queued job and
-// takes the collection's queued slot with it, pending; persist inserts its
-// row. m.mu must be held. The row is inserted without the lock, so that a
-// slow catalog write does not stall progress reports, reads and watches.
-func (m *Manager) reserveLocked(collectionID string, trigger catalog.Trigger, reason string, oldest time.Time, continues string) *entry {
-	cs := m.coll(collectionID)
-	now := m.now()
-	j := catalog.Job{
-		ID:           uuid.NewString(),
-		CollectionID: collectionID,
-		Trigger:      trigger,
-		State:        catalog.JobQueued,
-		Reason:       reason,
-		Attempt:      cs.failures + 1,
-		CreatedAt:    now,
-		Continues:    continues,
-	}
-	m.seq++
-	e := &entry{job: j, oldest: oldest, oneOff: trigger == catalog.TriggerOneOff, done: make(chan struct{}), enqueuedAt: now, seq: m.seq, pending: true}
-	cs.queued = e
-	return e
-}
-
-// persist inserts the rows of reserved entries, then makes the inserted
-// ones active (runnable, visible, published) and gives the queued slot of
-// the others back. It returns the inserted entries and the insert errors.
-// m.mu must not be held.
-func (m *Manager) persist(ctx context.Context, es ...*entry) ([]*entry, error) {
-	var errs []error
-	ok := make([]bool, len(es))
-	for i, e := range es {
-		if err := m.store.InsertJob(ctx, e.job); err != nil {
-			errs = append(errs, fmt.Errorf("insert job for collection %s: %w", e.job.CollectionID, err))
-			continue
-		}
-		ok[i] = true
-	}
+// isStopping reports whether Run is shutting down or has returned; before
+// Run, jobs may be queued (they run once it starts).
+func (m *Manager) isStopping() bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	var inserted []*entry
-	for i, e := range es {
-		cs := m.coll(e.job.CollectionID)
-		if !ok[i] {
-			if cs.queued == e {
-				cs.queued = nil
-			}
-			continue
-		}
-		e.pending = false
-		m.active[e.job.ID] = e
-		inserted = append(inserted, e)
-		m.publish(e)
-	}
-	m.metrics.setStates(m.active)
-	m.signal()
-	return inserted, errors.Join(errs...)
+	return m.stopping
 }
 
-// next blocks until a queued job can run (its collection has no running
-// job) and marks it RUNNING, or returns nil when ctx ends or the manager
-// stops.
-func (m *Manager) next(ctx context.Context) *entry {
-	for {
-		m.mu.Lock()
-		if m.stopping {
-			m.mu.Unlock()
-			return nil
-		}
-		var best *entry
-		for _, cs := range m.colls {
-			e := cs.queued
-			if e == nil || e.pending || cs.running != nil {
-				continue
-			}
-			if best == nil || before(e, best) {
-				best = e
-			}
-		}
-		if best != nil {
-			cs := m.colls[best.job.CollectionID]
-			cs.queued, cs.running = nil, best
-			best.job.State = catalog.JobRunning
-			best.job.StartedAt = m.now()
-			best.job.Node = m.cfg.Node
-			best.progress = &Progress{Phase: "starting"}
-			m.metrics.setStates(m.active)
-			m.mu.Unlock()
-			return best
-		}
-		ch := m.changed
-		m.mu.Unlock()
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return nil
-		}
-	}
-}
-
-// before orders the queue: one-offs first, then the oldest backlog, then
-// first in, first out.
-func before(a, b *entry) bool {
-	if a.oneOff != b.oneOff {
-		return a.oneOff
-	}
-	if c := cmpTime(a.oldest, b.oldest); c != 0 {
-		return c < 0
-	}
-	return a.seq < b.seq
-}
-
-// cmpTime orders times with the zero time last.
-func cmpTime(a, b time.Time) int {
-	switch {
-	case a.IsZero() && b.IsZero():
-		return 0
-	case a.IsZero():
-		return 1
-	case b.IsZero():
-		return -1
-	}
-	return a.Compare(b)
-}
-
-func (m *Manager) worker(ctx, workCtx context.Context) {
-	for {
-		e := m.next(ctx)
-		if e == nil {
-			return
-		}
-		m.run(workCtx, e)
-	}
-}
-
-// run executes one job and records its end.
-func (m *Manager) run(workCtx context.Context, e *entry) {
-	log := m.logger.With("job", e.job.ID, "collection", e.job.CollectionID)
-	jobCtx, cancel := context.WithCancel(workCtx)
-	defer cancel()
-	m.mu.Lock()
-	e.cancel = cancel
-	cancelled := e.cancelReq
-	started := e.job
-	m.mu.Unlock()
-	if cancelled {
-		cancel()
-	}
-	m.metrics.queueWait.Observe(started.StartedAt.Sub(e.enqueuedAt).Seconds())
-	if err := m.store.UpdateJob(jobCtx, started); err != nil {
-		log.Warn("persist running job", "err", err)
-	}
-	m.publishLocked(e)
-
-	var committed catalog.Job // the row written with the commit, if any
-	finish := func(o Outcome) catalog.Job {
-		m.mu.Lock()
-		defer m.mu.Unlock()
-		j := e.job
-		applyOutcome(&j, o)
-		j.State = catalog.JobSucceeded
-		j.FinishedAt = m.now()
-		committed = j
-		return j
-	}
-	outcome, err := m.execute(jobCtx, e, finish)
-
-	m.mu.Lock()
-	j := &e.job
-	applyOutcome(j, outcome)
-	j.FinishedAt = m.now()
-	if err == nil && outcome.Committed() {
-		j.FinishedAt = committed.FinishedAt // as persisted
-	}
-	cs := m.colls[j.CollectionID]
-	var countFailure bool
-	switch {
-	case err == nil:
-		j.State = catalog.JobSucceeded
-		cs.failures, cs.retryAt = 0, time.Time{}
-	case e.cancelReq:
-		j.State, j.Note = catalog.JobCancelled, "cancelled by operator"
-	case workCtx.Err() != nil:
-		j.State, j.Note = catalog.JobCancelled, "cancelled at shutdown"
-	default:
-		j.State = catalog.JobFailed
-		j.Error = err.Error()
-		cs.failures++
-		cs.retryAt = m.now().Add(m.backoff(cs.failures))
-		countFailure = !m.exec.Transient(err)
-		if !countFailure {
-			j.Note = "transient failure"
-		}
-	}
-	final := *j
-	m.mu.Unlock()
-
-	// Persist the end. A committed success already wrote the row in the
-	// commit transaction; everything else is written here, with a context
-	// that outlives shutdown.
-	pctx, pcancel := context.WithTimeout(context.WithoutCancel(workCtx), 10*time.Second)
-	defer pcancel()
-	if !(err == nil && outcome.Committed()) {
-		if perr := m.store.UpdateJob(pctx, final); perr != nil {
-			log.Error("persist finished job", "err", perr)
-		}
-	}
-	switch {
-	case err == nil:
-		if !outcome.Committed() {
-			if perr := m.store.RecordSuccess(pctx, final.CollectionID); perr != nil {
-				log.Warn("clear failure count", "err", perr)
-			}
-		}
-	case countFailure:
-		n, dead, ferr := m.store.RecordFailure(pctx, final.CollectionID, m.cfg.DeadLetterAfter)
-		if ferr != nil {
-			log.Error("record failure", "err", ferr)
-		}
-		if dead {
-			log.Error("collection dead-lettered", "failures", n, "err", err)
-		}
-	}
-	switch final.State {
-	case catalog.JobFailed:
-		log.Warn("compaction failed", "err", err, "transient", !countFailure)
-	case catalog.JobSucceeded:
-		log.Info("compaction succeeded", "records_read", final.RecordsRead, "version", final.VersionAfter,
-			"duration", final.FinishedAt.Sub(final.StartedAt))
-	default:
-		log.Info("compaction cancelled", "note", final.Note)
-	}
-	m.metrics.finished(final, err)
-	m.finish(pctx, e, cs, final, outcome)
-
-	// GC after the continuation is queued (it may run on another worker
-	// meanwhile: GC spares blobs younger than the grace period), with a
-	// deadline of its own: a large listing must not starve the rest.
-	if err == nil && outcome.Committed() {
-		gctx, gcancel := context.WithTimeout(context.WithoutCancel(workCtx), gcTimeout)
-		defer gcancel()
-		if gerr := m.exec.GC(gctx, final.CollectionID); gerr != nil {
-			log.Warn("gc after compaction", "err", gerr)
-		}
-	}
-}
-
-// gcTimeout bounds the GC pass after a compaction.
-const gcTimeout = 5 * time.Minute
-
-// finish removes a job that ended from the active set, queues its
-// continuation, and publishes its end.
-func (m *Manager) finish(ctx context.Context, e *entry, cs *collState, final catalog.Job, outcome Outcome) {
-	m.mu.Lock()
-	cs.running = nil
-	e.progress = nil
-	delete(m.active, final.ID)
-	close(e.done)
-	// Continuation: a backlog larger than one job goes on at once. It is
-	// queued before the end of this job is published, so a watcher that
-	// sees the end finds the continuation already there. At shutdown it is
-	// still queued (persisted), and the next start runs it.
-	var cont *entry
-	if final.State == catalog.JobSucceeded && outcome.Remaining > 0 && cs.queued == nil {
-		reason := fmt.Sprintf("continues job %.8s: %d records remain", final.ID, outcome.Remaining)
-		cont = m.reserveLocked(final.CollectionID, final.Trigger, reason, time.Time{}, final.ID)
-	}
-	m.mu.Unlock()
-	if cont != nil {
-		if _, err := m.persist(ctx, cont); err != nil {
-			m.logger.Error("queue continuation", "job", final.ID, "collection", final.CollectionID, "err", err)
-		}
-	}
+// changedJob publishes a change this node made to a job that it does not
+// run (queued, cancelled while queued) and wakes the workers.
+func (m *Manager) changedJob(j catalog.Job) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.publish(e)
-	m.metrics.setStates(m.active)
+	m.seenLocked(j)
+	m.send(Event{Kind: EventChanged, Job: Job{Job: j}})
 	m.signal()
 }
 
-// execute calls the executor, turning a panic into an error of this job.
-func (m *Manager) execute(ctx context.Context, e *entry, finish func(Outcome) catalog.Job) (o Outcome, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			m.logger.Error("compaction panicked", "job", e.job.ID, "collection", e.job.CollectionID, "panic", r)
-			err = fmt.Errorf("compaction panicked: %v", r)
-		}
-	}()
-	progress := func(p Progress) {
-		m.mu.Lock()
-		pp := p
-		e.progress = &pp
-		m.mu.Unlock()
-		m.publishLocked(e)
-	}
-	return m.exec.Execute(ctx, e.job.CollectionID, progress, finish)
-}
-
-func applyOutcome(j *catalog.Job, o Outcome) {
-	j.OffsetStart, j.OffsetEnd = o.OffsetStart, o.OffsetEnd
-	j.RecordsRead, j.RecordsWritten, j.BytesWritten = o.RecordsRead, o.RecordsWritten, o.BytesWritten
-	j.VersionBefore, j.VersionAfter = o.VersionBefore, o.VersionAfter
-	if o.Note != "" {
-		j.Note = o.Note
-	}
-}
-
-// backoff is the delay before the n-th consecutive retry (n >= 1).
-func (m *Manager) backoff(n int) time.Duration {
-	d := m.cfg.BackoffBase
-	for i := 1; i < n && d < m.cfg.BackoffMax; i++ {
-		d *= 2
-	}
-	return min(d, m.cfg.BackoffMax)
-}
-
-// Cancel cancels a job: a QUEUED one ends CANCELLED at once; a RUNNING one
-// stops at its next batch boundary, commits nothing and removes what it
-// wrote (Cancel waits for that until ctx ends, then returns the job as it
-// is, CancelRequested while it still runs). Errors: ErrNotFound;
-// ErrFinished (wrapped, naming the state) when the job had finished, or
-// finished otherwise than cancelled while Cancel waited (a commit is not
-// interrupted).
+// Cancel cancels a job on any replica: a QUEUED one ends CANCELLED at once;
+// a RUNNING one stops at its next batch boundary (this node's at once,
+// another replica's when its owner renews its lease), commits nothing and
+// removes what it wrote. Cancel waits for that until ctx ends, then returns
+// the job as it is, CancelRequested while it still runs. Errors:
+// ErrNotFound; ErrFinished (wrapped, naming the state) when the job had
+// finished, or finished otherwise than cancelled while Cancel waited (a
+// commit is not interrupted).
 func (m *Manager) Cancel(ctx context.Context, jobID string) (Job, error) {
 	m.mu.Lock()
-	e, ok := m.active[jobID]
-	if !ok {
-		m.mu.Unlock()
-		j, err := m.store.GetJob(ctx, jobID)
-		if err != nil {
-			return Job{}, err // the store's error names the job
-		}
-		if !j.State.Finished() { // its row is in, it is being queued
-			return Job{Job: j}, fmt.Errorf("job %s is being queued; retry: %w", jobID, ErrStopped)
-		}
-		return Job{Job: j}, fmt.Errorf("job %s is %s: %w", jobID, j.State, ErrFinished)
+	r := m.runs[jobID]
+	if r != nil {
+		r.cancelReq = true
+		r.cancel(errCancelRequested)
 	}
-	cs := m.colls[e.job.CollectionID]
-	if e.job.State == catalog.JobQueued {
-		cs.queued = nil
-		delete(m.active, jobID)
-		e.job.State, e.job.FinishedAt, e.job.Note = catalog.JobCancelled, m.now(), "cancelled by operator"
-		j := e.job
-		close(e.done)
-		m.metrics.setStates(m.active)
-		m.signal()
-		m.publish(e)
-		m.mu.Unlock()
-		m.metrics.finished(j, nil)
-		if err := m.store.UpdateJob(context.WithoutCancel(ctx), j); err != nil {
-			return Job{Job: j}, fmt.Errorf("persist cancelled job %s: %w", jobID, err)
+	m.mu.Unlock()
+	j, err := m.store.CancelJob(ctx, jobID, "cancelled by operator")
+	switch {
+	case errors.Is(err, catalog.ErrJobFinished):
+		if r != nil {
+			<-r.done // it is ending here; report how it ended
 		}
+		got, gerr := m.Get(context.WithoutCancel(ctx), jobID)
+		if gerr != nil {
+			return Job{}, gerr
+		}
+		return got, fmt.Errorf("job %s is %s: %w", jobID, got.State, ErrFinished)
+	case err != nil:
+		return Job{}, err // the store's error names the job
+	}
+	if j.State == catalog.JobCancelled { // it was queued
+		m.metrics.finished(j, nil)
+		m.changedJob(j)
 		return Job{Job: j}, nil
 	}
-	e.cancelReq = true
-	if e.cancel != nil {
-		e.cancel()
+	if err := m.waitEnd(ctx, jobID, r); err != nil {
+		return Job{}, err
 	}
-	done := e.done
-	m.mu.Unlock()
-	select {
-	case <-done:
-	case <-ctx.Done():
-	}
-	j, err := m.Get(context.WithoutCancel(ctx), jobID)
-	if err == nil && j.State.Finished() && j.State != catalog.JobCancelled {
+	got, err := m.Get(context.WithoutCancel(ctx), jobID)
+	if err == nil && got.State.Finished() && got.State != catalog.JobCancelled {
 		// It ended (e.g. committed) before it reached a batch boundary.
-		return j, fmt.Errorf("job %s finished %s before it could be cancelled: %w", jobID, j.State, ErrFinished)
+		return got, fmt.Errorf("job %s finished %s before it could be cancelled: %w", jobID, got.State, ErrFinished)
 	}
-	return j, err
+	return got, err
 }
 
-// Forget drops the manager's in-memory state of a deleted collection
-// (backoff, failure streak). Its active jobs should be cancelled first; a
-// collection with an active job is left alone.
-func (m *Manager) Forget(collectionID string) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if cs := m.colls[collectionID]; cs != nil && cs.queued == nil && cs.running == nil {
-		delete(m.colls, collectionID)
+// waitEnd waits until job jobID has ended or ctx ends (which is not an
+// error): for this node's run r, on its end; for another replica's job, by
+// reading it every Config.PollInterval.
+func (m *Manager) waitEnd(ctx context.Context, jobID string, r *run) error {
+	if r != nil {
+		select {
+		case <-r.done:
+		case <-ctx.Done():
+		}
+		return nil
+	}
+	t := time.NewTicker(m.cfg.PollInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		j, err := m.store.GetJob(ctx, jobID)
+		if err != nil && ctx.Err() == nil {
+			return err
+		}
+		if err != nil || j.State.Finished() {
+			return nil
+		}
 	}
 }
+
+// Forget is kept for callers that drop a deleted collection: the manager
+// holds no per-collection state outside the catalog any more (retry state
+// is a column of the collection's row, deleted with it).
+func (m *Manager) Forget(string) {}
 
 // Get returns a job by id, with progress when it runs. ErrNotFound when
 // unknown.
 func (m *Manager) Get(ctx context.Context, jobID string) (Job, error) {
-	m.mu.Lock()
-	if e, ok := m.active[jobID]; ok {
-		j := m.snapshot(e)
-		m.mu.Unlock()
-		return j, nil
-	}
-	m.mu.Unlock()
 	j, err := m.store.GetJob(ctx, jobID)
 	if err != nil {
 		return Job{}, err // the store's error names the job
 	}
-	return Job{Job: j}, nil
+	return m.view(j), nil
 }
 
 // List returns jobs matching f from the history, newest first, with the
-// live state and progress of active ones.
+// state and progress of running ones.
 func (m *Manager) List(ctx context.Context, f catalog.JobFilter) ([]Job, error) {
 	rows, err := m.store.ListJobs(ctx, f)
 	if err != nil {
 		return nil, fmt.Errorf("list jobs: %w", err)
 	}
 	out := make([]Job, len(rows))
-	m.mu.Lock()
-	defer m.mu.Unlock()
 	for i, j := range rows {
-		if e, ok := m.active[j.ID]; ok {
-			out[i] = m.snapshot(e)
-		} else {
-			out[i] = Job{Job: j}
-		}
+		out[i] = m.view(j)
 	}
 	return out, nil
 }
 
-// Active returns the QUEUED and RUNNING jobs, running first, then in the
-// order they would run.
-func (m *Manager) Active() []Job {
+// Active returns the QUEUED and RUNNING jobs of every replica: running
+// first (oldest start first), then queued in the order they will be claimed
+// (catalog.ListQueue, the one place that order is written).
+func (m *Manager) Active(ctx context.Context) ([]Job, error) {
+	running, err := m.store.ListJobs(ctx, catalog.JobFilter{States: []catalog.JobState{catalog.JobRunning}})
+	if err != nil {
+		return nil, fmt.Errorf("list running jobs: %w", err)
+	}
+	queued, err := m.store.ListQueue(ctx, 0)
+	if err != nil {
+		return nil, fmt.Errorf("list queue: %w", err)
+	}
+	out := make([]Job, 0, len(running)+len(queued))
+	for i := len(running) - 1; i >= 0; i-- { // ListJobs is newest first
+		out = append(out, m.view(running[i]))
+	}
+	for _, j := range queued {
+		out = append(out, m.view(j))
+	}
+	return out, nil
+}
+
+// view is j as surfaces see it: a RUNNING job of this node with its live
+// progress, another's with the progress persisted with its lease.
+func (m *Manager) view(j catalog.Job) Job {
+	if j.State != catalog.JobRunning {
+		return Job{Job: j}
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	es := make([]*entry, 0, len(m.active))
-	for _, e := range m.active {
-		es = append(es, e)
-	}
-	slices.SortFunc(es, func(a, b *entry) int {
-		if a.job.State != b.job.State {
-			return cmp.Compare(stateRank(a.job.State), stateRank(b.job.State))
-		}
-		if before(a, b) {
-			return -1
-		}
-		return 1
-	})
-	out := make([]Job, len(es))
-	for i, e := range es {
-		out[i] = m.snapshot(e)
-	}
-	return out
+	return m.viewLocked(j)
 }
 
-func stateRank(s catalog.JobState) int {
-	if s == catalog.JobRunning {
-		return 0
+// viewLocked is view for callers that hold m.mu.
+func (m *Manager) viewLocked(j catalog.Job) Job {
+	if j.State != catalog.JobRunning {
+		return Job{Job: j}
 	}
-	return 1
+	if r, ok := m.runs[j.ID]; ok {
+		return m.snapshot(r)
+	}
+	p := Progress{Phase: j.Progress.Phase, RecordsRead: j.Progress.RecordsRead, RecordsTotal: j.Progress.RecordsTotal, BytesWritten: j.Progress.BytesWritten}
+	return Job{Job: j, Progress: &p, CancelRequested: j.CancelRequested}
 }
 
-// snapshot copies an entry for callers; m.mu must be held.
-func (m *Manager) snapshot(e *entry) Job {
-	j := Job{Job: e.job, CancelRequested: e.cancelReq && e.job.State == catalog.JobRunning}
-	if e.progress != nil && e.job.State == catalog.JobRunning {
-		p := *e.progress
+// snapshot copies a run for callers; m.mu must be held.
+func (m *Manager) snapshot(r *run) Job {
+	p := r.progress
+	j := Job{Job: r.job, CancelRequested: r.cancelReq || r.job.CancelRequested}
+	if r.job.State == catalog.JobRunning {
 		j.Progress = &p
 	}
 	return j
-}
-
-// jitter returns d plus a random extra of up to 10%.
-func jitter(d time.Duration) time.Duration {
-	return d + time.Duration(rand.Int64N(int64(d)/10+1))
 }

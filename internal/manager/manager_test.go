@@ -293,10 +293,11 @@ func TestScheduledRetriesBackOffExponentially(t *testing.T) {
 			<-exec.started
 			starts = append(starts, time.Now())
 		}
-		// Failures at ~1 s; retries no sooner than 10 s, 20 s, 40 s after.
+		// Failures at ~1 s; retries 10 s, 20 s, 40 s after (±10 % jitter,
+		// plus up to one scheduler interval).
 		for i, want := range []time.Duration{10 * time.Second, 20 * time.Second, 40 * time.Second} {
-			if gap := starts[i+1].Sub(starts[i]); gap < want || gap > want+2*cfg.Interval {
-				t.Fatalf("retry %d came %s after the failure, want %s (+ one interval)", i+1, gap, want)
+			if gap := starts[i+1].Sub(starts[i]); gap < want*9/10 || gap > want*11/10+2*cfg.Interval {
+				t.Fatalf("retry %d came %s after the failure, want %s ±10 %% (+ one interval)", i+1, gap, want)
 			}
 		}
 		synctest.Wait()
@@ -497,12 +498,11 @@ func TestRestartMarksInterruptedAndRequeues(t *testing.T) {
 		store.addCollection("b", 20, time.Now())
 		now := time.Now().UTC()
 		for _, j := range []catalog.Job{
-			{ID: "dead", CollectionID: "a", Trigger: catalog.TriggerScheduled, State: catalog.JobRunning, CreatedAt: now, StartedAt: now},
+			{ID: "dead", CollectionID: "a", Trigger: catalog.TriggerScheduled, State: catalog.JobRunning, CreatedAt: now, StartedAt: now,
+				Node: "test-node", LeaseOwner: "test-node", LeaseExpiresAt: now.Add(time.Hour)},
 			{ID: "waiting", CollectionID: "b", Trigger: catalog.TriggerOneOff, State: catalog.JobQueued, CreatedAt: now},
 		} {
-			if err := store.InsertJob(t.Context(), j); err != nil {
-				t.Fatal(err)
-			}
+			store.put(j)
 		}
 		h := start(t, store, newFakeExec(store, 100), testConfig())
 		row, _ := store.GetJob(t.Context(), "dead")
@@ -525,9 +525,7 @@ func TestRestartRequeuesMoreThanOnePageOfQueuedJobs(t *testing.T) {
 			id := fmt.Sprintf("c%04d", i)
 			store.addCollection(id, 1, now)
 			j := catalog.Job{ID: fmt.Sprintf("job-%04d", i), CollectionID: id, Trigger: catalog.TriggerOneOff, State: catalog.JobQueued, CreatedAt: now.Add(time.Duration(i) * time.Millisecond)}
-			if err := store.InsertJob(t.Context(), j); err != nil {
-				t.Fatal(err)
-			}
+			store.put(j)
 		}
 		h := start(t, store, newFakeExec(store, 100), testConfig())
 		synctest.Wait()
@@ -562,7 +560,7 @@ func TestSlowJobInsertDoesNotStallTheManager(t *testing.T) {
 		}()
 		synctest.Wait() // Compact waits in InsertJob
 		// Reads and the running job's progress go on meanwhile.
-		if got := h.m.Active(); len(got) != 1 || got[0].ID != running.ID {
+		if got, err := h.m.Active(t.Context()); err != nil || len(got) != 1 || got[0].ID != running.ID {
 			t.Fatalf("Active during a slow insert: %+v", got)
 		}
 		close(gate)
@@ -732,4 +730,36 @@ func TestConfigValidate(t *testing.T) {
 	if err := DefaultConfig().Validate(); err != nil {
 		t.Fatalf("defaults: %v", err)
 	}
+}
+
+func TestJobGaugesCountTheQueueInTheCatalogAndTheJobsRunningHere(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := newMemStore()
+		for _, id := range []string{"a", "b", "c"} {
+			store.addCollection(id, 20, time.Now())
+		}
+		exec := newFakeExec(store, 100)
+		gate := exec.setGate("a")
+		cfg := testConfig()
+		cfg.Workers = 1
+		h := start(t, store, exec, cfg)
+		h.compact("a", "b")
+		store.put(catalog.Job{ID: "elsewhere", CollectionID: "c", Trigger: catalog.TriggerScheduled, State: catalog.JobQueued, CreatedAt: time.Now()})
+		time.Sleep(cfg.PollInterval) // one status poll
+		synctest.Wait()
+		gauges := func() string {
+			return fmt.Sprintf("queued %v, running %v",
+				testutil.ToFloat64(h.m.metrics.states.WithLabelValues("queued")), testutil.ToFloat64(h.m.metrics.states.WithLabelValues("running")))
+		}
+		if got, want := gauges(), "queued 2, running 1"; got != want {
+			t.Fatalf("with a running job and two queued (one by another replica): %s, want %s", got, want)
+		}
+		close(gate)
+		synctest.Wait()
+		time.Sleep(cfg.PollInterval)
+		synctest.Wait()
+		if got, want := gauges(), "queued 0, running 0"; got != want {
+			t.Fatalf("after every job ran: %s, want %s", got, want)
+		}
+	})
 }

@@ -25,6 +25,9 @@ type metrics struct {
 	lastSuccess    prometheus.Gauge
 	schedulerRuns  prometheus.Counter
 	schedulerEvery prometheus.Gauge
+	running        prometheus.Gauge // compactor_jobs{state="running"}: this node's
+	leader         prometheus.Gauge
+	nodes          prometheus.Gauge
 }
 
 var (
@@ -51,7 +54,7 @@ func newMetrics(reg prometheus.Registerer, cfg Config) *metrics {
 		}),
 		states: f.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "compactor_jobs",
-			Help: "Compaction jobs currently queued or running.",
+			Help: "Compaction jobs queued (in the whole catalog, as of the last status poll) or running (on this node).",
 		}, []string{"state"}),
 		compacted: f.NewCounter(prometheus.CounterOpts{
 			Name: "compactor_records_compacted_total",
@@ -85,7 +88,16 @@ func newMetrics(reg prometheus.Registerer, cfg Config) *metrics {
 			Name: "compactor_scheduler_interval_seconds",
 			Help: "Configured time between scheduler runs.",
 		}),
+		leader: f.NewGauge(prometheus.GaugeOpts{
+			Name: "compactor_scheduler_leader",
+			Help: "1 while this node holds the scheduler's leader lease, 0 otherwise.",
+		}),
+		nodes: f.NewGauge(prometheus.GaugeOpts{
+			Name: "compactor_nodes_alive",
+			Help: "Replicas whose heartbeat is recent, as of the last listing of nodes.",
+		}),
 	}
+	m.running = m.states.WithLabelValues(label(catalog.JobRunning))
 	for _, t := range triggers {
 		for _, o := range outcomes {
 			m.jobs.WithLabelValues(label(t), label(o))
@@ -118,16 +130,3 @@ func (m *metrics) finished(j catalog.Job, _ error) {
 	}
 }
 
-// setStates sets the queued and running gauges from the active jobs.
-func (m *metrics) setStates(active map[string]*entry) {
-	var queued, running int
-	for _, e := range active {
-		if e.job.State == catalog.JobRunning {
-			running++
-		} else {
-			queued++
-		}
-	}
-	m.states.WithLabelValues(label(catalog.JobQueued)).Set(float64(queued))
-	m.states.WithLabelValues(label(catalog.JobRunning)).Set(float64(running))
-}

@@ -61,7 +61,7 @@ compactor_jobs_total{outcome="failed",trigger="one_off"} 0
 compactor_jobs_total{outcome="failed",trigger="scheduled"} 0
 compactor_jobs_total{outcome="succeeded",trigger="one_off"} 0
 compactor_jobs_total{outcome="succeeded",trigger="scheduled"} 0
-# HELP compactor_jobs Compaction jobs currently queued or running.
+# HELP compactor_jobs Compaction jobs queued (in the whole catalog, as of the last status poll) or running (on this node).
 # TYPE compactor_jobs gauge
 compactor_jobs{state="queued"} 0
 compactor_jobs{state="running"} 0
@@ -73,6 +73,12 @@ compactor_jobs{state="running"} 0
 # HELP compactor_job_queue_wait_seconds Time compaction jobs waited in the queue before they started.
 # TYPE compactor_job_queue_wait_seconds histogram
 ` + histogram("compactor_job_queue_wait_seconds", "", zeroBuckets, "0", 0) + `
+# HELP compactor_nodes_alive Replicas whose heartbeat is recent, as of the last listing of nodes.
+# TYPE compactor_nodes_alive gauge
+compactor_nodes_alive 0
+# HELP compactor_scheduler_leader 1 while this node holds the scheduler's leader lease, 0 otherwise.
+# TYPE compactor_scheduler_leader gauge
+compactor_scheduler_leader 0
 # HELP compactor_records_compacted_total Log records materialized into committed segment versions.
 # TYPE compactor_records_compacted_total counter
 compactor_records_compacted_total 0
@@ -180,50 +186,6 @@ compactor_last_successful_compaction_timestamp_seconds 1.77236700025e+09
 		"compactor_last_successful_compaction_timestamp_seconds",
 	); err != nil {
 		t.Error(err)
-	}
-	lint(t, reg)
-}
-
-func TestSetStatesCountsQueuedAndRunningJobsAndFallsBackToZero(t *testing.T) {
-	reg := prometheus.NewRegistry()
-	m := newMetrics(reg, metricsConfig())
-	entryIn := func(id string, s catalog.JobState) *entry {
-		return &entry{job: catalog.Job{ID: id, Trigger: catalog.TriggerScheduled, State: s, CreatedAt: t0}}
-	}
-	const header = `
-# HELP compactor_jobs Compaction jobs currently queued or running.
-# TYPE compactor_jobs gauge
-`
-	steps := []struct {
-		name   string
-		active map[string]*entry
-		want   string
-	}{
-		{
-			name: "two queued and one running",
-			active: map[string]*entry{
-				"q1": entryIn("q1", catalog.JobQueued),
-				"q2": entryIn("q2", catalog.JobQueued),
-				"r1": entryIn("r1", catalog.JobRunning),
-			},
-			want: "compactor_jobs{state=\"queued\"} 2\ncompactor_jobs{state=\"running\"} 1\n",
-		},
-		{
-			name:   "one queued job started",
-			active: map[string]*entry{"q2": entryIn("q2", catalog.JobQueued), "r1": entryIn("r1", catalog.JobRunning), "q1": entryIn("q1", catalog.JobRunning)},
-			want:   "compactor_jobs{state=\"queued\"} 1\ncompactor_jobs{state=\"running\"} 2\n",
-		},
-		{
-			name:   "everything finished",
-			active: map[string]*entry{},
-			want:   "compactor_jobs{state=\"queued\"} 0\ncompactor_jobs{state=\"running\"} 0\n",
-		},
-	}
-	for _, s := range steps {
-		m.setStates(s.active)
-		if err := testutil.GatherAndCompare(reg, strings.NewReader(header+s.want), "compactor_jobs"); err != nil {
-			t.Errorf("after %s: %v", s.name, err)
-		}
 	}
 	lint(t, reg)
 }

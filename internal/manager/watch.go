@@ -53,10 +53,11 @@ func (s *Subscription) Lagged() bool {
 	return s.w.lagged
 }
 
-// Watch subscribes to job changes and progress until ctx ends. The snapshot
-// of active jobs (Active) taken in the same critical section is returned
-// with it, so no change between the two is missed. Err: ErrStopped when the
-// manager is not running.
+// Watch subscribes to job changes and progress until ctx ends: this node's
+// jobs as they happen, other replicas' within Config.PollInterval. The
+// snapshot of active jobs (Active) taken after the subscription is returned
+// with it, so no change between the two is missed. Errors: ErrStopped when
+// the manager is not running, the store's error of the snapshot.
 func (m *Manager) Watch(ctx context.Context) (*Subscription, []Job, error) {
 	m.mu.Lock()
 	if !m.running || m.stopping {
@@ -66,10 +67,17 @@ func (m *Manager) Watch(ctx context.Context) (*Subscription, []Job, error) {
 	w := &watcher{ch: make(chan Event, watchBuffer)}
 	m.watchers[w] = struct{}{}
 	m.mu.Unlock()
-	snapshot := m.Active()
-	// Active takes the lock again: events between registration and the
-	// snapshot are in the channel too; a reader sees them as changes after
-	// the snapshot, which is harmless (each carries the full job).
+	// Events between registration and the snapshot are in the channel
+	// too; a reader sees them as changes after the snapshot, which is
+	// harmless (each carries the full job).
+	snapshot, err := m.Active(ctx)
+	if err != nil {
+		m.mu.Lock()
+		delete(m.watchers, w)
+		w.close()
+		m.mu.Unlock()
+		return nil, nil, err
+	}
 	context.AfterFunc(ctx, func() {
 		m.mu.Lock()
 		defer m.mu.Unlock()
@@ -81,20 +89,9 @@ func (m *Manager) Watch(ctx context.Context) (*Subscription, []Job, error) {
 	return &Subscription{m: m, w: w}, snapshot, nil
 }
 
-// publish sends a job change to every watcher; m.mu must be held.
-func (m *Manager) publish(e *entry) { m.send(Event{Kind: EventChanged, Job: m.snapshot(e)}) }
-
-// publishLocked is publish for callers that do not hold m.mu: it sends the
-// progress (RUNNING with progress) or change of e.
-func (m *Manager) publishLocked(e *entry) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	kind := EventChanged
-	if e.progress != nil && e.progress.Phase != "starting" {
-		kind = EventProgress
-	}
-	m.send(Event{Kind: kind, Job: m.snapshot(e)})
-}
+// publishRun sends a change or the progress of this node's running job r
+// to every watcher; m.mu must be held.
+func (m *Manager) publishRun(r *run, kind EventKind) { m.send(Event{Kind: kind, Job: m.snapshot(r)}) }
 
 // send delivers ev without blocking; a watcher whose buffer is full is
 // dropped. m.mu must be held.

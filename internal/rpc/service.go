@@ -41,7 +41,7 @@ type Manager interface {
 	Compact(ctx context.Context, ids []string, all bool, reason string) ([]manager.Enqueued, error)
 	Get(ctx context.Context, jobID string) (manager.Job, error)
 	List(ctx context.Context, f catalog.JobFilter) ([]manager.Job, error)
-	Active() []manager.Job
+	Active(ctx context.Context) ([]manager.Job, error)
 	Watch(ctx context.Context) (*manager.Subscription, []manager.Job, error)
 	Cancel(ctx context.Context, jobID string) (manager.Job, error)
 	Forget(collectionID string)
@@ -417,7 +417,11 @@ func (s *Service) DeleteCollection(ctx context.Context, req *connect.Request[com
 	if _, err := s.cat.GetCollection(ctx, id); err != nil {
 		return nil, s.fail(ctx, proc, err)
 	}
-	for _, j := range s.mgr.Active() {
+	active, err := s.mgr.Active(ctx)
+	if err != nil {
+		return nil, s.fail(ctx, proc, err)
+	}
+	for _, j := range active {
 		if j.CollectionID == id {
 			if _, err := s.mgr.Cancel(ctx, j.ID); err != nil {
 				s.log.WarnContext(ctx, "cancel job of deleted collection", "job", j.ID, "err", err)

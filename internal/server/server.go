@@ -214,7 +214,11 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (_ *App, err err
 	if err != nil {
 		return nil, err
 	}
-	a.Manager, err = manager.New(a.Catalog, executor{a.Compactor}, cfg.Manager, a.Registry, logger.With("component", "manager"))
+	mcfg := cfg.Manager
+	if mcfg.Address == "" {
+		mcfg.Address = cfg.Listen
+	}
+	a.Manager, err = manager.New(a.Catalog, executor{a.Compactor}, mcfg, a.Registry, logger.With("component", "manager"))
 	if err != nil {
 		return nil, err
 	}

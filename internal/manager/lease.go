@@ -1,0 +1,58 @@
+package manager
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/compactorhq/compactor/internal/catalog"
+)
+
+// keepLease renews the lease of this node's running job r every
+// Config.RenewInterval until ctx ends, persisting its progress with it (what
+// other replicas show). It cancels the job when an operator asked for it on
+// any replica (the cancel request comes back with the renewal), and when the
+// lease is lost: taken over by another replica, or not renewed within
+// Config.LeaseDuration (the catalog could not be reached), after which the
+// commit would be refused anyway.
+func (m *Manager) keepLease(ctx context.Context, r *run) {
+	t := time.NewTicker(m.cfg.RenewInterval)
+	defer t.Stop()
+	renewed := time.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		m.mu.Lock()
+		p := r.progress
+		m.mu.Unlock()
+		cancel, err := m.store.RenewLease(ctx, r.job.ID, m.cfg.Node, m.cfg.LeaseDuration, catalog.JobProgress{
+			Phase: p.Phase, RecordsRead: p.RecordsRead, RecordsTotal: p.RecordsTotal, BytesWritten: p.BytesWritten,
+		})
+		switch {
+		case errors.Is(err, catalog.ErrLeaseLost):
+			r.cancel(errLeaseLost)
+			return
+		case err != nil:
+			if ctx.Err() != nil {
+				return
+			}
+			if time.Since(renewed) >= m.cfg.LeaseDuration {
+				m.logger.Warn("job lease not renewed in time; stopping the job", "job", r.job.ID, "err", err)
+				r.cancel(errLeaseLost)
+				return
+			}
+			m.logger.Warn("renew job lease", "job", r.job.ID, "err", err)
+		default:
+			renewed = time.Now()
+			if cancel {
+				m.mu.Lock()
+				r.cancelReq = true
+				m.mu.Unlock()
+				r.cancel(errCancelRequested)
+			}
+		}
+	}
+}

@@ -1,0 +1,210 @@
+package manager
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/compactorhq/compactor/internal/catalog"
+)
+
+// worker claims jobs from the queue in the catalog and runs them, one at a
+// time, until ctx ends. An idle worker wakes when this node queues a job,
+// and every Config.PollInterval for jobs other replicas queued.
+func (m *Manager) worker(ctx, workCtx context.Context) {
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for {
+		m.mu.Lock()
+		changed := m.changed
+		stopping := m.stopping
+		m.mu.Unlock()
+		if stopping || ctx.Err() != nil {
+			return
+		}
+		j, err := m.store.ClaimJob(ctx, m.cfg.Node, m.cfg.LeaseDuration)
+		if err == nil {
+			m.run(workCtx, j)
+			continue
+		}
+		if !errors.Is(err, catalog.ErrNoJob) && ctx.Err() == nil {
+			m.logger.Warn("claim job", "err", err)
+		}
+		timer.Reset(jitter(m.cfg.PollInterval))
+		select {
+		case <-ctx.Done():
+			return
+		case <-changed:
+		case <-timer.C:
+		}
+	}
+}
+
+// run executes one claimed job: execute under the lease keeper, decide the
+// outcome, apply the failure policy, persist the end (fenced by the lease),
+// queue a continuation, publish, and collect garbage after a commit.
+func (m *Manager) run(workCtx context.Context, j catalog.Job) {
+	log := m.logger.With("job", j.ID, "collection", j.CollectionID)
+	jobCtx, cancel := context.WithCancelCause(workCtx)
+	defer cancel(nil)
+	r := &run{job: j, progress: Progress{Phase: "starting"}, cancel: cancel, done: make(chan struct{})}
+	m.mu.Lock()
+	m.runs[j.ID] = r
+	delete(m.seen, j.ID)
+	m.publishRun(r, EventChanged)
+	m.mu.Unlock()
+	m.metrics.queueWait.Observe(j.StartedAt.Sub(j.CreatedAt).Seconds())
+	m.metrics.running.Inc()
+	defer m.metrics.running.Dec()
+
+	keeperCtx, stopKeeper := context.WithCancel(jobCtx)
+	keeperDone := make(chan struct{})
+	go func() { defer close(keeperDone); m.keepLease(keeperCtx, r) }()
+
+	var committed catalog.Job // the row written with the commit, if any
+	finish := func(o Outcome) catalog.Job {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		c := r.job
+		applyOutcome(&c, o)
+		c.State, c.FinishedAt = catalog.JobSucceeded, m.now()
+		committed = c
+		return c
+	}
+	outcome, err := m.execute(jobCtx, r, finish)
+	stopKeeper()
+	<-keeperDone
+
+	m.mu.Lock()
+	final := r.job
+	applyOutcome(&final, outcome)
+	final.FinishedAt = m.now()
+	if err == nil && outcome.Committed() {
+		final.FinishedAt = committed.FinishedAt // as persisted
+	}
+	cause := context.Cause(jobCtx)
+	var transient bool
+	switch {
+	case err == nil:
+		final.State = catalog.JobSucceeded
+	case errors.Is(cause, errLeaseLost):
+		final.State, final.Error = catalog.JobFailed, fmt.Sprintf("interrupted: node %s lost the job's lease", m.cfg.Node)
+	case r.cancelReq || errors.Is(cause, errCancelRequested):
+		final.State, final.Note = catalog.JobCancelled, "cancelled by operator"
+	case workCtx.Err() != nil:
+		final.State, final.Note = catalog.JobCancelled, "cancelled at shutdown"
+	default:
+		final.State, final.Error = catalog.JobFailed, err.Error()
+		transient = m.exec.Transient(err)
+		if transient {
+			final.Note = "transient failure"
+		}
+	}
+	m.mu.Unlock()
+
+	// Persist the end. A committed success already wrote the row in the
+	// commit transaction; everything else is written here, fenced by the
+	// lease, with a context that outlives shutdown.
+	pctx, pcancel := context.WithTimeout(context.WithoutCancel(workCtx), persistTimeout)
+	defer pcancel()
+	lost := errors.Is(cause, errLeaseLost) || errors.Is(err, catalog.ErrLeaseLost)
+	if !(err == nil && outcome.Committed()) && !lost {
+		if perr := m.store.FinishJob(pctx, m.cfg.Node, final); errors.Is(perr, catalog.ErrLeaseLost) || errors.Is(perr, catalog.ErrNotFound) {
+			lost = true
+		} else if perr != nil {
+			log.Error("persist finished job", "err", perr)
+		}
+	}
+	if lost {
+		// Another replica took the job over (or its collection was
+		// deleted): it ends there; this node records nothing of it.
+		log.Warn("job lease lost; the job is left to the replica that took it over", "err", err)
+		m.ended(r, final, false)
+		return
+	}
+	switch final.State {
+	case catalog.JobSucceeded:
+		m.policy.succeeded(pctx, m.store, final, outcome.Committed(), log)
+		log.Info("compaction succeeded", "records_read", final.RecordsRead, "version", final.VersionAfter,
+			"duration", final.FinishedAt.Sub(final.StartedAt))
+	case catalog.JobFailed:
+		m.policy.failed(pctx, m.store, final, transient, log)
+		log.Warn("compaction failed", "err", err, "transient", transient)
+	default:
+		log.Info("compaction cancelled", "note", final.Note)
+	}
+	m.metrics.finished(final, err)
+
+	// Continuation: a backlog larger than one job goes on at once. It is
+	// queued before the end of this job is published, so a watcher that
+	// sees the end finds the continuation already there. At shutdown it is
+	// still queued (persisted), and the next start runs it.
+	if final.State == catalog.JobSucceeded && outcome.Remaining > 0 {
+		reason := fmt.Sprintf("continues job %.8s: %d records remain", final.ID, outcome.Remaining)
+		next, created, cerr := m.store.EnqueueJob(pctx, catalog.JobRequest{
+			CollectionID: final.CollectionID, Trigger: final.Trigger, Reason: reason, Continues: final.ID,
+		})
+		if cerr != nil {
+			log.Error("queue continuation", "err", cerr)
+		} else if created {
+			m.changedJob(next)
+		}
+	}
+	m.ended(r, final, true)
+
+	// GC after the continuation is queued (it may run on another worker
+	// meanwhile: GC spares blobs younger than the grace period), with a
+	// deadline of its own: a large listing must not starve the rest.
+	if err == nil && outcome.Committed() {
+		gctx, gcancel := context.WithTimeout(context.WithoutCancel(workCtx), gcTimeout)
+		defer gcancel()
+		if gerr := m.exec.GC(gctx, final.CollectionID); gerr != nil {
+			log.Warn("gc after compaction", "err", gerr)
+		}
+	}
+}
+
+// gcTimeout bounds the GC pass after a compaction.
+const gcTimeout = 5 * time.Minute
+
+// ended removes a run that ended from this node's running jobs and, when
+// publish is set, publishes its end.
+func (m *Manager) ended(r *run, final catalog.Job, publish bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	r.job = final
+	delete(m.runs, final.ID)
+	close(r.done)
+	if publish {
+		m.seenLocked(final)
+		m.send(Event{Kind: EventChanged, Job: Job{Job: final}})
+	}
+	m.signal()
+}
+
+// execute calls the executor, turning a panic into an error of this job.
+func (m *Manager) execute(ctx context.Context, r *run, finish func(Outcome) catalog.Job) (o Outcome, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			m.logger.Error("compaction panicked", "job", r.job.ID, "collection", r.job.CollectionID, "panic", p)
+			err = fmt.Errorf("compaction panicked: %v", p)
+		}
+	}()
+	progress := func(p Progress) {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		r.progress = p
+		m.publishRun(r, EventProgress)
+	}
+	return m.exec.Execute(ctx, r.job.CollectionID, progress, finish)
+}
+
+func applyOutcome(j *catalog.Job, o Outcome) {
+	j.OffsetStart, j.OffsetEnd = o.OffsetStart, o.OffsetEnd
+	j.RecordsRead, j.RecordsWritten, j.BytesWritten = o.RecordsRead, o.RecordsWritten, o.BytesWritten
+	j.VersionBefore, j.VersionAfter = o.VersionBefore, o.VersionAfter
+	if o.Note != "" {
+		j.Note = o.Note
+	}
+}

@@ -1,0 +1,105 @@
+package manager
+
+import (
+	"context"
+	"time"
+
+	"github.com/compactorhq/compactor/internal/catalog"
+)
+
+// statusLoop keeps this replica's view of the other replicas' jobs fresh
+// (DESIGN.md §7a: cross-replica status from the catalog, by bounded
+// polling): every Config.PollInterval it reads the active jobs, publishes
+// what changed since the last read to this node's watchers, and takes over
+// jobs whose lease expired (any replica may; the catalog skips rows another
+// is taking over).
+func (m *Manager) statusLoop(ctx context.Context) {
+	t := time.NewTicker(m.cfg.PollInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		expired, err := m.store.ExpireLeases(ctx)
+		if err != nil && ctx.Err() == nil {
+			m.logger.Warn("expire job leases", "err", err)
+		}
+		m.interrupted(expired)
+		m.pollStatus(ctx)
+	}
+}
+
+// pollStatus reads the active jobs of every replica and publishes the
+// changes of those this node does not run: new jobs, state changes,
+// progress persisted by their owner, and the end of jobs that left the
+// active set. It also sets the queued-jobs gauge.
+func (m *Manager) pollStatus(ctx context.Context) {
+	active, err := m.store.ListJobs(ctx, catalog.JobFilter{States: []catalog.JobState{catalog.JobQueued, catalog.JobRunning}})
+	if err != nil {
+		if ctx.Err() == nil {
+			m.logger.Warn("read job status", "err", err)
+		}
+		return
+	}
+	now := make(map[string]catalog.Job, len(active))
+	queued := 0
+	for _, j := range active {
+		now[j.ID] = j
+		if j.State == catalog.JobQueued {
+			queued++
+		}
+	}
+	m.metrics.states.WithLabelValues(label(catalog.JobQueued)).Set(float64(queued))
+
+	m.mu.Lock()
+	var gone []string
+	for id := range m.seen {
+		if _, ok := now[id]; !ok {
+			gone = append(gone, id)
+		}
+	}
+	var events []Event
+	for id, j := range now {
+		if _, local := m.runs[id]; local {
+			continue
+		}
+		old, ok := m.seen[id]
+		m.seen[id] = j
+		switch {
+		case !ok || old.State != j.State || old.CancelRequested != j.CancelRequested:
+			events = append(events, Event{Kind: EventChanged, Job: m.viewLocked(j)})
+		case j.State == catalog.JobRunning && j.Progress != old.Progress:
+			events = append(events, Event{Kind: EventProgress, Job: m.viewLocked(j)})
+		}
+	}
+	for _, e := range events {
+		m.send(e)
+	}
+	m.mu.Unlock()
+	if len(events) > 0 {
+		m.mu.Lock()
+		m.signal() // jobs another replica queued may be claimable here
+		m.mu.Unlock()
+	}
+	for _, id := range gone {
+		j, err := m.store.GetJob(ctx, id)
+		m.mu.Lock()
+		delete(m.seen, id)
+		if err == nil && j.State.Finished() {
+			m.send(Event{Kind: EventChanged, Job: Job{Job: j}})
+		}
+		m.mu.Unlock()
+	}
+}
+
+// seenLocked records a change this node published itself, so that the
+// poller does not publish it again; m.mu must be held.
+func (m *Manager) seenLocked(j catalog.Job) {
+	if j.State.Finished() {
+		delete(m.seen, j.ID)
+		return
+	}
+	m.seen[j.ID] = j
+}
