@@ -129,4 +129,3 @@ func (m *metrics) finished(j catalog.Job, _ error) {
 		m.lastSuccess.Set(float64(j.FinishedAt.UnixMilli()) / 1e3)
 	}
 }
-
