@@ -9,15 +9,24 @@ import (
 )
 
 // commitCompaction: see Catalog.CommitCompaction. Checks in order: the
-// commit itself (ErrInvalidArgument), the collection (ErrNotFound), the
-// compare-and-swap (*ConflictError), the offset (ErrInvalidArgument); a
-// cm.Job that does not exist is ErrNotFound and rolls everything back.
+// commit itself (ErrInvalidArgument), the lease of cm.Job when
+// cm.LeaseOwner is set (ErrLeaseLost), the collection (ErrNotFound), the
+// compare-and-swap (*ConflictError), the offset (ErrInvalidArgument); an
+// unfenced cm.Job that does not exist is ErrNotFound. Any failure rolls
+// everything back.
 func (c *impl) commitCompaction(ctx context.Context, cm Commit) error {
 	if err := validateCommit(cm); err != nil {
 		return fmt.Errorf("commit compaction of collection %s: %w", cm.CollectionID, err)
 	}
 	now := ms(c.now())
 	err := c.writeTx(ctx, func(tx *sql.Tx) error {
+		if cm.Job != nil && cm.LeaseOwner != "" {
+			// The fence first: a node that lost its lease learns that, not
+			// the conflict its successor's commit may have caused.
+			if err := c.execFinishJob(ctx, tx, cm.LeaseOwner, *cm.Job); err != nil {
+				return fmt.Errorf("finish job %s: %w", cm.Job.ID, err)
+			}
+		}
 		var version, offset, position int64
 		err := tx.QueryRowContext(ctx, c.d.q(`SELECT segment_version, compaction_offset, log_position FROM collections WHERE id = ?`+c.d.forUpdate),
 			cm.CollectionID).Scan(&version, &offset, &position)
@@ -57,11 +66,7 @@ func (c *impl) commitCompaction(ctx context.Context, cm Commit) error {
 		if _, err := tx.ExecContext(ctx, c.d.q(`DELETE FROM log WHERE collection_id = ? AND log_offset <= ?`), cm.CollectionID, cm.CompactionOffset); err != nil {
 			return fmt.Errorf("purge log rows: %w", err)
 		}
-		if cm.Job != nil && cm.LeaseOwner != "" {
-			if err := c.execFinishJob(ctx, tx, cm.LeaseOwner, *cm.Job); err != nil {
-				return fmt.Errorf("finish job %s: %w", cm.Job.ID, err)
-			}
-		} else if cm.Job != nil {
+		if cm.Job != nil && cm.LeaseOwner == "" {
 			if err := c.execUpdateJob(ctx, tx, *cm.Job); err != nil {
 				return fmt.Errorf("update job %s: %w", cm.Job.ID, err)
 			}

@@ -763,3 +763,37 @@ func TestJobGaugesCountTheQueueInTheCatalogAndTheJobsRunningHere(t *testing.T) {
 		}
 	})
 }
+
+func TestNodesAreShownGoneAfterThreeMissedHeartbeats(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := newMemStore()
+		cfg := testConfig()
+		h := start(t, store, newFakeExec(store, 100), cfg)
+		if err := store.Heartbeat(t.Context(), catalog.Node{Name: "other", StartedAt: time.Now()}); err != nil {
+			t.Fatal(err)
+		}
+		alive := func() map[string]bool {
+			t.Helper()
+			synctest.Wait()
+			nodes, err := h.m.Nodes(t.Context())
+			if err != nil {
+				t.Fatal(err)
+			}
+			out := map[string]bool{}
+			for _, n := range nodes {
+				out[n.Name] = n.Alive
+			}
+			return out
+		}
+		if got := alive(); !got["test-node"] || !got["other"] {
+			t.Fatalf("right after their heartbeats: %v, want both alive", got)
+		}
+		time.Sleep(3*cfg.HeartbeatInterval + time.Second)
+		if got := alive(); !got["test-node"] || got["other"] {
+			t.Fatalf("after three missed heartbeats of other: %v, want test-node alive and other gone", got)
+		}
+		if got := testutil.ToFloat64(h.m.metrics.nodes); got != 1 {
+			t.Fatalf("compactor_nodes_alive = %v, want 1", got)
+		}
+	})
+}
