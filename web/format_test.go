@@ -165,22 +165,22 @@ func TestDashboardCountsFailuresInTheLast24Hours(t *testing.T) {
 	}
 }
 
-func TestQueueIsCappedAndOrdered(t *testing.T) {
+func TestQueueIsCappedAndKeepsTheRunOrder(t *testing.T) {
 	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 	var queued []Job
 	for i := range 60 {
-		trigger := TriggerScheduled
-		if i == 59 {
-			trigger = TriggerOneOff
-		}
-		queued = append(queued, Job{ID: string(rune('A' + i)), State: StateQueued, Trigger: trigger, CreatedAt: now.Add(-time.Duration(i) * time.Second)})
+		// The Source's run order, whatever the triggers and times say.
+		queued = append(queued, Job{ID: string(rune('A' + i)), State: StateQueued, Trigger: TriggerScheduled, CreatedAt: now.Add(time.Duration(i%7) * time.Second)})
 	}
+	queued[3].Trigger = TriggerOneOff
 	v := buildDashboard(now, dashboardData{Queued: queued, Filter: dashboardFilter{Limit: 50}})
 	if len(v.Queue) != queueShown || v.QueueMore != 10 {
 		t.Fatalf("%d shown, %d more", len(v.Queue), v.QueueMore)
 	}
-	if v.Queue[0].Trigger != "one-off" || v.Queue[1].ID != string(rune('A'+58)) {
-		t.Errorf("queue starts %s %s, want the one-off then the oldest", v.Queue[0].ID, v.Queue[1].ID)
+	for i, r := range v.Queue {
+		if r.ID != queued[i].ID {
+			t.Fatalf("queue row %d is %s, want %s: the page must not reorder the Source's queue", i, r.ID, queued[i].ID)
+		}
 	}
 }
 

@@ -147,7 +147,11 @@ func (h *handler) dashboard(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, err)
 		return
 	}
-	if d.Queued, err = h.src.Jobs(ctx, JobQuery{States: []string{StateQueued}}); err != nil {
+	if d.Queued, err = h.src.Queue(ctx); err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	if d.Nodes, err = h.src.Nodes(ctx); err != nil {
 		h.fail(w, r, err)
 		return
 	}

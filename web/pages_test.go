@@ -57,9 +57,17 @@ func TestDashboardShowsCountsRunningQueueAndHistory(t *testing.T) {
 		t.Errorf("ETA without a total %q, want —", got)
 	}
 
-	// One-offs run first, then the oldest.
+	// The queue in the Source's run order.
 	if got, want := attrs(p.ByTestID("queue-row"), "data-job-id"), []string{webtest.QueuedHostile, webtest.QueuedOrders}; !slices.Equal(got, want) {
 		t.Errorf("queue %v, want %v", got, want)
+	}
+
+	nodes := p.ByTestID("node-row")
+	if got, want := attrs(nodes, "data-state"), []string{"alive", "gone"}; !slices.Equal(got, want) {
+		t.Errorf("node states %v, want %v", got, want)
+	}
+	if text := nodes[0].Text(); !strings.Contains(text, "node-a") || !strings.Contains(text, "(this page)") {
+		t.Errorf("the serving node's row %q lacks its name or the self mark", text)
 	}
 
 	history := p.ByTestID("history-row")
@@ -189,12 +197,13 @@ func TestDashboardHistoryFilters(t *testing.T) {
 			if tt.wantRows == nil {
 				p.One(t, "history-empty")
 			}
-			// The history query is the third of the dashboard's four.
+			// The history query is the second of the dashboard's three
+			// (running, history, failed; the queue has its own call).
 			qs := e.src.Queries()
-			if len(qs) != 4 {
-				t.Fatalf("%d job queries, want 4", len(qs))
+			if len(qs) != 3 {
+				t.Fatalf("%d job queries, want 3", len(qs))
 			}
-			if got := qs[2]; fmt.Sprint(got) != fmt.Sprint(tt.wantQuery) {
+			if got := qs[1]; fmt.Sprint(got) != fmt.Sprint(tt.wantQuery) {
 				t.Errorf("history query %+v, want %+v", got, tt.wantQuery)
 			}
 		})

@@ -243,7 +243,8 @@ func (f dashboardFilter) historyQuery() JobQuery {
 // dashboardData is what the dashboard handler fetched.
 type dashboardData struct {
 	Running     []Job
-	Queued      []Job
+	Queued      []Job // in run order
+	Nodes       []Node
 	History     []Job
 	Failed      []Job // most recent failed jobs, up to failedScanLimit
 	Collections []Collection
@@ -256,12 +257,21 @@ type dashboardView struct {
 	Running      []jobRow
 	Queue        []jobRow
 	QueueMore    int
+	Nodes        []nodeRow
 	History      []jobRow
 	HistoryTitle string
 	Filter       filterView
 	DeadLettered []collectionItem
 	Backlogs     []collectionItem
 	Act          actView
+}
+
+// nodeRow is one replica in the nodes panel.
+type nodeRow struct {
+	Name, Address, Version string
+	State                  string // "alive" or "gone"
+	Self                   bool
+	Started, Heartbeat     timeView
 }
 
 type tileView struct {
@@ -303,23 +313,20 @@ func buildDashboard(now time.Time, d dashboardData) dashboardView {
 
 	v.Running = jobRows(now, d.Running, names)
 
-	queued := slices.Clone(d.Queued)
-	// Show the queue in the order it runs: one-offs first, then oldest.
-	slices.SortStableFunc(queued, func(a, b Job) int {
-		ao, bo := a.Trigger == TriggerOneOff, b.Trigger == TriggerOneOff
-		if ao != bo {
-			if ao {
-				return -1
-			}
-			return 1
-		}
-		return cmp.Or(a.CreatedAt.Compare(b.CreatedAt), cmp.Compare(a.ID, b.ID))
-	})
+	queued := d.Queued // in run order, as the Source claims them
 	if len(queued) > queueShown {
 		v.QueueMore = len(queued) - queueShown
 		queued = queued[:queueShown]
 	}
 	v.Queue = jobRows(now, queued, names)
+	for _, n := range d.Nodes {
+		state := "alive"
+		if !n.Alive {
+			state = "gone"
+		}
+		v.Nodes = append(v.Nodes, nodeRow{Name: n.Name, Address: n.Address, Version: n.Version, State: state, Self: n.Self,
+			Started: newTimeView(now, n.StartedAt), Heartbeat: newTimeView(now, n.HeartbeatAt)})
+	}
 
 	v.History = jobRows(now, d.History, names)
 	if d.Filter.active() {

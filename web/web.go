@@ -124,6 +124,17 @@ type Collection struct {
 	CreatedAt           time.Time
 }
 
+// Node is a replica of the server as the page shows it.
+type Node struct {
+	Name        string
+	Address     string
+	Version     string
+	StartedAt   time.Time
+	HeartbeatAt time.Time
+	Alive       bool // heartbeat recent; false: the replica is gone
+	Self        bool // the replica serving the page
+}
+
 // Point is one sample of a time series.
 type Point struct {
 	At    time.Time
@@ -145,6 +156,11 @@ type Source interface {
 	Jobs(ctx context.Context, q JobQuery) ([]Job, error)
 	// Job returns one job, or an error matching ErrNotFound.
 	Job(ctx context.Context, id string) (Job, error)
+	// Queue returns the QUEUED jobs in the order they will run (the
+	// Source's claim order; the page does not sort them again).
+	Queue(ctx context.Context) ([]Job, error)
+	// Nodes returns the replicas of the server, by name.
+	Nodes(ctx context.Context) ([]Node, error)
 	// Collections returns every collection, in any order.
 	Collections(ctx context.Context) ([]Collection, error)
 	// Collection returns one collection, or an error matching ErrNotFound.

@@ -928,3 +928,23 @@ func TestToken(t *testing.T) {
 		t.Fatalf("reads need no token; list = %+v", got)
 	}
 }
+
+func TestNodesListsTheServer(t *testing.T) {
+	t.Parallel()
+	addr := startServer(t, func(cfg *server.Config) { cfg.Manager.Node = "replica-a" })
+	type nodeJSON struct {
+		Name  string `json:"name"`
+		Alive bool   `json:"alive"`
+		Self  bool   `json:"self"`
+	}
+	got := decode[[]nodeJSON](t, ok(t, addr, "-o", "json", "nodes").stdout)
+	if len(got) != 1 || got[0].Name != "replica-a" || !got[0].Alive || !got[0].Self {
+		t.Fatalf("nodes = %+v, want replica-a, alive, self", got)
+	}
+	table := ok(t, addr, "nodes").stdout
+	for _, want := range []string{"NODE", "LAST HEARTBEAT", "replica-a (answered)", "alive"} {
+		if !strings.Contains(table, want) {
+			t.Errorf("nodes table lacks %q:\n%s", want, table)
+		}
+	}
+}

@@ -30,6 +30,7 @@ func addClientCommands(root *cobra.Command, g *globals) {
 		newCollectionsCmd(g),
 		newPushCmd(g),
 		newGetCmd(g),
+		newNodesCmd(g),
 	}
 	for _, c := range cmds {
 		markUsage(c)

@@ -53,6 +53,7 @@ func TestAPI(t *testing.T) {
 			t.Run("list compactions pages with tokens and filters", func(t *testing.T) { testListCompactions(t, c) })
 			t.Run("watch streams snapshots and live changes", func(t *testing.T) { testWatch(t, c) })
 			t.Run("an unexpected error is INTERNAL with a generic message", func(t *testing.T) { testInternal(t, f, c, smallID) })
+			t.Run("list nodes shows this replica", func(t *testing.T) { testListNodes(t, f, c) })
 
 			// Small limits and a stopped manager: jobs stay QUEUED.
 			idle := newFixture(t, fixtureOptions{idle: true, configure: func(cfg *server.Config) {
@@ -848,5 +849,20 @@ func testBackpressure(t *testing.T, c clients) {
 	}
 	if got := getCollection(t, c, coll.GetId()); got.GetLogPosition() != 5 || got.GetBacklog() != 5 {
 		t.Errorf("after refused pushes: log position %d, backlog %d, want 5 and 5", got.GetLogPosition(), got.GetBacklog())
+	}
+}
+
+func testListNodes(t *testing.T, f *fixture, c clients) {
+	res, err := c.jobs.ListNodes(t.Context(), connect.NewRequest(&compactorv1.ListNodesRequest{}))
+	if err != nil {
+		t.Fatalf("ListNodes: %v", err)
+	}
+	nodes := res.Msg.GetNodes()
+	if len(nodes) != 1 {
+		t.Fatalf("%d nodes, want this one: %v", len(nodes), nodes)
+	}
+	n := nodes[0]
+	if n.GetName() != f.app.Manager.Node() || !n.GetAlive() || !n.GetSelf() || n.GetStartTime() == nil || n.GetHeartbeatTime() == nil {
+		t.Fatalf("node %v: want %s, alive, self, with its times", n, f.app.Manager.Node())
 	}
 }

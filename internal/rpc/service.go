@@ -42,6 +42,7 @@ type Manager interface {
 	Get(ctx context.Context, jobID string) (manager.Job, error)
 	List(ctx context.Context, f catalog.JobFilter) ([]manager.Job, error)
 	Active(ctx context.Context) ([]manager.Job, error)
+	Nodes(ctx context.Context) ([]manager.NodeStatus, error)
 	Watch(ctx context.Context) (*manager.Subscription, []manager.Job, error)
 	Cancel(ctx context.Context, jobID string) (manager.Job, error)
 	Forget(collectionID string)
@@ -194,6 +195,22 @@ func (s *Service) GetCompaction(ctx context.Context, req *connect.Request[compac
 		return nil, s.fail(ctx, compactorv1connect.CompactionServiceGetCompactionProcedure, err)
 	}
 	return connect.NewResponse(&compactorv1.GetCompactionResponse{Job: jobToProto(j, s.names(ctx)[j.CollectionID])}), nil
+}
+
+// ListNodes implements CompactionService.ListNodes.
+func (s *Service) ListNodes(ctx context.Context, _ *connect.Request[compactorv1.ListNodesRequest]) (*connect.Response[compactorv1.ListNodesResponse], error) {
+	nodes, err := s.mgr.Nodes(ctx)
+	if err != nil {
+		return nil, s.fail(ctx, compactorv1connect.CompactionServiceListNodesProcedure, err)
+	}
+	out := &compactorv1.ListNodesResponse{Nodes: make([]*compactorv1.Node, len(nodes))}
+	for i, n := range nodes {
+		out.Nodes[i] = &compactorv1.Node{
+			Name: n.Name, Address: n.Address, Version: n.Version,
+			StartTime: ts(n.StartedAt), HeartbeatTime: ts(n.HeartbeatAt), Alive: n.Alive, Self: n.Self,
+		}
+	}
+	return connect.NewResponse(out), nil
 }
 
 // ListCompactions implements CompactionService.ListCompactions.

@@ -86,6 +86,35 @@ func (s *webSource) Job(ctx context.Context, id string) (web.Job, error) {
 	return webJob(j, s.names(ctx)[j.CollectionID]), nil
 }
 
+// Queue returns the queued jobs of every replica in claim order.
+func (s *webSource) Queue(ctx context.Context) ([]web.Job, error) {
+	active, err := s.mgr.Active(ctx)
+	if err != nil {
+		return nil, err
+	}
+	names := s.names(ctx)
+	var out []web.Job
+	for _, j := range active {
+		if j.State == catalog.JobQueued {
+			out = append(out, webJob(j, names[j.CollectionID]))
+		}
+	}
+	return out, nil
+}
+
+// Nodes returns the registered replicas.
+func (s *webSource) Nodes(ctx context.Context) ([]web.Node, error) {
+	nodes, err := s.mgr.Nodes(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]web.Node, len(nodes))
+	for i, n := range nodes {
+		out[i] = web.Node{Name: n.Name, Address: n.Address, Version: n.Version, StartedAt: n.StartedAt, HeartbeatAt: n.HeartbeatAt, Alive: n.Alive, Self: n.Self}
+	}
+	return out, nil
+}
+
 func (s *webSource) Collections(ctx context.Context) ([]web.Collection, error) {
 	colls, err := s.cat.ListCollections(ctx)
 	if err != nil {

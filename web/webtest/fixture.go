@@ -34,7 +34,8 @@ var Now = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 
 // Fixture returns a Source with four collections (one hostile and
 // dead-lettered), two running jobs, two queued and six finished, and a
-// backlog history for Orders, all relative to Now.
+// backlog history for Orders, and two nodes (node-a serving, node-b gone),
+// all relative to Now.
 func Fixture() *Source {
 	now := Now
 	ago := func(d time.Duration) time.Time { return now.Add(-d) }
@@ -122,6 +123,10 @@ func Fixture() *Source {
 		},
 	}
 	s := New(jobs, collections)
+	s.SetNodes([]web.Node{
+		{Name: "node-a", Address: "10.0.0.1:7070", Version: "v1.4.0", StartedAt: ago(2 * time.Hour), HeartbeatAt: ago(2 * time.Second), Alive: true, Self: true},
+		{Name: "node-b", Address: "10.0.0.2:7070", Version: "v1.4.0", StartedAt: ago(5 * time.Hour), HeartbeatAt: ago(40 * time.Minute)},
+	})
 	var pts []web.Point
 	for i, v := range []float64{0, 150, 420, 800, 760, 200, 90, 300, 650, 980, 1100, 1200} {
 		pts = append(pts, web.Point{At: ago(time.Duration(55-5*i) * time.Minute), Value: v})

@@ -25,6 +25,7 @@ type Source struct {
 	mu          sync.Mutex
 	jobs        []web.Job
 	collections []web.Collection
+	nodes       []web.Node
 	history     map[string][]web.Point
 	errs        map[string]error // method name → error to return
 	queries     []web.JobQuery
@@ -138,6 +139,40 @@ func (s *Source) Jobs(_ context.Context, q web.JobQuery) ([]web.Job, error) {
 		out = out[:q.Limit]
 	}
 	return out, nil
+}
+
+// Queue returns the QUEUED jobs in the order SetJobs gave them: the test
+// sets the run order.
+func (s *Source) Queue(context.Context) ([]web.Job, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.err("Queue"); err != nil {
+		return nil, err
+	}
+	var out []web.Job
+	for _, j := range s.jobs {
+		if j.State == web.StateQueued {
+			out = append(out, j)
+		}
+	}
+	return out, nil
+}
+
+// SetNodes replaces the nodes.
+func (s *Source) SetNodes(nodes []web.Node) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.nodes = slices.Clone(nodes)
+}
+
+// Nodes returns the nodes SetNodes gave.
+func (s *Source) Nodes(context.Context) ([]web.Node, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.err("Nodes"); err != nil {
+		return nil, err
+	}
+	return slices.Clone(s.nodes), nil
 }
 
 // Job returns the job with that id.

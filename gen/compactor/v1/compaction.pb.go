@@ -1155,6 +1155,189 @@ func (x *CancelCompactionResponse) GetJob() *Job {
 	return nil
 }
 
+// Request of CompactionService.ListNodes.
+type ListNodesRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListNodesRequest) Reset() {
+	*x = ListNodesRequest{}
+	mi := &file_compactor_v1_compaction_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListNodesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListNodesRequest) ProtoMessage() {}
+
+func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_compactor_v1_compaction_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListNodesRequest.ProtoReflect.Descriptor instead.
+func (*ListNodesRequest) Descriptor() ([]byte, []int) {
+	return file_compactor_v1_compaction_proto_rawDescGZIP(), []int{13}
+}
+
+// Response of CompactionService.ListNodes.
+type ListNodesResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Every registered node, by name.
+	Nodes         []*Node `protobuf:"bytes,1,rep,name=nodes,proto3" json:"nodes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListNodesResponse) Reset() {
+	*x = ListNodesResponse{}
+	mi := &file_compactor_v1_compaction_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListNodesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListNodesResponse) ProtoMessage() {}
+
+func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_compactor_v1_compaction_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListNodesResponse.ProtoReflect.Descriptor instead.
+func (*ListNodesResponse) Descriptor() ([]byte, []int) {
+	return file_compactor_v1_compaction_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *ListNodesResponse) GetNodes() []*Node {
+	if x != nil {
+		return x.Nodes
+	}
+	return nil
+}
+
+// Node is one replica of compactor serve.
+type Node struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Unique name of the replica (its --node flag; the host name by default).
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// The address its RPC port listens on, as it was configured.
+	Address string `protobuf:"bytes,2,opt,name=address,proto3" json:"address,omitempty"`
+	// Its build version.
+	Version string `protobuf:"bytes,3,opt,name=version,proto3" json:"version,omitempty"`
+	// When the replica started.
+	StartTime *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=start_time,json=startTime,proto3" json:"start_time,omitempty"`
+	// Its last heartbeat.
+	HeartbeatTime *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=heartbeat_time,json=heartbeatTime,proto3" json:"heartbeat_time,omitempty"`
+	// Whether its last heartbeat is recent (within three heartbeat intervals).
+	Alive bool `protobuf:"varint,6,opt,name=alive,proto3" json:"alive,omitempty"`
+	// Whether this is the replica that answered.
+	Self          bool `protobuf:"varint,7,opt,name=self,proto3" json:"self,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Node) Reset() {
+	*x = Node{}
+	mi := &file_compactor_v1_compaction_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Node) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Node) ProtoMessage() {}
+
+func (x *Node) ProtoReflect() protoreflect.Message {
+	mi := &file_compactor_v1_compaction_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Node.ProtoReflect.Descriptor instead.
+func (*Node) Descriptor() ([]byte, []int) {
+	return file_compactor_v1_compaction_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *Node) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Node) GetAddress() string {
+	if x != nil {
+		return x.Address
+	}
+	return ""
+}
+
+func (x *Node) GetVersion() string {
+	if x != nil {
+		return x.Version
+	}
+	return ""
+}
+
+func (x *Node) GetStartTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.StartTime
+	}
+	return nil
+}
+
+func (x *Node) GetHeartbeatTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.HeartbeatTime
+	}
+	return nil
+}
+
+func (x *Node) GetAlive() bool {
+	if x != nil {
+		return x.Alive
+	}
+	return false
+}
+
+func (x *Node) GetSelf() bool {
+	if x != nil {
+		return x.Self
+	}
+	return false
+}
+
 var File_compactor_v1_compaction_proto protoreflect.FileDescriptor
 
 const file_compactor_v1_compaction_proto_rawDesc = "" +
@@ -1227,7 +1410,19 @@ const file_compactor_v1_compaction_proto_rawDesc = "" +
 	"\x17CancelCompactionRequest\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\"?\n" +
 	"\x18CancelCompactionResponse\x12#\n" +
-	"\x03job\x18\x01 \x01(\v2\x11.compactor.v1.JobR\x03job*\x9a\x01\n" +
+	"\x03job\x18\x01 \x01(\v2\x11.compactor.v1.JobR\x03job\"\x12\n" +
+	"\x10ListNodesRequest\"=\n" +
+	"\x11ListNodesResponse\x12(\n" +
+	"\x05nodes\x18\x01 \x03(\v2\x12.compactor.v1.NodeR\x05nodes\"\xf6\x01\n" +
+	"\x04Node\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
+	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x18\n" +
+	"\aversion\x18\x03 \x01(\tR\aversion\x129\n" +
+	"\n" +
+	"start_time\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\tstartTime\x12A\n" +
+	"\x0eheartbeat_time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\rheartbeatTime\x12\x14\n" +
+	"\x05alive\x18\x06 \x01(\bR\x05alive\x12\x12\n" +
+	"\x04self\x18\a \x01(\bR\x04self*\x9a\x01\n" +
 	"\bJobState\x12\x19\n" +
 	"\x15JOB_STATE_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10JOB_STATE_QUEUED\x10\x01\x12\x15\n" +
@@ -1244,13 +1439,14 @@ const file_compactor_v1_compaction_proto_rawDesc = "" +
 	"\x19WATCH_EVENT_TYPE_SNAPSHOT\x10\x01\x12&\n" +
 	"\"WATCH_EVENT_TYPE_SNAPSHOT_COMPLETE\x10\x02\x12\x1c\n" +
 	"\x18WATCH_EVENT_TYPE_CHANGED\x10\x03\x12\x1d\n" +
-	"\x19WATCH_EVENT_TYPE_PROGRESS\x10\x042\xe7\x03\n" +
+	"\x19WATCH_EVENT_TYPE_PROGRESS\x10\x042\xba\x04\n" +
 	"\x11CompactionService\x12F\n" +
 	"\aCompact\x12\x1c.compactor.v1.CompactRequest\x1a\x1d.compactor.v1.CompactResponse\x12]\n" +
 	"\rGetCompaction\x12\".compactor.v1.GetCompactionRequest\x1a#.compactor.v1.GetCompactionResponse\"\x03\x90\x02\x01\x12c\n" +
 	"\x0fListCompactions\x12$.compactor.v1.ListCompactionsRequest\x1a%.compactor.v1.ListCompactionsResponse\"\x03\x90\x02\x01\x12c\n" +
 	"\x10WatchCompactions\x12%.compactor.v1.WatchCompactionsRequest\x1a&.compactor.v1.WatchCompactionsResponse0\x01\x12a\n" +
-	"\x10CancelCompaction\x12%.compactor.v1.CancelCompactionRequest\x1a&.compactor.v1.CancelCompactionResponseB\xb3\x01\n" +
+	"\x10CancelCompaction\x12%.compactor.v1.CancelCompactionRequest\x1a&.compactor.v1.CancelCompactionResponse\x12Q\n" +
+	"\tListNodes\x12\x1e.compactor.v1.ListNodesRequest\x1a\x1f.compactor.v1.ListNodesResponse\"\x03\x90\x02\x01B\xb3\x01\n" +
 	"\x10com.compactor.v1B\x0fCompactionProtoP\x01Z=github.com/compactorhq/compactor/gen/compactor/v1;compactorv1\xa2\x02\x03CXX\xaa\x02\fCompactor.V1\xca\x02\fCompactor\\V1\xe2\x02\x18Compactor\\V1\\GPBMetadata\xea\x02\rCompactor::V1b\x06proto3"
 
 var (
@@ -1266,7 +1462,7 @@ func file_compactor_v1_compaction_proto_rawDescGZIP() []byte {
 }
 
 var file_compactor_v1_compaction_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_compactor_v1_compaction_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
+var file_compactor_v1_compaction_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
 var file_compactor_v1_compaction_proto_goTypes = []any{
 	(JobState)(0),                    // 0: compactor.v1.JobState
 	(Trigger)(0),                     // 1: compactor.v1.Trigger
@@ -1284,14 +1480,17 @@ var file_compactor_v1_compaction_proto_goTypes = []any{
 	(*WatchCompactionsResponse)(nil), // 13: compactor.v1.WatchCompactionsResponse
 	(*CancelCompactionRequest)(nil),  // 14: compactor.v1.CancelCompactionRequest
 	(*CancelCompactionResponse)(nil), // 15: compactor.v1.CancelCompactionResponse
-	(*timestamppb.Timestamp)(nil),    // 16: google.protobuf.Timestamp
+	(*ListNodesRequest)(nil),         // 16: compactor.v1.ListNodesRequest
+	(*ListNodesResponse)(nil),        // 17: compactor.v1.ListNodesResponse
+	(*Node)(nil),                     // 18: compactor.v1.Node
+	(*timestamppb.Timestamp)(nil),    // 19: google.protobuf.Timestamp
 }
 var file_compactor_v1_compaction_proto_depIdxs = []int32{
 	1,  // 0: compactor.v1.Job.trigger:type_name -> compactor.v1.Trigger
 	0,  // 1: compactor.v1.Job.state:type_name -> compactor.v1.JobState
-	16, // 2: compactor.v1.Job.create_time:type_name -> google.protobuf.Timestamp
-	16, // 3: compactor.v1.Job.start_time:type_name -> google.protobuf.Timestamp
-	16, // 4: compactor.v1.Job.finish_time:type_name -> google.protobuf.Timestamp
+	19, // 2: compactor.v1.Job.create_time:type_name -> google.protobuf.Timestamp
+	19, // 3: compactor.v1.Job.start_time:type_name -> google.protobuf.Timestamp
+	19, // 4: compactor.v1.Job.finish_time:type_name -> google.protobuf.Timestamp
 	4,  // 5: compactor.v1.Job.progress:type_name -> compactor.v1.Progress
 	7,  // 6: compactor.v1.CompactResponse.jobs:type_name -> compactor.v1.CompactResult
 	3,  // 7: compactor.v1.CompactResult.job:type_name -> compactor.v1.Job
@@ -1302,21 +1501,26 @@ var file_compactor_v1_compaction_proto_depIdxs = []int32{
 	2,  // 12: compactor.v1.WatchCompactionsResponse.type:type_name -> compactor.v1.WatchEventType
 	3,  // 13: compactor.v1.WatchCompactionsResponse.job:type_name -> compactor.v1.Job
 	3,  // 14: compactor.v1.CancelCompactionResponse.job:type_name -> compactor.v1.Job
-	5,  // 15: compactor.v1.CompactionService.Compact:input_type -> compactor.v1.CompactRequest
-	8,  // 16: compactor.v1.CompactionService.GetCompaction:input_type -> compactor.v1.GetCompactionRequest
-	10, // 17: compactor.v1.CompactionService.ListCompactions:input_type -> compactor.v1.ListCompactionsRequest
-	12, // 18: compactor.v1.CompactionService.WatchCompactions:input_type -> compactor.v1.WatchCompactionsRequest
-	14, // 19: compactor.v1.CompactionService.CancelCompaction:input_type -> compactor.v1.CancelCompactionRequest
-	6,  // 20: compactor.v1.CompactionService.Compact:output_type -> compactor.v1.CompactResponse
-	9,  // 21: compactor.v1.CompactionService.GetCompaction:output_type -> compactor.v1.GetCompactionResponse
-	11, // 22: compactor.v1.CompactionService.ListCompactions:output_type -> compactor.v1.ListCompactionsResponse
-	13, // 23: compactor.v1.CompactionService.WatchCompactions:output_type -> compactor.v1.WatchCompactionsResponse
-	15, // 24: compactor.v1.CompactionService.CancelCompaction:output_type -> compactor.v1.CancelCompactionResponse
-	20, // [20:25] is the sub-list for method output_type
-	15, // [15:20] is the sub-list for method input_type
-	15, // [15:15] is the sub-list for extension type_name
-	15, // [15:15] is the sub-list for extension extendee
-	0,  // [0:15] is the sub-list for field type_name
+	18, // 15: compactor.v1.ListNodesResponse.nodes:type_name -> compactor.v1.Node
+	19, // 16: compactor.v1.Node.start_time:type_name -> google.protobuf.Timestamp
+	19, // 17: compactor.v1.Node.heartbeat_time:type_name -> google.protobuf.Timestamp
+	5,  // 18: compactor.v1.CompactionService.Compact:input_type -> compactor.v1.CompactRequest
+	8,  // 19: compactor.v1.CompactionService.GetCompaction:input_type -> compactor.v1.GetCompactionRequest
+	10, // 20: compactor.v1.CompactionService.ListCompactions:input_type -> compactor.v1.ListCompactionsRequest
+	12, // 21: compactor.v1.CompactionService.WatchCompactions:input_type -> compactor.v1.WatchCompactionsRequest
+	14, // 22: compactor.v1.CompactionService.CancelCompaction:input_type -> compactor.v1.CancelCompactionRequest
+	16, // 23: compactor.v1.CompactionService.ListNodes:input_type -> compactor.v1.ListNodesRequest
+	6,  // 24: compactor.v1.CompactionService.Compact:output_type -> compactor.v1.CompactResponse
+	9,  // 25: compactor.v1.CompactionService.GetCompaction:output_type -> compactor.v1.GetCompactionResponse
+	11, // 26: compactor.v1.CompactionService.ListCompactions:output_type -> compactor.v1.ListCompactionsResponse
+	13, // 27: compactor.v1.CompactionService.WatchCompactions:output_type -> compactor.v1.WatchCompactionsResponse
+	15, // 28: compactor.v1.CompactionService.CancelCompaction:output_type -> compactor.v1.CancelCompactionResponse
+	17, // 29: compactor.v1.CompactionService.ListNodes:output_type -> compactor.v1.ListNodesResponse
+	24, // [24:30] is the sub-list for method output_type
+	18, // [18:24] is the sub-list for method input_type
+	18, // [18:18] is the sub-list for extension type_name
+	18, // [18:18] is the sub-list for extension extendee
+	0,  // [0:18] is the sub-list for field type_name
 }
 
 func init() { file_compactor_v1_compaction_proto_init() }
@@ -1330,7 +1534,7 @@ func file_compactor_v1_compaction_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_compactor_v1_compaction_proto_rawDesc), len(file_compactor_v1_compaction_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   13,
+			NumMessages:   16,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

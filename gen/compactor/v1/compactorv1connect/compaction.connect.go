@@ -48,6 +48,9 @@ const (
 	// CompactionServiceCancelCompactionProcedure is the fully-qualified name of the CompactionService's
 	// CancelCompaction RPC.
 	CompactionServiceCancelCompactionProcedure = "/compactor.v1.CompactionService/CancelCompaction"
+	// CompactionServiceListNodesProcedure is the fully-qualified name of the CompactionService's
+	// ListNodes RPC.
+	CompactionServiceListNodesProcedure = "/compactor.v1.CompactionService/ListNodes"
 )
 
 // CompactionServiceClient is a client for the compactor.v1.CompactionService service.
@@ -86,6 +89,10 @@ type CompactionServiceClient interface {
 	//
 	// Errors: NOT_FOUND; FAILED_PRECONDITION when the job has already finished.
 	CancelCompaction(context.Context, *connect.Request[v1.CancelCompactionRequest]) (*connect.Response[v1.CancelCompactionResponse], error)
+	// ListNodes lists the replicas of compactor serve registered in the catalog
+	// (they share one queue of jobs), by name, with whether each is alive: a
+	// replica that missed three heartbeats is shown as gone.
+	ListNodes(context.Context, *connect.Request[v1.ListNodesRequest]) (*connect.Response[v1.ListNodesResponse], error)
 }
 
 // NewCompactionServiceClient constructs a client for the compactor.v1.CompactionService service. By
@@ -131,6 +138,13 @@ func NewCompactionServiceClient(httpClient connect.HTTPClient, baseURL string, o
 			connect.WithSchema(compactionServiceMethods.ByName("CancelCompaction")),
 			connect.WithClientOptions(opts...),
 		),
+		listNodes: connect.NewClient[v1.ListNodesRequest, v1.ListNodesResponse](
+			httpClient,
+			baseURL+CompactionServiceListNodesProcedure,
+			connect.WithSchema(compactionServiceMethods.ByName("ListNodes")),
+			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -141,6 +155,7 @@ type compactionServiceClient struct {
 	listCompactions  *connect.Client[v1.ListCompactionsRequest, v1.ListCompactionsResponse]
 	watchCompactions *connect.Client[v1.WatchCompactionsRequest, v1.WatchCompactionsResponse]
 	cancelCompaction *connect.Client[v1.CancelCompactionRequest, v1.CancelCompactionResponse]
+	listNodes        *connect.Client[v1.ListNodesRequest, v1.ListNodesResponse]
 }
 
 // Compact calls compactor.v1.CompactionService.Compact.
@@ -166,6 +181,11 @@ func (c *compactionServiceClient) WatchCompactions(ctx context.Context, req *con
 // CancelCompaction calls compactor.v1.CompactionService.CancelCompaction.
 func (c *compactionServiceClient) CancelCompaction(ctx context.Context, req *connect.Request[v1.CancelCompactionRequest]) (*connect.Response[v1.CancelCompactionResponse], error) {
 	return c.cancelCompaction.CallUnary(ctx, req)
+}
+
+// ListNodes calls compactor.v1.CompactionService.ListNodes.
+func (c *compactionServiceClient) ListNodes(ctx context.Context, req *connect.Request[v1.ListNodesRequest]) (*connect.Response[v1.ListNodesResponse], error) {
+	return c.listNodes.CallUnary(ctx, req)
 }
 
 // CompactionServiceHandler is an implementation of the compactor.v1.CompactionService service.
@@ -204,6 +224,10 @@ type CompactionServiceHandler interface {
 	//
 	// Errors: NOT_FOUND; FAILED_PRECONDITION when the job has already finished.
 	CancelCompaction(context.Context, *connect.Request[v1.CancelCompactionRequest]) (*connect.Response[v1.CancelCompactionResponse], error)
+	// ListNodes lists the replicas of compactor serve registered in the catalog
+	// (they share one queue of jobs), by name, with whether each is alive: a
+	// replica that missed three heartbeats is shown as gone.
+	ListNodes(context.Context, *connect.Request[v1.ListNodesRequest]) (*connect.Response[v1.ListNodesResponse], error)
 }
 
 // NewCompactionServiceHandler builds an HTTP handler from the service implementation. It returns
@@ -245,6 +269,13 @@ func NewCompactionServiceHandler(svc CompactionServiceHandler, opts ...connect.H
 		connect.WithSchema(compactionServiceMethods.ByName("CancelCompaction")),
 		connect.WithHandlerOptions(opts...),
 	)
+	compactionServiceListNodesHandler := connect.NewUnaryHandler(
+		CompactionServiceListNodesProcedure,
+		svc.ListNodes,
+		connect.WithSchema(compactionServiceMethods.ByName("ListNodes")),
+		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/compactor.v1.CompactionService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case CompactionServiceCompactProcedure:
@@ -257,6 +288,8 @@ func NewCompactionServiceHandler(svc CompactionServiceHandler, opts ...connect.H
 			compactionServiceWatchCompactionsHandler.ServeHTTP(w, r)
 		case CompactionServiceCancelCompactionProcedure:
 			compactionServiceCancelCompactionHandler.ServeHTTP(w, r)
+		case CompactionServiceListNodesProcedure:
+			compactionServiceListNodesHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -284,4 +317,8 @@ func (UnimplementedCompactionServiceHandler) WatchCompactions(context.Context, *
 
 func (UnimplementedCompactionServiceHandler) CancelCompaction(context.Context, *connect.Request[v1.CancelCompactionRequest]) (*connect.Response[v1.CancelCompactionResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("compactor.v1.CompactionService.CancelCompaction is not implemented"))
+}
+
+func (UnimplementedCompactionServiceHandler) ListNodes(context.Context, *connect.Request[v1.ListNodesRequest]) (*connect.Response[v1.ListNodesResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("compactor.v1.CompactionService.ListNodes is not implemented"))
 }
