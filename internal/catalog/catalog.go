@@ -83,8 +83,15 @@ type Collection struct {
 	// RetryCount is the consecutive failures, transient ones included (the
 	// backoff's count); RetryAfter is the time before which no scheduled
 	// job of the collection is claimed (zero: none). See SetRetry.
-	RetryCount     int
-	RetryAfter     time.Time
+	RetryCount int
+	RetryAfter time.Time
+	// Pause: the scheduler skips the collection while PausedAt is set
+	// (one-off compactions still run). See SetCollectionPause.
+	PausedAt    time.Time
+	PauseReason string
+	PausedBy    string
+	// Settings overrides the scheduler's thresholds for the collection.
+	Settings       CollectionSettings
 	DeadLetteredAt time.Time
 	// OldestUncompactedAt is the append time of the first uncompacted log
 	// record (offset CompactionOffset+1); zero when the backlog is empty.
@@ -96,6 +103,9 @@ type Collection struct {
 
 // Backlog is the number of uncompacted log records.
 func (c Collection) Backlog() int64 { return c.LogPosition - c.CompactionOffset }
+
+// Paused reports whether automatic compaction of the collection is paused.
+func (c Collection) Paused() bool { return !c.PausedAt.IsZero() }
 
 // DeadLettered reports whether the scheduler skips the collection.
 func (c Collection) DeadLettered() bool { return !c.DeadLetteredAt.IsZero() }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 	"unicode"
 	"unicode/utf8"
 
@@ -25,20 +26,26 @@ const (
 const collectionColumns = `c.id, c.name, c.dimension, c.log_position, c.compaction_offset,
 	c.segment_version, c.manifest_key, c.record_count, c.failure_count,
 	c.dead_lettered_at, c.last_compacted_at, c.created_at, c.updated_at, c.retry_count, c.retry_after,
+	c.paused_at, c.pause_reason, c.paused_by, c.min_compaction_size, c.max_uncompacted_age_ms,
 	(SELECT l.appended_at FROM log l WHERE l.collection_id = c.id AND l.log_offset = c.compaction_offset + 1)`
 
 func scanCollection(s scanner) (Collection, error) {
 	var (
 		col                  Collection
 		createdAt, updatedAt int64
+		minSize, maxAgeMs    sql.NullInt64
 	)
 	err := s.Scan(&col.ID, &col.Name, &col.Dimension, &col.LogPosition, &col.CompactionOffset,
 		&col.SegmentVersion, &col.ManifestKey, &col.RecordCount, &col.FailureCount,
 		msTime{&col.DeadLetteredAt}, msTime{&col.LastCompactedAt}, &createdAt, &updatedAt,
-		&col.RetryCount, msTime{&col.RetryAfter}, msTime{&col.OldestUncompactedAt})
+		&col.RetryCount, msTime{&col.RetryAfter},
+		msTime{&col.PausedAt}, &col.PauseReason, &col.PausedBy, &minSize, &maxAgeMs,
+		msTime{&col.OldestUncompactedAt})
 	if err != nil {
 		return Collection{}, err
 	}
+	col.Settings.MinCompactionSize = minSize.Int64
+	col.Settings.MaxUncompactedAge = time.Duration(maxAgeMs.Int64) * time.Millisecond
 	col.CreatedAt, col.UpdatedAt = fromMs(createdAt), fromMs(updatedAt)
 	return col, nil
 }

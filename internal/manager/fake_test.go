@@ -26,11 +26,12 @@ type memStore struct {
 	seqOf      map[string]int // job id -> enqueue order
 	nodes      map[string]catalog.Node
 	leases     map[string]memLease
+	settings   map[string]catalog.Setting
 }
 
 func newMemStore() *memStore {
 	return &memStore{colls: map[string]*catalog.Collection{}, jobs: map[string]catalog.Job{}, seqOf: map[string]int{},
-		nodes: map[string]catalog.Node{}, leases: map[string]memLease{}}
+		nodes: map[string]catalog.Node{}, leases: map[string]memLease{}, settings: map[string]catalog.Setting{}}
 }
 
 // addCollection adds a collection with a backlog of n records appended at t.
@@ -516,4 +517,48 @@ func (f *fakeExec) callsOf(id string) int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.calls[id]
+}
+
+func (s *memStore) SetCollectionPause(_ context.Context, id string, paused bool, reason, by string) (catalog.Collection, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c, ok := s.colls[id]
+	if !ok {
+		return catalog.Collection{}, fmt.Errorf("collection %s: %w", id, catalog.ErrNotFound)
+	}
+	if paused {
+		c.PausedAt, c.PauseReason, c.PausedBy = time.Now().UTC().Truncate(time.Millisecond), reason, by
+	} else {
+		c.PausedAt, c.PauseReason, c.PausedBy = time.Time{}, "", ""
+	}
+	return *c, nil
+}
+
+func (s *memStore) SetCollectionSettings(_ context.Context, id string, st catalog.CollectionSettings) (catalog.Collection, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c, ok := s.colls[id]
+	if !ok {
+		return catalog.Collection{}, fmt.Errorf("collection %s: %w", id, catalog.ErrNotFound)
+	}
+	c.Settings = st
+	return *c, nil
+}
+
+func (s *memStore) PutSetting(_ context.Context, st catalog.Setting) (catalog.Setting, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st.UpdatedAt = time.Now().UTC().Truncate(time.Millisecond)
+	s.settings[st.Name] = st
+	return st, nil
+}
+
+func (s *memStore) GetSetting(_ context.Context, name string) (catalog.Setting, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st, ok := s.settings[name]
+	if !ok {
+		return catalog.Setting{}, catalog.ErrNotFound
+	}
+	return st, nil
 }

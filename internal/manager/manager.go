@@ -60,6 +60,11 @@ type Store interface {
 	RecordFailure(ctx context.Context, collectionID string, deadLetterAfter int) (int, bool, error)
 	RecordSuccess(ctx context.Context, collectionID string) error
 
+	SetCollectionPause(ctx context.Context, id string, paused bool, reason, by string) (catalog.Collection, error)
+	SetCollectionSettings(ctx context.Context, id string, s catalog.CollectionSettings) (catalog.Collection, error)
+	PutSetting(ctx context.Context, s catalog.Setting) (catalog.Setting, error)
+	GetSetting(ctx context.Context, name string) (catalog.Setting, error)
+
 	Heartbeat(ctx context.Context, n catalog.Node) error
 	ListNodes(ctx context.Context) ([]catalog.Node, error)
 	AcquireLease(ctx context.Context, name, owner string, ttl time.Duration) (bool, error)

@@ -797,3 +797,158 @@ func TestNodesAreShownGoneAfterThreeMissedHeartbeats(t *testing.T) {
 		}
 	})
 }
+
+func TestPauseSkipsScheduledJobsButNotOneOffs(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := newMemStore()
+		store.addCollection("a", 50, time.Now())
+		store.addCollection("b", 50, time.Now())
+		cfg := testConfig()
+		cfg.Interval = 10 * time.Second
+		h := start(t, store, newFakeExec(store, 1000), cfg)
+		ctx := t.Context()
+		if err := h.m.Pause(ctx, "", "storage maintenance", "ops"); err != nil {
+			t.Fatal(err)
+		}
+		if err := h.m.Pause(ctx, "b", "reindexing", "alice"); err != nil {
+			t.Fatal(err)
+		}
+		if err := h.m.Pause(ctx, "no-such", "", ""); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("Pause of an unknown collection: %v, want ErrNotFound", err)
+		}
+		time.Sleep(3 * cfg.Interval)
+		synctest.Wait()
+		if n := len(store.jobsOf("a")) + len(store.jobsOf("b")); n != 0 {
+			t.Fatalf("%d scheduled jobs while paused, want none", n)
+		}
+		if got := testutil.ToFloat64(h.m.metrics.schedulerPaused); got != 1 {
+			t.Errorf("compactor_scheduler_paused = %v, want 1", got)
+		}
+		if got := testutil.ToFloat64(h.m.metrics.collectionsPaused); got != 1 {
+			t.Errorf("compactor_collections_paused = %v, want 1", got)
+		}
+		// A one-off runs whatever the pauses: it is the operator's intent.
+		h.wantState(h.compact("b")[0].Job.ID, catalog.JobSucceeded)
+
+		// Resuming everything leaves b's own pause in place.
+		if err := h.m.Resume(ctx, "", "ops"); err != nil {
+			t.Fatal(err)
+		}
+		store.append("b", 50, time.Now())
+		time.Sleep(2 * cfg.Interval)
+		synctest.Wait()
+		if jobs := store.jobsOf("a"); len(jobs) != 1 || jobs[0].Trigger != catalog.TriggerScheduled {
+			t.Fatalf("a after the global resume: %+v, want one scheduled job", jobs)
+		}
+		if jobs := store.jobsOf("b"); len(jobs) != 1 {
+			t.Fatalf("b, still paused: %d jobs, want only the one-off", len(jobs))
+		}
+		if err := h.m.Resume(ctx, "b", "alice"); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(2 * cfg.Interval)
+		synctest.Wait()
+		if jobs := store.jobsOf("b"); len(jobs) != 2 {
+			t.Fatalf("b after its resume: %d jobs, want a scheduled one too", len(jobs))
+		}
+	})
+}
+
+func TestPlanSaysWhatTheSchedulerWouldDoAndWritesNothing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		now := time.Now()
+		store := newMemStore()
+		store.addCollection("due", 50, now.Add(-time.Minute))
+		store.addCollection("older", 50, now.Add(-time.Hour))
+		store.addCollection("small", 2, now)
+		store.addCollection("tuned", 2, now) // small, but its own minimum is 2
+		store.addCollection("paused", 50, now)
+		store.addCollection("dead", 50, now)
+		store.addCollection("backoff", 50, now)
+		store.addCollection("busy", 50, now)
+		store.addCollection("empty", 0, now)
+		exec := newFakeExec(store, 1000)
+		gate := exec.setGate("busy")
+		h := start(t, store, exec, testConfig())
+		ctx := t.Context()
+		if _, err := h.m.SetCollectionSettings(ctx, "tuned", catalog.CollectionSettings{MinCompactionSize: 2}); err != nil {
+			t.Fatal(err)
+		}
+		if err := h.m.Pause(ctx, "paused", "", "bob"); err != nil {
+			t.Fatal(err)
+		}
+		for range 5 {
+			if _, _, err := store.RecordFailure(ctx, "dead", 5); err != nil {
+				t.Fatal(err)
+			}
+		}
+		until := now.Add(time.Hour)
+		if err := store.SetRetry(ctx, "backoff", 2, until); err != nil {
+			t.Fatal(err)
+		}
+		busy := h.compact("busy")[0].Job
+		h.wantState(busy.ID, catalog.JobRunning)
+		jobsBefore := len(store.order)
+
+		p, err := h.m.Plan(ctx, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]Decision{}
+		var order []string
+		for _, e := range p.Entries {
+			got[e.Collection.ID] = e.Decision
+			if e.Decision == DecideRun {
+				order = append(order, e.Collection.ID)
+			}
+		}
+		want := map[string]Decision{
+			"due": DecideRun, "older": DecideRun, "tuned": DecideRun, "small": DecideBelow, "paused": DecidePaused,
+			"dead": DecideDeadLettered, "backoff": DecideBackingOff, "busy": DecideRunning, "empty": DecideEmpty,
+		}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("decisions %v\nwant %v", got, want)
+		}
+		if fmt.Sprint(order) != fmt.Sprint([]string{"older", "due", "tuned"}) {
+			t.Fatalf("planned order %v, want the oldest backlog first", order)
+		}
+		for _, e := range p.Entries {
+			if e.Collection.ID == "backoff" && !e.RetryAfter.Equal(until) {
+				t.Errorf("backoff until %v, want %v", e.RetryAfter, until)
+			}
+			if e.Collection.ID == "tuned" && (e.MinCompactionSize != 2 || !strings.Contains(e.Reason, "minimum 2")) {
+				t.Errorf("tuned: minimum %d, reason %q; want its own minimum 2", e.MinCompactionSize, e.Reason)
+			}
+		}
+		if len(store.order) != jobsBefore {
+			t.Fatalf("Plan queued %d jobs; it must write nothing", len(store.order)-jobsBefore)
+		}
+
+		// The scheduler does what the plan said.
+		if err := h.m.Schedule(ctx); err != nil {
+			t.Fatal(err)
+		}
+		for id, d := range want {
+			if n := len(store.jobsOf(id)); (d == DecideRun) != (n == 1) && id != "busy" {
+				t.Errorf("%s (%s): %d jobs after Schedule", id, d, n)
+			}
+		}
+		close(gate)
+
+		if err := h.m.Pause(ctx, "", "freeze", "ops"); err != nil {
+			t.Fatal(err)
+		}
+		p, err = h.m.Plan(ctx, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !p.Pause.Paused || p.Pause.Reason != "freeze" || p.Pause.By != "ops" {
+			t.Fatalf("plan's pause %+v", p.Pause)
+		}
+		for _, e := range p.Entries {
+			if e.Decision == DecideRun {
+				t.Fatalf("%s planned while every collection is paused", e.Collection.ID)
+			}
+		}
+	})
+}

@@ -28,6 +28,9 @@ type metrics struct {
 	running        prometheus.Gauge // compactor_jobs{state="running"}: this node's
 	leader         prometheus.Gauge
 	nodes          prometheus.Gauge
+
+	schedulerPaused   prometheus.Gauge
+	collectionsPaused prometheus.Gauge
 }
 
 var (
@@ -95,6 +98,14 @@ func newMetrics(reg prometheus.Registerer, cfg Config) *metrics {
 		nodes: f.NewGauge(prometheus.GaugeOpts{
 			Name: "compactor_nodes_alive",
 			Help: "Replicas whose heartbeat is recent, as of the last listing of nodes.",
+		}),
+		schedulerPaused: f.NewGauge(prometheus.GaugeOpts{
+			Name: "compactor_scheduler_paused",
+			Help: "1 while automatic compaction is paused on every collection, as of the last scheduler run or pause.",
+		}),
+		collectionsPaused: f.NewGauge(prometheus.GaugeOpts{
+			Name: "compactor_collections_paused",
+			Help: "Collections whose automatic compaction is paused, as of the last scheduler run.",
 		}),
 	}
 	m.running = m.states.WithLabelValues(label(catalog.JobRunning))

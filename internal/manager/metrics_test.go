@@ -76,6 +76,12 @@ compactor_jobs{state="running"} 0
 # HELP compactor_nodes_alive Replicas whose heartbeat is recent, as of the last listing of nodes.
 # TYPE compactor_nodes_alive gauge
 compactor_nodes_alive 0
+# HELP compactor_scheduler_paused 1 while automatic compaction is paused on every collection, as of the last scheduler run or pause.
+# TYPE compactor_scheduler_paused gauge
+compactor_scheduler_paused 0
+# HELP compactor_collections_paused Collections whose automatic compaction is paused, as of the last scheduler run.
+# TYPE compactor_collections_paused gauge
+compactor_collections_paused 0
 # HELP compactor_scheduler_leader 1 while this node holds the scheduler's leader lease, 0 otherwise.
 # TYPE compactor_scheduler_leader gauge
 compactor_scheduler_leader 0

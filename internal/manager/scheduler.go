@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"slices"
 	"time"
 
 	"github.com/compactorhq/compactor/internal/catalog"
@@ -48,71 +47,53 @@ func (m *Manager) schedulerLoop(ctx context.Context) {
 	}
 }
 
-// Schedule runs the scheduler once: every collection that is not
-// dead-lettered, has no queued or running job, is past its retry backoff,
-// and whose backlog reaches Config.MinCompactionSize or whose oldest
-// uncompacted record is older than Config.MaxAge gets a SCHEDULED job,
-// oldest backlog first. It also refreshes the backlog gauges and prunes the
-// job history. Running it on two replicas at once queues no duplicate (the
-// catalog keeps one QUEUED job per collection), so it is safe to call
-// outside the leader lease. It returns the store's error, having queued
-// what it could.
+// Schedule runs the scheduler once: it queues a SCHEDULED job for every
+// collection the plan decides to run (DecideRun: a backlog that reaches its
+// minimum compaction size, or an oldest uncompacted record older than its
+// maximum age; not paused, dead-lettered, backing off, or with a job queued
+// or running), oldest backlog first. It also refreshes the backlog, pause
+// and dead-letter gauges and prunes the job history. Running it on two
+// replicas at once queues no duplicate (the catalog keeps one QUEUED job
+// per collection), so it is safe outside the leader lease. It returns the
+// store's error, having queued what it could.
 func (m *Manager) Schedule(ctx context.Context) error {
 	m.metrics.schedulerRuns.Inc()
-	colls, err := m.store.ListCollections(ctx)
+	p, err := m.plan(ctx)
 	if err != nil {
-		return fmt.Errorf("list collections: %w", err)
-	}
-	active, err := m.store.ListJobs(ctx, catalog.JobFilter{States: []catalog.JobState{catalog.JobQueued, catalog.JobRunning}})
-	if err != nil {
-		return fmt.Errorf("list active jobs: %w", err)
-	}
-	busy := make(map[string]bool, len(active))
-	for _, j := range active {
-		busy[j.CollectionID] = true
+		return err
 	}
 	var backlog int64
-	var dead int
-	due := make([]catalog.Collection, 0)
-	now := m.now()
-	for _, c := range colls {
-		backlog += c.Backlog()
-		if c.DeadLettered() {
+	var dead, paused int
+	for _, e := range p.Entries {
+		backlog += e.Collection.Backlog()
+		if e.Collection.DeadLettered() {
 			dead++
-			continue
 		}
-		if c.Backlog() <= 0 || busy[c.ID] || now.Before(c.RetryAfter) {
-			continue
-		}
-		if c.Backlog() >= m.cfg.MinCompactionSize ||
-			(!c.OldestUncompactedAt.IsZero() && now.Sub(c.OldestUncompactedAt) >= m.cfg.MaxAge) {
-			due = append(due, c)
+		if e.Collection.Paused() {
+			paused++
 		}
 	}
 	m.metrics.backlog.Set(float64(backlog))
 	m.metrics.deadLettered.Set(float64(dead))
-	slices.SortFunc(due, func(a, b catalog.Collection) int { return cmpTime(a.OldestUncompactedAt, b.OldestUncompactedAt) })
+	m.metrics.collectionsPaused.Set(float64(paused))
+	m.metrics.schedulerPaused.Set(boolGauge(p.Pause.Paused))
 
-	for _, c := range due {
-		if m.isStopping() {
-			break
-		}
-		reason := fmt.Sprintf("backlog of %d records (minimum %d)", c.Backlog(), m.cfg.MinCompactionSize)
-		if c.Backlog() < m.cfg.MinCompactionSize {
-			reason = fmt.Sprintf("oldest record waited %s (maximum %s)", now.Sub(c.OldestUncompactedAt).Round(time.Second), m.cfg.MaxAge)
+	for _, e := range p.Entries {
+		if e.Decision != DecideRun || m.isStopping() {
+			continue
 		}
 		j, created, err := m.store.EnqueueJob(ctx, catalog.JobRequest{
-			CollectionID: c.ID, Trigger: catalog.TriggerScheduled, Reason: reason, OldestAt: c.OldestUncompactedAt,
+			CollectionID: e.Collection.ID, Trigger: catalog.TriggerScheduled, Reason: e.Reason, OldestAt: e.Collection.OldestUncompactedAt,
 		})
 		if err != nil {
-			return fmt.Errorf("queue job for collection %s: %w", c.ID, err)
+			return fmt.Errorf("queue job for collection %s: %w", e.Collection.ID, err)
 		}
 		if created {
 			m.changedJob(j)
 		}
 	}
 
-	if _, err := m.store.PruneJobs(ctx, m.cfg.HistoryKeep, now.Add(-m.cfg.HistoryMaxAge)); err != nil {
+	if _, err := m.store.PruneJobs(ctx, m.cfg.HistoryKeep, p.At.Add(-m.cfg.HistoryMaxAge)); err != nil {
 		return fmt.Errorf("prune job history: %w", err)
 	}
 	return nil

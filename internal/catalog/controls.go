@@ -1,0 +1,177 @@
+package catalog
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Operator controls persisted in the catalog, so that they survive restarts
+// and hold for every replica: a collection's pause and threshold overrides
+// (columns of its row), and cluster-wide settings (the settings table).
+
+// Bounds of operator-given texts.
+const (
+	maxControlText  = 1024 // bytes of a pause reason or a "who"
+	maxSettingValue = 1024 // bytes of a setting's value
+)
+
+// CollectionSettings override the scheduler's thresholds for one
+// collection. A zero field inherits the server's flag.
+type CollectionSettings struct {
+	// MinCompactionSize: a backlog (records) at which the scheduler
+	// compacts the collection; 0: --min-compaction-size.
+	MinCompactionSize int64
+	// MaxUncompactedAge: the age of the oldest uncompacted record at which
+	// the scheduler compacts the collection, whatever its backlog; 0:
+	// --max-uncompacted-age. Stored to the millisecond.
+	MaxUncompactedAge time.Duration
+}
+
+// Setting is one cluster-wide setting changed at run time.
+type Setting struct {
+	Name      string
+	Value     string
+	Reason    string // why, as the operator said
+	UpdatedBy string // who changed it
+	UpdatedAt time.Time
+}
+
+// Names of the settings the server uses.
+const (
+	// SettingSchedulerPaused is "true" while automatic compaction is paused
+	// on every collection; absent or any other value: not paused.
+	SettingSchedulerPaused = "scheduler.paused"
+	// SettingMaxThroughput is the cap on bytes per second written by the
+	// compactions of each node, in decimal; "0" or absent: the node's flag.
+	SettingMaxThroughput = "compaction.max_throughput_bytes"
+)
+
+func checkControlText(what, s string) error {
+	if len(s) > maxControlText {
+		return fmt.Errorf("%s is %d bytes, more than %d: %w", what, len(s), maxControlText, ErrInvalidArgument)
+	}
+	return nil
+}
+
+// SetCollectionPause pauses (paused true, with reason and who) or resumes
+// automatic compaction of a collection, and returns the collection as
+// stored. Pausing a paused collection replaces its reason, who and time.
+// Errors: ErrNotFound, ErrInvalidArgument (a reason or who over 1,024
+// bytes), ErrUnavailable.
+func (c *Catalog) SetCollectionPause(ctx context.Context, id string, paused bool, reason, by string) (Collection, error) {
+	if err := errors.Join(checkControlText("pause reason", reason), checkControlText("who", by)); err != nil {
+		return Collection{}, fmt.Errorf("pause collection %s: %w", id, err)
+	}
+	now := ms(c.now())
+	at := any(nil)
+	if !paused {
+		reason, by = "", ""
+	} else {
+		at = now
+	}
+	var col Collection
+	err := c.writeTx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, c.d.q(`UPDATE collections SET paused_at = ?, pause_reason = ?, paused_by = ?, updated_at = ? WHERE id = ?`),
+			at, reason, by, now, id)
+		if err != nil {
+			return err
+		}
+		if n, err := rowsAffected(res); err != nil {
+			return err
+		} else if n == 0 {
+			return ErrNotFound
+		}
+		col, err = c.queryCollection(ctx, tx, id)
+		return err
+	})
+	if err != nil {
+		return Collection{}, c.wrap(err, "set pause of collection %s", id)
+	}
+	return col, nil
+}
+
+// SetCollectionSettings replaces a collection's threshold overrides and
+// returns the collection as stored. Errors: ErrInvalidArgument (a negative
+// size or age, an age under one second), ErrNotFound, ErrUnavailable.
+func (c *Catalog) SetCollectionSettings(ctx context.Context, id string, s CollectionSettings) (Collection, error) {
+	switch {
+	case s.MinCompactionSize < 0:
+		return Collection{}, fmt.Errorf("collection %s: minimum compaction size %d must not be negative: %w", id, s.MinCompactionSize, ErrInvalidArgument)
+	case s.MaxUncompactedAge < 0 || (s.MaxUncompactedAge > 0 && s.MaxUncompactedAge < time.Second):
+		return Collection{}, fmt.Errorf("collection %s: maximum uncompacted age %s must be 0 (the server's) or at least 1s: %w", id, s.MaxUncompactedAge, ErrInvalidArgument)
+	}
+	nullable := func(v int64) any {
+		if v == 0 {
+			return nil
+		}
+		return v
+	}
+	var col Collection
+	err := c.writeTx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, c.d.q(`UPDATE collections SET min_compaction_size = ?, max_uncompacted_age_ms = ?, updated_at = ? WHERE id = ?`),
+			nullable(s.MinCompactionSize), nullable(s.MaxUncompactedAge.Milliseconds()), ms(c.now()), id)
+		if err != nil {
+			return err
+		}
+		if n, err := rowsAffected(res); err != nil {
+			return err
+		} else if n == 0 {
+			return ErrNotFound
+		}
+		col, err = c.queryCollection(ctx, tx, id)
+		return err
+	})
+	if err != nil {
+		return Collection{}, c.wrap(err, "set settings of collection %s", id)
+	}
+	return col, nil
+}
+
+// PutSetting stores a cluster-wide setting (UpdatedAt is set to now) and
+// returns it as stored. Errors: ErrInvalidArgument (an empty name, a value,
+// reason or who over 1,024 bytes), ErrUnavailable.
+func (c *Catalog) PutSetting(ctx context.Context, s Setting) (Setting, error) {
+	if s.Name == "" {
+		return Setting{}, fmt.Errorf("put setting: empty name: %w", ErrInvalidArgument)
+	}
+	if len(s.Value) > maxSettingValue {
+		return Setting{}, fmt.Errorf("setting %s: value is %d bytes, more than %d: %w", s.Name, len(s.Value), maxSettingValue, ErrInvalidArgument)
+	}
+	if err := errors.Join(checkControlText("reason", s.Reason), checkControlText("who", s.UpdatedBy)); err != nil {
+		return Setting{}, fmt.Errorf("setting %s: %w", s.Name, err)
+	}
+	s.UpdatedAt = fromMs(ms(c.now()))
+	err := c.writeTx(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, c.d.q(`INSERT INTO settings (name, value, reason, updated_by, updated_at) VALUES (?, ?, ?, ?, ?)
+			ON CONFLICT (name) DO UPDATE SET value = excluded.value, reason = excluded.reason,
+				updated_by = excluded.updated_by, updated_at = excluded.updated_at`),
+			s.Name, s.Value, s.Reason, s.UpdatedBy, ms(s.UpdatedAt))
+		return err
+	})
+	if err != nil {
+		return Setting{}, c.wrap(err, "put setting %s", s.Name)
+	}
+	return s, nil
+}
+
+// GetSetting returns a cluster-wide setting. ErrNotFound when it was never
+// set.
+func (c *Catalog) GetSetting(ctx context.Context, name string) (Setting, error) {
+	var (
+		s  Setting
+		at int64
+	)
+	err := c.r.QueryRowContext(ctx, c.d.q(`SELECT name, value, reason, updated_by, updated_at FROM settings WHERE name = ?`), name).
+		Scan(&s.Name, &s.Value, &s.Reason, &s.UpdatedBy, &at)
+	if errors.Is(err, sql.ErrNoRows) {
+		return Setting{}, fmt.Errorf("setting %s: %w", name, ErrNotFound)
+	}
+	if err != nil {
+		return Setting{}, c.wrap(err, "get setting %s", name)
+	}
+	s.UpdatedAt = fromMs(at)
+	return s, nil
+}
