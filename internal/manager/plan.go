@@ -14,8 +14,8 @@ type Decision string
 
 // Decisions of the scheduler. Every collection gets exactly one.
 const (
-	DecideRun          Decision = "run"           // a SCHEDULED job is queued
-	DecideSchedPaused  Decision = "paused"        // automatic compaction is paused everywhere
+	DecideRun          Decision = "run"    // a SCHEDULED job is queued
+	DecideSchedPaused  Decision = "paused" // automatic compaction is paused everywhere
 	DecidePaused       Decision = "collection-paused"
 	DecideDeadLettered Decision = "dead-lettered" // too many consecutive failures
 	DecideBackingOff   Decision = "backing-off"   // a failure's retry delay has not passed
