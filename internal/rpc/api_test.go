@@ -11,10 +11,12 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"connectrpc.com/connect"
 	"github.com/google/uuid"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	compactorv1 "github.com/compactorhq/compactor/gen/compactor/v1"
@@ -54,6 +56,7 @@ func TestAPI(t *testing.T) {
 			t.Run("watch streams snapshots and live changes", func(t *testing.T) { testWatch(t, c) })
 			t.Run("an unexpected error is INTERNAL with a generic message", func(t *testing.T) { testInternal(t, f, c, smallID) })
 			t.Run("list nodes shows this replica", func(t *testing.T) { testListNodes(t, f, c) })
+			t.Run("controls pause, resume, tune and plan", func(t *testing.T) { testControls(t, c) })
 
 			// Small limits and a stopped manager: jobs stay QUEUED.
 			idle := newFixture(t, fixtureOptions{idle: true, configure: func(cfg *server.Config) {
@@ -865,4 +868,99 @@ func testListNodes(t *testing.T, f *fixture, c clients) {
 	if n.GetName() != f.app.Manager.Node() || !n.GetAlive() || !n.GetSelf() || n.GetStartTime() == nil || n.GetHeartbeatTime() == nil {
 		t.Fatalf("node %v: want %s, alive, self, with its times", n, f.app.Manager.Node())
 	}
+}
+
+func testControls(t *testing.T, c clients) {
+	ctx := t.Context()
+	coll := createCollection(t, c, "controlled", 2)
+	push(t, c, coll.GetId(), smallRecords(0, 3, 2))
+	planOf := func(estimate bool) (*compactorv1.PlanCompactionsResponse, *compactorv1.PlanEntry) {
+		t.Helper()
+		res, err := c.ctl.PlanCompactions(ctx, connect.NewRequest(&compactorv1.PlanCompactionsRequest{Estimate: estimate}))
+		if err != nil {
+			t.Fatalf("PlanCompactions: %v", err)
+		}
+		for _, e := range res.Msg.GetEntries() {
+			if e.GetCollectionId() == coll.GetId() {
+				return res.Msg, e
+			}
+		}
+		t.Fatalf("the plan lacks collection %s", coll.GetId())
+		return nil, nil
+	}
+	if _, e := planOf(false); e.GetDecision() != compactorv1.PlanDecision_PLAN_DECISION_BELOW_THRESHOLDS || e.GetBacklog() != 3 {
+		t.Fatalf("plan of a small backlog: %v", e)
+	}
+
+	// A per-collection minimum of 2 records makes it due.
+	set, err := c.ctl.UpdateCollectionSettings(ctx, connect.NewRequest(&compactorv1.UpdateCollectionSettingsRequest{
+		CollectionId: coll.GetId(), MinCompactionSize: 2, MaxUncompactedAge: durationpb.New(90 * time.Second),
+	}))
+	if err != nil {
+		t.Fatalf("UpdateCollectionSettings: %v", err)
+	}
+	if got := set.Msg.GetCollection(); got.GetMinCompactionSize() != 2 || got.GetMaxUncompactedAge().AsDuration() != 90*time.Second {
+		t.Fatalf("settings stored %v", got)
+	}
+	if _, e := planOf(true); e.GetDecision() != compactorv1.PlanDecision_PLAN_DECISION_RUN || e.GetMinCompactionSize() != 2 ||
+		e.GetEstimate().GetRecords() != 3 {
+		t.Fatalf("plan after lowering the minimum, with an estimate: %v", e)
+	}
+
+	// Pause everything, then the collection: the plan says so, and why.
+	paused, err := c.ctl.PauseCompactions(ctx, connect.NewRequest(&compactorv1.PauseCompactionsRequest{Reason: "storage maintenance", Operator: "ops"}))
+	if err != nil {
+		t.Fatalf("PauseCompactions: %v", err)
+	}
+	if p := paused.Msg.GetPause(); !p.GetPaused() || p.GetReason() != "storage maintenance" || p.GetPausedBy() != "ops" || p.GetPauseTime() == nil {
+		t.Fatalf("global pause %v", p)
+	}
+	if plan, e := planOf(false); !plan.GetPause().GetPaused() || e.GetDecision() != compactorv1.PlanDecision_PLAN_DECISION_PAUSED ||
+		!strings.Contains(e.GetReason(), "storage maintenance") {
+		t.Fatalf("plan while paused: pause %v, entry %v", plan.GetPause(), e)
+	}
+	one, err := c.ctl.PauseCompactions(ctx, connect.NewRequest(&compactorv1.PauseCompactionsRequest{CollectionId: coll.GetId(), Reason: "reindex", Operator: "alice"}))
+	if err != nil {
+		t.Fatalf("PauseCompactions of a collection: %v", err)
+	}
+	if got := one.Msg.GetCollection(); !got.GetPaused() || got.GetPauseReason() != "reindex" || got.GetPausedBy() != "alice" {
+		t.Fatalf("paused collection %v", got)
+	}
+	controls, err := c.ctl.GetControls(ctx, connect.NewRequest(&compactorv1.GetControlsRequest{}))
+	if err != nil || !controls.Msg.GetPause().GetPaused() || controls.Msg.GetPausedCollections() < 1 {
+		t.Fatalf("GetControls: %v, %v", controls, err)
+	}
+	if _, err := c.ctl.ResumeCompactions(ctx, connect.NewRequest(&compactorv1.ResumeCompactionsRequest{Operator: "ops"})); err != nil {
+		t.Fatalf("ResumeCompactions: %v", err)
+	}
+	if _, e := planOf(false); e.GetDecision() != compactorv1.PlanDecision_PLAN_DECISION_COLLECTION_PAUSED {
+		t.Fatalf("after the global resume the collection's own pause holds: %v", e)
+	}
+	// A one-off compaction runs whatever the pause.
+	job := compactOne(t, c, coll.GetId()).GetJob()
+	if got := waitJob(t, c, job.GetId()); got.GetState() != compactorv1.JobState_JOB_STATE_SUCCEEDED {
+		t.Fatalf("one-off job while paused: %v", got.GetState())
+	}
+	resumed, err := c.ctl.ResumeCompactions(ctx, connect.NewRequest(&compactorv1.ResumeCompactionsRequest{CollectionId: coll.GetId()}))
+	if err != nil || resumed.Msg.GetCollection().GetPaused() {
+		t.Fatalf("ResumeCompactions of the collection: %v, %v", resumed, err)
+	}
+
+	// Errors.
+	_, err = c.ctl.PauseCompactions(ctx, connect.NewRequest(&compactorv1.PauseCompactionsRequest{CollectionId: uuid.NewString()}))
+	wantCode(t, err, connect.CodeNotFound)
+	_, err = c.ctl.PauseCompactions(ctx, connect.NewRequest(&compactorv1.PauseCompactionsRequest{CollectionId: "not-a-uuid"}))
+	wantCode(t, err, connect.CodeInvalidArgument)
+	_, err = c.ctl.PauseCompactions(ctx, connect.NewRequest(&compactorv1.PauseCompactionsRequest{Reason: strings.Repeat("r", 2000)}))
+	wantCode(t, err, connect.CodeInvalidArgument)
+	for _, bad := range []*compactorv1.UpdateCollectionSettingsRequest{
+		{CollectionId: coll.GetId(), MinCompactionSize: -1},
+		{CollectionId: coll.GetId(), MaxUncompactedAge: durationpb.New(time.Millisecond)},
+		{CollectionId: coll.GetId(), MaxUncompactedAge: durationpb.New(-time.Second)},
+	} {
+		_, err = c.ctl.UpdateCollectionSettings(ctx, connect.NewRequest(bad))
+		wantCode(t, err, connect.CodeInvalidArgument)
+	}
+	_, err = c.ctl.UpdateCollectionSettings(ctx, connect.NewRequest(&compactorv1.UpdateCollectionSettingsRequest{CollectionId: uuid.NewString()}))
+	wantCode(t, err, connect.CodeNotFound)
 }

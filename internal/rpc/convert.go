@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -92,7 +93,7 @@ func jobToProto(j manager.Job, name string) *compactorv1.Job {
 }
 
 func collectionToProto(c catalog.Collection) *compactorv1.Collection {
-	return &compactorv1.Collection{
+	p := &compactorv1.Collection{
 		Id:                    c.ID,
 		Name:                  c.Name,
 		Dimension:             int32(c.Dimension),
@@ -108,7 +109,16 @@ func collectionToProto(c catalog.Collection) *compactorv1.Collection {
 		LastCompactionTime:    ts(c.LastCompactedAt),
 		CreateTime:            ts(c.CreatedAt),
 		UpdateTime:            ts(c.UpdatedAt),
+		Paused:                c.Paused(),
+		PauseReason:           c.PauseReason,
+		PausedBy:              c.PausedBy,
+		PauseTime:             ts(c.PausedAt),
+		MinCompactionSize:     c.Settings.MinCompactionSize,
 	}
+	if c.Settings.MaxUncompactedAge > 0 {
+		p.MaxUncompactedAge = durationpb.New(c.Settings.MaxUncompactedAge)
+	}
+	return p
 }
 
 func recordToProto(r materialize.Record) (*compactorv1.Record, error) {

@@ -139,6 +139,7 @@ type clients struct {
 	jobs  compactorv1connect.CompactionServiceClient
 	colls compactorv1connect.CollectionServiceClient
 	logs  compactorv1connect.LogServiceClient
+	ctl   compactorv1connect.ControlServiceClient
 }
 
 func (f *fixture) clients(p protocol, extra ...connect.ClientOption) clients {
@@ -148,6 +149,7 @@ func (f *fixture) clients(p protocol, extra ...connect.ClientOption) clients {
 		jobs:  compactorv1connect.NewCompactionServiceClient(hc, f.srv.URL, opts...),
 		colls: compactorv1connect.NewCollectionServiceClient(hc, f.srv.URL, opts...),
 		logs:  compactorv1connect.NewLogServiceClient(hc, f.srv.URL, opts...),
+		ctl:   compactorv1connect.NewControlServiceClient(hc, f.srv.URL, opts...),
 	}
 }
 

@@ -45,6 +45,10 @@ var Mutating = map[string]bool{
 	compactorv1connect.CollectionServiceCreateCollectionProcedure: true,
 	compactorv1connect.CollectionServiceDeleteCollectionProcedure: true,
 	compactorv1connect.LogServicePushLogsProcedure:                true,
+
+	compactorv1connect.ControlServicePauseCompactionsProcedure:         true,
+	compactorv1connect.ControlServiceResumeCompactionsProcedure:        true,
+	compactorv1connect.ControlServiceUpdateCollectionSettingsProcedure: true,
 }
 
 // ServiceNames are the fully-qualified names of the API services.
@@ -52,9 +56,10 @@ var ServiceNames = []string{
 	compactorv1connect.CompactionServiceName,
 	compactorv1connect.CollectionServiceName,
 	compactorv1connect.LogServiceName,
+	compactorv1connect.ControlServiceName,
 }
 
-// Mount registers the three services, gRPC health (grpc.health.v1) and gRPC
+// Mount registers the four services, gRPC health (grpc.health.v1) and gRPC
 // reflection (v1 and v1alpha) on mux, and returns the health checker so the
 // caller can set NOT_SERVING at shutdown.
 func Mount(mux *http.ServeMux, svc *Service, opts Options) *grpchealth.StaticChecker {
@@ -79,6 +84,7 @@ func Mount(mux *http.ServeMux, svc *Service, opts Options) *grpchealth.StaticChe
 	wrap(compactorv1connect.NewCompactionServiceHandler(svc, handlerOpts...))
 	wrap(compactorv1connect.NewCollectionServiceHandler(svc, handlerOpts...))
 	wrap(compactorv1connect.NewLogServiceHandler(svc, handlerOpts...))
+	wrap(compactorv1connect.NewControlServiceHandler(svc, handlerOpts...))
 
 	checker := grpchealth.NewStaticChecker(ServiceNames...)
 	mux.Handle(grpchealth.NewHandler(checker))

@@ -66,6 +66,7 @@ type Records interface {
 // Service implements the three Connect services.
 type Service struct {
 	mgr    Manager
+	ctl    Controller
 	cat    Catalog
 	recs   Records
 	limits catalog.AppendLimits
@@ -81,13 +82,14 @@ var (
 	_ compactorv1connect.LogServiceHandler        = (*Service)(nil)
 )
 
-// NewService returns the handlers. limits bound PushLogs (backlog and record
+// NewService returns the handlers of the four services (ctl serves
+// ControlService). limits bound PushLogs (backlog and record
 // limits); logger nil discards logs.
-func NewService(mgr Manager, cat Catalog, recs Records, limits catalog.AppendLimits, logger *slog.Logger) *Service {
+func NewService(mgr Manager, ctl Controller, cat Catalog, recs Records, limits catalog.AppendLimits, logger *slog.Logger) *Service {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	return &Service{mgr: mgr, cat: cat, recs: recs, limits: limits, log: logger, draining: make(chan struct{})}
+	return &Service{mgr: mgr, ctl: ctl, cat: cat, recs: recs, limits: limits, log: logger, draining: make(chan struct{})}
 }
 
 // Drain ends the open WatchCompactions streams with UNAVAILABLE (the client

@@ -44,3 +44,12 @@ func (e executor) GC(ctx context.Context, collectionID string) error {
 	_, err := e.c.GC(ctx, collectionID)
 	return err
 }
+
+// Estimate implements manager.Estimator for plan previews.
+func (e executor) Estimate(ctx context.Context, collectionID string) (manager.Estimate, error) {
+	x, err := e.c.Estimate(ctx, collectionID)
+	if err != nil {
+		return manager.Estimate{}, err
+	}
+	return manager.Estimate{Records: x.Records, BlocksTotal: x.BlocksTotal, BlocksToRewrite: x.BlocksToRewrite, BytesToRewrite: x.BytesToRewrite}, nil
+}

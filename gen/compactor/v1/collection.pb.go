@@ -9,6 +9,7 @@ package compactorv1
 import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	durationpb "google.golang.org/protobuf/types/known/durationpb"
 	structpb "google.golang.org/protobuf/types/known/structpb"
 	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
@@ -64,9 +65,22 @@ type Collection struct {
 	// When the collection was created.
 	CreateTime *timestamppb.Timestamp `protobuf:"bytes,14,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
 	// When the collection's row last changed.
-	UpdateTime    *timestamppb.Timestamp `protobuf:"bytes,15,opt,name=update_time,json=updateTime,proto3" json:"update_time,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	UpdateTime *timestamppb.Timestamp `protobuf:"bytes,15,opt,name=update_time,json=updateTime,proto3" json:"update_time,omitempty"`
+	// Whether its automatic compaction is paused (ControlService); one-off
+	// compactions still run.
+	Paused bool `protobuf:"varint,16,opt,name=paused,proto3" json:"paused,omitempty"`
+	// Why it was paused; empty when not given or not paused.
+	PauseReason string `protobuf:"bytes,17,opt,name=pause_reason,json=pauseReason,proto3" json:"pause_reason,omitempty"`
+	// Who paused it.
+	PausedBy string `protobuf:"bytes,18,opt,name=paused_by,json=pausedBy,proto3" json:"paused_by,omitempty"`
+	// When it was paused; unset when not paused.
+	PauseTime *timestamppb.Timestamp `protobuf:"bytes,19,opt,name=pause_time,json=pauseTime,proto3" json:"pause_time,omitempty"`
+	// Its minimum compaction size override (records); 0: the server's.
+	MinCompactionSize int64 `protobuf:"varint,20,opt,name=min_compaction_size,json=minCompactionSize,proto3" json:"min_compaction_size,omitempty"`
+	// Its maximum uncompacted age override; unset: the server's.
+	MaxUncompactedAge *durationpb.Duration `protobuf:"bytes,21,opt,name=max_uncompacted_age,json=maxUncompactedAge,proto3" json:"max_uncompacted_age,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *Collection) Reset() {
@@ -200,6 +214,48 @@ func (x *Collection) GetCreateTime() *timestamppb.Timestamp {
 func (x *Collection) GetUpdateTime() *timestamppb.Timestamp {
 	if x != nil {
 		return x.UpdateTime
+	}
+	return nil
+}
+
+func (x *Collection) GetPaused() bool {
+	if x != nil {
+		return x.Paused
+	}
+	return false
+}
+
+func (x *Collection) GetPauseReason() string {
+	if x != nil {
+		return x.PauseReason
+	}
+	return ""
+}
+
+func (x *Collection) GetPausedBy() string {
+	if x != nil {
+		return x.PausedBy
+	}
+	return ""
+}
+
+func (x *Collection) GetPauseTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.PauseTime
+	}
+	return nil
+}
+
+func (x *Collection) GetMinCompactionSize() int64 {
+	if x != nil {
+		return x.MinCompactionSize
+	}
+	return 0
+}
+
+func (x *Collection) GetMaxUncompactedAge() *durationpb.Duration {
+	if x != nil {
+		return x.MaxUncompactedAge
 	}
 	return nil
 }
@@ -832,7 +888,7 @@ var File_compactor_v1_collection_proto protoreflect.FileDescriptor
 
 const file_compactor_v1_collection_proto_rawDesc = "" +
 	"\n" +
-	"\x1dcompactor/v1/collection.proto\x12\fcompactor.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xb0\x05\n" +
+	"\x1dcompactor/v1/collection.proto\x12\fcompactor.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xbe\a\n" +
 	"\n" +
 	"Collection\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
@@ -852,7 +908,14 @@ const file_compactor_v1_collection_proto_rawDesc = "" +
 	"\vcreate_time\x18\x0e \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"createTime\x12;\n" +
 	"\vupdate_time\x18\x0f \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"updateTime\"\x99\x01\n" +
+	"updateTime\x12\x16\n" +
+	"\x06paused\x18\x10 \x01(\bR\x06paused\x12!\n" +
+	"\fpause_reason\x18\x11 \x01(\tR\vpauseReason\x12\x1b\n" +
+	"\tpaused_by\x18\x12 \x01(\tR\bpausedBy\x129\n" +
+	"\n" +
+	"pause_time\x18\x13 \x01(\v2\x1a.google.protobuf.TimestampR\tpauseTime\x12.\n" +
+	"\x13min_compaction_size\x18\x14 \x01(\x03R\x11minCompactionSize\x12I\n" +
+	"\x13max_uncompacted_age\x18\x15 \x01(\v2\x19.google.protobuf.DurationR\x11maxUncompactedAge\"\x99\x01\n" +
 	"\x06Record\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1c\n" +
 	"\tembedding\x18\x02 \x03(\x02R\tembedding\x12\x1f\n" +
@@ -932,7 +995,8 @@ var file_compactor_v1_collection_proto_goTypes = []any{
 	(*GetRecordsRequest)(nil),        // 10: compactor.v1.GetRecordsRequest
 	(*GetRecordsResponse)(nil),       // 11: compactor.v1.GetRecordsResponse
 	(*timestamppb.Timestamp)(nil),    // 12: google.protobuf.Timestamp
-	(*structpb.Struct)(nil),          // 13: google.protobuf.Struct
+	(*durationpb.Duration)(nil),      // 13: google.protobuf.Duration
+	(*structpb.Struct)(nil),          // 14: google.protobuf.Struct
 }
 var file_compactor_v1_collection_proto_depIdxs = []int32{
 	12, // 0: compactor.v1.Collection.dead_letter_time:type_name -> google.protobuf.Timestamp
@@ -940,27 +1004,29 @@ var file_compactor_v1_collection_proto_depIdxs = []int32{
 	12, // 2: compactor.v1.Collection.last_compaction_time:type_name -> google.protobuf.Timestamp
 	12, // 3: compactor.v1.Collection.create_time:type_name -> google.protobuf.Timestamp
 	12, // 4: compactor.v1.Collection.update_time:type_name -> google.protobuf.Timestamp
-	13, // 5: compactor.v1.Record.metadata:type_name -> google.protobuf.Struct
-	0,  // 6: compactor.v1.CreateCollectionResponse.collection:type_name -> compactor.v1.Collection
-	0,  // 7: compactor.v1.GetCollectionResponse.collection:type_name -> compactor.v1.Collection
-	0,  // 8: compactor.v1.ListCollectionsResponse.collections:type_name -> compactor.v1.Collection
-	0,  // 9: compactor.v1.DeleteCollectionResponse.collection:type_name -> compactor.v1.Collection
-	1,  // 10: compactor.v1.GetRecordsResponse.records:type_name -> compactor.v1.Record
-	2,  // 11: compactor.v1.CollectionService.CreateCollection:input_type -> compactor.v1.CreateCollectionRequest
-	4,  // 12: compactor.v1.CollectionService.GetCollection:input_type -> compactor.v1.GetCollectionRequest
-	6,  // 13: compactor.v1.CollectionService.ListCollections:input_type -> compactor.v1.ListCollectionsRequest
-	8,  // 14: compactor.v1.CollectionService.DeleteCollection:input_type -> compactor.v1.DeleteCollectionRequest
-	10, // 15: compactor.v1.CollectionService.GetRecords:input_type -> compactor.v1.GetRecordsRequest
-	3,  // 16: compactor.v1.CollectionService.CreateCollection:output_type -> compactor.v1.CreateCollectionResponse
-	5,  // 17: compactor.v1.CollectionService.GetCollection:output_type -> compactor.v1.GetCollectionResponse
-	7,  // 18: compactor.v1.CollectionService.ListCollections:output_type -> compactor.v1.ListCollectionsResponse
-	9,  // 19: compactor.v1.CollectionService.DeleteCollection:output_type -> compactor.v1.DeleteCollectionResponse
-	11, // 20: compactor.v1.CollectionService.GetRecords:output_type -> compactor.v1.GetRecordsResponse
-	16, // [16:21] is the sub-list for method output_type
-	11, // [11:16] is the sub-list for method input_type
-	11, // [11:11] is the sub-list for extension type_name
-	11, // [11:11] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+	12, // 5: compactor.v1.Collection.pause_time:type_name -> google.protobuf.Timestamp
+	13, // 6: compactor.v1.Collection.max_uncompacted_age:type_name -> google.protobuf.Duration
+	14, // 7: compactor.v1.Record.metadata:type_name -> google.protobuf.Struct
+	0,  // 8: compactor.v1.CreateCollectionResponse.collection:type_name -> compactor.v1.Collection
+	0,  // 9: compactor.v1.GetCollectionResponse.collection:type_name -> compactor.v1.Collection
+	0,  // 10: compactor.v1.ListCollectionsResponse.collections:type_name -> compactor.v1.Collection
+	0,  // 11: compactor.v1.DeleteCollectionResponse.collection:type_name -> compactor.v1.Collection
+	1,  // 12: compactor.v1.GetRecordsResponse.records:type_name -> compactor.v1.Record
+	2,  // 13: compactor.v1.CollectionService.CreateCollection:input_type -> compactor.v1.CreateCollectionRequest
+	4,  // 14: compactor.v1.CollectionService.GetCollection:input_type -> compactor.v1.GetCollectionRequest
+	6,  // 15: compactor.v1.CollectionService.ListCollections:input_type -> compactor.v1.ListCollectionsRequest
+	8,  // 16: compactor.v1.CollectionService.DeleteCollection:input_type -> compactor.v1.DeleteCollectionRequest
+	10, // 17: compactor.v1.CollectionService.GetRecords:input_type -> compactor.v1.GetRecordsRequest
+	3,  // 18: compactor.v1.CollectionService.CreateCollection:output_type -> compactor.v1.CreateCollectionResponse
+	5,  // 19: compactor.v1.CollectionService.GetCollection:output_type -> compactor.v1.GetCollectionResponse
+	7,  // 20: compactor.v1.CollectionService.ListCollections:output_type -> compactor.v1.ListCollectionsResponse
+	9,  // 21: compactor.v1.CollectionService.DeleteCollection:output_type -> compactor.v1.DeleteCollectionResponse
+	11, // 22: compactor.v1.CollectionService.GetRecords:output_type -> compactor.v1.GetRecordsResponse
+	18, // [18:23] is the sub-list for method output_type
+	13, // [13:18] is the sub-list for method input_type
+	13, // [13:13] is the sub-list for extension type_name
+	13, // [13:13] is the sub-list for extension extendee
+	0,  // [0:13] is the sub-list for field type_name
 }
 
 func init() { file_compactor_v1_collection_proto_init() }

@@ -1,0 +1,189 @@
+package rpc
+
+import (
+	"context"
+	"strings"
+	"time"
+
+	"connectrpc.com/connect"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	compactorv1 "github.com/compactorhq/compactor/gen/compactor/v1"
+	"github.com/compactorhq/compactor/gen/compactor/v1/compactorv1connect"
+	"github.com/compactorhq/compactor/internal/catalog"
+	"github.com/compactorhq/compactor/internal/manager"
+)
+
+// Controller is what the ControlService handlers need of the manager.
+type Controller interface {
+	Pause(ctx context.Context, collectionID, reason, by string) error
+	Resume(ctx context.Context, collectionID, by string) error
+	SchedulerPause(ctx context.Context) (manager.PauseState, error)
+	Plan(ctx context.Context, estimate bool) (manager.Plan, error)
+	SetCollectionSettings(ctx context.Context, collectionID string, s catalog.CollectionSettings) (catalog.Collection, error)
+}
+
+var _ compactorv1connect.ControlServiceHandler = (*Service)(nil)
+
+// PauseCompactions implements ControlService.PauseCompactions.
+func (s *Service) PauseCompactions(ctx context.Context, req *connect.Request[compactorv1.PauseCompactionsRequest]) (*connect.Response[compactorv1.PauseCompactionsResponse], error) {
+	const proc = compactorv1connect.ControlServicePauseCompactionsProcedure
+	m := req.Msg
+	if err := checkControlTarget(m.GetCollectionId(), m.GetReason(), m.GetOperator()); err != nil {
+		return nil, err
+	}
+	if err := s.ctl.Pause(ctx, m.GetCollectionId(), strings.TrimSpace(m.GetReason()), strings.TrimSpace(m.GetOperator())); err != nil {
+		return nil, s.fail(ctx, proc, err)
+	}
+	pause, coll, err := s.controlState(ctx, m.GetCollectionId())
+	if err != nil {
+		return nil, s.fail(ctx, proc, err)
+	}
+	return connect.NewResponse(&compactorv1.PauseCompactionsResponse{Pause: pause, Collection: coll}), nil
+}
+
+// ResumeCompactions implements ControlService.ResumeCompactions.
+func (s *Service) ResumeCompactions(ctx context.Context, req *connect.Request[compactorv1.ResumeCompactionsRequest]) (*connect.Response[compactorv1.ResumeCompactionsResponse], error) {
+	const proc = compactorv1connect.ControlServiceResumeCompactionsProcedure
+	m := req.Msg
+	if err := checkControlTarget(m.GetCollectionId(), "", m.GetOperator()); err != nil {
+		return nil, err
+	}
+	if err := s.ctl.Resume(ctx, m.GetCollectionId(), strings.TrimSpace(m.GetOperator())); err != nil {
+		return nil, s.fail(ctx, proc, err)
+	}
+	pause, coll, err := s.controlState(ctx, m.GetCollectionId())
+	if err != nil {
+		return nil, s.fail(ctx, proc, err)
+	}
+	return connect.NewResponse(&compactorv1.ResumeCompactionsResponse{Pause: pause, Collection: coll}), nil
+}
+
+// checkControlTarget validates a pause or resume request.
+func checkControlTarget(collectionID, reason, operator string) error {
+	if collectionID != "" {
+		if err := checkID("collection_id", collectionID); err != nil {
+			return err
+		}
+	}
+	if len(reason) > MaxReasonBytes {
+		return invalidArgument("reason", "is %d bytes, more than %d", len(reason), MaxReasonBytes)
+	}
+	if len(operator) > MaxReasonBytes {
+		return invalidArgument("operator", "is %d bytes, more than %d", len(operator), MaxReasonBytes)
+	}
+	return nil
+}
+
+// controlState reads the global pause and, when collectionID is set, the
+// collection.
+func (s *Service) controlState(ctx context.Context, collectionID string) (*compactorv1.PauseState, *compactorv1.Collection, error) {
+	p, err := s.ctl.SchedulerPause(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	if collectionID == "" {
+		return pauseToProto(p), nil, nil
+	}
+	c, err := s.cat.GetCollection(ctx, collectionID)
+	if err != nil {
+		return nil, nil, err
+	}
+	return pauseToProto(p), collectionToProto(c), nil
+}
+
+// GetControls implements ControlService.GetControls.
+func (s *Service) GetControls(ctx context.Context, _ *connect.Request[compactorv1.GetControlsRequest]) (*connect.Response[compactorv1.GetControlsResponse], error) {
+	const proc = compactorv1connect.ControlServiceGetControlsProcedure
+	p, err := s.ctl.SchedulerPause(ctx)
+	if err != nil {
+		return nil, s.fail(ctx, proc, err)
+	}
+	colls, err := s.cat.ListCollections(ctx)
+	if err != nil {
+		return nil, s.fail(ctx, proc, err)
+	}
+	var paused int32
+	for _, c := range colls {
+		if c.Paused() {
+			paused++
+		}
+	}
+	return connect.NewResponse(&compactorv1.GetControlsResponse{Pause: pauseToProto(p), PausedCollections: paused}), nil
+}
+
+// PlanCompactions implements ControlService.PlanCompactions.
+func (s *Service) PlanCompactions(ctx context.Context, req *connect.Request[compactorv1.PlanCompactionsRequest]) (*connect.Response[compactorv1.PlanCompactionsResponse], error) {
+	p, err := s.ctl.Plan(ctx, req.Msg.GetEstimate())
+	if err != nil {
+		return nil, s.fail(ctx, compactorv1connect.ControlServicePlanCompactionsProcedure, err)
+	}
+	out := &compactorv1.PlanCompactionsResponse{PlanTime: ts(p.At), Pause: pauseToProto(p.Pause)}
+	for _, e := range p.Entries {
+		pe := &compactorv1.PlanEntry{
+			CollectionId: e.Collection.ID, CollectionName: e.Collection.Name, Decision: decisionToProto(e.Decision), Reason: e.Reason,
+			Backlog: e.Collection.Backlog(), OldestUncompactedTime: ts(e.Collection.OldestUncompactedAt),
+			MinCompactionSize: e.MinCompactionSize, MaxUncompactedAge: durationpb.New(e.MaxUncompactedAge),
+			RetryTime: ts(e.RetryAfter), EstimateError: e.EstimateError,
+		}
+		if x := e.Estimate; x != nil {
+			pe.Estimate = &compactorv1.JobEstimate{Records: x.Records, BlocksTotal: int32(x.BlocksTotal), BlocksToRewrite: int32(x.BlocksToRewrite), BytesToRewrite: x.BytesToRewrite}
+		}
+		out.Entries = append(out.Entries, pe)
+	}
+	return connect.NewResponse(out), nil
+}
+
+// UpdateCollectionSettings implements ControlService.UpdateCollectionSettings.
+func (s *Service) UpdateCollectionSettings(ctx context.Context, req *connect.Request[compactorv1.UpdateCollectionSettingsRequest]) (*connect.Response[compactorv1.UpdateCollectionSettingsResponse], error) {
+	m := req.Msg
+	if err := checkID("collection_id", m.GetCollectionId()); err != nil {
+		return nil, err
+	}
+	if m.GetMinCompactionSize() < 0 {
+		return nil, invalidArgument("min_compaction_size", "is %d; want 0 (the server's) or a positive number of records", m.GetMinCompactionSize())
+	}
+	var age time.Duration
+	if d := m.GetMaxUncompactedAge(); d != nil {
+		if err := d.CheckValid(); err != nil {
+			return nil, invalidArgument("max_uncompacted_age", "%v", err)
+		}
+		age = d.AsDuration()
+		if age < 0 || (age > 0 && age < time.Second) {
+			return nil, invalidArgument("max_uncompacted_age", "is %s; want 0 (the server's) or at least 1s", age)
+		}
+	}
+	c, err := s.ctl.SetCollectionSettings(ctx, m.GetCollectionId(), catalog.CollectionSettings{MinCompactionSize: m.GetMinCompactionSize(), MaxUncompactedAge: age})
+	if err != nil {
+		return nil, s.fail(ctx, compactorv1connect.ControlServiceUpdateCollectionSettingsProcedure, err)
+	}
+	return connect.NewResponse(&compactorv1.UpdateCollectionSettingsResponse{Collection: collectionToProto(c)}), nil
+}
+
+func pauseToProto(p manager.PauseState) *compactorv1.PauseState {
+	return &compactorv1.PauseState{Paused: p.Paused, Reason: p.Reason, PausedBy: p.By, PauseTime: ts(p.Since)}
+}
+
+func decisionToProto(d manager.Decision) compactorv1.PlanDecision {
+	switch d {
+	case manager.DecideRun:
+		return compactorv1.PlanDecision_PLAN_DECISION_RUN
+	case manager.DecideSchedPaused:
+		return compactorv1.PlanDecision_PLAN_DECISION_PAUSED
+	case manager.DecidePaused:
+		return compactorv1.PlanDecision_PLAN_DECISION_COLLECTION_PAUSED
+	case manager.DecideDeadLettered:
+		return compactorv1.PlanDecision_PLAN_DECISION_DEAD_LETTERED
+	case manager.DecideBackingOff:
+		return compactorv1.PlanDecision_PLAN_DECISION_BACKING_OFF
+	case manager.DecideRunning:
+		return compactorv1.PlanDecision_PLAN_DECISION_RUNNING
+	case manager.DecideQueued:
+		return compactorv1.PlanDecision_PLAN_DECISION_QUEUED
+	case manager.DecideBelow:
+		return compactorv1.PlanDecision_PLAN_DECISION_BELOW_THRESHOLDS
+	case manager.DecideEmpty:
+		return compactorv1.PlanDecision_PLAN_DECISION_EMPTY
+	}
+	return compactorv1.PlanDecision_PLAN_DECISION_UNSPECIFIED
+}
