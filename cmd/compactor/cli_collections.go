@@ -34,6 +34,7 @@ records count is what its current segment version holds.`,
 			RunE: func(cmd *cobra.Command, _ []string) error { return listCollections(cmd, g) },
 		},
 		newCollectionsCreateCmd(g),
+		newCollectionsSetCmd(g),
 		&cobra.Command{
 			Use:   "get ID",
 			Short: "Show one collection with every field",
@@ -163,6 +164,14 @@ func (s *cliSession) printCollection(c *compactorv1.Collection) error {
 		dead = "yes, since " + s.out.fmtTime(c.GetDeadLetterTime())
 	}
 	o := s.out
+	minSize := "the server's"
+	if n := c.GetMinCompactionSize(); n > 0 {
+		minSize = fmt.Sprintf("%d records", n)
+	}
+	maxAge := "the server's"
+	if d := c.GetMaxUncompactedAge(); d != nil {
+		maxAge = d.AsDuration().String()
+	}
 	return o.kv([][2]string{
 		{"ID", c.GetId()},
 		{"Name", safeText(c.GetName())},
@@ -176,6 +185,9 @@ func (s *cliSession) printCollection(c *compactorv1.Collection) error {
 		{"Last compaction", o.fmtTime(c.GetLastCompactionTime())},
 		{"Failures", strconv.Itoa(int(c.GetFailureCount()))},
 		{"Dead-lettered", dead},
+		{"Automatic compaction", pauseText(c.GetPaused(), c.GetPauseReason(), c.GetPausedBy(), o.fmtTime(c.GetPauseTime()))},
+		{"Min compaction size", minSize},
+		{"Max uncompacted age", maxAge},
 		{"Created", o.fmtTime(c.GetCreateTime())},
 		{"Updated", o.fmtTime(c.GetUpdateTime())},
 	})

@@ -948,3 +948,35 @@ func TestNodesListsTheServer(t *testing.T) {
 		}
 	}
 }
+
+func TestPauseResumePlanAndSettings(t *testing.T) {
+	t.Parallel()
+	addr := startServer(t, nil)
+	id := createCollection(t, addr, "tuned", "--dimension", "3")
+	lines := `{"id":"a","embedding":[1,2,3]}` + "\n" + `{"id":"b","embedding":[1,2,3]}` + "\n"
+	if r := cli(t, addr, strings.NewReader(lines), "push", "--collection", id, "-"); r.err != nil {
+		t.Fatalf("push: %v\n%s", r.err, r.stderr)
+	}
+	out := ok(t, addr, "pause", "--reason", "storage maintenance", "--operator", "ops").stdout
+	if !strings.Contains(out, "paused since") || !strings.Contains(out, "by ops: storage maintenance") {
+		t.Fatalf("pause printed:\n%s", out)
+	}
+	out = ok(t, addr, "pause", id, "--reason", "reindex").stdout
+	if !strings.Contains(out, "Collection tuned") || !strings.Contains(out, "reindex") {
+		t.Fatalf("pause of a collection printed:\n%s", out)
+	}
+	plan := ok(t, addr, "plan", "--all").stdout
+	if !strings.Contains(plan, "tuned") || !strings.Contains(plan, "storage maintenance") {
+		t.Fatalf("plan while paused:\n%s", plan)
+	}
+	ok(t, addr, "resume")
+	ok(t, addr, "resume", id)
+	got := ok(t, addr, "collections", "set", id, "--min-compaction-size", "1", "--max-uncompacted-age", "90s").stdout
+	for _, want := range []string{"Min compaction size:", "1 records", "1m30s", "Automatic compaction:", "running"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("collections set printed no %q:\n%s", want, got)
+		}
+	}
+	fails(t, addr, nil, 1, "invalid_argument", "collections", "set", id, "--max-uncompacted-age", "1ms")
+	fails(t, addr, nil, 1, "not_found", "pause", "7dd93902-5eef-4ebd-a5de-8a1fb554d030")
+}

@@ -31,6 +31,9 @@ func addClientCommands(root *cobra.Command, g *globals) {
 		newPushCmd(g),
 		newGetCmd(g),
 		newNodesCmd(g),
+		newPauseCmd(g),
+		newResumeCmd(g),
+		newPlanCmd(g),
 	}
 	for _, c := range cmds {
 		markUsage(c)

@@ -41,6 +41,7 @@ func (g *globals) register(fs *pflag.FlagSet) {
 // clients are the API clients of one command.
 type clients struct {
 	compaction compactorv1connect.CompactionServiceClient
+	control    compactorv1connect.ControlServiceClient
 	collection compactorv1connect.CollectionServiceClient
 	log        compactorv1connect.LogServiceClient
 }
@@ -72,6 +73,7 @@ func (g *globals) connect() (*clients, error) {
 	hc := httpClient(strings.HasPrefix(base, "http://"))
 	return &clients{
 		compaction: compactorv1connect.NewCompactionServiceClient(hc, base, opts...),
+		control:    compactorv1connect.NewControlServiceClient(hc, base, opts...),
 		collection: compactorv1connect.NewCollectionServiceClient(hc, base, opts...),
 		log:        compactorv1connect.NewLogServiceClient(hc, base, opts...),
 	}, nil
