@@ -2,6 +2,7 @@ package web
 
 import (
 	"errors"
+	"net"
 	"net/http"
 	"strings"
 	"unicode/utf8"
@@ -82,4 +83,60 @@ func (h *handler) cancel(w http.ResponseWriter, r *http.Request) {
 	}
 	h.log.Info("cancellation requested", "job", id)
 	http.Redirect(w, r, withFlash(next, "cancel-requested", ""), http.StatusSeeOther)
+}
+
+// pause handles POST /pause (every collection) and POST
+// /collections/{id}/pause: automatic compaction stops being scheduled, one-off
+// compactions still run.
+func (h *handler) pause(w http.ResponseWriter, r *http.Request) {
+	h.setPause(w, r, true)
+}
+
+// resume handles POST /resume and POST /collections/{id}/resume.
+func (h *handler) resume(w http.ResponseWriter, r *http.Request) {
+	h.setPause(w, r, false)
+}
+
+func (h *handler) setPause(w http.ResponseWriter, r *http.Request, paused bool) {
+	id := r.PathValue("id")
+	fallback, notice := "/", "Sign in to pause or resume automatic compaction."
+	if id != "" {
+		fallback = collectionURL(id)
+	}
+	next, ok := h.actionForm(w, r, fallback, notice)
+	if !ok {
+		return
+	}
+	reason := strings.TrimSpace(r.PostForm.Get("reason"))
+	switch {
+	case !utf8.ValidString(reason):
+		h.renderError(w, r, http.StatusBadRequest, "The reason is not valid UTF-8 text.")
+		return
+	case len(reason) > maxReasonBytes:
+		h.renderError(w, r, http.StatusBadRequest, "The reason is too long: at most 1000 bytes.")
+		return
+	}
+	by := "status page (" + clientHost(r) + ")"
+	var err error
+	flash := "resumed"
+	if paused {
+		err, flash = h.src.Pause(r.Context(), id, reason, by), "paused"
+	} else {
+		err = h.src.Resume(r.Context(), id, by)
+	}
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	h.log.Info("automatic compaction "+flash, "collection", id, "reason", reason, "by", by)
+	http.Redirect(w, r, withFlash(next, flash, ""), http.StatusSeeOther)
+}
+
+// clientHost is the address the request came from, without its port.
+func clientHost(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
 }

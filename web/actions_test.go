@@ -320,3 +320,74 @@ func alter(s string) string {
 	}
 	return "A" + s[1:]
 }
+
+func TestPauseAndResumeFromThePage(t *testing.T) {
+	e := newEnv(t, web.Config{})
+	p := e.get("/").page(t)
+	if state := p.One(t, "pause-state"); state.Attrs["data-paused"] != "false" || !strings.Contains(state.Text(), "running") {
+		t.Fatalf("dashboard pause state %q (%v)", state.Text(), state.Attrs)
+	}
+
+	// Pause everything: the banner says so, with the reason and who.
+	r := e.post("/pause", url.Values{"reason": {"  storage maintenance "}, "next": {"/"}})
+	wantRedirect(t, r, "/?flash=paused")
+	calls := e.src.PauseCalls()
+	if len(calls) != 1 || calls[0].CollectionID != "" || !calls[0].Paused || calls[0].Reason != "storage maintenance" || !strings.HasPrefix(calls[0].By, "status page (") {
+		t.Fatalf("Pause calls %+v", calls)
+	}
+	p = e.get(r.Header.Get("Location")).page(t)
+	banner := p.One(t, "pause-state")
+	if banner.Attrs["data-paused"] != "true" || !strings.Contains(banner.Text(), "storage maintenance") || !strings.Contains(banner.Text(), "One-off compactions still run") {
+		t.Fatalf("banner %q", banner.Text())
+	}
+	if !strings.Contains(p.One(t, "flash").Text(), "Automatic compaction paused") {
+		t.Errorf("flash %q", p.One(t, "flash").Text())
+	}
+	p.One(t, "resume-button")
+	wantRedirect(t, e.post("/resume", url.Values{}), "/?flash=resumed")
+
+	// One collection: its page shows the state and flips it.
+	path := "/collections/" + webtest.Orders
+	wantRedirect(t, e.post(path+"/pause", url.Values{"reason": {"reindex"}}), path+"?flash=paused")
+	fields := e.get(path).page(t).One(t, "collection-fields")
+	if !strings.Contains(fields.Text(), "paused since") || !strings.Contains(fields.Text(), "reindex") {
+		t.Errorf("collection fields lack the pause:\n%s", fields.Text())
+	}
+	wantRedirect(t, e.post(path+"/resume", url.Values{}), path+"?flash=resumed")
+	if calls := e.src.PauseCalls(); len(calls) != 4 || calls[2].CollectionID != webtest.Orders || calls[3].Paused {
+		t.Fatalf("Pause calls %+v", calls)
+	}
+
+	wantStatus(t, e.post("/collections/no-such-collection/pause", url.Values{}), http.StatusNotFound)
+	wantStatus(t, e.get("/pause"), http.StatusMethodNotAllowed)
+	long := strings.Repeat("r", 1001)
+	wantStatus(t, e.post("/pause", url.Values{"reason": {long}}), http.StatusBadRequest)
+}
+
+func TestPauseNeedsTheToken(t *testing.T) {
+	e := newEnv(t, web.Config{Token: "s3cret-token-value"})
+	if len(e.get("/").page(t).ByTestID("pause-form")) != 0 {
+		t.Error("pause form shown before sign-in")
+	}
+	wantStatus(t, e.post("/pause", url.Values{}), http.StatusUnauthorized)
+	if calls := e.src.PauseCalls(); len(calls) != 0 {
+		t.Fatalf("an unauthenticated pause reached the Source: %+v", calls)
+	}
+}
+
+func TestPlanPageListsPlannedAndSkipped(t *testing.T) {
+	e := newEnv(t, web.Config{})
+	e.src.SetPlan([]web.PlanEntry{
+		{CollectionID: webtest.Orders, CollectionName: "orders", Decision: "run", Reason: "backlog of 1200 records (minimum 10)", Backlog: 1200},
+		{CollectionID: webtest.Hostile, CollectionName: "<b>hostile</b>", Decision: "dead-lettered", Reason: "dead-lettered after 5 consecutive failures", Backlog: 300},
+		{CollectionID: webtest.Debian, CollectionName: "debian", Decision: "empty", Reason: "nothing to compact"},
+	})
+	p := e.get("/plan").page(t)
+	planned, skipped := p.ByTestID("planned-row"), p.ByTestID("skipped-row")
+	if len(planned) != 1 || !strings.Contains(planned[0].Text(), "minimum 10") {
+		t.Fatalf("planned rows %v", attrs(planned, "data-decision"))
+	}
+	if len(skipped) != 1 || skipped[0].Attrs["data-decision"] != "dead-lettered" || !strings.Contains(skipped[0].Text(), "<b>hostile</b>") {
+		t.Fatalf("skipped rows %v", attrs(skipped, "data-decision"))
+	}
+}

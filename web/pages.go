@@ -155,6 +155,10 @@ func (h *handler) dashboard(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, err)
 		return
 	}
+	if d.Controls, err = h.src.Controls(ctx); err != nil {
+		h.fail(w, r, err)
+		return
+	}
 	if d.History, err = h.src.Jobs(ctx, f.historyQuery()); err != nil {
 		h.fail(w, r, err)
 		return
@@ -229,4 +233,23 @@ func (h *handler) collectionPage(w http.ResponseWriter, r *http.Request) {
 	}
 	v := buildCollection(h.cfg.Now(), c, jobs, history, h.act(r))
 	h.render(w, r, http.StatusOK, h.meta(r, c.Name, "collections", true), collectionMain(v))
+}
+
+// planPage handles GET /plan: what the scheduler would do on its next run.
+func (h *handler) planPage(w http.ResponseWriter, r *http.Request) {
+	if !h.guardRead(w, r) {
+		return
+	}
+	ctx := r.Context()
+	c, err := h.src.Controls(ctx)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	entries, err := h.src.Plan(ctx)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	h.render(w, r, http.StatusOK, h.meta(r, "Scheduler plan", "plan", false), planMain(buildPlan(h.cfg.Now(), c, entries, h.act(r))))
 }

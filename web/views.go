@@ -64,6 +64,10 @@ func flashFor(q url.Values) *flashView {
 		return &flashView{Kind: "error", Text: "The collection cannot be compacted now."}
 	case "cancel-requested":
 		return &flashView{Kind: "ok", Text: "Cancellation requested. A running job stops at its next batch boundary and commits nothing."}
+	case "paused":
+		return &flashView{Kind: "ok", Text: "Automatic compaction paused. One-off compactions still run."}
+	case "resumed":
+		return &flashView{Kind: "ok", Text: "Automatic compaction resumed."}
 	case "cancel-refused":
 		return &flashView{Kind: "error", Text: "The job has already finished; there is nothing to cancel."}
 	case "signed-in":
@@ -245,6 +249,7 @@ type dashboardData struct {
 	Running     []Job
 	Queued      []Job // in run order
 	Nodes       []Node
+	Controls    Controls
 	History     []Job
 	Failed      []Job // most recent failed jobs, up to failedScanLimit
 	Collections []Collection
@@ -258,12 +263,35 @@ type dashboardView struct {
 	Queue        []jobRow
 	QueueMore    int
 	Nodes        []nodeRow
+	Pause        pauseView
 	History      []jobRow
 	HistoryTitle string
 	Filter       filterView
 	DeadLettered []collectionItem
 	Backlogs     []collectionItem
 	Act          actView
+}
+
+// pauseView is the state of automatic compaction, globally or for one
+// collection, with the form that flips it.
+type pauseView struct {
+	Paused    bool
+	Text      string // "paused since … by …: reason", or "running"
+	ActionURL string // POST here to flip it
+}
+
+func newPauseView(now time.Time, paused bool, reason, by string, since time.Time, base string) pauseView {
+	if !paused {
+		return pauseView{Text: "running", ActionURL: base + "/pause"}
+	}
+	text := "paused since " + newTimeView(now, since).Text
+	if by != "" {
+		text += " by " + by
+	}
+	if reason != "" {
+		text += ": " + reason
+	}
+	return pauseView{Paused: true, Text: text, ActionURL: base + "/resume"}
 }
 
 // nodeRow is one replica in the nodes panel.
@@ -319,6 +347,7 @@ func buildDashboard(now time.Time, d dashboardData) dashboardView {
 		queued = queued[:queueShown]
 	}
 	v.Queue = jobRows(now, queued, names)
+	v.Pause = newPauseView(now, d.Controls.Paused, d.Controls.Reason, d.Controls.By, d.Controls.Since, "")
 	for _, n := range d.Nodes {
 		state := "alive"
 		if !n.Alive {
@@ -664,6 +693,7 @@ type collectionView struct {
 	Act        actView
 	CompactURL string
 	JobsURL    string
+	Pause      pauseView
 }
 
 const collectionJobsShown = 100
@@ -680,6 +710,7 @@ func buildCollection(now time.Time, c Collection, jobs []Job, history []Point, a
 		Title:      c.Name,
 		Act:        act,
 		CompactURL: collectionURL(c.ID) + "/compact",
+		Pause:      newPauseView(now, c.Paused, c.PauseReason, c.PausedBy, c.PausedAt, collectionURL(c.ID)),
 		JobsURL:    "/?" + url.Values{"collection": {c.ID}, "state": {"all"}}.Encode() + "#history",
 		Fields: []fieldView{
 			{Key: "id", Label: "ID", Value: c.ID},
@@ -693,6 +724,9 @@ func buildCollection(now time.Time, c Collection, jobs []Job, history []Point, a
 			{Key: "compaction_offset", Label: "Compaction offset", Value: row.CompactionOffset},
 			{Key: "failures", Label: "Consecutive failures", Value: row.Failures},
 			{Key: "dead_lettered", Label: "Dead-lettered", Value: dead},
+			{Key: "automatic", Label: "Automatic compaction", Value: newPauseView(now, c.Paused, c.PauseReason, c.PausedBy, c.PausedAt, "").Text},
+			{Key: "min_compaction_size", Label: "Min compaction size", Value: overrideText(c.MinCompactionSize > 0, fmtCount(c.MinCompactionSize)+" records")},
+			{Key: "max_uncompacted_age", Label: "Max uncompacted age", Value: overrideText(c.MaxUncompactedAge > 0, c.MaxUncompactedAge.String())},
 			timeField("last_compacted", "Last compacted", row.LastCompacted),
 			timeField("created", "Created", row.Created),
 		},
@@ -714,4 +748,48 @@ type errorView struct {
 	Status  string
 	Title   string
 	Message string
+}
+
+// overrideText is v when a collection overrides a server threshold.
+func overrideText(set bool, v string) string {
+	if !set {
+		return "the server's"
+	}
+	return v
+}
+
+// ---- plan ----
+
+type planView struct {
+	Pause   pauseView
+	Act     actView
+	Planned []planRow
+	Skipped []planRow
+}
+
+type planRow struct {
+	CollectionName string
+	CollectionURL  string
+	Decision       string // "run", "paused", ...
+	Reason         string
+	Backlog        string
+}
+
+func buildPlan(now time.Time, c Controls, entries []PlanEntry, act actView) planView {
+	v := planView{Pause: newPauseView(now, c.Paused, c.Reason, c.By, c.Since, ""), Act: act}
+	for _, e := range entries {
+		name := e.CollectionName
+		if name == "" {
+			name = e.CollectionID
+		}
+		row := planRow{CollectionName: name, CollectionURL: collectionURL(e.CollectionID), Decision: e.Decision, Reason: e.Reason, Backlog: fmtCount(e.Backlog)}
+		switch e.Decision {
+		case "run":
+			v.Planned = append(v.Planned, row)
+		case "empty":
+		default:
+			v.Skipped = append(v.Skipped, row)
+		}
+	}
+	return v
 }

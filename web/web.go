@@ -122,6 +122,34 @@ type Collection struct {
 	OldestUncompactedAt time.Time // zero when the backlog is empty
 	LastCompactedAt     time.Time // zero if never compacted
 	CreatedAt           time.Time
+	// Its automatic compaction is paused (one-off compactions still run).
+	Paused      bool
+	PauseReason string
+	PausedBy    string
+	PausedAt    time.Time
+	// Its overrides of the scheduler's thresholds; 0: the server's.
+	MinCompactionSize int64
+	MaxUncompactedAge time.Duration
+}
+
+// Controls are the operators' global controls of automatic compaction.
+type Controls struct {
+	Paused bool // automatic compaction is paused on every collection
+	Reason string
+	By     string
+	Since  time.Time
+}
+
+// PlanEntry is the scheduler's decision for one collection on its next run.
+type PlanEntry struct {
+	CollectionID   string
+	CollectionName string
+	// Decision: "run" when a job would be queued; otherwise what holds the
+	// collection back ("paused", "collection-paused", "dead-lettered",
+	// "backing-off", "running", "queued", "below-thresholds", "empty").
+	Decision string
+	Reason   string // why, in words
+	Backlog  int64
 }
 
 // Node is a replica of the server as the page shows it.
@@ -161,6 +189,16 @@ type Source interface {
 	Queue(ctx context.Context) ([]Job, error)
 	// Nodes returns the replicas of the server, by name.
 	Nodes(ctx context.Context) ([]Node, error)
+	// Controls returns the global pause of automatic compaction.
+	Controls(ctx context.Context) (Controls, error)
+	// Plan returns what the scheduler would do on its next run: the
+	// collections it would compact first, in order, then the others.
+	Plan(ctx context.Context) ([]PlanEntry, error)
+	// Pause pauses automatic compaction of a collection, or of every one
+	// when collectionID is ""; ErrNotFound for an unknown collection.
+	Pause(ctx context.Context, collectionID, reason, by string) error
+	// Resume ends a pause made by Pause.
+	Resume(ctx context.Context, collectionID, by string) error
 	// Collections returns every collection, in any order.
 	Collections(ctx context.Context) ([]Collection, error)
 	// Collection returns one collection, or an error matching ErrNotFound.
@@ -309,6 +347,11 @@ func NewHandler(src Source, cfg Config) (http.Handler, error) {
 	mux.HandleFunc("GET /collections", h.collectionsPage)
 	mux.HandleFunc("GET /collections/{id}", h.collectionPage)
 	mux.HandleFunc("POST /collections/{id}/compact", h.compact)
+	mux.HandleFunc("POST /collections/{id}/pause", h.pause)
+	mux.HandleFunc("POST /collections/{id}/resume", h.resume)
+	mux.HandleFunc("POST /pause", h.pause)
+	mux.HandleFunc("POST /resume", h.resume)
+	mux.HandleFunc("GET /plan", h.planPage)
 	mux.HandleFunc("GET /events", h.events)
 	mux.HandleFunc("GET /login", h.loginPage)
 	mux.HandleFunc("POST /login", h.login)
@@ -316,6 +359,10 @@ func NewHandler(src Source, cfg Config) (http.Handler, error) {
 	mux.Handle("GET /static/{file}", h.static)
 	mux.HandleFunc("GET /jobs/{id}/cancel", postOnly)
 	mux.HandleFunc("GET /collections/{id}/compact", postOnly)
+	mux.HandleFunc("GET /collections/{id}/pause", postOnly)
+	mux.HandleFunc("GET /collections/{id}/resume", postOnly)
+	mux.HandleFunc("GET /pause", postOnly)
+	mux.HandleFunc("GET /resume", postOnly)
 	mux.HandleFunc("GET /logout", postOnly)
 	mux.HandleFunc("/", h.notFound)
 

@@ -181,6 +181,7 @@ func TestPagesMatchGolden(t *testing.T) {
 		{name: "collection", path: "/collections/" + webtest.Orders, status: 200},
 		{name: "collection_hostile", path: "/collections/" + webtest.Hostile, status: 200},
 		{name: "collection_flash", path: "/collections/" + webtest.Orders + "?flash=compact-queued&job=" + webtest.QueuedOrders, status: 200},
+		{name: "plan", path: "/plan", status: 200},
 		{name: "not_found", path: "/jobs/no-such-job", status: 404},
 		{name: "login", path: "/login?next=%2Fcollections", cfg: web.Config{Token: token}, status: 200},
 		{name: "login_required", path: "/collections", cfg: web.Config{Token: token, ProtectReads: true}, status: 401},

@@ -41,6 +41,8 @@ func webCollection(c catalog.Collection) web.Collection {
 		SegmentVersion: c.SegmentVersion, LogPosition: c.LogPosition, CompactionOffset: c.CompactionOffset,
 		FailureCount: c.FailureCount, DeadLettered: c.DeadLettered(), DeadLetteredAt: c.DeadLetteredAt,
 		OldestUncompactedAt: c.OldestUncompactedAt, LastCompactedAt: c.LastCompactedAt, CreatedAt: c.CreatedAt,
+		Paused: c.Paused(), PauseReason: c.PauseReason, PausedBy: c.PausedBy, PausedAt: c.PausedAt,
+		MinCompactionSize: c.Settings.MinCompactionSize, MaxUncompactedAge: c.Settings.MaxUncompactedAge,
 	}
 }
 
@@ -100,6 +102,46 @@ func (s *webSource) Queue(ctx context.Context) ([]web.Job, error) {
 		}
 	}
 	return out, nil
+}
+
+// Controls returns the global pause.
+func (s *webSource) Controls(ctx context.Context) (web.Controls, error) {
+	p, err := s.mgr.SchedulerPause(ctx)
+	if err != nil {
+		return web.Controls{}, err
+	}
+	return web.Controls{Paused: p.Paused, Reason: p.Reason, By: p.By, Since: p.Since}, nil
+}
+
+// Plan returns the scheduler's plan, without estimates.
+func (s *webSource) Plan(ctx context.Context) ([]web.PlanEntry, error) {
+	p, err := s.mgr.Plan(ctx, false)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]web.PlanEntry, len(p.Entries))
+	for i, e := range p.Entries {
+		out[i] = web.PlanEntry{CollectionID: e.Collection.ID, CollectionName: e.Collection.Name, Decision: string(e.Decision), Reason: e.Reason, Backlog: e.Collection.Backlog()}
+	}
+	return out, nil
+}
+
+// Pause pauses automatic compaction of a collection, or of every one.
+func (s *webSource) Pause(ctx context.Context, collectionID, reason, by string) error {
+	return notFoundForWeb(s.mgr.Pause(ctx, collectionID, reason, by))
+}
+
+// Resume ends a pause.
+func (s *webSource) Resume(ctx context.Context, collectionID, by string) error {
+	return notFoundForWeb(s.mgr.Resume(ctx, collectionID, by))
+}
+
+// notFoundForWeb marks a catalog ErrNotFound for the page (404).
+func notFoundForWeb(err error) error {
+	if errors.Is(err, catalog.ErrNotFound) {
+		return fmt.Errorf("%w: %w", web.ErrNotFound, err)
+	}
+	return err
 }
 
 // Nodes returns the registered replicas.

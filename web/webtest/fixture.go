@@ -127,6 +127,10 @@ func Fixture() *Source {
 		{Name: "node-a", Address: "10.0.0.1:7070", Version: "v1.4.0", StartedAt: ago(2 * time.Hour), HeartbeatAt: ago(2 * time.Second), Alive: true, Self: true},
 		{Name: "node-b", Address: "10.0.0.2:7070", Version: "v1.4.0", StartedAt: ago(5 * time.Hour), HeartbeatAt: ago(40 * time.Minute)},
 	})
+	s.SetPlan([]web.PlanEntry{
+		{CollectionID: Orders, CollectionName: "orders", Decision: "run", Reason: "backlog of 1200 records (minimum 10)", Backlog: 1200},
+		{CollectionID: Hostile, CollectionName: HostileName, Decision: "dead-lettered", Reason: "dead-lettered after 5 consecutive failures", Backlog: 345},
+	})
 	var pts []web.Point
 	for i, v := range []float64{0, 150, 420, 800, 760, 200, 90, 300, 650, 980, 1100, 1200} {
 		pts = append(pts, web.Point{At: ago(time.Duration(55-5*i) * time.Minute), Value: v})

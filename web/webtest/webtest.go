@@ -26,6 +26,9 @@ type Source struct {
 	jobs        []web.Job
 	collections []web.Collection
 	nodes       []web.Node
+	controls    web.Controls
+	plan        []web.PlanEntry
+	pauses      []PauseCall
 	history     map[string][]web.Point
 	errs        map[string]error // method name → error to return
 	queries     []web.JobQuery
@@ -156,6 +159,85 @@ func (s *Source) Queue(context.Context) ([]web.Job, error) {
 		}
 	}
 	return out, nil
+}
+
+// PauseCall is one Pause or Resume call.
+type PauseCall struct {
+	CollectionID string // "" for the global pause
+	Paused       bool   // Pause (true) or Resume (false)
+	Reason, By   string
+}
+
+// SetPlan replaces what Plan returns.
+func (s *Source) SetPlan(entries []web.PlanEntry) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.plan = slices.Clone(entries)
+}
+
+// Plan returns what SetPlan gave.
+func (s *Source) Plan(context.Context) ([]web.PlanEntry, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.err("Plan"); err != nil {
+		return nil, err
+	}
+	return slices.Clone(s.plan), nil
+}
+
+// Controls returns the global pause, as Pause and Resume left it.
+func (s *Source) Controls(context.Context) (web.Controls, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.err("Controls"); err != nil {
+		return web.Controls{}, err
+	}
+	return s.controls, nil
+}
+
+// Pause records the call and pauses globally or the collection (ErrNotFound
+// for an unknown one).
+func (s *Source) Pause(_ context.Context, collectionID, reason, by string) error {
+	return s.setPause(collectionID, true, reason, by)
+}
+
+// Resume records the call and resumes.
+func (s *Source) Resume(_ context.Context, collectionID, by string) error {
+	return s.setPause(collectionID, false, "", by)
+}
+
+func (s *Source) setPause(collectionID string, paused bool, reason, by string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.pauses = append(s.pauses, PauseCall{CollectionID: collectionID, Paused: paused, Reason: reason, By: by})
+	if err := s.err("Pause"); err != nil {
+		return err
+	}
+	if collectionID == "" {
+		s.controls = web.Controls{Paused: paused}
+		if paused {
+			s.controls = web.Controls{Paused: true, Reason: reason, By: by, Since: Now}
+		}
+		return nil
+	}
+	for i, c := range s.collections {
+		if c.ID == collectionID {
+			c.Paused, c.PauseReason, c.PausedBy, c.PausedAt = paused, reason, by, Now
+			if !paused {
+				c.PauseReason, c.PausedBy, c.PausedAt = "", "", time.Time{}
+			}
+			s.collections[i] = c
+			return nil
+		}
+	}
+	return fmt.Errorf("collection %s: %w", collectionID, web.ErrNotFound)
+}
+
+// PauseCalls returns the Pause and Resume calls so far.
+func (s *Source) PauseCalls() []PauseCall {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.pauses)
 }
 
 // SetNodes replaces the nodes.
