@@ -3,12 +3,14 @@ package main
 import (
 	"context"
 	"fmt"
+	"math"
 	"os"
 	"os/user"
 	"strings"
 	"time"
 
 	"connectrpc.com/connect"
+	"github.com/dustin/go-humanize"
 	"github.com/spf13/cobra"
 	"google.golang.org/protobuf/types/known/durationpb"
 
@@ -225,5 +227,65 @@ each flag, inherits the server's flag. Both are replaced at once.
 	}
 	cmd.Flags().Int64Var(&minSize, "min-compaction-size", 0, "backlog (records) at which the scheduler compacts this collection; 0: the server's")
 	cmd.Flags().DurationVar(&maxAge, "max-uncompacted-age", 0, "age of the oldest uncompacted record at which the scheduler compacts this collection; 0: the server's")
+	return cmd
+}
+
+func newThrottleCmd(g *globals) *cobra.Command {
+	var operator string
+	cmd := &cobra.Command{
+		Use:   "throttle [BYTES_PER_SECOND]",
+		Short: "Show or set the cap on bytes per second written by compactions",
+		Long: `Without an argument, show the cap on bytes per second that compactions write
+on the node that answers. With one, set the cap for every node (each applies
+it within a second, also to running compactions), like Cassandra's
+setcompactionthroughput: a size per second such as 64MiB, 500MB or 1.5GB; 0
+removes the cap set here, and each node's --max-throughput applies again.
+-o json prints the ThroughputState.`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			s, err := newSession(cmd, g)
+			if err != nil {
+				return err
+			}
+			var tp *compactorv1.ThroughputState
+			if len(args) == 0 {
+				res, err := callUnary(cmd.Context(), s, func(ctx context.Context) (*connect.Response[compactorv1.GetControlsResponse], error) {
+					return s.c.control.GetControls(ctx, connect.NewRequest(&compactorv1.GetControlsRequest{}))
+				})
+				if err != nil {
+					return err
+				}
+				tp = res.Msg.GetThroughput()
+			} else {
+				n, err := humanize.ParseBytes(args[0])
+				if err != nil || n > math.MaxInt64 {
+					return usageError(cmd, fmt.Errorf("%q is not a size per second (e.g. 64MiB, 500MB, 0)", args[0]))
+				}
+				res, err := callUnary(cmd.Context(), s, func(ctx context.Context) (*connect.Response[compactorv1.SetThroughputResponse], error) {
+					return s.c.control.SetThroughput(ctx, connect.NewRequest(&compactorv1.SetThroughputRequest{BytesPerSecond: int64(n), Operator: operator}))
+				})
+				if err != nil {
+					return err
+				}
+				tp = res.Msg.GetThroughput()
+			}
+			if s.out.json {
+				return s.out.writeProto(tp)
+			}
+			inForce := "no cap"
+			if b := tp.GetBytesPerSecond(); b > 0 {
+				inForce = fmtBytes(b) + "/s"
+			}
+			override := "none (each node's --max-throughput applies)"
+			if b := tp.GetOverrideBytesPerSecond(); b > 0 {
+				override = fmtBytes(b) + "/s, set " + s.out.fmtTime(tp.GetSetTime())
+				if by := tp.GetSetBy(); by != "" {
+					override += " by " + safeText(by)
+				}
+			}
+			return s.out.kv([][2]string{{"Cap in force", inForce}, {"Set for every node", override}})
+		},
+	}
+	cmd.Flags().StringVar(&operator, "operator", defaultOperator(), "who sets the cap, kept with it")
 	return cmd
 }

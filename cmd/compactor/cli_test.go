@@ -978,5 +978,15 @@ func TestPauseResumePlanAndSettings(t *testing.T) {
 		}
 	}
 	fails(t, addr, nil, 1, "invalid_argument", "collections", "set", id, "--max-uncompacted-age", "1ms")
+	if out := ok(t, addr, "throttle", "64MiB", "--operator", "ops").stdout; !strings.Contains(out, "67.1 MB/s") {
+		t.Errorf("throttle 64MiB printed:\n%s", out)
+	}
+	if out := ok(t, addr, "throttle").stdout; !strings.Contains(out, "by ops") {
+		t.Errorf("throttle printed:\n%s", out)
+	}
+	if out := ok(t, addr, "throttle", "0").stdout; !strings.Contains(out, "no cap") {
+		t.Errorf("throttle 0 printed:\n%s", out)
+	}
+	fails(t, addr, nil, 2, "not a size", "throttle", "fast")
 	fails(t, addr, nil, 1, "not_found", "pause", "7dd93902-5eef-4ebd-a5de-8a1fb554d030")
 }

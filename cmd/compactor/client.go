@@ -34,6 +34,7 @@ func addClientCommands(root *cobra.Command, g *globals) {
 		newPauseCmd(g),
 		newResumeCmd(g),
 		newPlanCmd(g),
+		newThrottleCmd(g),
 	}
 	for _, c := range cmds {
 		markUsage(c)

@@ -2,7 +2,10 @@ package manager
 
 import (
 	"fmt"
+	"math"
 	"time"
+
+	"github.com/dustin/go-humanize"
 
 	"github.com/spf13/pflag"
 )
@@ -57,6 +60,10 @@ type Config struct {
 	// HeartbeatInterval is how often this node refreshes its registration;
 	// a node silent for three intervals is shown as gone (default 5 s).
 	HeartbeatInterval time.Duration
+	// MaxThroughput caps the bytes per second the compactions of this node
+	// write (0: no cap), unless an operator set a cap for every node at run
+	// time (SetMaxThroughput), which takes precedence.
+	MaxThroughput int64
 }
 
 // DefaultConfig returns the defaults.
@@ -97,6 +104,7 @@ func (c *Config) RegisterFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&c.RenewInterval, "lease-renew-interval", c.RenewInterval, "how often a running job's lease is renewed and its progress persisted")
 	fs.DurationVar(&c.PollInterval, "status-poll-interval", c.PollInterval, "how often other replicas' jobs are read (status, expired leases, jobs to claim)")
 	fs.DurationVar(&c.HeartbeatInterval, "heartbeat-interval", c.HeartbeatInterval, "how often this node refreshes its registration in the catalog")
+	fs.Var((*byteSize)(&c.MaxThroughput), "max-throughput", "bytes per second the compactions of this node may write, e.g. 64MiB (0: no cap); 'compactor throttle' overrides it at run time for every node")
 }
 
 // Validate rejects zero or negative intervals, sizes and counts.
@@ -128,6 +136,22 @@ func (c Config) Validate() error {
 		return fmt.Errorf("--status-poll-interval must be positive, got %s", c.PollInterval)
 	case c.HeartbeatInterval <= 0:
 		return fmt.Errorf("--heartbeat-interval must be positive, got %s", c.HeartbeatInterval)
+	case c.MaxThroughput < 0:
+		return fmt.Errorf("--max-throughput must not be negative, got %d", c.MaxThroughput)
 	}
+	return nil
+}
+
+// byteSize is a flag of bytes written with units: "64MiB", "1.5GB", "0".
+type byteSize int64
+
+func (b *byteSize) String() string { return humanize.IBytes(uint64(*b)) }
+func (b *byteSize) Type() string   { return "bytes" }
+func (b *byteSize) Set(s string) error {
+	n, err := humanize.ParseBytes(s)
+	if err != nil || n > math.MaxInt64 {
+		return fmt.Errorf("%q is not a size in bytes (e.g. 64MiB, 500MB, 0)", s)
+	}
+	*b = byteSize(n)
 	return nil
 }

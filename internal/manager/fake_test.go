@@ -429,6 +429,19 @@ type fakeExec struct {
 	commits map[string]bool // when set, a gated job ignores cancellation (a commit in flight)
 	calls   map[string]int
 	started chan string // receives the collection id of every Execute (buffered)
+	cap     int64       // the throughput cap applied (Throttler)
+}
+
+func (f *fakeExec) SetMaxThroughput(bps int64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.cap = bps
+}
+
+func (f *fakeExec) throughput() int64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.cap
 }
 
 var errTransient = errors.New("storage unavailable")

@@ -249,6 +249,9 @@ func (m *Manager) Run(ctx context.Context) error {
 	close(m.started)
 	m.mu.Unlock()
 	m.pollStatus(ctx) // the first snapshot, so that watchers start from it
+	if _, err := m.applyThroughput(ctx); err != nil {
+		m.logger.Warn("apply the throughput cap", "err", err)
+	}
 
 	var wg sync.WaitGroup
 	for range m.cfg.Workers {

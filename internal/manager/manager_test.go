@@ -952,3 +952,40 @@ func TestPlanSaysWhatTheSchedulerWouldDoAndWritesNothing(t *testing.T) {
 		}
 	})
 }
+
+func TestThroughputCapFollowsTheFlagAndTheRunTimeOverride(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := newMemStore()
+		exec := newFakeExec(store, 100)
+		cfg := testConfig()
+		cfg.MaxThroughput = 8 << 20
+		h := start(t, store, exec, cfg)
+		ctx := t.Context()
+		if got := exec.throughput(); got != 8<<20 {
+			t.Fatalf("cap at start %d, want the flag's %d", got, 8<<20)
+		}
+		got, err := h.m.SetMaxThroughput(ctx, 2<<20, "ops")
+		if err != nil || got.BytesPerSecond != 2<<20 || got.Override != 2<<20 || got.By != "ops" || exec.throughput() != 2<<20 {
+			t.Fatalf("after SetMaxThroughput: %+v, %v; executor cap %d", got, err, exec.throughput())
+		}
+		if v := testutil.ToFloat64(h.m.metrics.maxThroughput); v != 2<<20 {
+			t.Errorf("compactor_compaction_max_throughput_bytes = %v", v)
+		}
+		// Another replica changes it: this one follows within a poll.
+		if _, err := store.PutSetting(ctx, catalog.Setting{Name: catalog.SettingMaxThroughput, Value: "1048576", UpdatedBy: "elsewhere"}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(cfg.PollInterval)
+		synctest.Wait()
+		if got := exec.throughput(); got != 1<<20 {
+			t.Fatalf("cap after another replica set 1 MiB/s: %d", got)
+		}
+		// 0 removes the override: the flag applies again.
+		if got, err := h.m.SetMaxThroughput(ctx, 0, "ops"); err != nil || got.BytesPerSecond != 8<<20 || exec.throughput() != 8<<20 {
+			t.Fatalf("after removing the override: %+v, %v", got, err)
+		}
+		if _, err := h.m.SetMaxThroughput(ctx, -1, "ops"); !errors.Is(err, ErrInvalidArgument) {
+			t.Fatalf("a negative cap: %v", err)
+		}
+	})
+}

@@ -31,6 +31,7 @@ type metrics struct {
 
 	schedulerPaused   prometheus.Gauge
 	collectionsPaused prometheus.Gauge
+	maxThroughput     prometheus.Gauge
 }
 
 var (
@@ -103,6 +104,10 @@ func newMetrics(reg prometheus.Registerer, cfg Config) *metrics {
 			Name: "compactor_scheduler_paused",
 			Help: "1 while automatic compaction is paused on every collection, as of the last scheduler run or pause.",
 		}),
+		maxThroughput: f.NewGauge(prometheus.GaugeOpts{
+			Name: "compactor_compaction_max_throughput_bytes",
+			Help: "Cap on bytes per second written by this node's compactions; 0: no cap.",
+		}),
 		collectionsPaused: f.NewGauge(prometheus.GaugeOpts{
 			Name: "compactor_collections_paused",
 			Help: "Collections whose automatic compaction is paused, as of the last scheduler run.",
@@ -120,6 +125,7 @@ func newMetrics(reg prometheus.Registerer, cfg Config) *metrics {
 	m.states.WithLabelValues(label(catalog.JobQueued))
 	m.states.WithLabelValues(label(catalog.JobRunning))
 	m.schedulerEvery.Set(cfg.Interval.Seconds())
+	m.maxThroughput.Set(float64(cfg.MaxThroughput))
 	return m
 }
 

@@ -76,6 +76,9 @@ compactor_jobs{state="running"} 0
 # HELP compactor_nodes_alive Replicas whose heartbeat is recent, as of the last listing of nodes.
 # TYPE compactor_nodes_alive gauge
 compactor_nodes_alive 0
+# HELP compactor_compaction_max_throughput_bytes Cap on bytes per second written by this node's compactions; 0: no cap.
+# TYPE compactor_compaction_max_throughput_bytes gauge
+compactor_compaction_max_throughput_bytes 0
 # HELP compactor_scheduler_paused 1 while automatic compaction is paused on every collection, as of the last scheduler run or pause.
 # TYPE compactor_scheduler_paused gauge
 compactor_scheduler_paused 0

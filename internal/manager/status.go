@@ -28,6 +28,9 @@ func (m *Manager) statusLoop(ctx context.Context) {
 		}
 		m.interrupted(expired)
 		m.pollStatus(ctx)
+		if _, err := m.applyThroughput(ctx); err != nil && ctx.Err() == nil {
+			m.logger.Warn("apply the throughput cap", "err", err)
+		}
 	}
 }
 

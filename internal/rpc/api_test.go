@@ -963,4 +963,22 @@ func testControls(t *testing.T, c clients) {
 	}
 	_, err = c.ctl.UpdateCollectionSettings(ctx, connect.NewRequest(&compactorv1.UpdateCollectionSettingsRequest{CollectionId: uuid.NewString()}))
 	wantCode(t, err, connect.CodeNotFound)
+
+	// The throughput cap: set for every node, then removed.
+	tp, err := c.ctl.SetThroughput(ctx, connect.NewRequest(&compactorv1.SetThroughputRequest{BytesPerSecond: 50 << 20, Operator: "ops"}))
+	if err != nil {
+		t.Fatalf("SetThroughput: %v", err)
+	}
+	if got := tp.Msg.GetThroughput(); got.GetBytesPerSecond() != 50<<20 || got.GetOverrideBytesPerSecond() != 50<<20 || got.GetSetBy() != "ops" {
+		t.Fatalf("throughput after SetThroughput: %v", got)
+	}
+	controls, err = c.ctl.GetControls(ctx, connect.NewRequest(&compactorv1.GetControlsRequest{}))
+	if err != nil || controls.Msg.GetThroughput().GetBytesPerSecond() != 50<<20 {
+		t.Fatalf("GetControls throughput: %v, %v", controls, err)
+	}
+	if tp, err = c.ctl.SetThroughput(ctx, connect.NewRequest(&compactorv1.SetThroughputRequest{})); err != nil || tp.Msg.GetThroughput().GetOverrideBytesPerSecond() != 0 {
+		t.Fatalf("SetThroughput 0: %v, %v", tp, err)
+	}
+	_, err = c.ctl.SetThroughput(ctx, connect.NewRequest(&compactorv1.SetThroughputRequest{BytesPerSecond: -1}))
+	wantCode(t, err, connect.CodeInvalidArgument)
 }

@@ -21,6 +21,8 @@ type Controller interface {
 	SchedulerPause(ctx context.Context) (manager.PauseState, error)
 	Plan(ctx context.Context, estimate bool) (manager.Plan, error)
 	SetCollectionSettings(ctx context.Context, collectionID string, s catalog.CollectionSettings) (catalog.Collection, error)
+	MaxThroughput(ctx context.Context) (manager.Throughput, error)
+	SetMaxThroughput(ctx context.Context, bytesPerSecond int64, by string) (manager.Throughput, error)
 }
 
 var _ compactorv1connect.ControlServiceHandler = (*Service)(nil)
@@ -109,7 +111,31 @@ func (s *Service) GetControls(ctx context.Context, _ *connect.Request[compactorv
 			paused++
 		}
 	}
-	return connect.NewResponse(&compactorv1.GetControlsResponse{Pause: pauseToProto(p), PausedCollections: paused}), nil
+	tp, err := s.ctl.MaxThroughput(ctx)
+	if err != nil {
+		return nil, s.fail(ctx, proc, err)
+	}
+	return connect.NewResponse(&compactorv1.GetControlsResponse{Pause: pauseToProto(p), PausedCollections: paused, Throughput: throughputToProto(tp)}), nil
+}
+
+// SetThroughput implements ControlService.SetThroughput.
+func (s *Service) SetThroughput(ctx context.Context, req *connect.Request[compactorv1.SetThroughputRequest]) (*connect.Response[compactorv1.SetThroughputResponse], error) {
+	m := req.Msg
+	if m.GetBytesPerSecond() < 0 {
+		return nil, invalidArgument("bytes_per_second", "is %d; want 0 (no cap set here) or a positive number of bytes per second", m.GetBytesPerSecond())
+	}
+	if len(m.GetOperator()) > MaxReasonBytes {
+		return nil, invalidArgument("operator", "is %d bytes, more than %d", len(m.GetOperator()), MaxReasonBytes)
+	}
+	tp, err := s.ctl.SetMaxThroughput(ctx, m.GetBytesPerSecond(), strings.TrimSpace(m.GetOperator()))
+	if err != nil {
+		return nil, s.fail(ctx, compactorv1connect.ControlServiceSetThroughputProcedure, err)
+	}
+	return connect.NewResponse(&compactorv1.SetThroughputResponse{Throughput: throughputToProto(tp)}), nil
+}
+
+func throughputToProto(t manager.Throughput) *compactorv1.ThroughputState {
+	return &compactorv1.ThroughputState{BytesPerSecond: t.BytesPerSecond, OverrideBytesPerSecond: t.Override, SetBy: t.By, SetTime: ts(t.Since)}
 }
 
 // PlanCompactions implements ControlService.PlanCompactions.

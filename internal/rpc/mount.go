@@ -49,6 +49,7 @@ var Mutating = map[string]bool{
 	compactorv1connect.ControlServicePauseCompactionsProcedure:         true,
 	compactorv1connect.ControlServiceResumeCompactionsProcedure:        true,
 	compactorv1connect.ControlServiceUpdateCollectionSettingsProcedure: true,
+	compactorv1connect.ControlServiceSetThroughputProcedure:            true,
 }
 
 // ServiceNames are the fully-qualified names of the API services.

@@ -6,10 +6,18 @@ import (
 	"github.com/compactorhq/compactor/internal/catalog"
 	"github.com/compactorhq/compactor/internal/compaction"
 	"github.com/compactorhq/compactor/internal/manager"
+	"github.com/compactorhq/compactor/internal/segment"
 )
 
-// executor adapts a compaction.Compactor to the manager's Executor.
-type executor struct{ c *compaction.Compactor }
+// executor adapts a compaction.Compactor to the manager's Executor (and its
+// Estimator and Throttler).
+type executor struct {
+	c        *compaction.Compactor
+	throttle *segment.Throttle // caps the bytes per second compactions write
+}
+
+// SetMaxThroughput implements manager.Throttler.
+func (e executor) SetMaxThroughput(bytesPerSecond int64) { e.throttle.SetLimit(bytesPerSecond) }
 
 func outcomeOf(r compaction.Result) manager.Outcome {
 	return manager.Outcome{

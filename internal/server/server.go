@@ -209,7 +209,10 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (_ *App, err err
 		return nil, fmt.Errorf("--blob-url %s: %w", cfg.BlobURL, err)
 	}
 	a.closers = append(a.closers, closer.Close)
-	a.Segments = segment.NewStore(blobs, cfg.Segment, nil)
+	// Compactions' writes pass the node's throughput cap (--max-throughput,
+	// or the run-time override the manager applies).
+	throttle := segment.NewThrottle(cfg.Manager.MaxThroughput)
+	a.Segments = segment.NewStore(throttle.Wrap(blobs), cfg.Segment, nil)
 	a.Compactor, err = compaction.New(a.Catalog, a.Segments, cfg.Compaction, logger.With("component", "compaction"))
 	if err != nil {
 		return nil, err
@@ -218,7 +221,7 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (_ *App, err err
 	if mcfg.Address == "" {
 		mcfg.Address = cfg.Listen
 	}
-	a.Manager, err = manager.New(a.Catalog, executor{a.Compactor}, mcfg, a.Registry, logger.With("component", "manager"))
+	a.Manager, err = manager.New(a.Catalog, executor{c: a.Compactor, throttle: throttle}, mcfg, a.Registry, logger.With("component", "manager"))
 	if err != nil {
 		return nil, err
 	}

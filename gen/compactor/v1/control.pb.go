@@ -452,8 +452,10 @@ type GetControlsResponse struct {
 	Pause *PauseState `protobuf:"bytes,1,opt,name=pause,proto3" json:"pause,omitempty"`
 	// Collections whose own automatic compaction is paused.
 	PausedCollections int32 `protobuf:"varint,2,opt,name=paused_collections,json=pausedCollections,proto3" json:"paused_collections,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// The throughput cap.
+	Throughput    *ThroughputState `protobuf:"bytes,3,opt,name=throughput,proto3" json:"throughput,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GetControlsResponse) Reset() {
@@ -500,6 +502,188 @@ func (x *GetControlsResponse) GetPausedCollections() int32 {
 	return 0
 }
 
+func (x *GetControlsResponse) GetThroughput() *ThroughputState {
+	if x != nil {
+		return x.Throughput
+	}
+	return nil
+}
+
+// ThroughputState is the cap on bytes per second written by compactions.
+type ThroughputState struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The cap in force on the answering node, in bytes per second; 0: none.
+	BytesPerSecond int64 `protobuf:"varint,1,opt,name=bytes_per_second,json=bytesPerSecond,proto3" json:"bytes_per_second,omitempty"`
+	// The cap set for every node with SetThroughput (it wins over each node's
+	// --max-throughput); 0: none set.
+	OverrideBytesPerSecond int64 `protobuf:"varint,2,opt,name=override_bytes_per_second,json=overrideBytesPerSecond,proto3" json:"override_bytes_per_second,omitempty"`
+	// Who set the override.
+	SetBy string `protobuf:"bytes,3,opt,name=set_by,json=setBy,proto3" json:"set_by,omitempty"`
+	// When the override was set; unset when never.
+	SetTime       *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=set_time,json=setTime,proto3" json:"set_time,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ThroughputState) Reset() {
+	*x = ThroughputState{}
+	mi := &file_compactor_v1_control_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ThroughputState) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ThroughputState) ProtoMessage() {}
+
+func (x *ThroughputState) ProtoReflect() protoreflect.Message {
+	mi := &file_compactor_v1_control_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ThroughputState.ProtoReflect.Descriptor instead.
+func (*ThroughputState) Descriptor() ([]byte, []int) {
+	return file_compactor_v1_control_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *ThroughputState) GetBytesPerSecond() int64 {
+	if x != nil {
+		return x.BytesPerSecond
+	}
+	return 0
+}
+
+func (x *ThroughputState) GetOverrideBytesPerSecond() int64 {
+	if x != nil {
+		return x.OverrideBytesPerSecond
+	}
+	return 0
+}
+
+func (x *ThroughputState) GetSetBy() string {
+	if x != nil {
+		return x.SetBy
+	}
+	return ""
+}
+
+func (x *ThroughputState) GetSetTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.SetTime
+	}
+	return nil
+}
+
+// Request of ControlService.SetThroughput.
+type SetThroughputRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The cap in bytes per second for every node; 0 removes it.
+	BytesPerSecond int64 `protobuf:"varint,1,opt,name=bytes_per_second,json=bytesPerSecond,proto3" json:"bytes_per_second,omitempty"`
+	// Who asks, kept with the setting; at most 1,024 bytes.
+	Operator      string `protobuf:"bytes,2,opt,name=operator,proto3" json:"operator,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetThroughputRequest) Reset() {
+	*x = SetThroughputRequest{}
+	mi := &file_compactor_v1_control_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetThroughputRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetThroughputRequest) ProtoMessage() {}
+
+func (x *SetThroughputRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_compactor_v1_control_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetThroughputRequest.ProtoReflect.Descriptor instead.
+func (*SetThroughputRequest) Descriptor() ([]byte, []int) {
+	return file_compactor_v1_control_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *SetThroughputRequest) GetBytesPerSecond() int64 {
+	if x != nil {
+		return x.BytesPerSecond
+	}
+	return 0
+}
+
+func (x *SetThroughputRequest) GetOperator() string {
+	if x != nil {
+		return x.Operator
+	}
+	return ""
+}
+
+// Response of ControlService.SetThroughput.
+type SetThroughputResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The cap after the request, as the answering node applies it.
+	Throughput    *ThroughputState `protobuf:"bytes,1,opt,name=throughput,proto3" json:"throughput,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetThroughputResponse) Reset() {
+	*x = SetThroughputResponse{}
+	mi := &file_compactor_v1_control_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetThroughputResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetThroughputResponse) ProtoMessage() {}
+
+func (x *SetThroughputResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_compactor_v1_control_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetThroughputResponse.ProtoReflect.Descriptor instead.
+func (*SetThroughputResponse) Descriptor() ([]byte, []int) {
+	return file_compactor_v1_control_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *SetThroughputResponse) GetThroughput() *ThroughputState {
+	if x != nil {
+		return x.Throughput
+	}
+	return nil
+}
+
 // Request of ControlService.PlanCompactions.
 type PlanCompactionsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -513,7 +697,7 @@ type PlanCompactionsRequest struct {
 
 func (x *PlanCompactionsRequest) Reset() {
 	*x = PlanCompactionsRequest{}
-	mi := &file_compactor_v1_control_proto_msgTypes[7]
+	mi := &file_compactor_v1_control_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -525,7 +709,7 @@ func (x *PlanCompactionsRequest) String() string {
 func (*PlanCompactionsRequest) ProtoMessage() {}
 
 func (x *PlanCompactionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_compactor_v1_control_proto_msgTypes[7]
+	mi := &file_compactor_v1_control_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -538,7 +722,7 @@ func (x *PlanCompactionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanCompactionsRequest.ProtoReflect.Descriptor instead.
 func (*PlanCompactionsRequest) Descriptor() ([]byte, []int) {
-	return file_compactor_v1_control_proto_rawDescGZIP(), []int{7}
+	return file_compactor_v1_control_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *PlanCompactionsRequest) GetEstimate() bool {
@@ -564,7 +748,7 @@ type PlanCompactionsResponse struct {
 
 func (x *PlanCompactionsResponse) Reset() {
 	*x = PlanCompactionsResponse{}
-	mi := &file_compactor_v1_control_proto_msgTypes[8]
+	mi := &file_compactor_v1_control_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -576,7 +760,7 @@ func (x *PlanCompactionsResponse) String() string {
 func (*PlanCompactionsResponse) ProtoMessage() {}
 
 func (x *PlanCompactionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_compactor_v1_control_proto_msgTypes[8]
+	mi := &file_compactor_v1_control_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -589,7 +773,7 @@ func (x *PlanCompactionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanCompactionsResponse.ProtoReflect.Descriptor instead.
 func (*PlanCompactionsResponse) Descriptor() ([]byte, []int) {
-	return file_compactor_v1_control_proto_rawDescGZIP(), []int{8}
+	return file_compactor_v1_control_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *PlanCompactionsResponse) GetPlanTime() *timestamppb.Timestamp {
@@ -645,7 +829,7 @@ type PlanEntry struct {
 
 func (x *PlanEntry) Reset() {
 	*x = PlanEntry{}
-	mi := &file_compactor_v1_control_proto_msgTypes[9]
+	mi := &file_compactor_v1_control_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -657,7 +841,7 @@ func (x *PlanEntry) String() string {
 func (*PlanEntry) ProtoMessage() {}
 
 func (x *PlanEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_compactor_v1_control_proto_msgTypes[9]
+	mi := &file_compactor_v1_control_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -670,7 +854,7 @@ func (x *PlanEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanEntry.ProtoReflect.Descriptor instead.
 func (*PlanEntry) Descriptor() ([]byte, []int) {
-	return file_compactor_v1_control_proto_rawDescGZIP(), []int{9}
+	return file_compactor_v1_control_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *PlanEntry) GetCollectionId() string {
@@ -771,7 +955,7 @@ type JobEstimate struct {
 
 func (x *JobEstimate) Reset() {
 	*x = JobEstimate{}
-	mi := &file_compactor_v1_control_proto_msgTypes[10]
+	mi := &file_compactor_v1_control_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -783,7 +967,7 @@ func (x *JobEstimate) String() string {
 func (*JobEstimate) ProtoMessage() {}
 
 func (x *JobEstimate) ProtoReflect() protoreflect.Message {
-	mi := &file_compactor_v1_control_proto_msgTypes[10]
+	mi := &file_compactor_v1_control_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -796,7 +980,7 @@ func (x *JobEstimate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobEstimate.ProtoReflect.Descriptor instead.
 func (*JobEstimate) Descriptor() ([]byte, []int) {
-	return file_compactor_v1_control_proto_rawDescGZIP(), []int{10}
+	return file_compactor_v1_control_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *JobEstimate) GetRecords() int64 {
@@ -845,7 +1029,7 @@ type UpdateCollectionSettingsRequest struct {
 
 func (x *UpdateCollectionSettingsRequest) Reset() {
 	*x = UpdateCollectionSettingsRequest{}
-	mi := &file_compactor_v1_control_proto_msgTypes[11]
+	mi := &file_compactor_v1_control_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -857,7 +1041,7 @@ func (x *UpdateCollectionSettingsRequest) String() string {
 func (*UpdateCollectionSettingsRequest) ProtoMessage() {}
 
 func (x *UpdateCollectionSettingsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_compactor_v1_control_proto_msgTypes[11]
+	mi := &file_compactor_v1_control_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -870,7 +1054,7 @@ func (x *UpdateCollectionSettingsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateCollectionSettingsRequest.ProtoReflect.Descriptor instead.
 func (*UpdateCollectionSettingsRequest) Descriptor() ([]byte, []int) {
-	return file_compactor_v1_control_proto_rawDescGZIP(), []int{11}
+	return file_compactor_v1_control_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *UpdateCollectionSettingsRequest) GetCollectionId() string {
@@ -905,7 +1089,7 @@ type UpdateCollectionSettingsResponse struct {
 
 func (x *UpdateCollectionSettingsResponse) Reset() {
 	*x = UpdateCollectionSettingsResponse{}
-	mi := &file_compactor_v1_control_proto_msgTypes[12]
+	mi := &file_compactor_v1_control_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -917,7 +1101,7 @@ func (x *UpdateCollectionSettingsResponse) String() string {
 func (*UpdateCollectionSettingsResponse) ProtoMessage() {}
 
 func (x *UpdateCollectionSettingsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_compactor_v1_control_proto_msgTypes[12]
+	mi := &file_compactor_v1_control_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -930,7 +1114,7 @@ func (x *UpdateCollectionSettingsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateCollectionSettingsResponse.ProtoReflect.Descriptor instead.
 func (*UpdateCollectionSettingsResponse) Descriptor() ([]byte, []int) {
-	return file_compactor_v1_control_proto_rawDescGZIP(), []int{12}
+	return file_compactor_v1_control_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *UpdateCollectionSettingsResponse) GetCollection() *Collection {
@@ -969,10 +1153,25 @@ const file_compactor_v1_control_proto_rawDesc = "" +
 	"\n" +
 	"collection\x18\x02 \x01(\v2\x18.compactor.v1.CollectionR\n" +
 	"collection\"\x14\n" +
-	"\x12GetControlsRequest\"t\n" +
+	"\x12GetControlsRequest\"\xb3\x01\n" +
 	"\x13GetControlsResponse\x12.\n" +
 	"\x05pause\x18\x01 \x01(\v2\x18.compactor.v1.PauseStateR\x05pause\x12-\n" +
-	"\x12paused_collections\x18\x02 \x01(\x05R\x11pausedCollections\"4\n" +
+	"\x12paused_collections\x18\x02 \x01(\x05R\x11pausedCollections\x12=\n" +
+	"\n" +
+	"throughput\x18\x03 \x01(\v2\x1d.compactor.v1.ThroughputStateR\n" +
+	"throughput\"\xc4\x01\n" +
+	"\x0fThroughputState\x12(\n" +
+	"\x10bytes_per_second\x18\x01 \x01(\x03R\x0ebytesPerSecond\x129\n" +
+	"\x19override_bytes_per_second\x18\x02 \x01(\x03R\x16overrideBytesPerSecond\x12\x15\n" +
+	"\x06set_by\x18\x03 \x01(\tR\x05setBy\x125\n" +
+	"\bset_time\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\asetTime\"\\\n" +
+	"\x14SetThroughputRequest\x12(\n" +
+	"\x10bytes_per_second\x18\x01 \x01(\x03R\x0ebytesPerSecond\x12\x1a\n" +
+	"\boperator\x18\x02 \x01(\tR\boperator\"V\n" +
+	"\x15SetThroughputResponse\x12=\n" +
+	"\n" +
+	"throughput\x18\x01 \x01(\v2\x1d.compactor.v1.ThroughputStateR\n" +
+	"throughput\"4\n" +
 	"\x16PlanCompactionsRequest\x12\x1a\n" +
 	"\bestimate\x18\x01 \x01(\bR\bestimate\"\xb5\x01\n" +
 	"\x17PlanCompactionsResponse\x127\n" +
@@ -1016,10 +1215,11 @@ const file_compactor_v1_control_proto_rawDesc = "" +
 	"\x15PLAN_DECISION_RUNNING\x10\x06\x12\x18\n" +
 	"\x14PLAN_DECISION_QUEUED\x10\a\x12\"\n" +
 	"\x1ePLAN_DECISION_BELOW_THRESHOLDS\x10\b\x12\x17\n" +
-	"\x13PLAN_DECISION_EMPTY\x10\t2\x92\x04\n" +
+	"\x13PLAN_DECISION_EMPTY\x10\t2\xec\x04\n" +
 	"\x0eControlService\x12a\n" +
 	"\x10PauseCompactions\x12%.compactor.v1.PauseCompactionsRequest\x1a&.compactor.v1.PauseCompactionsResponse\x12d\n" +
-	"\x11ResumeCompactions\x12&.compactor.v1.ResumeCompactionsRequest\x1a'.compactor.v1.ResumeCompactionsResponse\x12W\n" +
+	"\x11ResumeCompactions\x12&.compactor.v1.ResumeCompactionsRequest\x1a'.compactor.v1.ResumeCompactionsResponse\x12X\n" +
+	"\rSetThroughput\x12\".compactor.v1.SetThroughputRequest\x1a#.compactor.v1.SetThroughputResponse\x12W\n" +
 	"\vGetControls\x12 .compactor.v1.GetControlsRequest\x1a!.compactor.v1.GetControlsResponse\"\x03\x90\x02\x01\x12c\n" +
 	"\x0fPlanCompactions\x12$.compactor.v1.PlanCompactionsRequest\x1a%.compactor.v1.PlanCompactionsResponse\"\x03\x90\x02\x01\x12y\n" +
 	"\x18UpdateCollectionSettings\x12-.compactor.v1.UpdateCollectionSettingsRequest\x1a..compactor.v1.UpdateCollectionSettingsResponseB\xb0\x01\n" +
@@ -1038,7 +1238,7 @@ func file_compactor_v1_control_proto_rawDescGZIP() []byte {
 }
 
 var file_compactor_v1_control_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_compactor_v1_control_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
+var file_compactor_v1_control_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
 var file_compactor_v1_control_proto_goTypes = []any{
 	(PlanDecision)(0),                        // 0: compactor.v1.PlanDecision
 	(*PauseState)(nil),                       // 1: compactor.v1.PauseState
@@ -1048,48 +1248,56 @@ var file_compactor_v1_control_proto_goTypes = []any{
 	(*ResumeCompactionsResponse)(nil),        // 5: compactor.v1.ResumeCompactionsResponse
 	(*GetControlsRequest)(nil),               // 6: compactor.v1.GetControlsRequest
 	(*GetControlsResponse)(nil),              // 7: compactor.v1.GetControlsResponse
-	(*PlanCompactionsRequest)(nil),           // 8: compactor.v1.PlanCompactionsRequest
-	(*PlanCompactionsResponse)(nil),          // 9: compactor.v1.PlanCompactionsResponse
-	(*PlanEntry)(nil),                        // 10: compactor.v1.PlanEntry
-	(*JobEstimate)(nil),                      // 11: compactor.v1.JobEstimate
-	(*UpdateCollectionSettingsRequest)(nil),  // 12: compactor.v1.UpdateCollectionSettingsRequest
-	(*UpdateCollectionSettingsResponse)(nil), // 13: compactor.v1.UpdateCollectionSettingsResponse
-	(*timestamppb.Timestamp)(nil),            // 14: google.protobuf.Timestamp
-	(*Collection)(nil),                       // 15: compactor.v1.Collection
-	(*durationpb.Duration)(nil),              // 16: google.protobuf.Duration
+	(*ThroughputState)(nil),                  // 8: compactor.v1.ThroughputState
+	(*SetThroughputRequest)(nil),             // 9: compactor.v1.SetThroughputRequest
+	(*SetThroughputResponse)(nil),            // 10: compactor.v1.SetThroughputResponse
+	(*PlanCompactionsRequest)(nil),           // 11: compactor.v1.PlanCompactionsRequest
+	(*PlanCompactionsResponse)(nil),          // 12: compactor.v1.PlanCompactionsResponse
+	(*PlanEntry)(nil),                        // 13: compactor.v1.PlanEntry
+	(*JobEstimate)(nil),                      // 14: compactor.v1.JobEstimate
+	(*UpdateCollectionSettingsRequest)(nil),  // 15: compactor.v1.UpdateCollectionSettingsRequest
+	(*UpdateCollectionSettingsResponse)(nil), // 16: compactor.v1.UpdateCollectionSettingsResponse
+	(*timestamppb.Timestamp)(nil),            // 17: google.protobuf.Timestamp
+	(*Collection)(nil),                       // 18: compactor.v1.Collection
+	(*durationpb.Duration)(nil),              // 19: google.protobuf.Duration
 }
 var file_compactor_v1_control_proto_depIdxs = []int32{
-	14, // 0: compactor.v1.PauseState.pause_time:type_name -> google.protobuf.Timestamp
+	17, // 0: compactor.v1.PauseState.pause_time:type_name -> google.protobuf.Timestamp
 	1,  // 1: compactor.v1.PauseCompactionsResponse.pause:type_name -> compactor.v1.PauseState
-	15, // 2: compactor.v1.PauseCompactionsResponse.collection:type_name -> compactor.v1.Collection
+	18, // 2: compactor.v1.PauseCompactionsResponse.collection:type_name -> compactor.v1.Collection
 	1,  // 3: compactor.v1.ResumeCompactionsResponse.pause:type_name -> compactor.v1.PauseState
-	15, // 4: compactor.v1.ResumeCompactionsResponse.collection:type_name -> compactor.v1.Collection
+	18, // 4: compactor.v1.ResumeCompactionsResponse.collection:type_name -> compactor.v1.Collection
 	1,  // 5: compactor.v1.GetControlsResponse.pause:type_name -> compactor.v1.PauseState
-	14, // 6: compactor.v1.PlanCompactionsResponse.plan_time:type_name -> google.protobuf.Timestamp
-	1,  // 7: compactor.v1.PlanCompactionsResponse.pause:type_name -> compactor.v1.PauseState
-	10, // 8: compactor.v1.PlanCompactionsResponse.entries:type_name -> compactor.v1.PlanEntry
-	0,  // 9: compactor.v1.PlanEntry.decision:type_name -> compactor.v1.PlanDecision
-	14, // 10: compactor.v1.PlanEntry.oldest_uncompacted_time:type_name -> google.protobuf.Timestamp
-	16, // 11: compactor.v1.PlanEntry.max_uncompacted_age:type_name -> google.protobuf.Duration
-	14, // 12: compactor.v1.PlanEntry.retry_time:type_name -> google.protobuf.Timestamp
-	11, // 13: compactor.v1.PlanEntry.estimate:type_name -> compactor.v1.JobEstimate
-	16, // 14: compactor.v1.UpdateCollectionSettingsRequest.max_uncompacted_age:type_name -> google.protobuf.Duration
-	15, // 15: compactor.v1.UpdateCollectionSettingsResponse.collection:type_name -> compactor.v1.Collection
-	2,  // 16: compactor.v1.ControlService.PauseCompactions:input_type -> compactor.v1.PauseCompactionsRequest
-	4,  // 17: compactor.v1.ControlService.ResumeCompactions:input_type -> compactor.v1.ResumeCompactionsRequest
-	6,  // 18: compactor.v1.ControlService.GetControls:input_type -> compactor.v1.GetControlsRequest
-	8,  // 19: compactor.v1.ControlService.PlanCompactions:input_type -> compactor.v1.PlanCompactionsRequest
-	12, // 20: compactor.v1.ControlService.UpdateCollectionSettings:input_type -> compactor.v1.UpdateCollectionSettingsRequest
-	3,  // 21: compactor.v1.ControlService.PauseCompactions:output_type -> compactor.v1.PauseCompactionsResponse
-	5,  // 22: compactor.v1.ControlService.ResumeCompactions:output_type -> compactor.v1.ResumeCompactionsResponse
-	7,  // 23: compactor.v1.ControlService.GetControls:output_type -> compactor.v1.GetControlsResponse
-	9,  // 24: compactor.v1.ControlService.PlanCompactions:output_type -> compactor.v1.PlanCompactionsResponse
-	13, // 25: compactor.v1.ControlService.UpdateCollectionSettings:output_type -> compactor.v1.UpdateCollectionSettingsResponse
-	21, // [21:26] is the sub-list for method output_type
-	16, // [16:21] is the sub-list for method input_type
-	16, // [16:16] is the sub-list for extension type_name
-	16, // [16:16] is the sub-list for extension extendee
-	0,  // [0:16] is the sub-list for field type_name
+	8,  // 6: compactor.v1.GetControlsResponse.throughput:type_name -> compactor.v1.ThroughputState
+	17, // 7: compactor.v1.ThroughputState.set_time:type_name -> google.protobuf.Timestamp
+	8,  // 8: compactor.v1.SetThroughputResponse.throughput:type_name -> compactor.v1.ThroughputState
+	17, // 9: compactor.v1.PlanCompactionsResponse.plan_time:type_name -> google.protobuf.Timestamp
+	1,  // 10: compactor.v1.PlanCompactionsResponse.pause:type_name -> compactor.v1.PauseState
+	13, // 11: compactor.v1.PlanCompactionsResponse.entries:type_name -> compactor.v1.PlanEntry
+	0,  // 12: compactor.v1.PlanEntry.decision:type_name -> compactor.v1.PlanDecision
+	17, // 13: compactor.v1.PlanEntry.oldest_uncompacted_time:type_name -> google.protobuf.Timestamp
+	19, // 14: compactor.v1.PlanEntry.max_uncompacted_age:type_name -> google.protobuf.Duration
+	17, // 15: compactor.v1.PlanEntry.retry_time:type_name -> google.protobuf.Timestamp
+	14, // 16: compactor.v1.PlanEntry.estimate:type_name -> compactor.v1.JobEstimate
+	19, // 17: compactor.v1.UpdateCollectionSettingsRequest.max_uncompacted_age:type_name -> google.protobuf.Duration
+	18, // 18: compactor.v1.UpdateCollectionSettingsResponse.collection:type_name -> compactor.v1.Collection
+	2,  // 19: compactor.v1.ControlService.PauseCompactions:input_type -> compactor.v1.PauseCompactionsRequest
+	4,  // 20: compactor.v1.ControlService.ResumeCompactions:input_type -> compactor.v1.ResumeCompactionsRequest
+	9,  // 21: compactor.v1.ControlService.SetThroughput:input_type -> compactor.v1.SetThroughputRequest
+	6,  // 22: compactor.v1.ControlService.GetControls:input_type -> compactor.v1.GetControlsRequest
+	11, // 23: compactor.v1.ControlService.PlanCompactions:input_type -> compactor.v1.PlanCompactionsRequest
+	15, // 24: compactor.v1.ControlService.UpdateCollectionSettings:input_type -> compactor.v1.UpdateCollectionSettingsRequest
+	3,  // 25: compactor.v1.ControlService.PauseCompactions:output_type -> compactor.v1.PauseCompactionsResponse
+	5,  // 26: compactor.v1.ControlService.ResumeCompactions:output_type -> compactor.v1.ResumeCompactionsResponse
+	10, // 27: compactor.v1.ControlService.SetThroughput:output_type -> compactor.v1.SetThroughputResponse
+	7,  // 28: compactor.v1.ControlService.GetControls:output_type -> compactor.v1.GetControlsResponse
+	12, // 29: compactor.v1.ControlService.PlanCompactions:output_type -> compactor.v1.PlanCompactionsResponse
+	16, // 30: compactor.v1.ControlService.UpdateCollectionSettings:output_type -> compactor.v1.UpdateCollectionSettingsResponse
+	25, // [25:31] is the sub-list for method output_type
+	19, // [19:25] is the sub-list for method input_type
+	19, // [19:19] is the sub-list for extension type_name
+	19, // [19:19] is the sub-list for extension extendee
+	0,  // [0:19] is the sub-list for field type_name
 }
 
 func init() { file_compactor_v1_control_proto_init() }
@@ -1104,7 +1312,7 @@ func file_compactor_v1_control_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_compactor_v1_control_proto_rawDesc), len(file_compactor_v1_control_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   13,
+			NumMessages:   16,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -39,6 +39,9 @@ const (
 	// ControlServiceResumeCompactionsProcedure is the fully-qualified name of the ControlService's
 	// ResumeCompactions RPC.
 	ControlServiceResumeCompactionsProcedure = "/compactor.v1.ControlService/ResumeCompactions"
+	// ControlServiceSetThroughputProcedure is the fully-qualified name of the ControlService's
+	// SetThroughput RPC.
+	ControlServiceSetThroughputProcedure = "/compactor.v1.ControlService/SetThroughput"
 	// ControlServiceGetControlsProcedure is the fully-qualified name of the ControlService's
 	// GetControls RPC.
 	ControlServiceGetControlsProcedure = "/compactor.v1.ControlService/GetControls"
@@ -67,7 +70,15 @@ type ControlServiceClient interface {
 	//
 	// Errors: as PauseCompactions.
 	ResumeCompactions(context.Context, *connect.Request[v1.ResumeCompactionsRequest]) (*connect.Response[v1.ResumeCompactionsResponse], error)
-	// GetControls returns the global pause and how many collections are paused.
+	// SetThroughput caps the bytes per second written by the compactions of
+	// every node (Cassandra's setcompactionthroughput); each node applies it
+	// within a second and while compactions run. 0 removes the cap set here:
+	// each node's --max-throughput applies again.
+	//
+	// Errors: INVALID_ARGUMENT for a negative cap.
+	SetThroughput(context.Context, *connect.Request[v1.SetThroughputRequest]) (*connect.Response[v1.SetThroughputResponse], error)
+	// GetControls returns the global pause, how many collections are paused,
+	// and the throughput cap in force on the answering node.
 	GetControls(context.Context, *connect.Request[v1.GetControlsRequest]) (*connect.Response[v1.GetControlsResponse], error)
 	// PlanCompactions returns what the scheduler would do on its next run, for
 	// every collection, and why: the collections it would compact (in the order
@@ -105,6 +116,12 @@ func NewControlServiceClient(httpClient connect.HTTPClient, baseURL string, opts
 			connect.WithSchema(controlServiceMethods.ByName("ResumeCompactions")),
 			connect.WithClientOptions(opts...),
 		),
+		setThroughput: connect.NewClient[v1.SetThroughputRequest, v1.SetThroughputResponse](
+			httpClient,
+			baseURL+ControlServiceSetThroughputProcedure,
+			connect.WithSchema(controlServiceMethods.ByName("SetThroughput")),
+			connect.WithClientOptions(opts...),
+		),
 		getControls: connect.NewClient[v1.GetControlsRequest, v1.GetControlsResponse](
 			httpClient,
 			baseURL+ControlServiceGetControlsProcedure,
@@ -132,6 +149,7 @@ func NewControlServiceClient(httpClient connect.HTTPClient, baseURL string, opts
 type controlServiceClient struct {
 	pauseCompactions         *connect.Client[v1.PauseCompactionsRequest, v1.PauseCompactionsResponse]
 	resumeCompactions        *connect.Client[v1.ResumeCompactionsRequest, v1.ResumeCompactionsResponse]
+	setThroughput            *connect.Client[v1.SetThroughputRequest, v1.SetThroughputResponse]
 	getControls              *connect.Client[v1.GetControlsRequest, v1.GetControlsResponse]
 	planCompactions          *connect.Client[v1.PlanCompactionsRequest, v1.PlanCompactionsResponse]
 	updateCollectionSettings *connect.Client[v1.UpdateCollectionSettingsRequest, v1.UpdateCollectionSettingsResponse]
@@ -145,6 +163,11 @@ func (c *controlServiceClient) PauseCompactions(ctx context.Context, req *connec
 // ResumeCompactions calls compactor.v1.ControlService.ResumeCompactions.
 func (c *controlServiceClient) ResumeCompactions(ctx context.Context, req *connect.Request[v1.ResumeCompactionsRequest]) (*connect.Response[v1.ResumeCompactionsResponse], error) {
 	return c.resumeCompactions.CallUnary(ctx, req)
+}
+
+// SetThroughput calls compactor.v1.ControlService.SetThroughput.
+func (c *controlServiceClient) SetThroughput(ctx context.Context, req *connect.Request[v1.SetThroughputRequest]) (*connect.Response[v1.SetThroughputResponse], error) {
+	return c.setThroughput.CallUnary(ctx, req)
 }
 
 // GetControls calls compactor.v1.ControlService.GetControls.
@@ -179,7 +202,15 @@ type ControlServiceHandler interface {
 	//
 	// Errors: as PauseCompactions.
 	ResumeCompactions(context.Context, *connect.Request[v1.ResumeCompactionsRequest]) (*connect.Response[v1.ResumeCompactionsResponse], error)
-	// GetControls returns the global pause and how many collections are paused.
+	// SetThroughput caps the bytes per second written by the compactions of
+	// every node (Cassandra's setcompactionthroughput); each node applies it
+	// within a second and while compactions run. 0 removes the cap set here:
+	// each node's --max-throughput applies again.
+	//
+	// Errors: INVALID_ARGUMENT for a negative cap.
+	SetThroughput(context.Context, *connect.Request[v1.SetThroughputRequest]) (*connect.Response[v1.SetThroughputResponse], error)
+	// GetControls returns the global pause, how many collections are paused,
+	// and the throughput cap in force on the answering node.
 	GetControls(context.Context, *connect.Request[v1.GetControlsRequest]) (*connect.Response[v1.GetControlsResponse], error)
 	// PlanCompactions returns what the scheduler would do on its next run, for
 	// every collection, and why: the collections it would compact (in the order
@@ -213,6 +244,12 @@ func NewControlServiceHandler(svc ControlServiceHandler, opts ...connect.Handler
 		connect.WithSchema(controlServiceMethods.ByName("ResumeCompactions")),
 		connect.WithHandlerOptions(opts...),
 	)
+	controlServiceSetThroughputHandler := connect.NewUnaryHandler(
+		ControlServiceSetThroughputProcedure,
+		svc.SetThroughput,
+		connect.WithSchema(controlServiceMethods.ByName("SetThroughput")),
+		connect.WithHandlerOptions(opts...),
+	)
 	controlServiceGetControlsHandler := connect.NewUnaryHandler(
 		ControlServiceGetControlsProcedure,
 		svc.GetControls,
@@ -239,6 +276,8 @@ func NewControlServiceHandler(svc ControlServiceHandler, opts ...connect.Handler
 			controlServicePauseCompactionsHandler.ServeHTTP(w, r)
 		case ControlServiceResumeCompactionsProcedure:
 			controlServiceResumeCompactionsHandler.ServeHTTP(w, r)
+		case ControlServiceSetThroughputProcedure:
+			controlServiceSetThroughputHandler.ServeHTTP(w, r)
 		case ControlServiceGetControlsProcedure:
 			controlServiceGetControlsHandler.ServeHTTP(w, r)
 		case ControlServicePlanCompactionsProcedure:
@@ -260,6 +299,10 @@ func (UnimplementedControlServiceHandler) PauseCompactions(context.Context, *con
 
 func (UnimplementedControlServiceHandler) ResumeCompactions(context.Context, *connect.Request[v1.ResumeCompactionsRequest]) (*connect.Response[v1.ResumeCompactionsResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("compactor.v1.ControlService.ResumeCompactions is not implemented"))
+}
+
+func (UnimplementedControlServiceHandler) SetThroughput(context.Context, *connect.Request[v1.SetThroughputRequest]) (*connect.Response[v1.SetThroughputResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("compactor.v1.ControlService.SetThroughput is not implemented"))
 }
 
 func (UnimplementedControlServiceHandler) GetControls(context.Context, *connect.Request[v1.GetControlsRequest]) (*connect.Response[v1.GetControlsResponse], error) {
