@@ -412,6 +412,26 @@ func TestTrickledBodyIsCutOffAtTheReadTimeout(t *testing.T) {
 	b, _ := io.ReadAll(res.Body)
 	res.Body.Close()
 	if res.StatusCode == http.StatusOK || !bytes.Contains(b, []byte("--request-read-timeout")) {
-		t.Errorf("trickled body: HTTP %d %q", res.StatusCode, truncateBytes(b))
+		t.Errorf("trickled body over HTTP/1.1: HTTP %d %q", res.StatusCode, truncateBytes(b))
+	}
+
+	// The same over HTTP/2 (the fixture's server): the body is a pipe that
+	// never ends.
+	pr, pw := io.Pipe()
+	defer pw.Close()
+	go func() { _, _ = pw.Write([]byte("{")) }()
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, f.srv.URL+compactorv1connect.CollectionServiceListCollectionsProcedure, pr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	res, err = f.srv.Client().Do(req)
+	if err != nil {
+		t.Fatalf("no answer to a trickled body over HTTP/2: %v", err)
+	}
+	b, _ = io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.ProtoMajor != 2 || res.StatusCode == http.StatusOK || !bytes.Contains(b, []byte("--request-read-timeout")) {
+		t.Errorf("trickled body over HTTP/%d: HTTP %d %q", res.ProtoMajor, res.StatusCode, truncateBytes(b))
 	}
 }

@@ -136,20 +136,23 @@ func (l *watcherLimit) WrapStreamingHandler(next connect.StreamingHandlerFunc) c
 	}
 }
 
-// StreamingProcedures are the paths (as in a request's URL path) of the
-// procedures served on the API port whose request is a stream, or whose
-// response is: the compactor's WatchCompactions, health's Watch and
-// reflection's ServerReflectionInfo. A body read deadline must not apply to
-// them.
-var StreamingProcedures = map[string]bool{
-	compactorv1connect.CompactionServiceWatchCompactionsProcedure:    true,
-	"/grpc.health.v1.Health/Watch":                                   true,
-	"/grpc.reflection.v1.ServerReflection/ServerReflectionInfo":      true,
-	"/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo": true,
+// IsStreamingProcedure reports whether path (a request's URL path) is a
+// procedure served on the API port whose request or response is a stream:
+// the compactor's WatchCompactions, health's Watch, reflection's
+// ServerReflectionInfo. A body read deadline must not apply to them.
+func IsStreamingProcedure(path string) bool {
+	switch path {
+	case compactorv1connect.CompactionServiceWatchCompactionsProcedure,
+		"/grpc.health.v1.Health/Watch",
+		"/grpc.reflection.v1.ServerReflection/ServerReflectionInfo",
+		"/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo":
+		return true
+	}
+	return false
 }
 
 // BodyReadTimeout bounds the time to read the body of every request to h
-// except streams (StreamingProcedures): a client that trickles a body is cut
+// except streams (IsStreamingProcedure): a client that trickles a body is cut
 // off after d (its read fails; the call ends with an error) instead of
 // holding the connection for as long as it likes. The deadline is lifted
 // once the body has been read, so that a slow handler is not affected.
@@ -159,7 +162,7 @@ func BodyReadTimeout(h http.Handler, d time.Duration) http.Handler {
 		return h
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.ContentLength == 0 || r.Body == nil || r.Body == http.NoBody || StreamingProcedures[r.URL.Path] {
+		if r.ContentLength == 0 || r.Body == nil || r.Body == http.NoBody || IsStreamingProcedure(r.URL.Path) {
 			h.ServeHTTP(w, r)
 			return
 		}
