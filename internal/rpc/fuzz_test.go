@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"connectrpc.com/connect"
+	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
 
@@ -91,38 +92,52 @@ func FuzzPushedRecord(f *testing.F) {
 			f.Fatal(err)
 		}
 		f.Add(b)
+		if j, err := protojson.Marshal(r); err == nil { // a Value of no kind has no JSON form
+			f.Add(j)
+		}
 	}
+	f.Add([]byte(`{"op":"OPERATION_UPSERT","id":"x","embedding":[1],"metadata":{"n":1e308,"s":"\ud800","o":{"a":[1,{"b":null}]}}}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
+		// The input is tried as both wire formats a client may send.
 		var p compactorv1.OperationRecord
-		if proto.Unmarshal(data, &p) != nil {
-			return
+		if proto.Unmarshal(data, &p) == nil {
+			checkPushedRecord(t, &p)
 		}
-		o, err := operationFromProto(0, &p)
-		if err != nil {
-			if connect.CodeOf(err) != connect.CodeInvalidArgument {
-				t.Fatalf("conversion: %v", err)
-			}
-			return
-		}
-		if _, err := materialize.Validate([]materialize.OperationRecord{o}, materialize.Limits{}); err != nil {
-			ce := toConnect(context.Background(), slog.New(slog.DiscardHandler), "push", err)
-			if connect.CodeOf(ce) != connect.CodeInvalidArgument || len(ce.Error()) > maxEchoedMessage || !utf8.ValidString(ce.Error()) {
-				t.Fatalf("validation error reaches the client as %v (%d bytes)", ce, len(ce.Error()))
-			}
-			return
-		}
-		b, err := o.MarshalBinary()
-		if err != nil {
-			t.Fatalf("an accepted record does not encode into the log: %v", err)
-		}
-		var back materialize.OperationRecord
-		if err := back.UnmarshalBinary(b); err != nil {
-			t.Fatalf("an accepted record does not decode from the log: %v", err)
-		}
-		if rec := materialize.Apply(nil, []materialize.OperationRecord{back}); rec != nil {
-			if _, err := recordToProto(*rec); err != nil {
-				t.Fatalf("an accepted record cannot be read back: %v", err)
-			}
+		p.Reset()
+		if protojson.Unmarshal(data, &p) == nil {
+			checkPushedRecord(t, &p)
 		}
 	})
+}
+
+// checkPushedRecord is FuzzPushedRecord's property for one decoded record.
+func checkPushedRecord(t *testing.T, p *compactorv1.OperationRecord) {
+	t.Helper()
+	o, err := operationFromProto(0, p)
+	if err != nil {
+		if connect.CodeOf(err) != connect.CodeInvalidArgument {
+			t.Fatalf("conversion: %v", err)
+		}
+		return
+	}
+	if _, err := materialize.Validate([]materialize.OperationRecord{o}, materialize.Limits{}); err != nil {
+		ce := toConnect(context.Background(), slog.New(slog.DiscardHandler), "push", err)
+		if connect.CodeOf(ce) != connect.CodeInvalidArgument || len(ce.Error()) > maxEchoedMessage || !utf8.ValidString(ce.Error()) {
+			t.Fatalf("validation error reaches the client as %v (%d bytes)", ce, len(ce.Error()))
+		}
+		return
+	}
+	b, err := o.MarshalBinary()
+	if err != nil {
+		t.Fatalf("an accepted record does not encode into the log: %v", err)
+	}
+	var back materialize.OperationRecord
+	if err := back.UnmarshalBinary(b); err != nil {
+		t.Fatalf("an accepted record does not decode from the log: %v", err)
+	}
+	if rec := materialize.Apply(nil, []materialize.OperationRecord{back}); rec != nil {
+		if _, err := recordToProto(*rec); err != nil {
+			t.Fatalf("an accepted record cannot be read back: %v", err)
+		}
+	}
 }
