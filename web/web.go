@@ -397,9 +397,19 @@ func securityHeaders(next http.Handler) http.Handler {
 }
 
 // localPath returns s when it is a path on this site (so that a redirect to
-// it cannot leave the site), else "/". The partial and flash parameters are
-// dropped.
+// it cannot leave the site), else "/". The partial, flash and job
+// parameters are dropped. It is idempotent (localPath(localPath(s)) ==
+// localPath(s)): a result that would not pass through it unchanged, such as
+// one that decodes into "//" ("/%2F%2F " becomes "///%20"), is "/".
 func localPath(s string) string {
+	out := localPathOnce(s)
+	if localPathOnce(out) != out {
+		return "/"
+	}
+	return out
+}
+
+func localPathOnce(s string) string {
 	if s == "" || s[0] != '/' || strings.HasPrefix(s, "//") || strings.ContainsAny(s, "\\\r\n\t") {
 		return "/"
 	}

@@ -668,21 +668,13 @@ func TestWatchDeliversChangesAndProgressToTwoWatchers(t *testing.T) {
 		gate := exec.setGate("a")
 		h := start(t, store, exec, testConfig())
 		ctx, cancel := context.WithCancel(t.Context())
-		var subs []*Subscription
-		for range 2 {
+		defer cancel()
+		var wg sync.WaitGroup
+		for i := range 2 {
 			s, snap, err := h.m.Watch(ctx)
 			if err != nil || len(snap) != 0 {
 				t.Fatalf("Watch: %v, snapshot %d", err, len(snap))
 			}
-			subs = append(subs, s)
-		}
-		j := h.compact("a")[0].Job
-		h.wantState(j.ID, catalog.JobRunning)
-		close(gate)
-		h.wantState(j.ID, catalog.JobSucceeded)
-		cancel()
-		var wg sync.WaitGroup
-		for i, s := range subs {
 			wg.Go(func() {
 				var states []catalog.JobState
 				var progress int
@@ -694,6 +686,9 @@ func TestWatchDeliversChangesAndProgressToTwoWatchers(t *testing.T) {
 					if len(states) == 0 || states[len(states)-1] != ev.Job.State {
 						states = append(states, ev.Job.State)
 					}
+					if ev.Job.State.Finished() {
+						break
+					}
 				}
 				got := strings.Join(toStrings(states), ",")
 				if got != "QUEUED,RUNNING,SUCCEEDED" || progress == 0 {
@@ -701,6 +696,10 @@ func TestWatchDeliversChangesAndProgressToTwoWatchers(t *testing.T) {
 				}
 			})
 		}
+		j := h.compact("a")[0].Job
+		h.wantState(j.ID, catalog.JobRunning)
+		close(gate)
+		h.wantState(j.ID, catalog.JobSucceeded)
 		wg.Wait()
 	})
 }

@@ -22,34 +22,135 @@ type Event struct {
 	Job  Job
 }
 
-// watchBuffer is how many events a watcher may lag behind before it is
-// dropped (its channel closed, Lagged reporting true).
-const watchBuffer = 1024
+// MaxPendingEvents is how many undelivered events a watcher may hold before
+// it is dropped (its channel closed, Lagged reporting true). Progress is
+// coalesced per job (a watcher holds at most one undelivered progress event
+// per job, the latest), so only job changes (created, started, finished)
+// count toward it in practice: a flood of progress reports never drops a
+// watcher. The queue grows on demand; an idle watcher holds no buffer.
+const MaxPendingEvents = 1024
 
+// watcher is one subscription's queue. Events are appended by send (under
+// the manager's lock, then w.mu) and handed to the reader's channel by the
+// watcher's pump goroutine, which ends with the watcher.
 type watcher struct {
-	ch     chan Event
+	out    chan Event    // unbuffered; closed by the pump when the watcher ends
+	notify chan struct{} // capacity 1: the queue has events
+	done   chan struct{} // closed by close
 	once   sync.Once
+
+	mu     sync.Mutex
+	queue  []Event // undelivered, oldest first; Kind 0: superseded, skipped
+	head   uint64  // sequence number of queue[0]
+	latest map[string]uint64
 	lagged bool
 }
 
-func (w *watcher) close() { w.once.Do(func() { close(w.ch) }) }
+func newWatcher() *watcher {
+	w := &watcher{out: make(chan Event), notify: make(chan struct{}, 1), done: make(chan struct{})}
+	go w.pump()
+	return w
+}
+
+func (w *watcher) close() { w.once.Do(func() { close(w.done) }) }
+
+// push queues ev, replacing the job's undelivered progress event if there
+// is one: a progress event is superseded by a later progress event (which
+// takes its place in the queue) or by a later change (which carries the
+// whole job and comes later, so the progress event is dropped). It reports
+// false when the queue is full.
+func (w *watcher) push(ev Event) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	id := ev.Job.ID
+	if seq, ok := w.latest[id]; ok {
+		i := seq - w.head
+		if ev.Kind == EventProgress {
+			w.queue[i] = ev
+			return true
+		}
+		w.queue[i] = Event{} // superseded by this change
+		delete(w.latest, id)
+	}
+	if len(w.queue) >= MaxPendingEvents {
+		w.lagged = true
+		return false
+	}
+	if ev.Kind == EventProgress {
+		if w.latest == nil {
+			w.latest = make(map[string]uint64)
+		}
+		w.latest[id] = w.head + uint64(len(w.queue))
+	}
+	w.queue = append(w.queue, ev)
+	select {
+	case w.notify <- struct{}{}:
+	default:
+	}
+	return true
+}
+
+// pop takes the oldest undelivered event.
+func (w *watcher) pop() (Event, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for len(w.queue) > 0 {
+		ev := w.queue[0]
+		w.queue[0] = Event{}
+		w.queue = w.queue[1:]
+		if len(w.queue) == 0 {
+			w.queue = nil // let the backing array go
+		}
+		if ev.Kind == EventProgress {
+			delete(w.latest, ev.Job.ID)
+		}
+		w.head++
+		if ev.Kind != 0 {
+			return ev, true
+		}
+	}
+	return Event{}, false
+}
+
+// pump delivers the queue to out in order until the watcher ends; events
+// still queued then are dropped (their reader has gone away).
+func (w *watcher) pump() {
+	defer close(w.out)
+	for {
+		ev, ok := w.pop()
+		if !ok {
+			select {
+			case <-w.notify:
+				continue
+			case <-w.done:
+				return
+			}
+		}
+		select {
+		case w.out <- ev:
+		case <-w.done:
+			return
+		}
+	}
+}
 
 // Subscription is a stream of Events from Watch.
 type Subscription struct {
-	m *Manager
 	w *watcher
 }
 
-// Events delivers the events; it is closed when the subscription ends: its
-// context ended, the manager stopped, or the watcher fell more than 1,024
-// events behind (then Lagged reports true).
-func (s *Subscription) Events() <-chan Event { return s.w.ch }
+// Events delivers the events in the order they happened, progress
+// coalesced per job (see MaxPendingEvents); it is closed when the
+// subscription ends: its context ended, the manager stopped, or the
+// watcher fell more than MaxPendingEvents events behind (then Lagged
+// reports true). Events not yet delivered when it ends are dropped.
+func (s *Subscription) Events() <-chan Event { return s.w.out }
 
 // Lagged reports whether the subscription ended because its reader fell
 // behind. Read it after Events is closed.
 func (s *Subscription) Lagged() bool {
-	s.m.mu.Lock()
-	defer s.m.mu.Unlock()
+	s.w.mu.Lock()
+	defer s.w.mu.Unlock()
 	return s.w.lagged
 }
 
@@ -57,19 +158,21 @@ func (s *Subscription) Lagged() bool {
 // jobs as they happen, other replicas' within Config.PollInterval. The
 // snapshot of active jobs (Active) taken after the subscription is returned
 // with it, so no change between the two is missed. Errors: ErrStopped when
-// the manager is not running, the store's error of the snapshot.
+// the manager is not running, the store's error of the snapshot. Each
+// subscription costs one goroutine and its queue; callers that serve
+// untrusted clients bound how many they open.
 func (m *Manager) Watch(ctx context.Context) (*Subscription, []Job, error) {
 	m.mu.Lock()
 	if !m.running || m.stopping {
 		m.mu.Unlock()
 		return nil, nil, ErrStopped
 	}
-	w := &watcher{ch: make(chan Event, watchBuffer)}
+	w := newWatcher()
 	m.watchers[w] = struct{}{}
 	m.mu.Unlock()
-	// Events between registration and the snapshot are in the channel
-	// too; a reader sees them as changes after the snapshot, which is
-	// harmless (each carries the full job).
+	// Events between registration and the snapshot are in the queue too;
+	// a reader sees them as changes after the snapshot, which is harmless
+	// (each carries the full job).
 	snapshot, err := m.Active(ctx)
 	if err != nil {
 		m.mu.Lock()
@@ -86,21 +189,18 @@ func (m *Manager) Watch(ctx context.Context) (*Subscription, []Job, error) {
 			w.close()
 		}
 	})
-	return &Subscription{m: m, w: w}, snapshot, nil
+	return &Subscription{w: w}, snapshot, nil
 }
 
 // publishRun sends a change or the progress of this node's running job r
 // to every watcher; m.mu must be held.
 func (m *Manager) publishRun(r *run, kind EventKind) { m.send(Event{Kind: kind, Job: m.snapshot(r)}) }
 
-// send delivers ev without blocking; a watcher whose buffer is full is
-// dropped. m.mu must be held.
+// send queues ev for every watcher without blocking; a watcher whose queue
+// is full is dropped. m.mu must be held.
 func (m *Manager) send(ev Event) {
 	for w := range m.watchers {
-		select {
-		case w.ch <- ev:
-		default:
-			w.lagged = true
+		if !w.push(ev) {
 			delete(m.watchers, w)
 			w.close()
 		}

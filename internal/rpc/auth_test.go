@@ -59,6 +59,22 @@ func TestAuthMutatingCallsNeedTheToken(t *testing.T) {
 					_, err := c.jobs.CancelCompaction(ctx, connect.NewRequest(&compactorv1.CancelCompactionRequest{JobId: jobID}))
 					return err
 				}},
+				{"PauseCompactions", func(ctx context.Context, c clients) error {
+					_, err := c.ctl.PauseCompactions(ctx, connect.NewRequest(&compactorv1.PauseCompactionsRequest{CollectionId: collID, Reason: "auth"}))
+					return err
+				}},
+				{"ResumeCompactions", func(ctx context.Context, c clients) error {
+					_, err := c.ctl.ResumeCompactions(ctx, connect.NewRequest(&compactorv1.ResumeCompactionsRequest{CollectionId: collID}))
+					return err
+				}},
+				{"UpdateCollectionSettings", func(ctx context.Context, c clients) error {
+					_, err := c.ctl.UpdateCollectionSettings(ctx, connect.NewRequest(&compactorv1.UpdateCollectionSettingsRequest{CollectionId: collID, MinCompactionSize: 5}))
+					return err
+				}},
+				{"SetThroughput", func(ctx context.Context, c clients) error {
+					_, err := c.ctl.SetThroughput(ctx, connect.NewRequest(&compactorv1.SetThroughputRequest{BytesPerSecond: 1 << 30}))
+					return err
+				}},
 				{"DeleteCollection", func(ctx context.Context, c clients) error {
 					_, err := c.colls.DeleteCollection(ctx, connect.NewRequest(&compactorv1.DeleteCollectionRequest{Id: collID}))
 					return err

@@ -15,6 +15,7 @@ import (
 	"github.com/compactorhq/compactor/internal/catalog"
 	"github.com/compactorhq/compactor/internal/manager"
 	"github.com/compactorhq/compactor/internal/materialize"
+	"github.com/compactorhq/compactor/internal/redact"
 )
 
 func ts(t time.Time) *timestamppb.Timestamp {
@@ -80,7 +81,7 @@ func jobToProto(j manager.Job, name string) *compactorv1.Job {
 		BytesWritten:    j.BytesWritten,
 		VersionBefore:   j.VersionBefore,
 		VersionAfter:    j.VersionAfter,
-		Error:           j.Error,
+		Error:           redact.Paths(j.Error),
 		Note:            j.Note,
 		Node:            j.Node,
 		CancelRequested: j.CancelRequested,
@@ -190,7 +191,7 @@ func decodeToken(kind, tok string) (string, error) {
 	b, err := base64.RawURLEncoding.DecodeString(tok)
 	cursor, ok := strings.CutPrefix(string(b), kind+":")
 	if err != nil || !ok || cursor == "" {
-		return "", invalidArgument("page_token", "page token %q is not one of this listing; pass the next_page_token of a previous response", truncate(tok, 80))
+		return "", invalidArgument("page_token", "page token %q is not one of this listing; pass the next_page_token of a previous response", echo(tok))
 	}
 	return cursor, nil
 }
@@ -208,7 +209,7 @@ func decodeJobCursor(tok string) (catalog.JobCursor, error) {
 	ms, id, ok := strings.Cut(s, "/")
 	n, perr := strconv.ParseInt(ms, 10, 64)
 	if !ok || perr != nil || id == "" {
-		return catalog.JobCursor{}, invalidArgument("page_token", "page token %q is malformed; pass the next_page_token of a previous response", tok)
+		return catalog.JobCursor{}, invalidArgument("page_token", "page token %q is malformed; pass the next_page_token of a previous response", echo(tok))
 	}
 	return catalog.JobCursor{CreatedAt: time.UnixMilli(n).UTC(), ID: id}, nil
 }

@@ -49,7 +49,12 @@ func toConnect(ctx context.Context, log *slog.Logger, procedure string, err erro
 		if int64(backlog.Incoming) > backlog.Limit {
 			reason = ReasonBatchOverBacklogLimit
 		}
-		ce := connect.NewError(connect.CodeResourceExhausted, err)
+		msg := err.Error()
+		if reason == ReasonBatchOverBacklogLimit {
+			msg = fmt.Sprintf("collection %s: the batch of %d records is larger than the backlog limit of %d records (--max-backlog), so it can never be accepted; send it in smaller batches",
+				backlog.CollectionID, backlog.Incoming, backlog.Limit)
+		}
+		ce := connect.NewError(connect.CodeResourceExhausted, errors.New(msg))
 		if d, derr := connect.NewErrorDetail(&errdetails.ErrorInfo{Reason: reason, Domain: ErrorDomain, Metadata: map[string]string{
 			"backlog": fmt.Sprint(backlog.Backlog), "incoming": fmt.Sprint(backlog.Incoming), "limit": fmt.Sprint(backlog.Limit),
 		}}); derr == nil {
@@ -57,13 +62,25 @@ func toConnect(ctx context.Context, log *slog.Logger, procedure string, err erro
 		}
 		return ce
 	case errors.As(err, &invalid):
-		return withBadRequest(connect.NewError(connect.CodeInvalidArgument, err),
-			violation(fmt.Sprintf("records[%d].%s", invalid.Index, invalid.Field), invalid.Error()))
+		// Rebuilt rather than err.Error(), which repeats the whole id.
+		// The field may hold a metadata key: cut too.
+		field := echo(invalid.Field)
+		msg := fmt.Sprintf("record %d: %s: %s", invalid.Index, field, invalid.Reason)
+		if invalid.ID != "" {
+			msg = fmt.Sprintf("record %d (id %q): %s: %s", invalid.Index, echo(invalid.ID), field, invalid.Reason)
+		}
+		return withBadRequest(connect.NewError(connect.CodeInvalidArgument, errors.New(msg)),
+			violation(fmt.Sprintf("records[%d].%s", invalid.Index, field), msg))
 	case errors.As(err, &unknown):
-		ce := connect.NewError(connect.CodeNotFound, err)
+		// At most MaxEchoIDs ids are named, in the message and the detail.
+		msg := fmt.Sprintf("%d collections not found: %s", len(unknown.IDs), echoIDs(unknown.IDs))
+		if len(unknown.IDs) == 1 {
+			msg = fmt.Sprintf("collection %s not found", echo(unknown.IDs[0]))
+		}
+		ce := connect.NewError(connect.CodeNotFound, errors.New(msg))
 		var vs []*errdetails.BadRequest_FieldViolation
-		for _, id := range unknown.IDs {
-			vs = append(vs, violation("collection_ids", fmt.Sprintf("collection %s not found", id)))
+		for _, id := range unknown.IDs[:min(len(unknown.IDs), MaxEchoIDs)] {
+			vs = append(vs, violation("collection_ids", fmt.Sprintf("collection %s not found", echo(id))))
 		}
 		return withBadRequest(ce, vs...)
 	case errors.Is(err, catalog.ErrNotFound):

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"connectrpc.com/authn"
@@ -33,8 +34,12 @@ type Options struct {
 	// MaxRequestBytes bounds a request message (default 64 MiB); larger
 	// ones fail with RESOURCE_EXHAUSTED.
 	MaxRequestBytes int
-	Registerer      prometheus.Registerer
-	Logger          *slog.Logger
+	// MaxWatchers bounds the WatchCompactions streams open at once
+	// (default DefaultMaxWatchers); beyond it a new one fails with
+	// RESOURCE_EXHAUSTED.
+	MaxWatchers int
+	Registerer  prometheus.Registerer
+	Logger      *slog.Logger
 }
 
 // Mutating lists the procedures that change state: they need the token
@@ -63,24 +68,36 @@ var ServiceNames = []string{
 // Mount registers the four services, gRPC health (grpc.health.v1) and gRPC
 // reflection (v1 and v1alpha) on mux, and returns the health checker so the
 // caller can set NOT_SERVING at shutdown.
+//
+// Every request is counted in compactor_rpc_requests_total and a failed one
+// is logged once, including those refused before a handler runs (no token,
+// over the size limit, undecodable). With ProtectReads, reflection needs
+// the token too; health never does (load balancers call it).
 func Mount(mux *http.ServeMux, svc *Service, opts Options) *grpchealth.StaticChecker {
 	if opts.MaxRequestBytes <= 0 {
 		opts.MaxRequestBytes = 64 << 20
+	}
+	if opts.MaxWatchers <= 0 {
+		opts.MaxWatchers = DefaultMaxWatchers
 	}
 	logger := opts.Logger
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
+	failures := newDecodeFailures()
+	obs := newObserver(opts.Registerer, logger, failures)
 	handlerOpts := []connect.HandlerOption{
 		connect.WithReadMaxBytes(opts.MaxRequestBytes),
-		connect.WithInterceptors(newObserver(opts.Registerer, logger)),
+		withLimitedGzip(opts.MaxRequestBytes),
+		withCodecs(failures),
+		connect.WithInterceptors(obs, newWatcherLimit(opts.MaxWatchers)),
 	}
 	auth := authn.NewMiddleware(authFunc(opts.Token, opts.ProtectReads))
 	wrap := func(path string, h http.Handler) {
 		if opts.Token != "" {
 			h = auth.Wrap(h)
 		}
-		mux.Handle(path, h)
+		mux.Handle(path, obs.refusals(h))
 	}
 	wrap(compactorv1connect.NewCompactionServiceHandler(svc, handlerOpts...))
 	wrap(compactorv1connect.NewCollectionServiceHandler(svc, handlerOpts...))
@@ -90,10 +107,11 @@ func Mount(mux *http.ServeMux, svc *Service, opts Options) *grpchealth.StaticChe
 	checker := grpchealth.NewStaticChecker(ServiceNames...)
 	mux.Handle(grpchealth.NewHandler(checker))
 	// Reflection lists the health service too, so that grpcurl and buf curl
-	// can call it by name.
+	// can call it by name. It describes the API, so it is a read.
 	reflector := grpcreflect.NewStaticReflector(append(slices.Clone(ServiceNames), grpchealth.HealthV1ServiceName)...)
-	mux.Handle(grpcreflect.NewHandlerV1(reflector))
-	mux.Handle(grpcreflect.NewHandlerV1Alpha(reflector))
+	reflectOpts := []connect.HandlerOption{connect.WithReadMaxBytes(opts.MaxRequestBytes), withLimitedGzip(opts.MaxRequestBytes), connect.WithInterceptors(obs)}
+	wrap(grpcreflect.NewHandlerV1(reflector, reflectOpts...))
+	wrap(grpcreflect.NewHandlerV1Alpha(reflector, reflectOpts...))
 	return checker
 }
 
@@ -101,46 +119,63 @@ func Mount(mux *http.ServeMux, svc *Service, opts Options) *grpchealth.StaticChe
 // The token never appears in errors or logs.
 func authFunc(token string, protectReads bool) authn.AuthFunc {
 	want := sha256.Sum256([]byte(token))
-	return func(_ context.Context, req authn.Request) (any, error) {
+	return func(ctx context.Context, req authn.Request) (any, error) {
 		if !protectReads && !Mutating[req.Procedure()] {
 			return nil, nil
 		}
-		// The scheme is case-insensitive (RFC 9110 §11.1).
-		scheme, got, ok := strings.Cut(strings.TrimSpace(req.Header().Get("Authorization")), " ")
-		got = strings.TrimSpace(got)
-		if !ok || !strings.EqualFold(scheme, "Bearer") || got == "" {
-			return nil, authn.Errorf("this call needs a bearer token: send the header Authorization: Bearer <token>")
+		info, err := checkToken(req, want)
+		if err != nil {
+			if st := stateOf(ctx); st != nil {
+				st.authErr = err
+			}
 		}
-		// Hashed first, so that not even the length is compared in
-		// variable time.
-		if presented := sha256.Sum256([]byte(got)); subtle.ConstantTimeCompare(presented[:], want[:]) != 1 {
-			return nil, authn.Errorf("invalid bearer token")
-		}
-		return "operator", nil
+		return info, err
 	}
 }
 
+// checkToken checks the bearer token of req against the hash want.
+func checkToken(req authn.Request, want [32]byte) (any, error) {
+	// The scheme is case-insensitive (RFC 9110 §11.1).
+	scheme, got, ok := strings.Cut(strings.TrimSpace(req.Header().Get("Authorization")), " ")
+	got = strings.TrimSpace(got)
+	if !ok || !strings.EqualFold(scheme, "Bearer") || got == "" {
+		return nil, authn.Errorf("this call needs a bearer token: send the header Authorization: Bearer <token>")
+	}
+	// Hashed first, so that not even the length is compared in
+	// variable time.
+	if presented := sha256.Sum256([]byte(got)); subtle.ConstantTimeCompare(presented[:], want[:]) != 1 {
+		return nil, authn.Errorf("invalid bearer token")
+	}
+	return "operator", nil
+}
+
 // observer is an interceptor that counts and times RPCs by procedure and
-// code and logs failed ones. Procedures are the API's (a bounded set).
+// code and logs failed ones, and (refusals) an HTTP middleware that does the
+// same for requests refused before the interceptor runs. Procedures are the
+// API's and reflection's (a bounded set); any other path is "other".
 type observer struct {
 	requests *prometheus.CounterVec
 	duration *prometheus.HistogramVec
 	log      *slog.Logger
+	failures *decodeFailures
+	known    map[string]bool
 }
 
-func newObserver(reg prometheus.Registerer, log *slog.Logger) *observer {
+func newObserver(reg prometheus.Registerer, log *slog.Logger, failures *decodeFailures) *observer {
 	f := promauto.With(reg)
 	o := &observer{
 		requests: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "compactor_rpc_requests_total",
-			Help: "RPC requests handled, by procedure and Connect code (ok for success).",
+			Help: "RPC requests, by procedure and Connect code (ok for success), including those refused before a handler ran (no token, too large, undecodable).",
 		}, []string{"procedure", "code"}),
 		duration: f.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "compactor_rpc_request_duration_seconds",
 			Help:    "Time to handle RPC requests, by procedure (streams: until they end).",
 			Buckets: prometheus.ExponentialBuckets(0.001, 4, 9),
 		}, []string{"procedure"}),
-		log: log,
+		log:      log,
+		failures: failures,
+		known:    map[string]bool{},
 	}
 	for _, svc := range []protoreflect.ServiceDescriptor{
 		compactorv1.File_compactor_v1_compaction_proto.Services().ByName("CompactionService"),
@@ -149,14 +184,24 @@ func newObserver(reg prometheus.Registerer, log *slog.Logger) *observer {
 	} {
 		for i := range svc.Methods().Len() {
 			proc := "/" + string(svc.FullName()) + "/" + string(svc.Methods().Get(i).Name())
+			o.known[proc] = true
 			o.requests.WithLabelValues(proc, "ok")
 			o.duration.WithLabelValues(proc)
 		}
+	}
+	for _, proc := range []string{
+		"/grpc.reflection.v1.ServerReflection/ServerReflectionInfo",
+		"/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo",
+	} {
+		o.known[proc] = true
 	}
 	return o
 }
 
 func (o *observer) observe(ctx context.Context, procedure string, start time.Time, err error) {
+	if st := stateOf(ctx); st != nil {
+		st.observed.Store(true)
+	}
 	code := "ok"
 	if err != nil {
 		code = connect.CodeOf(err).String()
@@ -174,6 +219,7 @@ func (o *observer) observe(ctx context.Context, procedure string, start time.Tim
 }
 
 func (o *observer) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
+	next = o.failures.unary(next)
 	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
 		start := time.Now()
 		res, err := next(ctx, req)
@@ -189,8 +235,47 @@ func (o *observer) WrapStreamingClient(next connect.StreamingClientFunc) connect
 func (o *observer) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
 	return func(ctx context.Context, conn connect.StreamingHandlerConn) error {
 		start := time.Now()
-		err := next(ctx, conn)
+		err := next(ctx, checkedConn{StreamingHandlerConn: conn, failures: o.failures})
 		o.observe(ctx, conn.Spec().Procedure, start, err)
 		return err
 	}
+}
+
+// callState is shared by the refusals middleware, the auth function and the
+// interceptor of one request.
+type callState struct {
+	observed atomic.Bool // the interceptor counted the request
+	authErr  error       // the auth function refused it
+}
+
+type callStateKey struct{}
+
+func stateOf(ctx context.Context) *callState {
+	st, _ := ctx.Value(callStateKey{}).(*callState)
+	return st
+}
+
+// refusals counts and logs (once, at info) the requests to h that the
+// interceptor never saw: refused by authentication, or by connect before
+// the handler (over the size limit, a body that cannot be read, an
+// unsupported content type). The code is read from the response.
+func (o *observer) refusals(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		st := &callState{}
+		rec := &responseRecorder{ResponseWriter: w}
+		h.ServeHTTP(rec, r.WithContext(context.WithValue(r.Context(), callStateKey{}, st)))
+		if st.observed.Load() {
+			return
+		}
+		proc := r.URL.Path
+		if !o.known[proc] {
+			proc = "other"
+		}
+		code, msg := rec.outcome()
+		if st.authErr != nil {
+			code, msg = connect.CodeUnauthenticated.String(), st.authErr.Error()
+		}
+		o.requests.WithLabelValues(proc, code).Inc()
+		o.log.InfoContext(r.Context(), "rpc refused", "procedure", proc, "code", code, "err", truncate(msg, 4*MaxEchoBytes))
+	})
 }

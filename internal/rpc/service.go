@@ -113,19 +113,9 @@ func checkID(field, id string) error {
 		return invalidArgument(field, "is required")
 	}
 	if _, err := uuid.Parse(id); err != nil {
-		return invalidArgument(field, "%q is not a valid id (a UUID such as 0b6a3c0e-8f1e-4a55-9f0e-5c1d2f3a4b5c)", truncate(id, 80))
+		return invalidArgument(field, "%q is not a valid id (a UUID such as 0b6a3c0e-8f1e-4a55-9f0e-5c1d2f3a4b5c)", echo(id))
 	}
 	return nil
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "…"
 }
 
 func pageSize(n int32) (int, error) {
@@ -377,6 +367,14 @@ func (s *Service) CancelCompaction(ctx context.Context, req *connect.Request[com
 
 // CreateCollection implements CollectionService.CreateCollection.
 func (s *Service) CreateCollection(ctx context.Context, req *connect.Request[compactorv1.CreateCollectionRequest]) (*connect.Response[compactorv1.CreateCollectionResponse], error) {
+	// Validated here too, so that each error names its field in a
+	// BadRequest detail and never repeats the (possibly huge) name.
+	if err := catalog.ValidateCollectionName(req.Msg.GetName()); err != nil {
+		return nil, invalidArgument("name", "%s", strings.TrimSuffix(err.Error(), ": "+catalog.ErrInvalidArgument.Error()))
+	}
+	if d := req.Msg.GetDimension(); d < 0 || d > catalog.MaxDimension {
+		return nil, invalidArgument("dimension", "%d is outside 0..%d (0: fixed by the first write)", d, catalog.MaxDimension)
+	}
 	c, err := s.cat.CreateCollection(ctx, req.Msg.GetName(), int(req.Msg.GetDimension()))
 	if err != nil {
 		return nil, s.fail(ctx, compactorv1connect.CollectionServiceCreateCollectionProcedure, err)

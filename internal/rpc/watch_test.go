@@ -136,9 +136,11 @@ func TestWatchCompactionsTwoWatchersSeeStatesAndProgress(t *testing.T) {
 		if !slices.Equal(states, want) {
 			t.Errorf("watcher %d saw states %v, want %v", w, states, want)
 		}
-		// One report before the first batch and one after each.
-		if len(progress) < records/batch {
-			t.Fatalf("watcher %d saw %d progress events, want at least %d", w, len(progress), records/batch)
+		// One report before the first batch and one after each, of which a
+		// slow reader may see fewer: progress is coalesced per job (the
+		// latest replaces one not yet delivered), never reordered.
+		if len(progress) == 0 {
+			t.Fatalf("watcher %d saw no progress event", w)
 		}
 		for i, pr := range progress {
 			if pr.GetRecordsTotal() != records {

@@ -49,10 +49,15 @@ type Config struct {
 	ProtectReads    bool
 	MaxBacklog      int64 // records per collection before PushLogs is refused
 	MaxRequestBytes int
-	ShutdownGrace   time.Duration // for in-flight HTTP requests
-	Segment         segment.Config
-	Compaction      compaction.Config
-	Manager         manager.Config
+	// MaxWatchers bounds the WatchCompactions streams open at once.
+	MaxWatchers int
+	// ReadTimeout bounds the time to receive a request body (every request
+	// with a body except streams).
+	ReadTimeout   time.Duration
+	ShutdownGrace time.Duration // for in-flight HTTP requests
+	Segment       segment.Config
+	Compaction    compaction.Config
+	Manager       manager.Config
 	// Web holds the status page's own settings (refresh, trusted origins);
 	// its token and read protection come from Token and ProtectReads.
 	Web web.Config
@@ -65,6 +70,8 @@ func DefaultConfig() Config {
 		DataDir:         "./data",
 		MaxBacklog:      1_000_000,
 		MaxRequestBytes: 64 << 20,
+		MaxWatchers:     rpc.DefaultMaxWatchers,
+		ReadTimeout:     rpc.DefaultReadTimeout,
 		ShutdownGrace:   10 * time.Second,
 		Segment:         segment.Config{MaxBlockRecords: 4096, MinBlockRecords: 1024},
 		Compaction:      compaction.DefaultConfig(),
@@ -84,7 +91,9 @@ func (c *Config) RegisterFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.TokenFile, "token-file", c.TokenFile, "file holding the bearer token (instead of --token)")
 	fs.BoolVar(&c.ProtectReads, "protect-reads", c.ProtectReads, "require the token for reads and pages too")
 	fs.Int64Var(&c.MaxBacklog, "max-backlog", c.MaxBacklog, "uncompacted records per collection at which pushes are refused (RESOURCE_EXHAUSTED)")
-	fs.IntVar(&c.MaxRequestBytes, "max-request-bytes", c.MaxRequestBytes, "largest accepted request message, bytes")
+	fs.IntVar(&c.MaxRequestBytes, "max-request-bytes", c.MaxRequestBytes, "largest accepted request message, bytes (after decompression)")
+	fs.IntVar(&c.MaxWatchers, "max-watchers", c.MaxWatchers, "most WatchCompactions streams open at once; more are refused (RESOURCE_EXHAUSTED)")
+	fs.DurationVar(&c.ReadTimeout, "request-read-timeout", c.ReadTimeout, "time a client has to send a request body (unary calls and page forms; streams excepted)")
 	fs.DurationVar(&c.ShutdownGrace, "shutdown-grace", c.ShutdownGrace, "time in-flight requests get at shutdown")
 	fs.IntVar(&c.Segment.MaxBlockRecords, "max-block-records", c.Segment.MaxBlockRecords, "records at which a segment block is split")
 	fs.IntVar(&c.Segment.MinBlockRecords, "min-block-records", c.Segment.MinBlockRecords, "records under which a rewritten block is merged with a neighbour")
@@ -144,6 +153,10 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("--max-backlog must be positive, got %d", c.MaxBacklog)
 	case c.MaxRequestBytes <= 0:
 		return fmt.Errorf("--max-request-bytes must be positive, got %d", c.MaxRequestBytes)
+	case c.MaxWatchers <= 0:
+		return fmt.Errorf("--max-watchers must be positive, got %d", c.MaxWatchers)
+	case c.ReadTimeout <= 0:
+		return fmt.Errorf("--request-read-timeout must be positive, got %s", c.ReadTimeout)
 	case c.ShutdownGrace < 0:
 		return fmt.Errorf("--shutdown-grace must not be negative, got %s", c.ShutdownGrace)
 	case c.Segment.MaxBlockRecords <= 1:
@@ -229,7 +242,7 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (_ *App, err err
 		catalog.AppendLimits{MaxBacklog: cfg.MaxBacklog}, logger.With("component", "rpc"))
 	a.health = rpc.Mount(a.mux, a.Service, rpc.Options{
 		Token: cfg.Token, ProtectReads: cfg.ProtectReads, MaxRequestBytes: cfg.MaxRequestBytes,
-		Registerer: a.Registry, Logger: logger.With("component", "rpc"),
+		MaxWatchers: cfg.MaxWatchers, Registerer: a.Registry, Logger: logger.With("component", "rpc"),
 	})
 	a.mux.Handle("GET /metrics", promhttp.HandlerFor(a.Registry, promhttp.HandlerOpts{Registry: a.Registry}))
 	a.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
@@ -240,8 +253,9 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (_ *App, err err
 	return a, nil
 }
 
-// Handler serves everything of the process.
-func (a *App) Handler() http.Handler { return a.mux }
+// Handler serves everything of the process. Request bodies must arrive
+// within ReadTimeout (streams excepted).
+func (a *App) Handler() http.Handler { return rpc.BodyReadTimeout(a.mux, a.cfg.ReadTimeout) }
 
 func (a *App) readyz(w http.ResponseWriter, r *http.Request) {
 	if !a.ready.Load() {

@@ -271,6 +271,8 @@ func TestValidateFillsDefaultsAndRejectsBadValues(t *testing.T) {
 		{"a missing token file", func(c *server.Config) { c.TokenFile = "/nonexistent/token" }, "--token-file"},
 		{"a zero backlog limit", func(c *server.Config) { c.MaxBacklog = 0 }, "--max-backlog"},
 		{"a negative request limit", func(c *server.Config) { c.MaxRequestBytes = -1 }, "--max-request-bytes"},
+		{"no watchers", func(c *server.Config) { c.MaxWatchers = 0 }, "--max-watchers"},
+		{"no read timeout", func(c *server.Config) { c.ReadTimeout = 0 }, "--request-read-timeout"},
 		{"no workers", func(c *server.Config) { c.Manager.Workers = 0 }, "workers"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/compactorhq/compactor/internal/catalog"
 	"github.com/compactorhq/compactor/internal/manager"
+	"github.com/compactorhq/compactor/internal/redact"
 	"github.com/compactorhq/compactor/web"
 )
 
@@ -24,7 +25,7 @@ var _ web.Source = (*webSource)(nil)
 func webJob(j manager.Job, name string) web.Job {
 	w := web.Job{
 		ID: j.ID, CollectionID: j.CollectionID, CollectionName: name,
-		Trigger: string(j.Trigger), State: string(j.State), Reason: j.Reason, Error: j.Error, Note: j.Note, Node: j.Node,
+		Trigger: string(j.Trigger), State: string(j.State), Reason: j.Reason, Error: redact.Paths(j.Error), Note: j.Note, Node: j.Node,
 		Attempt: j.Attempt, CreatedAt: j.CreatedAt, StartedAt: j.StartedAt, FinishedAt: j.FinishedAt,
 		OffsetStart: j.OffsetStart, OffsetEnd: j.OffsetEnd, RecordsRead: j.RecordsRead, RecordsWritten: j.RecordsWritten,
 		BytesWritten: j.BytesWritten, VersionBefore: j.VersionBefore, VersionAfter: j.VersionAfter,

@@ -1,0 +1,204 @@
+package rpc
+
+import (
+	"compress/gzip"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"connectrpc.com/connect"
+
+	"github.com/compactorhq/compactor/gen/compactor/v1/compactorv1connect"
+)
+
+// Bounds of what an error message echoes back of a request.
+const (
+	// MaxEchoBytes is the most bytes of one client-supplied value (an id, a
+	// token) that an error message repeats; longer values are cut at a
+	// UTF-8 boundary and end with "…".
+	MaxEchoBytes = 128
+	// MaxEchoIDs is the most ids an error names (message and BadRequest
+	// detail); the rest are counted.
+	MaxEchoIDs = 10
+)
+
+// DefaultMaxWatchers is the default of Options.MaxWatchers (--max-watchers).
+const DefaultMaxWatchers = 256
+
+// DefaultReadTimeout is the default of --request-read-timeout.
+const DefaultReadTimeout = time.Minute
+
+// echo returns s cut to MaxEchoBytes.
+func echo(s string) string { return truncate(s, MaxEchoBytes) }
+
+// truncate cuts s to at most n bytes at a UTF-8 boundary, marking the cut
+// with "…".
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
+}
+
+// echoIDs names at most MaxEchoIDs of ids (each cut to MaxEchoBytes) and
+// says how many more there are: "a, b, c and 9,997 more".
+func echoIDs(ids []string) string {
+	var b strings.Builder
+	for i, id := range ids {
+		if i == MaxEchoIDs {
+			fmt.Fprintf(&b, " and %d more", len(ids)-i)
+			break
+		}
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(echo(id))
+	}
+	return b.String()
+}
+
+// limitedGzip is connect's gzip decompressor with a hard stop: it yields at
+// most limit+1 bytes of one message and then fails, so that a compression
+// bomb costs the CPU of the limit, not of its whole expansion (connect
+// itself reads past the limit to report the full size).
+type limitedGzip struct {
+	gzip.Reader
+	limit int64 // bytes of one decompressed message
+	n     int64 // bytes yielded since Reset
+}
+
+var errDecompressLimit = errors.New("decompression stopped at the size limit")
+
+func (g *limitedGzip) Read(p []byte) (int, error) {
+	if g.n > g.limit {
+		return 0, errDecompressLimit
+	}
+	if rest := g.limit + 1 - g.n; int64(len(p)) > rest {
+		p = p[:rest]
+	}
+	k, err := g.Reader.Read(p)
+	g.n += int64(k)
+	return k, err
+}
+
+func (g *limitedGzip) Reset(r io.Reader) error {
+	g.n = 0
+	return g.Reader.Reset(r)
+}
+
+// withLimitedGzip replaces connect's gzip support of a handler with
+// limitedGzip at limit bytes.
+func withLimitedGzip(limit int) connect.HandlerOption {
+	return connect.WithCompression("gzip",
+		func() connect.Decompressor { return &limitedGzip{limit: int64(limit)} },
+		func() connect.Compressor { return gzip.NewWriter(io.Discard) },
+	)
+}
+
+// watcherLimit is an interceptor that bounds the concurrent
+// WatchCompactions streams: each holds a manager subscription (a goroutine
+// and an event queue), so without a cap any client could open streams until
+// memory runs out. Beyond the cap the call fails with RESOURCE_EXHAUSTED.
+type watcherLimit struct {
+	slots chan struct{}
+}
+
+func newWatcherLimit(n int) *watcherLimit { return &watcherLimit{slots: make(chan struct{}, n)} }
+
+func (l *watcherLimit) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc { return next }
+
+func (l *watcherLimit) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
+	return next
+}
+
+func (l *watcherLimit) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
+	return func(ctx context.Context, conn connect.StreamingHandlerConn) error {
+		if conn.Spec().Procedure != compactorv1connect.CompactionServiceWatchCompactionsProcedure {
+			return next(ctx, conn)
+		}
+		select {
+		case l.slots <- struct{}{}:
+		default:
+			return connect.NewError(connect.CodeResourceExhausted, fmt.Errorf(
+				"%d WatchCompactions streams are open, the limit of this server (--max-watchers); close one or watch again later", cap(l.slots)))
+		}
+		defer func() { <-l.slots }()
+		return next(ctx, conn)
+	}
+}
+
+// IsStreamingProcedure reports whether path (a request's URL path) is a
+// procedure served on the API port whose request or response is a stream:
+// the compactor's WatchCompactions, health's Watch, reflection's
+// ServerReflectionInfo. A body read deadline must not apply to them.
+func IsStreamingProcedure(path string) bool {
+	switch path {
+	case compactorv1connect.CompactionServiceWatchCompactionsProcedure,
+		"/grpc.health.v1.Health/Watch",
+		"/grpc.reflection.v1.ServerReflection/ServerReflectionInfo",
+		"/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo":
+		return true
+	}
+	return false
+}
+
+// BodyReadTimeout bounds the time to read the body of every request to h
+// except streams (IsStreamingProcedure): a client that trickles a body is cut
+// off after d (its read fails; the call ends with an error) instead of
+// holding the connection for as long as it likes. The deadline is lifted
+// once the body has been read, so that a slow handler is not affected.
+// Requests without a body are untouched. d <= 0 disables it.
+func BodyReadTimeout(h http.Handler, d time.Duration) http.Handler {
+	if d <= 0 {
+		return h
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ContentLength == 0 || r.Body == nil || r.Body == http.NoBody || IsStreamingProcedure(r.URL.Path) {
+			h.ServeHTTP(w, r)
+			return
+		}
+		rc := http.NewResponseController(w)
+		if err := rc.SetReadDeadline(time.Now().Add(d)); err != nil {
+			h.ServeHTTP(w, r) // this writer cannot (a test recorder)
+			return
+		}
+		r.Body = &deadlineBody{ReadCloser: r.Body, rc: rc}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// deadlineBody lifts the read deadline when the body ends.
+type deadlineBody struct {
+	io.ReadCloser
+	rc     *http.ResponseController
+	lifted bool
+}
+
+func (b *deadlineBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err == io.EOF && !b.lifted {
+		b.lifted = true
+		_ = b.rc.SetReadDeadline(time.Time{})
+	}
+	if err != nil && err != io.EOF && isTimeout(err) {
+		// A *connect.Error passes through connect's reader as it is.
+		return n, connect.NewError(connect.CodeDeadlineExceeded,
+			fmt.Errorf("request body not received within the read timeout (--request-read-timeout): %w", err))
+	}
+	return n, err
+}
+
+// isTimeout reports whether err is a read deadline's error.
+func isTimeout(err error) bool {
+	var t interface{ Timeout() bool }
+	return errors.Is(err, os.ErrDeadlineExceeded) || (errors.As(err, &t) && t.Timeout())
+}
