@@ -16,8 +16,9 @@ const modulePath = "github.com/compactorhq/compactor"
 
 // TestConsumerModule builds testdata/consumer as a user would: a module of
 // its own (go mod init), requiring this repository's module through a
-// replace directive, tidied with the go command; then runs it against the
-// test server over Connect, gRPC and gRPC-Web. It also checks what the
+// replace directive, tidied with the go command, with README's "Using the
+// API from Go" program as a second package that must compile; then runs it
+// against the test server over Connect, gRPC and gRPC-Web. It also checks what the
 // requirement does to the user's go.mod: the go line rises no higher than
 // this module's (a release's .0, not a patch level) and the protobuf and
 // Connect runtimes are released versions, not pre-release pseudo-versions.
@@ -36,6 +37,16 @@ func TestConsumerModule(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(filepath.Join(dir, "main.go"), src, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// The program of README's "Using the API from Go", as a second package
+	// of the consumer module: it must compile as written.
+	readme := readFile(t, filepath.Join(root, "README.md"))
+	prog := readmeProgram(t, readme, "## Using the API from Go")
+	if err := os.MkdirAll(filepath.Join(dir, "readme"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "readme", "main.go"), []byte(prog), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	// The repository's checksums, so that tidy needs no checksum database
@@ -91,6 +102,7 @@ func TestConsumerModule(t *testing.T) {
 		}
 	}
 
+	goCmd("vet", "./...") // compiles both packages
 	bin := filepath.Join(dir, "consumer")
 	goCmd("build", "-o", bin, ".")
 	cmd := exec.Command(bin, baseURL, token)
@@ -108,6 +120,28 @@ func TestConsumerModule(t *testing.T) {
 	if got := stdout.String(); got != wantOut.String() {
 		t.Errorf("consumer printed:\n%s\nwant:\n%s\nstderr:\n%s", got, wantOut.String(), stderr.String())
 	}
+}
+
+// readmeProgram returns the first Go code block of the README section that
+// starts with heading.
+func readmeProgram(t *testing.T, readme, heading string) string {
+	t.Helper()
+	_, section, ok := strings.Cut(readme, "\n"+heading+"\n")
+	if !ok {
+		t.Fatalf("README.md has no section %q", heading)
+	}
+	if next := strings.Index(section, "\n## "); next >= 0 {
+		section = section[:next]
+	}
+	_, code, ok := strings.Cut(section, "```go\n")
+	if !ok {
+		t.Fatalf("README.md section %q has no Go code block", heading)
+	}
+	code, _, ok = strings.Cut(code, "```")
+	if !ok {
+		t.Fatalf("README.md section %q: unterminated code block", heading)
+	}
+	return code
 }
 
 // releaseGoLine matches a go line that names a release, not a patch level.
