@@ -44,7 +44,8 @@
 //
 // # Errors
 //
-// Every error of a call is a *connect.Error; connect.CodeOf(err) gives its
+// Every error of an RPC is a *connect.Error (WaitJobs wraps it with %w, so
+// errors.As and connect.CodeOf still find it); connect.CodeOf(err) gives its
 // code (the proto files list the codes of each procedure). Some errors carry
 // typed details: a google.rpc.BadRequest naming each invalid field
 // (INVALID_ARGUMENT of PushLogs and Compact) and a google.rpc.ErrorInfo
