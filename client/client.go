@@ -65,9 +65,7 @@ type bearer string
 
 func (b bearer) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
 	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
-		if req.Spec().IsClient {
-			req.Header().Set("Authorization", string(b))
-		}
+		req.Header().Set("Authorization", string(b))
 		return next(ctx, req)
 	}
 }
@@ -156,7 +154,11 @@ func (c *Client) WaitJobs(ctx context.Context, jobIDs ...string) ([]*compactorv1
 		case <-t.C:
 		case <-ctx.Done():
 			t.Stop()
-			return nil, fmt.Errorf("wait for jobs %v: %w (last watch error: %v)", ids, connect.NewError(connect.CodeOf(ctx.Err()), ctx.Err()), err)
+			code := connect.CodeCanceled
+			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				code = connect.CodeDeadlineExceeded
+			}
+			return nil, fmt.Errorf("wait for jobs %v: %w (last watch error: %v)", ids, connect.NewError(code, ctx.Err()), err)
 		}
 		delay = min(2*delay, rewatchMax)
 	}
