@@ -147,7 +147,7 @@ func (c *Client) WaitJobs(ctx context.Context, jobIDs ...string) ([]*compactorv1
 			return jobs, nil
 		}
 		if ctx.Err() != nil || connect.CodeOf(err) != connect.CodeUnavailable {
-			return nil, fmt.Errorf("wait for jobs %v: %w", ids, err)
+			return nil, fmt.Errorf("wait for %s: %w", jobsLabel(ids), err)
 		}
 		t := time.NewTimer(delay)
 		select {
@@ -158,10 +158,19 @@ func (c *Client) WaitJobs(ctx context.Context, jobIDs ...string) ([]*compactorv1
 			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 				code = connect.CodeDeadlineExceeded
 			}
-			return nil, fmt.Errorf("wait for jobs %v: %w (last watch error: %v)", ids, connect.NewError(code, ctx.Err()), err)
+			return nil, fmt.Errorf("wait for %s: %w (last watch error: %v)", jobsLabel(ids), connect.NewError(code, ctx.Err()), err)
 		}
 		delay = min(2*delay, rewatchMax)
 	}
+}
+
+// jobsLabel names ids in an error message: all of them when few, else the
+// count and the first one.
+func jobsLabel(ids []string) string {
+	if len(ids) <= 3 {
+		return fmt.Sprintf("jobs %v", ids)
+	}
+	return fmt.Sprintf("%d jobs (%s, ...)", len(ids), ids[0])
 }
 
 // watchUntilFinished runs one watch of ids and records each job that
