@@ -1,6 +1,6 @@
 module github.com/compactorhq/compactor
 
-go 1.26.8
+go 1.26.0
 
 require (
 	connectrpc.com/authn v0.1.0
@@ -25,7 +25,7 @@ require (
 	golang.org/x/term v0.47.0
 	golang.org/x/time v0.15.0
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20261110000943-09e21b237f2c
-	google.golang.org/protobuf v1.36.13-0.20261016172727-e9ee2a76ab8e
+	google.golang.org/protobuf v1.36.12
 	modernc.org/sqlite v1.62.0
 )
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Regenerates every generated file of the repository: formats the protobuf
-# sources, generates gen/ with buf (local plugins pinned in tools/go.mod) and
+# sources, generates gen/ with buf (local plugins pinned in tools/protogen/go.mod) and
 # the templ components of web/.
 # Deterministic: a second run changes nothing. CI runs it and fails when
 # `git status --porcelain` shows a difference.
