@@ -38,9 +38,12 @@ type Client struct {
 	Collections compactorv1connect.CollectionServiceClient
 	// Logs appends operation records to a collection's write-ahead log.
 	Logs compactorv1connect.LogServiceClient
+	// Controls pauses and resumes automatic compaction, caps its
+	// throughput, tunes per-collection thresholds and previews the plan.
+	Controls compactorv1connect.ControlServiceClient
 }
 
-// New returns clients of the three services at baseURL, the server's root
+// New returns clients of the four services at baseURL, the server's root
 // URL such as "http://127.0.0.1:7070" (the API shares its port with the
 // status page and the metrics). opts apply to every call: for example
 // WithBearerToken, connect.WithGRPC(), connect.WithSendGzip().
@@ -49,6 +52,7 @@ func New(httpClient connect.HTTPClient, baseURL string, opts ...connect.ClientOp
 		Compactions: compactorv1connect.NewCompactionServiceClient(httpClient, baseURL, opts...),
 		Collections: compactorv1connect.NewCollectionServiceClient(httpClient, baseURL, opts...),
 		Logs:        compactorv1connect.NewLogServiceClient(httpClient, baseURL, opts...),
+		Controls:    compactorv1connect.NewControlServiceClient(httpClient, baseURL, opts...),
 	}
 }
 
