@@ -36,7 +36,7 @@ func TestBlockRoundTripIsExact(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := decodeBlock(data)
+	got, err := decodeBlock(data, -1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,7 +138,7 @@ func TestDecodeBlockRejectsGarbage(t *testing.T) {
 		"truncated":    good[:len(good)/2],
 		"other schema": otherFile.Bytes(),
 	} {
-		if _, err := decodeBlock(data); err == nil {
+		if _, err := decodeBlock(data, -1); err == nil {
 			t.Errorf("%s: decodeBlock succeeded, want an error", name)
 		}
 	}

@@ -68,7 +68,7 @@ func (s *storeImpl) readBlock(ctx context.Context, ref BlockRef) ([]materialize.
 	if ref.Bytes > 0 && int64(len(data)) != ref.Bytes {
 		return nil, fmt.Errorf("decode block %s: %w: %d bytes, manifest says %d", ref.Key, ErrCorrupt, len(data), ref.Bytes)
 	}
-	recs, err := decodeBlock(data)
+	recs, err := decodeBlock(data, ref.Records)
 	if err != nil {
 		return nil, fmt.Errorf("decode block %s: %w: %w", ref.Key, ErrCorrupt, err)
 	}
