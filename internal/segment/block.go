@@ -166,6 +166,26 @@ func decodeBlock(data []byte, wantRows int64) (recs []materialize.Record, err er
 	return recs, nil
 }
 
+// decodeBlockOf decodes the block ref names from its data and checks it
+// against ref: size, record count and id range. Errors are *CorruptError.
+func decodeBlockOf(ref BlockRef, data []byte) ([]materialize.Record, error) {
+	if ref.Bytes > 0 && int64(len(data)) != ref.Bytes {
+		return nil, corrupt(KindBlock, ref.Key, fmt.Errorf("%d bytes, manifest says %d", len(data), ref.Bytes))
+	}
+	recs, err := decodeBlock(data, ref.Records)
+	if err != nil {
+		return nil, corrupt(KindBlock, ref.Key, err)
+	}
+	if int64(len(recs)) != ref.Records {
+		return nil, corrupt(KindBlock, ref.Key, fmt.Errorf("%d records, manifest says %d", len(recs), ref.Records))
+	}
+	if len(recs) > 0 && (recs[0].ID != ref.MinID || recs[len(recs)-1].ID != ref.MaxID) {
+		return nil, corrupt(KindBlock, ref.Key, fmt.Errorf("ids [%q, %q], manifest says [%q, %q]",
+			recs[0].ID, recs[len(recs)-1].ID, ref.MinID, ref.MaxID))
+	}
+	return recs, nil
+}
+
 // recordOf converts one decoded row.
 func recordOf(row *blockRow) (materialize.Record, error) {
 	rec := materialize.Record{ID: row.ID, Embedding: row.Embedding, Document: row.Document}
