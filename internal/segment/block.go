@@ -78,7 +78,7 @@ func encodeBlockWithin(recs []materialize.Record, limit int64) ([]byte, error) {
 	}
 	// Never write a block that decodeBlock would refuse.
 	if _, err := inspectBlock(buf.Bytes(), int64(len(recs)), limit); err != nil {
-		return nil, fmt.Errorf("block of %d records cannot be read back (lower --max-block-records if records are this large): %w", len(recs), err)
+		return nil, fmt.Errorf("%w: %d records (lower --max-block-records if records are this large): %w", ErrBlockTooLarge, len(recs), err)
 	}
 	return buf.Bytes(), nil
 }

@@ -247,7 +247,7 @@ func TestEncodeBlockRefusesABlockOverTheDecodeLimit(t *testing.T) {
 		t.Fatalf("under the limit: %v", err)
 	}
 	_, err := encodeBlockWithin(recs, 2<<20)
-	if err == nil || !strings.Contains(err.Error(), "max-block-records") {
+	if !errors.Is(err, ErrBlockTooLarge) || !strings.Contains(err.Error(), "max-block-records") {
 		t.Fatalf("a block over MaxBlockDecodeBytes: %v, want an error naming --max-block-records", err)
 	}
 	if errors.Is(err, ErrCorrupt) {

@@ -11,6 +11,11 @@ import (
 // retrying does not mend it.
 var ErrCorrupt = errors.New("corrupt segment blob")
 
+// ErrBlockTooLarge is returned (wrapped) by a write whose block would need
+// more than MaxBlockDecodeBytes to decode: reads would refuse it, so it is
+// not written. Retrying does not help; lowering --max-block-records does.
+var ErrBlockTooLarge = errors.New("block too large to read back")
+
 // Kinds of corrupt blobs (CorruptError.Kind).
 const (
 	KindBlock    = "block"

@@ -210,7 +210,7 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (_ *App, err err
 	}
 	a.closers = append(a.closers, closer.Close)
 	a.Segments = segment.NewStore(blobs, cfg.Segment, nil)
-	a.Compactor, err = compaction.New(a.Catalog, a.Segments, cfg.Compaction, logger.With("component", "compaction"))
+	a.Compactor, err = compaction.New(a.Catalog, a.Segments, cfg.Compaction, logger.With("component", "compaction"), compaction.WithRegisterer(a.Registry))
 	if err != nil {
 		return nil, err
 	}
