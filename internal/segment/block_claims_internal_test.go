@@ -162,6 +162,23 @@ func TestDecodeBlockRefusesHostileClaims(t *testing.T) {
 	}
 	defer enc.Close()
 	bomb := enc.EncodeAll(make([]byte, 64<<20), nil) // 64 MiB of zeros in a few KiB
+	// bombed replaces the id column's data pages by the bomb, claiming
+	// claim uncompressed bytes.
+	bombed := func(claim int32) []byte {
+		return rebuildBlock(t, good, func(col []string, page int, h *format.PageHeader, data []byte) []byte {
+			if !isID(col) || h.Type == format.DictionaryPage {
+				return data
+			}
+			levels := 0
+			if h.DataPageHeaderV2.Valid {
+				levels = int(h.DataPageHeaderV2.V.DefinitionLevelsByteLength + h.DataPageHeaderV2.V.RepetitionLevelsByteLength)
+			}
+			data = append(data[:levels:levels], bomb...)
+			h.CompressedPageSize = int32(len(data))
+			h.UncompressedPageSize = int32(levels) + claim
+			return data
+		}, nil)
+	}
 	cases := map[string][]byte{
 		"page claims 2 GiB compressed": rebuildBlock(t, good, func(col []string, page int, h *format.PageHeader, data []byte) []byte {
 			if isID(col) {
@@ -184,18 +201,8 @@ func TestDecodeBlockRefusesHostileClaims(t *testing.T) {
 			}
 			return data
 		}, nil),
-		"zstd bomb under a small size claim": rebuildBlock(t, good, func(col []string, page int, h *format.PageHeader, data []byte) []byte {
-			if !isID(col) || h.Type == format.DictionaryPage {
-				return data
-			}
-			levels := 0
-			if h.DataPageHeaderV2.Valid {
-				levels = int(h.DataPageHeaderV2.V.DefinitionLevelsByteLength + h.DataPageHeaderV2.V.RepetitionLevelsByteLength)
-			}
-			data = append(data[:levels:levels], bomb...)
-			h.CompressedPageSize = int32(len(data))
-			return data
-		}, nil),
+		"zstd bomb under a small size claim": bombed(16),
+		"zstd bomb under a 2 MiB size claim": bombed(2 << 20), // decompressed as a stream
 		"chunk claims bytes past the file": rebuildBlock(t, good, nil, func(m *format.FileMetaData) {
 			m.RowGroups[0].Columns[0].MetaData.TotalCompressedSize = 1 << 40
 		}),

@@ -1,8 +1,10 @@
 package segment
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
+	"io"
 	"slices"
 	"strings"
 
@@ -114,12 +116,11 @@ func inspectBlock(data []byte, wantRows, limit int64) (blockInfo, error) {
 	if info.decodeBytes > limit {
 		return info, fmt.Errorf("footer claims %d rows: over the %d bytes a block decode may use", meta.NumRows, limit)
 	}
-	dec, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderLowmem(true), zstd.WithDecodeAllCapLimit(true))
+	p, err := newPageChecker()
 	if err != nil {
-		return info, fmt.Errorf("zstd decoder: %w", err)
+		return info, err
 	}
-	defer dec.Close()
-	p := &pageChecker{dec: dec}
+	defer p.close()
 	var rows int64
 	for g := range meta.RowGroups {
 		rg := &meta.RowGroups[g]
@@ -252,28 +253,76 @@ func (p *pageChecker) checkPageData(body []byte, levels, uncompressed int, compr
 		}
 		return nil
 	}
-	out, err := p.decodeZstdLimited(body[levels:], want)
+	n, err := p.zstdSize(body[levels:], want)
 	if err != nil {
 		return fmt.Errorf("zstd data (%d bytes claimed): %w", want, err)
 	}
-	if len(out) != want {
-		return fmt.Errorf("zstd data of %d bytes, %d claimed", len(out), want)
+	if n != want {
+		return fmt.Errorf("zstd data of %d bytes, %d claimed", n, want)
 	}
 	return nil
 }
 
-// pageChecker decompresses pages with one decoder into one buffer.
+// maxZstdWindow bounds the window (history) of a zstd frame in a page,
+// which the decoder keeps in memory: the writer's zstd encoder uses at most
+// 8 MiB; zstd's levels up to 19 use at most 8 MiB too.
+const maxZstdWindow = 32 << 20
+
+// smallPage is the claimed size up to which a page is decompressed into a
+// buffer of that size (cheaper than a stream's window for small pages).
+const smallPage = 1 << 20
+
+// pageChecker decompresses pages to check their size: small ones into one
+// reused buffer, larger ones through a streaming decoder that counts the
+// output instead of keeping it.
 type pageChecker struct {
-	dec *zstd.Decoder
-	buf []byte
+	all    *zstd.Decoder // DecodeAll, limited to the buffer's capacity
+	stream *zstd.Decoder
+	buf    []byte
 }
 
-// decodeZstdLimited decompresses src into a buffer of limit bytes, failing
-// once the output would grow past it (a zstd bomb: a few hundred bytes can
-// expand to gigabytes).
-func (p *pageChecker) decodeZstdLimited(src []byte, limit int) ([]byte, error) {
-	if cap(p.buf) < limit {
-		p.buf = make([]byte, 0, limit)
+func newPageChecker() (*pageChecker, error) {
+	all, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderLowmem(true), zstd.WithDecodeAllCapLimit(true))
+	if err != nil {
+		return nil, fmt.Errorf("zstd decoder: %w", err)
 	}
-	return p.dec.DecodeAll(src, p.buf[:0:limit])
+	stream, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderLowmem(true), zstd.WithDecoderMaxWindow(maxZstdWindow))
+	if err != nil {
+		all.Close()
+		return nil, fmt.Errorf("zstd decoder: %w", err)
+	}
+	return &pageChecker{all: all, stream: stream}, nil
+}
+
+func (p *pageChecker) close() {
+	p.all.Close()
+	p.stream.Close()
+}
+
+// zstdSize returns the decompressed size of src, failing once it would grow
+// past limit (a zstd bomb: a few hundred bytes can expand to gigabytes).
+// Memory: min(limit, smallPage), or the frame's window (at most
+// maxZstdWindow) for larger limits.
+func (p *pageChecker) zstdSize(src []byte, limit int) (int, error) {
+	if limit <= smallPage {
+		if cap(p.buf) < limit {
+			p.buf = make([]byte, 0, max(limit, 4096))
+		}
+		out, err := p.all.DecodeAll(src, p.buf[:0:limit])
+		if err != nil {
+			return 0, err
+		}
+		return len(out), nil
+	}
+	if err := p.stream.Reset(bytes.NewReader(src)); err != nil {
+		return 0, err
+	}
+	n, err := io.Copy(io.Discard, io.LimitReader(p.stream, int64(limit)+1))
+	switch {
+	case err != nil:
+		return 0, err
+	case n > int64(limit):
+		return 0, fmt.Errorf("decompresses past %d bytes", limit)
+	}
+	return int(n), nil
 }
