@@ -136,6 +136,13 @@ func TestDecodeBlockRefusesARowCountItCannotHold(t *testing.T) {
 	if len(bad) > 1200 {
 		t.Fatalf("the hostile block is %d bytes; the attack needs under ~1 KiB", len(bad))
 	}
+	overflow := rebuildBlock(t, good, nil, func(m *format.FileMetaData) {
+		m.NumRows = 1 << 62 // times the bytes per row overflows int64
+		m.RowGroups[0].NumRows = 1 << 62
+	})
+	if _, err := decodeBlock(overflow, -1); err == nil || !strings.Contains(err.Error(), "over the") {
+		t.Errorf("a footer claiming 2^62 rows: %v, want the decode limit named", err)
+	}
 	for name, want := range map[string]int64{
 		"manifest says 2 records":        int64(len(recs)),
 		"manifest agrees with the claim": claim,

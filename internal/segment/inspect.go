@@ -111,11 +111,11 @@ func inspectBlock(data []byte, wantRows, limit int64) (blockInfo, error) {
 	if meta.NumRows < 0 || (wantRows >= 0 && meta.NumRows != wantRows) {
 		return info, fmt.Errorf("footer claims %d rows, the manifest %d records", meta.NumRows, wantRows)
 	}
-	info.rows = meta.NumRows
-	info.decodeBytes = meta.NumRows * decodeBytesPerRow
-	if info.decodeBytes > limit {
+	if meta.NumRows > limit/decodeBytesPerRow { // before multiplying: no overflow
 		return info, fmt.Errorf("footer claims %d rows: over the %d bytes a block decode may use", meta.NumRows, limit)
 	}
+	info.rows = meta.NumRows
+	info.decodeBytes = meta.NumRows * decodeBytesPerRow
 	p, err := newPageChecker()
 	if err != nil {
 		return info, err
