@@ -20,6 +20,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/pflag"
 
 	"github.com/compactorhq/compactor/internal/catalog"
@@ -150,17 +151,24 @@ type Compactor struct {
 	seg    *segment.Store
 	cfg    Config
 	logger *slog.Logger
+	// corrupt counts reads and compactions that met damaged data, by
+	// kind; nil without WithRegisterer.
+	corrupt *prometheus.CounterVec
 }
 
 // New returns a Compactor. logger nil discards logs.
-func New(cat *catalog.Catalog, seg *segment.Store, cfg Config, logger *slog.Logger) (*Compactor, error) {
+func New(cat *catalog.Catalog, seg *segment.Store, cfg Config, logger *slog.Logger, opts ...Option) (*Compactor, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	return &Compactor{cat: cat, seg: seg, cfg: cfg, logger: logger}, nil
+	c := &Compactor{cat: cat, seg: seg, cfg: cfg, logger: logger}
+	for _, o := range opts {
+		o(c)
+	}
+	return c, nil
 }
 
 // Compact runs one compaction of collectionID: at most Config.MaxRecords log
@@ -168,9 +176,12 @@ func New(cat *catalog.Catalog, seg *segment.Store, cfg Config, logger *slog.Logg
 // collection), a context error when ctx ends (checked at every log batch and
 // block write; nothing committed, blobs written removed), catalog.ErrConflict
 // when another compaction committed first (blobs written removed), and
-// storage errors (transient ones match ErrTransient). An empty backlog is not
-// an error: the Result has Note NoteNothingToCompact.
+// storage errors (transient ones match ErrTransient). Damaged stored data (a
+// corrupt block, manifest or log row, see CorruptKind) is not transient: it
+// fails every compaction of the collection, so the manager dead-letters it.
+// An empty backlog is not an error: the Result has Note NoteNothingToCompact.
 func (c *Compactor) Compact(ctx context.Context, collectionID string, opts Options) (res Result, err error) {
+	defer func() { c.noteCorrupt("compaction", collectionID, err) }()
 	report := func(p Progress) {
 		if opts.Progress != nil {
 			opts.Progress(p)
@@ -364,6 +375,11 @@ func classifyRead(err error) error {
 // context errors pass through as they are.
 func classifyWrite(ctx context.Context, err error) error {
 	if ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
+		return err
+	}
+	if _, ok := CorruptKind(err); ok || errors.Is(err, segment.ErrBlockTooLarge) {
+		// Write reads the blocks it rewrites; a block too large to be
+		// read back fails again at every attempt.
 		return err
 	}
 	return transient(err)

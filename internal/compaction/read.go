@@ -70,9 +70,13 @@ type ReadResult struct {
 // ids, in id order, each id at most once; ids that are absent are left out.
 // It reads the current segment version and applies the uncompacted log tail
 // with the materialization rules. Errors: catalog.ErrNotFound, catalog.ErrInvalidArgument
-// for more than MaxReadIDs ids, storage errors.
+// for more than MaxReadIDs ids, storage errors; damaged stored data (a
+// corrupt block, manifest or log row) is an error CorruptKind recognises,
+// counted in compactor_corrupt_blocks_total.
 func (c *Compactor) GetRecords(ctx context.Context, collectionID string, ids []string) (ReadResult, error) {
-	return retryRead(func() (ReadResult, error) { return c.getRecords(ctx, collectionID, ids) })
+	res, err := retryRead(func() (ReadResult, error) { return c.getRecords(ctx, collectionID, ids) })
+	c.noteCorrupt("read", collectionID, err)
+	return res, err
 }
 
 func (c *Compactor) getRecords(ctx context.Context, collectionID string, ids []string) (ReadResult, error) {
@@ -112,7 +116,9 @@ func (v *view) result(recs []materialize.Record, next string) ReadResult {
 // when there is none). limit must be in 1..MaxReadIDs
 // (catalog.ErrInvalidArgument otherwise).
 func (c *Compactor) ListRecords(ctx context.Context, collectionID, after string, limit int) (ReadResult, error) {
-	return retryRead(func() (ReadResult, error) { return c.listRecords(ctx, collectionID, after, limit) })
+	res, err := retryRead(func() (ReadResult, error) { return c.listRecords(ctx, collectionID, after, limit) })
+	c.noteCorrupt("read", collectionID, err)
+	return res, err
 }
 
 func (c *Compactor) listRecords(ctx context.Context, collectionID, after string, limit int) (ReadResult, error) {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 )
 
 // Binary encoding of an operation record, the form a log row stores. JSON of
@@ -30,8 +31,15 @@ const (
 	tagFalse
 )
 
+// ErrCorruptRecord is matched by every error of UnmarshalBinary: the bytes
+// are not an encoding MarshalBinary writes (truncated, a length prefix
+// longer than the bytes left, an unknown op or tag, keys out of order,
+// trailing bytes). A stored log row that fails so is damaged; retrying does
+// not mend it.
+var ErrCorruptRecord = errors.New("corrupt operation record")
+
 // errShort is returned for a truncated encoding.
-var errShort = errors.New("truncated operation record")
+var errShort = fmt.Errorf("%w: truncated", ErrCorruptRecord)
 
 // MarshalBinary encodes o (without its offset). It fails for a metadata
 // value that is not a string, float64, bool or nil: Validate rejects those
@@ -95,7 +103,12 @@ func (o OperationRecord) MarshalBinary() ([]byte, error) {
 	return b, nil
 }
 
-// UnmarshalBinary decodes what MarshalBinary wrote. The result shares no
+// UnmarshalBinary decodes what MarshalBinary wrote, and only that: every
+// length prefix is checked against the bytes left before anything is
+// allocated from it (an embedding of n values needs 4n bytes, a metadata map
+// of n entries 2n), varints must be minimal, the op one of the four,
+// metadata keys strictly increasing, so that a decoded record encodes back
+// to the same bytes. Errors match ErrCorruptRecord. The result shares no
 // memory with b.
 func (o *OperationRecord) UnmarshalBinary(b []byte) error {
 	d := decoder{b: b}
@@ -103,31 +116,46 @@ func (o *OperationRecord) UnmarshalBinary(b []byte) error {
 		if d.err != nil {
 			return d.err
 		}
-		return fmt.Errorf("operation record encoding version %d, want %d", v, binaryVersion)
+		return fmt.Errorf("%w: encoding version %d, want %d", ErrCorruptRecord, v, binaryVersion)
 	}
-	r := OperationRecord{Op: Op(d.byte()), ID: d.string()}
+	r := OperationRecord{Op: Op(d.byte())}
+	if d.err == nil && (r.Op < OpAdd || r.Op > OpDelete) {
+		return fmt.Errorf("%w: unknown op %d", ErrCorruptRecord, r.Op)
+	}
+	r.ID = d.string()
 	if n := d.uvarint(); n > 0 {
 		n--
 		if n > uint64(len(d.b))/4 {
-			return errShort
+			return fmt.Errorf("%w: embedding of %d values in %d bytes", ErrCorruptRecord, n, len(d.b))
 		}
 		r.Embedding = make([]float32, n)
 		for i := range r.Embedding {
 			r.Embedding[i] = math.Float32frombits(binary.LittleEndian.Uint32(d.next(4)))
 		}
 	}
-	if d.byte() == 1 {
+	switch doc := d.byte(); doc {
+	case 0:
+	case 1:
 		s := d.string()
 		r.Document = &s
+	default:
+		if d.err == nil {
+			return fmt.Errorf("%w: document flag %d", ErrCorruptRecord, doc)
+		}
 	}
 	if n := d.uvarint(); n > 0 {
 		n--
-		if n > uint64(len(d.b)) {
-			return errShort
+		if n > uint64(len(d.b))/2 {
+			return fmt.Errorf("%w: metadata of %d entries in %d bytes", ErrCorruptRecord, n, len(d.b))
 		}
 		r.Metadata = make(Metadata, n)
-		for range n {
+		prev := ""
+		for i := range n {
 			k := d.string()
+			if d.err == nil && i > 0 && k <= prev {
+				d.err = fmt.Errorf("%w: metadata key %q after %q", ErrCorruptRecord, clipKey(k), clipKey(prev))
+			}
+			prev = k
 			switch tag := d.byte(); tag {
 			case tagNull:
 				r.Metadata[k] = nil
@@ -141,8 +169,11 @@ func (o *OperationRecord) UnmarshalBinary(b []byte) error {
 				r.Metadata[k] = false
 			default:
 				if d.err == nil {
-					d.err = fmt.Errorf("metadata.%s: unknown value tag %d", k, tag)
+					d.err = fmt.Errorf("%w: metadata.%s: unknown value tag %d", ErrCorruptRecord, clipKey(k), tag)
 				}
+			}
+			if d.err != nil {
+				break
 			}
 		}
 	}
@@ -150,10 +181,18 @@ func (o *OperationRecord) UnmarshalBinary(b []byte) error {
 		return d.err
 	}
 	if len(d.b) != 0 {
-		return fmt.Errorf("operation record has %d trailing bytes", len(d.b))
+		return fmt.Errorf("%w: %d trailing bytes", ErrCorruptRecord, len(d.b))
 	}
 	*o = r
 	return nil
+}
+
+// clipKey shortens a metadata key quoted in an error.
+func clipKey(k string) string {
+	if len(k) > 64 {
+		return strings.ToValidUTF8(k[:64], "") + "…"
+	}
+	return k
 }
 
 // decoder reads the binary encoding; after the first error every read
@@ -182,8 +221,12 @@ func (d *decoder) uvarint() uint64 {
 		return 0
 	}
 	v, n := binary.Uvarint(d.b)
-	if n <= 0 {
+	switch {
+	case n == 0:
 		d.err = errShort
+		return 0
+	case n < 0 || n > 1 && d.b[n-1] == 0: // overflow, or a non-minimal encoding
+		d.err = fmt.Errorf("%w: malformed varint", ErrCorruptRecord)
 		return 0
 	}
 	d.b = d.b[n:]

@@ -11,6 +11,7 @@ func TestPathsLeavesNoAbsolutePath(t *testing.T) {
 		`blob (key "m/1.json") (code=NotFound): open file:///data/blobs/m/1.json: no such file`: `blob (key "m/1.json") (code=NotFound): open …/1.json: no such file`,
 		"interrupted (the process stopped)":                                                     "interrupted (the process stopped)",
 		"ratio 1/2 of records":                                                                  "ratio 1/2 of records",
+		"corrupt block collections/c1/blocks/b-1.parquet: 17 bytes":                             "corrupt block collections/c1/blocks/b-1.parquet: 17 bytes",
 	} {
 		got := Paths(in)
 		if got != want {

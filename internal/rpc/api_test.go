@@ -736,8 +736,11 @@ func testWatch(t *testing.T, c clients) {
 	}
 }
 
-// testInternal corrupts the segment manifests of a compacted collection: a
-// read then fails with INTERNAL and a generic message, the detail in the log.
+// testInternal makes the segment manifests of a compacted collection
+// unreadable (a directory where the file was; a manifest that reads but does
+// not decode is DATA_LOSS, see TestCorruptBlockIsDataLossAndDeadLettersItsCollection):
+// a read then fails with INTERNAL and a generic message, the detail in the
+// log.
 func testInternal(t *testing.T, f *fixture, c clients, collID string) {
 	if collID == "" {
 		t.Skip("the small collection was not compacted")
@@ -749,7 +752,10 @@ func testInternal(t *testing.T, f *fixture, c clients, collID string) {
 		}
 		if !d.IsDir() && strings.Contains(filepath.ToSlash(path), collID+"/manifests/") {
 			corrupted++
-			return os.WriteFile(path, []byte("{not a manifest"), 0o600)
+			if err := os.Remove(path); err != nil {
+				return err
+			}
+			return os.Mkdir(path, 0o700)
 		}
 		return nil
 	})

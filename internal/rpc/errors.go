@@ -10,6 +10,7 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 
 	"github.com/compactorhq/compactor/internal/catalog"
+	"github.com/compactorhq/compactor/internal/compaction"
 	"github.com/compactorhq/compactor/internal/manager"
 	"github.com/compactorhq/compactor/internal/materialize"
 )
@@ -97,6 +98,11 @@ func toConnect(ctx context.Context, log *slog.Logger, procedure string, err erro
 		return connect.NewError(connect.CodeFailedPrecondition, err)
 	case errors.Is(err, manager.ErrStopped), errors.Is(err, catalog.ErrUnavailable):
 		return connect.NewError(connect.CodeUnavailable, err)
+	case isCorrupt(err):
+		// Damaged stored data (a block, manifest or log row): the message
+		// names the collection and the blob key relative to the bucket (or
+		// the log offset), never a server path.
+		return connect.NewError(connect.CodeDataLoss, err)
 	case errors.Is(err, context.Canceled) && ctx.Err() != nil:
 		return connect.NewError(connect.CodeCanceled, err)
 	case errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil:
@@ -104,6 +110,11 @@ func toConnect(ctx context.Context, log *slog.Logger, procedure string, err erro
 	}
 	log.ErrorContext(ctx, "internal error", "procedure", procedure, "err", err)
 	return connect.NewError(connect.CodeInternal, errors.New("internal error; see the server log"))
+}
+
+func isCorrupt(err error) bool {
+	_, ok := compaction.CorruptKind(err)
+	return ok
 }
 
 // invalidArgument returns an INVALID_ARGUMENT error with a BadRequest detail

@@ -25,12 +25,19 @@ type Store struct {
 func NewStore(b Blobs, cfg Config, now func() time.Time) *Store { return newStore(b, cfg, now) }
 
 // ReadManifest reads and decodes a manifest. Errors wrap ErrNotExist when
-// missing, or name the key when it cannot be decoded.
+// missing; a manifest that cannot be decoded, breaks an invariant, is over
+// 256 MiB or is stored under another collection's or version's key is a
+// *CorruptError (matching ErrCorrupt) naming the key and the collection.
 func (s *Store) ReadManifest(ctx context.Context, key string) (*Manifest, error) {
 	return s.readManifest(ctx, key)
 }
 
-// ReadBlock reads all records of a block, in id order.
+// ReadBlock reads all records of a block, in id order. Errors wrap
+// ErrNotExist when missing; a block that cannot be decoded, claims more than
+// its file can hold or MaxBlockDecodeBytes allows, or contradicts ref
+// (size, record count, id range) is a *CorruptError (matching ErrCorrupt)
+// naming the key and the collection. Get, Scan and Writer.Get return the
+// same errors.
 func (s *Store) ReadBlock(ctx context.Context, ref BlockRef) ([]materialize.Record, error) {
 	return s.readBlock(ctx, ref)
 }

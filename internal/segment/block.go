@@ -31,8 +31,15 @@ type blockRow struct {
 }
 
 // encodeBlock encodes recs (sorted by id, unique, non-empty) as one Parquet
-// file.
+// file. It refuses a block that decodeBlock would refuse: one whose decode
+// needs more than MaxBlockDecodeBytes.
 func encodeBlock(recs []materialize.Record) ([]byte, error) {
+	return encodeBlockWithin(recs, MaxBlockDecodeBytes)
+}
+
+// encodeBlockWithin is encodeBlock with limit in place of
+// MaxBlockDecodeBytes.
+func encodeBlockWithin(recs []materialize.Record, limit int64) ([]byte, error) {
 	rows := make([]blockRow, len(recs))
 	var meta bytes.Buffer
 	enc := json.NewEncoder(&meta)
@@ -69,6 +76,10 @@ func encodeBlock(recs []materialize.Record) ([]byte, error) {
 	if err := w.Close(); err != nil {
 		return nil, fmt.Errorf("write parquet: %w", err)
 	}
+	// Never write a block that decodeBlock would refuse.
+	if _, err := inspectBlock(buf.Bytes(), int64(len(recs)), limit); err != nil {
+		return nil, fmt.Errorf("%w: %d records (lower --max-block-records if records are this large): %w", ErrBlockTooLarge, len(recs), err)
+	}
 	return buf.Bytes(), nil
 }
 
@@ -90,8 +101,12 @@ func checkMetadata(m materialize.Metadata) error {
 }
 
 // decodeBlock decodes a block file written by encodeBlock. It checks the
-// schema, and that ids are sorted and unique.
-func decodeBlock(data []byte) (recs []materialize.Record, err error) {
+// file's structure and every size it claims before parquet-go allocates from
+// them (see inspectBlock), the schema, and that ids are sorted and unique.
+// wantRows is the record count the manifest gives for the block (< 0:
+// unknown, only the file's own consistency and MaxBlockDecodeBytes bound the
+// decode).
+func decodeBlock(data []byte, wantRows int64) (recs []materialize.Record, err error) {
 	// parquet-go panics on some malformed inputs; a corrupt block must be an
 	// error, not a crash.
 	defer func() {
@@ -99,51 +114,87 @@ func decodeBlock(data []byte) (recs []materialize.Record, err error) {
 			recs, err = nil, fmt.Errorf("read parquet: %v", p)
 		}
 	}()
-	f, err := parquet.OpenFile(bytes.NewReader(data), int64(len(data)))
+	info, err := inspectBlock(data, wantRows, MaxBlockDecodeBytes)
+	if err != nil {
+		return nil, err
+	}
+	f, err := parquet.OpenFile(bytes.NewReader(data), int64(len(data)),
+		parquet.SkipPageIndex(true), parquet.SkipBloomFilters(true))
 	if err != nil {
 		return nil, fmt.Errorf("open parquet: %w", err)
 	}
 	schema := f.Schema()
-	for _, path := range [][]string{{"id"}, {"embedding", "list", "element"}, {"document"}, {"metadata"}} {
+	for _, path := range blockColumns {
 		if _, ok := schema.Lookup(path...); !ok {
 			return nil, fmt.Errorf("parquet schema lacks column %q", path)
 		}
 	}
 	r := parquet.NewGenericReader[blockRow](f)
 	defer r.Close()
-	rows := make([]blockRow, r.NumRows())
-	for n := 0; n < len(rows); {
-		m, err := r.Read(rows[n:])
-		n += m
+	// Rows are read in batches, so that memory grows with the rows that
+	// actually decode rather than with what the footer claims.
+	const batch = 256
+	buf := make([]blockRow, min(info.rows, batch))
+	recs = make([]materialize.Record, 0, min(info.rows, batch))
+	for int64(len(recs)) < info.rows {
+		want := min(info.rows-int64(len(recs)), int64(len(buf)))
+		m, err := r.Read(buf[:want])
+		for i := range buf[:m] {
+			rec, rerr := recordOf(&buf[i])
+			if rerr != nil {
+				return nil, rerr
+			}
+			if n := len(recs); n > 0 && recs[n-1].ID >= rec.ID {
+				return nil, fmt.Errorf("ids not sorted and unique at row %d (%q)", n, rec.ID)
+			}
+			recs = append(recs, rec)
+		}
+		clear(buf[:m])
 		if err != nil {
-			if errors.Is(err, io.EOF) && n == len(rows) {
+			if errors.Is(err, io.EOF) && int64(len(recs)) == info.rows {
 				break
 			}
 			if errors.Is(err, io.EOF) {
-				return nil, fmt.Errorf("read parquet: %d of %d rows", n, len(rows))
+				return nil, fmt.Errorf("read parquet: %d of %d rows", len(recs), info.rows)
 			}
 			return nil, fmt.Errorf("read parquet: %w", err)
 		}
 		if m == 0 {
-			return nil, fmt.Errorf("read parquet: no progress at row %d of %d", n, len(rows))
+			return nil, fmt.Errorf("read parquet: no progress at row %d of %d", len(recs), info.rows)
 		}
-	}
-
-	recs = make([]materialize.Record, len(rows))
-	for i := range rows {
-		row := &rows[i]
-		if i > 0 && rows[i-1].ID >= row.ID {
-			return nil, fmt.Errorf("ids not sorted and unique at row %d (%q)", i, row.ID)
-		}
-		rec := materialize.Record{ID: row.ID, Embedding: row.Embedding, Document: row.Document}
-		if row.Metadata != nil {
-			var m map[string]any
-			if err := json.Unmarshal([]byte(*row.Metadata), &m); err != nil {
-				return nil, fmt.Errorf("record %q: metadata: %w", row.ID, err)
-			}
-			rec.Metadata = m // nil for the JSON literal null
-		}
-		recs[i] = rec
 	}
 	return recs, nil
+}
+
+// decodeBlockOf decodes the block ref names from its data and checks it
+// against ref: size, record count and id range. Errors are *CorruptError.
+func decodeBlockOf(ref BlockRef, data []byte) ([]materialize.Record, error) {
+	if ref.Bytes > 0 && int64(len(data)) != ref.Bytes {
+		return nil, corrupt(KindBlock, ref.Key, fmt.Errorf("%d bytes, manifest says %d", len(data), ref.Bytes))
+	}
+	recs, err := decodeBlock(data, ref.Records)
+	if err != nil {
+		return nil, corrupt(KindBlock, ref.Key, err)
+	}
+	if int64(len(recs)) != ref.Records {
+		return nil, corrupt(KindBlock, ref.Key, fmt.Errorf("%d records, manifest says %d", len(recs), ref.Records))
+	}
+	if len(recs) > 0 && (recs[0].ID != ref.MinID || recs[len(recs)-1].ID != ref.MaxID) {
+		return nil, corrupt(KindBlock, ref.Key, fmt.Errorf("ids [%q, %q], manifest says [%q, %q]",
+			recs[0].ID, recs[len(recs)-1].ID, ref.MinID, ref.MaxID))
+	}
+	return recs, nil
+}
+
+// recordOf converts one decoded row.
+func recordOf(row *blockRow) (materialize.Record, error) {
+	rec := materialize.Record{ID: row.ID, Embedding: row.Embedding, Document: row.Document}
+	if row.Metadata != nil {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(*row.Metadata), &m); err != nil {
+			return materialize.Record{}, fmt.Errorf("record %q: metadata: %w", row.ID, err)
+		}
+		rec.Metadata = m // nil for the JSON literal null
+	}
+	return rec, nil
 }

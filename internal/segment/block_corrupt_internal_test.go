@@ -24,6 +24,6 @@ func TestDecodeBlockSurvivesFlippedBytes(t *testing.T) {
 	for i := range good {
 		bad := bytes.Clone(good)
 		bad[i] ^= 0xff
-		_, _ = decodeBlock(bad)
+		_, _ = decodeBlock(bad, -1)
 	}
 }

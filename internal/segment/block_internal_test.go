@@ -2,6 +2,7 @@ package segment
 
 import (
 	"bytes"
+	"errors"
 	"go/parser"
 	"go/token"
 	"math"
@@ -36,7 +37,7 @@ func TestBlockRoundTripIsExact(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := decodeBlock(data)
+	got, err := decodeBlock(data, -1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,7 +139,7 @@ func TestDecodeBlockRejectsGarbage(t *testing.T) {
 		"truncated":    good[:len(good)/2],
 		"other schema": otherFile.Bytes(),
 	} {
-		if _, err := decodeBlock(data); err == nil {
+		if _, err := decodeBlock(data, -1); err == nil {
 			t.Errorf("%s: decodeBlock succeeded, want an error", name)
 		}
 	}
@@ -179,16 +180,27 @@ func TestDecodeManifestRejectsBrokenInvariants(t *testing.T) {
 		}}
 	}
 	for name, edit := range map[string]func(m *Manifest){
-		"format version 2":     func(m *Manifest) { m.FormatVersion = 2 },
-		"version 0":            func(m *Manifest) { m.Version = 0 },
-		"no collection":        func(m *Manifest) { m.CollectionID = "" },
-		"wrong record count":   func(m *Manifest) { m.RecordCount = 3 },
-		"overlapping ranges":   func(m *Manifest) { m.Blocks[1].MinID = "b" },
-		"unsorted blocks":      func(m *Manifest) { m.Blocks[0], m.Blocks[1] = m.Blocks[1], m.Blocks[0] },
-		"min above max":        func(m *Manifest) { m.Blocks[0].MinID = "bb" },
-		"empty block":          func(m *Manifest) { m.Blocks[0].Records = 0; m.RecordCount = 1 },
-		"foreign block key":    func(m *Manifest) { m.Blocks[0].Key = "collections/other/blocks/1.parquet" },
-		"block outside blocks": func(m *Manifest) { m.Blocks[0].Key = "collections/c/manifests/x.json" },
+		"format version 2":       func(m *Manifest) { m.FormatVersion = 2 },
+		"version 0":              func(m *Manifest) { m.Version = 0 },
+		"no collection":          func(m *Manifest) { m.CollectionID = "" },
+		"wrong record count":     func(m *Manifest) { m.RecordCount = 3 },
+		"overlapping ranges":     func(m *Manifest) { m.Blocks[1].MinID = "b" },
+		"unsorted blocks":        func(m *Manifest) { m.Blocks[0], m.Blocks[1] = m.Blocks[1], m.Blocks[0] },
+		"min above max":          func(m *Manifest) { m.Blocks[0].MinID = "bb" },
+		"empty block":            func(m *Manifest) { m.Blocks[0].Records = 0; m.RecordCount = 1 },
+		"foreign block key":      func(m *Manifest) { m.Blocks[0].Key = "collections/other/blocks/1.parquet" },
+		"block outside blocks":   func(m *Manifest) { m.Blocks[0].Key = "collections/c/manifests/x.json" },
+		"block key climbing out": func(m *Manifest) { m.Blocks[0].Key = "collections/c/blocks/../../d/blocks/1.parquet" },
+		"block listed twice":     func(m *Manifest) { m.Blocks[1].Key = m.Blocks[0].Key },
+		"2^40 records in a block": func(m *Manifest) {
+			m.Blocks[0].Records = 1 << 40
+			m.RecordCount = 1<<40 + 1
+		},
+		"negative records summing up": func(m *Manifest) { m.Blocks[0].Records = -1; m.RecordCount = 0 },
+		"negative block bytes":        func(m *Manifest) { m.Blocks[0].Bytes = -1 },
+		"empty min id":                func(m *Manifest) { m.Blocks[0].MinID = "" },
+		"negative compaction offset":  func(m *Manifest) { m.CompactionOffset = -1 },
+		"dimension 2^20":              func(m *Manifest) { m.Dimension = 1 << 20 },
 	} {
 		m := valid()
 		edit(&m)
@@ -202,6 +214,9 @@ func TestDecodeManifestRejectsBrokenInvariants(t *testing.T) {
 	}
 	if _, err := decodeManifest([]byte("{not json")); err == nil {
 		t.Error("bad JSON decoded")
+	}
+	if _, err := decodeManifest(append(bytes.Repeat([]byte(" "), maxManifestBytes), "{}"...)); err == nil {
+		t.Error("a manifest over maxManifestBytes decoded")
 	}
 	m := valid()
 	if err := checkManifest(&m); err != nil {
@@ -267,4 +282,25 @@ func docOfPackage(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return f.Doc.Text()
+}
+
+func TestDecodeManifestAtChecksTheKey(t *testing.T) {
+	m := Manifest{FormatVersion: 1, CollectionID: "c", Version: 3}
+	data, err := encodeManifest(&m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := decodeManifestAt("collections/c/manifests/00000000000000000003-x.json", data); err != nil {
+		t.Fatalf("manifest at its own key: %v", err)
+	}
+	for name, key := range map[string]string{
+		"another collection's key": "collections/d/manifests/00000000000000000003-x.json",
+		"another version's key":    "collections/c/manifests/00000000000000000004-x.json",
+	} {
+		_, err := decodeManifestAt(key, data)
+		var ce *CorruptError
+		if !errors.As(err, &ce) || ce.Kind != KindManifest || ce.Key != key || ce.CollectionID != collectionOfKey(key) {
+			t.Errorf("%s: %v, want a *CorruptError of kind manifest naming %s", name, err, key)
+		}
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/google/uuid"
@@ -62,7 +63,23 @@ func owner(blocks []BlockRef, id string) int {
 	return max(i, 0)
 }
 
-// checkManifest checks the invariants every manifest keeps.
+// maxManifestBytes bounds the size of a manifest a read decodes. A manifest
+// lists a collection's blocks in about 250 bytes each (ids up to 1 KiB each
+// make it more): 256 MiB is far above any real one.
+const maxManifestBytes = 256 << 20
+
+// maxDimension is the catalog's largest embedding dimension
+// (catalog.maxDimension).
+const maxDimension = 65536
+
+// maxBlockRecords is the most records a block entry may claim: more rows
+// than one block decode may hold (MaxBlockDecodeBytes) cannot be read.
+const maxBlockRecords = MaxBlockDecodeBytes / decodeBytesPerRow
+
+// checkManifest checks the invariants every manifest keeps: known format,
+// a valid collection id and version, sane offsets and sizes, blocks with
+// keys of the collection (each once), non-empty ranges sorted and disjoint,
+// record counts that add up.
 func checkManifest(m *Manifest) error {
 	if m.FormatVersion != formatVersion {
 		return fmt.Errorf("unsupported format version %d (want %d)", m.FormatVersion, formatVersion)
@@ -70,22 +87,36 @@ func checkManifest(m *Manifest) error {
 	if err := checkCollectionID(m.CollectionID); err != nil {
 		return err
 	}
-	if m.Version < 1 {
+	switch {
+	case m.Version < 1:
 		return fmt.Errorf("version %d < 1", m.Version)
+	case m.CompactionOffset < 0:
+		return fmt.Errorf("compaction offset %d < 0", m.CompactionOffset)
+	case m.Dimension < 0 || m.Dimension > maxDimension:
+		return fmt.Errorf("dimension %d outside 0..%d", m.Dimension, maxDimension)
 	}
 	prefix := blocksPrefix(m.CollectionID)
+	keys := make(map[string]bool, len(m.Blocks))
 	var total int64
 	for i, b := range m.Blocks {
+		name, ok := strings.CutPrefix(b.Key, prefix)
 		switch {
-		case !strings.HasPrefix(b.Key, prefix):
-			return fmt.Errorf("block %d: key %q is not under %s", i, b.Key, prefix)
-		case b.Records < 1:
-			return fmt.Errorf("block %s: %d records", b.Key, b.Records)
+		case !ok || !strings.HasSuffix(name, ".parquet") || strings.ContainsAny(name, "/\\") || strings.HasPrefix(name, "."):
+			return fmt.Errorf("block %d: key %q is not a block key under %s", i, b.Key, prefix)
+		case keys[b.Key]:
+			return fmt.Errorf("block %d: key %s listed twice", i, b.Key)
+		case b.Records < 1 || b.Records > maxBlockRecords:
+			return fmt.Errorf("block %s: %d records, outside 1..%d", b.Key, b.Records, maxBlockRecords)
+		case b.Bytes < 0:
+			return fmt.Errorf("block %s: %d bytes", b.Key, b.Bytes)
+		case b.MinID == "":
+			return fmt.Errorf("block %s: empty min id", b.Key)
 		case b.MinID > b.MaxID:
 			return fmt.Errorf("block %s: min id %q > max id %q", b.Key, b.MinID, b.MaxID)
 		case i > 0 && m.Blocks[i-1].MaxID >= b.MinID:
 			return fmt.Errorf("block %s: range overlaps or precedes the previous block's", b.Key)
 		}
+		keys[b.Key] = true
 		total += b.Records
 	}
 	if total != m.RecordCount {
@@ -102,7 +133,11 @@ func encodeManifest(m *Manifest) ([]byte, error) {
 	return append(data, '\n'), nil
 }
 
+// decodeManifest decodes and checks a manifest of at most maxManifestBytes.
 func decodeManifest(data []byte) (*Manifest, error) {
+	if len(data) > maxManifestBytes {
+		return nil, fmt.Errorf("%d bytes, more than the %d a manifest may have", len(data), maxManifestBytes)
+	}
 	var m Manifest
 	if err := json.Unmarshal(data, &m); err != nil {
 		return nil, err
@@ -111,4 +146,24 @@ func decodeManifest(data []byte) (*Manifest, error) {
 		return nil, err
 	}
 	return &m, nil
+}
+
+// decodeManifestAt decodes the manifest stored at key and checks that it is
+// the manifest key names: one of its collection, of the version in its name.
+// Errors are *CorruptError.
+func decodeManifestAt(key string, data []byte) (*Manifest, error) {
+	m, err := decodeManifest(data)
+	if err != nil {
+		return nil, corrupt(KindManifest, key, err)
+	}
+	name, ok := strings.CutPrefix(key, manifestsPrefix(m.CollectionID))
+	if !ok {
+		return nil, corrupt(KindManifest, key, fmt.Errorf("manifest of collection %s stored under another collection", m.CollectionID))
+	}
+	if v, _, ok := strings.Cut(name, "-"); ok && len(v) == 20 {
+		if n, err := strconv.ParseInt(v, 10, 64); err == nil && n != m.Version {
+			return nil, corrupt(KindManifest, key, fmt.Errorf("manifest of version %d stored under version %d", m.Version, n))
+		}
+	}
+	return m, nil
 }

@@ -53,11 +53,7 @@ func (s *storeImpl) readManifest(ctx context.Context, key string) (*Manifest, er
 	if err != nil {
 		return nil, fmt.Errorf("read manifest %s: %w", key, err)
 	}
-	m, err := decodeManifest(data)
-	if err != nil {
-		return nil, fmt.Errorf("decode manifest %s: %w: %w", key, ErrCorrupt, err)
-	}
-	return m, nil
+	return decodeManifestAt(key, data)
 }
 
 func (s *storeImpl) readBlock(ctx context.Context, ref BlockRef) ([]materialize.Record, error) {
@@ -65,21 +61,7 @@ func (s *storeImpl) readBlock(ctx context.Context, ref BlockRef) ([]materialize.
 	if err != nil {
 		return nil, fmt.Errorf("read block %s: %w", ref.Key, err)
 	}
-	if ref.Bytes > 0 && int64(len(data)) != ref.Bytes {
-		return nil, fmt.Errorf("decode block %s: %w: %d bytes, manifest says %d", ref.Key, ErrCorrupt, len(data), ref.Bytes)
-	}
-	recs, err := decodeBlock(data)
-	if err != nil {
-		return nil, fmt.Errorf("decode block %s: %w: %w", ref.Key, ErrCorrupt, err)
-	}
-	if int64(len(recs)) != ref.Records {
-		return nil, fmt.Errorf("decode block %s: %w: %d records, manifest says %d", ref.Key, ErrCorrupt, len(recs), ref.Records)
-	}
-	if len(recs) > 0 && (recs[0].ID != ref.MinID || recs[len(recs)-1].ID != ref.MaxID) {
-		return nil, fmt.Errorf("decode block %s: %w: ids [%q, %q], manifest says [%q, %q]",
-			ref.Key, ErrCorrupt, recs[0].ID, recs[len(recs)-1].ID, ref.MinID, ref.MaxID)
-	}
-	return recs, nil
+	return decodeBlockOf(ref, data)
 }
 
 // findRecord returns the record of recs (sorted by id) with id.

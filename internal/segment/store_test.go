@@ -139,8 +139,13 @@ func TestStoreReadBlockDetectsAMissingOrMismatchedBlock(t *testing.T) {
 	if err := blobs.Put(ctx, garbage.Key, []byte("not parquet")); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.ReadBlock(ctx, garbage); !errors.Is(err, segment.ErrCorrupt) {
-		t.Errorf("garbage block: %v, want ErrCorrupt", err)
+	_, err := s.ReadBlock(ctx, garbage)
+	var ce *segment.CorruptError
+	if !errors.As(err, &ce) || ce.Kind != segment.KindBlock || ce.Key != garbage.Key || ce.CollectionID != testCollection {
+		t.Errorf("garbage block: %#v, want a *CorruptError of kind block naming the key and the collection", err)
+	}
+	if want := "collection " + testCollection + ": corrupt block " + garbage.Key + ": "; !strings.HasPrefix(err.Error(), want) {
+		t.Errorf("garbage block: %q, want it to start with %q", err, want)
 	}
 	badManifest := "collections/" + testCollection + "/manifests/00000000000000000009-bad.json"
 	if err := blobs.Put(ctx, badManifest, []byte(`{"format_version": 1, "collection_id": "`+testCollection+`", "version": 0}`)); err != nil {
@@ -152,7 +157,7 @@ func TestStoreReadBlockDetectsAMissingOrMismatchedBlock(t *testing.T) {
 	if err := blobs.Delete(ctx, ref.Key); err != nil {
 		t.Fatal(err)
 	}
-	_, err := s.ReadBlock(ctx, ref)
+	_, err = s.ReadBlock(ctx, ref)
 	if !errors.Is(err, segment.ErrNotExist) || !strings.Contains(err.Error(), ref.Key) {
 		t.Errorf("missing block: %v, want ErrNotExist naming the key", err)
 	}

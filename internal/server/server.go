@@ -226,7 +226,7 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (_ *App, err err
 	// or the run-time override the manager applies).
 	throttle := segment.NewThrottle(cfg.Manager.MaxThroughput)
 	a.Segments = segment.NewStore(throttle.Wrap(blobs), cfg.Segment, nil)
-	a.Compactor, err = compaction.New(a.Catalog, a.Segments, cfg.Compaction, logger.With("component", "compaction"))
+	a.Compactor, err = compaction.New(a.Catalog, a.Segments, cfg.Compaction, logger.With("component", "compaction"), compaction.WithRegisterer(a.Registry))
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,70 @@
+package compaction
+
+import (
+	"errors"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
+
+	"github.com/compactorhq/compactor/internal/materialize"
+	"github.com/compactorhq/compactor/internal/segment"
+)
+
+// KindLogRow is the CorruptKind of a log row that does not decode.
+const KindLogRow = "log_row"
+
+// corruptKinds are the values of the kind label of
+// compactor_corrupt_blocks_total.
+var corruptKinds = []string{segment.KindBlock, segment.KindManifest, KindLogRow}
+
+// CorruptKind reports whether err is stored data of a collection that is
+// damaged, and of which kind: segment.KindBlock or segment.KindManifest (a
+// *segment.CorruptError, naming the collection and the blob key), or
+// KindLogRow (materialize.ErrCorruptRecord; the message names the collection
+// and the log offset). Such an error is not transient: retrying does not
+// mend it; reads answer it as data loss and compactions of the collection
+// fail until an operator repairs or deletes it.
+func CorruptKind(err error) (kind string, ok bool) {
+	var ce *segment.CorruptError
+	switch {
+	case errors.As(err, &ce):
+		return ce.Kind, true
+	case errors.Is(err, segment.ErrCorrupt):
+		return segment.KindBlock, true
+	case errors.Is(err, materialize.ErrCorruptRecord):
+		return KindLogRow, true
+	}
+	return "", false
+}
+
+// Option configures a Compactor (see New).
+type Option func(*Compactor)
+
+// WithRegisterer registers the Compactor's metrics on reg:
+// compactor_corrupt_blocks_total{kind="block|manifest|log_row"}, the reads
+// and compactions that failed on damaged stored data.
+func WithRegisterer(reg prometheus.Registerer) Option {
+	return func(c *Compactor) {
+		v := promauto.With(reg).NewCounterVec(prometheus.CounterOpts{
+			Name: "compactor_corrupt_blocks_total",
+			Help: "Reads and compactions that failed on a corrupt segment block, manifest or log row, by kind. A damaged blob counts at every read that meets it: any increase needs an operator (the log and the collection's last job name the collection and the blob).",
+		}, []string{"kind"})
+		for _, k := range corruptKinds {
+			v.WithLabelValues(k)
+		}
+		c.corrupt = v
+	}
+}
+
+// noteCorrupt counts and logs err when it is damaged stored data of
+// collectionID; op says what met it ("read", "compaction").
+func (c *Compactor) noteCorrupt(op, collectionID string, err error) {
+	kind, ok := CorruptKind(err)
+	if !ok {
+		return
+	}
+	if c.corrupt != nil {
+		c.corrupt.WithLabelValues(kind).Inc()
+	}
+	c.logger.Error("corrupt data", "op", op, "kind", kind, "collection", collectionID, "err", err)
+}

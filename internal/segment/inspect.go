@@ -1,0 +1,328 @@
+package segment
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+
+	"github.com/klauspost/compress/zstd"
+	"github.com/parquet-go/parquet-go/encoding/thrift"
+	"github.com/parquet-go/parquet-go/format"
+)
+
+// MaxBlockDecodeBytes bounds the memory one block decode may need, as
+// estimated from what the file claims (the uncompressed size of its pages,
+// plus per value and per row overheads, see blockInfo.decodeBytes): a block
+// that claims more is refused as corrupt before anything is allocated from
+// its claims, and the writer refuses to write one (lower
+// --max-block-records when records are that large).
+const MaxBlockDecodeBytes = 256 << 20
+
+// Estimated bytes of decoded memory per value (levels, offsets, the value
+// itself) and per row (a blockRow and a materialize.Record) of a block.
+const (
+	decodeBytesPerValue = 16
+	decodeBytesPerRow   = 200
+)
+
+// maxEmbeddingValuesPerRow bounds the values of the embedding column per
+// row: the catalog's largest embedding dimension (catalog.maxDimension).
+const maxEmbeddingValuesPerRow = 65536
+
+// Limits of a block footer's lists of large structs (the writer writes one
+// row group of four leaf columns, whose schema has seven elements).
+const (
+	maxSchemaElements = 64
+	maxRowGroups      = 64
+	maxColumnChunks   = 16
+)
+
+// blockColumns are the leaf columns of a block, by path.
+var blockColumns = [][]string{{"id"}, {"embedding", "list", "element"}, {"document"}, {"metadata"}}
+
+// footerLimit is the thriftWalker limit of a FileMetaData.
+func footerLimit(path []int16) int {
+	switch {
+	case slices.Equal(path, []int16{2}): // schema
+		return maxSchemaElements
+	case slices.Equal(path, []int16{4}): // row_groups
+		return maxRowGroups
+	case slices.Equal(path, []int16{4, 1}): // row_groups[*].columns
+		return maxColumnChunks
+	}
+	return 0
+}
+
+// blockInfo is what inspectBlock found.
+type blockInfo struct {
+	rows int64
+	// decodeBytes estimates the memory a decode needs: the uncompressed size
+	// of every page, decodeBytesPerValue per value and decodeBytesPerRow per
+	// row.
+	decodeBytes int64
+	limit       int64 // most decodeBytes allowed: MaxBlockDecodeBytes
+}
+
+// inspectBlock checks the structure of a Parquet block and every size it
+// claims, reading the footer and every page header itself with bounded
+// decoders, before parquet-go sees the file (parquet-go allocates from the
+// claims: a 900-byte file whose footer claims 2^26 rows, or a page header
+// that claims 2 GiB, would otherwise exhaust memory). It checks:
+//   - magic bytes, and the footer length against the file size;
+//   - every list in the footer and the page headers against the bytes left,
+//     and the lists of large structs against small limits;
+//   - the row count against wantRows (the manifest's record count; < 0:
+//     unknown) and against the row groups';
+//   - every column chunk: a known column, codec zstd or none, its byte range
+//     inside the file, its value count against the rows (exactly the rows
+//     for a flat column);
+//   - every page: its header and compressed bytes inside the chunk, the
+//     value counts of its data pages adding up to the chunk's, and its
+//     zstd data decompressing to no more than the uncompressed size it
+//     claims (decompressed with that size as the limit);
+//   - the estimated decode memory against limit (MaxBlockDecodeBytes but
+//     in tests).
+func inspectBlock(data []byte, wantRows, limit int64) (blockInfo, error) {
+	info := blockInfo{limit: limit}
+	size := int64(len(data))
+	if size < 12 || string(data[:4]) != "PAR1" || string(data[size-4:]) != "PAR1" {
+		return info, fmt.Errorf("not a parquet file (%d bytes, no PAR1 magic at both ends)", size)
+	}
+	footerLen := int64(binary.LittleEndian.Uint32(data[size-8:]))
+	if footerLen > size-12 {
+		return info, fmt.Errorf("footer of %d bytes claimed in a file of %d bytes", footerLen, size)
+	}
+	footerStart := size - 8 - footerLen
+	footer := data[footerStart : size-8]
+	n, err := walkThriftStruct(footer, footerLimit)
+	if err != nil {
+		return info, fmt.Errorf("footer: %w", err)
+	}
+	if n != len(footer) {
+		return info, fmt.Errorf("footer: %d trailing bytes", len(footer)-n)
+	}
+	var meta format.FileMetaData
+	if err := thrift.Unmarshal(new(thrift.CompactProtocol), footer, &meta); err != nil {
+		return info, fmt.Errorf("footer: %w", err)
+	}
+	if meta.NumRows < 0 || (wantRows >= 0 && meta.NumRows != wantRows) {
+		return info, fmt.Errorf("footer claims %d rows, the manifest %d records", meta.NumRows, wantRows)
+	}
+	if meta.NumRows > limit/decodeBytesPerRow { // before multiplying: no overflow
+		return info, fmt.Errorf("footer claims %d rows: over the %d bytes a block decode may use", meta.NumRows, limit)
+	}
+	info.rows = meta.NumRows
+	info.decodeBytes = meta.NumRows * decodeBytesPerRow
+	p, err := newPageChecker()
+	if err != nil {
+		return info, err
+	}
+	defer p.close()
+	var rows int64
+	for g := range meta.RowGroups {
+		rg := &meta.RowGroups[g]
+		if rg.NumRows < 0 || rg.NumRows > meta.NumRows-rows {
+			return info, fmt.Errorf("row group %d claims %d rows, the file %d", g, rg.NumRows, meta.NumRows)
+		}
+		rows += rg.NumRows
+		seen := make([]bool, len(blockColumns))
+		for c := range rg.Columns {
+			cc := &rg.Columns[c]
+			if cc.FilePath != "" {
+				return info, fmt.Errorf("row group %d column %d: in another file %q", g, c, cc.FilePath)
+			}
+			col := slices.IndexFunc(blockColumns, func(p []string) bool { return slices.Equal(p, cc.MetaData.PathInSchema) })
+			if col < 0 || seen[col] {
+				return info, fmt.Errorf("row group %d column %d: unknown or repeated column %q", g, c, strings.Join(cc.MetaData.PathInSchema, "."))
+			}
+			seen[col] = true
+			if err := p.inspectChunk(data[:footerStart], &cc.MetaData, rg.NumRows, col == 1, &info); err != nil {
+				return info, fmt.Errorf("row group %d column %s: %w", g, strings.Join(cc.MetaData.PathInSchema, "."), err)
+			}
+		}
+	}
+	if rows != meta.NumRows {
+		return info, fmt.Errorf("row groups hold %d rows, the footer claims %d", rows, meta.NumRows)
+	}
+	return info, nil
+}
+
+// inspectChunk checks one column chunk and its pages; body is the file up to
+// the footer. repeated: the embedding column, whose values may outnumber the
+// rows.
+func (p *pageChecker) inspectChunk(body []byte, cm *format.ColumnMetaData, rows int64, repeated bool, info *blockInfo) error {
+	if cm.Codec != format.Uncompressed && cm.Codec != format.Zstd {
+		return fmt.Errorf("codec %s, want ZSTD or UNCOMPRESSED", cm.Codec)
+	}
+	maxValues := rows
+	if repeated {
+		maxValues = max(rows, rows*maxEmbeddingValuesPerRow)
+	}
+	switch {
+	case cm.NumValues < 0 || cm.NumValues > maxValues || (!repeated && cm.NumValues != rows):
+		return fmt.Errorf("%d values for %d rows", cm.NumValues, rows)
+	case cm.NumValues > (info.limit-info.decodeBytes)/decodeBytesPerValue:
+		return fmt.Errorf("%d values: over the %d bytes a block decode may use", cm.NumValues, info.limit)
+	}
+	info.decodeBytes += cm.NumValues * decodeBytesPerValue
+	start := cm.DataPageOffset
+	if cm.DictionaryPageOffset > 0 {
+		start = min(start, cm.DictionaryPageOffset)
+	}
+	if start < 4 || cm.TotalCompressedSize < 0 || cm.TotalCompressedSize > int64(len(body))-start {
+		return fmt.Errorf("bytes [%d, %d+%d) outside the %d bytes before the footer", start, start, cm.TotalCompressedSize, len(body))
+	}
+	chunk := body[start : start+cm.TotalCompressedSize]
+	var values int64
+	for off, page := 0, 0; off < len(chunk); page++ {
+		n, err := walkThriftStruct(chunk[off:], nil)
+		if err != nil {
+			return fmt.Errorf("page %d header: %w", page, err)
+		}
+		var h format.PageHeader
+		if err := thrift.Unmarshal(new(thrift.CompactProtocol), chunk[off:off+n], &h); err != nil {
+			return fmt.Errorf("page %d header: %w", page, err)
+		}
+		off += n
+		if h.CompressedPageSize < 0 || int(h.CompressedPageSize) > len(chunk)-off {
+			return fmt.Errorf("page %d: %d compressed bytes claimed, %d left in the chunk", page, h.CompressedPageSize, len(chunk)-off)
+		}
+		body := chunk[off : off+int(h.CompressedPageSize)]
+		off += int(h.CompressedPageSize)
+		if h.UncompressedPageSize < 0 || int64(h.UncompressedPageSize) > info.limit-info.decodeBytes {
+			return fmt.Errorf("page %d: %d uncompressed bytes claimed, over the %d bytes a block decode may use", page, h.UncompressedPageSize, info.limit)
+		}
+		info.decodeBytes += int64(h.UncompressedPageSize)
+		var pageValues int64
+		levels := 0 // bytes of levels stored uncompressed before the data (v2)
+		compressed := cm.Codec == format.Zstd
+		switch {
+		case h.Type == format.DataPage && h.DataPageHeader.Valid:
+			pageValues = int64(h.DataPageHeader.V.NumValues)
+		case h.Type == format.DataPageV2 && h.DataPageHeaderV2.Valid:
+			v2 := &h.DataPageHeaderV2.V
+			pageValues = int64(v2.NumValues)
+			if v2.NumNulls < 0 || v2.NumNulls > v2.NumValues || v2.NumRows < 0 || int64(v2.NumRows) > rows {
+				return fmt.Errorf("page %d: %d values, %d nulls, %d rows claimed for a chunk of %d rows", page, v2.NumValues, v2.NumNulls, v2.NumRows, rows)
+			}
+			if v2.DefinitionLevelsByteLength < 0 || v2.RepetitionLevelsByteLength < 0 ||
+				int64(v2.DefinitionLevelsByteLength)+int64(v2.RepetitionLevelsByteLength) > int64(min(h.CompressedPageSize, h.UncompressedPageSize)) {
+				return fmt.Errorf("page %d: levels of %d+%d bytes in a page of %d", page, v2.RepetitionLevelsByteLength, v2.DefinitionLevelsByteLength, h.CompressedPageSize)
+			}
+			levels = int(v2.DefinitionLevelsByteLength + v2.RepetitionLevelsByteLength)
+			if v2.IsCompressed.Valid && !v2.IsCompressed.V {
+				compressed = false
+			}
+		case h.Type == format.DictionaryPage && h.DictionaryPageHeader.Valid:
+			n := int64(h.DictionaryPageHeader.V.NumValues)
+			if n < 0 || n > maxValues {
+				return fmt.Errorf("page %d: dictionary of %d values for %d values", page, n, maxValues)
+			}
+			info.decodeBytes += n * decodeBytesPerValue
+		default:
+			return fmt.Errorf("page %d: type %s without its header", page, h.Type)
+		}
+		if pageValues < 0 || pageValues > cm.NumValues-values {
+			return fmt.Errorf("page %d: %d values claimed, %d of the chunk's %d left", page, pageValues, cm.NumValues-values, cm.NumValues)
+		}
+		values += pageValues
+		if info.decodeBytes > info.limit {
+			return fmt.Errorf("page %d: over the %d bytes a block decode may use", page, info.limit)
+		}
+		if err := p.checkPageData(body, levels, int(h.UncompressedPageSize), compressed); err != nil {
+			return fmt.Errorf("page %d: %w", page, err)
+		}
+	}
+	if values != cm.NumValues {
+		return fmt.Errorf("pages hold %d values, the chunk claims %d", values, cm.NumValues)
+	}
+	return nil
+}
+
+// checkPageData checks that a page's data (after levels bytes of levels)
+// is no larger than its claimed uncompressed size, decompressing zstd data
+// with that size as the decoder's limit.
+func (p *pageChecker) checkPageData(body []byte, levels, uncompressed int, compressed bool) error {
+	want := uncompressed - levels
+	if !compressed {
+		if len(body) != uncompressed {
+			return fmt.Errorf("%d bytes stored uncompressed, %d claimed", len(body), uncompressed)
+		}
+		return nil
+	}
+	n, err := p.zstdSize(body[levels:], want)
+	if err != nil {
+		return fmt.Errorf("zstd data (%d bytes claimed): %w", want, err)
+	}
+	if n != want {
+		return fmt.Errorf("zstd data of %d bytes, %d claimed", n, want)
+	}
+	return nil
+}
+
+// maxZstdWindow bounds the window (history) of a zstd frame in a page,
+// which the decoder keeps in memory: the writer's zstd encoder uses at most
+// 8 MiB; zstd's levels up to 19 use at most 8 MiB too.
+const maxZstdWindow = 32 << 20
+
+// smallPage is the claimed size up to which a page is decompressed into a
+// buffer of that size (cheaper than a stream's window for small pages).
+const smallPage = 1 << 20
+
+// pageChecker decompresses pages to check their size: small ones into one
+// reused buffer, larger ones through a streaming decoder that counts the
+// output instead of keeping it.
+type pageChecker struct {
+	all    *zstd.Decoder // DecodeAll, limited to the buffer's capacity
+	stream *zstd.Decoder
+	buf    []byte
+}
+
+func newPageChecker() (*pageChecker, error) {
+	all, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderLowmem(true), zstd.WithDecodeAllCapLimit(true))
+	if err != nil {
+		return nil, fmt.Errorf("zstd decoder: %w", err)
+	}
+	stream, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderLowmem(true), zstd.WithDecoderMaxWindow(maxZstdWindow))
+	if err != nil {
+		all.Close()
+		return nil, fmt.Errorf("zstd decoder: %w", err)
+	}
+	return &pageChecker{all: all, stream: stream}, nil
+}
+
+func (p *pageChecker) close() {
+	p.all.Close()
+	p.stream.Close()
+}
+
+// zstdSize returns the decompressed size of src, failing once it would grow
+// past limit (a zstd bomb: a few hundred bytes can expand to gigabytes).
+// Memory: min(limit, smallPage), or the frame's window (at most
+// maxZstdWindow) for larger limits.
+func (p *pageChecker) zstdSize(src []byte, limit int) (int, error) {
+	if limit <= smallPage {
+		if cap(p.buf) < limit {
+			p.buf = make([]byte, 0, max(limit, 4096))
+		}
+		out, err := p.all.DecodeAll(src, p.buf[:0:limit])
+		if err != nil {
+			return 0, err
+		}
+		return len(out), nil
+	}
+	if err := p.stream.Reset(bytes.NewReader(src)); err != nil {
+		return 0, err
+	}
+	n, err := io.Copy(io.Discard, io.LimitReader(p.stream, int64(limit)+1))
+	switch {
+	case err != nil:
+		return 0, err
+	case n > int64(limit):
+		return 0, fmt.Errorf("decompresses past %d bytes", limit)
+	}
+	return int(n), nil
+}
