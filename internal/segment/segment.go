@@ -124,6 +124,26 @@ type WriteStats struct {
 	BytesWritten   int64 // bytes of the blocks written (manifest excluded)
 }
 
+// GCPlan says what one GC pass over a collection may delete (Store.GC).
+type GCPlan struct {
+	// Keep: manifests of the versions that must stay readable (retained
+	// versions, and versions a reader or compaction still uses). They and
+	// their blocks are never deleted.
+	Keep []string
+	// Expired: manifests of versions retired for longer than the grace
+	// period. They and their blocks that no manifest in Keep references are
+	// deleted. A missing expired manifest is skipped.
+	Expired []string
+	// OrphanGrace: a blob referenced by no manifest in Keep or Expired (left
+	// by a failed, cancelled or crashed compaction, or written by one still
+	// running) is deleted only when its ModTime is older than now minus
+	// OrphanGrace. Must not be negative.
+	OrphanGrace time.Duration
+	// SpareOrphans: delete no orphan at all (a compaction of the collection
+	// is in flight and its blobs are orphans until it commits).
+	SpareOrphans bool
+}
+
 // GCStats are the figures of one GC pass.
 type GCStats struct {
 	BlobsDeleted int
