@@ -196,7 +196,12 @@ func TestReadsSurviveGCAtTheMostAggressiveSettings(t *testing.T) {
 			wrongSize++
 		}
 	}
-	reader := func(c *Compactor, arm func()) {
+	// The slow reader runs one read after the other, each held during one
+	// compaction and GC; the fast one reads once per compaction, unheld
+	// (paced, so that the race detector's cost stays bounded).
+	tick := make(chan struct{}, 1)
+	wg.Add(2)
+	go func() {
 		defer wg.Done()
 		for n := 0; ; n++ {
 			select {
@@ -204,19 +209,29 @@ func TestReadsSurviveGCAtTheMostAggressiveSettings(t *testing.T) {
 				return
 			default:
 			}
-			if arm != nil {
-				arm()
-			}
-			read(c, n)
+			pausing.arm()
+			read(slow, n)
 		}
-	}
-	wg.Add(2)
-	go reader(slow, pausing.arm)
-	go reader(fast, nil)
+	}()
+	go func() {
+		defer wg.Done()
+		for n := 0; ; n++ {
+			select {
+			case <-done:
+				return
+			case <-tick:
+				read(fast, n)
+			}
+		}
+	}()
 
 	var retired, deleted int
 	for i := range compactions {
 		resume := <-paused // a read holds its version's manifest
+		select {
+		case tick <- struct{}{}:
+		default:
+		}
 		region := i % regions
 		batch := make([]materialize.OperationRecord, perRegion)
 		for j := range batch {

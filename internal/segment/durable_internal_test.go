@@ -396,3 +396,44 @@ func TestPowerCutKeepsEveryCommittedVersion(t *testing.T) {
 	}
 	t.Logf("%d cut points, every committed version whole after each; without syncs, a cut at operation %d loses one", total+1, lost)
 }
+
+// noSyncFS is osFS without fsync: what file:// Puts cost before they were
+// made durable.
+type noSyncFS struct{ osFS }
+
+type noSyncFile struct{ *os.File }
+
+func (noSyncFile) Sync() error { return nil }
+
+func (noSyncFS) CreateTemp(dir, pattern string) (durableFile, error) {
+	f, err := os.CreateTemp(dir, pattern)
+	return noSyncFile{f}, err
+}
+
+func (noSyncFS) SyncDir(string) error { return nil }
+
+// BenchmarkFilePut: one 1 MiB block Put to a file:// store, durable (file
+// and directory fsync) and without syncs.
+func BenchmarkFilePut(b *testing.B) {
+	data := bytes.Repeat([]byte("x"), 1<<20)
+	for _, bc := range []struct {
+		name string
+		fs   durableFS
+	}{{"durable", osFS{}}, {"no-sync", noSyncFS{}}} {
+		b.Run(bc.name, func(b *testing.B) {
+			blobs, closer, err := openBucketFS(context.Background(), "file://"+filepath.ToSlash(b.TempDir()), bc.fs)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer closer.Close()
+			b.SetBytes(int64(len(data)))
+			i := 0
+			for b.Loop() {
+				i++
+				if err := blobs.Put(context.Background(), fmt.Sprintf("collections/c/blocks/%d.parquet", i), data); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
