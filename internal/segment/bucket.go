@@ -88,10 +88,43 @@ func (b *fileBlobs) Put(ctx context.Context, key string, data []byte) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("put %s: %w", key, err)
 	}
-	if err := b.files.put(key, data); err != nil {
+	if err := b.files.put(key, data, true); err != nil {
 		return fmt.Errorf("put %s: %w", key, err)
 	}
 	return nil
+}
+
+// putDeferred: see deferredSyncer.
+func (b *fileBlobs) putDeferred(ctx context.Context, key string, data []byte) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("put %s: %w", key, err)
+	}
+	if err := b.files.put(key, data, false); err != nil {
+		return fmt.Errorf("put %s: %w", key, err)
+	}
+	return nil
+}
+
+// syncNames: see deferredSyncer.
+func (b *fileBlobs) syncNames(ctx context.Context, keys []string) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("sync %d blobs: %w", len(keys), err)
+	}
+	if err := b.files.syncNames(keys); err != nil {
+		return fmt.Errorf("sync %d blobs: %w", len(keys), err)
+	}
+	return nil
+}
+
+// deferredSyncer is implemented by blob stores where making a blob's name
+// durable costs apart from its content (file://: a directory fsync), so
+// that a Writer pays it once for all its blocks instead of once per block.
+type deferredSyncer interface {
+	// putDeferred writes like Put, but the blob is durable only after a
+	// syncNames call that covers its key returned.
+	putDeferred(ctx context.Context, key string, data []byte) error
+	// syncNames makes every blob of keys durable.
+	syncNames(ctx context.Context, keys []string) error
 }
 
 // fileURLDir returns the directory a file:// URL names, as fileblob reads it.

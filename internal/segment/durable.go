@@ -60,7 +60,9 @@ func (osFS) SyncDir(dir string) error {
 // durableFiles writes blobs of a file:// bucket so that a blob is durable
 // when put returns: the data goes to a temporary file next to its final
 // path, which is fsynced, closed and renamed over the final path, and then
-// the directory is fsynced (the rename is durable only then). Directories
+// the directory is fsynced (the rename is durable only then). The directory
+// fsync, the larger part of the cost, can be left to one syncNames call for
+// many blobs (a Writer's blocks). Directories
 // it creates are fsynced into their parents the same way. A commit that
 // references a blob written this way can therefore never outlive the blob
 // at a power loss (README "Durability"). A temporary file left by a crash
@@ -95,7 +97,10 @@ func (d *durableFiles) path(key string) (string, error) {
 	return filepath.Join(d.root, filepath.FromSlash(key)), nil
 }
 
-func (d *durableFiles) put(key string, data []byte) (err error) {
+// put writes data at key. With syncDir the blob is durable when put
+// returns; without, its content is, but its name only once syncNames has
+// covered it.
+func (d *durableFiles) put(key string, data []byte, syncDir bool) (err error) {
 	path, err := d.path(key)
 	if err != nil {
 		return err
@@ -108,7 +113,7 @@ func (d *durableFiles) put(key string, data []byte) (err error) {
 	if errors.Is(err, fs.ErrNotExist) {
 		// The directory was removed since it was made (e.g. with the
 		// collection's last blob): make it again.
-		d.forget(dir)
+		d.forget()
 		if err = d.ensureDir(dir); err == nil {
 			f, err = d.fs.CreateTemp(dir, filepath.Base(path)+".*.tmp")
 		}
@@ -136,8 +141,29 @@ func (d *durableFiles) put(key string, data []byte) (err error) {
 	if err := d.fs.Rename(tmp, path); err != nil {
 		return fmt.Errorf("rename %s: %w", tmp, err)
 	}
-	if err := d.fs.SyncDir(dir); err != nil {
-		return err
+	if syncDir {
+		return d.fs.SyncDir(dir)
+	}
+	return nil
+}
+
+// syncNames makes the names of keys (written by put without syncDir)
+// durable: one fsync per distinct directory.
+func (d *durableFiles) syncNames(keys []string) error {
+	dirs := make(map[string]bool)
+	for _, key := range keys {
+		path, err := d.path(key)
+		if err != nil {
+			return err
+		}
+		dir := filepath.Dir(path)
+		if dirs[dir] {
+			continue
+		}
+		dirs[dir] = true
+		if err := d.fs.SyncDir(dir); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -167,13 +193,10 @@ func (d *durableFiles) ensureDir(dir string) error {
 	return nil
 }
 
-// forget drops dir and the directories under it from the known-durable set.
-func (d *durableFiles) forget(dir string) {
+// forget empties the known-durable set (a directory was removed, perhaps
+// with its parents): each directory is checked again at its next Put.
+func (d *durableFiles) forget() {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	for k := range d.synced {
-		if k == dir || strings.HasPrefix(k, dir+string(filepath.Separator)) {
-			delete(d.synced, k)
-		}
-	}
+	clear(d.synced)
 }
