@@ -272,6 +272,7 @@ func TestValidateFillsDefaultsAndRejectsBadValues(t *testing.T) {
 		{"a zero backlog limit", func(c *server.Config) { c.MaxBacklog = 0 }, "--max-backlog"},
 		{"a negative request limit", func(c *server.Config) { c.MaxRequestBytes = -1 }, "--max-request-bytes"},
 		{"no workers", func(c *server.Config) { c.Manager.Workers = 0 }, "workers"},
+		{"a GC grace under the floor", func(c *server.Config) { c.Compaction.GCGrace = time.Millisecond }, "--gc-grace must be at least 1m0s"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := server.DefaultConfig()
