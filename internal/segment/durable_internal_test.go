@@ -374,16 +374,16 @@ func readVersions(t *testing.T, root string, keys []string, want [][]materialize
 }
 
 // TestPowerCutKeepsEveryCommittedVersion cuts the power at every file system
-// operation of four rounds of writes in turn, rebuilds the directory from
+// operation of three rounds of writes in turn, rebuilds the directory from
 // what was durable, and reads every version that was committed (its
 // WriteManifest had returned) in full. The same with syncs that make
 // nothing durable loses a committed version: the double can tell.
 func TestPowerCutKeepsEveryCommittedVersion(t *testing.T) {
-	const rounds = 4
+	const rounds = 3
 	dry := newCrashFS(t.TempDir())
 	durableVersions(t, dry.root, dry, rounds, nil)
 	total := dry.ops
-	if total < 50 {
+	if total < 40 {
 		t.Fatalf("only %d file system operations in %d rounds", total, rounds)
 	}
 	lost := 0

@@ -204,11 +204,16 @@ func (s *storeImpl) gc(ctx context.Context, collectionID string, plan GCPlan) (G
 	}
 	// The blobs of expired versions go whatever their age; a missing
 	// expired manifest was deleted by an earlier pass (its blocks left by
-	// a pass cut short are orphans now).
+	// a pass cut short are orphans now), and an undecodable one goes
+	// alone (its blocks become orphans) rather than stop GC for good.
 	expired := make(map[string]bool)
 	for _, key := range plan.Expired {
 		m, err := s.gcManifest(ctx, collectionID, key)
 		if errors.Is(err, ErrNotExist) {
+			continue
+		}
+		if errors.Is(err, ErrCorrupt) {
+			expired[key] = true
 			continue
 		}
 		if err != nil {

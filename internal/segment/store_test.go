@@ -284,15 +284,20 @@ func TestGCExpiredAndSparedOrphans(t *testing.T) {
 	if len(orphanKeys) != 1 {
 		t.Fatalf("setup: %d orphans, want 1", len(orphanKeys))
 	}
+	corrupt := "collections/" + testCollection + "/manifests/00000000000000000000-corrupt.json"
+	if err := blobs.Put(ctx, corrupt, []byte("{not json")); err != nil {
+		t.Fatal(err)
+	}
 	before := listKeys(t, blobs, "")
 	missing := "collections/" + testCollection + "/manifests/00000000000000000000-gone.json"
-	// Nothing is older than the orphan grace: only the expired version's own
-	// blobs go, and a missing expired manifest is skipped.
-	stats, err := s.GC(ctx, testCollection, segment.GCPlan{Keep: []string{v2Key}, Expired: []string{v1Key, missing}, OrphanGrace: 2 * time.Hour})
+	// Nothing is older than the orphan grace: only the expired versions' own
+	// blobs go, a missing expired manifest is skipped and an undecodable one
+	// goes alone.
+	stats, err := s.GC(ctx, testCollection, segment.GCPlan{Keep: []string{v2Key}, Expired: []string{v1Key, missing, corrupt}, OrphanGrace: 2 * time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := sorted(diff(blockKeys(v1), blockKeys(v2)), []string{v1Key})
+	want := sorted(diff(blockKeys(v1), blockKeys(v2)), []string{v1Key, corrupt})
 	if got := diff(before, listKeys(t, blobs, "")); !slices.Equal(got, want) || stats.BlobsDeleted != len(want) {
 		t.Fatalf("deleted %v (%+v), want %v", got, stats, want)
 	}
