@@ -10,7 +10,9 @@ import (
 
 // OpenBucket opens a gocloud.dev/blob bucket by URL ("file:///abs/dir",
 // "mem://", "s3://bucket?region=..."), creating a file:// directory when
-// missing, and adapts it to Blobs. The closer closes the bucket.
+// missing, and adapts it to Blobs. A file:// Put fsyncs the file and its
+// directory before it returns; an s3:// PUT is durable once acknowledged.
+// The closer closes the bucket.
 func OpenBucket(ctx context.Context, url string) (Blobs, io.Closer, error) {
 	return openBucket(ctx, url)
 }

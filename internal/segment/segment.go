@@ -77,7 +77,10 @@ type BlobInfo struct {
 // Blobs is the blob store the segment package needs. OpenBucket adapts a
 // gocloud.dev/blob bucket to it; tests wrap it to inject faults.
 type Blobs interface {
-	// Put writes the whole blob at key, replacing any blob there.
+	// Put writes the whole blob at key, replacing any blob there. When it
+	// returns nil the blob is durable (it survives a crash or power loss
+	// of the machine, as far as the store persists anything): a compaction
+	// commits a version in the catalog right after putting its blobs.
 	Put(ctx context.Context, key string, data []byte) error
 	// Get reads the whole blob; an error matching ErrNotExist when missing.
 	Get(ctx context.Context, key string) ([]byte, error)
