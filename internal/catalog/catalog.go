@@ -118,6 +118,28 @@ type Version struct {
 	CompactionOffset int64
 	RecordCount      int64
 	CreatedAt        time.Time
+	// RetiredAt is when GC found the version outside the retained set
+	// (beyond the newest versions kept, and not current); zero while it is
+	// retained. Its blobs are deleted only once it has been retired for
+	// longer than the GC grace period (see RetireVersions).
+	RetiredAt time.Time
+}
+
+// Retention is the outcome of RetireVersions: every version row of the
+// collection, split by what GC may do with its blobs. Both lists are newest
+// first.
+type Retention struct {
+	// Retained: versions not retired, or retired for less than the grace
+	// period. Their manifests and blocks must stay: a reader may still be
+	// reading them.
+	Retained []Version
+	// Expired: versions retired for at least the grace period. No reader
+	// that started before their retirement is still reading them (reads
+	// are bounded by the grace period), so their manifests and the blocks
+	// no retained version references may be deleted, then their rows.
+	Expired []Version
+	// Retired is how many versions this call marked retired.
+	Retired int
 }
 
 // JobState is the lifecycle state of a compaction job (DESIGN.md §5).

@@ -2,6 +2,7 @@ package catalog_test
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"sync"
 	"testing"
@@ -264,5 +265,85 @@ func TestListAndDeleteVersions(t *testing.T) {
 		}
 		_, err = c.ListVersions(ctx, uuid.NewString())
 		wantErr(t, "ListVersions of an unknown collection", err, catalog.ErrNotFound)
+	})
+}
+
+// TestRetireVersions: versions leave the retained set with a retirement
+// time in catalog time, and expire only once retired for the grace period,
+// however old they are.
+func TestRetireVersions(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		c := e.open(t)
+		col := mustCreate(t, c, "retiring", 2)
+		mustAppend(t, c, col.ID, adds("a", 8, 2))
+		commit := func(v int64) {
+			t.Helper()
+			if err := c.CommitCompaction(ctx, catalog.Commit{CollectionID: col.ID, BaseVersion: v - 1, NewVersion: v, ManifestKey: fmt.Sprintf("m%d", v), CompactionOffset: v}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		numbers := func(vs []catalog.Version) []int64 {
+			out := []int64{}
+			for _, v := range vs {
+				out = append(out, v.Version)
+			}
+			return out
+		}
+		const grace = time.Minute
+		for v := int64(1); v <= 3; v++ {
+			commit(v)
+		}
+		// Versions written long ago are retired now, not expired.
+		e.clock.Advance(10 * grace)
+		r, err := c.RetireVersions(ctx, col.ID, 1, grace)
+		if err != nil {
+			t.Fatal(err)
+		}
+		equal(t, "retained right after retirement", numbers(r.Retained), []int64{3, 2, 1})
+		equal(t, "expired right after retirement", numbers(r.Expired), []int64{})
+		equal(t, "versions retired", r.Retired, 2)
+		retiredAt := ms(e.clock.Now())
+		vs, err := c.ListVersions(ctx, col.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, v := range vs {
+			want := retiredAt
+			if v.Version == 3 {
+				want = time.Time{}
+			}
+			equal(t, fmt.Sprintf("retired_at of version %d", v.Version), v.RetiredAt, want)
+		}
+
+		// A newer version retires version 3; 1 and 2 keep their time.
+		commit(4)
+		e.clock.Advance(grace - time.Millisecond)
+		r, err = c.RetireVersions(ctx, col.ID, 1, grace)
+		if err != nil {
+			t.Fatal(err)
+		}
+		equal(t, "retained just before the grace ends", numbers(r.Retained), []int64{4, 3, 2, 1})
+		equal(t, "versions retired", r.Retired, 1)
+		e.clock.Advance(time.Millisecond)
+		r, err = c.RetireVersions(ctx, col.ID, 1, grace)
+		if err != nil {
+			t.Fatal(err)
+		}
+		equal(t, "retained when the grace ends", numbers(r.Retained), []int64{4, 3})
+		equal(t, "expired when the grace ends", numbers(r.Expired), []int64{2, 1})
+		equal(t, "versions retired", r.Retired, 0)
+
+		// A larger keep does not bring a retired version back.
+		if r, err = c.RetireVersions(ctx, col.ID, 10, grace); err != nil {
+			t.Fatal(err)
+		}
+		equal(t, "expired with a larger keep", numbers(r.Expired), []int64{2, 1})
+
+		_, err = c.RetireVersions(ctx, col.ID, 0, grace)
+		wantErr(t, "keep 0", err, catalog.ErrInvalidArgument)
+		_, err = c.RetireVersions(ctx, col.ID, 1, -time.Second)
+		wantErr(t, "negative grace", err, catalog.ErrInvalidArgument)
+		_, err = c.RetireVersions(ctx, uuid.NewString(), 1, grace)
+		wantErr(t, "unknown collection", err, catalog.ErrNotFound)
 	})
 }

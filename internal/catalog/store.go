@@ -125,6 +125,19 @@ func (c *Catalog) DeleteVersions(ctx context.Context, collectionID string, versi
 	return c.deleteVersions(ctx, collectionID, versions)
 }
 
+// RetireVersions is GC's bookkeeping of retention, in catalog time and in
+// one transaction: it marks retired, at the catalog clock's now, every
+// version of the collection that is neither among the newest keep (>= 1)
+// nor the current one and is not retired yet, and returns every version row
+// split into Retained and Expired (retired at least grace ago; never the
+// current version). The grace therefore counts from when a version stopped
+// being retained, i.e. from the last moment a new read could have picked
+// it, not from when its blobs were written. Errors: ErrNotFound (no such
+// collection), ErrInvalidArgument (keep < 1, negative grace).
+func (c *Catalog) RetireVersions(ctx context.Context, collectionID string, keep int, grace time.Duration) (Retention, error) {
+	return c.retireVersions(ctx, collectionID, keep, grace)
+}
+
 // RecordFailure counts one non-transient compaction failure against a
 // collection and dead-letters it when the consecutive count reaches
 // deadLetterAfter (> 0). It returns the new count and whether the collection

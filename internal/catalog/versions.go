@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 )
 
 // commitCompaction: see Catalog.CommitCompaction. Checks in order: the
@@ -104,25 +105,8 @@ func validateCommit(cm Commit) error {
 func (c *impl) listVersions(ctx context.Context, id string) ([]Version, error) {
 	var vs []Version
 	err := c.readTx(ctx, func(tx *sql.Tx) error {
-		rows, err := tx.QueryContext(ctx, c.d.q(`SELECT collection_id, version, manifest_key, compaction_offset, record_count, created_at
-			FROM versions WHERE collection_id = ? ORDER BY version DESC`), id)
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		vs = []Version{}
-		for rows.Next() {
-			var (
-				v         Version
-				createdAt int64
-			)
-			if err := rows.Scan(&v.CollectionID, &v.Version, &v.ManifestKey, &v.CompactionOffset, &v.RecordCount, &createdAt); err != nil {
-				return err
-			}
-			v.CreatedAt = fromMs(createdAt)
-			vs = append(vs, v)
-		}
-		if err := rows.Err(); err != nil || len(vs) > 0 {
+		var err error
+		if vs, err = c.queryVersions(ctx, tx, id); err != nil || len(vs) > 0 {
 			return err
 		}
 		ok, err := c.existsCollection(ctx, tx, id)
@@ -169,4 +153,89 @@ func (c *impl) deleteVersions(ctx context.Context, id string, versions []int64) 
 		return nil
 	})
 	return c.wrap(err, "delete versions of collection %s", id)
+}
+
+// queryVersions reads the version rows of a collection, newest first (an
+// empty, non-nil slice when none).
+func (c *impl) queryVersions(ctx context.Context, q querier, id string) ([]Version, error) {
+	rows, err := q.QueryContext(ctx, c.d.q(`SELECT collection_id, version, manifest_key, compaction_offset, record_count, created_at, retired_at
+		FROM versions WHERE collection_id = ? ORDER BY version DESC`), id)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	vs := []Version{}
+	for rows.Next() {
+		var (
+			v         Version
+			createdAt int64
+		)
+		if err := rows.Scan(&v.CollectionID, &v.Version, &v.ManifestKey, &v.CompactionOffset, &v.RecordCount, &createdAt, msTime{&v.RetiredAt}); err != nil {
+			return nil, err
+		}
+		v.CreatedAt = fromMs(createdAt)
+		vs = append(vs, v)
+	}
+	return vs, rows.Err()
+}
+
+// retireVersions: see Catalog.RetireVersions.
+func (c *impl) retireVersions(ctx context.Context, id string, keep int, grace time.Duration) (Retention, error) {
+	if keep < 1 {
+		return Retention{}, c.wrap(fmt.Errorf("keep %d versions: at least 1: %w", keep, ErrInvalidArgument), "retire versions of collection %s", id)
+	}
+	if grace < 0 {
+		return Retention{}, c.wrap(fmt.Errorf("negative grace period %v: %w", grace, ErrInvalidArgument), "retire versions of collection %s", id)
+	}
+	var r Retention
+	err := c.writeTx(ctx, func(tx *sql.Tx) error {
+		r = Retention{}
+		var current int64
+		err := tx.QueryRowContext(ctx, c.d.q(`SELECT segment_version FROM collections WHERE id = ?`+c.d.forUpdate), id).Scan(&current)
+		if errors.Is(err, sql.ErrNoRows) {
+			return ErrNotFound
+		}
+		if err != nil {
+			return err
+		}
+		vs, err := c.queryVersions(ctx, tx, id)
+		if err != nil {
+			return err
+		}
+		now := c.now()
+		var retire []int64
+		// Newest first. A version retired earlier stays retired even if a
+		// larger keep would retain it now: a reader may have missed it.
+		for i := range vs {
+			if v := &vs[i]; i >= keep && v.Version != current && v.RetiredAt.IsZero() {
+				v.RetiredAt = fromMs(ms(now))
+				retire = append(retire, v.Version)
+			}
+		}
+		for chunk := range slices.Chunk(retire, deleteChunk) {
+			args := make([]any, 0, len(chunk)+2)
+			args = append(args, ms(now), id)
+			for _, v := range chunk {
+				args = append(args, v)
+			}
+			q := `UPDATE versions SET retired_at = ? WHERE collection_id = ? AND retired_at IS NULL AND version IN (` + placeholders(len(chunk)) + `)`
+			if _, err := tx.ExecContext(ctx, c.d.q(q), args...); err != nil {
+				return fmt.Errorf("mark %d versions retired: %w", len(chunk), err)
+			}
+		}
+		cutoff := now.Add(-grace)
+		for _, v := range vs {
+			if !v.RetiredAt.IsZero() && !v.RetiredAt.After(cutoff) && v.Version != current {
+				r.Expired = append(r.Expired, v)
+			} else {
+				r.Retained = append(r.Retained, v)
+			}
+		}
+		r.Retired = len(retire)
+		return nil
+	})
+	if err != nil {
+		return Retention{}, c.wrap(err, "retire versions of collection %s", id)
+	}
+	return r, nil
 }

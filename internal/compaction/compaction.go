@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -39,9 +40,11 @@ type Config struct {
 	// VersionsToKeep is how many segment versions GC retains (>= 1; the
 	// current one is always kept).
 	VersionsToKeep int
-	// GCGrace is how old an unreferenced blob must be before GC deletes it;
-	// it must exceed the longest compaction, whose blocks are unreferenced
-	// until it commits.
+	// GCGrace is how long GC waits, after a segment version leaves the
+	// retained set, before it deletes the version's blobs: the longest a
+	// read may take (at least MinGCGrace). Orphan blobs (no version
+	// references them) must be this old too, and are spared while a
+	// compaction of their collection runs.
 	GCGrace time.Duration
 }
 
@@ -56,10 +59,10 @@ func (c *Config) RegisterFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&c.MaxRecords, "max-compaction-size", c.MaxRecords, "most log records one compaction job reads; a larger backlog continues in follow-up jobs")
 	fs.IntVar(&c.BatchRecords, "log-batch-size", c.BatchRecords, "log records read per batch (cancellation is honoured between batches)")
 	fs.IntVar(&c.VersionsToKeep, "versions-to-keep", c.VersionsToKeep, "segment versions retained per collection by GC")
-	fs.DurationVar(&c.GCGrace, "gc-grace", c.GCGrace, "age an unreferenced blob must reach before GC deletes it")
+	fs.DurationVar(&c.GCGrace, "gc-grace", c.GCGrace, fmt.Sprintf("how long GC waits after a segment version stops being retained before deleting its blobs: the longest a read may take (at least %s)", MinGCGrace))
 }
 
-// Validate rejects zero or negative sizes and durations.
+// Validate rejects zero or negative sizes and a GC grace under MinGCGrace.
 func (c Config) Validate() error {
 	switch {
 	case c.MaxRecords <= 0:
@@ -68,8 +71,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("--log-batch-size must be positive, got %d", c.BatchRecords)
 	case c.VersionsToKeep < 1:
 		return fmt.Errorf("--versions-to-keep must be at least 1, got %d", c.VersionsToKeep)
-	case c.GCGrace <= 0:
-		return fmt.Errorf("--gc-grace must be positive, got %s", c.GCGrace)
+	case c.GCGrace < MinGCGrace:
+		return fmt.Errorf("--gc-grace must be at least %s (GC may delete a superseded version's blocks that long after it stops being retained, so it bounds how long a read may take), got %s", MinGCGrace, c.GCGrace)
 	}
 	return nil
 }
@@ -154,6 +157,11 @@ type Compactor struct {
 	// corrupt counts reads and compactions that met damaged data, by
 	// kind; nil without WithRegisterer.
 	corrupt *prometheus.CounterVec
+	pins    *pins
+	// readRetries counts reads run again on a fresh view because GC
+	// collected their version (see retryRead); none is expected at accepted
+	// settings.
+	readRetries atomic.Int64
 }
 
 // New returns a Compactor. logger nil discards logs.
@@ -164,7 +172,7 @@ func New(cat *catalog.Catalog, seg *segment.Store, cfg Config, logger *slog.Logg
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	c := &Compactor{cat: cat, seg: seg, cfg: cfg, logger: logger}
+	c := &Compactor{cat: cat, seg: seg, cfg: cfg, logger: logger, pins: newPins()}
 	for _, o := range opts {
 		o(c)
 	}
@@ -191,6 +199,9 @@ func (c *Compactor) Compact(ctx context.Context, collectionID string, opts Optio
 	if err != nil {
 		return Result{}, fmt.Errorf("compact %s: %w", collectionID, err)
 	}
+	// Until it returns, this process's GC keeps the base version and the
+	// collection's orphans (the blobs this compaction writes).
+	defer c.pins.pin(collectionID, coll.ManifestKey, true)()
 	end := min(coll.LogPosition, coll.CompactionOffset+int64(c.cfg.MaxRecords))
 	res = Result{
 		CollectionID:  collectionID,

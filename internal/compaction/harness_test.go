@@ -150,7 +150,7 @@ func newEnv(t testing.TB, ec envConfig) *env {
 	t.Helper()
 	e := &env{t: t, ctx: context.Background(), model: model{}}
 	e.clock = segmenttest.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	e.cat = catalogtest.Open(t)
+	e.cat = catalogtest.OpenConfig(t, catalog.Config{Now: e.clock.Now})
 	e.faulty = segmenttest.NewFaulty(segmenttest.NewMem(t))
 	e.crash = &crashable{Blobs: e.faulty}
 	e.blobs = segmenttest.NewClocked(e.crash, e.clock.Now)
@@ -262,20 +262,27 @@ func brief(rs []materialize.Record) string {
 	return b.String()
 }
 
-// checkNoGarbage runs GC past the grace period and asserts that every blob
-// left is referenced: a retained manifest or one of its blocks.
+// checkNoGarbage runs GC twice, a grace period apart (the first retires
+// superseded versions, the second collects them), and asserts that every
+// blob left is referenced by a retained version: its manifest or one of its
+// blocks.
 func (e *env) checkNoGarbage(when string) {
 	e.t.Helper()
 	e.crash.kill(false)
-	e.clock.Advance(2 * DefaultConfig().GCGrace)
-	if _, err := e.comp.GC(e.ctx, e.id); err != nil {
-		e.t.Fatalf("%s: gc: %v", when, err)
+	for range 2 {
+		e.clock.Advance(2 * DefaultConfig().GCGrace)
+		if _, err := e.comp.GC(e.ctx, e.id); err != nil {
+			e.t.Fatalf("%s: gc: %v", when, err)
+		}
 	}
 	versions, err := e.cat.ListVersions(e.ctx, e.id)
 	if err != nil {
 		e.t.Fatal(err)
 	}
 	referenced := map[string]bool{}
+	if len(versions) > DefaultConfig().VersionsToKeep {
+		e.t.Fatalf("%s: %d versions left after GC, want at most %d", when, len(versions), DefaultConfig().VersionsToKeep)
+	}
 	for _, v := range versions {
 		referenced[v.ManifestKey] = true
 		m, err := e.seg.ReadManifest(e.ctx, v.ManifestKey)

@@ -17,6 +17,7 @@ const MaxReadIDs = 10_000
 // view is a consistent snapshot of a collection for reading: its segment
 // version and the log tail after that version's offset, grouped by id.
 type view struct {
+	release  func() // unpins the version; called when the read ends
 	coll     catalog.Collection
 	manifest *segment.Manifest // nil before the first compaction
 	tail     map[string][]materialize.OperationRecord
@@ -27,14 +28,19 @@ type view struct {
 const readAttempts = 3
 
 // retryRead runs read, again on a fresh view when a blob of its version was
-// deleted meanwhile (segment.ErrNotExist: GC collected a superseded
-// version). Errors after the last attempt are returned.
-func retryRead[T any](read func() (T, error)) (T, error) {
+// deleted meanwhile (segment.ErrNotExist). Errors after the last attempt are
+// returned. It is defence in depth: GC deletes a version's blobs only
+// Config.GCGrace after the version stopped being retained, and never while
+// a read of this process uses it, so a retry means a read on another
+// replica ran longer than the grace, or blobs went missing otherwise.
+func (c *Compactor) retryRead(collectionID string, read func() (ReadResult, error)) (ReadResult, error) {
 	for attempt := 1; ; attempt++ {
 		res, err := read()
 		if err == nil || attempt == readAttempts || !errors.Is(err, segment.ErrNotExist) {
 			return res, err
 		}
+		c.readRetries.Add(1)
+		c.logger.Warn("read retried on the current version: a blob of the version it read is gone", "collection", collectionID, "attempt", attempt, "err", err)
 	}
 }
 
@@ -44,8 +50,13 @@ func (c *Compactor) openView(ctx context.Context, collectionID string) (*view, e
 		return nil, err
 	}
 	v := &view{coll: coll, tail: make(map[string][]materialize.OperationRecord)}
+	// The version was current at the snapshot, so it was not retired then:
+	// GC deletes it GCGrace after it is retired at the earliest, and never
+	// while this pin holds.
+	v.release = c.pins.pin(collectionID, coll.ManifestKey, false)
 	if coll.SegmentVersion > 0 {
 		if v.manifest, err = c.seg.ReadManifest(ctx, coll.ManifestKey); err != nil {
+			v.release()
 			return nil, fmt.Errorf("read manifest of version %d: %w", coll.SegmentVersion, err)
 		}
 	}
@@ -74,7 +85,7 @@ type ReadResult struct {
 // corrupt block, manifest or log row) is an error CorruptKind recognises,
 // counted in compactor_corrupt_blocks_total.
 func (c *Compactor) GetRecords(ctx context.Context, collectionID string, ids []string) (ReadResult, error) {
-	res, err := retryRead(func() (ReadResult, error) { return c.getRecords(ctx, collectionID, ids) })
+	res, err := c.retryRead(collectionID, func() (ReadResult, error) { return c.getRecords(ctx, collectionID, ids) })
 	c.noteCorrupt("read", collectionID, err)
 	return res, err
 }
@@ -87,6 +98,7 @@ func (c *Compactor) getRecords(ctx context.Context, collectionID string, ids []s
 	if err != nil {
 		return ReadResult{}, fmt.Errorf("get records of %s: %w", collectionID, err)
 	}
+	defer v.release()
 	ids = slices.Clone(ids)
 	slices.Sort(ids)
 	ids = slices.Compact(ids)
@@ -116,7 +128,7 @@ func (v *view) result(recs []materialize.Record, next string) ReadResult {
 // when there is none). limit must be in 1..MaxReadIDs
 // (catalog.ErrInvalidArgument otherwise).
 func (c *Compactor) ListRecords(ctx context.Context, collectionID, after string, limit int) (ReadResult, error) {
-	res, err := retryRead(func() (ReadResult, error) { return c.listRecords(ctx, collectionID, after, limit) })
+	res, err := c.retryRead(collectionID, func() (ReadResult, error) { return c.listRecords(ctx, collectionID, after, limit) })
 	c.noteCorrupt("read", collectionID, err)
 	return res, err
 }
@@ -129,6 +141,7 @@ func (c *Compactor) listRecords(ctx context.Context, collectionID, after string,
 	if err != nil {
 		return ReadResult{}, fmt.Errorf("list records of %s: %w", collectionID, err)
 	}
+	defer v.release()
 	// The tail's ids after the cursor, materialized against the segment.
 	var tailIDs []string
 	for id := range v.tail {

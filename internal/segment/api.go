@@ -10,7 +10,9 @@ import (
 
 // OpenBucket opens a gocloud.dev/blob bucket by URL ("file:///abs/dir",
 // "mem://", "s3://bucket?region=..."), creating a file:// directory when
-// missing, and adapts it to Blobs. The closer closes the bucket.
+// missing, and adapts it to Blobs. A file:// Put fsyncs the file and its
+// directory before it returns; an s3:// PUT is durable once acknowledged.
+// The closer closes the bucket.
 func OpenBucket(ctx context.Context, url string) (Blobs, io.Closer, error) {
 	return openBucket(ctx, url)
 }
@@ -55,12 +57,16 @@ func (s *Store) Scan(ctx context.Context, m *Manifest, after string, fn func(mat
 	return s.scan(ctx, m, after, fn)
 }
 
-// GC deletes every blob under collections/<collectionID>/ that is neither a
-// manifest in keep nor a block referenced by one of them, and whose ModTime
-// is older than now-grace. Blocks of in-flight compactions are younger than
-// the grace period and survive.
-func (s *Store) GC(ctx context.Context, collectionID string, keep []string, grace time.Duration) (GCStats, error) {
-	return s.gc(ctx, collectionID, keep, grace)
+// GC deletes the blobs under collections/<collectionID>/ that plan allows:
+// the manifests in plan.Expired and their blocks that no manifest in
+// plan.Keep references, whatever their age; and, unless plan.SpareOrphans,
+// the blobs that no manifest in Keep or Expired references and whose
+// ModTime is older than now-plan.OrphanGrace. Every manifest in Keep is read
+// before anything is deleted (an unreadable one is an error and nothing is
+// deleted); manifests are deleted before blocks, so a pass cut short never
+// leaves a manifest whose blocks are gone.
+func (s *Store) GC(ctx context.Context, collectionID string, plan GCPlan) (GCStats, error) {
+	return s.gc(ctx, collectionID, plan)
 }
 
 // DeleteCollection deletes every blob under collections/<collectionID>/.

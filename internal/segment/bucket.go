@@ -26,8 +26,16 @@ const listPageSize = 1000
 // files are written next to their final path and renamed, which works when
 // the data directory and os.TempDir are on different file systems; a
 // temporary file stranded by a crash is an unreferenced blob that GC
-// collects).
+// collects). A file:// bucket writes through durableFiles (fsync of the
+// file and its directory before Put returns); reads, listings and deletes
+// go through gocloud.dev's fileblob.
 func openBucket(ctx context.Context, rawURL string) (Blobs, io.Closer, error) {
+	return openBucketFS(ctx, rawURL, osFS{})
+}
+
+// openBucketFS is openBucket with the file system file:// Puts write
+// through (tests pass a double that simulates power loss).
+func openBucketFS(ctx context.Context, rawURL string, fsys durableFS) (Blobs, io.Closer, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil {
 		return nil, nil, fmt.Errorf("parse bucket url: %w", err)
@@ -52,7 +60,71 @@ func openBucket(ctx context.Context, rawURL string) (Blobs, io.Closer, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("open bucket %s: %w", redactURL(u), err)
 	}
+	if u.Scheme == "file" {
+		if dir := fileURLDir(u); dir != "" {
+			abs, err := filepath.Abs(dir)
+			if err != nil {
+				_ = b.Close()
+				return nil, nil, fmt.Errorf("open bucket %s: %w", redactURL(u), err)
+			}
+			return &fileBlobs{bucketBlobs: bucketBlobs{b: b}, files: newDurableFiles(abs, fsys)}, b, nil
+		}
+	}
+	// S3: a PUT is durable once acknowledged. mem://: nothing to make
+	// durable.
 	return &bucketBlobs{b: b}, b, nil
+}
+
+// fileBlobs is a file:// bucket whose Puts are durable when they return
+// (see durableFiles); Get, List and Delete are fileblob's.
+type fileBlobs struct {
+	bucketBlobs
+	files *durableFiles
+}
+
+// Put writes data at key durably: a crash or power loss after Put returns
+// leaves the whole blob at key.
+func (b *fileBlobs) Put(ctx context.Context, key string, data []byte) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("put %s: %w", key, err)
+	}
+	if err := b.files.put(key, data, true); err != nil {
+		return fmt.Errorf("put %s: %w", key, err)
+	}
+	return nil
+}
+
+// putDeferred: see deferredSyncer.
+func (b *fileBlobs) putDeferred(ctx context.Context, key string, data []byte) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("put %s: %w", key, err)
+	}
+	if err := b.files.put(key, data, false); err != nil {
+		return fmt.Errorf("put %s: %w", key, err)
+	}
+	return nil
+}
+
+// syncNames: see deferredSyncer.
+func (b *fileBlobs) syncNames(ctx context.Context, keys []string) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("sync %d blobs: %w", len(keys), err)
+	}
+	if err := b.files.syncNames(keys); err != nil {
+		return fmt.Errorf("sync %d blobs: %w", len(keys), err)
+	}
+	return nil
+}
+
+// deferredSyncer is implemented by blob stores where making a blob's name
+// durable costs apart from its content (file://: a directory fsync), so
+// that a Writer pays it once for all its blocks instead of once per block.
+type deferredSyncer interface {
+	// putDeferred writes like Put, but the blob is durable only after a
+	// syncNames call that covers its key returned.
+	putDeferred(ctx context.Context, key string, data []byte) error
+	// syncNames makes every blob of keys durable.
+	syncNames(ctx context.Context, keys []string) error
 }
 
 // fileURLDir returns the directory a file:// URL names, as fileblob reads it.

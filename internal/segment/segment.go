@@ -77,7 +77,10 @@ type BlobInfo struct {
 // Blobs is the blob store the segment package needs. OpenBucket adapts a
 // gocloud.dev/blob bucket to it; tests wrap it to inject faults.
 type Blobs interface {
-	// Put writes the whole blob at key, replacing any blob there.
+	// Put writes the whole blob at key, replacing any blob there. When it
+	// returns nil the blob is durable (it survives a crash or power loss
+	// of the machine, as far as the store persists anything): a compaction
+	// commits a version in the catalog right after putting its blobs.
 	Put(ctx context.Context, key string, data []byte) error
 	// Get reads the whole blob; an error matching ErrNotExist when missing.
 	Get(ctx context.Context, key string) ([]byte, error)
@@ -122,6 +125,26 @@ type WriteStats struct {
 	BlocksDropped  int   // blocks of the base not in the new version
 	RecordsWritten int64 // records in the blocks written
 	BytesWritten   int64 // bytes of the blocks written (manifest excluded)
+}
+
+// GCPlan says what one GC pass over a collection may delete (Store.GC).
+type GCPlan struct {
+	// Keep: manifests of the versions that must stay readable (retained
+	// versions, and versions a reader or compaction still uses). They and
+	// their blocks are never deleted.
+	Keep []string
+	// Expired: manifests of versions retired for longer than the grace
+	// period. They and their blocks that no manifest in Keep references are
+	// deleted. A missing expired manifest is skipped.
+	Expired []string
+	// OrphanGrace: a blob referenced by no manifest in Keep or Expired (left
+	// by a failed, cancelled or crashed compaction, or written by one still
+	// running) is deleted only when its ModTime is older than now minus
+	// OrphanGrace. Must not be negative.
+	OrphanGrace time.Duration
+	// SpareOrphans: delete no orphan at all (a compaction of the collection
+	// is in flight and its blobs are orphans until it commits).
+	SpareOrphans bool
 }
 
 // GCStats are the figures of one GC pass.

@@ -2,6 +2,7 @@ package segment
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -162,41 +163,61 @@ func manifestsFirst(collectionID string, blobs []BlobInfo) {
 	})
 }
 
-func (s *storeImpl) gc(ctx context.Context, collectionID string, keep []string, grace time.Duration) (GCStats, error) {
+func (s *storeImpl) gc(ctx context.Context, collectionID string, plan GCPlan) (GCStats, error) {
 	var stats GCStats
 	if err := checkCollectionID(collectionID); err != nil {
 		return stats, fmt.Errorf("gc: %w", err)
 	}
-	if grace < 0 {
-		return stats, fmt.Errorf("gc %s: negative grace period %v", collectionID, grace)
+	if plan.OrphanGrace < 0 {
+		return stats, fmt.Errorf("gc %s: negative orphan grace period %v", collectionID, plan.OrphanGrace)
 	}
 	// Everything kept is read before anything is deleted: a kept manifest
 	// that cannot be read means the referenced set is unknown.
 	referenced := make(map[string]bool)
-	for _, key := range keep {
-		if !isManifestKey(collectionID, key) {
-			return stats, fmt.Errorf("gc %s: kept key %s is not a manifest of the collection", collectionID, key)
-		}
-		m, err := s.readManifest(ctx, key)
+	for _, key := range plan.Keep {
+		m, err := s.gcManifest(ctx, collectionID, key)
 		if err != nil {
-			return stats, fmt.Errorf("gc %s: %w", collectionID, err)
-		}
-		if m.CollectionID != collectionID {
-			return stats, fmt.Errorf("gc %s: kept manifest %s belongs to collection %s", collectionID, key, m.CollectionID)
+			return stats, err
 		}
 		referenced[key] = true
 		for _, b := range m.Blocks {
 			referenced[b.Key] = true
 		}
 	}
+	// The blobs of expired versions go whatever their age; a missing
+	// expired manifest was deleted by an earlier pass (its blocks left by
+	// a pass cut short are orphans now), and an undecodable one goes
+	// alone (its blocks become orphans) rather than stop GC for good.
+	expired := make(map[string]bool)
+	for _, key := range plan.Expired {
+		m, err := s.gcManifest(ctx, collectionID, key)
+		if errors.Is(err, ErrNotExist) {
+			continue
+		}
+		if errors.Is(err, ErrCorrupt) {
+			expired[key] = true
+			continue
+		}
+		if err != nil {
+			return stats, err
+		}
+		expired[key] = true
+		for _, b := range m.Blocks {
+			expired[b.Key] = true
+		}
+	}
 	blobs, err := s.blobs.List(ctx, collectionPrefix(collectionID))
 	if err != nil {
 		return stats, fmt.Errorf("gc %s: %w", collectionID, err)
 	}
-	cutoff := s.now().Add(-grace)
+	cutoff := s.now().Add(-plan.OrphanGrace)
 	manifestsFirst(collectionID, blobs)
 	for _, b := range blobs {
-		if referenced[b.Key] || !b.ModTime.Before(cutoff) {
+		switch {
+		case referenced[b.Key]:
+			continue
+		case expired[b.Key]:
+		case plan.SpareOrphans || !b.ModTime.Before(cutoff):
 			continue
 		}
 		if err := ctx.Err(); err != nil {
@@ -209,6 +230,22 @@ func (s *storeImpl) gc(ctx context.Context, collectionID string, keep []string, 
 		stats.BytesDeleted += b.Size
 	}
 	return stats, nil
+}
+
+// gcManifest reads a manifest GC was given and checks that it is one of
+// the collection's.
+func (s *storeImpl) gcManifest(ctx context.Context, collectionID, key string) (*Manifest, error) {
+	if !isManifestKey(collectionID, key) {
+		return nil, fmt.Errorf("gc %s: key %s is not a manifest of the collection", collectionID, key)
+	}
+	m, err := s.readManifest(ctx, key)
+	if err != nil {
+		return nil, fmt.Errorf("gc %s: %w", collectionID, err)
+	}
+	if m.CollectionID != collectionID {
+		return nil, fmt.Errorf("gc %s: manifest %s belongs to collection %s", collectionID, key, m.CollectionID)
+	}
+	return m, nil
 }
 
 func (s *storeImpl) deleteCollection(ctx context.Context, collectionID string) error {

@@ -206,14 +206,14 @@ func TestGC(t *testing.T) {
 		{"collections/other-collection/manifests/x.json"},
 		{"collections/" + testCollection + "/blocks/x.parquet"},
 	} {
-		if _, err := s.GC(ctx, testCollection, keep, 30*time.Minute); err == nil {
+		if _, err := s.GC(ctx, testCollection, segment.GCPlan{Keep: keep, OrphanGrace: 30 * time.Minute}); err == nil {
 			t.Errorf("GC keeping %v succeeded", keep)
 		}
 		if after := listKeys(t, blobs, ""); !slices.Equal(after, before) {
 			t.Fatalf("GC keeping %v deleted %v", keep, diff(before, after))
 		}
 	}
-	if _, err := s.GC(ctx, testCollection, nil, -time.Second); err == nil {
+	if _, err := s.GC(ctx, testCollection, segment.GCPlan{OrphanGrace: -time.Second}); err == nil {
 		t.Error("GC with a negative grace succeeded")
 	}
 
@@ -232,7 +232,7 @@ func TestGC(t *testing.T) {
 		}
 	}
 	faulty.Reset()
-	stats, err := s.GC(ctx, testCollection, []string{v2Key}, 30*time.Minute)
+	stats, err := s.GC(ctx, testCollection, segment.GCPlan{Keep: []string{v2Key}, OrphanGrace: 30 * time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -259,12 +259,65 @@ func TestGC(t *testing.T) {
 
 	// Once older than the grace, the young block goes too.
 	clock.Advance(time.Hour)
-	stats, err = s.GC(ctx, testCollection, []string{v2Key}, 30*time.Minute)
+	stats, err = s.GC(ctx, testCollection, segment.GCPlan{Keep: []string{v2Key}, OrphanGrace: 30 * time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if stats.BlobsDeleted != 1 || slices.Contains(listKeys(t, blobs, ""), youngKeys[0]) {
 		t.Errorf("second GC: %+v", stats)
+	}
+}
+
+// TestGCExpiredAndSparedOrphans: the blobs of an expired version go
+// whatever their age, except blocks a kept version shares; with
+// SpareOrphans, unreferenced blobs stay however old they are.
+func TestGCExpiredAndSparedOrphans(t *testing.T) {
+	rng := rand.New(rand.NewPCG(29, 29))
+	ctx := context.Background()
+	clock := segmenttest.NewFakeClock(epoch)
+	blobs := segmenttest.NewClocked(segmenttest.NewMem(t), clock.Now)
+	s := segment.NewStore(blobs, segment.Config{MaxBlockRecords: 100}, clock.Now)
+	recs := records(rng, "k%04d", 1000, 4)
+	v1, _, v1Key := commit(t, s, nil, upserts(recs))
+	v2, _, v2Key := commit(t, s, v1, deletes("k0000"))
+	orphan := s.NewWriter(testCollection, v2)
+	if _, _, err := orphan.Write(ctx, deletes("k0500"), 0, 0, nil); err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(time.Hour)
+	orphanKeys := diff(listKeys(t, blobs, ""), sorted(blockKeys(v1), blockKeys(v2), []string{v1Key, v2Key}))
+	if len(orphanKeys) != 1 {
+		t.Fatalf("setup: %d orphans, want 1", len(orphanKeys))
+	}
+	corrupt := "collections/" + testCollection + "/manifests/00000000000000000000-corrupt.json"
+	if err := blobs.Put(ctx, corrupt, []byte("{not json")); err != nil {
+		t.Fatal(err)
+	}
+	before := listKeys(t, blobs, "")
+	missing := "collections/" + testCollection + "/manifests/00000000000000000000-gone.json"
+	// Nothing is older than the orphan grace: only the expired versions' own
+	// blobs go, a missing expired manifest is skipped and an undecodable one
+	// goes alone.
+	stats, err := s.GC(ctx, testCollection, segment.GCPlan{Keep: []string{v2Key}, Expired: []string{v1Key, missing, corrupt}, OrphanGrace: 2 * time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := sorted(diff(blockKeys(v1), blockKeys(v2)), []string{v1Key, corrupt})
+	if got := diff(before, listKeys(t, blobs, "")); !slices.Equal(got, want) || stats.BlobsDeleted != len(want) {
+		t.Fatalf("deleted %v (%+v), want %v", got, stats, want)
+	}
+	// The orphan is old enough but spared while a compaction is in flight.
+	if _, err := s.GC(ctx, testCollection, segment.GCPlan{Keep: []string{v2Key}, SpareOrphans: true}); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(listKeys(t, blobs, ""), orphanKeys[0]) {
+		t.Fatalf("orphan %s deleted although spared", orphanKeys[0])
+	}
+	if _, err := s.GC(ctx, testCollection, segment.GCPlan{Keep: []string{v2Key}, OrphanGrace: 30 * time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := listKeys(t, blobs, ""), sorted(blockKeys(v2), []string{v2Key}); !slices.Equal(got, want) {
+		t.Fatalf("left %v, want only version 2: %v", got, want)
 	}
 }
 

@@ -18,7 +18,10 @@ type writerImpl struct {
 	loaded map[int][]materialize.Record
 	// written is every key this writer put (or tried to put), for Abort.
 	written []string
-	wrote   bool
+	// unsynced are the blocks put through a deferredSyncer and not yet
+	// made durable (Write does before it returns).
+	unsynced []string
+	wrote    bool
 }
 
 func (s *storeImpl) newWriter(collectionID string, base *Manifest) *Writer {
@@ -160,6 +163,14 @@ func (w *writerImpl) write(ctx context.Context, changes []Change, compactionOffs
 		}
 	}
 	stats.BlocksDropped = len(blocks) - stats.BlocksReused
+	// Every block is durable before the manifest that lists it is written
+	// (and so before a commit can reference it).
+	if ds, ok := w.s.blobs.(deferredSyncer); ok && len(w.unsynced) > 0 {
+		if err := ds.syncNames(ctx, w.unsynced); err != nil {
+			return nil, stats, fmt.Errorf("sync blocks: %w", err)
+		}
+		w.unsynced = nil
+	}
 	if err := checkManifest(m); err != nil {
 		// A bug, not bad input: the plan must keep the invariants.
 		return nil, stats, fmt.Errorf("write segment: new manifest: %w", err)
@@ -278,7 +289,12 @@ func (w *writerImpl) putBlock(ctx context.Context, recs []materialize.Record) (B
 	key := newBlockKey(w.collectionID)
 	// Recorded before the Put: a Put that fails may still have written.
 	w.written = append(w.written, key)
-	if err := w.s.blobs.Put(ctx, key, data); err != nil {
+	if ds, ok := w.s.blobs.(deferredSyncer); ok {
+		if err := ds.putDeferred(ctx, key, data); err != nil {
+			return BlockRef{}, fmt.Errorf("put block %s: %w", key, err)
+		}
+		w.unsynced = append(w.unsynced, key)
+	} else if err := w.s.blobs.Put(ctx, key, data); err != nil {
 		return BlockRef{}, fmt.Errorf("put block %s: %w", key, err)
 	}
 	return BlockRef{

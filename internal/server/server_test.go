@@ -274,6 +274,7 @@ func TestValidateFillsDefaultsAndRejectsBadValues(t *testing.T) {
 		{"no watchers", func(c *server.Config) { c.MaxWatchers = 0 }, "--max-watchers"},
 		{"no read timeout", func(c *server.Config) { c.ReadTimeout = 0 }, "--request-read-timeout"},
 		{"no workers", func(c *server.Config) { c.Manager.Workers = 0 }, "workers"},
+		{"a GC grace under the floor", func(c *server.Config) { c.Compaction.GCGrace = time.Millisecond }, "--gc-grace must be at least 1m0s"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := server.DefaultConfig()
