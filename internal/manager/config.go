@@ -36,6 +36,13 @@ type Config struct {
 	ShutdownTimeout time.Duration
 	// Node names this process on the jobs it runs (default: host name).
 	Node string
+	// PersistTimeout bounds the catalog writes that record the end of a job
+	// (its row, the collection's failure count, its continuation); they
+	// outlive cancel and shutdown. They may wait for the catalog's single
+	// writer while another job commits, so the binary sets it to the
+	// compaction's --commit-timeout (default 10 min); it has no flag of its
+	// own.
+	PersistTimeout time.Duration
 }
 
 // DefaultConfig returns the defaults.
@@ -51,6 +58,7 @@ func DefaultConfig() Config {
 		HistoryKeep:       10_000,
 		HistoryMaxAge:     30 * 24 * time.Hour,
 		ShutdownTimeout:   30 * time.Second,
+		PersistTimeout:    10 * time.Minute,
 	}
 }
 
@@ -91,6 +99,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("--history-max-age must be positive, got %s", c.HistoryMaxAge)
 	case c.ShutdownTimeout < 0:
 		return fmt.Errorf("--shutdown-timeout must not be negative, got %s", c.ShutdownTimeout)
+	case c.PersistTimeout <= 0:
+		return fmt.Errorf("the persist timeout of finished jobs (--commit-timeout) must be positive, got %s", c.PersistTimeout)
 	}
 	return nil
 }

@@ -48,6 +48,14 @@ type Progress struct {
 	RecordsRead  int64 // log records read so far
 	RecordsTotal int64 // log records the job reads
 	BytesWritten int64
+	// Planned: the executor has read the collection, and the plan below is
+	// known. The manager keeps it on the job and persists the job's row when
+	// the phase changes, so that a job interrupted by a crash still shows
+	// where it started and how far it got.
+	Planned       bool
+	OffsetStart   int64 // log offsets (OffsetStart, OffsetEnd] the job reads
+	OffsetEnd     int64
+	VersionBefore int64 // the segment version the job builds on
 }
 
 // Outcome is what an executor reports of one compaction.
@@ -124,7 +132,8 @@ type entry struct {
 	oldest     time.Time // oldest uncompacted record at enqueue, for ordering
 	oneOff     bool      // priority: a one-off was asked for this job
 	cancel     context.CancelFunc
-	cancelReq  bool          // an operator cancelled it
+	cancelReq  bool          // an operator cancelled it, or its collection is being deleted
+	cancelNote string        // the note it ends with when cancelReq: NoteCancelled or NoteCollectionDeleted
 	done       chan struct{} // closed when the job ends
 	enqueuedAt time.Time
 	seq        uint64 // enqueue order, the last tie-break: first in, first out
@@ -552,7 +561,9 @@ func (m *Manager) run(workCtx context.Context, e *entry) {
 
 	m.mu.Lock()
 	j := &e.job
-	applyOutcome(j, outcome)
+	if outcome != (Outcome{}) { // an executor that failed early knows nothing: keep the plan
+		applyOutcome(j, outcome)
+	}
 	j.FinishedAt = m.now()
 	if err == nil && outcome.Committed() {
 		j.FinishedAt = committed.FinishedAt // as persisted
@@ -564,9 +575,9 @@ func (m *Manager) run(workCtx context.Context, e *entry) {
 		j.State = catalog.JobSucceeded
 		cs.failures, cs.retryAt = 0, time.Time{}
 	case e.cancelReq:
-		j.State, j.Note = catalog.JobCancelled, "cancelled by operator"
+		j.State, j.Note = catalog.JobCancelled, e.cancelNote
 	case workCtx.Err() != nil:
-		j.State, j.Note = catalog.JobCancelled, "cancelled at shutdown"
+		j.State, j.Note = catalog.JobCancelled, NoteShutdown
 	default:
 		j.State = catalog.JobFailed
 		j.Error = err.Error()
@@ -582,8 +593,9 @@ func (m *Manager) run(workCtx context.Context, e *entry) {
 
 	// Persist the end. A committed success already wrote the row in the
 	// commit transaction; everything else is written here, with a context
-	// that outlives shutdown.
-	pctx, pcancel := context.WithTimeout(context.WithoutCancel(workCtx), 10*time.Second)
+	// that outlives shutdown (bounded by Config.PersistTimeout: these
+	// writes may queue behind another job's commit).
+	pctx, pcancel := context.WithTimeout(context.WithoutCancel(workCtx), m.cfg.PersistTimeout)
 	defer pcancel()
 	if !(err == nil && outcome.Committed()) {
 		if perr := m.store.UpdateJob(pctx, final); perr != nil {
@@ -674,9 +686,24 @@ func (m *Manager) execute(ctx context.Context, e *entry, finish func(Outcome) ca
 	progress := func(p Progress) {
 		m.mu.Lock()
 		pp := p
+		phase := e.progress == nil || e.progress.Phase != p.Phase
 		e.progress = &pp
+		if p.Planned {
+			e.job.OffsetStart, e.job.OffsetEnd = p.OffsetStart, p.OffsetEnd
+			e.job.VersionBefore, e.job.VersionAfter = p.VersionBefore, p.VersionBefore
+			e.job.RecordsRead = p.RecordsRead
+		}
+		row := e.job
 		m.mu.Unlock()
 		m.publishLocked(e)
+		if p.Planned && phase {
+			// What is known so far survives a crash (the next start marks
+			// the row FAILED "interrupted" and keeps these figures). Once
+			// per phase: a few writes per job, not one per batch.
+			if err := m.store.UpdateJob(ctx, row); err != nil && ctx.Err() == nil {
+				m.logger.Warn("persist progress of running job", "job", row.ID, "collection", row.CollectionID, "err", err)
+			}
+		}
 	}
 	return m.exec.Execute(ctx, e.job.CollectionID, progress, finish)
 }
@@ -707,6 +734,36 @@ func (m *Manager) backoff(n int) time.Duration {
 // finished otherwise than cancelled while Cancel waited (a commit is not
 // interrupted).
 func (m *Manager) Cancel(ctx context.Context, jobID string) (Job, error) {
+	return m.cancel(ctx, jobID, NoteCancelled)
+}
+
+// Notes of cancelled jobs (catalog.Job.Note).
+const (
+	NoteCancelled         = "cancelled by operator"
+	NoteCollectionDeleted = "collection deleted"
+	NoteShutdown          = "cancelled at shutdown"
+)
+
+// CancelForDeletion cancels the active jobs of a collection that is about
+// to be deleted: they end CANCELLED with the note "collection deleted" (not
+// "cancelled by operator"). It waits for a running job to stop, until ctx
+// ends. Errors: those of Cancel other than ErrFinished (a job that finished
+// meanwhile needs no cancelling), joined.
+func (m *Manager) CancelForDeletion(ctx context.Context, collectionID string) error {
+	var errs []error
+	for _, j := range m.Active() {
+		if j.CollectionID != collectionID {
+			continue
+		}
+		if _, err := m.cancel(ctx, j.ID, NoteCollectionDeleted); err != nil && !errors.Is(err, ErrFinished) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// cancel is Cancel with the note the job ends with.
+func (m *Manager) cancel(ctx context.Context, jobID, note string) (Job, error) {
 	m.mu.Lock()
 	e, ok := m.active[jobID]
 	if !ok {
@@ -724,7 +781,7 @@ func (m *Manager) Cancel(ctx context.Context, jobID string) (Job, error) {
 	if e.job.State == catalog.JobQueued {
 		cs.queued = nil
 		delete(m.active, jobID)
-		e.job.State, e.job.FinishedAt, e.job.Note = catalog.JobCancelled, m.now(), "cancelled by operator"
+		e.job.State, e.job.FinishedAt, e.job.Note = catalog.JobCancelled, m.now(), note
 		j := e.job
 		close(e.done)
 		m.metrics.setStates(m.active)
@@ -737,7 +794,11 @@ func (m *Manager) Cancel(ctx context.Context, jobID string) (Job, error) {
 		}
 		return Job{Job: j}, nil
 	}
-	e.cancelReq = true
+	if !e.cancelReq {
+		e.cancelReq, e.cancelNote = true, note
+	} else if note == NoteCollectionDeleted {
+		e.cancelNote = note // the deletion is the stronger reason
+	}
 	if e.cancel != nil {
 		e.cancel()
 	}

@@ -154,6 +154,8 @@ func (c *Config) Validate() error {
 	if err := c.Compaction.Validate(); err != nil {
 		return err
 	}
+	// The manager's writes at the end of a job may wait behind a commit.
+	c.Manager.PersistTimeout = c.Compaction.CommitTimeout
 	if err := c.Manager.Validate(); err != nil {
 		return err
 	}
