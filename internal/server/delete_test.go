@@ -66,3 +66,23 @@ func TestDeleteCollectionLeavesNoDirectories(t *testing.T) {
 		}
 	}
 }
+
+// testDeadline is when a wait of a server test gives up: a minute before
+// the test binary's deadline (go test -timeout), or 10 minutes from now
+// without one. Waits end on their event; this only turns a hang into a
+// failure that names it, and is never short on a busy machine.
+func testDeadline(t *testing.T) time.Time {
+	d, ok := t.Deadline()
+	if !ok {
+		return time.Now().Add(10 * time.Minute)
+	}
+	if time.Until(d) > 2*time.Minute {
+		return d.Add(-time.Minute)
+	}
+	return d.Add(-time.Until(d) / 2)
+}
+
+// nearTestDeadline fires at testDeadline.
+func nearTestDeadline(t *testing.T) <-chan time.Time {
+	return time.After(time.Until(testDeadline(t)))
+}
