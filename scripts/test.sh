@@ -12,7 +12,8 @@
 # end-to-end checks; a failed non-test step counts as a failure).
 #
 # Environment: FUZZ_TIME (a go test -fuzztime value, default 10s) is how long
-# each fuzz target runs; CI=true makes a missing browser or promtool a failure instead
+# each fuzz target runs; GO_TEST_TIMEOUT (default 30m) is the -timeout of
+# each package's tests; CI=true makes a missing browser or promtool a failure instead
 # of a skip; SKIP_INSTALL=1 installs nothing.
 set -uo pipefail
 
@@ -96,8 +97,13 @@ if [ -z "${COMPACTOR_TEST_POSTGRES_DSN:-}" ]; then
 		echo "note: the catalog tests run against PostgreSQL too ($pg)"
 	fi
 fi
+# go test's default -timeout (10m per package binary) is a fixed deadline
+# that a package's whole run exceeds on a busy 2-core machine under -race
+# (internal/compaction took over 10 min in one such run): GO_TEST_TIMEOUT
+# (default 30m) replaces it. Tests wait for events; this bound only turns a
+# hang into a failure with every goroutine's stack.
 step "go test -race" env COMPACTOR_REQUIRE_BROWSER=$browser_required \
-	gotestsum --format pkgname-and-test-fails --jsonfile .cache/test.json -- -race -count=1 ./...
+	gotestsum --format pkgname-and-test-fails --jsonfile .cache/test.json -- -race -count=1 -timeout="${GO_TEST_TIMEOUT:-30m}" ./...
 # Fuzzing: every Fuzz target of the module runs for FUZZ_TIME (default 10s)
 # on top of its seed corpus (f.Add and testdata/fuzz/<Name>/), one target at
 # a time (-fuzz takes one package and one target). Targets are discovered,
