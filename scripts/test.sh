@@ -5,12 +5,15 @@
 #   generated code is fresh (scripts/generate.sh leaves `git status` clean),
 #   buf lint, buf format, buf breaking against the previous commit,
 #   gofmt, go vet, go test -race ./... (with the headless-browser test, and
-#   the catalog suite against a local PostgreSQL when one answers),
+#   the catalog suite against a local PostgreSQL when one answers), every
+#   Fuzz target for FUZZ_TIME (default 10s) on top of its seed corpus,
 #   promtool check/test of the alert rules, the end-to-end script test.
 # It ends with one line: "ci: N passed, M failed, K skipped" (tests and
 # end-to-end checks; a failed non-test step counts as a failure).
 #
-# Environment: CI=true makes a missing browser or promtool a failure instead
+# Environment: FUZZ_TIME (a go test -fuzztime value, default 10s) is how long
+# each fuzz target runs; GO_TEST_TIMEOUT (default 30m) is the -timeout of
+# each package's tests; CI=true makes a missing browser or promtool a failure instead
 # of a skip; SKIP_INSTALL=1 installs nothing.
 set -uo pipefail
 
@@ -94,8 +97,43 @@ if [ -z "${COMPACTOR_TEST_POSTGRES_DSN:-}" ]; then
 		echo "note: the catalog tests run against PostgreSQL too ($pg)"
 	fi
 fi
+# go test's default -timeout (10m per package binary) is a fixed deadline
+# that a package's whole run exceeds on a busy 2-core machine under -race
+# (internal/compaction took over 10 min in one such run): GO_TEST_TIMEOUT
+# (default 30m) replaces it. Tests wait for events; this bound only turns a
+# hang into a failure with every goroutine's stack.
 step "go test -race" env COMPACTOR_REQUIRE_BROWSER=$browser_required \
-	gotestsum --format pkgname-and-test-fails --jsonfile .cache/test.json -- -race -count=1 ./...
+	gotestsum --format pkgname-and-test-fails --jsonfile .cache/test.json -- -race -count=1 -timeout="${GO_TEST_TIMEOUT:-30m}" ./...
+# Fuzzing: every Fuzz target of the module runs for FUZZ_TIME (default 10s)
+# on top of its seed corpus (f.Add and testdata/fuzz/<Name>/), one target at
+# a time (-fuzz takes one package and one target). Targets are discovered,
+# not listed here: packages whose test files declare a Fuzz function, then
+# `go test -list` in each. A failure names the target; the failing input is
+# written under the package's testdata/fuzz/<Name>/ (commit it as a
+# regression seed once fixed).
+fuzz_all() {
+	local fuzztime=${FUZZ_TIME:-10s} ran=0 bad=() dirs dir names name log=.cache/fuzz.log
+	dirs=$(git ls-files -co --exclude-standard -- '*_test.go' | xargs -r grep -l '^func Fuzz' | xargs -r -n1 dirname | sort -u)
+	for dir in $dirs; do
+		if ! names=$(go test -list '^Fuzz' "./$dir"); then
+			echo "$names"
+			bad+=("./$dir (listing its targets failed)")
+			continue
+		fi
+		for name in $(echo "$names" | grep -E '^Fuzz[A-Za-z0-9_]*$'); do
+			ran=$((ran + 1))
+			echo "fuzz ./$dir $name for $fuzztime"
+			if ! go test -run='^$' -fuzz="^$name\$" -fuzztime="$fuzztime" "./$dir" >"$log" 2>&1; then
+				cat "$log"
+				echo "FAILED: fuzz target $name in ./$dir"
+				bad+=("$name (./$dir)")
+			fi
+		done
+	done
+	echo "fuzz: $ran targets ran for $fuzztime each, ${#bad[@]} failed${bad:+: ${bad[*]}}"
+	[ "${#bad[@]}" -eq 0 ]
+}
+step "fuzz targets" fuzz_all
 promtool_checks() {
 	if ! command -v promtool >/dev/null; then
 		[ "${CI:-}" = true ] && { echo "promtool is missing"; return 1; }

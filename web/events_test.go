@@ -13,6 +13,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/compactorhq/compactor/internal/browsertest"
 	"github.com/compactorhq/compactor/web"
 )
 
@@ -45,8 +46,8 @@ func (s *streamServer) waitReturned(t *testing.T) {
 	t.Helper()
 	select {
 	case <-s.returned:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the /events handler did not return")
+	case <-time.After(time.Until(browsertest.Deadline(t))): // from go test -timeout, never short on a busy machine
+		t.Fatal("the /events handler did not return by the test's deadline")
 	}
 }
 
@@ -61,7 +62,7 @@ type stream struct {
 // waiting for a line that never comes fails the test instead of hanging it.
 func (s *streamServer) open(t *testing.T) *stream {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := context.WithDeadline(context.Background(), browsertest.Deadline(t)) // from go test -timeout
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.URL+"/events", nil)
 	if err != nil {
 		t.Fatal(err)

@@ -21,9 +21,10 @@ func newCompactCmd(g *globals) *cobra.Command {
 	var (
 		all, wait bool
 		reason    string
+		rc        reconnect
 	)
 	cmd := &cobra.Command{
-		Use:   "compact (--all | ID...) [--reason TEXT] [--wait]",
+		Use:   "compact (--all | ID...) [--reason TEXT] [--wait [--reconnect-timeout D]]",
 		Short: "Request one-off compactions, and optionally wait for them",
 		Long: `Request a one-off compaction of the collections with the given ids, or of every
 collection with --all. One-off jobs bypass the minimum compaction size and the
@@ -37,8 +38,17 @@ line per state change), then print a summary. Waiting is not limited by
 compaction size leaves the rest of the backlog to a continuation job, which the
 server queues at once: --wait follows the continuations too, until the backlog
 the request found is compacted, and the summary names them.
-Exit status 1 when the request fails or any job ends FAILED or CANCELLED; 130
-when interrupted while waiting (the jobs continue on the server).
+
+While waiting, a server that restarts or cannot be reached does not end the
+wait: --wait keeps following the job ids it has, reconnecting with backoff,
+and reports their real outcome once the server answers again (a job the
+server finished meanwhile included). It gives up after --reconnect-timeout
+(default 10m) without an answer, naming the jobs whose outcome it does not
+know; the jobs continue on the server.
+
+Exit status 1 when the request fails, any job ends FAILED or CANCELLED, or
+the server stayed unreachable for --reconnect-timeout; 130 when interrupted
+while waiting (the jobs continue on the server).
 
 -o json prints one object: {"jobs": [{"job": Job, "created": bool}, ...]},
 with each job as it finished when --wait is given, plus, after --wait,
@@ -71,7 +81,7 @@ with each job as it finished when --wait is given, plus, after --wait,
 					return err
 				}
 			}
-			final, err := s.waitJobs(ctx, results)
+			final, err := s.waitJobs(ctx, rc, results)
 			if err != nil {
 				return waitError(ctx, err)
 			}
@@ -90,7 +100,7 @@ with each job as it finished when --wait is given, plus, after --wait,
 				if len(next) == 0 {
 					break
 				}
-				done, err := s.waitJobs(ctx, next)
+				done, err := s.waitJobs(ctx, rc, next)
 				if err != nil {
 					return waitError(ctx, err)
 				}
@@ -118,6 +128,7 @@ with each job as it finished when --wait is given, plus, after --wait,
 	f.BoolVar(&all, "all", false, "compact every collection")
 	f.StringVar(&reason, "reason", "", "why, kept on the jobs (shown by 'job' and on the status page)")
 	f.BoolVar(&wait, "wait", false, "wait until every job has finished, showing progress")
+	rc.register(f, 10*time.Minute)
 	return cmd
 }
 
@@ -224,7 +235,7 @@ const maxWatchIDs = 1000
 // them in their final state. It watches by job id (at most maxWatchIDs at a
 // time): the server's snapshot holds each listed job in whatever state it is,
 // so a job that finished before the watch started is not missed.
-func (s *cliSession) waitJobs(ctx context.Context, results []*compactorv1.CompactResult) ([]*compactorv1.CompactResult, error) {
+func (s *cliSession) waitJobs(ctx context.Context, rc reconnect, results []*compactorv1.CompactResult) ([]*compactorv1.CompactResult, error) {
 	jobs := make(map[string]*compactorv1.Job, len(results))
 	var pending []string
 	view := s.newJobView()
@@ -248,7 +259,7 @@ func (s *cliSession) waitJobs(ctx context.Context, results []*compactorv1.Compac
 			}
 			return ids
 		}
-		err := s.watchJobs(ctx, func() *compactorv1.WatchCompactionsRequest {
+		err := s.watchJobs(ctx, rc, func() *compactorv1.WatchCompactionsRequest {
 			return &compactorv1.WatchCompactionsRequest{JobIds: open(), IncludeProgress: true}
 		}, func(m *compactorv1.WatchCompactionsResponse) (bool, error) {
 			j := m.GetJob()
@@ -259,6 +270,9 @@ func (s *cliSession) waitJobs(ctx context.Context, results []*compactorv1.Compac
 			view.update(j)
 			return len(open()) == 0, nil
 		}, view.note)
+		if errors.Is(err, errUnreachable) {
+			return nil, unknownOutcome(err, jobs, pending)
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -269,6 +283,25 @@ func (s *cliSession) waitJobs(ctx context.Context, results []*compactorv1.Compac
 		final[i] = &compactorv1.CompactResult{Job: jobs[r.GetJob().GetId()], Created: r.GetCreated()}
 	}
 	return final, nil
+}
+
+// unknownOutcome is the error of a wait that gave up on an unreachable
+// server: it names (at most 10 of) the jobs still unfinished when last
+// seen, with that state.
+func unknownOutcome(err error, jobs map[string]*compactorv1.Job, pending []string) error {
+	var open []string
+	for _, id := range pending {
+		if j := jobs[id]; !jobDone(j.GetState()) {
+			open = append(open, fmt.Sprintf("job %s (collection %s) %s", id, collectionLabel(j), stateName(j.GetState())))
+		}
+	}
+	named := open[:min(len(open), 10)]
+	more := ""
+	if len(open) > len(named) {
+		more = fmt.Sprintf(" and %d more", len(open)-len(named))
+	}
+	return fmt.Errorf("%w; outcome unknown of %s, last seen: %s%s (they continue on the server; see: compactor job ID)",
+		err, plural(int64(len(open)), "job"), strings.Join(named, "; "), more)
 }
 
 // continuations finds the jobs the server queued to continue the

@@ -10,6 +10,7 @@ import (
 
 	"connectrpc.com/connect"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	compactorv1 "github.com/compactorhq/compactor/gen/compactor/v1"
 )
@@ -212,16 +213,19 @@ func newWatchCmd(g *globals) *cobra.Command {
 	var (
 		collection string
 		progress   bool
+		rc         reconnect
 	)
 	cmd := &cobra.Command{
-		Use:   "watch [--collection ID] [--progress]",
+		Use:   "watch [--collection ID] [--progress] [--reconnect-timeout D]",
 		Short: "Stream compaction job changes until interrupted",
 		Long: `Stream compaction job changes until interrupted (Ctrl-C ends it with exit
 status 0). It starts with the queued and running jobs (event "snapshot"), then
 prints one line per change: a job created or changed ("changed"), and with
 --progress also the progress of running jobs ("progress"). Not limited by
 --timeout. When the server drops the stream (restart, or this client fell
-behind) it reconnects, starting again with a snapshot.
+behind) it reconnects, starting again with a snapshot; after
+--reconnect-timeout (default 10m) without an answer it gives up (exit
+status 1).
 
 -o json prints one WatchCompactionsResponse object per line, for example
 {"type":"WATCH_EVENT_TYPE_CHANGED","job":{...}}, including the
@@ -236,7 +240,7 @@ behind) it reconnects, starting again with a snapshot.
 			if !s.out.json {
 				fmt.Fprintf(s.out.w, "%-20s  %-9s  %-36s  %-24s  %-9s  %s\n", "TIME", "EVENT", "JOB", "COLLECTION", "STATE", "DETAIL")
 			}
-			err = s.watchJobs(ctx, func() *compactorv1.WatchCompactionsRequest {
+			err = s.watchJobs(ctx, rc, func() *compactorv1.WatchCompactionsRequest {
 				return &compactorv1.WatchCompactionsRequest{CollectionId: collection, IncludeProgress: progress}
 			}, func(m *compactorv1.WatchCompactionsResponse) (bool, error) {
 				if s.out.json {
@@ -264,6 +268,7 @@ behind) it reconnects, starting again with a snapshot.
 	}
 	cmd.Flags().StringVar(&collection, "collection", "", "only jobs of this collection (id)")
 	cmd.Flags().BoolVar(&progress, "progress", false, "also print the progress of running jobs")
+	rc.register(cmd.Flags(), 10*time.Minute)
 	return cmd
 }
 
@@ -272,38 +277,80 @@ func eventName(t compactorv1.WatchEventType) string {
 	return strings.ToLower(strings.TrimPrefix(t.String(), "WATCH_EVENT_TYPE_"))
 }
 
-// Watch reconnection: after the server drops a stream (UNAVAILABLE, or an
-// end without error), wait and watch again, at most watchRetries times in a
-// row without receiving a message.
-const (
-	watchRetries    = 10
-	watchRetryFirst = 200 * time.Millisecond
-	watchRetryMax   = 5 * time.Second
-)
+// reconnect is how watch and compact --wait follow jobs through an
+// unreachable or restarting server: they retry, with a delay from
+// watchRetryFirst doubling up to maxDelay, until the server has not answered
+// for timeout (0: no limit). A message received ends the outage.
+type reconnect struct {
+	timeout  time.Duration
+	maxDelay time.Duration
+}
+
+const watchRetryFirst = 200 * time.Millisecond
+
+// register adds --reconnect-timeout and the hidden --reconnect-max-delay to
+// fs, with the default timeout given.
+func (r *reconnect) register(fs *pflag.FlagSet, timeout time.Duration) {
+	fs.DurationVar(&r.timeout, "reconnect-timeout", timeout,
+		"how long to keep reconnecting to a server that does not answer (restarting, unreachable) before giving up; 0: no limit")
+	fs.DurationVar(&r.maxDelay, "reconnect-max-delay", 5*time.Second, "longest wait between two reconnection attempts")
+	_ = fs.MarkHidden("reconnect-max-delay")
+}
+
+// errUnreachable: the server did not answer for the whole --reconnect-timeout.
+var errUnreachable = errors.New("server unavailable")
+
+// definitive reports whether a watch error is an answer that retrying
+// cannot change (a bad request, an unknown job, a missing token). Anything
+// else (UNAVAILABLE, a connection refused or reset, a stream cut by a
+// restart, RESOURCE_EXHAUSTED of a busy server) is retried.
+func definitive(err error) bool {
+	switch connect.CodeOf(err) {
+	case connect.CodeInvalidArgument, connect.CodeNotFound, connect.CodeAlreadyExists, connect.CodePermissionDenied,
+		connect.CodeUnauthenticated, connect.CodeFailedPrecondition, connect.CodeUnimplemented, connect.CodeOutOfRange:
+		return true
+	}
+	return false
+}
 
 // watchJobs runs WatchCompactions with the request req returns (called
 // again at each reconnection), handing every message to on until on
 // returns stop, ctx ends (ctx's error is returned) or the stream fails with
-// an error other than UNAVAILABLE. note tells the user about reconnections.
-func (s *cliSession) watchJobs(ctx context.Context, req func() *compactorv1.WatchCompactionsRequest,
+// a definitive error. Other failures, and a stream that ends, are retried
+// as rc says; when the server has not answered for rc.timeout the error
+// wraps errUnreachable. note tells the user about reconnections.
+func (s *cliSession) watchJobs(ctx context.Context, rc reconnect, req func() *compactorv1.WatchCompactionsRequest,
 	on func(*compactorv1.WatchCompactionsResponse) (stop bool, err error), note func(string, ...any)) error {
-	failures := 0
+	var (
+		failures  int
+		downSince time.Time // first failure since the last message; zero while answering
+	)
 	for {
-		stop, err := s.watchOnce(ctx, req(), on, func() { failures = 0 })
+		stop, err := s.watchOnce(ctx, req(), on, func() { failures, downSince = 0, time.Time{} })
 		switch {
 		case stop:
 			return nil
 		case ctx.Err() != nil:
 			return ctx.Err()
-		case err != nil && connect.CodeOf(err) != connect.CodeUnavailable:
+		case err != nil && definitive(err):
 			return err
 		}
 		failures++
-		if failures > watchRetries {
-			return fmt.Errorf("watch: gave up after %d attempts: %w", watchRetries, errOr(err, "stream ended"))
+		if downSince.IsZero() {
+			downSince = time.Now()
 		}
-		wait := retryDelay(failures, watchRetryFirst, watchRetryMax)
-		note("watch: %v; reconnecting in %s (%d/%d)", errOr(err, "stream ended"), fmtDuration(wait), failures, watchRetries)
+		down := time.Since(downSince)
+		if rc.timeout > 0 && down >= rc.timeout {
+			return fmt.Errorf("%w for %s (--reconnect-timeout %s; %d attempts): %w", errUnreachable,
+				fmtDuration(down), rc.timeout, failures, errOr(err, "stream ended"))
+		}
+		wait := retryDelay(failures, min(watchRetryFirst, rc.maxDelay), rc.maxDelay)
+		limit := "no limit"
+		if rc.timeout > 0 {
+			wait = min(wait, rc.timeout-down)
+			limit = "gives up after " + rc.timeout.String()
+		}
+		note("watch: %v; reconnecting in %s (attempt %d, %s)", errOr(err, "stream ended"), fmtDuration(wait), failures, limit)
 		if err := sleepCtx(ctx, wait); err != nil {
 			return err
 		}

@@ -15,6 +15,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/chromedp/chromedp"
 )
@@ -58,6 +59,24 @@ func Require(t *testing.T) string {
 		t.Skip(msg)
 	}
 	return chrome
+}
+
+// Deadline is when a browser test gives up waiting: a minute before the
+// test binary's own deadline (go test -timeout, default 10m), so that a
+// slow, busy machine gets all the time the run allows while a failure still
+// names the step that did not finish and the cleanup still runs; without
+// -timeout, 10 minutes from now. A fixed short budget fails on a loaded CI
+// machine where nothing is wrong.
+func Deadline(t *testing.T) time.Time {
+	d, ok := t.Deadline()
+	if !ok {
+		return time.Now().Add(10 * time.Minute)
+	}
+	const margin = time.Minute
+	if until := time.Until(d); until > 2*margin {
+		return d.Add(-margin)
+	}
+	return d.Add(-time.Until(d) / 2) // a short -timeout: half of what is left for the cleanup
 }
 
 // Start starts headless Chromium (after Require) with a fresh profile and a

@@ -12,8 +12,9 @@ import (
 // Listing bounds of ListJobs.
 const maxListJobs = 1000
 
-// interrupted is the error and note of a job that was RUNNING when the
-// process stopped.
+// interrupted is the error of a job that was RUNNING when the process
+// stopped: such a job ends FAILED, and a failure's cause is its error (the
+// note stays empty).
 const interrupted = "interrupted: the process stopped while the job ran"
 
 // jobColumns selects a job row in the order scanJob reads it.
@@ -212,7 +213,11 @@ func (c *impl) queryJobs(ctx context.Context, q querier, query string, args ...a
 }
 
 // markInterrupted: see Catalog.MarkInterrupted. The jobs are returned
-// oldest first, as stored after the change.
+// oldest first, as stored after the change. What the row knew is kept (the
+// offsets it planned, the version it started from, the records it had
+// read); version_after becomes version_before, since a job that was still
+// RUNNING committed nothing (a commit writes the finished row in its own
+// transaction).
 func (c *impl) markInterrupted(ctx context.Context) ([]Job, error) {
 	now := fromMs(ms(c.now()))
 	var jobs []Job
@@ -222,7 +227,8 @@ func (c *impl) markInterrupted(ctx context.Context) ([]Job, error) {
 		if err != nil || len(jobs) == 0 {
 			return err
 		}
-		_, err = tx.ExecContext(ctx, c.d.q(`UPDATE jobs SET state = ?, error_text = ?, note = ?, finished_at = ? WHERE state = ?`),
+		_, err = tx.ExecContext(ctx, c.d.q(`UPDATE jobs SET state = ?, error_text = ?, note = ?, finished_at = ?,
+				version_after = version_before WHERE state = ?`),
 			string(JobFailed), interrupted, "", ms(now), string(JobRunning))
 		return err
 	})
@@ -231,6 +237,7 @@ func (c *impl) markInterrupted(ctx context.Context) ([]Job, error) {
 	}
 	for i := range jobs {
 		jobs[i].State, jobs[i].Error, jobs[i].Note, jobs[i].FinishedAt = JobFailed, interrupted, "", now
+		jobs[i].VersionAfter = jobs[i].VersionBefore
 		c.log.WarnContext(ctx, "job interrupted", "job", jobs[i].ID, "collection", jobs[i].CollectionID)
 	}
 	return jobs, nil

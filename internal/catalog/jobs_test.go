@@ -245,6 +245,10 @@ func TestMarkInterrupted(t *testing.T) {
 			if s != catalog.JobQueued {
 				j.StartedAt = at
 			}
+			if s == catalog.JobRunning {
+				// What a running job persisted of its plan and progress.
+				j.OffsetStart, j.OffsetEnd, j.RecordsRead, j.VersionBefore = 100, 250, 150, 1
+			}
 			if s.Finished() {
 				j.FinishedAt = at.Add(time.Millisecond)
 			}
@@ -261,6 +265,9 @@ func TestMarkInterrupted(t *testing.T) {
 		var want []catalog.Job
 		for _, j := range jobs[catalog.JobRunning] {
 			j.State, j.Error, j.Note, j.FinishedAt = catalog.JobFailed, "interrupted: the process stopped while the job ran", "", now
+			// Kept: offsets (100, 250], 150 records read, version 1 -> 1
+			// (nothing was committed).
+			j.VersionAfter = 1
 			want = append(want, j)
 		}
 		equal(t, "returned jobs", got, want)

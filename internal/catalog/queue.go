@@ -59,6 +59,14 @@ type JobProgress struct {
 	RecordsTotal int64  // log records the job reads; 0 when not known yet
 	BytesWritten int64  // bytes of blocks and manifest written so far
 	UpdatedAt    time.Time
+	// Planned: the job knows its plan, and RenewLease stores it in the
+	// job's own columns (offset_start, offset_end, version_before, and
+	// version_after = version_before until a commit; records_read), so that
+	// a job interrupted by a crash or a lost lease keeps what was known.
+	Planned       bool
+	OffsetStart   int64
+	OffsetEnd     int64
+	VersionBefore int64
 }
 
 // JobRequest asks EnqueueJob for a QUEUED job.
@@ -219,13 +227,17 @@ const claimOrder = `j.priority, COALESCE(j.oldest_at, ?), j.queue_seq, j.id`
 func (c *Catalog) RenewLease(ctx context.Context, jobID, node string, lease time.Duration, p JobProgress) (cancelRequested bool, err error) {
 	now := ms(c.now())
 	var cancel int
+	plan, args := "", []any{now + lease.Milliseconds(), p.Phase, p.RecordsRead, p.RecordsTotal, p.BytesWritten, now}
+	if p.Planned {
+		plan = `, offset_start = ?, offset_end = ?, version_before = ?, version_after = ?, records_read = ?`
+		args = append(args, p.OffsetStart, p.OffsetEnd, p.VersionBefore, p.VersionBefore, p.RecordsRead)
+	}
+	args = append(args, jobID, string(JobRunning), node, now)
 	err = c.writeTx(ctx, func(tx *sql.Tx) error {
 		return tx.QueryRowContext(ctx, c.d.q(`UPDATE jobs SET lease_expires_at = ?,
-				progress_phase = ?, progress_read = ?, progress_total = ?, progress_bytes = ?, progress_at = ?
+				progress_phase = ?, progress_read = ?, progress_total = ?, progress_bytes = ?, progress_at = ?`+plan+`
 			WHERE id = ? AND state = ? AND lease_owner = ? AND lease_expires_at >= ?
-			RETURNING cancel_requested`),
-			now+lease.Milliseconds(), p.Phase, p.RecordsRead, p.RecordsTotal, p.BytesWritten, now,
-			jobID, string(JobRunning), node, now).Scan(&cancel)
+			RETURNING cancel_requested`), args...).Scan(&cancel)
 	})
 	if errors.Is(err, sql.ErrNoRows) {
 		return false, fmt.Errorf("renew lease of job %s on node %s: %w", jobID, node, ErrLeaseLost)
@@ -347,6 +359,7 @@ func (c *Catalog) ExpireLeases(ctx context.Context) ([]Job, error) {
 			if err := c.execInterrupt(ctx, tx, *j); err != nil {
 				return err
 			}
+			j.VersionAfter, j.RecordsRead = j.VersionBefore, max(j.RecordsRead, j.Progress.RecordsRead)
 			j.LeaseOwner, j.LeaseExpiresAt = "", time.Time{}
 		}
 		return nil
@@ -381,6 +394,7 @@ func (c *Catalog) ReleaseNode(ctx context.Context, node string) ([]Job, error) {
 			if err := c.execInterrupt(ctx, tx, *j); err != nil {
 				return err
 			}
+			j.VersionAfter, j.RecordsRead = j.VersionBefore, max(j.RecordsRead, j.Progress.RecordsRead)
 			j.LeaseOwner, j.LeaseExpiresAt = "", time.Time{}
 		}
 		return nil
@@ -394,8 +408,12 @@ func (c *Catalog) ReleaseNode(ctx context.Context, node string) ([]Job, error) {
 // execInterrupt writes an interrupted job (FAILED, its error set) and
 // queues its follow-up.
 func (c *impl) execInterrupt(ctx context.Context, tx *sql.Tx, j Job) error {
+	// What the row knew is kept: a job still RUNNING committed nothing (a
+	// commit writes the finished row in its own transaction).
 	_, err := tx.ExecContext(ctx, c.d.q(`UPDATE jobs SET state = ?, finished_at = ?, error_text = ?,
-			lease_owner = '', lease_expires_at = NULL WHERE id = ?`),
+			lease_owner = '', lease_expires_at = NULL, version_after = version_before,
+			records_read = CASE WHEN progress_read > records_read THEN progress_read ELSE records_read END
+		WHERE id = ?`),
 		string(j.State), ms(j.FinishedAt), j.Error, j.ID)
 	if err != nil {
 		return fmt.Errorf("interrupt job %s: %w", j.ID, err)

@@ -249,6 +249,10 @@ func TestExpireLeasesTakesJobsOver(t *testing.T) {
 		alive := mustCreate(t, c, "live-node", 0)
 		mustEnqueue(t, c, catalog.JobRequest{CollectionID: dead.ID, Trigger: catalog.TriggerScheduled, Reason: "backlog"})
 		lost := mustClaim(t, c, "n1")
+		plan := catalog.JobProgress{Phase: "reading log", RecordsRead: 40, RecordsTotal: 50, Planned: true, OffsetStart: 100, OffsetEnd: 150, VersionBefore: 3}
+		if _, err := c.RenewLease(ctx, lost.ID, "n1", lease, plan); err != nil {
+			t.Fatal(err)
+		}
 		e.clock.Advance(lease / 2)
 		mustEnqueue(t, c, catalog.JobRequest{CollectionID: alive.ID, Trigger: catalog.TriggerOneOff})
 		kept := mustClaim(t, c, "n2")
@@ -261,7 +265,19 @@ func TestExpireLeasesTakesJobsOver(t *testing.T) {
 		if len(got) != 1 || got[0].ID != lost.ID || got[0].State != catalog.JobFailed || got[0].Error != "interrupted: lease of node n1 expired" {
 			t.Fatalf("expired %+v, want only job %s FAILED with the lease note", got, lost.ID)
 		}
-		stored, err := c.GetJob(ctx, kept.ID)
+		// It keeps what its owner persisted: offsets, base version, records read.
+		stored, err := c.GetJob(ctx, lost.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if stored.OffsetStart != 100 || stored.OffsetEnd != 150 || stored.VersionBefore != 3 || stored.VersionAfter != 3 || stored.RecordsRead != 40 {
+			t.Fatalf("interrupted job keeps offsets (%d, %d], version %d -> %d, %d records read; want (100, 150], 3 -> 3, 40",
+				stored.OffsetStart, stored.OffsetEnd, stored.VersionBefore, stored.VersionAfter, stored.RecordsRead)
+		}
+		if got[0].VersionAfter != 3 || got[0].RecordsRead != 40 {
+			t.Errorf("returned interrupted job: version after %d, records read %d", got[0].VersionAfter, got[0].RecordsRead)
+		}
+		stored, err = c.GetJob(ctx, kept.ID)
 		if err != nil || stored.State != catalog.JobRunning {
 			t.Fatalf("job with a live lease: %+v, %v", stored, err)
 		}

@@ -46,11 +46,20 @@ type Config struct {
 	// references them) must be this old too, and are spared while a
 	// compaction of their collection runs.
 	GCGrace time.Duration
+	// CommitTimeout bounds the steps of a compaction that cancellation and
+	// shutdown do not interrupt: the commit transaction (compare-and-swap,
+	// offset advance, purge of up to MaxRecords log rows, the job row) and,
+	// after a failure, the removal of the blobs it wrote. It is a safety net
+	// against a catalog or blob store that hangs, not a performance target:
+	// a commit may also wait for the catalog's single writer while another
+	// compaction commits, so the default (10 min) is far above what a
+	// maximum-size commit takes on a busy machine (seconds).
+	CommitTimeout time.Duration
 }
 
 // DefaultConfig returns the defaults documented on the flags.
 func DefaultConfig() Config {
-	return Config{MaxRecords: 100_000, BatchRecords: 1_000, VersionsToKeep: 2, GCGrace: time.Hour}
+	return Config{MaxRecords: 100_000, BatchRecords: 1_000, VersionsToKeep: 2, GCGrace: time.Hour, CommitTimeout: 10 * time.Minute}
 }
 
 // RegisterFlags registers the compaction flags on fs with c's values as
@@ -60,6 +69,7 @@ func (c *Config) RegisterFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&c.BatchRecords, "log-batch-size", c.BatchRecords, "log records read per batch (cancellation is honoured between batches)")
 	fs.IntVar(&c.VersionsToKeep, "versions-to-keep", c.VersionsToKeep, "segment versions retained per collection by GC")
 	fs.DurationVar(&c.GCGrace, "gc-grace", c.GCGrace, fmt.Sprintf("how long GC waits after a segment version stops being retained before deleting its blobs: the longest a read may take (at least %s)", MinGCGrace))
+	fs.DurationVar(&c.CommitTimeout, "commit-timeout", c.CommitTimeout, "longest a compaction's commit (and the clean-up after a failed one) may take; neither cancel nor shutdown interrupts it")
 }
 
 // Validate rejects zero or negative sizes and a GC grace under MinGCGrace.
@@ -73,6 +83,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("--versions-to-keep must be at least 1, got %d", c.VersionsToKeep)
 	case c.GCGrace < MinGCGrace:
 		return fmt.Errorf("--gc-grace must be at least %s (GC may delete a superseded version's blocks that long after it stops being retained, so it bounds how long a read may take), got %s", MinGCGrace, c.GCGrace)
+	case c.CommitTimeout <= 0:
+		return fmt.Errorf("--commit-timeout must be positive, got %s", c.CommitTimeout)
 	}
 	return nil
 }
@@ -111,6 +123,11 @@ type Progress struct {
 	RecordsRead  int64  // log records read so far
 	RecordsTotal int64  // log records this compaction reads
 	BytesWritten int64  // bytes of blocks written so far
+	// The plan, known from the first report on: the log offsets
+	// (OffsetStart, OffsetEnd] this compaction reads and the segment
+	// version it builds on.
+	OffsetStart, OffsetEnd int64
+	VersionBefore          int64
 }
 
 // Options are per-call settings of Compact.
@@ -220,7 +237,7 @@ func (c *Compactor) Compact(ctx context.Context, collectionID string, opts Optio
 	}
 
 	// 1. Read the log slice in batches.
-	p := Progress{Phase: "reading log", RecordsTotal: total}
+	p := Progress{Phase: "reading log", RecordsTotal: total, OffsetStart: coll.CompactionOffset, OffsetEnd: end, VersionBefore: coll.SegmentVersion}
 	report(p)
 	byID := make(map[string][]materialize.OperationRecord)
 	for after := coll.CompactionOffset; after < end; {
@@ -256,7 +273,7 @@ func (c *Compactor) Compact(ctx context.Context, collectionID string, opts Optio
 	defer func() {
 		if err != nil {
 			// Must-finish cleanup: the caller's context may be cancelled.
-			actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+			actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.CommitTimeout)
 			defer cancel()
 			if aerr := w.Abort(actx); aerr != nil {
 				c.logger.Warn("remove blobs of failed compaction", "collection", collectionID, "err", aerr)
@@ -331,11 +348,17 @@ func (c *Compactor) Compact(ctx context.Context, collectionID string, opts Optio
 		}
 	}
 	// The commit itself is not interrupted half-way: once started it runs to
-	// completion or fails as a whole.
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	// completion or fails as a whole, within Config.CommitTimeout.
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.CommitTimeout)
 	defer cancel()
 	if err := c.cat.CommitCompaction(cctx, cm); err != nil {
-		if c.committed(cctx, err, collectionID, m.Version, key) {
+		if cctx.Err() != nil {
+			err = fmt.Errorf("not done within --commit-timeout %s: %w", c.cfg.CommitTimeout, err)
+		}
+		// Checked with a context of its own: cctx may have expired.
+		gctx, gcancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.CommitTimeout)
+		defer gcancel()
+		if c.committed(gctx, err, collectionID, m.Version, key) {
 			// The transaction committed although the call failed (the
 			// connection dropped after COMMIT): the blobs are the current
 			// version and must stay.

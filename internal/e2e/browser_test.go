@@ -29,9 +29,8 @@ var updateScreenshot = flag.Bool("update-screenshot", false, "write the 1280 px 
 
 const (
 	collectionName = "debian-packages"
-	batchRecords   = 100              // records per compaction batch: progress moves in steps
-	maxRecords     = 2000             // records per job: 5,217 records need 3 jobs in a row
-	budget         = 60 * time.Second // for the whole test, browser start included
+	batchRecords   = 100  // records per compaction batch: progress moves in steps
+	maxRecords     = 2000 // records per job: 5,217 records need 3 jobs in a row
 )
 
 // TestBrowserLiveCompaction runs the whole process and watches it in
@@ -46,7 +45,9 @@ const (
 func TestBrowserLiveCompaction(t *testing.T) {
 	browsertest.Require(t)
 	begin := time.Now()
-	deadline := begin.Add(budget)
+	// Every wait below ends at this deadline, derived from the test's own
+	// (go test -timeout): a busy machine is slow, not broken.
+	deadline := browsertest.Deadline(t)
 
 	// ---- the server, in-process, on a loopback port ----
 	addr := startServer(t)
@@ -130,9 +131,9 @@ func TestBrowserLiveCompaction(t *testing.T) {
 	// The page shows the job without a reload: queued, running or done.
 	where, err := chromedp.Run(ctx, chromedp.Poll[string](
 		`(function () { var r = document.querySelector('#main [data-job-id="`+jobID+`"]'); return r ? r.getAttribute("data-testid") : ""; })()`,
-		chromedp.WithPollingInterval(20*time.Millisecond), chromedp.WithPollingTimeout(30*time.Second)))
+		chromedp.WithPollingInterval(20*time.Millisecond), chromedp.WithPollingTimeout(0))) // until the deadline
 	if err != nil {
-		t.Fatalf("wait for job %s on the page: %v\n%s", jobID, err, mainText(ctx))
+		t.Fatalf("wait for job %s on the page (%s after Compact): %v\n%s", jobID, time.Since(started).Round(time.Second), err, mainText(ctx))
 	}
 	t.Logf("job %s appeared on the page as a %s row after %s", jobID, where, time.Since(started).Round(time.Millisecond))
 
@@ -144,8 +145,8 @@ func TestBrowserLiveCompaction(t *testing.T) {
 		return tile("count-running") === "0" && tile("count-queued") === "0" && tile("count-backlog") === "0" && ok === %d;
 	})()`, wantJobs)
 	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](done,
-		chromedp.WithPollingInterval(20*time.Millisecond), chromedp.WithPollingTimeout(45*time.Second))); err != nil {
-		t.Fatalf("wait for %d SUCCEEDED jobs and an idle dashboard: %v\n%s", wantJobs, err, mainText(ctx))
+		chromedp.WithPollingInterval(20*time.Millisecond), chromedp.WithPollingTimeout(0))); err != nil { // until the deadline
+		t.Fatalf("wait for %d SUCCEEDED jobs and an idle dashboard (%s after Compact): %v\n%s", wantJobs, time.Since(started).Round(time.Second), err, mainText(ctx))
 	}
 	t.Logf("the page showed all %d jobs SUCCEEDED %s after Compact", wantJobs, time.Since(started).Round(time.Millisecond))
 
@@ -322,8 +323,6 @@ func startServer(t *testing.T) string {
 	case err := <-stopped:
 		stopped <- err // for the cleanup
 		t.Fatalf("server stopped before serving: %v", err)
-	case <-time.After(10 * time.Second):
-		t.Fatal("server not serving after 10 s")
 	}
 	return ""
 }

@@ -64,6 +64,13 @@ type Config struct {
 	// write (0: no cap), unless an operator set a cap for every node at run
 	// time (SetMaxThroughput), which takes precedence.
 	MaxThroughput int64
+	// PersistTimeout bounds the catalog writes that record the end of a job
+	// (its row, the collection's failure count, its continuation); they
+	// outlive cancel and shutdown. They may wait for the catalog's single
+	// writer while another job commits, so the binary sets it to the
+	// compaction's --commit-timeout (default 10 min); it has no flag of its
+	// own.
+	PersistTimeout time.Duration
 }
 
 // DefaultConfig returns the defaults.
@@ -83,6 +90,7 @@ func DefaultConfig() Config {
 		RenewInterval:     2 * time.Second,
 		PollInterval:      time.Second,
 		HeartbeatInterval: 5 * time.Second,
+		PersistTimeout:    10 * time.Minute,
 	}
 }
 
@@ -138,6 +146,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("--heartbeat-interval must be positive, got %s", c.HeartbeatInterval)
 	case c.MaxThroughput < 0:
 		return fmt.Errorf("--max-throughput must not be negative, got %d", c.MaxThroughput)
+	case c.PersistTimeout <= 0:
+		return fmt.Errorf("the persist timeout of finished jobs (--commit-timeout) must be positive, got %s", c.PersistTimeout)
 	}
 	return nil
 }

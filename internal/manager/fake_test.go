@@ -202,6 +202,9 @@ func (s *memStore) RenewLease(_ context.Context, id, node string, lease time.Dur
 	}
 	p.UpdatedAt = now
 	j.LeaseExpiresAt, j.Progress = now.Add(lease), p
+	if p.Planned {
+		j.OffsetStart, j.OffsetEnd, j.VersionBefore, j.VersionAfter, j.RecordsRead = p.OffsetStart, p.OffsetEnd, p.VersionBefore, p.VersionBefore, p.RecordsRead
+	}
 	s.jobs[id] = j
 	return j.CancelRequested, nil
 }
@@ -246,6 +249,7 @@ func (s *memStore) CancelJob(_ context.Context, id, note string) (catalog.Job, e
 // follow-up; s.mu must be held.
 func (s *memStore) interruptLocked(j catalog.Job, why string) catalog.Job {
 	j.State, j.FinishedAt, j.Error = catalog.JobFailed, time.Now().UTC().Truncate(time.Millisecond), why
+	j.VersionAfter, j.RecordsRead = j.VersionBefore, max(j.RecordsRead, j.Progress.RecordsRead)
 	j.LeaseOwner, j.LeaseExpiresAt = "", time.Time{}
 	s.jobs[j.ID] = j
 	if _, queued := s.activeOf(j.CollectionID, catalog.JobQueued); !queued {

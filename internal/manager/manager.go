@@ -77,7 +77,22 @@ type Progress struct {
 	RecordsRead  int64 // log records read so far
 	RecordsTotal int64 // log records the job reads
 	BytesWritten int64
+	// Planned: the executor has read the collection, and the plan below is
+	// known. The manager keeps it on the job and persists it when the phase
+	// changes, so that a job interrupted by a crash or a lost lease still
+	// shows where it started and how far it got.
+	Planned       bool
+	OffsetStart   int64 // log offsets (OffsetStart, OffsetEnd] the job reads
+	OffsetEnd     int64
+	VersionBefore int64 // the segment version the job builds on
 }
+
+// Notes of cancelled jobs (catalog.Job.Note).
+const (
+	NoteCancelled         = "cancelled by operator"
+	NoteCollectionDeleted = "collection deleted"
+	NoteShutdown          = "cancelled at shutdown"
+)
 
 // Outcome is what an executor reports of one compaction.
 type Outcome struct {
@@ -176,8 +191,11 @@ type run struct {
 	job       catalog.Job // as claimed; the outcome is applied at the end
 	progress  Progress
 	cancel    context.CancelCauseFunc
-	cancelReq bool          // an operator cancelled it
-	done      chan struct{} // closed when the job has ended and is persisted
+	cancelReq bool // an operator cancelled it, or its collection is being deleted
+	// cancelNote is the note it ends with when cancelReq: NoteCancelled or
+	// NoteCollectionDeleted.
+	cancelNote string
+	done       chan struct{} // closed when the job has ended and is persisted
 }
 
 // Causes of a job's cancellation, told apart at its end.
@@ -279,7 +297,7 @@ func (m *Manager) Run(ctx context.Context) error {
 		cancelWork()
 		<-finished
 	}
-	rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), persistTimeout)
+	rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), m.cfg.PersistTimeout)
 	defer rcancel()
 	if err := m.store.ReleaseLease(rctx, schedulerLease, m.cfg.Node); err != nil {
 		m.logger.Warn("release scheduler lease", "err", err)
@@ -308,10 +326,6 @@ func (m *Manager) interrupted(jobs []catalog.Job) {
 		m.mu.Unlock()
 	}
 }
-
-// persistTimeout bounds the catalog writes that must happen after a job's
-// context ended (its end, its retry state): one small transaction each.
-const persistTimeout = 30 * time.Second
 
 func (m *Manager) now() time.Time { return time.Now().UTC().Truncate(time.Millisecond) }
 
@@ -406,14 +420,45 @@ func (m *Manager) changedJob(j catalog.Job) {
 // finished, or finished otherwise than cancelled while Cancel waited (a
 // commit is not interrupted).
 func (m *Manager) Cancel(ctx context.Context, jobID string) (Job, error) {
+	return m.cancel(ctx, jobID, NoteCancelled)
+}
+
+// CancelForDeletion cancels the active jobs of a collection that is about
+// to be deleted: they end CANCELLED with the note "collection deleted" (not
+// "cancelled by operator"). It waits for this node's running job to stop,
+// until ctx ends; another replica's stops when its lease renewal finds the
+// job cancelled or gone. Errors: those of Cancel other than ErrFinished (a
+// job that finished meanwhile needs no cancelling), joined.
+func (m *Manager) CancelForDeletion(ctx context.Context, collectionID string) error {
+	active, err := m.Active(ctx)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, j := range active {
+		if j.CollectionID != collectionID {
+			continue
+		}
+		if _, err := m.cancel(ctx, j.ID, NoteCollectionDeleted); err != nil && !errors.Is(err, ErrFinished) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// cancel is Cancel with the note the job ends with.
+func (m *Manager) cancel(ctx context.Context, jobID, note string) (Job, error) {
 	m.mu.Lock()
 	r := m.runs[jobID]
 	if r != nil {
+		if !r.cancelReq || note == NoteCollectionDeleted { // the deletion is the stronger reason
+			r.cancelNote = note
+		}
 		r.cancelReq = true
 		r.cancel(errCancelRequested)
 	}
 	m.mu.Unlock()
-	j, err := m.store.CancelJob(ctx, jobID, "cancelled by operator")
+	j, err := m.store.CancelJob(ctx, jobID, note)
 	switch {
 	case errors.Is(err, catalog.ErrJobFinished):
 		if r != nil {

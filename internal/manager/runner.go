@@ -1,6 +1,7 @@
 package manager
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -78,7 +79,9 @@ func (m *Manager) run(workCtx context.Context, j catalog.Job) {
 
 	m.mu.Lock()
 	final := r.job
-	applyOutcome(&final, outcome)
+	if outcome != (Outcome{}) { // an executor that failed early knows nothing: keep the plan
+		applyOutcome(&final, outcome)
+	}
 	final.FinishedAt = m.now()
 	if err == nil && outcome.Committed() {
 		final.FinishedAt = committed.FinishedAt // as persisted
@@ -91,9 +94,9 @@ func (m *Manager) run(workCtx context.Context, j catalog.Job) {
 	case errors.Is(cause, errLeaseLost):
 		final.State, final.Error = catalog.JobFailed, fmt.Sprintf("interrupted: node %s lost the job's lease", m.cfg.Node)
 	case r.cancelReq || errors.Is(cause, errCancelRequested):
-		final.State, final.Note = catalog.JobCancelled, "cancelled by operator"
+		final.State, final.Note = catalog.JobCancelled, cmp.Or(r.cancelNote, NoteCancelled)
 	case workCtx.Err() != nil:
-		final.State, final.Note = catalog.JobCancelled, "cancelled at shutdown"
+		final.State, final.Note = catalog.JobCancelled, NoteShutdown
 	default:
 		final.State, final.Error = catalog.JobFailed, err.Error()
 		transient = m.exec.Transient(err)
@@ -106,7 +109,9 @@ func (m *Manager) run(workCtx context.Context, j catalog.Job) {
 	// Persist the end. A committed success already wrote the row in the
 	// commit transaction; everything else is written here, fenced by the
 	// lease, with a context that outlives shutdown.
-	pctx, pcancel := context.WithTimeout(context.WithoutCancel(workCtx), persistTimeout)
+	// Bounded by Config.PersistTimeout: these writes may queue behind
+	// another job's commit.
+	pctx, pcancel := context.WithTimeout(context.WithoutCancel(workCtx), m.cfg.PersistTimeout)
 	defer pcancel()
 	lost := errors.Is(cause, errLeaseLost) || errors.Is(err, catalog.ErrLeaseLost)
 	if !(err == nil && outcome.Committed()) && !lost {
@@ -193,9 +198,24 @@ func (m *Manager) execute(ctx context.Context, r *run, finish func(Outcome) cata
 	}()
 	progress := func(p Progress) {
 		m.mu.Lock()
-		defer m.mu.Unlock()
+		phase := r.progress.Phase != p.Phase
 		r.progress = p
+		if p.Planned {
+			r.job.OffsetStart, r.job.OffsetEnd = p.OffsetStart, p.OffsetEnd
+			r.job.VersionBefore, r.job.VersionAfter = p.VersionBefore, p.VersionBefore
+			r.job.RecordsRead = p.RecordsRead
+		}
 		m.publishRun(r, EventProgress)
+		m.mu.Unlock()
+		if p.Planned && phase {
+			// What is known so far survives a crash or a lost lease (the
+			// row ends FAILED "interrupted" keeping it). Once per phase: a
+			// few writes per job, not one per batch; the lease keeper
+			// persists the counts in between.
+			if _, err := m.store.RenewLease(ctx, r.job.ID, m.cfg.Node, m.cfg.LeaseDuration, jobProgress(p)); err != nil && ctx.Err() == nil {
+				m.logger.Warn("persist progress of running job", "job", r.job.ID, "collection", r.job.CollectionID, "err", err)
+			}
+		}
 	}
 	return m.exec.Execute(ctx, r.job.CollectionID, progress, finish)
 }
@@ -206,5 +226,13 @@ func applyOutcome(j *catalog.Job, o Outcome) {
 	j.VersionBefore, j.VersionAfter = o.VersionBefore, o.VersionAfter
 	if o.Note != "" {
 		j.Note = o.Note
+	}
+}
+
+// jobProgress is p as the catalog persists it with the lease.
+func jobProgress(p Progress) catalog.JobProgress {
+	return catalog.JobProgress{
+		Phase: p.Phase, RecordsRead: p.RecordsRead, RecordsTotal: p.RecordsTotal, BytesWritten: p.BytesWritten,
+		Planned: p.Planned, OffsetStart: p.OffsetStart, OffsetEnd: p.OffsetEnd, VersionBefore: p.VersionBefore,
 	}
 }

@@ -46,6 +46,7 @@ type Manager interface {
 	Watch(ctx context.Context) (*manager.Subscription, []manager.Job, error)
 	Cancel(ctx context.Context, jobID string) (manager.Job, error)
 	Forget(collectionID string)
+	CancelForDeletion(ctx context.Context, collectionID string) error
 }
 
 // Catalog is what the handlers need of the catalog.
@@ -434,16 +435,8 @@ func (s *Service) DeleteCollection(ctx context.Context, req *connect.Request[com
 	if _, err := s.cat.GetCollection(ctx, id); err != nil {
 		return nil, s.fail(ctx, proc, err)
 	}
-	active, err := s.mgr.Active(ctx)
-	if err != nil {
-		return nil, s.fail(ctx, proc, err)
-	}
-	for _, j := range active {
-		if j.CollectionID == id {
-			if _, err := s.mgr.Cancel(ctx, j.ID); err != nil {
-				s.log.WarnContext(ctx, "cancel job of deleted collection", "job", j.ID, "err", err)
-			}
-		}
+	if err := s.mgr.CancelForDeletion(ctx, id); err != nil {
+		s.log.WarnContext(ctx, "cancel jobs of deleted collection", "collection", id, "err", err)
 	}
 	c, err := s.recs.DeleteCollection(ctx, id)
 	if err != nil {

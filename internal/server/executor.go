@@ -36,7 +36,8 @@ func outcomeOf(r compaction.Result) manager.Outcome {
 func (e executor) Execute(ctx context.Context, collectionID string, progress func(manager.Progress), finish func(manager.Outcome) catalog.Job) (manager.Outcome, error) {
 	res, err := e.c.Compact(ctx, collectionID, compaction.Options{
 		Progress: func(p compaction.Progress) {
-			progress(manager.Progress{Phase: p.Phase, RecordsRead: p.RecordsRead, RecordsTotal: p.RecordsTotal, BytesWritten: p.BytesWritten})
+			progress(manager.Progress{Phase: p.Phase, RecordsRead: p.RecordsRead, RecordsTotal: p.RecordsTotal, BytesWritten: p.BytesWritten,
+				Planned: true, OffsetStart: p.OffsetStart, OffsetEnd: p.OffsetEnd, VersionBefore: p.VersionBefore})
 		},
 		CommitJob: func(r compaction.Result) *catalog.Job {
 			j := finish(outcomeOf(r))

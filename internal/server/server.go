@@ -167,6 +167,8 @@ func (c *Config) Validate() error {
 	if err := c.Compaction.Validate(); err != nil {
 		return err
 	}
+	// The manager's writes at the end of a job may wait behind a commit.
+	c.Manager.PersistTimeout = c.Compaction.CommitTimeout
 	if err := c.Manager.Validate(); err != nil {
 		return err
 	}
@@ -238,7 +240,8 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (_ *App, err err
 	if err != nil {
 		return nil, err
 	}
-	a.Service = rpc.NewService(a.Manager, a.Manager, a.Catalog, a.Compactor,
+	recs := records{Compactor: a.Compactor, blobDir: fileBlobDir(cfg.BlobURL), log: logger.With("component", "rpc")}
+	a.Service = rpc.NewService(a.Manager, a.Manager, a.Catalog, recs,
 		catalog.AppendLimits{MaxBacklog: cfg.MaxBacklog}, logger.With("component", "rpc"))
 	a.health = rpc.Mount(a.mux, a.Service, rpc.Options{
 		Token: cfg.Token, ProtectReads: cfg.ProtectReads, MaxRequestBytes: cfg.MaxRequestBytes,

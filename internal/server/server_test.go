@@ -91,8 +91,8 @@ func TestServePlaintextHTTP2(t *testing.T) {
 		base = "http://" + a.String()
 	case err := <-done:
 		t.Fatalf("Run returned before serving: %v", err)
-	case <-time.After(30 * time.Second):
-		t.Fatal("Run did not start serving")
+	case <-nearTestDeadline(t):
+		t.Fatal("Run did not start serving before the test's deadline")
 	}
 
 	hc := h2cClient()
@@ -173,8 +173,8 @@ func TestServePlaintextHTTP2(t *testing.T) {
 		if err != nil {
 			t.Errorf("Run: %v", err)
 		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("Run did not return after its context ended")
+	case <-nearTestDeadline(t):
+		t.Fatal("Run did not return after its context ended, by the test's deadline")
 	}
 	if _, err := colls.ListCollections(context.Background(), connect.NewRequest(&compactorv1.ListCollectionsRequest{})); err == nil {
 		t.Error("the server still answers after Run returned")
@@ -220,7 +220,7 @@ func TestShutdownEndsWatchStreams(t *testing.T) {
 	hc := h2cClient()
 	defer hc.CloseIdleConnections()
 	jobs := compactorv1connect.NewCompactionServiceClient(hc, base, connect.WithGRPC())
-	wctx, cancel := context.WithTimeout(t.Context(), 30*time.Second) // bounds the test should the stream hang
+	wctx, cancel := context.WithDeadline(t.Context(), testDeadline(t)) // bounds the test should the stream hang
 	defer cancel()
 	stream, err := jobs.WatchCompactions(wctx, connect.NewRequest(&compactorv1.WatchCompactionsRequest{}))
 	if err != nil {
@@ -243,8 +243,8 @@ func TestShutdownEndsWatchStreams(t *testing.T) {
 		if err != nil {
 			t.Errorf("Run: %v", err)
 		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("Run is still waiting for the watch stream 30 s after shutdown began")
+	case <-nearTestDeadline(t):
+		t.Fatal("Run is still waiting for the watch stream at the test's deadline, long after shutdown began (the grace is an hour)")
 	}
 }
 

@@ -236,8 +236,10 @@ type Job struct {
 	// When the job reached a terminal state; unset until then.
 	FinishTime *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=finish_time,json=finishTime,proto3" json:"finish_time,omitempty"`
 	// Log offsets covered by the job: the range (offset_start, offset_end],
-	// that is offset_start exclusive and offset_end inclusive. Both 0 until the
-	// job has read the log; equal when there was nothing to compact.
+	// that is offset_start exclusive and offset_end inclusive. Both 0 while
+	// QUEUED; set (and persisted) as soon as the running job has read its
+	// collection, so that a job interrupted or cancelled keeps the range it
+	// planned; equal when there was nothing to compact.
 	OffsetStart int64 `protobuf:"varint,11,opt,name=offset_start,json=offsetStart,proto3" json:"offset_start,omitempty"`
 	// The last log offset covered, inclusive. See offset_start.
 	OffsetEnd int64 `protobuf:"varint,12,opt,name=offset_end,json=offsetEnd,proto3" json:"offset_end,omitempty"`
@@ -247,15 +249,22 @@ type Job struct {
 	RecordsWritten int64 `protobuf:"varint,14,opt,name=records_written,json=recordsWritten,proto3" json:"records_written,omitempty"`
 	// Bytes of segment blocks and manifest written to the blob store, in bytes.
 	BytesWritten int64 `protobuf:"varint,15,opt,name=bytes_written,json=bytesWritten,proto3" json:"bytes_written,omitempty"`
-	// The collection's segment version the job started from (0: no version yet).
+	// The collection's segment version the job started from (0: no version
+	// yet). Known, like the offsets, once the running job has read its
+	// collection.
 	VersionBefore int64 `protobuf:"varint,16,opt,name=version_before,json=versionBefore,proto3" json:"version_before,omitempty"`
-	// The segment version the job committed; 0 until SUCCEEDED, and when a
-	// successful job had nothing to commit it equals version_before.
+	// The segment version the job committed. Equals version_before while the
+	// job runs, and when it ended without committing (FAILED, CANCELLED, or
+	// SUCCEEDED with nothing to compact).
 	VersionAfter int64 `protobuf:"varint,17,opt,name=version_after,json=versionAfter,proto3" json:"version_after,omitempty"`
-	// The error text of a FAILED job; empty otherwise.
+	// The error text of a FAILED job; empty otherwise. A job that was RUNNING
+	// when its process stopped (a crash, a kill) is marked FAILED at the next
+	// start with the error "interrupted: the process stopped while the job
+	// ran".
 	Error string `protobuf:"bytes,18,opt,name=error,proto3" json:"error,omitempty"`
-	// A remark on the outcome, for example "nothing to compact" or
-	// "interrupted" (the process died while the job was running).
+	// A remark on the outcome: "nothing to compact" (SUCCEEDED), "cancelled by
+	// operator", "collection deleted" or "cancelled at shutdown" (CANCELLED),
+	// "transient failure" (FAILED, not counted toward the dead-letter state).
 	Note string `protobuf:"bytes,19,opt,name=note,proto3" json:"note,omitempty"`
 	// The node (host name) that ran the job; empty while QUEUED.
 	Node string `protobuf:"bytes,20,opt,name=node,proto3" json:"node,omitempty"`
