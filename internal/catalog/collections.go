@@ -178,16 +178,8 @@ func (c *impl) deleteCollection(ctx context.Context, id string) (Collection, err
 		return c.withoutForeignKeys(ctx, del)
 	}
 	err := run()
-	if full := c.storageFull(err); full != nil && c.reserve != nil {
-		released, rerr := c.reserve.release()
-		switch {
-		case rerr != nil:
-			c.log.ErrorContext(ctx, "release catalog space reserve", "err", rerr)
-		case released:
-			c.log.WarnContext(ctx, "catalog full: released the space reserve to delete a collection",
-				"collection", id, "reserve_bytes", c.reserve.size, "code", full.Code)
-			err = run()
-		}
+	if c.storageFull(err) != nil && c.releaseReserve(ctx, "delete a collection", id) {
+		err = run()
 	}
 	if err != nil {
 		return Collection{}, c.wrap(err, "delete collection %s", id)
@@ -200,6 +192,23 @@ func (c *impl) deleteCollection(ctx context.Context, id string) (Collection, err
 		}
 	}
 	return col, nil
+}
+
+// releaseReserve releases the space reserve, if the catalog holds one, to
+// do what (on collection id) on a full disk, and reports whether it did.
+func (c *impl) releaseReserve(ctx context.Context, what, id string) bool {
+	if c.reserve == nil {
+		return false
+	}
+	released, err := c.reserve.release()
+	if err != nil {
+		c.log.ErrorContext(ctx, "release catalog space reserve", "err", err)
+		return false
+	}
+	if released {
+		c.log.WarnContext(ctx, "catalog full: released the space reserve to "+what, "collection", id, "reserve_bytes", c.reserve.size)
+	}
+	return released
 }
 
 // withoutForeignKeys runs fn in a write transaction on the writer
@@ -263,9 +272,15 @@ func (c *impl) purgeLogs(ctx context.Context) error {
 				n, err = rowsAffected(res)
 				return err
 			})
-			if c.storageFull(err) != nil && chunk > 1 {
-				chunk /= 2
-				continue
+			if c.storageFull(err) != nil {
+				// Spend the reserve first, then try smaller chunks.
+				if c.releaseReserve(ctx, "purge the log of a deleted collection", id) {
+					continue
+				}
+				if chunk > 1 {
+					chunk /= 2
+					continue
+				}
 			}
 			if err != nil {
 				return c.wrap(err, "purge log rows of deleted collection %s", id)
@@ -287,7 +302,51 @@ func (c *impl) purgeLogs(ctx context.Context) error {
 			return c.wrap(err, "finish log purge of deleted collection %s", id)
 		}
 	}
+	if len(ids) > 0 {
+		return c.shrink(ctx)
+	}
 	return nil
+}
+
+// vacuumChunk is the most free pages one incremental vacuum returns.
+const vacuumChunk = 1024
+
+// shrink returns the database's free pages to the file system (SQLite
+// databases created with auto_vacuum = INCREMENTAL; a no-op for others), in
+// steps of vacuumChunk pages, each followed by a checkpoint, which
+// truncates the file: deleting a collection then frees space on the volume
+// for the blob store and the space reserve as well.
+func (c *impl) shrink(ctx context.Context) error {
+	var mode int
+	if err := c.w.QueryRowContext(ctx, `PRAGMA auto_vacuum`).Scan(&mode); err != nil {
+		return c.wrap(err, "read auto_vacuum")
+	}
+	if mode != 2 { // INCREMENTAL
+		return nil
+	}
+	for {
+		var free int64
+		if err := c.w.QueryRowContext(ctx, `PRAGMA freelist_count`).Scan(&free); err != nil {
+			return c.wrap(err, "read freelist_count")
+		}
+		if free == 0 {
+			return nil
+		}
+		// incremental_vacuum returns no row; Exec runs it to the end.
+		if _, err := c.w.ExecContext(ctx, fmt.Sprintf(`PRAGMA incremental_vacuum(%d)`, vacuumChunk)); err != nil {
+			return c.wrap(err, "return free pages to the file system")
+		}
+		if _, err := c.w.ExecContext(ctx, `PRAGMA wal_checkpoint(PASSIVE)`); err != nil {
+			return c.wrap(err, "checkpoint after incremental vacuum")
+		}
+		var after int64
+		if err := c.w.QueryRowContext(ctx, `PRAGMA freelist_count`).Scan(&after); err != nil {
+			return c.wrap(err, "read freelist_count")
+		}
+		if after >= free {
+			return nil // no progress (e.g. the vacuum failed silently): stop
+		}
+	}
 }
 
 // existsCollection reports whether a collection with id exists.

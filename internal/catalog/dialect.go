@@ -173,8 +173,12 @@ func sqliteConnect(dsn string, busyTimeout time.Duration) (*sql.DB, *sql.DB, err
 		}
 		return s
 	}
+	// auto_vacuum(INCREMENTAL) takes effect for a database created by this
+	// connection (before its first table), so that deleting a collection
+	// can return the freed pages to the file system; on an existing
+	// database without it, it changes nothing (README "Disk full").
 	wdsn := build(url.Values{
-		"_pragma": {"journal_mode(WAL)", "synchronous(FULL)"},
+		"_pragma": {"auto_vacuum(INCREMENTAL)", "journal_mode(WAL)", "synchronous(FULL)"},
 		"_txlock": {"immediate"},
 	})
 	rdsn := build(url.Values{"_pragma": {"query_only(1)"}})

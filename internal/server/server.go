@@ -38,21 +38,26 @@ import (
 
 // Config is the configuration of `compactor serve`.
 type Config struct {
-	Listen          string // host:port
-	DataDir         string // holds catalog.db and, by default, the blobs
-	CatalogDSN      string // default <data-dir>/catalog.db
-	BlobURL         string // default file://<data-dir>/blobs
-	TLSCert         string // PEM certificate (chain) file; with TLSKey, serve HTTPS
-	TLSKey          string // PEM private key file
-	Token           string
-	TokenFile       string
-	ProtectReads    bool
-	MaxBacklog      int64 // records per collection before PushLogs is refused
-	MaxRequestBytes int
-	ShutdownGrace   time.Duration // for in-flight HTTP requests
-	Segment         segment.Config
-	Compaction      compaction.Config
-	Manager         manager.Config
+	Listen       string // host:port
+	DataDir      string // holds catalog.db and, by default, the blobs
+	CatalogDSN   string // default <data-dir>/catalog.db
+	BlobURL      string // default file://<data-dir>/blobs
+	TLSCert      string // PEM certificate (chain) file; with TLSKey, serve HTTPS
+	TLSKey       string // PEM private key file
+	Token        string
+	TokenFile    string
+	ProtectReads bool
+	MaxBacklog   int64 // records per collection before PushLogs is refused
+	// PushKeyWindow is how long PushLogs idempotency keys are kept.
+	PushKeyWindow time.Duration
+	// CatalogReserveBytes is the SQLite catalog's space reserve (README
+	// "Disk full"); 0: none.
+	CatalogReserveBytes int64
+	MaxRequestBytes     int
+	ShutdownGrace       time.Duration // for in-flight HTTP requests
+	Segment             segment.Config
+	Compaction          compaction.Config
+	Manager             manager.Config
 	// Web holds the status page's own settings (refresh, trusted origins);
 	// its token and read protection come from Token and ProtectReads.
 	Web web.Config
@@ -61,14 +66,18 @@ type Config struct {
 // DefaultConfig returns the defaults of every setting.
 func DefaultConfig() Config {
 	return Config{
-		Listen:          "127.0.0.1:7070",
-		DataDir:         "./data",
-		MaxBacklog:      1_000_000,
-		MaxRequestBytes: 64 << 20,
-		ShutdownGrace:   10 * time.Second,
-		Segment:         segment.Config{MaxBlockRecords: 4096, MinBlockRecords: 1024},
-		Compaction:      compaction.DefaultConfig(),
-		Manager:         manager.DefaultConfig(),
+		Listen:        "127.0.0.1:7070",
+		DataDir:       "./data",
+		MaxBacklog:    1_000_000,
+		PushKeyWindow: 24 * time.Hour,
+		// Room for deleting a collection on a full disk; tiny next to a
+		// volume that holds collections.
+		CatalogReserveBytes: 64 << 20,
+		MaxRequestBytes:     64 << 20,
+		ShutdownGrace:       10 * time.Second,
+		Segment:             segment.Config{MaxBlockRecords: 4096, MinBlockRecords: 1024},
+		Compaction:          compaction.DefaultConfig(),
+		Manager:             manager.DefaultConfig(),
 	}
 }
 
@@ -84,6 +93,8 @@ func (c *Config) RegisterFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.TokenFile, "token-file", c.TokenFile, "file holding the bearer token (instead of --token)")
 	fs.BoolVar(&c.ProtectReads, "protect-reads", c.ProtectReads, "require the token for reads and pages too")
 	fs.Int64Var(&c.MaxBacklog, "max-backlog", c.MaxBacklog, "uncompacted records per collection at which pushes are refused (RESOURCE_EXHAUSTED)")
+	fs.DurationVar(&c.PushKeyWindow, "push-key-window", c.PushKeyWindow, "how long PushLogs idempotency keys are kept: a retry with the same key within it writes nothing")
+	fs.Int64Var(&c.CatalogReserveBytes, "catalog-reserve-bytes", c.CatalogReserveBytes, "bytes of the SQLite catalog's space reserve file, released to delete collections when the disk is full (0: none)")
 	fs.IntVar(&c.MaxRequestBytes, "max-request-bytes", c.MaxRequestBytes, "largest accepted request message, bytes")
 	fs.DurationVar(&c.ShutdownGrace, "shutdown-grace", c.ShutdownGrace, "time in-flight requests get at shutdown")
 	fs.IntVar(&c.Segment.MaxBlockRecords, "max-block-records", c.Segment.MaxBlockRecords, "records at which a segment block is split")
@@ -142,6 +153,10 @@ func (c *Config) Validate() error {
 	switch {
 	case c.MaxBacklog <= 0:
 		return fmt.Errorf("--max-backlog must be positive, got %d", c.MaxBacklog)
+	case c.PushKeyWindow <= 0:
+		return fmt.Errorf("--push-key-window must be positive, got %s", c.PushKeyWindow)
+	case c.CatalogReserveBytes < 0:
+		return fmt.Errorf("--catalog-reserve-bytes must not be negative, got %d", c.CatalogReserveBytes)
 	case c.MaxRequestBytes <= 0:
 		return fmt.Errorf("--max-request-bytes must be positive, got %d", c.MaxRequestBytes)
 	case c.ShutdownGrace < 0:
@@ -176,6 +191,7 @@ type App struct {
 	health  *grpchealth.StaticChecker
 	ready   atomic.Bool
 	closers []func() error
+	blobs   *spaceBlobs
 	backlog *backlogSampler
 	done    chan struct{} // closed when shutdown starts: ends the page's event streams
 	stopped sync.Once
@@ -199,7 +215,7 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (_ *App, err err
 	if err := os.MkdirAll(cfg.DataDir, 0o750); err != nil {
 		return nil, fmt.Errorf("create data directory: %w", err)
 	}
-	a.Catalog, err = catalog.Open(ctx, catalog.Config{DSN: cfg.CatalogDSN, Logger: logger.With("component", "catalog")})
+	a.Catalog, err = catalog.Open(ctx, catalog.Config{DSN: cfg.CatalogDSN, ReserveBytes: cfg.CatalogReserveBytes, Logger: logger.With("component", "catalog")})
 	if err != nil {
 		return nil, fmt.Errorf("open catalog %s: %w", cfg.CatalogDSN, err)
 	}
@@ -209,7 +225,8 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (_ *App, err err
 		return nil, fmt.Errorf("--blob-url %s: %w", cfg.BlobURL, err)
 	}
 	a.closers = append(a.closers, closer.Close)
-	a.Segments = segment.NewStore(blobs, cfg.Segment, nil)
+	a.blobs = &spaceBlobs{Blobs: blobs, log: logger.With("component", "blobs")}
+	a.Segments = segment.NewStore(a.blobs, cfg.Segment, nil)
 	a.Compactor, err = compaction.New(a.Catalog, a.Segments, cfg.Compaction, logger.With("component", "compaction"))
 	if err != nil {
 		return nil, err
@@ -219,7 +236,7 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (_ *App, err err
 		return nil, err
 	}
 	a.Service = rpc.NewService(a.Manager, a.Catalog, a.Compactor,
-		catalog.AppendLimits{MaxBacklog: cfg.MaxBacklog}, logger.With("component", "rpc"))
+		catalog.AppendLimits{MaxBacklog: cfg.MaxBacklog, KeyWindow: cfg.PushKeyWindow}, logger.With("component", "rpc"))
 	a.health = rpc.Mount(a.mux, a.Service, rpc.Options{
 		Token: cfg.Token, ProtectReads: cfg.ProtectReads, MaxRequestBytes: cfg.MaxRequestBytes,
 		Registerer: a.Registry, Logger: logger.With("component", "rpc"),
@@ -246,6 +263,18 @@ func (a *App) readyz(w http.ResponseWriter, r *http.Request) {
 	if err := a.Catalog.Ping(ctx); err != nil {
 		a.log.Warn("readiness check", "err", err)
 		http.Error(w, "not ready: catalog unavailable", http.StatusServiceUnavailable)
+		return
+	}
+	// A full store stays "not ready" until space is freed (README "Disk
+	// full"): the checks write only while a store is marked full.
+	if err := a.Catalog.Writable(ctx); err != nil {
+		a.log.Warn("readiness check", "store", catalog.StoreCatalog, "err", err)
+		http.Error(w, notReady(catalog.StoreCatalog, err), http.StatusServiceUnavailable)
+		return
+	}
+	if err := a.blobs.writable(ctx); err != nil {
+		a.log.Warn("readiness check", "store", catalog.StoreBlobs, "err", err)
+		http.Error(w, notReady(catalog.StoreBlobs, err), http.StatusServiceUnavailable)
 		return
 	}
 	_, _ = w.Write([]byte("ok\n"))
