@@ -21,12 +21,14 @@ import (
 	"github.com/compactorhq/compactor/gen/compactor/v1/compactorv1connect"
 	"github.com/compactorhq/compactor/internal/catalog"
 	"github.com/compactorhq/compactor/internal/catalog/catalogtest"
+	"github.com/compactorhq/compactor/internal/materialize"
 	"github.com/compactorhq/compactor/internal/rpc"
 	"github.com/compactorhq/compactor/internal/server"
 )
 
 // running is an App served by App.Run on a loopback port.
 type running struct {
+	app   *server.App
 	base  string
 	hc    *http.Client
 	colls compactorv1connect.CollectionServiceClient
@@ -74,7 +76,7 @@ func runApp(t *testing.T, configure func(*server.Config)) *running {
 	hc := &http.Client{}
 	t.Cleanup(hc.CloseIdleConnections)
 	return &running{
-		base: base, hc: hc, out: out,
+		app: app, base: base, hc: hc, out: out,
 		colls: compactorv1connect.NewCollectionServiceClient(hc, base),
 		logs:  compactorv1connect.NewLogServiceClient(hc, base),
 		jobs:  compactorv1connect.NewCompactionServiceClient(hc, base),
@@ -158,13 +160,25 @@ func TestDiskFullCatalog(t *testing.T) {
 		t.Fatal(err)
 	}
 	id := created.Msg.GetCollection().GetId()
-	var pushErr error
-	for i := 0; pushErr == nil; i++ {
+	// Fill through the catalog (quicker than through the API), then
+	// check what a push answers.
+	batch := make([]materialize.OperationRecord, 5000)
+	for i := 0; ; i++ {
 		if i > 10_000 {
-			t.Fatal("pushes never filled the disk")
+			t.Fatal("appends never filled the disk")
 		}
-		_, pushErr = r.logs.PushLogs(ctx, connect.NewRequest(&compactorv1.PushLogsRequest{CollectionId: id, Records: records(fmt.Sprint(i), 5000, 64)}))
+		for j := range batch {
+			batch[j] = materialize.OperationRecord{Op: materialize.OpAdd, ID: fmt.Sprintf("%d-%d", i, j), Embedding: make([]float32, 64)}
+			batch[j].Embedding[0] = float32(j)
+		}
+		if _, _, err := r.app.Catalog.AppendLog(ctx, id, batch, catalog.AppendLimits{}); err != nil {
+			if !errors.Is(err, catalog.ErrStorageFull) {
+				t.Fatalf("fill the catalog: %v", err)
+			}
+			break
+		}
 	}
+	_, pushErr := r.logs.PushLogs(ctx, connect.NewRequest(&compactorv1.PushLogsRequest{CollectionId: id, Records: records("full", 5000, 64)}))
 	wantStorageFull(t, "push to a full catalog", pushErr, catalog.StoreCatalog)
 	catalogtest.FillDisk(t, filepath.Join(disk, "filler"))
 	r.wantNotReady(t, "full disk", "the catalog database is out of space")
