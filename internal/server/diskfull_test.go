@@ -110,6 +110,22 @@ func (r *running) wantNotReady(t *testing.T, what, reason string) {
 	}
 }
 
+// wantGauge checks the line `compactor_storage_full{store="<store>"} <v>`
+// of /metrics.
+func (r *running) wantGauge(t *testing.T, store string, v int) {
+	t.Helper()
+	res, err := r.hc.Get(r.base + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	want := fmt.Sprintf("compactor_storage_full{store=%q} %d\n", store, v)
+	if !strings.Contains(string(b), want) {
+		t.Fatalf("/metrics lacks %q", want)
+	}
+}
+
 func records(prefix string, n, dim int) []*compactorv1.OperationRecord {
 	recs := make([]*compactorv1.OperationRecord, n)
 	for i := range recs {
@@ -155,6 +171,7 @@ func TestDiskFullCatalog(t *testing.T) {
 	})
 	ctx := t.Context()
 	r.wantReady(t, "empty disk")
+	r.wantGauge(t, "catalog", 0)
 	created, err := r.colls.CreateCollection(ctx, connect.NewRequest(&compactorv1.CreateCollectionRequest{Name: "victim", Dimension: 64}))
 	if err != nil {
 		t.Fatal(err)
@@ -182,6 +199,7 @@ func TestDiskFullCatalog(t *testing.T) {
 	wantStorageFull(t, "push to a full catalog", pushErr, catalog.StoreCatalog)
 	catalogtest.FillDisk(t, filepath.Join(disk, "filler"))
 	r.wantNotReady(t, "full disk", "the catalog database is out of space")
+	r.wantGauge(t, "catalog", 1)
 	_, err = r.logs.PushLogs(ctx, connect.NewRequest(&compactorv1.PushLogsRequest{CollectionId: id, Records: records("again", 2000, 64)}))
 	wantStorageFull(t, "push again", err, catalog.StoreCatalog)
 
@@ -191,6 +209,7 @@ func TestDiskFullCatalog(t *testing.T) {
 	// The delete returned the collection's pages to the volume: the
 	// reserve is back and the server ready, with the filler still there.
 	r.wantReady(t, "after the delete")
+	r.wantGauge(t, "catalog", 0)
 	again, err := r.colls.CreateCollection(ctx, connect.NewRequest(&compactorv1.CreateCollectionRequest{Name: "after", Dimension: 64}))
 	if err != nil {
 		t.Fatal(err)
@@ -256,11 +275,14 @@ func TestDiskFullBlobStore(t *testing.T) {
 		t.Fatalf("failure count %d after a full disk, want 0 (transient: it says nothing about the collection)", n)
 	}
 	r.wantNotReady(t, "full blob store", "the blob store is out of space")
+	r.wantGauge(t, "blobs", 1)
+	r.wantGauge(t, "catalog", 0)
 
 	if err := os.Remove(filler); err != nil {
 		t.Fatal(err)
 	}
 	r.wantReady(t, "space freed")
+	r.wantGauge(t, "blobs", 0)
 	if j := r.compact(t, id); j.GetState() != compactorv1.JobState_JOB_STATE_SUCCEEDED {
 		t.Fatalf("compaction after recovery: %v %q", j.GetState(), j.GetError())
 	}

@@ -227,6 +227,7 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (_ *App, err err
 	a.closers = append(a.closers, closer.Close)
 	a.blobs = &spaceBlobs{Blobs: blobs, log: logger.With("component", "blobs")}
 	a.Segments = segment.NewStore(a.blobs, cfg.Segment, nil)
+	storageFullGauge(a.Registry, map[string]func(context.Context) error{"catalog": a.Catalog.Writable, "blobs": a.blobs.writable})
 	a.Compactor, err = compaction.New(a.Catalog, a.Segments, cfg.Compaction, logger.With("component", "compaction"))
 	if err != nil {
 		return nil, err

@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"log/slog"
 	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/compactorhq/compactor/internal/catalog"
 	"github.com/compactorhq/compactor/internal/segment"
@@ -63,6 +66,28 @@ func (b *spaceBlobs) writable(ctx context.Context) error {
 		b.log.Info("blob store writable again")
 	}
 	return nil
+}
+
+// storageFullGauge is compactor_storage_full{store}: 1 while a store is
+// out of space, 0 otherwise. A scrape runs the store's writable check (the
+// one of /readyz: a probe write only while the store is marked full), so
+// the gauge falls back to 0 once space is freed even where nothing polls
+// /readyz.
+func storageFullGauge(reg prometheus.Registerer, checks map[string]func(context.Context) error) {
+	for store, check := range checks {
+		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name:        "compactor_storage_full",
+			Help:        "1 while a store (catalog or blobs) is out of space: writes to it fail until space is freed.",
+			ConstLabels: prometheus.Labels{"store": store},
+		}, func() float64 {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			if errors.Is(check(ctx), catalog.ErrStorageFull) {
+				return 1
+			}
+			return 0
+		}))
+	}
 }
 
 // notReady is the reason readiness gives for a failed writable check: the
