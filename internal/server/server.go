@@ -38,46 +38,48 @@ import (
 
 // Config is the configuration of `compactor serve`.
 type Config struct {
-	Listen       string // host:port
-	DataDir      string // holds catalog.db and, by default, the blobs
-	CatalogDSN   string // default <data-dir>/catalog.db
-	BlobURL      string // default file://<data-dir>/blobs
-	TLSCert      string // PEM certificate (chain) file; with TLSKey, serve HTTPS
-	TLSKey       string // PEM private key file
-	Token        string
-	TokenFile    string
-	ProtectReads bool
-	MaxBacklog   int64 // records per collection before PushLogs is refused
+	Listen          string // host:port
+	DataDir         string // holds catalog.db and, by default, the blobs
+	CatalogDSN      string // default <data-dir>/catalog.db
+	BlobURL         string // default file://<data-dir>/blobs
+	TLSCert         string // PEM certificate (chain) file; with TLSKey, serve HTTPS
+	TLSKey          string // PEM private key file
+	Token           string
+	TokenFile       string
+	ProtectReads    bool
+	MaxBacklog      int64 // records per collection before PushLogs is refused
+	MaxRequestBytes int
+	ShutdownGrace   time.Duration // for in-flight HTTP requests
+	Segment         segment.Config
+	Compaction      compaction.Config
+	Manager         manager.Config
+	// Web holds the status page's own settings (refresh, trusted origins);
+	// its token and read protection come from Token and ProtectReads.
+	Web web.Config
+
 	// PushKeyWindow is how long PushLogs idempotency keys are kept.
 	PushKeyWindow time.Duration
 	// CatalogReserveBytes is the SQLite catalog's space reserve (README
 	// "Disk full"); 0: none.
 	CatalogReserveBytes int64
-	MaxRequestBytes     int
-	ShutdownGrace       time.Duration // for in-flight HTTP requests
-	Segment             segment.Config
-	Compaction          compaction.Config
-	Manager             manager.Config
-	// Web holds the status page's own settings (refresh, trusted origins);
-	// its token and read protection come from Token and ProtectReads.
-	Web web.Config
 }
 
 // DefaultConfig returns the defaults of every setting.
 func DefaultConfig() Config {
 	return Config{
-		Listen:        "127.0.0.1:7070",
-		DataDir:       "./data",
-		MaxBacklog:    1_000_000,
+		Listen:          "127.0.0.1:7070",
+		DataDir:         "./data",
+		MaxBacklog:      1_000_000,
+		MaxRequestBytes: 64 << 20,
+		ShutdownGrace:   10 * time.Second,
+		Segment:         segment.Config{MaxBlockRecords: 4096, MinBlockRecords: 1024},
+		Compaction:      compaction.DefaultConfig(),
+		Manager:         manager.DefaultConfig(),
+
 		PushKeyWindow: 24 * time.Hour,
 		// Room for deleting a collection on a full disk; tiny next to a
 		// volume that holds collections.
 		CatalogReserveBytes: 64 << 20,
-		MaxRequestBytes:     64 << 20,
-		ShutdownGrace:       10 * time.Second,
-		Segment:             segment.Config{MaxBlockRecords: 4096, MinBlockRecords: 1024},
-		Compaction:          compaction.DefaultConfig(),
-		Manager:             manager.DefaultConfig(),
 	}
 }
 
