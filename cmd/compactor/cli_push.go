@@ -5,6 +5,8 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -40,7 +42,7 @@ type pushOptions struct {
 	collection string
 	op         compactorv1.Operation // of lines without "op"
 	batch      int
-	retries    int           // tries after RESOURCE_EXHAUSTED, per batch
+	retries    int           // tries after backpressure or a lost answer, per batch
 	retryWait  time.Duration // first wait; doubled each time, capped by retryMax
 	retryMax   time.Duration
 }
@@ -77,10 +79,22 @@ backlog is at its limit (resource_exhausted), the batch is retried with
 exponential backoff (from --retry-wait, doubling, at most 5s apart) up to
 --retries times, then the push fails.
 
+Retries never append twice: every batch carries an idempotency key (a random
+id of the run and the batch number, "RUN/N"), and a retry reuses its batch's
+key, so a batch whose answer was lost (the server or a proxy went away after
+the append committed: unavailable, or the --timeout of a call expired) is
+retried the same way (up to --retries times) and the server answers a retry
+of a batch it already has with the first offsets, writing nothing. The
+server keeps keys for its --push-key-window (default 24h). A full disk on the
+server (resource_exhausted, "... is out of space") is not retried: an
+operator must free space first.
+
 A progress bar is drawn on stderr when it is a terminal. At the end a summary
 is printed: records pushed, log offsets, time and rate. -o json prints it as
 an object: {"collection_id", "file", "lines", "records", "batches",
-"first_offset", "last_offset", "seconds", "records_per_second", "retries"}.`,
+"first_offset", "last_offset", "seconds", "records_per_second", "retries",
+"replayed_batches"} (replayed_batches: retries the server answered from a
+batch's key, i.e. whose first answer had been lost).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var ok bool
@@ -108,7 +122,7 @@ an object: {"collection_id", "file", "lines", "records", "batches",
 	f.StringVar(&opts.collection, "collection", "", "id of the collection to append to (required)")
 	f.StringVar(&op, "op", "add", "operation of lines without \"op\": add, update, upsert or delete")
 	f.IntVar(&opts.batch, "batch", 1000, fmt.Sprintf("records per PushLogs call (1..%d)", maxPushBatch))
-	f.IntVar(&opts.retries, "retries", 10, "retries of a batch refused for backpressure (resource_exhausted)")
+	f.IntVar(&opts.retries, "retries", 10, "retries of a batch refused for backpressure (resource_exhausted) or whose answer was lost (unavailable, deadline_exceeded)")
 	f.DurationVar(&opts.retryWait, "retry-wait", 200*time.Millisecond, "first wait before retrying a refused batch; doubled each time, at most 5s")
 	return cmd
 }
@@ -125,6 +139,7 @@ type pushResult struct {
 	Seconds          float64 `json:"seconds"`
 	RecordsPerSecond float64 `json:"records_per_second"`
 	Retries          int     `json:"retries"`
+	ReplayedBatches  int     `json:"replayed_batches"`
 }
 
 // pusher reads one file and pushes its records in batches.
@@ -142,10 +157,12 @@ type pusher struct {
 	// pushed is the last line such that every line up to it has been
 	// pushed (or was blank).
 	pushed int
+	runID  string // random id of this push, the first part of each batch's key
+	seq    int    // number of the last batch sent, the second part
 }
 
 func (s *cliSession) push(ctx context.Context, file string, opts pushOptions) error {
-	p := &pusher{s: s, opts: opts, name: file, res: pushResult{CollectionID: opts.collection, File: file}}
+	p := &pusher{s: s, opts: opts, name: file, res: pushResult{CollectionID: opts.collection, File: file}, runID: newRunID()}
 	if file == "-" {
 		p.name = "<stdin>"
 	}
@@ -331,7 +348,9 @@ func (p *pusher) flush(ctx context.Context) error {
 	}
 	batch, lines := p.batch, p.lines
 	p.batch, p.lines, p.bytes = p.batch[:0:0], p.lines[:0:0], 0
-	err := p.send(ctx, batch)
+	p.seq++
+	key := pushKey(p.runID, p.seq)
+	err := p.send(ctx, key, batch)
 	if err == nil {
 		p.pushed = lines[len(lines)-1]
 		return nil
@@ -346,7 +365,8 @@ func (p *pusher) flush(ctx context.Context) error {
 		return fmt.Errorf("push %s: %w; %s", what, err, p.pushedText())
 	}
 	if i > 0 {
-		if err := p.send(ctx, batch[:i]); err != nil {
+		// Another batch, so another key (the refused one wrote nothing).
+		if err := p.send(ctx, fmt.Sprintf("%s/first-%d", key, i), batch[:i]); err != nil {
 			p.pushed = lines[0] - 1
 			return fmt.Errorf("push %s lines %d..%d: %w; %s", p.name, lines[0], lines[i-1], err, p.pushedText())
 		}
@@ -354,10 +374,33 @@ func (p *pusher) flush(ctx context.Context) error {
 	return p.lineError(lines[i], fmt.Errorf("%s: %s: %s (id %q)", connect.CodeOf(err), orDash(field), desc, batch[i].GetId()))
 }
 
-// send pushes records, retrying while the server refuses them for
-// backpressure.
-func (p *pusher) send(ctx context.Context, records []*compactorv1.OperationRecord) error {
-	req := &compactorv1.PushLogsRequest{CollectionId: p.opts.collection, Records: records}
+// newRunID returns a random id for the keys of one push: 16 hex digits.
+func newRunID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:]) // never fails (crypto/rand)
+	return hex.EncodeToString(b[:])
+}
+
+// pushKey is the idempotency key of batch n of a push: "RUN/N".
+func pushKey(run string, n int) string { return fmt.Sprintf("%s/%d", run, n) }
+
+// lostAnswer reports whether err may hide an append that committed: the
+// server or a proxy went away (UNAVAILABLE), or the call's deadline expired
+// (DEADLINE_EXCEEDED) while ctx itself is still live.
+func lostAnswer(ctx context.Context, err error) bool {
+	switch connect.CodeOf(err) {
+	case connect.CodeUnavailable:
+		return true
+	case connect.CodeDeadlineExceeded:
+		return ctx.Err() == nil
+	}
+	return false
+}
+
+// send pushes records with the idempotency key key, retrying with the same
+// key while the server refuses them for backpressure or the answer is lost.
+func (p *pusher) send(ctx context.Context, key string, records []*compactorv1.OperationRecord) error {
+	req := &compactorv1.PushLogsRequest{CollectionId: p.opts.collection, Records: records, IdempotencyKey: key}
 	for try := 1; ; try++ {
 		res, err := callUnary(ctx, p.s, func(ctx context.Context) (*connect.Response[compactorv1.PushLogsResponse], error) {
 			return p.s.c.log.PushLogs(ctx, connect.NewRequest(req))
@@ -370,20 +413,27 @@ func (p *pusher) send(ctx context.Context, records []*compactorv1.OperationRecor
 			p.res.LastOffset = m.GetLastOffset()
 			p.res.Records += int64(m.GetCount())
 			p.res.Batches++
+			if m.GetReplayed() {
+				p.res.ReplayedBatches++
+				p.note("push: batch %s had been appended by an earlier try whose answer was lost; not appended again", key)
+			}
 			return nil
 		}
 		if ctx.Err() != nil {
 			return err
 		}
-		switch backlogReason(err) {
-		case rpc.ReasonBacklogLimit: // retried below
-		case rpc.ReasonBatchOverBacklogLimit:
+		giveUp := "the collection's backlog stayed at the server's limit; compact it or retry later"
+		switch reason := backlogReason(err); {
+		case reason == rpc.ReasonBacklogLimit: // retried below
+		case reason == rpc.ReasonBatchOverBacklogLimit:
 			return fmt.Errorf("%w (the batch alone exceeds the server's --max-backlog: lower --batch)", err)
-		default: // any other error, RESOURCE_EXHAUSTED for an oversized request included
+		case lostAnswer(ctx, err):
+			giveUp = "the server did not answer; the batches before were pushed, this one may or may not have been"
+		default: // any other error, RESOURCE_EXHAUSTED for an oversized request or a full disk included
 			return err
 		}
 		if try > p.opts.retries {
-			return fmt.Errorf("%w (gave up after %d retries: the collection's backlog stayed at the server's limit; compact it or retry later)", err, p.opts.retries)
+			return fmt.Errorf("%w (gave up after %d retries: %s)", err, p.opts.retries, giveUp)
 		}
 		wait := retryDelay(try, p.opts.retryWait, p.opts.retryMax)
 		p.res.Retries++

@@ -15,6 +15,7 @@ package catalog
 import (
 	"errors"
 	"fmt"
+	"syscall"
 	"time"
 )
 
@@ -34,7 +35,55 @@ var (
 	ErrInvalidArgument = errors.New("invalid argument")
 	// ErrUnavailable: the database cannot be reached or is busy; transient.
 	ErrUnavailable = errors.New("catalog unavailable")
+	// ErrStorageFull: a store (the catalog database or the blob store) has
+	// no space left for a write. Every such error is a *StorageFullError.
+	ErrStorageFull = errors.New("storage full")
 )
+
+// Stores named by StorageFullError.Store.
+const (
+	StoreCatalog = "catalog database"
+	StoreBlobs   = "blob store"
+)
+
+// StorageFullError says that a write failed because a store is out of space:
+// SQLite's SQLITE_FULL ("database or disk is full"), a PostgreSQL error of
+// SQLSTATE class 53 (insufficient resources: 53100 disk_full, 53200
+// out_of_memory...), or ENOSPC / EDQUOT from the file system under the blob
+// store. It matches ErrStorageFull. Its message names the store and what an
+// operator can do, and carries no server path (it reaches clients); Err, the
+// driver's or the file system's error, is for the server log.
+type StorageFullError struct {
+	Store string // StoreCatalog or StoreBlobs
+	// Code is the driver's code when there is one ("SQLITE_FULL",
+	// "SQLSTATE 53100", "ENOSPC"), for operators.
+	Code string
+	Err  error
+}
+
+func (e *StorageFullError) Error() string {
+	return fmt.Sprintf("the %s is out of space (%s): nothing was written; free space on its volume "+
+		"(delete collections that are no longer needed, or grow the volume) and retry", e.Store, e.Code)
+}
+
+// Is reports whether target is ErrStorageFull.
+func (e *StorageFullError) Is(target error) bool { return target == ErrStorageFull }
+
+// Unwrap returns the underlying driver or file-system error.
+func (e *StorageFullError) Unwrap() error { return e.Err }
+
+// IsNoSpace reports whether err is a file system's "no space left on
+// device" (ENOSPC) or "disk quota exceeded" (EDQUOT), however wrapped, and
+// returns the errno's name.
+func IsNoSpace(err error) (code string, ok bool) {
+	switch {
+	case errors.Is(err, syscall.ENOSPC):
+		return "ENOSPC", true
+	case errors.Is(err, syscall.EDQUOT):
+		return "EDQUOT", true
+	}
+	return "", false
+}
 
 // ConflictError is returned by CommitCompaction when the collection's segment
 // version is not the one the compaction started from. It matches ErrConflict.
@@ -68,6 +117,24 @@ func (e *BackpressureError) Error() string {
 
 // Is reports whether target is ErrBackpressure.
 func (e *BackpressureError) Is(target error) bool { return target == ErrBackpressure }
+
+// KeyReuseError is returned by AppendLogKeyed when the collection already
+// has the idempotency key, within its window, for a different batch. It
+// matches ErrInvalidArgument.
+type KeyReuseError struct {
+	CollectionID string
+	Key          string
+	// The log offsets of the batch the key was first used for.
+	FirstOffset, LastOffset int64
+}
+
+func (e *KeyReuseError) Error() string {
+	return fmt.Sprintf("collection %s: idempotency key %q was used for a different batch (log offsets %d..%d); give each batch its own key",
+		e.CollectionID, e.Key, e.FirstOffset, e.LastOffset)
+}
+
+// Is reports whether target is ErrInvalidArgument.
+func (e *KeyReuseError) Is(target error) bool { return target == ErrInvalidArgument }
 
 // Collection is one row of the collections table.
 type Collection struct {

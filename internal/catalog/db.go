@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/compactorhq/compactor/internal/materialize"
@@ -21,6 +22,11 @@ type impl struct {
 	r   *sql.DB // read pool; the same *sql.DB as w for PostgreSQL
 	now func() time.Time
 	log *slog.Logger
+	// full is the error of the last write that failed for want of space;
+	// nil once a write commits again (see storage.go).
+	full atomic.Pointer[StorageFullError]
+	// reserve is the space reserve of a SQLite catalog; nil when none.
+	reserve *reserve
 }
 
 func open(ctx context.Context, cfg Config) (*Catalog, error) {
@@ -48,7 +54,23 @@ func openDialect(ctx context.Context, cfg Config, d *dialect) (*Catalog, error) 
 	if err != nil {
 		return nil, fmt.Errorf("open %s catalog: %w", d.name, err)
 	}
+	if cfg.ReserveBytes < 0 {
+		return nil, fmt.Errorf("open catalog: negative space reserve %d: %w", cfg.ReserveBytes, ErrInvalidArgument)
+	}
 	c := &Catalog{impl: impl{d: d, w: w, r: r, now: now, log: logger}}
+	if d.reservePath != nil && cfg.ReserveBytes > 0 {
+		c.reserve = &reserve{path: d.reservePath(cfg.DSN), size: cfg.ReserveBytes}
+		if err := c.reserve.ensure(); err != nil {
+			code, full := IsNoSpace(err)
+			if !full {
+				_ = c.close()
+				return nil, fmt.Errorf("open %s catalog: %w", d.name, err)
+			}
+			// Start anyway, reporting the state, so that an operator can
+			// delete collections to free space.
+			c.markFull(&StorageFullError{Store: StoreCatalog, Code: code, Err: err})
+		}
+	}
 	if err := c.migrate(ctx); err != nil {
 		_ = c.close()
 		return nil, fmt.Errorf("open %s catalog: %w", d.name, c.classify(err))
@@ -57,6 +79,13 @@ func openDialect(ctx context.Context, cfg Config, d *dialect) (*Catalog, error) 
 		if err := d.check(ctx, w); err != nil {
 			_ = c.close()
 			return nil, fmt.Errorf("open %s catalog: %w", d.name, c.classify(err))
+		}
+	}
+	if d.purgeLater {
+		// Finish the purges of collections deleted before a crash or while
+		// the disk was full.
+		if err := c.purgeLogs(ctx); err != nil {
+			logger.WarnContext(ctx, "purge log rows of deleted collections; retried at the next delete or start", "err", err)
 		}
 	}
 	return c, nil
@@ -80,7 +109,17 @@ func (c *impl) ping(ctx context.Context) error {
 // writeTx runs fn in a write transaction (BEGIN IMMEDIATE on SQLite) and
 // commits it when fn returns nil. fn's error is returned as is.
 func (c *impl) writeTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
-	tx, err := c.w.BeginTx(ctx, nil)
+	return c.writeTxOn(ctx, c.w, fn)
+}
+
+// txBeginner is *sql.DB or *sql.Conn.
+type txBeginner interface {
+	BeginTx(ctx context.Context, opts *sql.TxOptions) (*sql.Tx, error)
+}
+
+// writeTxOn is writeTx on a given writer pool or connection.
+func (c *impl) writeTxOn(ctx context.Context, db txBeginner, fn func(tx *sql.Tx) error) error {
+	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)
 	}
@@ -106,10 +145,20 @@ func (c *impl) readTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 }
 
 // classify marks transient driver errors (busy, locked, connection lost)
-// with ErrUnavailable. Other errors are returned unchanged.
+// with ErrUnavailable and turns out-of-space errors into a
+// *StorageFullError (recording the catalog's full state). Other errors are
+// returned unchanged.
 func (c *impl) classify(err error) error {
 	if err == nil || errors.Is(err, ErrUnavailable) {
 		return err
+	}
+	if full := c.storageFull(err); full != nil {
+		c.markFull(full)
+		if errors.Is(err, ErrStorageFull) {
+			return err
+		}
+		// Keep what was attempted ("insert log rows: ...") for the log.
+		return &StorageFullError{Store: full.Store, Code: full.Code, Err: err}
 	}
 	if c.d.kind(err) == kindUnavailable || errors.Is(err, driver.ErrBadConn) {
 		return fmt.Errorf("%w: %w", ErrUnavailable, err)
@@ -120,7 +169,7 @@ func (c *impl) classify(err error) error {
 // wrap prefixes err with what was attempted ("get collection %s") and marks
 // transient errors with ErrUnavailable. The typed errors the API documents
 // as returned unchanged (*ConflictError, *BackpressureError,
-// *materialize.InvalidRecordError) pass through as they are.
+// *materialize.InvalidRecordError, *KeyReuseError) pass through as they are.
 func (c *impl) wrap(err error, format string, args ...any) error {
 	if err == nil {
 		return nil
@@ -129,8 +178,9 @@ func (c *impl) wrap(err error, format string, args ...any) error {
 		conflict *ConflictError
 		backlog  *BackpressureError
 		invalid  *materialize.InvalidRecordError
+		reused   *KeyReuseError
 	)
-	if errors.As(err, &conflict) || errors.As(err, &backlog) || errors.As(err, &invalid) {
+	if errors.As(err, &conflict) || errors.As(err, &backlog) || errors.As(err, &invalid) || errors.As(err, &reused) {
 		return err
 	}
 	return fmt.Errorf("%s: %w", fmt.Sprintf(format, args...), c.classify(err))

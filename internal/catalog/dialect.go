@@ -30,6 +30,7 @@ const (
 	kindUnique              // unique or primary-key violation
 	kindForeignKey          // foreign-key violation
 	kindUnavailable         // busy, locked, connection lost: transient
+	kindFull                // out of disk space or resources: see fullCode
 )
 
 // dialect is everything that differs between the SQL databases the catalog
@@ -65,6 +66,17 @@ type dialect struct {
 	check func(ctx context.Context, w *sql.DB) error
 	// kind classifies a driver error.
 	kind func(err error) errKind
+	// reservePath returns the path of the space-reserve file of the
+	// database dsn names; nil where the catalog keeps no reserve (a server
+	// database).
+	reservePath func(dsn string) string
+	// purgeLater: DeleteCollection deletes the collection row in one small
+	// transaction and its log rows afterwards in chunks (see
+	// deleteCollection). Statements of that path may be SQLite's own.
+	purgeLater bool
+	// fullCode names the code of a kindFull error ("SQLITE_FULL",
+	// "SQLSTATE 53100"), for StorageFullError.Code.
+	fullCode func(err error) string
 }
 
 // q rewrites the "?" placeholders of query for the dialect.
@@ -132,8 +144,11 @@ func sqliteDialect(busyTimeout time.Duration) *dialect {
 		connect: func(ctx context.Context, dsn string) (*sql.DB, *sql.DB, error) {
 			return sqliteConnect(dsn, busyTimeout)
 		},
-		check: sqliteCheck,
-		kind:  sqliteKind,
+		check:       sqliteCheck,
+		kind:        sqliteKind,
+		fullCode:    sqliteFullCode,
+		reservePath: func(dsn string) string { return sqliteFile(dsn) + "-reserve" },
+		purgeLater:  true,
 	}
 }
 
@@ -142,7 +157,7 @@ func sqliteDialect(busyTimeout time.Duration) *dialect {
 // two pools, creating the parent directory of the file if needed.
 func sqliteConnect(dsn string, busyTimeout time.Duration) (*sql.DB, *sql.DB, error) {
 	path, userQuery, _ := strings.Cut(dsn, "?")
-	file := strings.TrimPrefix(path, "file:")
+	file := sqliteFile(dsn)
 	if file == "" || file == ":memory:" || strings.Contains(userQuery, "mode=memory") {
 		return nil, nil, fmt.Errorf("sqlite DSN %q: an in-memory database cannot be shared by the catalog's connections; use a file: %w", dsn, ErrInvalidArgument)
 	}
@@ -173,8 +188,12 @@ func sqliteConnect(dsn string, busyTimeout time.Duration) (*sql.DB, *sql.DB, err
 	// pairing) only fsyncs at checkpoints and can lose the last commits,
 	// i.e. a compaction's commit, an acknowledged append or a job's end.
 	// The cost is one fsync per write transaction (README "Durability").
+	// auto_vacuum(INCREMENTAL) takes effect for a database created by this
+	// connection (before its first table), so that deleting a collection
+	// can return the freed pages to the file system; on an existing
+	// database without it, it changes nothing (README "Disk full").
 	wdsn := build(url.Values{
-		"_pragma": {"journal_mode(WAL)", "synchronous(FULL)"},
+		"_pragma": {"auto_vacuum(INCREMENTAL)", "journal_mode(WAL)", "synchronous(FULL)"},
 		"_txlock": {"immediate"},
 	})
 	rdsn := build(url.Values{"_pragma": {"query_only(1)"}})
@@ -203,6 +222,13 @@ func sqliteConnect(dsn string, busyTimeout time.Duration) (*sql.DB, *sql.DB, err
 	return w, r, nil
 }
 
+// sqliteFile is the database file of a SQLite DSN (a path, with an optional
+// "file:" prefix and query parameters).
+func sqliteFile(dsn string) string {
+	path, _, _ := strings.Cut(dsn, "?")
+	return strings.TrimPrefix(path, "file:")
+}
+
 // sqliteCheck verifies that the database really is in WAL mode (a file
 // system that cannot hold the shared-memory file silently keeps the rollback
 // journal, with which readers block the writer).
@@ -220,9 +246,14 @@ func sqliteCheck(ctx context.Context, w *sql.DB) error {
 func sqliteKind(err error) errKind {
 	var e *sqlite.Error
 	if !errors.As(err, &e) {
+		if _, full := IsNoSpace(err); full {
+			return kindFull // a write of the VFS outside SQLite's own mapping
+		}
 		return kindOther
 	}
 	switch code := e.Code(); {
+	case code&0xff == sqlite3.SQLITE_FULL:
+		return kindFull
 	case code == sqlite3.SQLITE_CONSTRAINT_UNIQUE, code == sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY:
 		return kindUnique
 	case code == sqlite3.SQLITE_CONSTRAINT_FOREIGNKEY:
@@ -231,6 +262,14 @@ func sqliteKind(err error) errKind {
 		return kindUnavailable
 	}
 	return kindOther
+}
+
+// sqliteFullCode names the code of a kindFull SQLite error.
+func sqliteFullCode(err error) string {
+	if code, ok := IsNoSpace(err); ok {
+		return code
+	}
+	return "SQLITE_FULL"
 }
 
 // postgresDialect is PostgreSQL through pgx's database/sql driver, for a
@@ -265,8 +304,18 @@ func postgresDialect() *dialect {
 			db.SetConnMaxLifetime(time.Hour)
 			return db, db, nil
 		},
-		kind: postgresKind,
+		kind:     postgresKind,
+		fullCode: postgresFullCode,
 	}
+}
+
+// postgresFullCode names the SQLSTATE of a kindFull PostgreSQL error.
+func postgresFullCode(err error) string {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return "SQLSTATE " + pe.Code
+	}
+	return "SQLSTATE 53000"
 }
 
 func postgresKind(err error) errKind {
@@ -287,6 +336,12 @@ func postgresKind(err error) errKind {
 		}
 		if strings.HasPrefix(pe.Code, "08") { // connection exceptions
 			return kindUnavailable
+		}
+		// Class 53, insufficient resources: 53000, 53100 disk_full, 53200
+		// out_of_memory, 53400 configuration_limit_exceeded (53300 is
+		// above: transient).
+		if strings.HasPrefix(pe.Code, "53") {
+			return kindFull
 		}
 		return kindOther
 	}

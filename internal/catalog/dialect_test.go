@@ -4,9 +4,17 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
 	"path/filepath"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 func TestRebindNumbered(t *testing.T) {
@@ -95,5 +103,39 @@ func TestBusyDatabaseIsUnavailable(t *testing.T) {
 	}
 	if _, err := c.CreateCollection(ctx, "unblocked", 0); err != nil {
 		t.Fatalf("CreateCollection after the lock is released: %v", err)
+	}
+}
+
+func TestStorageFullClassification(t *testing.T) {
+	tests := []struct {
+		name string
+		kind func(error) errKind
+		err  error
+		want errKind
+	}{
+		{"postgres disk_full", postgresKind, &pgconn.PgError{Code: "53100"}, kindFull},
+		{"postgres out_of_memory", postgresKind, fmt.Errorf("insert: %w", &pgconn.PgError{Code: "53200"}), kindFull},
+		{"postgres too_many_connections stays transient", postgresKind, &pgconn.PgError{Code: "53300"}, kindUnavailable},
+		{"postgres unique violation", postgresKind, &pgconn.PgError{Code: "23505"}, kindUnique},
+		{"sqlite: ENOSPC from the file system", sqliteKind, &os.PathError{Op: "write", Path: "/x", Err: syscall.ENOSPC}, kindFull},
+		{"sqlite: EDQUOT", sqliteKind, fmt.Errorf("w: %w", syscall.EDQUOT), kindFull},
+		{"sqlite: another error", sqliteKind, errors.New("boom"), kindOther},
+	}
+	for _, tt := range tests {
+		if got := tt.kind(tt.err); got != tt.want {
+			t.Errorf("%s: kind %d, want %d", tt.name, got, tt.want)
+		}
+	}
+	c := &impl{d: postgresDialect(), log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	err := c.classify(fmt.Errorf("insert log rows: %w", &pgconn.PgError{Code: "53100", Message: "could not extend file \"base/1/2\""}))
+	var full *StorageFullError
+	if !errors.As(err, &full) || full.Store != StoreCatalog || full.Code != "SQLSTATE 53100" || !errors.Is(err, ErrStorageFull) {
+		t.Fatalf("classify(disk_full) = %v (%T), want a *StorageFullError of the catalog with code SQLSTATE 53100", err, err)
+	}
+	if strings.Contains(err.Error(), "base/1/2") {
+		t.Fatalf("message %q carries the server's path", err.Error())
+	}
+	if c.full.Load() == nil {
+		t.Fatal("classify did not record the full state")
 	}
 }

@@ -1,11 +1,17 @@
 package catalog
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
 	"database/sql"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/compactorhq/compactor/internal/materialize"
 )
@@ -14,17 +20,57 @@ import (
 // parameters per row, well below both SQLite's and PostgreSQL's limits).
 const insertChunk = 128
 
-// appendLog: see Catalog.AppendLog. Records are validated and encoded to
+// MaxPushKeyBytes is the longest idempotency key of a push, in bytes.
+const MaxPushKeyBytes = 128
+
+// DefaultKeyWindow is how long an idempotency key is kept when
+// AppendLimits.KeyWindow is 0.
+const DefaultKeyWindow = 24 * time.Hour
+
+// ValidatePushKey checks an idempotency key: 1..MaxPushKeyBytes bytes of
+// valid UTF-8 without control or format characters. Errors match
+// ErrInvalidArgument.
+func ValidatePushKey(key string) error {
+	switch {
+	case key == "":
+		return fmt.Errorf("idempotency key is empty: %w", ErrInvalidArgument)
+	case len(key) > MaxPushKeyBytes:
+		return fmt.Errorf("idempotency key is %d bytes, longer than the limit of %d: %w", len(key), MaxPushKeyBytes, ErrInvalidArgument)
+	case !utf8.ValidString(key):
+		return fmt.Errorf("idempotency key is not valid UTF-8: %w", ErrInvalidArgument)
+	}
+	for i, r := range key {
+		if unicode.In(r, unicode.Cc, unicode.Cf) {
+			return fmt.Errorf("idempotency key has the control or format character %U at byte %d: %w", r, i, ErrInvalidArgument)
+		}
+	}
+	return nil
+}
+
+// appendLog: see Catalog.AppendLog and AppendLogKeyed. key "" appends
+// without an idempotency key. Records are validated and encoded to
 // JSON before the write transaction; inside it the collection row is read
 // (and locked where the dialect needs it), the backlog checked, the rows
 // inserted at log_position+1.. and log_position advanced. A negative
 // MaxBacklog is ErrInvalidArgument.
-func (c *impl) appendLog(ctx context.Context, id string, ops []materialize.OperationRecord, lim AppendLimits) (first, last int64, err error) {
+func (c *impl) appendLog(ctx context.Context, id, key string, ops []materialize.OperationRecord, lim AppendLimits) (first, last int64, replayed bool, err error) {
 	if len(ops) == 0 {
-		return 0, 0, fmt.Errorf("append log to collection %s: empty batch: %w", id, ErrInvalidArgument)
+		return 0, 0, false, fmt.Errorf("append log to collection %s: empty batch: %w", id, ErrInvalidArgument)
 	}
 	if lim.MaxBacklog < 0 {
-		return 0, 0, fmt.Errorf("append log to collection %s: negative backlog limit %d: %w", id, lim.MaxBacklog, ErrInvalidArgument)
+		return 0, 0, false, fmt.Errorf("append log to collection %s: negative backlog limit %d: %w", id, lim.MaxBacklog, ErrInvalidArgument)
+	}
+	if lim.KeyWindow < 0 {
+		return 0, 0, false, fmt.Errorf("append log to collection %s: negative idempotency key window %s: %w", id, lim.KeyWindow, ErrInvalidArgument)
+	}
+	if key != "" {
+		if err := ValidatePushKey(key); err != nil {
+			return 0, 0, false, fmt.Errorf("append log to collection %s: %w", id, err)
+		}
+	}
+	window := lim.KeyWindow
+	if window == 0 {
+		window = DefaultKeyWindow
 	}
 
 	// Validate and encode before taking the write lock, against the
@@ -37,21 +83,25 @@ func (c *impl) appendLog(ctx context.Context, id string, ops []materialize.Opera
 		err = ErrNotFound
 	}
 	if err != nil {
-		return 0, 0, c.wrap(err, "append log to collection %s", id)
+		return 0, 0, false, c.wrap(err, "append log to collection %s", id)
 	}
 	rlim := lim.Record
 	rlim.Dimension = dim0
 	batchDim, err := materialize.Validate(ops, rlim)
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, false, err
 	}
 	records := make([][]byte, len(ops))
 	for i := range ops {
 		b, err := ops[i].MarshalBinary()
 		if err != nil {
-			return 0, 0, fmt.Errorf("append log to collection %s: encode record %d: %v: %w", id, i, err, ErrInvalidArgument)
+			return 0, 0, false, fmt.Errorf("append log to collection %s: encode record %d: %v: %w", id, i, err, ErrInvalidArgument)
 		}
 		records[i] = b
+	}
+	var sum []byte
+	if key != "" {
+		sum = batchSHA256(records)
 	}
 
 	appendedAt := ms(c.now())
@@ -65,6 +115,15 @@ func (c *impl) appendLog(ctx context.Context, id string, ops []materialize.Opera
 		}
 		if err != nil {
 			return err
+		}
+		if key != "" {
+			// Checked before the backlog and the dimension: a retry of a
+			// batch that was appended answers as the first try did.
+			f, l, found, err := c.lookupPushKey(ctx, tx, id, key, sum, appendedAt-window.Milliseconds())
+			if err != nil || found {
+				first, last, replayed = f, l, found
+				return err
+			}
 		}
 		if dim != dim0 {
 			rlim.Dimension = dim
@@ -82,14 +141,58 @@ func (c *impl) appendLog(ctx context.Context, id string, ops []materialize.Opera
 		if err := c.insertLogRows(ctx, tx, id, first, appendedAt, records); err != nil {
 			return err
 		}
-		_, err = tx.ExecContext(ctx, c.d.q(`UPDATE collections SET log_position = ?, dimension = ?, updated_at = ? WHERE id = ?`),
-			last, dim, appendedAt, id)
-		return err
+		if _, err := tx.ExecContext(ctx, c.d.q(`UPDATE collections SET log_position = ?, dimension = ?, updated_at = ? WHERE id = ?`),
+			last, dim, appendedAt, id); err != nil {
+			return err
+		}
+		if key == "" {
+			return nil
+		}
+		_, err = tx.ExecContext(ctx, c.d.q(`INSERT INTO push_keys (collection_id, push_key, batch_sha256, first_offset, last_offset, created_at)
+			VALUES (?, ?, ?, ?, ?, ?)`), id, key, sum, first, last, appendedAt)
+		if err != nil {
+			return fmt.Errorf("record idempotency key: %w", err)
+		}
+		return nil
 	})
 	if err != nil {
-		return 0, 0, c.wrap(err, "append log to collection %s", id)
+		return 0, 0, false, c.wrap(err, "append log to collection %s", id)
 	}
-	return first, last, nil
+	return first, last, replayed, nil
+}
+
+// lookupPushKey, inside an append's transaction (which holds the
+// collection's row lock), first purges the collection's keys created before
+// cutoff (unix ms), then looks key up: found with the offsets it was given
+// when the batch's hash matches, a *KeyReuseError when it does not.
+func (c *impl) lookupPushKey(ctx context.Context, tx *sql.Tx, id, key string, sum []byte, cutoff int64) (first, last int64, found bool, err error) {
+	if _, err := tx.ExecContext(ctx, c.d.q(`DELETE FROM push_keys WHERE collection_id = ? AND created_at < ?`), id, cutoff); err != nil {
+		return 0, 0, false, fmt.Errorf("purge expired idempotency keys: %w", err)
+	}
+	var stored []byte
+	err = tx.QueryRowContext(ctx, c.d.q(`SELECT batch_sha256, first_offset, last_offset FROM push_keys WHERE collection_id = ? AND push_key = ?`), id, key).
+		Scan(&stored, &first, &last)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return 0, 0, false, nil
+	case err != nil:
+		return 0, 0, false, fmt.Errorf("look up idempotency key: %w", err)
+	case !bytes.Equal(stored, sum):
+		return 0, 0, false, &KeyReuseError{CollectionID: id, Key: key, FirstOffset: first, LastOffset: last}
+	}
+	return first, last, true, nil
+}
+
+// batchSHA256 is the SHA-256 of a batch of encoded records, each prefixed
+// with its length (so that no two different batches share an input).
+func batchSHA256(records [][]byte) []byte {
+	h := sha256.New()
+	var n [binary.MaxVarintLen64]byte
+	for _, r := range records {
+		h.Write(n[:binary.PutUvarint(n[:], uint64(len(r)))])
+		h.Write(r)
+	}
+	return h.Sum(nil)
 }
 
 // insertLogRows inserts records at offsets first, first+1, ... with

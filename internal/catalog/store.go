@@ -22,6 +22,11 @@ type Config struct {
 	Now func() time.Time
 	// Logger receives the catalog's logs; nil discards them.
 	Logger *slog.Logger
+	// ReserveBytes, for SQLite, is the size of the space-reserve file kept
+	// next to the database (<file>-reserve) and released when deleting a
+	// collection finds the disk full, so that the delete can run (README
+	// "Disk full"). 0: no reserve. Ignored by PostgreSQL.
+	ReserveBytes int64
 }
 
 // AppendLimits bound AppendLog.
@@ -32,6 +37,10 @@ type AppendLimits struct {
 	// Record limits passed to materialize.Validate (Dimension is ignored:
 	// the collection's own is used).
 	Record materialize.Limits
+	// KeyWindow is how long an idempotency key of AppendLogKeyed is kept: a
+	// retry within it is answered from the key, after it the key is
+	// forgotten (and purged). 0: DefaultKeyWindow (24h).
+	KeyWindow time.Duration
 }
 
 // Catalog is the SQL catalog. It is safe for concurrent use.
@@ -49,6 +58,14 @@ func (c *Catalog) Close() error { return c.close() }
 
 // Ping checks that the database answers (for /readyz). ErrUnavailable when not.
 func (c *Catalog) Ping(ctx context.Context) error { return c.ping(ctx) }
+
+// Writable reports whether the catalog can take writes (for /readyz). Once
+// a write has failed for want of space, it returns an error matching
+// ErrStorageFull until the space is back: on SQLite, until the space
+// reserve is allocated again and the volume has 1 MiB available besides;
+// on both dialects, until a small probe write (64 KiB) commits. Writable
+// does that checking; it is cheap while no write has failed.
+func (c *Catalog) Writable(ctx context.Context) error { return c.writable(ctx) }
 
 // CreateCollection creates a collection with a new UUID. dimension 0 leaves
 // the dimension to be fixed by the first write. Errors: ErrInvalidArgument
@@ -83,7 +100,22 @@ func (c *Catalog) DeleteCollection(ctx context.Context, id string) (Collection, 
 // *materialize.InvalidRecordError (nothing appended), *BackpressureError
 // (nothing appended), ErrInvalidArgument for an empty batch.
 func (c *Catalog) AppendLog(ctx context.Context, collectionID string, ops []materialize.OperationRecord, lim AppendLimits) (first, last int64, err error) {
-	return c.appendLog(ctx, collectionID, ops, lim)
+	first, last, _, err = c.appendLog(ctx, collectionID, "", ops, lim)
+	return first, last, err
+}
+
+// AppendLogKeyed is AppendLog with an idempotency key (client-chosen, per
+// collection; key "" is AppendLog). The key is looked up in the append's
+// transaction, before the backlog and validation against the dimension:
+// when the collection has the key from the last lim.KeyWindow with the same
+// batch (same SHA-256 of the encoded records), nothing is written and the
+// offsets first given are returned with replayed true; with a different
+// batch it is a *KeyReuseError (matches ErrInvalidArgument). Otherwise the
+// batch is appended and the key recorded with its offsets. Keys older than
+// the window are purged by the next keyed append to the collection. Errors
+// are AppendLog's, and ErrInvalidArgument for a key ValidatePushKey refuses.
+func (c *Catalog) AppendLogKeyed(ctx context.Context, collectionID, key string, ops []materialize.OperationRecord, lim AppendLimits) (first, last int64, replayed bool, err error) {
+	return c.appendLog(ctx, collectionID, key, ops, lim)
 }
 
 // ReadLog returns the log records of a collection with offsets in

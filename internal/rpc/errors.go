@@ -25,6 +25,10 @@ const (
 	// ReasonBatchOverBacklogLimit: the batch alone is larger than the
 	// backlog limit; it can never be accepted, send smaller batches.
 	ReasonBatchOverBacklogLimit = "BATCH_OVER_BACKLOG_LIMIT"
+	// ReasonStorageFull: a store is out of space (metadata "store": "catalog
+	// database" or "blob store"); retrying helps only once an operator has
+	// freed space (README "Disk full").
+	ReasonStorageFull = "STORAGE_FULL"
 )
 
 // toConnect maps a domain error to a Connect error: the one place where the
@@ -42,7 +46,22 @@ func toConnect(ctx context.Context, log *slog.Logger, procedure string, err erro
 	var invalid *materialize.InvalidRecordError
 	var unknown *manager.NotFoundError
 	var backlog *catalog.BackpressureError
+	var full *catalog.StorageFullError
+	var reused *catalog.KeyReuseError
 	switch {
+	case errors.As(err, &full):
+		// The message names the store and what to do; the driver's or file
+		// system's detail (with server paths) stays in the log.
+		log.WarnContext(ctx, "storage full", "procedure", procedure, "store", full.Store, "code", full.Code, "err", err, "cause", full.Err)
+		ce := connect.NewError(connect.CodeResourceExhausted, errors.New(full.Error()))
+		if d, derr := connect.NewErrorDetail(&errdetails.ErrorInfo{Reason: ReasonStorageFull, Domain: ErrorDomain, Metadata: map[string]string{
+			"store": full.Store, "code": full.Code,
+		}}); derr == nil {
+			ce.AddDetail(d)
+		}
+		return ce
+	case errors.As(err, &reused):
+		return withBadRequest(connect.NewError(connect.CodeInvalidArgument, err), violation("idempotency_key", err.Error()))
 	case errors.As(err, &backlog):
 		// The ErrorInfo tells a client whether waiting can help: a batch
 		// larger than the limit never fits.

@@ -54,7 +54,8 @@ type Catalog interface {
 	CreateCollection(ctx context.Context, name string, dimension int) (catalog.Collection, error)
 	GetCollection(ctx context.Context, id string) (catalog.Collection, error)
 	ListCollections(ctx context.Context) ([]catalog.Collection, error)
-	AppendLog(ctx context.Context, collectionID string, ops []materialize.OperationRecord, lim catalog.AppendLimits) (int64, int64, error)
+	// AppendLogKeyed appends ops, once per idempotency key (key "": no key).
+	AppendLogKeyed(ctx context.Context, collectionID, key string, ops []materialize.OperationRecord, lim catalog.AppendLimits) (first, last int64, replayed bool, err error)
 }
 
 // Records is the read path and collection deletion.
@@ -501,6 +502,11 @@ func (s *Service) PushLogs(ctx context.Context, req *connect.Request[compactorv1
 	case n > MaxPushRecords:
 		return nil, invalidArgument("records", "%d records, more than the limit of %d per request", n, MaxPushRecords)
 	}
+	if key := m.GetIdempotencyKey(); key != "" {
+		if err := catalog.ValidatePushKey(key); err != nil {
+			return nil, invalidArgument("idempotency_key", "%s", strings.TrimSuffix(err.Error(), ": "+catalog.ErrInvalidArgument.Error()))
+		}
+	}
 	ops := make([]materialize.OperationRecord, len(m.GetRecords()))
 	for i, p := range m.GetRecords() {
 		o, err := operationFromProto(i, p)
@@ -509,9 +515,9 @@ func (s *Service) PushLogs(ctx context.Context, req *connect.Request[compactorv1
 		}
 		ops[i] = o
 	}
-	first, last, err := s.cat.AppendLog(ctx, m.GetCollectionId(), ops, s.limits)
+	first, last, replayed, err := s.cat.AppendLogKeyed(ctx, m.GetCollectionId(), m.GetIdempotencyKey(), ops, s.limits)
 	if err != nil {
 		return nil, s.fail(ctx, compactorv1connect.LogServicePushLogsProcedure, err)
 	}
-	return connect.NewResponse(&compactorv1.PushLogsResponse{FirstOffset: first, LastOffset: last, Count: int32(len(ops))}), nil
+	return connect.NewResponse(&compactorv1.PushLogsResponse{FirstOffset: first, LastOffset: last, Count: int32(last - first + 1), Replayed: replayed}), nil
 }

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 
 	"github.com/compactorhq/compactor/internal/catalog"
 	"github.com/compactorhq/compactor/internal/compaction"
@@ -47,7 +48,12 @@ func (e executor) Execute(ctx context.Context, collectionID string, progress fun
 	return outcomeOf(res), err
 }
 
-func (e executor) Transient(err error) bool { return compaction.IsTransient(err) }
+// Transient: compaction's transient errors, and a full store (catalog or
+// blob store), which says nothing about the collection: the job is retried
+// with backoff and never dead-letters the collection.
+func (e executor) Transient(err error) bool {
+	return compaction.IsTransient(err) || errors.Is(err, catalog.ErrStorageFull)
+}
 
 func (e executor) GC(ctx context.Context, collectionID string) error {
 	_, err := e.c.GC(ctx, collectionID)

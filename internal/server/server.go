@@ -61,6 +61,12 @@ type Config struct {
 	// Web holds the status page's own settings (refresh, trusted origins);
 	// its token and read protection come from Token and ProtectReads.
 	Web web.Config
+
+	// PushKeyWindow is how long PushLogs idempotency keys are kept.
+	PushKeyWindow time.Duration
+	// CatalogReserveBytes is the SQLite catalog's space reserve (README
+	// "Disk full"); 0: none.
+	CatalogReserveBytes int64
 }
 
 // DefaultConfig returns the defaults of every setting.
@@ -76,6 +82,11 @@ func DefaultConfig() Config {
 		Segment:         segment.Config{MaxBlockRecords: 4096, MinBlockRecords: 1024},
 		Compaction:      compaction.DefaultConfig(),
 		Manager:         manager.DefaultConfig(),
+
+		PushKeyWindow: 24 * time.Hour,
+		// Room for deleting a collection on a full disk; tiny next to a
+		// volume that holds collections.
+		CatalogReserveBytes: 64 << 20,
 	}
 }
 
@@ -91,6 +102,8 @@ func (c *Config) RegisterFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.TokenFile, "token-file", c.TokenFile, "file holding the bearer token (instead of --token)")
 	fs.BoolVar(&c.ProtectReads, "protect-reads", c.ProtectReads, "require the token for reads and pages too")
 	fs.Int64Var(&c.MaxBacklog, "max-backlog", c.MaxBacklog, "uncompacted records per collection at which pushes are refused (RESOURCE_EXHAUSTED)")
+	fs.DurationVar(&c.PushKeyWindow, "push-key-window", c.PushKeyWindow, "how long PushLogs idempotency keys are kept: a retry with the same key within it writes nothing")
+	fs.Int64Var(&c.CatalogReserveBytes, "catalog-reserve-bytes", c.CatalogReserveBytes, "bytes of the SQLite catalog's space reserve file, released to delete collections when the disk is full (0: none)")
 	fs.IntVar(&c.MaxRequestBytes, "max-request-bytes", c.MaxRequestBytes, "largest accepted request message, bytes (after decompression)")
 	fs.IntVar(&c.MaxWatchers, "max-watchers", c.MaxWatchers, "most WatchCompactions streams open at once; more are refused (RESOURCE_EXHAUSTED)")
 	fs.DurationVar(&c.ReadTimeout, "request-read-timeout", c.ReadTimeout, "time a client has to send a request body (unary calls and page forms; streams excepted)")
@@ -151,6 +164,10 @@ func (c *Config) Validate() error {
 	switch {
 	case c.MaxBacklog <= 0:
 		return fmt.Errorf("--max-backlog must be positive, got %d", c.MaxBacklog)
+	case c.PushKeyWindow <= 0:
+		return fmt.Errorf("--push-key-window must be positive, got %s", c.PushKeyWindow)
+	case c.CatalogReserveBytes < 0:
+		return fmt.Errorf("--catalog-reserve-bytes must not be negative, got %d", c.CatalogReserveBytes)
 	case c.MaxRequestBytes <= 0:
 		return fmt.Errorf("--max-request-bytes must be positive, got %d", c.MaxRequestBytes)
 	case c.MaxWatchers <= 0:
@@ -191,6 +208,7 @@ type App struct {
 	health  *grpchealth.StaticChecker
 	ready   atomic.Bool
 	closers []func() error
+	blobs   *spaceBlobs
 	backlog *backlogSampler
 	done    chan struct{} // closed when shutdown starts: ends the page's event streams
 	stopped sync.Once
@@ -214,7 +232,7 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (_ *App, err err
 	if err := os.MkdirAll(cfg.DataDir, 0o750); err != nil {
 		return nil, fmt.Errorf("create data directory: %w", err)
 	}
-	a.Catalog, err = catalog.Open(ctx, catalog.Config{DSN: cfg.CatalogDSN, Logger: logger.With("component", "catalog")})
+	a.Catalog, err = catalog.Open(ctx, catalog.Config{DSN: cfg.CatalogDSN, ReserveBytes: cfg.CatalogReserveBytes, Logger: logger.With("component", "catalog")})
 	if err != nil {
 		return nil, fmt.Errorf("open catalog %s: %w", cfg.CatalogDSN, err)
 	}
@@ -224,10 +242,12 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (_ *App, err err
 		return nil, fmt.Errorf("--blob-url %s: %w", cfg.BlobURL, err)
 	}
 	a.closers = append(a.closers, closer.Close)
+	a.blobs = &spaceBlobs{Blobs: blobs, log: logger.With("component", "blobs")}
 	// Compactions' writes pass the node's throughput cap (--max-throughput,
 	// or the run-time override the manager applies).
 	throttle := segment.NewThrottle(cfg.Manager.MaxThroughput)
-	a.Segments = segment.NewStore(throttle.Wrap(blobs), cfg.Segment, nil)
+	a.Segments = segment.NewStore(throttle.Wrap(a.blobs), cfg.Segment, nil)
+	storageFullGauge(a.Registry, map[string]func(context.Context) error{"catalog": a.Catalog.Writable, "blobs": a.blobs.writable})
 	a.Compactor, err = compaction.New(a.Catalog, a.Segments, cfg.Compaction, logger.With("component", "compaction"), compaction.WithRegisterer(a.Registry))
 	if err != nil {
 		return nil, err
@@ -242,7 +262,7 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (_ *App, err err
 	}
 	recs := records{Compactor: a.Compactor, blobDir: fileBlobDir(cfg.BlobURL), log: logger.With("component", "rpc")}
 	a.Service = rpc.NewService(a.Manager, a.Manager, a.Catalog, recs,
-		catalog.AppendLimits{MaxBacklog: cfg.MaxBacklog}, logger.With("component", "rpc"))
+		catalog.AppendLimits{MaxBacklog: cfg.MaxBacklog, KeyWindow: cfg.PushKeyWindow}, logger.With("component", "rpc"))
 	a.health = rpc.Mount(a.mux, a.Service, rpc.Options{
 		Token: cfg.Token, ProtectReads: cfg.ProtectReads, MaxRequestBytes: cfg.MaxRequestBytes,
 		MaxWatchers: cfg.MaxWatchers, Registerer: a.Registry, Logger: logger.With("component", "rpc"),
@@ -270,6 +290,18 @@ func (a *App) readyz(w http.ResponseWriter, r *http.Request) {
 	if err := a.Catalog.Ping(ctx); err != nil {
 		a.log.Warn("readiness check", "err", err)
 		http.Error(w, "not ready: catalog unavailable", http.StatusServiceUnavailable)
+		return
+	}
+	// A full store stays "not ready" until space is freed (README "Disk
+	// full"): the checks write only while a store is marked full.
+	if err := a.Catalog.Writable(ctx); err != nil {
+		a.log.Warn("readiness check", "store", catalog.StoreCatalog, "err", err)
+		http.Error(w, notReady(catalog.StoreCatalog, err), http.StatusServiceUnavailable)
+		return
+	}
+	if err := a.blobs.writable(ctx); err != nil {
+		a.log.Warn("readiness check", "store", catalog.StoreBlobs, "err", err)
+		http.Error(w, notReady(catalog.StoreBlobs, err), http.StatusServiceUnavailable)
 		return
 	}
 	_, _ = w.Write([]byte("ok\n"))

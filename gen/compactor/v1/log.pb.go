@@ -181,9 +181,19 @@ type PushLogsRequest struct {
 	// The id (a UUID) of the collection to append to.
 	CollectionId string `protobuf:"bytes,1,opt,name=collection_id,json=collectionId,proto3" json:"collection_id,omitempty"`
 	// The operation records, appended in this order; at least one.
-	Records       []*OperationRecord `protobuf:"bytes,2,rep,name=records,proto3" json:"records,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Records []*OperationRecord `protobuf:"bytes,2,rep,name=records,proto3" json:"records,omitempty"`
+	// Optional idempotency key, chosen by the client, per collection: at most
+	// 128 bytes of UTF-8 without control characters. A push with a key the
+	// collection saw within the server's --push-key-window (default 24h) for
+	// the same batch writes nothing and answers with the offsets of the first
+	// push (replayed set); the same key with a different batch is
+	// INVALID_ARGUMENT naming the key. Give each batch its own key (for example
+	// a random run id and the batch number) and reuse it on every retry of that
+	// batch, so that a retry after a lost answer never appends twice. Empty:
+	// no key.
+	IdempotencyKey string `protobuf:"bytes,3,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *PushLogsRequest) Reset() {
@@ -230,6 +240,13 @@ func (x *PushLogsRequest) GetRecords() []*OperationRecord {
 	return nil
 }
 
+func (x *PushLogsRequest) GetIdempotencyKey() string {
+	if x != nil {
+		return x.IdempotencyKey
+	}
+	return ""
+}
+
 // Response of LogService.PushLogs.
 type PushLogsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -238,7 +255,10 @@ type PushLogsResponse struct {
 	// The log offset assigned to the last record of the batch.
 	LastOffset int64 `protobuf:"varint,2,opt,name=last_offset,json=lastOffset,proto3" json:"last_offset,omitempty"`
 	// Records appended, in records (last_offset - first_offset + 1).
-	Count         int32 `protobuf:"varint,3,opt,name=count,proto3" json:"count,omitempty"`
+	Count int32 `protobuf:"varint,3,opt,name=count,proto3" json:"count,omitempty"`
+	// The batch had been appended by an earlier push with the same
+	// idempotency key: nothing was written and the offsets are that push's.
+	Replayed      bool `protobuf:"varint,4,opt,name=replayed,proto3" json:"replayed,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -294,6 +314,13 @@ func (x *PushLogsResponse) GetCount() int32 {
 	return 0
 }
 
+func (x *PushLogsResponse) GetReplayed() bool {
+	if x != nil {
+		return x.Replayed
+	}
+	return false
+}
+
 var File_compactor_v1_log_proto protoreflect.FileDescriptor
 
 const file_compactor_v1_log_proto_rawDesc = "" +
@@ -305,15 +332,17 @@ const file_compactor_v1_log_proto_rawDesc = "" +
 	"\tembedding\x18\x03 \x03(\x02R\tembedding\x12\x1f\n" +
 	"\bdocument\x18\x04 \x01(\tH\x00R\bdocument\x88\x01\x01\x123\n" +
 	"\bmetadata\x18\x05 \x01(\v2\x17.google.protobuf.StructR\bmetadataB\v\n" +
-	"\t_document\"o\n" +
+	"\t_document\"\x98\x01\n" +
 	"\x0fPushLogsRequest\x12#\n" +
 	"\rcollection_id\x18\x01 \x01(\tR\fcollectionId\x127\n" +
-	"\arecords\x18\x02 \x03(\v2\x1d.compactor.v1.OperationRecordR\arecords\"l\n" +
+	"\arecords\x18\x02 \x03(\v2\x1d.compactor.v1.OperationRecordR\arecords\x12'\n" +
+	"\x0fidempotency_key\x18\x03 \x01(\tR\x0eidempotencyKey\"\x88\x01\n" +
 	"\x10PushLogsResponse\x12!\n" +
 	"\ffirst_offset\x18\x01 \x01(\x03R\vfirstOffset\x12\x1f\n" +
 	"\vlast_offset\x18\x02 \x01(\x03R\n" +
 	"lastOffset\x12\x14\n" +
-	"\x05count\x18\x03 \x01(\x05R\x05count*{\n" +
+	"\x05count\x18\x03 \x01(\x05R\x05count\x12\x1a\n" +
+	"\breplayed\x18\x04 \x01(\bR\breplayed*{\n" +
 	"\tOperation\x12\x19\n" +
 	"\x15OPERATION_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rOPERATION_ADD\x10\x01\x12\x14\n" +

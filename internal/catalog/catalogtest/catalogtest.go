@@ -3,7 +3,12 @@ package catalogtest
 
 import (
 	"context"
+	"fmt"
+	"os"
+	"os/exec"
 	"path/filepath"
+	"runtime"
+	"strings"
 	"testing"
 
 	"github.com/compactorhq/compactor/internal/catalog"
@@ -33,4 +38,52 @@ func OpenConfig(t testing.TB, cfg catalog.Config) *catalog.Catalog {
 		}
 	})
 	return c
+}
+
+// SmallDisk returns the directory of a new tmpfs file system of size bytes,
+// unmounted when the test ends, for tests of what happens when a disk is
+// full. Mounting needs root on Linux: elsewhere the test is skipped, saying
+// so.
+func SmallDisk(t testing.TB, size int64) string {
+	t.Helper()
+	if runtime.GOOS != "linux" || os.Geteuid() != 0 {
+		t.Skipf("a full disk is simulated with a %d-byte tmpfs, which needs root on Linux (running as uid %d on %s)", size, os.Geteuid(), runtime.GOOS)
+	}
+	dir := t.TempDir()
+	out, err := exec.Command("mount", "-t", "tmpfs", "-o", fmt.Sprintf("size=%d,mode=0700", size), "tmpfs", dir).CombinedOutput()
+	if err != nil {
+		t.Skipf("mount a %d-byte tmpfs on %s (to simulate a full disk): %v: %s", size, dir, err, strings.TrimSpace(string(out)))
+	}
+	// Registered after TempDir's own cleanup, so it runs first.
+	t.Cleanup(func() {
+		if out, err := exec.Command("umount", dir).CombinedOutput(); err != nil {
+			t.Errorf("unmount tmpfs %s: %v: %s", dir, err, strings.TrimSpace(string(out)))
+		}
+	})
+	return dir
+}
+
+// FillDisk writes the file path until the file system holding it has no
+// space left (the write fails with ENOSPC), and returns the bytes written.
+// Removing the file frees them again.
+func FillDisk(t testing.TB, path string) int64 {
+	t.Helper()
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatalf("create filler %s: %v", path, err)
+	}
+	defer f.Close()
+	buf := make([]byte, 4096)
+	var n int64
+	for {
+		k, err := f.Write(buf)
+		n += int64(k)
+		if err == nil {
+			continue
+		}
+		if _, full := catalog.IsNoSpace(err); !full {
+			t.Fatalf("fill disk through %s: %v", path, err)
+		}
+		return n
+	}
 }

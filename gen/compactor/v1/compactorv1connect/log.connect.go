@@ -53,7 +53,9 @@ type LogServiceClient interface {
 	// empty batch or an invalid record (a google.rpc.BadRequest detail names the
 	// field, for example "records[3].embedding"); RESOURCE_EXHAUSTED when the
 	// collection's uncompacted backlog would pass its limit (retry after a
-	// compaction).
+	// compaction), or when the catalog's storage is full (google.rpc.ErrorInfo
+	// reason STORAGE_FULL: retry once an operator has freed space);
+	// INVALID_ARGUMENT for an idempotency key used for a different batch.
 	PushLogs(context.Context, *connect.Request[v1.PushLogsRequest]) (*connect.Response[v1.PushLogsResponse], error)
 }
 
@@ -103,7 +105,9 @@ type LogServiceHandler interface {
 	// empty batch or an invalid record (a google.rpc.BadRequest detail names the
 	// field, for example "records[3].embedding"); RESOURCE_EXHAUSTED when the
 	// collection's uncompacted backlog would pass its limit (retry after a
-	// compaction).
+	// compaction), or when the catalog's storage is full (google.rpc.ErrorInfo
+	// reason STORAGE_FULL: retry once an operator has freed space);
+	// INVALID_ARGUMENT for an idempotency key used for a different batch.
 	PushLogs(context.Context, *connect.Request[v1.PushLogsRequest]) (*connect.Response[v1.PushLogsResponse], error)
 }
 
