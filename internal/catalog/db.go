@@ -21,6 +21,9 @@ type impl struct {
 	r   *sql.DB // read pool; the same *sql.DB as w for PostgreSQL
 	now func() time.Time
 	log *slog.Logger
+	// lock is the process lock of an exclusive catalog (Config.Exclusive),
+	// nil otherwise.
+	lock *procLock
 }
 
 func open(ctx context.Context, cfg Config) (*Catalog, error) {
@@ -49,6 +52,14 @@ func openDialect(ctx context.Context, cfg Config, d *dialect) (*Catalog, error) 
 		return nil, fmt.Errorf("open %s catalog: %w", d.name, err)
 	}
 	c := &Catalog{impl: impl{d: d, w: w, r: r, now: now, log: logger}}
+	if cfg.Exclusive {
+		// Before the migrations: a second process is refused before it
+		// touches the schema.
+		if c.lock, err = takeLock(ctx, d, cfg, w, logger); err != nil {
+			_ = c.close()
+			return nil, fmt.Errorf("open %s catalog: %w", d.name, c.classify(err))
+		}
+	}
 	if err := c.migrate(ctx); err != nil {
 		_ = c.close()
 		return nil, fmt.Errorf("open %s catalog: %w", d.name, c.classify(err))
@@ -62,11 +73,43 @@ func openDialect(ctx context.Context, cfg Config, d *dialect) (*Catalog, error) 
 	return c, nil
 }
 
-func (c *impl) close() error {
-	if c.r == c.w {
-		return c.w.Close()
+// takeLock takes the process lock of an exclusive catalog.
+func takeLock(ctx context.Context, d *dialect, cfg Config, w *sql.DB, logger *slog.Logger) (*procLock, error) {
+	holder := cfg.Holder
+	if holder == "" {
+		holder = defaultHolder()
 	}
-	return errors.Join(c.r.Close(), c.w.Close())
+	if d.name == "postgres" {
+		interval := cfg.LockCheckInterval
+		if interval <= 0 {
+			interval = defaultLockCheckInterval
+		}
+		return postgresLock(ctx, w, holder, interval, logger)
+	}
+	return sqliteLock(cfg.DSN, holder)
+}
+
+func (c *impl) close() error {
+	var errs []error
+	if c.lock != nil {
+		errs = append(errs, c.lock.release())
+		c.lock = nil
+	}
+	if c.r == c.w {
+		errs = append(errs, c.w.Close())
+	} else {
+		errs = append(errs, c.r.Close(), c.w.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// lockLost is the channel of LockLost: nil (never ready) without a lock
+// that can be lost.
+func (c *impl) lockLost() <-chan error {
+	if c.lock == nil {
+		return nil
+	}
+	return c.lock.lost
 }
 
 func (c *impl) ping(ctx context.Context) error {

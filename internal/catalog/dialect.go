@@ -238,7 +238,7 @@ func postgresDialect() *dialect {
 		forUpdate:    " FOR UPDATE",
 		readTx:       &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true},
 		connect: func(ctx context.Context, dsn string) (*sql.DB, *sql.DB, error) {
-			db, err := sql.Open("pgx", dsn)
+			db, err := sql.Open("pgx", withConnectTimeout(dsn, defaultConnectTimeout))
 			if err != nil {
 				return nil, nil, fmt.Errorf("open postgres: %w", err)
 			}
@@ -250,6 +250,34 @@ func postgresDialect() *dialect {
 		},
 		kind: postgresKind,
 	}
+}
+
+// defaultConnectTimeout bounds each PostgreSQL connection attempt when the
+// DSN sets no connect_timeout, so that an unreachable server fails Open
+// instead of hanging it.
+const defaultConnectTimeout = 10 * time.Second
+
+// withConnectTimeout adds connect_timeout (whole seconds, as libpq reads it)
+// to a URL or key=value DSN that has none.
+func withConnectTimeout(dsn string, d time.Duration) string {
+	secs := strconv.Itoa(int(d.Seconds()))
+	if isPostgresURL(dsn) {
+		u, err := url.Parse(dsn)
+		if err != nil {
+			return dsn // pgx reports the parse error
+		}
+		q := u.Query()
+		if q.Has("connect_timeout") {
+			return dsn
+		}
+		q.Set("connect_timeout", secs)
+		u.RawQuery = q.Encode()
+		return u.String()
+	}
+	if strings.Contains(dsn, "connect_timeout=") {
+		return dsn
+	}
+	return strings.TrimSpace(dsn) + " connect_timeout=" + secs
 }
 
 func postgresKind(err error) errKind {
