@@ -272,6 +272,8 @@ func TestValidateFillsDefaultsAndRejectsBadValues(t *testing.T) {
 		{"a zero backlog limit", func(c *server.Config) { c.MaxBacklog = 0 }, "--max-backlog"},
 		{"a negative request limit", func(c *server.Config) { c.MaxRequestBytes = -1 }, "--max-request-bytes"},
 		{"no workers", func(c *server.Config) { c.Manager.Workers = 0 }, "workers"},
+		{"a catalog URL of another database", func(c *server.Config) { c.CatalogDSN = "mysql://db/compactor" }, "--catalog"},
+		{"a malformed PostgreSQL URL", func(c *server.Config) { c.CatalogDSN = "postgres://u:hunter2@db:port/c" }, "--catalog"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := server.DefaultConfig()
