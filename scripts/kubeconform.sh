@@ -23,6 +23,7 @@ BIN=${BIN:-.cache/bin}
 KUBECONFORM=$BIN/kubeconform
 [[ -x $KUBECONFORM ]] || go build -modfile=tools/go.mod -o "$BIN/" github.com/yannh/kubeconform/cmd/kubeconform
 
+go mod download -modfile=tools/go.mod github.com/yannh/kubeconform
 mod=$(go list -modfile=tools/go.mod -m -f '{{.Dir}}' github.com/yannh/kubeconform)
 [[ -n $mod && -d $mod/fixtures/cache ]] || { echo "kubeconform module not found in the module cache (go mod download -modfile=tools/go.mod)"; exit 1; }
 schemas=.cache/k8s-schemas
