@@ -7,7 +7,7 @@ COPY go.mod go.sum ./
 RUN --mount=type=cache,target=/go/pkg/mod go mod download
 COPY . .
 RUN --mount=type=cache,target=/go/pkg/mod --mount=type=cache,target=/root/.cache/go-build \
-    CGO_ENABLED=0 go build -tags s3 -trimpath -ldflags="-s -w" -o /out/compactor ./cmd/compactor \
+    CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o /out/compactor ./cmd/compactor \
     && mkdir -p /out/data
 
 FROM gcr.io/distroless/static-debian12:nonroot

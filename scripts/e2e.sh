@@ -8,16 +8,29 @@
 # (testdata/debian-*.jsonl.gz), compacts it, checks what reads return before
 # and after, an error case, the metrics, and a clean SIGTERM shutdown.
 #
+# It runs on one of two storage setups, chosen by E2E_STORAGE:
+#   sqlite       (default) the embedded catalog and blob store in the data dir;
+#   postgres-s3  the shared setup: a fresh PostgreSQL database (created on the
+#                server of E2E_POSTGRES_URL, dropped at the end) as --catalog
+#                and a bucket on a VersityGW S3 server started by the script
+#                (posix backend in the temporary directory) as --blob-url.
+# On SQLite it also checks that a second serve on the same catalog is
+# refused; on PostgreSQL, that a second replica serves beside the first.
+#
 # Usage (from anywhere; it runs from the repository root):
 #   scripts/e2e.sh
+#   E2E_STORAGE=postgres-s3 scripts/e2e.sh
 # Environment:
-#   BIN        directory of buf, grpcurl and grpc-health-probe (default
-#              .cache/bin); missing ones are built from tools/go.mod.
+#   BIN        directory of buf, grpcurl, grpc-health-probe and versitygw
+#              (default .cache/bin); missing ones are built from tools/go.mod.
+#   E2E_POSTGRES_URL  PostgreSQL server to create the database on (default
+#              postgres://postgres@127.0.0.1:5432/test?sslmode=disable).
 #   KEEP_TMP=1 keep the temporary directory (data, log, responses).
 #   E2E_WAIT   seconds each wait for an event (server address, readiness,
 #              jobs finished, exit after SIGTERM) may take before it fails
 #              (default 300: a busy CI machine is slow, not broken).
-# Needs: go, curl, python3. Uses promtool when it is on PATH.
+# Needs: go, curl, python3; psql for postgres-s3. Uses promtool when it is on
+# PATH.
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -25,9 +38,19 @@ ROOT=$PWD
 BIN=${BIN:-.cache/bin}
 case $BIN in /*) ;; *) BIN=$ROOT/$BIN ;; esac
 
+STORAGE=${E2E_STORAGE:-sqlite}
+case $STORAGE in sqlite | postgres-s3) ;; *)
+	echo "e2e: E2E_STORAGE=$STORAGE: want sqlite or postgres-s3" >&2
+	exit 2
+	;;
+esac
+PG_ADMIN=${E2E_POSTGRES_URL:-postgres://postgres@127.0.0.1:5432/test?sslmode=disable}
+
 passed=0
 failed=0
 server_pid=
+vgw_pid=
+pg_db=
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/compactor-e2e.XXXXXX")
 LOG=$TMP/server.log
 started=$SECONDS
@@ -57,6 +80,14 @@ cleanup() {
 		for _ in $(seq 50); do kill -0 "$server_pid" 2>/dev/null || break; sleep 0.1; done
 		kill -KILL "$server_pid" 2>/dev/null || true
 	fi
+	if [[ -n $vgw_pid ]]; then
+		kill -TERM "$vgw_pid" 2>/dev/null || true
+		wait "$vgw_pid" 2>/dev/null || true
+	fi
+	if [[ -n $pg_db ]]; then
+		psql "$PG_ADMIN" -qtAc "DROP DATABASE IF EXISTS $pg_db WITH (FORCE)" >/dev/null ||
+			echo "e2e: could not drop database $pg_db" >&2
+	fi
 	if [[ $rc -ne 0 ]]; then
 		[[ $failed -eq 0 ]] && failed=1 # an unexpected command failure (set -e)
 		if [[ -s $LOG ]]; then
@@ -70,7 +101,7 @@ cleanup() {
 	else
 		rm -rf "$TMP"
 	fi
-	echo "e2e: $passed passed, $failed failed ($((SECONDS - started)) s)"
+	echo "e2e ($STORAGE): $passed passed, $failed failed ($((SECONDS - started)) s)"
 	exit "$rc"
 }
 trap cleanup EXIT
@@ -83,6 +114,7 @@ need() {
 need go "https://go.dev/dl/"
 need curl "apt-get install curl"
 need python3 "apt-get install python3"
+[[ $STORAGE == postgres-s3 ]] && need psql "apt-get install postgresql-client"
 
 # --- tools and binary ---------------------------------------------------------
 
@@ -90,13 +122,16 @@ declare -A tool_pkg=(
 	[buf]=github.com/bufbuild/buf/cmd/buf
 	[grpcurl]=github.com/fullstorydev/grpcurl/cmd/grpcurl
 	[grpc-health-probe]=github.com/grpc-ecosystem/grpc-health-probe
+	[versitygw]=github.com/versity/versitygw/cmd/versitygw
 )
+tools=(buf grpcurl grpc-health-probe)
+[[ $STORAGE == postgres-s3 ]] && tools+=(versitygw)
 missing=()
-for t in buf grpcurl grpc-health-probe; do
+for t in "${tools[@]}"; do
 	[[ -x $BIN/$t ]] || missing+=("${tool_pkg[$t]}")
 done
 if ((${#missing[@]})); then
-	echo "e2e: building ${missing[*]} into $BIN (the first build of buf takes a minute or two)"
+	echo "e2e: building ${missing[*]} into $BIN (the first builds of buf and versitygw take minutes)"
 	mkdir -p "$BIN"
 	go build -modfile=tools/go.mod -o "$BIN/" "${missing[@]}"
 fi
@@ -107,6 +142,44 @@ PROBE=$BIN/grpc-health-probe
 go build -o bin/compactor ./cmd/compactor
 pass "go build -o bin/compactor ./cmd/compactor"
 
+# --- storage ------------------------------------------------------------------
+
+# storage_args are the serve flags of the setup; blob_dir is the directory
+# where the blobs land on disk (the data dir, or VersityGW's bucket dir).
+storage_args=(--data-dir "$TMP/data")
+blob_dir=$TMP/data/blobs
+catalog_desc="SQLite $TMP/data/catalog.db"
+if [[ $STORAGE == postgres-s3 ]]; then
+	psql "$PG_ADMIN" -qtAc 'SELECT 1' >/dev/null 2>&1 ||
+		fail "PostgreSQL answers at $PG_ADMIN" "start it, or set E2E_POSTGRES_URL"
+	pg_db=compactor_e2e_$(date +%s)_$$
+	psql "$PG_ADMIN" -qtAc "CREATE DATABASE $pg_db" >/dev/null || fail "CREATE DATABASE $pg_db"
+	catalog_url=$(python3 -c '
+import sys, urllib.parse as u
+p = u.urlsplit(sys.argv[1])
+print(u.urlunsplit(p._replace(path="/" + sys.argv[2])))' "$PG_ADMIN" "$pg_db")
+
+	# VersityGW, posix backend: a bucket is a directory under its root.
+	mkdir -p "$TMP/s3/compactor-e2e"
+	export AWS_ACCESS_KEY_ID=compactor-e2e AWS_SECRET_ACCESS_KEY=compactor-e2e-secret AWS_EC2_METADATA_DISABLED=true
+	vgw_port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+	"$BIN/versitygw" --port "127.0.0.1:$vgw_port" --access "$AWS_ACCESS_KEY_ID" --secret "$AWS_SECRET_ACCESS_KEY" \
+		posix "$TMP/s3" >"$TMP/versitygw.log" 2>&1 &
+	vgw_pid=$!
+	for _ in $(seq 300); do
+		kill -0 "$vgw_pid" 2>/dev/null || fail "versitygw starts" "$(cat "$TMP/versitygw.log")"
+		curl -s -o /dev/null --max-time 1 "http://127.0.0.1:$vgw_port/" && break
+		sleep 0.1
+	done
+	curl -s -o /dev/null --max-time 1 "http://127.0.0.1:$vgw_port/" || fail "versitygw answers within 30 s"
+
+	storage_args+=(--catalog "$catalog_url"
+		--blob-url "s3://compactor-e2e?endpoint=http://127.0.0.1:$vgw_port&use_path_style=true&region=us-east-1")
+	blob_dir=$TMP/s3/compactor-e2e
+	catalog_desc="PostgreSQL database $pg_db"
+	pass "storage: PostgreSQL database $pg_db, VersityGW bucket compactor-e2e on 127.0.0.1:$vgw_port"
+fi
+
 # --- start the server ---------------------------------------------------------
 
 # Port 0: the kernel picks a free port, the server logs the one it bound.
@@ -115,9 +188,10 @@ pass "go build -o bin/compactor ./cmd/compactor"
 : >"$LOG"
 bin/compactor serve \
 	--listen 127.0.0.1:0 \
-	--data-dir "$TMP/data" \
+	"${storage_args[@]}" \
 	--log-format text \
 	--schedule-interval 1h \
+	--node e2e-first \
 	>"$LOG" 2>&1 &
 server_pid=$!
 
@@ -148,6 +222,44 @@ pass "server on $addr is ready (GET /readyz 200)"
 body=$(curl -sS --max-time 5 "$URL/healthz")
 [[ $body == ok ]] || fail "GET /healthz says ok" "got: $body"
 pass "GET /healthz: ok"
+
+if [[ $STORAGE == sqlite ]]; then
+	# A second serve on the same SQLite file (another port) must be refused
+	# at start, naming the first, and leave the first serving.
+	second_rc=0
+	second_out=$(bin/compactor serve --listen 127.0.0.1:0 "${storage_args[@]}" --log-format text \
+		--node e2e-second 2>&1) || second_rc=$?
+	[[ $second_rc != 0 && $second_out == *"is in use by another compactor serve"* && $second_out == *"node e2e-first"* ]] ||
+		fail "a second serve on the same catalog exits non-zero naming the first" "exit $second_rc: $second_out"
+	[[ $(curl -s -o /dev/null -w '%{http_code}' --max-time 5 "$URL/readyz") == 200 ]] ||
+		fail "the first serve is still ready after the refusal"
+	pass "a second serve on the same catalog ($catalog_desc) is refused (exit $second_rc), naming node e2e-first"
+else
+	# Replicas share a PostgreSQL catalog: a second serve starts, and the
+	# first lists it among the nodes; then it stops cleanly.
+	bin/compactor serve --listen 127.0.0.1:0 "${storage_args[@]}" --log-format text \
+		--schedule-interval 1h --node e2e-second >"$TMP/second.log" 2>&1 &
+	second_pid=$!
+	seen=
+	deadline=$((SECONDS + WAIT))
+	while ((SECONDS < deadline)); do
+		kill -0 "$second_pid" 2>/dev/null || fail "a second replica on $catalog_desc starts" "$(cat "$TMP/second.log")"
+		if bin/compactor --addr "$URL" -o json nodes 2>/dev/null | python3 -c '
+import json, sys
+nodes = {n["name"]: n for n in json.load(sys.stdin)}
+sys.exit(0 if nodes.get("e2e-second", {}).get("alive") and nodes.get("e2e-first", {}).get("self") else 1)'; then
+			seen=1
+			break
+		fi
+		sleep 0.2
+	done
+	[[ -n $seen ]] || fail "the first replica lists e2e-second as alive within $WAIT s (E2E_WAIT)" "$(cat "$TMP/second.log")"
+	kill -TERM "$second_pid"
+	second_rc=0
+	wait "$second_pid" || second_rc=$?
+	[[ $second_rc == 0 ]] || fail "the second replica stops cleanly on SIGTERM" "exit $second_rc: $(tail -20 "$TMP/second.log")"
+	pass "a second replica on $catalog_desc serves beside the first, which lists it in compactor nodes; it stops cleanly"
+fi
 
 # --- grpc.health.v1 and reflection --------------------------------------------
 
@@ -386,6 +498,19 @@ print(f"{pick} {base[pick]['version']} -> {got[pick]['version']}; "
 EOF
 ) || fail "the 216 updated packages carry the metadata of their last update, the others the base version" "$out"
 pass "216 updated packages carry their last update's metadata (e.g. $out), 4,784 keep the base version"
+
+# Where the data went: the blocks and manifest in the blob store's directory
+# (VersityGW's bucket for postgres-s3), the collection in the catalog.
+nblocks=$(find "$blob_dir/collections/$coll/blocks" -name '*.parquet' 2>/dev/null | wc -l)
+nmanifests=$(find "$blob_dir/collections/$coll/manifests" -name '*.json' 2>/dev/null | wc -l)
+((nblocks > 0 && nmanifests > 0)) ||
+	fail "the segment's blocks and manifest are in $blob_dir" "blocks: $nblocks, manifests: $nmanifests"
+if [[ $STORAGE == postgres-s3 ]]; then
+	row=$(psql "$catalog_url" -qtAc "SELECT name, segment_version > 0 FROM collections WHERE id = '$coll'") ||
+		fail "read the collection from PostgreSQL"
+	[[ $row == "debian-bookworm|t" ]] || fail "PostgreSQL holds the compacted collection" "got: $row"
+fi
+pass "storage: $nblocks Parquet blocks and $nmanifests manifest(s) in the blob store, the collection in $catalog_desc"
 
 # --- metrics ------------------------------------------------------------------
 

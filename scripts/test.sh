@@ -7,7 +7,9 @@
 #   gofmt, go vet, go test -race ./... (with the headless-browser test, and
 #   the catalog suite against a local PostgreSQL when one answers), every
 #   Fuzz target for FUZZ_TIME (default 10s) on top of its seed corpus,
-#   promtool check/test of the alert rules, the end-to-end script test.
+#   promtool check/test of the alert rules, the end-to-end script test on
+#   SQLite + files and on PostgreSQL + S3 (VersityGW), the deploy manifests
+#   (kubeconform).
 # It ends with one line: "ci: N passed, M failed, K skipped" (tests and
 # end-to-end checks; a failed non-test step counts as a failure).
 #
@@ -57,9 +59,13 @@ install_debian() { # install_debian COMMAND PACKAGE
 
 step "install chromium" install_debian chromium chromium
 step "install promtool" install_debian promtool prometheus
+# versitygw: the S3 server of the blob store tests and the PostgreSQL + S3
+# end-to-end run (its first build takes several minutes); kubeconform: the
+# Kubernetes manifests.
 step "build pinned tools" go build -modfile=tools/go.mod -o "$BIN/" \
 	github.com/bufbuild/buf/cmd/buf github.com/fullstorydev/grpcurl/cmd/grpcurl \
-	github.com/grpc-ecosystem/grpc-health-probe gotest.tools/gotestsum
+	github.com/grpc-ecosystem/grpc-health-probe gotest.tools/gotestsum \
+	github.com/versity/versitygw/cmd/versitygw github.com/yannh/kubeconform/cmd/kubeconform
 
 fresh() {
 	scripts/generate.sh || return 1
@@ -143,21 +149,51 @@ promtool_checks() {
 }
 step "alert rules (promtool)" promtool_checks
 e2e() { scripts/e2e.sh 2>&1 | tee .cache/e2e.log; return "${PIPESTATUS[0]}"; }
-rm -f .cache/e2e.log
+rm -f .cache/e2e.log .cache/e2e-postgres-s3.log
 step "end-to-end script test" e2e
+# The same checks on the shared setup: a fresh PostgreSQL database (dropped at
+# the end) and a VersityGW bucket. Required under CI=true.
+e2e_postgres_s3() {
+	local pg=${E2E_POSTGRES_URL:-postgres://postgres@127.0.0.1:5432/test?sslmode=disable}
+	if ! command -v psql >/dev/null || ! psql "$pg" -qtAc 'select 1' >/dev/null 2>&1; then
+		[ "${CI:-}" = true ] && { echo "PostgreSQL does not answer at $pg"; return 1; }
+		echo "note: PostgreSQL does not answer at $pg; end-to-end run on PostgreSQL + S3 skipped"; return 0
+	fi
+	E2E_STORAGE=postgres-s3 scripts/e2e.sh 2>&1 | tee .cache/e2e-postgres-s3.log; return "${PIPESTATUS[0]}"
+}
+step "end-to-end script test (PostgreSQL + S3)" e2e_postgres_s3
+# Kubernetes manifests against offline schemas (see the script), and the
+# compose deployment's Prometheus configuration.
+deploy_checks() {
+	scripts/kubeconform.sh || return 1
+	if command -v promtool >/dev/null; then
+		local dir; dir=$(mktemp -d)
+		cp deploy/compose/prometheus.yml deploy/prometheus/alerts.yml "$dir/"
+		promtool check config "$dir/prometheus.yml"; local rc=$?
+		rm -rf "$dir"; return $rc
+	fi
+}
+step "deploy manifests (kubeconform)" deploy_checks
 
 # The closing line counts tests: go tests (subtests included) and end-to-end
 # checks; a failed step that is not a test (gofmt, lint...) counts as one
 # failure too.
 count() { grep -c "\"Action\":\"$1\",\"Package\":\"[^\"]*\",\"Test\"" .cache/test.json 2>/dev/null; }
 go_pass=$(count pass) go_fail=$(count fail) go_skip=$(count skip)
-e2e_line=$(grep -Eo 'e2e: [0-9]+ passed, [0-9]+ failed' .cache/e2e.log 2>/dev/null | tail -1)
-e2e_pass=$(echo "$e2e_line" | sed -En 's/e2e: ([0-9]+) passed.*/\1/p') e2e_fail=$(echo "$e2e_line" | sed -En 's/.* ([0-9]+) failed/\1/p')
+# Each end-to-end run (SQLite, PostgreSQL + S3) closes with
+# "e2e (STORAGE): N passed, M failed".
+e2e_pass=0 e2e_fail=0
+for log in .cache/e2e.log .cache/e2e-postgres-s3.log; do
+	line=$(grep -Eo 'e2e \([a-z0-9-]+\): [0-9]+ passed, [0-9]+ failed' "$log" 2>/dev/null | tail -1)
+	[ -n "$line" ] || continue
+	e2e_pass=$((e2e_pass + $(echo "$line" | sed -En 's/.*: ([0-9]+) passed.*/\1/p')))
+	e2e_fail=$((e2e_fail + $(echo "$line" | sed -En 's/.* ([0-9]+) failed/\1/p')))
+done
 other_fail=0
 for f in "${failures[@]}"; do
 	case $f in
 	"go test -race") [ "${go_fail:-0}" -gt 0 ] || other_fail=$((other_fail + 1)) ;; # e.g. a build failure
-	"end-to-end script test") [ "${e2e_fail:-0}" -gt 0 ] || other_fail=$((other_fail + 1)) ;;
+	"end-to-end script test"*) [ "${e2e_fail:-0}" -gt 0 ] || other_fail=$((other_fail + 1)) ;;
 	*) other_fail=$((other_fail + 1)) ;;
 	esac
 done

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/compactorhq/compactor/internal/catalog"
 	"github.com/compactorhq/compactor/internal/server"
 )
 
@@ -52,7 +53,9 @@ func newServeCmd(g *globals) *cobra.Command {
 		Short: "Run the compaction service (API, status page and metrics on one port)",
 		Long: `Run the compaction service: the Connect API (gRPC, gRPC-Web and Connect on one
 port), the status page at /, /metrics, /healthz and /readyz. Embedded storage
-by default: SQLite and local files under --data-dir. Every flag falls back to
+by default: SQLite and local files under --data-dir; --catalog postgres://...
+and --blob-url s3://... for shared storage. One serve per catalog: a second
+one on the same catalog is refused. Every flag falls back to
 the environment variable COMPACTOR_<FLAG> (e.g. COMPACTOR_LISTEN).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -84,7 +87,8 @@ func serve(ctx context.Context, cfg server.Config, logger *slog.Logger, started 
 		}
 	}()
 	return app.Run(ctx, nil, func(addr net.Addr) {
-		logger.Info("serving", "addr", addr.String(), "data_dir", cfg.DataDir, "blob_url", cfg.BlobURL,
+		logger.Info("serving", "addr", addr.String(), "data_dir", cfg.DataDir,
+			"catalog", catalog.RedactLocation(cfg.CatalogDSN), "blob_url", cfg.BlobURL,
 			"auth", cfg.Token != "")
 		if started != nil {
 			started(app, addr)

@@ -27,6 +27,9 @@ type impl struct {
 	full atomic.Pointer[StorageFullError]
 	// reserve is the space reserve of a SQLite catalog; nil when none.
 	reserve *reserve
+	// lock is the process lock of an exclusive catalog (Config.Exclusive),
+	// nil otherwise.
+	lock *procLock
 }
 
 func open(ctx context.Context, cfg Config) (*Catalog, error) {
@@ -58,6 +61,14 @@ func openDialect(ctx context.Context, cfg Config, d *dialect) (*Catalog, error) 
 		return nil, fmt.Errorf("open catalog: negative space reserve %d: %w", cfg.ReserveBytes, ErrInvalidArgument)
 	}
 	c := &Catalog{impl: impl{d: d, w: w, r: r, now: now, log: logger}}
+	if cfg.Exclusive {
+		// Before the migrations: a second process is refused before it
+		// touches the schema.
+		if c.lock, err = takeLock(ctx, d, cfg, w, logger); err != nil {
+			_ = c.close()
+			return nil, fmt.Errorf("open %s catalog: %w", d.name, c.classify(err))
+		}
+	}
 	if d.reservePath != nil && cfg.ReserveBytes > 0 {
 		c.reserve = &reserve{path: d.reservePath(cfg.DSN), size: cfg.ReserveBytes}
 		if err := c.reserve.ensure(); err != nil {
@@ -91,11 +102,30 @@ func openDialect(ctx context.Context, cfg Config, d *dialect) (*Catalog, error) 
 	return c, nil
 }
 
-func (c *impl) close() error {
-	if c.r == c.w {
-		return c.w.Close()
+// takeLock takes the process lock of an exclusive catalog.
+func takeLock(ctx context.Context, d *dialect, cfg Config, w *sql.DB, logger *slog.Logger) (*procLock, error) {
+	holder := cfg.Holder
+	if holder == "" {
+		holder = defaultHolder()
 	}
-	return errors.Join(c.r.Close(), c.w.Close())
+	if d.name != "sqlite" {
+		return nil, nil // replicas share a PostgreSQL catalog: its job queue is in the catalog
+	}
+	return sqliteLock(cfg.DSN, holder)
+}
+
+func (c *impl) close() error {
+	var errs []error
+	if c.lock != nil {
+		errs = append(errs, c.lock.release())
+		c.lock = nil
+	}
+	if c.r == c.w {
+		errs = append(errs, c.w.Close())
+	} else {
+		errs = append(errs, c.r.Close(), c.w.Close())
+	}
+	return errors.Join(errs...)
 }
 
 func (c *impl) ping(ctx context.Context) error {

@@ -226,7 +226,7 @@ func sqliteConnect(dsn string, busyTimeout time.Duration) (*sql.DB, *sql.DB, err
 // "file:" prefix and query parameters).
 func sqliteFile(dsn string) string {
 	path, _, _ := strings.Cut(dsn, "?")
-	return strings.TrimPrefix(path, "file:")
+	return filepath.Clean(strings.TrimPrefix(path, "file:"))
 }
 
 // sqliteCheck verifies that the database really is in WAL mode (a file
@@ -294,7 +294,7 @@ func postgresDialect() *dialect {
 		nextQueueSeq: `nextval('jobs_queue_seq')`,
 		readTx:       &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true},
 		connect: func(ctx context.Context, dsn string) (*sql.DB, *sql.DB, error) {
-			db, err := sql.Open("pgx", dsn)
+			db, err := sql.Open("pgx", withConnectTimeout(dsn, defaultConnectTimeout))
 			if err != nil {
 				return nil, nil, fmt.Errorf("open postgres: %w", err)
 			}
@@ -316,6 +316,34 @@ func postgresFullCode(err error) string {
 		return "SQLSTATE " + pe.Code
 	}
 	return "SQLSTATE 53000"
+}
+
+// defaultConnectTimeout bounds each PostgreSQL connection attempt when the
+// DSN sets no connect_timeout, so that an unreachable server fails Open
+// instead of hanging it.
+const defaultConnectTimeout = 10 * time.Second
+
+// withConnectTimeout adds connect_timeout (whole seconds, as libpq reads it)
+// to a URL or key=value DSN that has none.
+func withConnectTimeout(dsn string, d time.Duration) string {
+	secs := strconv.Itoa(int(d.Seconds()))
+	if isPostgresURL(dsn) {
+		u, err := url.Parse(dsn)
+		if err != nil {
+			return dsn // pgx reports the parse error
+		}
+		q := u.Query()
+		if q.Has("connect_timeout") {
+			return dsn
+		}
+		q.Set("connect_timeout", secs)
+		u.RawQuery = q.Encode()
+		return u.String()
+	}
+	if strings.Contains(dsn, "connect_timeout=") {
+		return dsn
+	}
+	return strings.TrimSpace(dsn) + " connect_timeout=" + secs
 }
 
 func postgresKind(err error) errKind {

@@ -10,13 +10,25 @@ import (
 
 // Config selects and tunes the catalog database.
 type Config struct {
-	// Driver is "sqlite" (default). "postgres" is reserved for the shared
-	// deployment.
+	// Driver is "sqlite" (default) or "postgres" (the shared deployment);
+	// ParseLocation derives it from a --catalog value.
 	Driver string
 	// DSN: for sqlite, the database file path (e.g. "./data/catalog.db");
 	// ":memory:" is not supported (several connections must share it), use a
-	// temp dir in tests.
+	// temp dir in tests. For postgres, a pgx connection string, e.g.
+	// "postgres://compactor@db:5432/compactor?sslmode=verify-full"; without
+	// connect_timeout, connections give up after 10 seconds.
 	DSN string
+	// Exclusive makes Open of a SQLite catalog take an flock(2) on
+	// "<database file>.lock" and hold it until Close, so that a second
+	// `compactor serve` on the same file is refused: a *LockedError
+	// (ErrLocked) naming the holder. A PostgreSQL catalog is shared by the
+	// replicas (the job queue is its jobs table): Exclusive changes nothing
+	// there.
+	Exclusive bool
+	// Holder describes this process to the one refused by the lock, e.g.
+	// "node a, pid 12"; "" means "pid N on HOST".
+	Holder string
 	// Now is the clock used for append times and row timestamps; nil means
 	// time.Now.
 	Now func() time.Time
@@ -50,11 +62,14 @@ type Catalog struct {
 
 // Open opens (creating if needed) the catalog database and applies pending
 // migrations. Errors: ErrInvalidArgument for an unknown driver or empty DSN;
-// otherwise the wrapped driver or migration error.
+// *LockedError (ErrLocked) when Config.Exclusive and another process holds
+// the catalog; ErrUnavailable wrapping the driver's error when the database
+// cannot be reached; otherwise the wrapped driver or migration error.
 func Open(ctx context.Context, cfg Config) (*Catalog, error) { return open(ctx, cfg) }
 
 // Close closes the database connections.
 func (c *Catalog) Close() error { return c.close() }
+
 
 // Ping checks that the database answers (for /readyz). ErrUnavailable when not.
 func (c *Catalog) Ping(ctx context.Context) error { return c.ping(ctx) }

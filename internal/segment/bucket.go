@@ -2,6 +2,7 @@ package segment
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/url"
@@ -9,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"gocloud.dev/blob"
 	_ "gocloud.dev/blob/fileblob" // file:// URLs
@@ -18,6 +20,10 @@ import (
 
 // listPageSize is the page size of one List request to the bucket.
 const listPageSize = 1000
+
+// accessCheckTimeout bounds the check that a remote bucket answers at open
+// (the SDK's retries included).
+const accessCheckTimeout = 30 * time.Second
 
 // openBucket opens url and adapts the bucket to Blobs. For file:// URLs it
 // adds, unless the URL sets them: create_dir (the directory is created when
@@ -59,6 +65,21 @@ func openBucketFS(ctx context.Context, rawURL string, fsys durableFS) (Blobs, io
 	b, err := blob.OpenBucket(ctx, u.String())
 	if err != nil {
 		return nil, nil, fmt.Errorf("open bucket %s: %w", redactURL(u), err)
+	}
+	if u.Scheme != "file" && u.Scheme != "mem" {
+		// A remote bucket is checked at once (HeadBucket on S3), so that a
+		// wrong name, endpoint or credentials stop the start with a clear
+		// error instead of failing the first compaction.
+		cctx, cancel := context.WithTimeout(ctx, accessCheckTimeout)
+		defer cancel()
+		ok, err := b.IsAccessible(cctx)
+		if err == nil && !ok {
+			err = errors.New("the bucket does not exist or these credentials may not read it")
+		}
+		if err != nil {
+			_ = b.Close()
+			return nil, nil, fmt.Errorf("open bucket %s: %w", redactURL(u), err)
+		}
 	}
 	if u.Scheme == "file" {
 		if dir := fileURLDir(u); dir != "" {
@@ -192,6 +213,10 @@ func (b *bucketBlobs) List(ctx context.Context, prefix string) ([]BlobInfo, erro
 	var out []BlobInfo
 	token := blob.FirstPageToken
 	for {
+		// Local drivers (file://, mem://) do not look at ctx themselves.
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("list %s: %w", prefix, err)
+		}
 		objs, next, err := b.b.ListPage(ctx, token, listPageSize, &blob.ListOptions{Prefix: prefix})
 		if err != nil {
 			return nil, fmt.Errorf("list %s: %w", prefix, err)

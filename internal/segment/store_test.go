@@ -368,7 +368,6 @@ func TestOpenBucketFileCreatesTheDirectoryAndMapsErrors(t *testing.T) {
 	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
 		t.Fatalf("directory not created: %v", err)
 	}
-	testBlobs(t, b)
 	// Files are plain: no sidecar metadata next to them.
 	if err := b.Put(ctx, "collections/c/blocks/x.parquet", []byte("x")); err != nil {
 		t.Fatal(err)
@@ -382,62 +381,8 @@ func TestOpenBucketFileCreatesTheDirectoryAndMapsErrors(t *testing.T) {
 	}
 }
 
-func TestOpenBucketMem(t *testing.T) {
-	testBlobs(t, segmenttest.NewMem(t))
-}
-
 func TestOpenBucketRejectsUnknownSchemes(t *testing.T) {
 	if _, _, err := segment.OpenBucket(context.Background(), "nope://x"); err == nil {
 		t.Error("opened nope://")
-	}
-}
-
-// testBlobs checks the Blobs contract on an empty store.
-func testBlobs(t *testing.T, b segment.Blobs) {
-	t.Helper()
-	ctx := context.Background()
-	_, err := b.Get(ctx, "a/missing")
-	if !errors.Is(err, segment.ErrNotExist) || !strings.Contains(err.Error(), "a/missing") {
-		t.Errorf("Get of a missing blob: %v, want ErrNotExist naming the key", err)
-	}
-	if err := b.Delete(ctx, "a/missing"); err != nil {
-		t.Errorf("Delete of a missing blob: %v", err)
-	}
-	if err := b.Put(ctx, "a/k", []byte("one")); err != nil {
-		t.Fatal(err)
-	}
-	if err := b.Put(ctx, "a/k", []byte("two")); err != nil {
-		t.Fatal(err)
-	}
-	if got, err := b.Get(ctx, "a/k"); err != nil || string(got) != "two" {
-		t.Errorf("Get = %q, %v; want the replaced blob", got, err)
-	}
-	// More keys than one list page, under two prefixes.
-	const n = 1203
-	for i := range n {
-		if err := b.Put(ctx, fmt.Sprintf("p/%05d", i), []byte{byte(i)}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	infos, err := b.List(ctx, "p/")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(infos) != n {
-		t.Fatalf("List gave %d blobs, want %d", len(infos), n)
-	}
-	for i, info := range infos {
-		if info.Key != fmt.Sprintf("p/%05d", i) || info.Size != 1 || info.ModTime.IsZero() {
-			t.Fatalf("List[%d] = %+v", i, info)
-		}
-	}
-	if infos, err := b.List(ctx, "a/"); err != nil || len(infos) != 1 || infos[0].Key != "a/k" || infos[0].Size != 3 {
-		t.Errorf("List(a/) = %+v, %v", infos, err)
-	}
-	if err := b.Delete(ctx, "a/k"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := b.Get(ctx, "a/k"); !errors.Is(err, segment.ErrNotExist) {
-		t.Errorf("Get after Delete: %v", err)
 	}
 }

@@ -40,7 +40,7 @@ import (
 type Config struct {
 	Listen          string // host:port
 	DataDir         string // holds catalog.db and, by default, the blobs
-	CatalogDSN      string // default <data-dir>/catalog.db
+	CatalogDSN      string // --catalog: a SQLite file (default <data-dir>/catalog.db) or a postgres:// URL
 	BlobURL         string // default file://<data-dir>/blobs
 	TLSCert         string // PEM certificate (chain) file; with TLSKey, serve HTTPS
 	TLSKey          string // PEM private key file
@@ -94,8 +94,8 @@ func DefaultConfig() Config {
 func (c *Config) RegisterFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.Listen, "listen", c.Listen, "address to serve the API, page and metrics on (host:port)")
 	fs.StringVar(&c.DataDir, "data-dir", c.DataDir, "directory of the embedded catalog and blob store")
-	fs.StringVar(&c.CatalogDSN, "catalog", c.CatalogDSN, "catalog database file (default <data-dir>/catalog.db)")
-	fs.StringVar(&c.BlobURL, "blob-url", c.BlobURL, "blob store URL: file:///dir, mem://, s3://bucket (default file://<data-dir>/blobs)")
+	fs.StringVar(&c.CatalogDSN, "catalog", c.CatalogDSN, "catalog database: a SQLite file, or a PostgreSQL URL postgres://user@host:5432/db?sslmode=... (default <data-dir>/catalog.db)")
+	fs.StringVar(&c.BlobURL, "blob-url", c.BlobURL, "blob store URL: file:///dir, mem://, s3://bucket?region=...&endpoint=... (default file://<data-dir>/blobs)")
 	fs.StringVar(&c.TLSCert, "tls-cert", c.TLSCert, "PEM certificate file: serve HTTPS (HTTP/2 over TLS) instead of plaintext; needs --tls-key")
 	fs.StringVar(&c.TLSKey, "tls-key", c.TLSKey, "PEM private key file of --tls-cert")
 	fs.StringVar(&c.Token, "token", c.Token, "bearer token required by mutating calls and page actions (empty: none)")
@@ -126,6 +126,9 @@ func (c *Config) Validate() error {
 	}
 	if c.CatalogDSN == "" {
 		c.CatalogDSN = filepath.Join(c.DataDir, "catalog.db")
+	}
+	if _, err := catalog.ParseLocation(c.CatalogDSN); err != nil {
+		return fmt.Errorf("--catalog %q: %w", catalog.RedactLocation(c.CatalogDSN), err)
 	}
 	if c.BlobURL == "" {
 		abs, err := filepath.Abs(filepath.Join(c.DataDir, "blobs"))
@@ -232,9 +235,19 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (_ *App, err err
 	if err := os.MkdirAll(cfg.DataDir, 0o750); err != nil {
 		return nil, fmt.Errorf("create data directory: %w", err)
 	}
-	a.Catalog, err = catalog.Open(ctx, catalog.Config{DSN: cfg.CatalogDSN, ReserveBytes: cfg.CatalogReserveBytes, Logger: logger.With("component", "catalog")})
+	where := catalog.RedactLocation(cfg.CatalogDSN)
+	driver, err := catalog.ParseLocation(cfg.CatalogDSN)
 	if err != nil {
-		return nil, fmt.Errorf("open catalog %s: %w", cfg.CatalogDSN, err)
+		return nil, fmt.Errorf("--catalog %s: %w", where, err)
+	}
+	// Exclusive: a second serve on one SQLite file is refused; replicas
+	// share a PostgreSQL catalog.
+	a.Catalog, err = catalog.Open(ctx, catalog.Config{
+		Driver: driver, DSN: cfg.CatalogDSN, Exclusive: true, Holder: holder(cfg),
+		ReserveBytes: cfg.CatalogReserveBytes, Logger: logger.With("component", "catalog"),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("--catalog %s: %w", where, err)
 	}
 	a.closers = append(a.closers, a.Catalog.Close)
 	blobs, closer, err := segment.OpenBucket(ctx, cfg.BlobURL)
@@ -274,6 +287,16 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (_ *App, err err
 		return nil, err
 	}
 	return a, nil
+}
+
+// holder describes this process in the catalog's lock, for the error a
+// second serve on the same catalog gets.
+func holder(cfg Config) string {
+	node := cfg.Manager.Node
+	if node == "" {
+		node, _ = os.Hostname()
+	}
+	return fmt.Sprintf("node %s, pid %d, listening on %s", node, os.Getpid(), cfg.Listen)
 }
 
 // Handler serves everything of the process. Request bodies must arrive

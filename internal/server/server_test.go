@@ -275,6 +275,8 @@ func TestValidateFillsDefaultsAndRejectsBadValues(t *testing.T) {
 		{"no read timeout", func(c *server.Config) { c.ReadTimeout = 0 }, "--request-read-timeout"},
 		{"no workers", func(c *server.Config) { c.Manager.Workers = 0 }, "workers"},
 		{"a GC grace under the floor", func(c *server.Config) { c.Compaction.GCGrace = time.Millisecond }, "--gc-grace must be at least 1m0s"},
+		{"a catalog URL of another database", func(c *server.Config) { c.CatalogDSN = "mysql://db/compactor" }, "--catalog"},
+		{"a malformed PostgreSQL URL", func(c *server.Config) { c.CatalogDSN = "postgres://u:hunter2@db:port/c" }, "--catalog"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := server.DefaultConfig()
