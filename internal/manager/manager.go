@@ -213,6 +213,13 @@ func (m *Manager) Run(ctx context.Context) error {
 	if err := m.recover(ctx); err != nil {
 		return err
 	}
+	// The backlog gauges start from the catalog, not from the first
+	// scheduler run an interval later.
+	if colls, err := m.store.ListCollections(ctx); err == nil {
+		m.metrics.backlogs.replace(colls)
+	} else {
+		m.logger.Warn("read backlogs", "err", err)
+	}
 	// Jobs run under their own context, cancelled only after the shutdown
 	// grace period (or by Cancel).
 	workCtx, cancelWork := context.WithCancel(context.WithoutCancel(ctx))
@@ -616,6 +623,11 @@ func (m *Manager) run(workCtx context.Context, e *entry) {
 		log.Info("compaction cancelled", "note", final.Note)
 	}
 	m.metrics.finished(final, err)
+	// Before the end is published, so that whoever sees it reads the new
+	// backlog too.
+	if berr := m.RefreshBacklog(pctx, final.CollectionID); berr != nil {
+		log.Warn("read backlog after job", "err", berr)
+	}
 	m.finish(pctx, e, cs, final, outcome)
 
 	// GC after the continuation is queued (it may run on another worker
@@ -759,11 +771,32 @@ func (m *Manager) Cancel(ctx context.Context, jobID string) (Job, error) {
 // (backoff, failure streak). Its active jobs should be cancelled first; a
 // collection with an active job is left alone.
 func (m *Manager) Forget(collectionID string) {
+	m.metrics.backlogs.drop(collectionID)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if cs := m.colls[collectionID]; cs != nil && cs.queued == nil && cs.running == nil {
 		delete(m.colls, collectionID)
 	}
+}
+
+// RefreshBacklog reads one collection from the store and updates the backlog
+// gauges (compactor_uncompacted_records, compactor_collections_dead_lettered)
+// with it, so that they follow pushes and commits without waiting for the
+// next scheduler run. The API calls it after every accepted push; the
+// manager calls it at the end of every job. A collection that no longer
+// exists drops out. Errors are the store's (the gauges are left as they
+// were).
+func (m *Manager) RefreshBacklog(ctx context.Context, collectionID string) error {
+	c, err := m.store.GetCollection(ctx, collectionID)
+	if errors.Is(err, catalog.ErrNotFound) {
+		m.metrics.backlogs.drop(collectionID)
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("read backlog of %s: %w", collectionID, err)
+	}
+	m.metrics.backlogs.update(c)
+	return nil
 }
 
 // Get returns a job by id, with progress when it runs. ErrNotFound when

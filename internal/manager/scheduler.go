@@ -39,14 +39,11 @@ func (m *Manager) Schedule(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("list collections: %w", err)
 	}
-	var backlog int64
-	var dead int
+	m.metrics.backlogs.replace(colls)
 	due := make([]catalog.Collection, 0)
 	now := m.now()
 	for _, c := range colls {
-		backlog += c.Backlog()
 		if c.DeadLettered() {
-			dead++
 			continue
 		}
 		if c.Backlog() <= 0 {
@@ -57,8 +54,6 @@ func (m *Manager) Schedule(ctx context.Context) error {
 			due = append(due, c)
 		}
 	}
-	m.metrics.backlog.Set(float64(backlog))
-	m.metrics.deadLettered.Set(float64(dead))
 	slices.SortFunc(due, func(a, b catalog.Collection) int { return cmpTime(a.OldestUncompactedAt, b.OldestUncompactedAt) })
 
 	m.mu.Lock()

@@ -218,7 +218,7 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (_ *App, err err
 	if err != nil {
 		return nil, err
 	}
-	a.Service = rpc.NewService(a.Manager, a.Catalog, a.Compactor,
+	a.Service = rpc.NewService(a.Manager, pushNotifier{a.Catalog, a.Manager, logger.With("component", "rpc")}, a.Compactor,
 		catalog.AppendLimits{MaxBacklog: cfg.MaxBacklog}, logger.With("component", "rpc"))
 	a.health = rpc.Mount(a.mux, a.Service, rpc.Options{
 		Token: cfg.Token, ProtectReads: cfg.ProtectReads, MaxRequestBytes: cfg.MaxRequestBytes,
