@@ -15,7 +15,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"runtime/debug"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -28,6 +28,7 @@ import (
 	"github.com/spf13/pflag"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/compactorhq/compactor/internal/buildinfo"
 	"github.com/compactorhq/compactor/internal/catalog"
 	"github.com/compactorhq/compactor/internal/compaction"
 	"github.com/compactorhq/compactor/internal/manager"
@@ -367,24 +368,17 @@ func (a *App) Close() error {
 	return errors.Join(errs...)
 }
 
-// buildInfo is compactor_build_info{version,revision,goversion} = 1.
+// buildInfo is compactor_build_info{version,revision,build_time,modified,goversion} = 1,
+// from package buildinfo.
 func buildInfo() prometheus.Collector {
-	version, revision, goVersion := "(devel)", "unknown", "unknown"
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		goVersion = bi.GoVersion
-		if bi.Main.Version != "" {
-			version = bi.Main.Version
-		}
-		for _, s := range bi.Settings {
-			if s.Key == "vcs.revision" {
-				revision = s.Value
-			}
-		}
-	}
+	bi := buildinfo.Get()
 	g := prometheus.NewGauge(prometheus.GaugeOpts{
-		Name:        "compactor_build_info",
-		Help:        "Build of the running compactor; the value is always 1.",
-		ConstLabels: prometheus.Labels{"version": version, "revision": revision, "goversion": goVersion},
+		Name: "compactor_build_info",
+		Help: "Build of the running compactor; the value is always 1.",
+		ConstLabels: prometheus.Labels{
+			"version": bi.Version, "revision": bi.Revision, "build_time": bi.Time,
+			"modified": strconv.FormatBool(bi.Modified), "goversion": bi.GoVersion,
+		},
 	})
 	g.Set(1)
 	return g
