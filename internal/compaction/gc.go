@@ -22,7 +22,9 @@ type GCResult struct {
 // blocks, and the blocks of failed, cancelled or crashed compactions.
 // Errors: catalog.ErrNotFound, storage errors (nothing is deleted from the
 // blob store when a retained manifest cannot be read).
-func (c *Compactor) GC(ctx context.Context, collectionID string) (GCResult, error) {
+func (c *Compactor) GC(ctx context.Context, collectionID string) (_ GCResult, err error) {
+	ctx, span := startSpan(ctx, "gc")
+	defer func() { endSpan(span, err) }()
 	versions, err := c.cat.ListVersions(ctx, collectionID)
 	if err != nil {
 		return GCResult{}, fmt.Errorf("gc %s: list versions: %w", collectionID, err)

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Config tunes the manager. DefaultConfig gives the documented defaults.
@@ -36,6 +37,10 @@ type Config struct {
 	ShutdownTimeout time.Duration
 	// Node names this process on the jobs it runs (default: host name).
 	Node string
+	// TracerProvider makes the span of every job ("compaction job", with
+	// the executor's spans under it). Nil: no spans. Not a flag: the
+	// binary builds it from the OTEL_* environment.
+	TracerProvider trace.TracerProvider
 }
 
 // DefaultConfig returns the defaults.

@@ -23,6 +23,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/compactorhq/compactor/internal/catalog"
 )
@@ -150,6 +151,7 @@ type Manager struct {
 	cfg     Config
 	logger  *slog.Logger
 	metrics *metrics
+	tracer  trace.Tracer
 
 	mu       sync.Mutex
 	colls    map[string]*collState
@@ -180,6 +182,7 @@ func New(store Store, exec Executor, cfg Config, reg prometheus.Registerer, logg
 		cfg:      cfg,
 		logger:   logger,
 		metrics:  newMetrics(reg, cfg),
+		tracer:   tracerOf(cfg.TracerProvider),
 		colls:    make(map[string]*collState),
 		active:   make(map[string]*entry),
 		changed:  make(chan struct{}),
@@ -527,9 +530,14 @@ func (m *Manager) worker(ctx, workCtx context.Context) {
 
 // run executes one job and records its end.
 func (m *Manager) run(workCtx context.Context, e *entry) {
-	log := m.logger.With("job", e.job.ID, "collection", e.job.CollectionID)
 	jobCtx, cancel := context.WithCancel(workCtx)
 	defer cancel()
+	jobCtx, span := m.startJobSpan(jobCtx, e.job)
+	defer span.End()
+	log := m.logger.With("job", e.job.ID, "collection", e.job.CollectionID)
+	if sc := span.SpanContext(); sc.IsValid() {
+		log = log.With("trace_id", sc.TraceID().String())
+	}
 	m.mu.Lock()
 	e.cancel = cancel
 	cancelled := e.cancelReq
@@ -622,6 +630,7 @@ func (m *Manager) run(workCtx context.Context, e *entry) {
 	default:
 		log.Info("compaction cancelled", "note", final.Note)
 	}
+	endJobSpan(span, final, err)
 	m.metrics.finished(final, err)
 	// Before the end is published, so that whoever sees it reads the new
 	// backlog too.
@@ -634,7 +643,7 @@ func (m *Manager) run(workCtx context.Context, e *entry) {
 	// meanwhile: GC spares blobs younger than the grace period), with a
 	// deadline of its own: a large listing must not starve the rest.
 	if err == nil && outcome.Committed() {
-		gctx, gcancel := context.WithTimeout(context.WithoutCancel(workCtx), gcTimeout)
+		gctx, gcancel := context.WithTimeout(trace.ContextWithSpan(context.WithoutCancel(workCtx), span), gcTimeout)
 		defer gcancel()
 		if gerr := m.exec.GC(gctx, final.CollectionID); gerr != nil {
 			log.Warn("gc after compaction", "err", gerr)

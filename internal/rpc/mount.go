@@ -35,6 +35,12 @@ type Options struct {
 	MaxRequestBytes int
 	Registerer      prometheus.Registerer
 	Logger          *slog.Logger
+	// Interceptors run around every procedure, outside the metrics and
+	// logging interceptor (tracing, so that its span covers them).
+	Interceptors []connect.Interceptor
+	// Wrap, when set, wraps the HTTP handler of every service mounted,
+	// outside authentication (CORS, so that a preflight needs no token).
+	Wrap func(http.Handler) http.Handler
 }
 
 // Mutating lists the procedures that change state: they need the token
@@ -67,26 +73,33 @@ func Mount(mux *http.ServeMux, svc *Service, opts Options) *grpchealth.StaticChe
 	}
 	handlerOpts := []connect.HandlerOption{
 		connect.WithReadMaxBytes(opts.MaxRequestBytes),
+		connect.WithInterceptors(opts.Interceptors...),
 		connect.WithInterceptors(newObserver(opts.Registerer, logger)),
 	}
 	auth := authn.NewMiddleware(authFunc(opts.Token, opts.ProtectReads))
+	outer := func(path string, h http.Handler) {
+		if opts.Wrap != nil {
+			h = opts.Wrap(h)
+		}
+		mux.Handle(path, h)
+	}
 	wrap := func(path string, h http.Handler) {
 		if opts.Token != "" {
 			h = auth.Wrap(h)
 		}
-		mux.Handle(path, h)
+		outer(path, h)
 	}
 	wrap(compactorv1connect.NewCompactionServiceHandler(svc, handlerOpts...))
 	wrap(compactorv1connect.NewCollectionServiceHandler(svc, handlerOpts...))
 	wrap(compactorv1connect.NewLogServiceHandler(svc, handlerOpts...))
 
 	checker := grpchealth.NewStaticChecker(ServiceNames...)
-	mux.Handle(grpchealth.NewHandler(checker))
+	outer(grpchealth.NewHandler(checker))
 	// Reflection lists the health service too, so that grpcurl and buf curl
 	// can call it by name.
 	reflector := grpcreflect.NewStaticReflector(append(slices.Clone(ServiceNames), grpchealth.HealthV1ServiceName)...)
-	mux.Handle(grpcreflect.NewHandlerV1(reflector))
-	mux.Handle(grpcreflect.NewHandlerV1Alpha(reflector))
+	outer(grpcreflect.NewHandlerV1(reflector))
+	outer(grpcreflect.NewHandlerV1Alpha(reflector))
 	return checker
 }
 

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -24,6 +25,7 @@ type running struct {
 	base string // http://127.0.0.1:port
 	logs *syncBuffer
 	hc   *http.Client
+	stop func() // stops Run and closes the App; idempotent
 }
 
 // startApp opens and runs an App with the defaults, a temporary data
@@ -57,14 +59,20 @@ func startApp(t *testing.T, mutate func(*server.Config)) *running {
 	done := make(chan error, 1)
 	go func() { done <- app.Run(ctx, ln, func(a net.Addr) { started <- a }) }()
 	r := &running{app: app, logs: logs, hc: h2cClient()}
-	t.Cleanup(func() {
-		stop()
-		if err := <-done; err != nil {
-			t.Errorf("run: %v", err)
-		}
-		r.hc.CloseIdleConnections()
-		_ = app.Close()
-	})
+	var once sync.Once
+	r.stop = func() {
+		once.Do(func() {
+			stop()
+			if err := <-done; err != nil {
+				t.Errorf("run: %v", err)
+			}
+			r.hc.CloseIdleConnections()
+			if err := app.Close(); err != nil {
+				t.Errorf("close: %v", err)
+			}
+		})
+	}
+	t.Cleanup(r.stop)
 	select {
 	case a := <-started:
 		r.base = "http://" + a.String()
