@@ -48,7 +48,7 @@ func (c *Config) validateObservability() error {
 		if _, _, err := net.SplitHostPort(c.DebugListen); err != nil {
 			return fmt.Errorf("--debug-listen %q: %w", c.DebugListen, err)
 		}
-		if c.DebugListen == c.Listen {
+		if _, port, _ := net.SplitHostPort(c.DebugListen); c.DebugListen == c.Listen && port != "0" {
 			return fmt.Errorf("--debug-listen %q must differ from --listen: profiles are never served on the API port", c.DebugListen)
 		}
 	}
