@@ -143,11 +143,17 @@ func newTracing(ctx context.Context, tp trace.TracerProvider, logger *slog.Logge
 		logger.Warn("trace resource", "err", err) // partial: still usable
 	}
 	sdk := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res))
-	logger.Info("exporting traces over OTLP/HTTP")
+	logger.Info("exporting traces over OTLP/HTTP",
+		"endpoint", cmp.Or(os.Getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"), os.Getenv("OTEL_EXPORTER_OTLP_ENDPOINT")))
 	return tracing{provider: sdk, shutdown: func(ctx context.Context) error {
+		// Spans that cannot be delivered at exit are lost, not a failure
+		// of the shutdown.
 		ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
-		return sdk.Shutdown(ctx)
+		if err := sdk.Shutdown(ctx); err != nil {
+			logger.Warn("flush traces at shutdown", "err", err)
+		}
+		return nil
 	}}, nil
 }
 

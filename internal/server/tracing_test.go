@@ -179,3 +179,21 @@ func TestNoOTLPEnvironmentMeansNoExport(t *testing.T) {
 		t.Errorf("an exporter started without OTEL_EXPORTER_OTLP_*: %s", r.logs.String())
 	}
 }
+
+func TestAnOTLPProtocolOtherThanHTTPProtobufStopsTheStart(t *testing.T) {
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:4317")
+	t.Setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")
+	cfg := server.DefaultConfig()
+	cfg.DataDir = t.TempDir()
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	app, err := server.Open(t.Context(), cfg, nil)
+	if err == nil {
+		_ = app.Close()
+		t.Fatal("Open succeeded with OTEL_EXPORTER_OTLP_PROTOCOL=grpc")
+	}
+	if !strings.Contains(err.Error(), "PROTOCOL=grpc") || !strings.Contains(err.Error(), "http/protobuf") {
+		t.Errorf("error %q does not name the variable and the supported protocol", err)
+	}
+}
