@@ -6,8 +6,21 @@ WORKDIR /src
 COPY go.mod go.sum ./
 RUN --mount=type=cache,target=/go/pkg/mod go mod download
 COPY . .
+# The build identity shown by `compactor version`, compactor_build_info and
+# the page footer. Without .git in the context the toolchain cannot stamp it:
+#   docker build --build-arg VERSION=$(git describe --tags --always --dirty) \
+#     --build-arg REVISION=$(git rev-parse HEAD) \
+#     --build-arg BUILD_TIME=$(date -u +%Y-%m-%dT%H:%M:%SZ) .
+ARG VERSION=""
+ARG REVISION=""
+ARG BUILD_TIME=""
 RUN --mount=type=cache,target=/go/pkg/mod --mount=type=cache,target=/root/.cache/go-build \
-    CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o /out/compactor ./cmd/compactor \
+    CGO_ENABLED=0 go build -trimpath -buildvcs=false \
+      -ldflags="-s -w \
+        -X github.com/compactorhq/compactor/internal/buildinfo.version=${VERSION} \
+        -X github.com/compactorhq/compactor/internal/buildinfo.revision=${REVISION} \
+        -X github.com/compactorhq/compactor/internal/buildinfo.buildTime=${BUILD_TIME}" \
+      -o /out/compactor ./cmd/compactor \
     && mkdir -p /out/data
 
 FROM gcr.io/distroless/static-debian12:nonroot

@@ -37,6 +37,12 @@ func (h *handler) meta(r *http.Request, title, section string, live bool) pageMe
 	if live {
 		m.Refresh = h.cfg.RefreshSeconds
 	}
+	if b := h.cfg.Build; b.Version != "" {
+		m.Build = buildView{Version: b.Version, Revision: b.Revision, Full: b.Revision, Time: b.Time, Modified: b.Modified}
+		if len(b.Revision) > 12 {
+			m.Build.Revision = b.Revision[:12]
+		}
+	}
 	return m
 }
 

@@ -24,6 +24,17 @@ type pageMeta struct {
 	IconURL   string
 	Auth      authView
 	Flash     *flashView
+	Build     buildView
+}
+
+// buildView is the footer line of the running build; empty Version: no
+// footer.
+type buildView struct {
+	Version  string
+	Revision string // shortened
+	Full     string // the full revision, as a tooltip
+	Time     string
+	Modified bool
 }
 
 type authView struct {

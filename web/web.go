@@ -235,6 +235,8 @@ type Config struct {
 	// RefreshSeconds is the reload interval of pages viewed without
 	// JavaScript (a <noscript> meta refresh). 0: 10.
 	RefreshSeconds int
+	// Build, when its Version is set, is shown in the footer of every page.
+	Build Build
 	// TrustedOrigins are origins ("https://ops.example.com") whose
 	// cross-origin form posts are accepted, e.g. behind a proxy that
 	// rewrites Host. Empty: same origin only.
@@ -443,3 +445,11 @@ func withFlash(next, code, jobID string) string {
 
 func jobURL(id string) string        { return "/jobs/" + url.PathEscape(id) }
 func collectionURL(id string) string { return "/collections/" + url.PathEscape(id) }
+
+// Build identifies the running build for the page footer.
+type Build struct {
+	Version  string // v1.4.0, or (devel)
+	Revision string // VCS commit; shown shortened to 12 characters
+	Time     string // RFC 3339 commit or build time
+	Modified bool   // built from a tree with local changes
+}

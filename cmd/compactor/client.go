@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"time"
 
 	"connectrpc.com/connect"
@@ -120,4 +121,16 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// connectionHint adds, to an error that says the server at addr could not be
+// reached (refused, unresolvable, timed out dialling), the address tried and
+// how to give another. Other errors are returned as they are.
+func connectionHint(err error, addr string) error {
+	var op *net.OpError
+	var dns *net.DNSError
+	if errors.As(err, &op) && op.Op == "dial" || errors.As(err, &dns) {
+		return fmt.Errorf("%w\nno compactor answered at %s: give its address with --addr or the COMPACTOR_ADDR environment variable", err, addr)
+	}
+	return err
 }

@@ -15,6 +15,8 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+
+	"github.com/compactorhq/compactor/internal/buildinfo"
 )
 
 func main() {
@@ -53,6 +55,11 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	err := root.ExecuteContext(ctx)
+	if cmd, _, ferr := root.Find(args); err != nil && ferr == nil && cmd != root && !serverCommands[cmd.Name()] {
+		if f := root.PersistentFlags().Lookup("addr"); f != nil {
+			err = connectionHint(err, f.Value.String())
+		}
+	}
 	if err != nil && strings.HasPrefix(err.Error(), "unknown command") {
 		err = &exitError{code: 2, err: err}
 	}
@@ -64,6 +71,10 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	}
 	return err
 }
+
+// serverCommands run a server rather than talk to one: their dial errors
+// (a PostgreSQL catalog, S3) are not about --addr.
+var serverCommands = map[string]bool{"serve": true, "demo": true, "version": true}
 
 func newRoot(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	g := &globals{stdin: stdin, stdout: stdout, stderr: stderr}
@@ -80,12 +91,30 @@ variables, e.g. COMPACTOR_ADDR, COMPACTOR_TOKEN).`,
 			return envFallback(cmd)
 		},
 	}
+	// --version (and `compactor version`) print the build: version,
+	// revision, build time, toolchain.
+	root.Version = buildinfo.Get().String()
+	root.SetVersionTemplate("{{.Version}}\n")
 	g.register(root.PersistentFlags())
 	// A malformed flag of any command is a usage error (exit status 2).
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return usageError(c, err) })
-	root.AddCommand(newServeCmd(g), newDemoCmd(g), newHealthcheckCmd(g))
+	root.AddCommand(newServeCmd(g), newDemoCmd(g), newHealthcheckCmd(g), newVersionCmd(stdout))
 	addClientCommands(root, g)
 	return root
+}
+
+// newVersionCmd prints the build as one line, e.g.
+// "compactor v1.4.0 (revision 3f2c9a1b7d4e, built 2026-11-30T09:12:00Z, go1.26.8)".
+func newVersionCmd(stdout io.Writer) *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print the version, VCS revision and build time of this binary",
+		Args:  cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error {
+			_, err := fmt.Fprintln(stdout, buildinfo.Get())
+			return err
+		},
+	}
 }
 
 // envFallback sets every flag of cmd that was not given on the command line

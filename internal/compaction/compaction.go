@@ -23,6 +23,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/pflag"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/compactorhq/compactor/internal/catalog"
 	"github.com/compactorhq/compactor/internal/materialize"
@@ -212,6 +213,20 @@ func (c *Compactor) Compact(ctx context.Context, collectionID string, opts Optio
 			opts.Progress(p)
 		}
 	}
+	// Each step has a span, a child of the caller's (the job's) span in
+	// ctx; without one they are no-ops.
+	var step trace.Span
+	begin := func(name string) {
+		if step != nil {
+			step.End()
+		}
+		_, step = startSpan(ctx, name)
+	}
+	defer func() {
+		if step != nil {
+			endSpan(step, err)
+		}
+	}()
 	coll, err := c.cat.GetCollection(ctx, collectionID)
 	if err != nil {
 		return Result{}, fmt.Errorf("compact %s: %w", collectionID, err)
@@ -237,6 +252,7 @@ func (c *Compactor) Compact(ctx context.Context, collectionID string, opts Optio
 	}
 
 	// 1. Read the log slice in batches.
+	begin("read log")
 	p := Progress{Phase: "reading log", RecordsTotal: total, OffsetStart: coll.CompactionOffset, OffsetEnd: end, VersionBefore: coll.SegmentVersion}
 	report(p)
 	byID := make(map[string][]materialize.OperationRecord)
@@ -263,6 +279,7 @@ func (c *Compactor) Compact(ctx context.Context, collectionID string, opts Optio
 	}
 
 	// 2. Materialize against the current segment.
+	begin("materialize")
 	var base *segment.Manifest
 	if coll.SegmentVersion > 0 {
 		if base, err = c.seg.ReadManifest(ctx, coll.ManifestKey); err != nil {
@@ -303,6 +320,7 @@ func (c *Compactor) Compact(ctx context.Context, collectionID string, opts Optio
 	}
 
 	// 3. Write the changed blocks and the manifest.
+	begin("write blocks")
 	p.Phase = "writing blocks"
 	report(p)
 	m, stats, err := w.Write(ctx, changes, end, cmp.Or(coll.Dimension, dimensionOf(changes)), func(n int64) {
@@ -330,6 +348,7 @@ func (c *Compactor) Compact(ctx context.Context, collectionID string, opts Optio
 	if err := ctx.Err(); err != nil {
 		return res, fmt.Errorf("compact %s: before commit: %w", collectionID, err)
 	}
+	begin("commit")
 	p.Phase = "committing"
 	p.BytesWritten = res.BytesWritten
 	report(p)

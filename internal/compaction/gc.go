@@ -49,7 +49,9 @@ type GCResult struct {
 // long as it takes less than GCGrace, because V was retired after O. Errors:
 // catalog.ErrNotFound, storage errors (nothing is deleted from the blob
 // store when a retained manifest cannot be read).
-func (c *Compactor) GC(ctx context.Context, collectionID string) (GCResult, error) {
+func (c *Compactor) GC(ctx context.Context, collectionID string) (_ GCResult, err error) {
+	ctx, span := startSpan(ctx, "gc")
+	defer func() { endSpan(span, err) }()
 	var res GCResult
 	ret, err := c.cat.RetireVersions(ctx, collectionID, c.cfg.VersionsToKeep, c.cfg.GCGrace)
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"github.com/dustin/go-humanize"
 
 	"github.com/spf13/pflag"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Config tunes the manager. DefaultConfig gives the documented defaults.
@@ -71,6 +72,10 @@ type Config struct {
 	// compaction's --commit-timeout (default 10 min); it has no flag of its
 	// own.
 	PersistTimeout time.Duration
+	// TracerProvider makes the span of every job ("compaction job", with
+	// the executor's spans under it). Nil: no spans. Not a flag: the
+	// binary builds it from the OTEL_* environment.
+	TracerProvider trace.TracerProvider
 }
 
 // DefaultConfig returns the defaults.

@@ -33,6 +33,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/compactorhq/compactor/internal/catalog"
 )
@@ -173,6 +174,7 @@ type Manager struct {
 	policy  failurePolicy
 	logger  *slog.Logger
 	metrics *metrics
+	tracer  trace.Tracer
 
 	mu       sync.Mutex
 	runs     map[string]*run // this node's RUNNING jobs, by id
@@ -223,6 +225,7 @@ func New(store Store, exec Executor, cfg Config, reg prometheus.Registerer, logg
 		policy:   failurePolicy{base: cfg.BackoffBase, max: cfg.BackoffMax, deadLetterAfter: cfg.DeadLetterAfter},
 		logger:   logger,
 		metrics:  newMetrics(reg, cfg),
+		tracer:   tracerOf(cfg.TracerProvider),
 		runs:     make(map[string]*run),
 		changed:  make(chan struct{}),
 		started:  make(chan struct{}),
@@ -257,6 +260,13 @@ func (m *Manager) Run(ctx context.Context) error {
 		return fmt.Errorf("release jobs of node %s: %w", m.cfg.Node, err)
 	}
 	m.interrupted(interrupted)
+	// The backlog gauges start from the catalog, not from the first
+	// scheduler run an interval later.
+	if colls, err := m.store.ListCollections(ctx); err == nil {
+		m.metrics.backlogs.replace(colls)
+	} else {
+		m.logger.Warn("read backlogs", "err", err)
+	}
 	// Jobs run under their own context, cancelled only after the shutdown
 	// grace period (or by Cancel).
 	workCtx, cancelWork := context.WithCancel(context.WithoutCancel(ctx))
@@ -517,10 +527,30 @@ func (m *Manager) waitEnd(ctx context.Context, jobID string, r *run) error {
 	}
 }
 
-// Forget is kept for callers that drop a deleted collection: the manager
-// holds no per-collection state outside the catalog any more (retry state
-// is a column of the collection's row, deleted with it).
-func (m *Manager) Forget(string) {}
+// Forget drops a deleted collection from the backlog gauges; every other
+// per-collection state (retry state, pauses, settings) is a column of the
+// collection's row, deleted with it.
+func (m *Manager) Forget(collectionID string) { m.metrics.backlogs.drop(collectionID) }
+
+// RefreshBacklog reads one collection from the store and updates the backlog
+// gauges (compactor_uncompacted_records, compactor_collections_dead_lettered)
+// with it, so that they follow pushes and commits without waiting for the
+// next scheduler run. The API calls it after every accepted push; the
+// manager calls it at the end of every job. A collection that no longer
+// exists drops out. Errors are the store's (the gauges are left as they
+// were).
+func (m *Manager) RefreshBacklog(ctx context.Context, collectionID string) error {
+	c, err := m.store.GetCollection(ctx, collectionID)
+	if errors.Is(err, catalog.ErrNotFound) {
+		m.metrics.backlogs.drop(collectionID)
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("read backlog of %s: %w", collectionID, err)
+	}
+	m.metrics.backlogs.update(c)
+	return nil
+}
 
 // Get returns a job by id, with progress when it runs. ErrNotFound when
 // unknown.

@@ -2,6 +2,7 @@ package manager
 
 import (
 	"strings"
+	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
@@ -20,8 +21,7 @@ type metrics struct {
 	compacted      prometheus.Counter
 	logRead        prometheus.Counter
 	bytesWritten   prometheus.Counter
-	backlog        prometheus.Gauge
-	deadLettered   prometheus.Gauge
+	backlogs       backlogs // compactor_uncompacted_records, compactor_collections_dead_lettered
 	lastSuccess    prometheus.Gauge
 	schedulerRuns  prometheus.Counter
 	schedulerEvery prometheus.Gauge
@@ -72,14 +72,17 @@ func newMetrics(reg prometheus.Registerer, cfg Config) *metrics {
 			Name: "compactor_segment_bytes_written_total",
 			Help: "Bytes of segment blocks and manifests written by compaction jobs, whatever their outcome.",
 		}),
-		backlog: f.NewGauge(prometheus.GaugeOpts{
-			Name: "compactor_uncompacted_records",
-			Help: "Log records not yet compacted, summed over collections, as of the last scheduler run.",
-		}),
-		deadLettered: f.NewGauge(prometheus.GaugeOpts{
-			Name: "compactor_collections_dead_lettered",
-			Help: "Collections the scheduler skips after repeated failures, as of the last scheduler run.",
-		}),
+		backlogs: backlogs{
+			backlog: f.NewGauge(prometheus.GaugeOpts{
+				Name: "compactor_uncompacted_records",
+				Help: "Log records not yet compacted, summed over collections; updated on push, at the end of every job and at every scheduler run.",
+			}),
+			dead: f.NewGauge(prometheus.GaugeOpts{
+				Name: "compactor_collections_dead_lettered",
+				Help: "Collections the scheduler skips after repeated failures; updated at the end of every job and at every scheduler run.",
+			}),
+			byID: make(map[string]collBacklog),
+		},
 		lastSuccess: f.NewGauge(prometheus.GaugeOpts{
 			Name: "compactor_last_successful_compaction_timestamp_seconds",
 			Help: "Unix time of the end of the last successful compaction job; 0 if none since start.",
@@ -145,4 +148,86 @@ func (m *metrics) finished(j catalog.Job, _ error) {
 		}
 		m.lastSuccess.Set(float64(j.FinishedAt.UnixMilli()) / 1e3)
 	}
+}
+
+// backlogs keeps the backlog gauges current between scheduler runs: it holds
+// the last known log position, compaction offset and dead-letter state of
+// every collection (in memory, one entry per collection: the gauges carry no
+// collection label), and the gauges are their sums. A push or the end of a
+// job updates one collection (update), a scheduler run replaces them all
+// (replace), a deleted collection drops out (drop).
+//
+// Another replica's pushes and commits reach these figures at this replica's
+// next scheduler run.
+type backlogs struct {
+	backlog, dead prometheus.Gauge
+
+	mu         sync.Mutex
+	byID       map[string]collBacklog
+	sum, nDead int64
+}
+
+type collBacklog struct {
+	logPosition, compactionOffset int64
+	dead                          bool
+}
+
+func (b collBacklog) records() int64 { return max(0, b.logPosition-b.compactionOffset) }
+
+func (b *backlogs) replace(colls []catalog.Collection) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	clear(b.byID)
+	b.sum, b.nDead = 0, 0
+	for _, c := range colls {
+		b.putLocked(c)
+	}
+	b.setLocked()
+}
+
+// update sets one collection's figures, unless they are older than the ones
+// held: log position and compaction offset only grow, so a read that lost a
+// race with a newer one is ignored.
+func (b *backlogs) update(c catalog.Collection) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if old, ok := b.byID[c.ID]; ok {
+		if c.LogPosition < old.logPosition || c.CompactionOffset < old.compactionOffset {
+			return
+		}
+		b.removeLocked(c.ID, old)
+	}
+	b.putLocked(c)
+	b.setLocked()
+}
+
+func (b *backlogs) drop(id string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if old, ok := b.byID[id]; ok {
+		b.removeLocked(id, old)
+		b.setLocked()
+	}
+}
+
+func (b *backlogs) putLocked(c catalog.Collection) {
+	e := collBacklog{logPosition: c.LogPosition, compactionOffset: c.CompactionOffset, dead: c.DeadLettered()}
+	b.byID[c.ID] = e
+	b.sum += e.records()
+	if e.dead {
+		b.nDead++
+	}
+}
+
+func (b *backlogs) removeLocked(id string, old collBacklog) {
+	delete(b.byID, id)
+	b.sum -= old.records()
+	if old.dead {
+		b.nDead--
+	}
+}
+
+func (b *backlogs) setLocked() {
+	b.backlog.Set(float64(b.sum))
+	b.dead.Set(float64(b.nDead))
 }

@@ -97,10 +97,10 @@ compactor_log_records_read_total 0
 # HELP compactor_segment_bytes_written_total Bytes of segment blocks and manifests written by compaction jobs, whatever their outcome.
 # TYPE compactor_segment_bytes_written_total counter
 compactor_segment_bytes_written_total 0
-# HELP compactor_uncompacted_records Log records not yet compacted, summed over collections, as of the last scheduler run.
+# HELP compactor_uncompacted_records Log records not yet compacted, summed over collections; updated on push, at the end of every job and at every scheduler run.
 # TYPE compactor_uncompacted_records gauge
 compactor_uncompacted_records 0
-# HELP compactor_collections_dead_lettered Collections the scheduler skips after repeated failures, as of the last scheduler run.
+# HELP compactor_collections_dead_lettered Collections the scheduler skips after repeated failures; updated at the end of every job and at every scheduler run.
 # TYPE compactor_collections_dead_lettered gauge
 compactor_collections_dead_lettered 0
 # HELP compactor_last_successful_compaction_timestamp_seconds Unix time of the end of the last successful compaction job; 0 if none since start.

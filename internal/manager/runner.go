@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/compactorhq/compactor/internal/catalog"
 )
 
@@ -46,9 +48,14 @@ func (m *Manager) worker(ctx, workCtx context.Context) {
 // outcome, apply the failure policy, persist the end (fenced by the lease),
 // queue a continuation, publish, and collect garbage after a commit.
 func (m *Manager) run(workCtx context.Context, j catalog.Job) {
-	log := m.logger.With("job", j.ID, "collection", j.CollectionID)
 	jobCtx, cancel := context.WithCancelCause(workCtx)
 	defer cancel(nil)
+	jobCtx, span := m.startJobSpan(jobCtx, j)
+	defer span.End()
+	log := m.logger.With("job", j.ID, "collection", j.CollectionID)
+	if sc := span.SpanContext(); sc.IsValid() {
+		log = log.With("trace_id", sc.TraceID().String())
+	}
 	r := &run{job: j, progress: Progress{Phase: "starting"}, cancel: cancel, done: make(chan struct{})}
 	m.mu.Lock()
 	m.runs[j.ID] = r
@@ -140,6 +147,12 @@ func (m *Manager) run(workCtx context.Context, j catalog.Job) {
 		log.Info("compaction cancelled", "note", final.Note)
 	}
 	m.metrics.finished(final, err)
+	endJobSpan(span, final, err)
+	// Before the end is published, so that whoever sees it reads the new
+	// backlog too.
+	if berr := m.RefreshBacklog(pctx, final.CollectionID); berr != nil {
+		log.Warn("read backlog after job", "err", berr)
+	}
 
 	// Continuation: a backlog larger than one job goes on at once. It is
 	// queued before the end of this job is published, so a watcher that
@@ -162,7 +175,7 @@ func (m *Manager) run(workCtx context.Context, j catalog.Job) {
 	// meanwhile: GC spares blobs younger than the grace period), with a
 	// deadline of its own: a large listing must not starve the rest.
 	if err == nil && outcome.Committed() {
-		gctx, gcancel := context.WithTimeout(context.WithoutCancel(workCtx), gcTimeout)
+		gctx, gcancel := context.WithTimeout(trace.ContextWithSpan(context.WithoutCancel(workCtx), span), gcTimeout)
 		defer gcancel()
 		if gerr := m.exec.GC(gctx, final.CollectionID); gerr != nil {
 			log.Warn("gc after compaction", "err", gerr)

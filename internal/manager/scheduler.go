@@ -42,6 +42,10 @@ func (m *Manager) schedulerLoop(ctx context.Context) {
 			if err := m.Schedule(ctx); err != nil && ctx.Err() == nil {
 				m.logger.Warn("scheduler run", "err", err)
 			}
+		} else if colls, err := m.store.ListCollections(ctx); err == nil {
+			// Not the leader: the backlog gauges still follow the catalog,
+			// including other replicas' pushes and commits.
+			m.metrics.backlogs.replace(colls)
 		}
 		timer.Reset(jitter(m.cfg.Interval))
 	}
@@ -62,19 +66,15 @@ func (m *Manager) Schedule(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	var backlog int64
-	var dead, paused int
-	for _, e := range p.Entries {
-		backlog += e.Collection.Backlog()
-		if e.Collection.DeadLettered() {
-			dead++
-		}
+	colls := make([]catalog.Collection, len(p.Entries))
+	var paused int
+	for i, e := range p.Entries {
+		colls[i] = e.Collection
 		if e.Collection.Paused() {
 			paused++
 		}
 	}
-	m.metrics.backlog.Set(float64(backlog))
-	m.metrics.deadLettered.Set(float64(dead))
+	m.metrics.backlogs.replace(colls)
 	m.metrics.collectionsPaused.Set(float64(paused))
 	m.metrics.schedulerPaused.Set(boolGauge(p.Pause.Paused))
 

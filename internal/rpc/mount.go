@@ -40,6 +40,12 @@ type Options struct {
 	MaxWatchers int
 	Registerer  prometheus.Registerer
 	Logger      *slog.Logger
+	// Interceptors run around every procedure, outside the metrics and
+	// logging interceptor (tracing, so that its span covers them).
+	Interceptors []connect.Interceptor
+	// Wrap, when set, wraps the HTTP handler of every service mounted,
+	// outside authentication (CORS, so that a preflight needs no token).
+	Wrap func(http.Handler) http.Handler
 }
 
 // Mutating lists the procedures that change state: they need the token
@@ -90,14 +96,21 @@ func Mount(mux *http.ServeMux, svc *Service, opts Options) *grpchealth.StaticChe
 		connect.WithReadMaxBytes(opts.MaxRequestBytes),
 		withLimitedGzip(opts.MaxRequestBytes),
 		withCodecs(failures),
+		connect.WithInterceptors(opts.Interceptors...),
 		connect.WithInterceptors(obs, newWatcherLimit(opts.MaxWatchers)),
 	}
 	auth := authn.NewMiddleware(authFunc(opts.Token, opts.ProtectReads))
+	outer := func(path string, h http.Handler) {
+		if opts.Wrap != nil {
+			h = opts.Wrap(h)
+		}
+		mux.Handle(path, h)
+	}
 	wrap := func(path string, h http.Handler) {
 		if opts.Token != "" {
 			h = auth.Wrap(h)
 		}
-		mux.Handle(path, obs.refusals(h))
+		outer(path, obs.refusals(h))
 	}
 	wrap(compactorv1connect.NewCompactionServiceHandler(svc, handlerOpts...))
 	wrap(compactorv1connect.NewCollectionServiceHandler(svc, handlerOpts...))
@@ -105,7 +118,7 @@ func Mount(mux *http.ServeMux, svc *Service, opts Options) *grpchealth.StaticChe
 	wrap(compactorv1connect.NewControlServiceHandler(svc, handlerOpts...))
 
 	checker := grpchealth.NewStaticChecker(ServiceNames...)
-	mux.Handle(grpchealth.NewHandler(checker))
+	outer(grpchealth.NewHandler(checker))
 	// Reflection lists the health service too, so that grpcurl and buf curl
 	// can call it by name. It describes the API, so it is a read.
 	reflector := grpcreflect.NewStaticReflector(append(slices.Clone(ServiceNames), grpchealth.HealthV1ServiceName)...)

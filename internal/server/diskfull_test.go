@@ -27,7 +27,7 @@ import (
 )
 
 // running is an App served by App.Run on a loopback port.
-type running struct {
+type diskApp struct {
 	app   *server.App
 	base  string
 	hc    *http.Client
@@ -37,7 +37,7 @@ type running struct {
 	out   *syncBuffer
 }
 
-func runApp(t *testing.T, configure func(*server.Config)) *running {
+func runApp(t *testing.T, configure func(*server.Config)) *diskApp {
 	t.Helper()
 	cfg := server.DefaultConfig()
 	cfg.DataDir = t.TempDir()
@@ -75,7 +75,7 @@ func runApp(t *testing.T, configure func(*server.Config)) *running {
 	}
 	hc := &http.Client{}
 	t.Cleanup(hc.CloseIdleConnections)
-	return &running{
+	return &diskApp{
 		app: app, base: base, hc: hc, out: out,
 		colls: compactorv1connect.NewCollectionServiceClient(hc, base),
 		logs:  compactorv1connect.NewLogServiceClient(hc, base),
@@ -84,7 +84,7 @@ func runApp(t *testing.T, configure func(*server.Config)) *running {
 }
 
 // readyz returns the status and body of GET /readyz.
-func (r *running) readyz(t *testing.T) (int, string) {
+func (r *diskApp) readyz(t *testing.T) (int, string) {
 	t.Helper()
 	res, err := r.hc.Get(r.base + "/readyz")
 	if err != nil {
@@ -95,14 +95,14 @@ func (r *running) readyz(t *testing.T) (int, string) {
 	return res.StatusCode, string(b)
 }
 
-func (r *running) wantReady(t *testing.T, what string) {
+func (r *diskApp) wantReady(t *testing.T, what string) {
 	t.Helper()
 	if code, body := r.readyz(t); code != http.StatusOK {
 		t.Fatalf("%s: /readyz %d %q, want 200", what, code, body)
 	}
 }
 
-func (r *running) wantNotReady(t *testing.T, what, reason string) {
+func (r *diskApp) wantNotReady(t *testing.T, what, reason string) {
 	t.Helper()
 	code, body := r.readyz(t)
 	if code != http.StatusServiceUnavailable || !strings.Contains(body, reason) || strings.Contains(body, "/") {
@@ -112,7 +112,7 @@ func (r *running) wantNotReady(t *testing.T, what, reason string) {
 
 // wantGauge checks the line `compactor_storage_full{store="<store>"} <v>`
 // of /metrics.
-func (r *running) wantGauge(t *testing.T, store string, v int) {
+func (r *diskApp) wantGauge(t *testing.T, store string, v int) {
 	t.Helper()
 	res, err := r.hc.Get(r.base + "/metrics")
 	if err != nil {
@@ -220,7 +220,7 @@ func TestDiskFullCatalog(t *testing.T) {
 }
 
 // waitFinished polls a job until it is finished.
-func (r *running) waitFinished(t *testing.T, jobID string) *compactorv1.Job {
+func (r *diskApp) waitFinished(t *testing.T, jobID string) *compactorv1.Job {
 	t.Helper()
 	for {
 		res, err := r.jobs.GetCompaction(t.Context(), connect.NewRequest(&compactorv1.GetCompactionRequest{JobId: jobID}))
@@ -235,7 +235,7 @@ func (r *running) waitFinished(t *testing.T, jobID string) *compactorv1.Job {
 	}
 }
 
-func (r *running) compact(t *testing.T, id string) *compactorv1.Job {
+func (r *diskApp) compact(t *testing.T, id string) *compactorv1.Job {
 	t.Helper()
 	res, err := r.jobs.Compact(t.Context(), connect.NewRequest(&compactorv1.CompactRequest{CollectionIds: []string{id}}))
 	if err != nil {

@@ -15,19 +15,22 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"runtime/debug"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"connectrpc.com/connect"
 	"connectrpc.com/grpchealth"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/pflag"
+	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/compactorhq/compactor/internal/buildinfo"
 	"github.com/compactorhq/compactor/internal/catalog"
 	"github.com/compactorhq/compactor/internal/compaction"
 	"github.com/compactorhq/compactor/internal/manager"
@@ -67,6 +70,15 @@ type Config struct {
 	// CatalogReserveBytes is the SQLite catalog's space reserve (README
 	// "Disk full"); 0: none.
 	CatalogReserveBytes int64
+	// CORSOrigins may call the API from browsers (--cors-origin); empty:
+	// no CORS headers.
+	CORSOrigins []string
+	// DebugListen is the address of the pprof listener (--debug-listen);
+	// empty: none.
+	DebugListen string
+	// TracerProvider, when set, receives the spans of RPCs and jobs
+	// instead of the OTLP exporter the OTEL_* environment configures.
+	TracerProvider trace.TracerProvider
 }
 
 // DefaultConfig returns the defaults of every setting.
@@ -113,6 +125,7 @@ func (c *Config) RegisterFlags(fs *pflag.FlagSet) {
 	c.Compaction.RegisterFlags(fs)
 	c.Manager.RegisterFlags(fs)
 	c.Web.RegisterFlags(fs)
+	c.registerObservabilityFlags(fs)
 }
 
 // Validate checks the configuration and fills the derived defaults (catalog
@@ -184,6 +197,9 @@ func (c *Config) Validate() error {
 	case c.Segment.MinBlockRecords <= 0 || c.Segment.MinBlockRecords >= c.Segment.MaxBlockRecords:
 		return fmt.Errorf("--min-block-records must be in 1..max-block-records-1, got %d", c.Segment.MinBlockRecords)
 	}
+	if err := c.validateObservability(); err != nil {
+		return err
+	}
 	if err := c.Compaction.Validate(); err != nil {
 		return err
 	}
@@ -212,6 +228,8 @@ type App struct {
 	ready   atomic.Bool
 	closers []func() error
 	blobs   *spaceBlobs
+	tracing tracing
+	debug   atomic.Pointer[net.Addr] // bound address of the pprof listener
 	backlog *backlogSampler
 	done    chan struct{} // closed when shutdown starts: ends the page's event streams
 	stopped sync.Once
@@ -231,6 +249,13 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (_ *App, err err
 		}
 	}()
 	a.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildInfo())
+
+	a.tracing, err = newTracing(ctx, cfg.TracerProvider, logger)
+	if err != nil {
+		return nil, err
+	}
+	a.closers = append(a.closers, func() error { return a.tracing.shutdown(context.Background()) })
+	cfg.Manager.TracerProvider = a.tracing.provider
 
 	if err := os.MkdirAll(cfg.DataDir, 0o750); err != nil {
 		return nil, fmt.Errorf("create data directory: %w", err)
@@ -274,11 +299,16 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (_ *App, err err
 		return nil, err
 	}
 	recs := records{Compactor: a.Compactor, blobDir: fileBlobDir(cfg.BlobURL), log: logger.With("component", "rpc")}
-	a.Service = rpc.NewService(a.Manager, a.Manager, a.Catalog, recs,
+	a.Service = rpc.NewService(a.Manager, a.Manager, pushNotifier{a.Catalog, a.Manager, logger.With("component", "rpc")}, recs,
 		catalog.AppendLimits{MaxBacklog: cfg.MaxBacklog, KeyWindow: cfg.PushKeyWindow}, logger.With("component", "rpc"))
+	traces, err := rpcTracing(a.tracing.provider)
+	if err != nil {
+		return nil, fmt.Errorf("rpc tracing: %w", err)
+	}
 	a.health = rpc.Mount(a.mux, a.Service, rpc.Options{
 		Token: cfg.Token, ProtectReads: cfg.ProtectReads, MaxRequestBytes: cfg.MaxRequestBytes,
 		MaxWatchers: cfg.MaxWatchers, Registerer: a.Registry, Logger: logger.With("component", "rpc"),
+		Interceptors: []connect.Interceptor{traces}, Wrap: corsWrap(cfg.CORSOrigins),
 	})
 	a.mux.Handle("GET /metrics", promhttp.HandlerFor(a.Registry, promhttp.HandlerOpts{Registry: a.Registry}))
 	a.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
@@ -373,6 +403,27 @@ func (a *App) Run(ctx context.Context, ln net.Listener, started func(addr net.Ad
 		a.backlog.run(gctx, a.cfg.Manager.Interval, events, func(err error) { a.log.Warn("sample backlogs", "err", err) })
 		return nil
 	})
+	if a.cfg.DebugListen != "" {
+		dln, err := net.Listen("tcp", a.cfg.DebugListen)
+		if err != nil {
+			return fmt.Errorf("--debug-listen %s: %w", a.cfg.DebugListen, err)
+		}
+		addr := dln.Addr()
+		a.debug.Store(&addr)
+		dsrv := NewHTTPServer(debugHandler(), a.log)
+		dsrv.Protocols = nil // HTTP/1.1, as go tool pprof speaks
+		g.Go(func() error {
+			if err := dsrv.Serve(dln); !errors.Is(err, http.ErrServerClosed) {
+				return fmt.Errorf("serve --debug-listen: %w", err)
+			}
+			return nil
+		})
+		g.Go(func() error {
+			<-gctx.Done()
+			return dsrv.Close() // profiles in progress are cut
+		})
+		a.log.Info("serving pprof", "addr", addr.String())
+	}
 	g.Go(func() error {
 		serve := srv.Serve
 		if srv.TLSConfig != nil {
@@ -418,6 +469,15 @@ func (a *App) Run(ctx context.Context, ln net.Listener, started func(addr net.Ad
 	return g.Wait()
 }
 
+// DebugAddr is the bound address of the --debug-listen listener once Run
+// serves it; nil when there is none.
+func (a *App) DebugAddr() net.Addr {
+	if p := a.debug.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
 // NewHTTPServer returns the production http.Server for h: HTTP/1.1 and
 // plaintext HTTP/2 (h2c) through the standard library, with header and idle
 // timeouts. Streams (WatchCompactions, the page's events) have no write
@@ -446,24 +506,17 @@ func (a *App) Close() error {
 	return errors.Join(errs...)
 }
 
-// buildInfo is compactor_build_info{version,revision,goversion} = 1.
+// buildInfo is compactor_build_info{version,revision,build_time,modified,goversion} = 1,
+// from package buildinfo.
 func buildInfo() prometheus.Collector {
-	version, revision, goVersion := "(devel)", "unknown", "unknown"
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		goVersion = bi.GoVersion
-		if bi.Main.Version != "" {
-			version = bi.Main.Version
-		}
-		for _, s := range bi.Settings {
-			if s.Key == "vcs.revision" {
-				revision = s.Value
-			}
-		}
-	}
+	bi := buildinfo.Get()
 	g := prometheus.NewGauge(prometheus.GaugeOpts{
-		Name:        "compactor_build_info",
-		Help:        "Build of the running compactor; the value is always 1.",
-		ConstLabels: prometheus.Labels{"version": version, "revision": revision, "goversion": goVersion},
+		Name: "compactor_build_info",
+		Help: "Build of the running compactor; the value is always 1.",
+		ConstLabels: prometheus.Labels{
+			"version": bi.Version, "revision": bi.Revision, "build_time": bi.Time,
+			"modified": strconv.FormatBool(bi.Modified), "goversion": bi.GoVersion,
+		},
 	})
 	g.Set(1)
 	return g

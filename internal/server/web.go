@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/compactorhq/compactor/internal/buildinfo"
 	"github.com/compactorhq/compactor/internal/catalog"
 	"github.com/compactorhq/compactor/internal/manager"
 	"github.com/compactorhq/compactor/internal/redact"
@@ -317,6 +318,8 @@ func (a *App) mountWeb() error {
 	cfg := a.cfg.Web
 	cfg.Token, cfg.ProtectReads = a.cfg.Token, a.cfg.ProtectReads
 	cfg.Logger, cfg.Done = a.log, a.done // the page adds component=web
+	bi := buildinfo.Get()
+	cfg.Build = web.Build{Version: bi.Version, Revision: bi.Revision, Time: bi.Time, Modified: bi.Modified}
 	h, err := web.NewHandler(&webSource{mgr: a.Manager, cat: a.Catalog, backlog: a.backlog}, cfg)
 	if err != nil {
 		return fmt.Errorf("status page: %w", err)
