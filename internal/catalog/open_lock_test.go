@@ -153,4 +153,3 @@ func TestOpenUnreachablePostgresIsUnavailable(t *testing.T) {
 		t.Errorf("error %q does not name the server", err)
 	}
 }
-

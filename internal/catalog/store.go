@@ -70,7 +70,6 @@ func Open(ctx context.Context, cfg Config) (*Catalog, error) { return open(ctx, 
 // Close closes the database connections.
 func (c *Catalog) Close() error { return c.close() }
 
-
 // Ping checks that the database answers (for /readyz). ErrUnavailable when not.
 func (c *Catalog) Ping(ctx context.Context) error { return c.ping(ctx) }
 
