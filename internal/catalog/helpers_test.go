@@ -2,15 +2,10 @@ package catalog_test
 
 import (
 	"context"
-	"crypto/rand"
-	"database/sql"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"reflect"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -19,12 +14,6 @@ import (
 	"github.com/compactorhq/compactor/internal/catalog/catalogtest"
 	"github.com/compactorhq/compactor/internal/materialize"
 )
-
-// postgresEnv names the environment variable with the DSN of a PostgreSQL
-// server to run the suite against as well, e.g.
-// postgres://postgres@127.0.0.1:5432/test?sslmode=disable. Each test gets a
-// schema of its own, dropped when it ends.
-const postgresEnv = "COMPACTOR_TEST_POSTGRES_DSN"
 
 // fakeClock is a settable clock for Config.Now.
 type fakeClock struct {
@@ -74,7 +63,8 @@ func (e *env) open(t testing.TB) *catalog.Catalog {
 	return c
 }
 
-// forEachBackend runs fn on SQLite and, when postgresEnv is set, PostgreSQL.
+// forEachBackend runs fn on SQLite and, when catalogtest.PostgresEnv is set,
+// PostgreSQL (a schema per test).
 func forEachBackend(t *testing.T, fn func(t *testing.T, e *env)) {
 	t.Helper()
 	t.Run("sqlite", func(t *testing.T) {
@@ -89,34 +79,11 @@ func forEachBackend(t *testing.T, fn func(t *testing.T, e *env)) {
 	}
 }
 
-func postgresBase() string { return os.Getenv(postgresEnv) }
+func postgresBase() string { return catalogtest.PostgresBase() }
 
 // postgresSchema creates a schema for the test and returns a DSN that uses
 // it; the schema is dropped when the test ends.
-func postgresSchema(t testing.TB, base string) string {
-	t.Helper()
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	schema := "catalog_test_" + hex.EncodeToString(b[:])
-	admin, err := sql.Open("pgx", base)
-	if err != nil {
-		t.Fatalf("open postgres: %v", err)
-	}
-	t.Cleanup(func() {
-		if _, err := admin.Exec(`DROP SCHEMA ` + schema + ` CASCADE`); err != nil {
-			t.Errorf("drop schema %s: %v", schema, err)
-		}
-		_ = admin.Close()
-	})
-	if _, err := admin.Exec(`CREATE SCHEMA ` + schema); err != nil {
-		t.Fatalf("create schema %s: %v", schema, err)
-	}
-	sep := "?"
-	if strings.Contains(base, "?") {
-		sep = "&"
-	}
-	return base + sep + "search_path=" + schema
-}
+func postgresSchema(t testing.TB, base string) string { return catalogtest.PostgresSchema(t, base) }
 
 var ctx = context.Background()
 

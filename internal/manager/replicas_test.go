@@ -2,19 +2,15 @@ package manager_test
 
 import (
 	"context"
-	"crypto/rand"
-	"database/sql"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/compactorhq/compactor/internal/catalog"
+	"github.com/compactorhq/compactor/internal/catalog/catalogtest"
 	"github.com/compactorhq/compactor/internal/manager"
 	"github.com/compactorhq/compactor/internal/materialize"
 )
@@ -25,39 +21,17 @@ import (
 // commits through the catalog for real, so claims, leases and the fenced
 // commit are the catalog's.
 
-const postgresEnv = "COMPACTOR_TEST_POSTGRES_DSN"
-
 func forEachCatalog(t *testing.T, fn func(t *testing.T, open func() *catalog.Catalog)) {
 	t.Run("sqlite", func(t *testing.T) {
 		dsn := filepath.Join(t.TempDir(), "catalog.db")
 		fn(t, func() *catalog.Catalog { return openCatalog(t, "sqlite", dsn) })
 	})
-	base := os.Getenv(postgresEnv)
+	base := catalogtest.PostgresBase()
 	if base == "" {
 		return
 	}
 	t.Run("postgres", func(t *testing.T) {
-		var b [6]byte
-		_, _ = rand.Read(b[:])
-		schema := "manager_test_" + hex.EncodeToString(b[:])
-		admin, err := sql.Open("pgx", base)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := admin.Exec(`CREATE SCHEMA ` + schema); err != nil {
-			t.Fatalf("create schema: %v", err)
-		}
-		t.Cleanup(func() {
-			if _, err := admin.Exec(`DROP SCHEMA ` + schema + ` CASCADE`); err != nil {
-				t.Errorf("drop schema %s: %v", schema, err)
-			}
-			_ = admin.Close()
-		})
-		sep := "?"
-		if strings.Contains(base, "?") {
-			sep = "&"
-		}
-		dsn := base + sep + "search_path=" + schema
+		dsn := catalogtest.PostgresSchema(t, base)
 		fn(t, func() *catalog.Catalog { return openCatalog(t, "postgres", dsn) })
 	})
 }

@@ -2,17 +2,12 @@ package server_test
 
 import (
 	"context"
-	"crypto/rand"
-	"database/sql"
-	"encoding/hex"
 	"errors"
-	"os"
 	"strings"
 	"testing"
 
-	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" driver, for the test schema
-
 	"github.com/compactorhq/compactor/internal/catalog"
+	"github.com/compactorhq/compactor/internal/catalog/catalogtest"
 	"github.com/compactorhq/compactor/internal/server"
 )
 
@@ -101,34 +96,14 @@ func TestOpenNamesTheFlagOfAnUnreachableCatalog(t *testing.T) {
 	}
 }
 
-// postgresSchema returns the URL of a new schema in the database of
-// COMPACTOR_TEST_POSTGRES_DSN, dropped when the test ends; it skips the test
-// when the variable is unset.
+// postgresSchema returns a DSN of a schema of the test's own on the server
+// of COMPACTOR_TEST_POSTGRES_DSN, dropped when the test ends; it skips the
+// test when the variable is unset.
 func postgresSchema(t *testing.T) string {
 	t.Helper()
-	base := os.Getenv("COMPACTOR_TEST_POSTGRES_DSN")
+	base := catalogtest.PostgresBase()
 	if base == "" {
-		t.Skip("COMPACTOR_TEST_POSTGRES_DSN is not set: no PostgreSQL to test against")
+		t.Skip(catalogtest.PostgresEnv + " is not set: no PostgreSQL to test against")
 	}
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	schema := "server_test_" + hex.EncodeToString(b[:])
-	admin, err := sql.Open("pgx", base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := admin.Exec(`CREATE SCHEMA ` + schema); err != nil {
-		t.Fatalf("create schema: %v", err)
-	}
-	t.Cleanup(func() {
-		if _, err := admin.Exec(`DROP SCHEMA ` + schema + ` CASCADE`); err != nil {
-			t.Errorf("drop schema %s: %v", schema, err)
-		}
-		_ = admin.Close()
-	})
-	sep := "?"
-	if strings.Contains(base, "?") {
-		sep = "&"
-	}
-	return base + sep + "search_path=" + schema
+	return catalogtest.PostgresSchema(t, base)
 }

@@ -3,6 +3,9 @@ package catalogtest
 
 import (
 	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
 	"fmt"
 	"os"
 	"os/exec"
@@ -10,6 +13,8 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+
+	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" driver, for the test schema
 
 	"github.com/compactorhq/compactor/internal/catalog"
 )
@@ -86,4 +91,41 @@ func FillDisk(t testing.TB, path string) int64 {
 		}
 		return n
 	}
+}
+
+// PostgresEnv names the environment variable with the DSN of a PostgreSQL
+// server that tests run against as well, e.g.
+// postgres://postgres@127.0.0.1:5432/test?sslmode=disable
+// (scripts/test.sh sets it when one answers locally).
+const PostgresEnv = "COMPACTOR_TEST_POSTGRES_DSN"
+
+// PostgresBase returns the DSN of PostgresEnv; "" when unset.
+func PostgresBase() string { return os.Getenv(PostgresEnv) }
+
+// PostgresSchema creates a schema of its own for the test on the server of
+// base and returns a DSN that uses it (search_path); the schema is dropped,
+// with everything in it, when the test ends.
+func PostgresSchema(t testing.TB, base string) string {
+	t.Helper()
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	schema := "test_" + hex.EncodeToString(b[:])
+	admin, err := sql.Open("pgx", base)
+	if err != nil {
+		t.Fatalf("open postgres: %v", err)
+	}
+	t.Cleanup(func() {
+		if _, err := admin.Exec(`DROP SCHEMA ` + schema + ` CASCADE`); err != nil {
+			t.Errorf("drop schema %s: %v", schema, err)
+		}
+		_ = admin.Close()
+	})
+	if _, err := admin.Exec(`CREATE SCHEMA ` + schema); err != nil {
+		t.Fatalf("create schema %s: %v", schema, err)
+	}
+	sep := "?"
+	if strings.Contains(base, "?") {
+		sep = "&"
+	}
+	return base + sep + "search_path=" + schema
 }
