@@ -33,6 +33,21 @@ func (h *handler) actionForm(w http.ResponseWriter, r *http.Request, fallbackNex
 	return next, true
 }
 
+// formReason reads the form's reason, trimmed. It answers 400 itself and
+// returns ok=false for text that is not UTF-8 or over maxReasonBytes.
+func (h *handler) formReason(w http.ResponseWriter, r *http.Request) (reason string, ok bool) {
+	reason = strings.TrimSpace(r.PostForm.Get("reason"))
+	switch {
+	case !utf8.ValidString(reason):
+		h.renderError(w, r, http.StatusBadRequest, "The reason is not valid UTF-8 text.")
+		return "", false
+	case len(reason) > maxReasonBytes:
+		h.renderError(w, r, http.StatusBadRequest, "The reason is too long: at most 1000 bytes.")
+		return "", false
+	}
+	return reason, true
+}
+
 // compact handles POST /collections/{id}/compact: a one-off compaction.
 func (h *handler) compact(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
@@ -40,15 +55,11 @@ func (h *handler) compact(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	reason := strings.TrimSpace(r.PostForm.Get("reason"))
-	switch {
-	case !utf8.ValidString(reason):
-		h.renderError(w, r, http.StatusBadRequest, "The reason is not valid UTF-8 text.")
+	reason, ok := h.formReason(w, r)
+	if !ok {
 		return
-	case len(reason) > maxReasonBytes:
-		h.renderError(w, r, http.StatusBadRequest, "The reason is too long: at most 1000 bytes.")
-		return
-	case reason == "":
+	}
+	if reason == "" {
 		reason = defaultReason
 	}
 	jobID, err := h.src.Compact(r.Context(), id, reason)
@@ -107,13 +118,8 @@ func (h *handler) setPause(w http.ResponseWriter, r *http.Request, paused bool) 
 	if !ok {
 		return
 	}
-	reason := strings.TrimSpace(r.PostForm.Get("reason"))
-	switch {
-	case !utf8.ValidString(reason):
-		h.renderError(w, r, http.StatusBadRequest, "The reason is not valid UTF-8 text.")
-		return
-	case len(reason) > maxReasonBytes:
-		h.renderError(w, r, http.StatusBadRequest, "The reason is too long: at most 1000 bytes.")
+	reason, ok := h.formReason(w, r)
+	if !ok {
 		return
 	}
 	by := "status page (" + clientHost(r) + ")"

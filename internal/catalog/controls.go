@@ -72,10 +72,20 @@ func (c *Catalog) SetCollectionPause(ctx context.Context, id string, paused bool
 	} else {
 		at = now
 	}
+	col, err := c.updateCollection(ctx, id, `paused_at = ?, pause_reason = ?, paused_by = ?, updated_at = ?`, at, reason, by, now)
+	if err != nil {
+		return Collection{}, c.wrap(err, "set pause of collection %s", id)
+	}
+	return col, nil
+}
+
+// updateCollection sets columns of collection id (set is the SET list,
+// args its values) and returns the row as stored, in one transaction.
+// ErrNotFound when there is no such collection.
+func (c *Catalog) updateCollection(ctx context.Context, id, set string, args ...any) (Collection, error) {
 	var col Collection
 	err := c.writeTx(ctx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, c.d.q(`UPDATE collections SET paused_at = ?, pause_reason = ?, paused_by = ?, updated_at = ? WHERE id = ?`),
-			at, reason, by, now, id)
+		res, err := tx.ExecContext(ctx, c.d.q(`UPDATE collections SET `+set+` WHERE id = ?`), append(args, id)...)
 		if err != nil {
 			return err
 		}
@@ -87,10 +97,7 @@ func (c *Catalog) SetCollectionPause(ctx context.Context, id string, paused bool
 		col, err = c.queryCollection(ctx, tx, id)
 		return err
 	})
-	if err != nil {
-		return Collection{}, c.wrap(err, "set pause of collection %s", id)
-	}
-	return col, nil
+	return col, err
 }
 
 // SetCollectionSettings replaces a collection's threshold overrides and
@@ -109,21 +116,8 @@ func (c *Catalog) SetCollectionSettings(ctx context.Context, id string, s Collec
 		}
 		return v
 	}
-	var col Collection
-	err := c.writeTx(ctx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, c.d.q(`UPDATE collections SET min_compaction_size = ?, max_uncompacted_age_ms = ?, updated_at = ? WHERE id = ?`),
-			nullable(s.MinCompactionSize), nullable(s.MaxUncompactedAge.Milliseconds()), ms(c.now()), id)
-		if err != nil {
-			return err
-		}
-		if n, err := rowsAffected(res); err != nil {
-			return err
-		} else if n == 0 {
-			return ErrNotFound
-		}
-		col, err = c.queryCollection(ctx, tx, id)
-		return err
-	})
+	col, err := c.updateCollection(ctx, id, `min_compaction_size = ?, max_uncompacted_age_ms = ?, updated_at = ?`,
+		nullable(s.MinCompactionSize), nullable(s.MaxUncompactedAge.Milliseconds()), ms(c.now()))
 	if err != nil {
 		return Collection{}, c.wrap(err, "set settings of collection %s", id)
 	}
