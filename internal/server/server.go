@@ -294,6 +294,9 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (_ *App, err err
 	if mcfg.Address == "" {
 		mcfg.Address = cfg.Listen
 	}
+	if mcfg.Version == "" {
+		mcfg.Version = buildinfo.Get().Version
+	}
 	a.Manager, err = manager.New(a.Catalog, executor{c: a.Compactor, throttle: throttle}, mcfg, a.Registry, logger.With("component", "manager"))
 	if err != nil {
 		return nil, err
