@@ -1448,12 +1448,12 @@ const file_compactor_v1_compaction_proto_rawDesc = "" +
 	"\x19WATCH_EVENT_TYPE_SNAPSHOT\x10\x01\x12&\n" +
 	"\"WATCH_EVENT_TYPE_SNAPSHOT_COMPLETE\x10\x02\x12\x1c\n" +
 	"\x18WATCH_EVENT_TYPE_CHANGED\x10\x03\x12\x1d\n" +
-	"\x19WATCH_EVENT_TYPE_PROGRESS\x10\x042\xba\x04\n" +
+	"\x19WATCH_EVENT_TYPE_PROGRESS\x10\x042\xbf\x04\n" +
 	"\x11CompactionService\x12F\n" +
 	"\aCompact\x12\x1c.compactor.v1.CompactRequest\x1a\x1d.compactor.v1.CompactResponse\x12]\n" +
 	"\rGetCompaction\x12\".compactor.v1.GetCompactionRequest\x1a#.compactor.v1.GetCompactionResponse\"\x03\x90\x02\x01\x12c\n" +
-	"\x0fListCompactions\x12$.compactor.v1.ListCompactionsRequest\x1a%.compactor.v1.ListCompactionsResponse\"\x03\x90\x02\x01\x12c\n" +
-	"\x10WatchCompactions\x12%.compactor.v1.WatchCompactionsRequest\x1a&.compactor.v1.WatchCompactionsResponse0\x01\x12a\n" +
+	"\x0fListCompactions\x12$.compactor.v1.ListCompactionsRequest\x1a%.compactor.v1.ListCompactionsResponse\"\x03\x90\x02\x01\x12h\n" +
+	"\x10WatchCompactions\x12%.compactor.v1.WatchCompactionsRequest\x1a&.compactor.v1.WatchCompactionsResponse\"\x03\x90\x02\x010\x01\x12a\n" +
 	"\x10CancelCompaction\x12%.compactor.v1.CancelCompactionRequest\x1a&.compactor.v1.CancelCompactionResponse\x12Q\n" +
 	"\tListNodes\x12\x1e.compactor.v1.ListNodesRequest\x1a\x1f.compactor.v1.ListNodesResponse\"\x03\x90\x02\x01B\xb3\x01\n" +
 	"\x10com.compactor.v1B\x0fCompactionProtoP\x01Z=github.com/compactorhq/compactor/gen/compactor/v1;compactorv1\xa2\x02\x03CXX\xaa\x02\fCompactor.V1\xca\x02\fCompactor\\V1\xe2\x02\x18Compactor\\V1\\GPBMetadata\xea\x02\rCompactor::V1b\x06proto3"

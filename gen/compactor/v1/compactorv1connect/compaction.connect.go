@@ -130,6 +130,7 @@ func NewCompactionServiceClient(httpClient connect.HTTPClient, baseURL string, o
 			httpClient,
 			baseURL+CompactionServiceWatchCompactionsProcedure,
 			connect.WithSchema(compactionServiceMethods.ByName("WatchCompactions")),
+			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 			connect.WithClientOptions(opts...),
 		),
 		cancelCompaction: connect.NewClient[v1.CancelCompactionRequest, v1.CancelCompactionResponse](
@@ -261,6 +262,7 @@ func NewCompactionServiceHandler(svc CompactionServiceHandler, opts ...connect.H
 		CompactionServiceWatchCompactionsProcedure,
 		svc.WatchCompactions,
 		connect.WithSchema(compactionServiceMethods.ByName("WatchCompactions")),
+		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 		connect.WithHandlerOptions(opts...),
 	)
 	compactionServiceCancelCompactionHandler := connect.NewUnaryHandler(
