@@ -24,11 +24,13 @@
 package manager
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"sync"
 	"time"
 
@@ -444,6 +446,11 @@ func (m *Manager) CancelForDeletion(ctx context.Context, collectionID string) er
 	if err != nil {
 		return err
 	}
+	// The queued job first: cancelled after the running one, it could be
+	// claimed as soon as that one ended.
+	slices.SortStableFunc(active, func(a, b Job) int {
+		return cmp.Compare(boolGauge(a.State == catalog.JobRunning), boolGauge(b.State == catalog.JobRunning))
+	})
 	var errs []error
 	for _, j := range active {
 		if j.CollectionID != collectionID {
