@@ -14,7 +14,8 @@
 # end-to-end checks; a failed non-test step counts as a failure).
 #
 # Environment: FUZZ_TIME (a go test -fuzztime value, default 10s) is how long
-# each fuzz target runs; GO_TEST_TIMEOUT (default 30m) is the -timeout of
+# each fuzz target runs, FUZZ_MINIMIZE_TIME (default 5s) how long one new
+# input may be minimized; GO_TEST_TIMEOUT (default 30m) is the -timeout of
 # each package's tests; CI=true makes a missing browser or promtool a failure instead
 # of a skip; SKIP_INSTALL=1 installs nothing.
 set -uo pipefail
@@ -129,7 +130,7 @@ fuzz_all() {
 		for name in $(echo "$names" | grep -E '^Fuzz[A-Za-z0-9_]*$'); do
 			ran=$((ran + 1))
 			echo "fuzz ./$dir $name for $fuzztime"
-			if ! go test -run='^$' -fuzz="^$name\$" -fuzztime="$fuzztime" "./$dir" >"$log" 2>&1; then
+			if ! go test -run='^$' -fuzz="^$name\$" -fuzztime="$fuzztime" -fuzzminimizetime="${FUZZ_MINIMIZE_TIME:-5s}" "./$dir" >"$log" 2>&1; then
 				cat "$log"
 				echo "FAILED: fuzz target $name in ./$dir"
 				bad+=("$name (./$dir)")
