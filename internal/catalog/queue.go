@@ -146,8 +146,11 @@ func (c *Catalog) EnqueueJob(ctx context.Context, r JobRequest) (job Job, create
 	return job, created, nil
 }
 
-// ClaimJob makes the next runnable QUEUED job RUNNING on node, with a lease
-// that ends lease from now unless renewed, and returns it. Claim order:
+// ClaimJob makes the next runnable QUEUED job RUNNING under owner's lease,
+// which ends lease from now unless renewed, and returns it. owner is the
+// node's name, optionally followed by "/" and a token unique to the
+// process (so that two processes given one name by mistake never share a
+// lease); the job's Node is the name. Claim order:
 // priority (one-offs first), then the oldest uncompacted record, then
 // enqueue order. A job is runnable when its collection has no RUNNING job
 // and, for a scheduled job, the collection's retry backoff has passed.
@@ -183,13 +186,14 @@ func (c *Catalog) ClaimJob(ctx context.Context, node string, lease time.Duration
 			return ErrNoJob
 		}
 		job = jobs[0]
-		job.State, job.StartedAt, job.Node = JobRunning, now, node
+		name, _, _ := strings.Cut(node, "/")
+		job.State, job.StartedAt, job.Node = JobRunning, now, name
 		job.LeaseOwner, job.LeaseExpiresAt = node, now.Add(lease)
 		job.Progress = JobProgress{Phase: "starting", UpdatedAt: now}
 		res, err := tx.ExecContext(ctx, c.d.q(`UPDATE jobs SET state = ?, started_at = ?, node = ?, lease_owner = ?, lease_expires_at = ?,
 				cancel_requested = 0, progress_phase = ?, progress_read = 0, progress_total = 0, progress_bytes = 0, progress_at = ?
 			WHERE id = ? AND state = ?`),
-			string(JobRunning), ms(now), node, node, ms(job.LeaseExpiresAt), job.Progress.Phase, ms(now), job.ID, string(JobQueued))
+			string(JobRunning), ms(now), name, node, ms(job.LeaseExpiresAt), job.Progress.Phase, ms(now), job.ID, string(JobQueued))
 		if c.d.kind(err) == kindUnique {
 			// Another replica started a job of this collection after this
 			// transaction's snapshot (PostgreSQL): nothing to claim here now.
@@ -355,7 +359,7 @@ func (c *Catalog) ExpireLeases(ctx context.Context) ([]Job, error) {
 		}
 		for i := range jobs {
 			j := &jobs[i]
-			j.State, j.FinishedAt, j.Error = JobFailed, now, fmt.Sprintf(interruptedLease, cmp.Or(j.LeaseOwner, j.Node))
+			j.State, j.FinishedAt, j.Error = JobFailed, now, fmt.Sprintf(interruptedLease, cmp.Or(j.Node, j.LeaseOwner))
 			if err := c.execInterrupt(ctx, tx, *j); err != nil {
 				return err
 			}

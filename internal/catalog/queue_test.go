@@ -505,3 +505,27 @@ func TestConcurrentClaimsNeverShareAJob(t *testing.T) {
 		}
 	})
 }
+
+func TestALeaseBelongsToOneProcessOfANode(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		c := e.open(t)
+		col := mustCreate(t, c, "twins", 0)
+		mustEnqueue(t, c, catalog.JobRequest{CollectionID: col.ID, Trigger: catalog.TriggerOneOff})
+		j, err := c.ClaimJob(ctx, "n1/process-a", lease)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if j.Node != "n1" || j.LeaseOwner != "n1/process-a" {
+			t.Fatalf("claimed job node %q, lease owner %q; want n1 and n1/process-a", j.Node, j.LeaseOwner)
+		}
+		// Another process started with the same --node holds nothing.
+		_, err = c.RenewLease(ctx, j.ID, "n1/process-b", lease, catalog.JobProgress{})
+		wantErr(t, "RenewLease by the node's other process", err, catalog.ErrLeaseLost)
+		done := j
+		done.State, done.FinishedAt = catalog.JobSucceeded, ms(e.clock.Now())
+		wantErr(t, "FinishJob by the node's other process", c.FinishJob(ctx, "n1/process-b", done), catalog.ErrLeaseLost)
+		if err := c.FinishJob(ctx, "n1/process-a", done); err != nil {
+			t.Fatal(err)
+		}
+	})
+}

@@ -3,6 +3,7 @@ package manager
 import (
 	"fmt"
 	"math"
+	"strings"
 	"time"
 
 	"github.com/dustin/go-humanize"
@@ -141,6 +142,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("--history-max-age must be positive, got %s", c.HistoryMaxAge)
 	case c.ShutdownTimeout < 0:
 		return fmt.Errorf("--shutdown-timeout must not be negative, got %s", c.ShutdownTimeout)
+	case strings.Contains(c.Node, "/"):
+		return fmt.Errorf("--node must not contain \"/\", got %q", c.Node)
 	case c.LeaseDuration < time.Second:
 		return fmt.Errorf("--lease-duration must be at least 1s, got %s", c.LeaseDuration)
 	case c.RenewInterval <= 0 || 3*c.RenewInterval > c.LeaseDuration:

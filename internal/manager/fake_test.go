@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -184,7 +185,8 @@ func (s *memStore) ClaimJob(_ context.Context, node string, lease time.Duration)
 		if c := s.colls[j.CollectionID]; j.Trigger == catalog.TriggerScheduled && !j.Expedited && now.Before(c.RetryAfter) {
 			continue
 		}
-		j.State, j.StartedAt, j.Node, j.LeaseOwner, j.LeaseExpiresAt = catalog.JobRunning, now, node, node, now.Add(lease)
+		name, _, _ := strings.Cut(node, "/")
+		j.State, j.StartedAt, j.Node, j.LeaseOwner, j.LeaseExpiresAt = catalog.JobRunning, now, name, node, now.Add(lease)
 		j.Progress = catalog.JobProgress{Phase: "starting", UpdatedAt: now}
 		s.jobs[j.ID] = j
 		return j, nil
@@ -266,7 +268,7 @@ func (s *memStore) ExpireLeases(context.Context) ([]catalog.Job, error) {
 	var out []catalog.Job
 	for _, j := range s.jobs {
 		if j.State == catalog.JobRunning && j.LeaseExpiresAt.Before(now) {
-			out = append(out, s.interruptLocked(j, "interrupted: lease of node "+j.LeaseOwner+" expired"))
+			out = append(out, s.interruptLocked(j, "interrupted: lease of node "+j.Node+" expired"))
 		}
 	}
 	return out, nil

@@ -28,7 +28,7 @@ func (m *Manager) keepLease(ctx context.Context, r *run) {
 		m.mu.Lock()
 		p := r.progress
 		m.mu.Unlock()
-		cancel, err := m.store.RenewLease(ctx, r.job.ID, m.cfg.Node, m.cfg.LeaseDuration, jobProgress(p))
+		cancel, err := m.store.RenewLease(ctx, r.job.ID, m.owner, m.cfg.LeaseDuration, jobProgress(p))
 		switch {
 		case errors.Is(err, catalog.ErrLeaseLost):
 			r.cancel(errLeaseLost)

@@ -34,6 +34,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/trace"
 
@@ -170,10 +171,14 @@ type Enqueued struct {
 // Run; Compact, Cancel, Get, List, Active and Watch may be called while it
 // runs.
 type Manager struct {
-	store   Store
-	exec    Executor
-	cfg     Config
-	policy  failurePolicy
+	store  Store
+	exec   Executor
+	cfg    Config
+	policy failurePolicy
+	// owner holds this process's leases: the node's name and a token of
+	// the process, so that two processes given one --node by mistake never
+	// commit under each other's lease.
+	owner   string
 	logger  *slog.Logger
 	metrics *metrics
 	tracer  trace.Tracer
@@ -225,6 +230,7 @@ func New(store Store, exec Executor, cfg Config, reg prometheus.Registerer, logg
 		exec:     exec,
 		cfg:      cfg,
 		policy:   failurePolicy{base: cfg.BackoffBase, max: cfg.BackoffMax, deadLetterAfter: cfg.DeadLetterAfter},
+		owner:    cfg.Node + "/" + uuid.NewString()[:8],
 		logger:   logger,
 		metrics:  newMetrics(reg, cfg),
 		tracer:   tracerOf(cfg.TracerProvider),

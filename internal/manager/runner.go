@@ -26,7 +26,7 @@ func (m *Manager) worker(ctx, workCtx context.Context) {
 		if stopping || ctx.Err() != nil {
 			return
 		}
-		j, err := m.store.ClaimJob(ctx, m.cfg.Node, m.cfg.LeaseDuration)
+		j, err := m.store.ClaimJob(ctx, m.owner, m.cfg.LeaseDuration)
 		if err == nil {
 			m.run(workCtx, j)
 			continue
@@ -122,7 +122,7 @@ func (m *Manager) run(workCtx context.Context, j catalog.Job) {
 	defer pcancel()
 	lost := errors.Is(cause, errLeaseLost) || errors.Is(err, catalog.ErrLeaseLost)
 	if !(err == nil && outcome.Committed()) && !lost {
-		if perr := m.store.FinishJob(pctx, m.cfg.Node, final); errors.Is(perr, catalog.ErrLeaseLost) || errors.Is(perr, catalog.ErrNotFound) {
+		if perr := m.store.FinishJob(pctx, m.owner, final); errors.Is(perr, catalog.ErrLeaseLost) || errors.Is(perr, catalog.ErrNotFound) {
 			lost = true
 		} else if perr != nil {
 			log.Error("persist finished job", "err", perr)
@@ -225,7 +225,7 @@ func (m *Manager) execute(ctx context.Context, r *run, finish func(Outcome) cata
 			// row ends FAILED "interrupted" keeping it). Once per phase: a
 			// few writes per job, not one per batch; the lease keeper
 			// persists the counts in between.
-			if _, err := m.store.RenewLease(ctx, r.job.ID, m.cfg.Node, m.cfg.LeaseDuration, jobProgress(p)); err != nil && ctx.Err() == nil {
+			if _, err := m.store.RenewLease(ctx, r.job.ID, m.owner, m.cfg.LeaseDuration, jobProgress(p)); err != nil && ctx.Err() == nil {
 				m.logger.Warn("persist progress of running job", "job", r.job.ID, "collection", r.job.CollectionID, "err", err)
 			}
 		}
