@@ -316,12 +316,12 @@ func TestCancelOnAnotherReplica(t *testing.T) {
 		e1.hold[id] = make(chan struct{}) // runs until cancelled
 		fast := func(c *manager.Config) { c.RenewInterval = 50 * time.Millisecond }
 		r1 := startReplica(t, c1, e1, "n1", fast)
-		r2 := startReplica(t, c2, newCommitExec(c2), "n2", func(c *manager.Config) { fast(c); c.Workers = 1 })
 		enq, err := r1.m.Compact(t.Context(), []string{id}, false, "test")
 		if err != nil {
 			t.Fatal(err)
 		}
-		<-e1.started
+		<-e1.started // n1 runs the job; n2 starts after, so it cannot claim it first
+		r2 := startReplica(t, c2, newCommitExec(c2), "n2", func(c *manager.Config) { fast(c); c.Workers = 1 })
 		j, err := r2.m.Cancel(t.Context(), enq[0].Job.ID)
 		if err != nil || j.State != catalog.JobCancelled || j.Node != "n1" {
 			t.Fatalf("Cancel on n2 of n1's job: %s on %s, %v; want CANCELLED", j.State, j.Node, err)
