@@ -18,6 +18,8 @@
 #   COLLECTIONS  collections per run (default 30)
 #   RECORDS      records per collection, at most 5000 (default 2000)
 #   REPLICAS     the replica counts to run (default "1 2 3")
+#   SERVE_FLAGS  more serve flags for every replica, e.g. "--workers 6"
+#                (default none: 2 workers per replica)
 #   BENCH_POSTGRES_URL  server to create the databases on (default
 #                postgres://postgres@127.0.0.1:5432/test?sslmode=disable)
 #   BIN          directory of versitygw (default .cache/bin; built from
@@ -32,6 +34,7 @@ case $BIN in /*) ;; *) BIN=$ROOT/$BIN ;; esac
 COLLECTIONS=${COLLECTIONS:-30}
 RECORDS=${RECORDS:-2000}
 REPLICAS=${REPLICAS:-1 2 3}
+read -r -a serve_flags <<<"${SERVE_FLAGS:-}"
 PG_ADMIN=${BENCH_POSTGRES_URL:-postgres://postgres@127.0.0.1:5432/test?sslmode=disable}
 
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/compactor-bench.XXXXXX")
@@ -65,7 +68,12 @@ fi
 go build -o "$TMP/compactor" ./cmd/compactor
 C=$TMP/compactor
 
-zcat testdata/debian-base.jsonl.gz | head -n "$RECORDS" >"$TMP/data.jsonl"
+python3 - "$RECORDS" testdata/debian-base.jsonl.gz "$TMP/data.jsonl" <<'EOF'
+import gzip, itertools, sys
+n, src, dst = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+with gzip.open(src, "rt") as f, open(dst, "w") as out:
+    out.writelines(itertools.islice(f, n))
+EOF
 RECORDS=$(wc -l <"$TMP/data.jsonl")
 total=$((COLLECTIONS * RECORDS))
 
@@ -114,7 +122,7 @@ print(u.urlunsplit(p._replace(path="/" + sys.argv[2])))' "$PG_ADMIN" "$db")
 		AWS_ACCESS_KEY_ID=bench AWS_SECRET_ACCESS_KEY=bench-secret AWS_EC2_METADATA_DISABLED=true \
 			"$C" serve --listen 127.0.0.1:0 --data-dir "$TMP/data-$n-$i" --catalog "$catalog" \
 			--blob-url "s3://$bucket?endpoint=http://127.0.0.1:$vgw_port&use_path_style=true&region=us-east-1" \
-			--log-format text --node "bench-$i" --schedule-interval 1h --status-poll-interval 200ms >"$log" 2>&1 &
+			--log-format text --node "bench-$i" --schedule-interval 1h --status-poll-interval 200ms "${serve_flags[@]}" >"$log" 2>&1 &
 		run_pids+=($!)
 		pids+=($!)
 		addrs+=("$(wait_addr "$log" "$!")")
@@ -157,6 +165,6 @@ done
 
 nproc=$(nproc 2>/dev/null || echo "?")
 echo
-echo "compact --all throughput: $COLLECTIONS collections x $RECORDS records, PostgreSQL + VersityGW, $nproc cores shared by everything"
+echo "compact --all throughput: $COLLECTIONS collections x $RECORDS records, PostgreSQL + VersityGW, $nproc cores shared by everything${SERVE_FLAGS:+, serve $SERVE_FLAGS}"
 printf '%-8s  %7s  %7s  %9s  %s\n' replicas records seconds records/s "jobs per node"
 for r in "${results[@]}"; do echo "$r"; done
