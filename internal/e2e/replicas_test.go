@@ -3,6 +3,9 @@ package e2e_test
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
+	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -41,8 +44,10 @@ var replicaFlags = []string{
 // other two take its jobs over once their leases expire: every job ends,
 // none stays RUNNING; each dead job ended FAILED "interrupted: lease of node
 // r3 expired" and its follow-up SUCCEEDED; every collection reads exactly
-// the records pushed; the jobs were run by all three nodes; replica 1 lists
-// replica 3 as gone. It logs how long the takeover took.
+// the records pushed; the jobs were run by all three nodes (ListCompactions
+// and the job pages on replica 1); replica 1 lists replica 3 as gone
+// (ListNodes and its page's Nodes panel). It logs how long the takeover
+// took.
 func TestReplicasKillOne(t *testing.T) {
 	deadline := browsertest.Deadline(t)
 	catalogURL := freshDatabase(t)
@@ -236,6 +241,26 @@ func TestReplicasKillOne(t *testing.T) {
 		}
 		waitTick(t, deadline, fmt.Sprintf("see r3 gone and r1, r2 alive in ListNodes on r1 (now %v)", alive))
 	}
+
+	// ---- replica 1's page: the nodes, and a job of each node ----
+	page := getPage(t, ctx, r1, "/")
+	for n, state := range map[string]string{"r1": "alive", "r2": "alive", "r3": "gone"} {
+		if !strings.Contains(page, `data-testid="node-row" data-node="`+n+`" data-state="`+state+`"`) {
+			t.Errorf("r1's page does not show node %s as %s in its Nodes panel", n, state)
+		}
+	}
+	nodeField := regexp.MustCompile(`<dd data-field="node">\s*([^<\s]+)`)
+	for _, n := range []string{"r1", "r2", "r3"} {
+		i := slices.IndexFunc(jobs, func(j *compactorv1.Job) bool { return j.GetNode() == n })
+		if i < 0 {
+			continue // reported above
+		}
+		m := nodeField.FindStringSubmatch(getPage(t, ctx, r1, "/jobs/"+jobs[i].GetId()))
+		if m == nil || m[1] != n {
+			t.Errorf("r1's page of job %s does not name node %s (got %v)", jobs[i].GetId(), n, m)
+		}
+	}
+
 	select {
 	case <-r1.exited:
 		t.Fatalf("r1 exited")
@@ -296,6 +321,26 @@ func waitTick(t *testing.T, deadline time.Time, what string) {
 		t.Fatalf("did not %s by the test's deadline", what)
 	}
 	time.Sleep(50 * time.Millisecond)
+}
+
+// getPage returns the HTML of the page at path on r, failing the test
+// unless it answers 200.
+func getPage(t *testing.T, ctx context.Context, r *replica, path string) string {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, r.base+path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("GET %s on %s: %v", path, r.name, err)
+	}
+	defer res.Body.Close()
+	body, err := io.ReadAll(res.Body)
+	if err != nil || res.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s on %s: %d %v", path, r.name, res.StatusCode, err)
+	}
+	return string(body)
 }
 
 // jobSummary is a one-line-per-job dump for failure messages.
