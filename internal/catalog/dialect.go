@@ -294,7 +294,7 @@ func postgresDialect() *dialect {
 		nextQueueSeq: `nextval('jobs_queue_seq')`,
 		readTx:       &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true},
 		connect: func(ctx context.Context, dsn string) (*sql.DB, *sql.DB, error) {
-			db, err := sql.Open("pgx", withConnectTimeout(dsn, defaultConnectTimeout))
+			db, err := sql.Open("pgx", withIdleTxTimeout(withConnectTimeout(dsn, defaultConnectTimeout), defaultIdleTxTimeout))
 			if err != nil {
 				return nil, nil, fmt.Errorf("open postgres: %w", err)
 			}
@@ -344,6 +344,41 @@ func withConnectTimeout(dsn string, d time.Duration) string {
 		return dsn
 	}
 	return strings.TrimSpace(dsn) + " connect_timeout=" + secs
+}
+
+// defaultIdleTxTimeout is the idle_in_transaction_session_timeout of the
+// catalog's PostgreSQL sessions when the DSN sets none: a replica frozen
+// inside a transaction (SIGSTOP, a VM pause) would otherwise hold its row
+// locks for as long as its TCP connection lives, and since other replicas
+// skip locked rows (FOR UPDATE SKIP LOCKED), its job could not be taken over
+// when its lease expires. After this long idle in a transaction, the server
+// ends the session and releases the locks. The catalog's transactions run
+// their statements back to back, so a healthy replica never comes near it.
+const defaultIdleTxTimeout = 10 * time.Second
+
+// withIdleTxTimeout adds idle_in_transaction_session_timeout (milliseconds;
+// pgx sends unknown URL parameters as session settings) to a URL or
+// key=value DSN that has none.
+func withIdleTxTimeout(dsn string, d time.Duration) string {
+	const name = "idle_in_transaction_session_timeout"
+	ms := strconv.FormatInt(d.Milliseconds(), 10)
+	if isPostgresURL(dsn) {
+		u, err := url.Parse(dsn)
+		if err != nil {
+			return dsn // pgx reports the parse error
+		}
+		q := u.Query()
+		if q.Has(name) {
+			return dsn
+		}
+		q.Set(name, ms)
+		u.RawQuery = q.Encode()
+		return u.String()
+	}
+	if strings.Contains(dsn, name+"=") {
+		return dsn
+	}
+	return strings.TrimSpace(dsn) + " " + name + "=" + ms
 }
 
 func postgresKind(err error) errKind {

@@ -139,3 +139,38 @@ func TestStorageFullClassification(t *testing.T) {
 		t.Fatal("classify did not record the full state")
 	}
 }
+
+// A PostgreSQL session of the catalog ends a transaction left idle for
+// defaultIdleTxTimeout, so that a replica frozen inside one (SIGSTOP) cannot
+// hold the row lock of its job past its lease: other replicas skip locked
+// rows, and would never take the job over. A DSN that sets its own value
+// keeps it.
+func TestPostgresIdleTxTimeout(t *testing.T) {
+	for _, tc := range []struct{ dsn, want string }{
+		{"postgres://u@h:5432/db?sslmode=disable", "postgres://u@h:5432/db?idle_in_transaction_session_timeout=10000&sslmode=disable"},
+		{"postgres://u@h/db?idle_in_transaction_session_timeout=0", "postgres://u@h/db?idle_in_transaction_session_timeout=0"},
+		{"host=h dbname=db", "host=h dbname=db idle_in_transaction_session_timeout=10000"},
+		{"host=h idle_in_transaction_session_timeout=5000", "host=h idle_in_transaction_session_timeout=5000"},
+	} {
+		if got := withIdleTxTimeout(tc.dsn, defaultIdleTxTimeout); got != tc.want {
+			t.Errorf("withIdleTxTimeout(%q) = %q, want %q", tc.dsn, got, tc.want)
+		}
+	}
+
+	dsn := os.Getenv("COMPACTOR_TEST_POSTGRES_DSN")
+	if dsn == "" {
+		t.Skip("COMPACTOR_TEST_POSTGRES_DSN is not set: the session setting is not checked on a server")
+	}
+	db, _, err := postgresDialect().connect(context.Background(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var got string
+	if err := db.QueryRow("SHOW idle_in_transaction_session_timeout").Scan(&got); err != nil {
+		t.Fatal(err)
+	}
+	if got != "10s" {
+		t.Errorf("idle_in_transaction_session_timeout of a catalog session = %q, want 10s", got)
+	}
+}

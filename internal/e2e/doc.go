@@ -11,5 +11,14 @@
 //	go test -v ./internal/e2e/ -artifacts -outputdir /tmp/e2e   # keep the screenshots
 //	go test ./internal/e2e/ -run Browser -update-screenshot      # rewrite docs/screenshot.png
 //
+// The replica tests (replicas_test.go, fencing_test.go) run real processes
+// instead: the compactor binary built into a temporary directory, several
+// `compactor serve` replicas on a fresh PostgreSQL database (created on
+// COMPACTOR_TEST_POSTGRES_DSN, default the local server, and dropped at the
+// end) and one VersityGW (from $VERSITYGW, PATH or .cache/bin). Without
+// PostgreSQL or versitygw they skip, unless CI=true, where they fail.
+//
+//	go test -race -v -run Replicas ./internal/e2e/
+//
 // The package has no non-test code.
 package e2e
