@@ -289,7 +289,9 @@ type JobFilter struct {
 	// Before is a cursor: only jobs created strictly before it (by
 	// (created_at, id) order) are returned. Zero: from the newest.
 	Before JobCursor
-	Limit  int // at most this many jobs; 0 or over 1000 means 1000
+	// FinishedSince: only jobs that finished at or after it. Zero: any.
+	FinishedSince time.Time
+	Limit         int // at most this many jobs; 0 or over 1000 means 1000
 }
 
 // JobCursor is a position in the (created_at desc, id desc) order of jobs.

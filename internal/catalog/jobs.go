@@ -172,6 +172,10 @@ func (c *impl) listJobs(ctx context.Context, f JobFilter) ([]Job, error) {
 		where = append(where, `trigger_type = ?`)
 		args = append(args, string(f.Trigger))
 	}
+	if !f.FinishedSince.IsZero() {
+		where = append(where, `finished_at >= ?`)
+		args = append(args, ms(f.FinishedSince))
+	}
 	if !f.Before.IsZero() {
 		at := ms(f.Before.CreatedAt)
 		where = append(where, `(created_at < ? OR (created_at = ? AND id < ?))`)

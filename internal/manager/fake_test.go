@@ -365,6 +365,9 @@ func (s *memStore) ListJobs(_ context.Context, f catalog.JobFilter) ([]catalog.J
 		if f.Trigger != "" && j.Trigger != f.Trigger {
 			continue
 		}
+		if !f.FinishedSince.IsZero() && (j.FinishedAt.IsZero() || j.FinishedAt.Before(f.FinishedSince)) {
+			continue
+		}
 		out = append(out, j)
 	}
 	slices.SortFunc(out, func(a, b catalog.Job) int {

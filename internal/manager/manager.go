@@ -191,8 +191,13 @@ type Manager struct {
 	started  chan struct{} // closed once Run has recovered and accepts work
 	stopping bool
 	// seen is the last status of the active jobs read from the catalog, by
-	// id, so that the status poller publishes other replicas' changes.
-	seen map[string]catalog.Job
+	// id, so that the status poller publishes other replicas' changes;
+	// published holds the jobs whose end was published, with their finish
+	// time, so that it is published once; lastPoll is the time of the last
+	// poll.
+	seen      map[string]catalog.Job
+	published map[string]time.Time
+	lastPoll  time.Time
 }
 
 // run is one of this node's RUNNING jobs.
@@ -226,19 +231,20 @@ func New(store Store, exec Executor, cfg Config, reg prometheus.Registerer, logg
 		logger = slog.New(slog.DiscardHandler)
 	}
 	return &Manager{
-		store:    store,
-		exec:     exec,
-		cfg:      cfg,
-		policy:   failurePolicy{base: cfg.BackoffBase, max: cfg.BackoffMax, deadLetterAfter: cfg.DeadLetterAfter},
-		owner:    cfg.Node + "/" + uuid.NewString()[:8],
-		logger:   logger,
-		metrics:  newMetrics(reg, cfg),
-		tracer:   tracerOf(cfg.TracerProvider),
-		runs:     make(map[string]*run),
-		changed:  make(chan struct{}),
-		started:  make(chan struct{}),
-		watchers: make(map[*watcher]struct{}),
-		seen:     make(map[string]catalog.Job),
+		store:     store,
+		exec:      exec,
+		cfg:       cfg,
+		policy:    failurePolicy{base: cfg.BackoffBase, max: cfg.BackoffMax, deadLetterAfter: cfg.DeadLetterAfter},
+		owner:     cfg.Node + "/" + uuid.NewString()[:8],
+		logger:    logger,
+		metrics:   newMetrics(reg, cfg),
+		tracer:    tracerOf(cfg.TracerProvider),
+		runs:      make(map[string]*run),
+		changed:   make(chan struct{}),
+		started:   make(chan struct{}),
+		watchers:  make(map[*watcher]struct{}),
+		seen:      make(map[string]catalog.Job),
+		published: make(map[string]time.Time),
 	}, nil
 }
 
@@ -282,6 +288,7 @@ func (m *Manager) Run(ctx context.Context) error {
 
 	m.mu.Lock()
 	m.running = true
+	m.lastPoll = time.Now()
 	close(m.started)
 	m.mu.Unlock()
 	m.pollStatus(ctx) // the first snapshot, so that watchers start from it

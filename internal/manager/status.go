@@ -86,14 +86,39 @@ func (m *Manager) pollStatus(ctx context.Context) {
 		m.signal() // jobs another replica queued may be claimable here
 		m.mu.Unlock()
 	}
-	for _, id := range gone {
-		j, err := m.store.GetJob(ctx, id)
-		m.mu.Lock()
-		delete(m.seen, id)
-		if err == nil && j.State.Finished() {
-			m.send(Event{Kind: EventChanged, Job: Job{Job: j}})
+	// Jobs of other replicas that finished since the last poll, including
+	// those queued and finished between two polls (never seen active here):
+	// a watcher of their id must see the end. The window overlaps the last
+	// one by a second (replica clocks); an end already published is not
+	// published again.
+	since := m.lastPoll.Add(-time.Second)
+	m.lastPoll = time.Now()
+	finished, err := m.store.ListJobs(ctx, catalog.JobFilter{FinishedSince: since})
+	if err != nil {
+		if ctx.Err() == nil {
+			m.logger.Warn("read finished jobs", "err", err)
 		}
-		m.mu.Unlock()
+		finished = nil
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, id := range gone {
+		delete(m.seen, id)
+	}
+	for id, at := range m.published {
+		if at.Before(since) {
+			delete(m.published, id) // out of every window from now on
+		}
+	}
+	for _, j := range finished {
+		if _, local := m.runs[j.ID]; local {
+			continue
+		}
+		if _, done := m.published[j.ID]; done {
+			continue
+		}
+		m.published[j.ID] = j.FinishedAt
+		m.send(Event{Kind: EventChanged, Job: Job{Job: j}})
 	}
 }
 
@@ -102,6 +127,7 @@ func (m *Manager) pollStatus(ctx context.Context) {
 func (m *Manager) seenLocked(j catalog.Job) {
 	if j.State.Finished() {
 		delete(m.seen, j.ID)
+		m.published[j.ID] = j.FinishedAt
 		return
 	}
 	m.seen[j.ID] = j
