@@ -482,8 +482,8 @@ type Progress struct {
 	RecordsTotal int64 `protobuf:"varint,2,opt,name=records_total,json=recordsTotal,proto3" json:"records_total,omitempty"`
 	// Bytes written to the blob store so far, in bytes.
 	BytesWritten int64 `protobuf:"varint,3,opt,name=bytes_written,json=bytesWritten,proto3" json:"bytes_written,omitempty"`
-	// The current phase, for display: "reading", "materializing", "writing",
-	// "committing" or "cleaning up".
+	// The current phase, for display: "starting", "reading log", "writing
+	// blocks" or "committing".
 	Phase         string `protobuf:"bytes,4,opt,name=phase,proto3" json:"phase,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
