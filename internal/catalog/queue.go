@@ -454,19 +454,7 @@ func (c *Catalog) ListQueue(ctx context.Context, limit int) ([]Job, error) {
 // it is claimed (zero: none). The failure policy that computes them lives
 // with the caller. Errors: ErrNotFound, ErrUnavailable.
 func (c *Catalog) SetRetry(ctx context.Context, collectionID string, retries int, retryAfter time.Time) error {
-	err := c.writeTx(ctx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, c.d.q(`UPDATE collections SET retry_count = ?, retry_after = ? WHERE id = ?`),
-			retries, msOrNull(retryAfter), collectionID)
-		if err != nil {
-			return err
-		}
-		if n, err := rowsAffected(res); err != nil {
-			return err
-		} else if n == 0 {
-			return ErrNotFound
-		}
-		return nil
-	})
+	_, err := c.updateCollection(ctx, collectionID, `retry_count = ?, retry_after = ?`, retries, msOrNull(retryAfter))
 	return c.wrap(err, "set retry state of collection %s", collectionID)
 }
 

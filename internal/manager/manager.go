@@ -604,16 +604,27 @@ func (m *Manager) Active(ctx context.Context) ([]Job, error) {
 	if err != nil {
 		return nil, fmt.Errorf("list running jobs: %w", err)
 	}
-	queued, err := m.store.ListQueue(ctx, 0)
+	queued, err := m.Queue(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("list queue: %w", err)
+		return nil, err
 	}
 	out := make([]Job, 0, len(running)+len(queued))
 	for i := len(running) - 1; i >= 0; i-- { // ListJobs is newest first
 		out = append(out, m.view(running[i]))
 	}
-	for _, j := range queued {
-		out = append(out, m.view(j))
+	return append(out, queued...), nil
+}
+
+// Queue returns the QUEUED jobs of every replica in the order they will be
+// claimed (catalog.ListQueue, the one place that order is written).
+func (m *Manager) Queue(ctx context.Context) ([]Job, error) {
+	queued, err := m.store.ListQueue(ctx, 0)
+	if err != nil {
+		return nil, fmt.Errorf("list queue: %w", err)
+	}
+	out := make([]Job, len(queued))
+	for i, j := range queued {
+		out[i] = Job{Job: j}
 	}
 	return out, nil
 }

@@ -41,7 +41,6 @@ type Manager interface {
 	Compact(ctx context.Context, ids []string, all bool, reason string) ([]manager.Enqueued, error)
 	Get(ctx context.Context, jobID string) (manager.Job, error)
 	List(ctx context.Context, f catalog.JobFilter) ([]manager.Job, error)
-	Active(ctx context.Context) ([]manager.Job, error)
 	Nodes(ctx context.Context) ([]manager.NodeStatus, error)
 	Watch(ctx context.Context) (*manager.Subscription, []manager.Job, error)
 	Cancel(ctx context.Context, jobID string) (manager.Job, error)

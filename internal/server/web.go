@@ -92,16 +92,14 @@ func (s *webSource) Job(ctx context.Context, id string) (web.Job, error) {
 
 // Queue returns the queued jobs of every replica in claim order.
 func (s *webSource) Queue(ctx context.Context) ([]web.Job, error) {
-	active, err := s.mgr.Active(ctx)
+	queued, err := s.mgr.Queue(ctx)
 	if err != nil {
 		return nil, err
 	}
 	names := s.names(ctx)
-	var out []web.Job
-	for _, j := range active {
-		if j.State == catalog.JobQueued {
-			out = append(out, webJob(j, names[j.CollectionID]))
-		}
+	out := make([]web.Job, len(queued))
+	for i, j := range queued {
+		out[i] = webJob(j, names[j.CollectionID])
 	}
 	return out, nil
 }
