@@ -53,7 +53,7 @@ func scanCollection(s scanner) (Collection, error) {
 
 // queryCollection reads one collection through q (a transaction or a pool);
 // ErrNotFound when there is no such id.
-func (c *impl) queryCollection(ctx context.Context, q querier, id string) (Collection, error) {
+func (c *Catalog) queryCollection(ctx context.Context, q querier, id string) (Collection, error) {
 	col, err := scanCollection(q.QueryRowContext(ctx, c.d.q(`SELECT `+collectionColumns+` FROM collections c WHERE c.id = ?`), id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return Collection{}, ErrNotFound
@@ -89,9 +89,11 @@ func validateName(name string) error {
 	return nil
 }
 
-// createCollection validates name and dimension, then inserts the row; the
-// unique index on name turns a taken name into ErrAlreadyExists.
-func (c *impl) createCollection(ctx context.Context, name string, dimension int) (Collection, error) {
+// CreateCollection creates a collection with a new UUID. dimension 0 leaves
+// the dimension to be fixed by the first write. Errors: ErrInvalidArgument
+// (empty name, name over 256 bytes, negative dimension), ErrAlreadyExists
+// (name taken).
+func (c *Catalog) CreateCollection(ctx context.Context, name string, dimension int) (Collection, error) {
 	if err := validateName(name); err != nil {
 		return Collection{}, fmt.Errorf("create collection %q: %w", name, err)
 	}
@@ -114,7 +116,8 @@ func (c *impl) createCollection(ctx context.Context, name string, dimension int)
 	return col, nil
 }
 
-func (c *impl) getCollection(ctx context.Context, id string) (Collection, error) {
+// GetCollection returns one collection. ErrNotFound when no such id.
+func (c *Catalog) GetCollection(ctx context.Context, id string) (Collection, error) {
 	col, err := c.queryCollection(ctx, c.r, id)
 	if err != nil {
 		return Collection{}, c.wrap(err, "get collection %s", id)
@@ -122,7 +125,8 @@ func (c *impl) getCollection(ctx context.Context, id string) (Collection, error)
 	return col, nil
 }
 
-func (c *impl) listCollections(ctx context.Context) ([]Collection, error) {
+// ListCollections returns all collections ordered by name.
+func (c *Catalog) ListCollections(ctx context.Context) ([]Collection, error) {
 	rows, err := c.r.QueryContext(ctx, `SELECT `+collectionColumns+` FROM collections c ORDER BY c.name`)
 	if err != nil {
 		return nil, c.wrap(err, "list collections")
@@ -142,17 +146,10 @@ func (c *impl) listCollections(ctx context.Context) ([]Collection, error) {
 	return cols, nil
 }
 
-// deleteCollection deletes a collection with its jobs, versions, push keys
-// and log rows. PostgreSQL does it in one transaction. SQLite deletes the
-// collection row, its jobs, versions and push keys in one small transaction
-// (foreign keys off, so the log rows stay) that records a pending purge,
-// then purges the log rows in chunks, each followed by a checkpoint, so the
-// write-ahead log never holds more than a chunk: deleting needs little free
-// space even for a large collection. When the first transaction fails
-// because the disk is full and the catalog holds a space reserve, the
-// reserve is released and the transaction tried once more (README "Disk
-// full").
-func (c *impl) deleteCollection(ctx context.Context, id string) (Collection, error) {
+// DeleteCollection deletes a collection with its log rows, versions and jobs,
+// and returns the row as it was (so the caller can delete its blobs).
+// ErrNotFound when no such id.
+func (c *Catalog) DeleteCollection(ctx context.Context, id string) (Collection, error) {
 	var col Collection
 	tables := []string{"jobs", "versions", "push_keys", "log"}
 	if c.d.purgeLater {
@@ -203,7 +200,7 @@ func (c *impl) deleteCollection(ctx context.Context, id string) (Collection, err
 
 // releaseReserve releases the space reserve, if the catalog holds one, to
 // do what (on collection id) on a full disk, and reports whether it did.
-func (c *impl) releaseReserve(ctx context.Context, what, id string) bool {
+func (c *Catalog) releaseReserve(ctx context.Context, what, id string) bool {
 	if c.reserve == nil {
 		return false
 	}
@@ -221,7 +218,7 @@ func (c *impl) releaseReserve(ctx context.Context, what, id string) bool {
 // withoutForeignKeys runs fn in a write transaction on the writer
 // connection with SQLite's foreign keys off (so deleting a collection row
 // does not cascade to its log rows), and turns them on again.
-func (c *impl) withoutForeignKeys(ctx context.Context, fn func(tx *sql.Tx) error) error {
+func (c *Catalog) withoutForeignKeys(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	conn, err := c.w.Conn(ctx)
 	if err != nil {
 		return fmt.Errorf("take the writer connection: %w", err)
@@ -247,7 +244,7 @@ const purgeChunk = 4096
 // transactions of at most purgeChunk rows, each followed by a checkpoint
 // that lets the next one reuse the write-ahead log's space, and removes a
 // collection from log_purges once its rows are gone.
-func (c *impl) purgeLogs(ctx context.Context) error {
+func (c *Catalog) purgeLogs(ctx context.Context) error {
 	var ids []string
 	err := c.readTx(ctx, func(tx *sql.Tx) error {
 		rows, err := tx.QueryContext(ctx, `SELECT collection_id FROM log_purges ORDER BY deleted_at`)
@@ -323,7 +320,7 @@ const vacuumChunk = 1024
 // steps of vacuumChunk pages, each followed by a checkpoint, which
 // truncates the file: deleting a collection then frees space on the volume
 // for the blob store and the space reserve as well.
-func (c *impl) shrink(ctx context.Context) error {
+func (c *Catalog) shrink(ctx context.Context) error {
 	var mode int
 	if err := c.w.QueryRowContext(ctx, `PRAGMA auto_vacuum`).Scan(&mode); err != nil {
 		return c.wrap(err, "read auto_vacuum")
@@ -357,7 +354,7 @@ func (c *impl) shrink(ctx context.Context) error {
 }
 
 // existsCollection reports whether a collection with id exists.
-func (c *impl) existsCollection(ctx context.Context, q querier, id string) (bool, error) {
+func (c *Catalog) existsCollection(ctx context.Context, q querier, id string) (bool, error) {
 	var one int
 	err := q.QueryRowContext(ctx, c.d.q(`SELECT 1 FROM collections WHERE id = ?`), id).Scan(&one)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -366,9 +363,11 @@ func (c *impl) existsCollection(ctx context.Context, q querier, id string) (bool
 	return err == nil, err
 }
 
-// recordFailure increments failure_count and sets dead_lettered_at (once:
-// the first time the count reaches deadLetterAfter) in one statement.
-func (c *impl) recordFailure(ctx context.Context, id string, deadLetterAfter int) (int, bool, error) {
+// RecordFailure counts one non-transient compaction failure against a
+// collection and dead-letters it when the consecutive count reaches
+// deadLetterAfter (> 0). It returns the new count and whether the collection
+// is dead-lettered.
+func (c *Catalog) RecordFailure(ctx context.Context, id string, deadLetterAfter int) (int, bool, error) {
 	if deadLetterAfter <= 0 {
 		return 0, false, fmt.Errorf("record failure of collection %s: dead-letter threshold %d must be positive: %w", id, deadLetterAfter, ErrInvalidArgument)
 	}
@@ -399,7 +398,9 @@ func (c *impl) recordFailure(ctx context.Context, id string, deadLetterAfter int
 	return failures, dead.Valid, nil
 }
 
-func (c *impl) recordSuccess(ctx context.Context, id string) error {
+// RecordSuccess resets the failure count and the dead-letter mark (for a job
+// that succeeded without a commit, e.g. with nothing to compact).
+func (c *Catalog) RecordSuccess(ctx context.Context, id string) error {
 	now := ms(c.now())
 	err := c.writeTx(ctx, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, c.d.q(`UPDATE collections SET failure_count = 0, dead_lettered_at = NULL, retry_count = 0, retry_after = NULL, updated_at = ? WHERE id = ?`), now, id)

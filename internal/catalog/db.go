@@ -14,9 +14,8 @@ import (
 	"github.com/compactorhq/compactor/internal/materialize"
 )
 
-// impl holds the state of an open catalog. Catalog embeds it, so its
-// unexported methods implement the exported API in store.go.
-type impl struct {
+// Catalog is the SQL catalog. It is safe for concurrent use.
+type Catalog struct {
 	d   *dialect
 	w   *sql.DB // write pool: a single connection for SQLite
 	r   *sql.DB // read pool; the same *sql.DB as w for PostgreSQL
@@ -32,7 +31,12 @@ type impl struct {
 	lock *procLock
 }
 
-func open(ctx context.Context, cfg Config) (*Catalog, error) {
+// Open opens (creating if needed) the catalog database and applies pending
+// migrations. Errors: ErrInvalidArgument for an unknown driver or empty DSN;
+// *LockedError (ErrLocked) when Config.Exclusive and another process holds
+// the catalog; ErrUnavailable wrapping the driver's error when the database
+// cannot be reached; otherwise the wrapped driver or migration error.
+func Open(ctx context.Context, cfg Config) (*Catalog, error) {
 	d, err := dialectFor(cfg.Driver)
 	if err != nil {
 		return nil, fmt.Errorf("open catalog: %w", err)
@@ -60,12 +64,12 @@ func openDialect(ctx context.Context, cfg Config, d *dialect) (*Catalog, error) 
 	if cfg.ReserveBytes < 0 {
 		return nil, fmt.Errorf("open catalog: negative space reserve %d: %w", cfg.ReserveBytes, ErrInvalidArgument)
 	}
-	c := &Catalog{impl: impl{d: d, w: w, r: r, now: now, log: logger}}
+	c := &Catalog{d: d, w: w, r: r, now: now, log: logger}
 	if cfg.Exclusive {
 		// Before the migrations: a second process is refused before it
 		// touches the schema.
 		if c.lock, err = takeLock(ctx, d, cfg, w, logger); err != nil {
-			_ = c.close()
+			_ = c.Close()
 			return nil, fmt.Errorf("open %s catalog: %w", d.name, c.classify(err))
 		}
 	}
@@ -74,7 +78,7 @@ func openDialect(ctx context.Context, cfg Config, d *dialect) (*Catalog, error) 
 		if err := c.reserve.ensure(); err != nil {
 			code, full := IsNoSpace(err)
 			if !full {
-				_ = c.close()
+				_ = c.Close()
 				return nil, fmt.Errorf("open %s catalog: %w", d.name, err)
 			}
 			// Start anyway, reporting the state, so that an operator can
@@ -83,12 +87,12 @@ func openDialect(ctx context.Context, cfg Config, d *dialect) (*Catalog, error) 
 		}
 	}
 	if err := c.migrate(ctx); err != nil {
-		_ = c.close()
+		_ = c.Close()
 		return nil, fmt.Errorf("open %s catalog: %w", d.name, c.classify(err))
 	}
 	if d.check != nil {
 		if err := d.check(ctx, w); err != nil {
-			_ = c.close()
+			_ = c.Close()
 			return nil, fmt.Errorf("open %s catalog: %w", d.name, c.classify(err))
 		}
 	}
@@ -114,7 +118,8 @@ func takeLock(ctx context.Context, d *dialect, cfg Config, w *sql.DB, logger *sl
 	return sqliteLock(cfg.DSN, holder)
 }
 
-func (c *impl) close() error {
+// Close closes the database connections.
+func (c *Catalog) Close() error {
 	var errs []error
 	if c.lock != nil {
 		errs = append(errs, c.lock.release())
@@ -128,7 +133,8 @@ func (c *impl) close() error {
 	return errors.Join(errs...)
 }
 
-func (c *impl) ping(ctx context.Context) error {
+// Ping checks that the database answers (for /readyz). ErrUnavailable when not.
+func (c *Catalog) Ping(ctx context.Context) error {
 	var one int
 	if err := c.r.QueryRowContext(ctx, "SELECT 1").Scan(&one); err != nil {
 		return fmt.Errorf("ping catalog: %w: %w", ErrUnavailable, err)
@@ -138,7 +144,7 @@ func (c *impl) ping(ctx context.Context) error {
 
 // writeTx runs fn in a write transaction (BEGIN IMMEDIATE on SQLite) and
 // commits it when fn returns nil. fn's error is returned as is.
-func (c *impl) writeTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
+func (c *Catalog) writeTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	return c.writeTxOn(ctx, c.w, fn)
 }
 
@@ -148,7 +154,7 @@ type txBeginner interface {
 }
 
 // writeTxOn is writeTx on a given writer pool or connection.
-func (c *impl) writeTxOn(ctx context.Context, db txBeginner, fn func(tx *sql.Tx) error) error {
+func (c *Catalog) writeTxOn(ctx context.Context, db txBeginner, fn func(tx *sql.Tx) error) error {
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)
@@ -165,7 +171,7 @@ func (c *impl) writeTxOn(ctx context.Context, db txBeginner, fn func(tx *sql.Tx)
 
 // readTx runs fn in a read-only transaction that sees one consistent
 // snapshot of the database.
-func (c *impl) readTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
+func (c *Catalog) readTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	tx, err := c.r.BeginTx(ctx, c.d.readTx)
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)
@@ -178,7 +184,7 @@ func (c *impl) readTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 // with ErrUnavailable and turns out-of-space errors into a
 // *StorageFullError (recording the catalog's full state). Other errors are
 // returned unchanged.
-func (c *impl) classify(err error) error {
+func (c *Catalog) classify(err error) error {
 	if err == nil || errors.Is(err, ErrUnavailable) {
 		return err
 	}
@@ -200,7 +206,7 @@ func (c *impl) classify(err error) error {
 // transient errors with ErrUnavailable. The typed errors the API documents
 // as returned unchanged (*ConflictError, *BackpressureError,
 // *materialize.InvalidRecordError, *KeyReuseError) pass through as they are.
-func (c *impl) wrap(err error, format string, args ...any) error {
+func (c *Catalog) wrap(err error, format string, args ...any) error {
 	if err == nil {
 		return nil
 	}

@@ -126,7 +126,7 @@ func TestStorageFullClassification(t *testing.T) {
 			t.Errorf("%s: kind %d, want %d", tt.name, got, tt.want)
 		}
 	}
-	c := &impl{d: postgresDialect(), log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	c := &Catalog{d: postgresDialect(), log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	err := c.classify(fmt.Errorf("insert log rows: %w", &pgconn.PgError{Code: "53100", Message: "could not extend file \"base/1/2\""}))
 	var full *StorageFullError
 	if !errors.As(err, &full) || full.Store != StoreCatalog || full.Code != "SQLSTATE 53100" || !errors.Is(err, ErrStorageFull) {

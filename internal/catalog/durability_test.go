@@ -11,11 +11,11 @@ import (
 // returns (NORMAL could lose the last commits at a power loss).
 func TestSQLiteCommitsAreDurable(t *testing.T) {
 	ctx := context.Background()
-	c, err := open(ctx, Config{DSN: filepath.Join(t.TempDir(), "catalog.db")})
+	c, err := Open(ctx, Config{DSN: filepath.Join(t.TempDir(), "catalog.db")})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.close()
+	defer c.Close()
 	var mode string
 	var level int
 	if err := c.w.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode); err != nil {

@@ -66,10 +66,8 @@ func validateJob(j Job) error {
 	return nil
 }
 
-// insertJob: see Catalog.InsertJob. A zero CreatedAt is set to now. Errors
-// besides ErrAlreadyExists: ErrInvalidArgument for an empty id or collection
-// id or an unknown state or trigger, ErrNotFound for an unknown collection.
-func (c *impl) insertJob(ctx context.Context, j Job) error {
+// InsertJob inserts a new job row. ErrAlreadyExists for a duplicate id.
+func (c *Catalog) InsertJob(ctx context.Context, j Job) error {
 	if err := validateJob(j); err != nil {
 		return fmt.Errorf("insert job %s: %w", j.ID, err)
 	}
@@ -83,7 +81,7 @@ func (c *impl) insertJob(ctx context.Context, j Job) error {
 // execInsertJob inserts job j, placing it last in enqueue order. A second
 // QUEUED or RUNNING job of a collection, like a taken id, is
 // ErrAlreadyExists; an unknown collection is ErrNotFound.
-func (c *impl) execInsertJob(ctx context.Context, tx *sql.Tx, j Job) error {
+func (c *Catalog) execInsertJob(ctx context.Context, tx *sql.Tx, j Job) error {
 	cancel := 0
 	if j.CancelRequested {
 		cancel = 1
@@ -105,8 +103,9 @@ func (c *impl) execInsertJob(ctx context.Context, tx *sql.Tx, j Job) error {
 	return err
 }
 
-// updateJob: see Catalog.UpdateJob and execUpdateJob.
-func (c *impl) updateJob(ctx context.Context, j Job) error {
+// UpdateJob overwrites every mutable field of the job row with j's.
+// ErrNotFound when no such id.
+func (c *Catalog) UpdateJob(ctx context.Context, j Job) error {
 	if err := validateJob(j); err != nil {
 		return fmt.Errorf("update job %s: %w", j.ID, err)
 	}
@@ -117,7 +116,7 @@ func (c *impl) updateJob(ctx context.Context, j Job) error {
 // execUpdateJob overwrites the mutable fields of job j.ID: everything but
 // its id, collection and creation time. ErrNotFound when there is no such
 // job.
-func (c *impl) execUpdateJob(ctx context.Context, tx *sql.Tx, j Job) error {
+func (c *Catalog) execUpdateJob(ctx context.Context, tx *sql.Tx, j Job) error {
 	res, err := tx.ExecContext(ctx, c.d.q(`UPDATE jobs SET
 			trigger_type = ?, state = ?, reason = ?, attempt = ?, started_at = ?, finished_at = ?,
 			offset_start = ?, offset_end = ?, records_read = ?, records_written = ?, bytes_written = ?,
@@ -140,7 +139,8 @@ func (c *impl) execUpdateJob(ctx context.Context, tx *sql.Tx, j Job) error {
 	return nil
 }
 
-func (c *impl) getJob(ctx context.Context, id string) (Job, error) {
+// GetJob returns one job. ErrNotFound when no such id.
+func (c *Catalog) GetJob(ctx context.Context, id string) (Job, error) {
 	j, err := scanJob(c.r.QueryRowContext(ctx, c.d.q(`SELECT `+jobColumns+` FROM jobs WHERE id = ?`), id))
 	if errors.Is(err, sql.ErrNoRows) {
 		err = ErrNotFound
@@ -151,9 +151,8 @@ func (c *impl) getJob(ctx context.Context, id string) (Job, error) {
 	return j, nil
 }
 
-// listJobs: see Catalog.ListJobs. Times compare at millisecond precision,
-// the precision stored, so a cursor taken from a listed job is exact.
-func (c *impl) listJobs(ctx context.Context, f JobFilter) ([]Job, error) {
+// ListJobs returns jobs matching f, newest first (created_at desc, id desc).
+func (c *Catalog) ListJobs(ctx context.Context, f JobFilter) ([]Job, error) {
 	var (
 		where []string
 		args  []any
@@ -199,7 +198,7 @@ func (c *impl) listJobs(ctx context.Context, f JobFilter) ([]Job, error) {
 	return jobs, nil
 }
 
-func (c *impl) queryJobs(ctx context.Context, q querier, query string, args ...any) ([]Job, error) {
+func (c *Catalog) queryJobs(ctx context.Context, q querier, query string, args ...any) ([]Job, error) {
 	rows, err := q.QueryContext(ctx, c.d.q(query), args...)
 	if err != nil {
 		return nil, err
@@ -216,41 +215,10 @@ func (c *impl) queryJobs(ctx context.Context, q querier, query string, args ...a
 	return jobs, rows.Err()
 }
 
-// markInterrupted: see Catalog.MarkInterrupted. The jobs are returned
-// oldest first, as stored after the change. What the row knew is kept (the
-// offsets it planned, the version it started from, the records it had
-// read); version_after becomes version_before, since a job that was still
-// RUNNING committed nothing (a commit writes the finished row in its own
-// transaction).
-func (c *impl) markInterrupted(ctx context.Context) ([]Job, error) {
-	now := fromMs(ms(c.now()))
-	var jobs []Job
-	err := c.writeTx(ctx, func(tx *sql.Tx) error {
-		var err error
-		jobs, err = c.queryJobs(ctx, tx, `SELECT `+jobColumns+` FROM jobs WHERE state = ? ORDER BY created_at, id`, string(JobRunning))
-		if err != nil || len(jobs) == 0 {
-			return err
-		}
-		_, err = tx.ExecContext(ctx, c.d.q(`UPDATE jobs SET state = ?, error_text = ?, note = ?, finished_at = ?,
-				version_after = version_before WHERE state = ?`),
-			string(JobFailed), interrupted, "", ms(now), string(JobRunning))
-		return err
-	})
-	if err != nil {
-		return nil, c.wrap(err, "mark interrupted jobs")
-	}
-	for i := range jobs {
-		jobs[i].State, jobs[i].Error, jobs[i].Note, jobs[i].FinishedAt = JobFailed, interrupted, "", now
-		jobs[i].VersionAfter = jobs[i].VersionBefore
-		c.log.WarnContext(ctx, "job interrupted", "job", jobs[i].ID, "collection", jobs[i].CollectionID)
-	}
-	return jobs, nil
-}
-
-// pruneJobs: see Catalog.PruneJobs. "Newest" is the ListJobs order among
-// finished jobs; the age limit compares finished_at. QUEUED and RUNNING jobs
-// are never deleted.
-func (c *impl) pruneJobs(ctx context.Context, keep int, olderThan time.Time) (int, error) {
+// PruneJobs deletes finished jobs beyond the newest keep (keep <= 0: no count
+// limit) and finished jobs that finished before olderThan (zero: no age
+// limit). It returns the number deleted.
+func (c *Catalog) PruneJobs(ctx context.Context, keep int, olderThan time.Time) (int, error) {
 	finished := []any{string(JobSucceeded), string(JobFailed), string(JobCancelled)}
 	var deleted int64
 	err := c.writeTx(ctx, func(tx *sql.Tx) error {

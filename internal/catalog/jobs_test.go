@@ -233,67 +233,6 @@ func TestListJobsLimitIsCappedAt1000(t *testing.T) {
 	})
 }
 
-func TestMarkInterrupted(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, e *env) {
-		c := e.open(t)
-		col := mustCreate(t, c, "crashed", 0)
-		other := mustCreate(t, c, "crashed-too", 0) // one RUNNING job per collection
-		jobs := map[catalog.JobState][]catalog.Job{}
-		for i, s := range []catalog.JobState{catalog.JobRunning, catalog.JobQueued, catalog.JobRunning, catalog.JobSucceeded, catalog.JobFailed, catalog.JobCancelled} {
-			at := ms(e.clock.Advance(time.Second))
-			j := catalog.Job{ID: uuid.NewString(), CollectionID: []string{col.ID, other.ID}[i/2%2], Trigger: catalog.TriggerScheduled, State: s, CreatedAt: at, Attempt: i}
-			if s != catalog.JobQueued {
-				j.StartedAt = at
-			}
-			if s == catalog.JobRunning {
-				// What a running job persisted of its plan and progress.
-				j.OffsetStart, j.OffsetEnd, j.RecordsRead, j.VersionBefore = 100, 250, 150, 1
-			}
-			if s.Finished() {
-				j.FinishedAt = at.Add(time.Millisecond)
-			}
-			if err := c.InsertJob(ctx, j); err != nil {
-				t.Fatal(err)
-			}
-			jobs[s] = append(jobs[s], j)
-		}
-		now := ms(e.clock.Advance(time.Hour))
-		got, err := c.MarkInterrupted(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var want []catalog.Job
-		for _, j := range jobs[catalog.JobRunning] {
-			j.State, j.Error, j.Note, j.FinishedAt = catalog.JobFailed, "interrupted: the process stopped while the job ran", "", now
-			// Kept: offsets (100, 250], 150 records read, version 1 -> 1
-			// (nothing was committed).
-			j.VersionAfter = 1
-			want = append(want, j)
-		}
-		equal(t, "returned jobs", got, want)
-		for _, w := range want {
-			stored, err := c.GetJob(ctx, w.ID)
-			if err != nil {
-				t.Fatal(err)
-			}
-			equal(t, "stored interrupted job", stored, w)
-		}
-		for _, s := range []catalog.JobState{catalog.JobQueued, catalog.JobSucceeded, catalog.JobFailed, catalog.JobCancelled} {
-			for _, j := range jobs[s] {
-				stored, err := c.GetJob(ctx, j.ID)
-				if err != nil {
-					t.Fatal(err)
-				}
-				equal(t, "untouched "+string(s)+" job", stored, j)
-			}
-		}
-		again, err := c.MarkInterrupted(ctx)
-		if err != nil || len(again) != 0 {
-			t.Fatalf("second MarkInterrupted: %v, %v; want nothing", again, err)
-		}
-	})
-}
-
 func TestPruneJobs(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
 		base := ms(e.clock.Now())

@@ -47,13 +47,29 @@ func ValidatePushKey(key string) error {
 	return nil
 }
 
-// appendLog: see Catalog.AppendLog and AppendLogKeyed. key "" appends
-// without an idempotency key. Records are validated and encoded to
-// JSON before the write transaction; inside it the collection row is read
-// (and locked where the dialect needs it), the backlog checked, the rows
-// inserted at log_position+1.. and log_position advanced. A negative
-// MaxBacklog is ErrInvalidArgument.
-func (c *impl) appendLog(ctx context.Context, id, key string, ops []materialize.OperationRecord, lim AppendLimits) (first, last int64, replayed bool, err error) {
+// AppendLog validates ops (materialize.Validate against the collection's
+// dimension) and appends them to the collection's log in one transaction,
+// assigning consecutive offsets. It fixes the collection's dimension on the
+// first write that carries an embedding. It returns the first and last offset
+// written. Errors: ErrNotFound (no such collection), an
+// *materialize.InvalidRecordError (nothing appended), *BackpressureError
+// (nothing appended), ErrInvalidArgument for an empty batch.
+func (c *Catalog) AppendLog(ctx context.Context, collectionID string, ops []materialize.OperationRecord, lim AppendLimits) (first, last int64, err error) {
+	first, last, _, err = c.AppendLogKeyed(ctx, collectionID, "", ops, lim)
+	return first, last, err
+}
+
+// AppendLogKeyed is AppendLog with an idempotency key (client-chosen, per
+// collection; key "" is AppendLog). The key is looked up in the append's
+// transaction, before the backlog and validation against the dimension:
+// when the collection has the key from the last lim.KeyWindow with the same
+// batch (same SHA-256 of the encoded records), nothing is written and the
+// offsets first given are returned with replayed true; with a different
+// batch it is a *KeyReuseError (matches ErrInvalidArgument). Otherwise the
+// batch is appended and the key recorded with its offsets. Keys older than
+// the window are purged by the next keyed append to the collection. Errors
+// are AppendLog's, and ErrInvalidArgument for a key ValidatePushKey refuses.
+func (c *Catalog) AppendLogKeyed(ctx context.Context, id, key string, ops []materialize.OperationRecord, lim AppendLimits) (first, last int64, replayed bool, err error) {
 	if len(ops) == 0 {
 		return 0, 0, false, fmt.Errorf("append log to collection %s: empty batch: %w", id, ErrInvalidArgument)
 	}
@@ -165,7 +181,7 @@ func (c *impl) appendLog(ctx context.Context, id, key string, ops []materialize.
 // collection's row lock), first purges the collection's keys created before
 // cutoff (unix ms), then looks key up: found with the offsets it was given
 // when the batch's hash matches, a *KeyReuseError when it does not.
-func (c *impl) lookupPushKey(ctx context.Context, tx *sql.Tx, id, key string, sum []byte, cutoff int64) (first, last int64, found bool, err error) {
+func (c *Catalog) lookupPushKey(ctx context.Context, tx *sql.Tx, id, key string, sum []byte, cutoff int64) (first, last int64, found bool, err error) {
 	if _, err := tx.ExecContext(ctx, c.d.q(`DELETE FROM push_keys WHERE collection_id = ? AND created_at < ?`), id, cutoff); err != nil {
 		return 0, 0, false, fmt.Errorf("purge expired idempotency keys: %w", err)
 	}
@@ -197,7 +213,7 @@ func batchSHA256(records [][]byte) []byte {
 
 // insertLogRows inserts records at offsets first, first+1, ... with
 // prepared multi-row INSERTs of insertChunk rows and one for the rest.
-func (c *impl) insertLogRows(ctx context.Context, tx *sql.Tx, id string, first, appendedAt int64, records [][]byte) error {
+func (c *Catalog) insertLogRows(ctx context.Context, tx *sql.Tx, id string, first, appendedAt int64, records [][]byte) error {
 	insert := func(n int) (*sql.Stmt, error) {
 		var b strings.Builder
 		b.WriteString(`INSERT INTO log (collection_id, log_offset, appended_at, record) VALUES `)
@@ -244,9 +260,11 @@ func (c *impl) insertLogRows(ctx context.Context, tx *sql.Tx, id string, first, 
 	return nil
 }
 
-// readLog: see Catalog.ReadLog. An empty result for a collection that does
-// not exist is ErrNotFound.
-func (c *impl) readLog(ctx context.Context, id string, after, upTo int64, limit int) ([]materialize.OperationRecord, error) {
+// ReadLog returns the log records of a collection with offsets in
+// (after, upTo], ascending, at most limit of them (limit <= 0: no limit).
+// Each returned record has its Offset set. Rows already purged by a commit
+// are simply absent. ErrNotFound when the collection does not exist.
+func (c *Catalog) ReadLog(ctx context.Context, id string, after, upTo int64, limit int) ([]materialize.OperationRecord, error) {
 	query := `SELECT log_offset, record FROM log WHERE collection_id = ? AND log_offset > ? AND log_offset <= ? ORDER BY log_offset`
 	args := []any{id, after, upTo}
 	if limit > 0 {
@@ -273,7 +291,7 @@ func (c *impl) readLog(ctx context.Context, id string, after, upTo int64, limit 
 }
 
 // queryLog runs a query of (log_offset, record) rows and decodes them.
-func (c *impl) queryLog(ctx context.Context, q querier, query string, args ...any) ([]materialize.OperationRecord, error) {
+func (c *Catalog) queryLog(ctx context.Context, q querier, query string, args ...any) ([]materialize.OperationRecord, error) {
 	rows, err := q.QueryContext(ctx, c.d.q(query), args...)
 	if err != nil {
 		return nil, err
@@ -298,9 +316,10 @@ func (c *impl) queryLog(ctx context.Context, q querier, query string, args ...an
 	return ops, rows.Err()
 }
 
-// readView reads the collection row and its tail (CompactionOffset,
-// LogPosition] in one read transaction.
-func (c *impl) readView(ctx context.Context, id string) (Collection, []materialize.OperationRecord, error) {
+// ReadView returns, from one consistent read transaction, the collection row
+// and its uncompacted log tail (offsets after CompactionOffset, ascending).
+// It is the snapshot a read path needs. ErrNotFound when no such id.
+func (c *Catalog) ReadView(ctx context.Context, id string) (Collection, []materialize.OperationRecord, error) {
 	var (
 		col Collection
 		ops []materialize.OperationRecord

@@ -18,7 +18,7 @@ var migrationFiles embed.FS
 // migrate applies the pending migrations of the dialect with goose's
 // provider API (no goose global state). Applying is idempotent: an
 // up-to-date database is left as it is.
-func (c *impl) migrate(ctx context.Context) error {
+func (c *Catalog) migrate(ctx context.Context) error {
 	fsys, err := fs.Sub(migrationFiles, c.d.migrations)
 	if err != nil {
 		return fmt.Errorf("migrations %s: %w", c.d.migrations, err)

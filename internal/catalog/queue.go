@@ -272,7 +272,7 @@ func (c *Catalog) FinishJob(ctx context.Context, node string, j Job) error {
 // compaction commit: ErrLeaseLost unless the job is RUNNING under node's
 // unexpired lease. An expired lease never commits, even before a replica
 // took the job over, so the outcome does not depend on who looks first.
-func (c *impl) execFinishJob(ctx context.Context, tx *sql.Tx, node string, j Job) error {
+func (c *Catalog) execFinishJob(ctx context.Context, tx *sql.Tx, node string, j Job) error {
 	res, err := tx.ExecContext(ctx, c.d.q(`UPDATE jobs SET
 			state = ?, attempt = ?, started_at = ?, finished_at = ?,
 			offset_start = ?, offset_end = ?, records_read = ?, records_written = ?, bytes_written = ?,
@@ -411,7 +411,7 @@ func (c *Catalog) ReleaseNode(ctx context.Context, node string) ([]Job, error) {
 
 // execInterrupt writes an interrupted job (FAILED, its error set) and
 // queues its follow-up.
-func (c *impl) execInterrupt(ctx context.Context, tx *sql.Tx, j Job) error {
+func (c *Catalog) execInterrupt(ctx context.Context, tx *sql.Tx, j Job) error {
 	// What the row knew is kept: a job still RUNNING committed nothing (a
 	// commit writes the finished row in its own transaction).
 	_, err := tx.ExecContext(ctx, c.d.q(`UPDATE jobs SET state = ?, finished_at = ?, error_text = ?,

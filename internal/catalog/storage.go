@@ -112,14 +112,14 @@ func writeZeros(f *os.File, size int64) error {
 }
 
 // markFull records err as the catalog's current storage-full state.
-func (c *impl) markFull(err *StorageFullError) {
+func (c *Catalog) markFull(err *StorageFullError) {
 	if c.full.Swap(err) == nil {
 		c.log.Warn("catalog storage full: writes fail until space is freed", "code", err.Code, "err", err.Err)
 	}
 }
 
 // clearFull clears the storage-full state.
-func (c *impl) clearFull() {
+func (c *Catalog) clearFull() {
 	if c.full.Swap(nil) != nil {
 		c.log.Info("catalog storage writable again")
 	}
@@ -127,7 +127,7 @@ func (c *impl) clearFull() {
 
 // storageFull returns err as a *StorageFullError when the driver says the
 // store is out of space, and nil otherwise.
-func (c *impl) storageFull(err error) *StorageFullError {
+func (c *Catalog) storageFull(err error) *StorageFullError {
 	var full *StorageFullError
 	if errors.As(err, &full) {
 		return full
@@ -138,8 +138,13 @@ func (c *impl) storageFull(err error) *StorageFullError {
 	return &StorageFullError{Store: StoreCatalog, Code: c.d.fullCode(err), Err: err}
 }
 
-// writable: see Catalog.Writable.
-func (c *impl) writable(ctx context.Context) error {
+// Writable reports whether the catalog can take writes (for /readyz). Once
+// a write has failed for want of space, it returns an error matching
+// ErrStorageFull until the space is back: on SQLite, until the space
+// reserve is allocated again and the volume has 1 MiB available besides;
+// on both dialects, until a small probe write (64 KiB) commits. Writable
+// does that checking; it is cheap while no write has failed.
+func (c *Catalog) Writable(ctx context.Context) error {
 	if c.reserve != nil && !c.reserve.present() {
 		if err := c.reserve.ensure(); err != nil {
 			code, _ := IsNoSpace(err)

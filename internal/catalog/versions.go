@@ -9,13 +9,15 @@ import (
 	"time"
 )
 
-// commitCompaction: see Catalog.CommitCompaction. Checks in order: the
-// commit itself (ErrInvalidArgument), the lease of cm.Job when
-// cm.LeaseOwner is set (ErrLeaseLost), the collection (ErrNotFound), the
-// compare-and-swap (*ConflictError), the offset (ErrInvalidArgument); an
-// unfenced cm.Job that does not exist is ErrNotFound. Any failure rolls
-// everything back.
-func (c *impl) commitCompaction(ctx context.Context, cm Commit) error {
+// CommitCompaction commits a compaction in one transaction: compare-and-swap
+// of the segment version (BaseVersion → NewVersion), advance of the
+// compaction offset, a row in the versions table, the purge of the log rows at
+// or below the new offset, the reset of the failure count and dead-letter
+// mark, and cm.Job when set. Errors: *ConflictError when the current version
+// is not BaseVersion (nothing written), ErrInvalidArgument when the offset
+// would go backwards or past the log position or NewVersion != BaseVersion+1,
+// ErrNotFound when the collection is gone.
+func (c *Catalog) CommitCompaction(ctx context.Context, cm Commit) error {
 	if err := validateCommit(cm); err != nil {
 		return fmt.Errorf("commit compaction of collection %s: %w", cm.CollectionID, err)
 	}
@@ -100,9 +102,9 @@ func validateCommit(cm Commit) error {
 	return nil
 }
 
-// listVersions: see Catalog.ListVersions; ErrNotFound for an unknown
-// collection.
-func (c *impl) listVersions(ctx context.Context, id string) ([]Version, error) {
+// ListVersions returns the committed versions of a collection, newest first.
+// ErrNotFound when the collection does not exist.
+func (c *Catalog) ListVersions(ctx context.Context, id string) ([]Version, error) {
 	var vs []Version
 	err := c.readTx(ctx, func(tx *sql.Tx) error {
 		var err error
@@ -124,9 +126,9 @@ func (c *impl) listVersions(ctx context.Context, id string) ([]Version, error) {
 // deleteChunk bounds the number of parameters of one DELETE ... IN (...).
 const deleteChunk = 500
 
-// deleteVersions: see Catalog.DeleteVersions. Versions that do not exist are
-// ignored; ErrNotFound for an unknown collection.
-func (c *impl) deleteVersions(ctx context.Context, id string, versions []int64) error {
+// DeleteVersions removes version rows (never the current version: such a
+// request is ErrInvalidArgument and deletes nothing).
+func (c *Catalog) DeleteVersions(ctx context.Context, id string, versions []int64) error {
 	err := c.writeTx(ctx, func(tx *sql.Tx) error {
 		var current int64
 		err := tx.QueryRowContext(ctx, c.d.q(`SELECT segment_version FROM collections WHERE id = ?`+c.d.forUpdate), id).Scan(&current)
@@ -157,7 +159,7 @@ func (c *impl) deleteVersions(ctx context.Context, id string, versions []int64) 
 
 // queryVersions reads the version rows of a collection, newest first (an
 // empty, non-nil slice when none).
-func (c *impl) queryVersions(ctx context.Context, q querier, id string) ([]Version, error) {
+func (c *Catalog) queryVersions(ctx context.Context, q querier, id string) ([]Version, error) {
 	rows, err := q.QueryContext(ctx, c.d.q(`SELECT collection_id, version, manifest_key, compaction_offset, record_count, created_at, retired_at
 		FROM versions WHERE collection_id = ? ORDER BY version DESC`), id)
 	if err != nil {
@@ -179,8 +181,16 @@ func (c *impl) queryVersions(ctx context.Context, q querier, id string) ([]Versi
 	return vs, rows.Err()
 }
 
-// retireVersions: see Catalog.RetireVersions.
-func (c *impl) retireVersions(ctx context.Context, id string, keep int, grace time.Duration) (Retention, error) {
+// RetireVersions is GC's bookkeeping of retention, in catalog time and in
+// one transaction: it marks retired, at the catalog clock's now, every
+// version of the collection that is neither among the newest keep (>= 1)
+// nor the current one and is not retired yet, and returns every version row
+// split into Retained and Expired (retired at least grace ago; never the
+// current version). The grace therefore counts from when a version stopped
+// being retained, i.e. from the last moment a new read could have picked
+// it, not from when its blobs were written. Errors: ErrNotFound (no such
+// collection), ErrInvalidArgument (keep < 1, negative grace).
+func (c *Catalog) RetireVersions(ctx context.Context, id string, keep int, grace time.Duration) (Retention, error) {
 	if keep < 1 {
 		return Retention{}, c.wrap(fmt.Errorf("keep %d versions: at least 1: %w", keep, ErrInvalidArgument), "retire versions of collection %s", id)
 	}

@@ -25,21 +25,16 @@ const listPageSize = 1000
 // (the SDK's retries included).
 const accessCheckTimeout = 30 * time.Second
 
-// openBucket opens url and adapts the bucket to Blobs. For file:// URLs it
-// adds, unless the URL sets them: create_dir (the directory is created when
-// missing), metadata=skip (no ".attrs" sidecar files next to the blocks, so
-// that a directory of blocks is just Parquet files) and no_tmp_dir (temporary
-// files are written next to their final path and renamed, which works when
-// the data directory and os.TempDir are on different file systems; a
-// temporary file stranded by a crash is an unreferenced blob that GC
-// collects). A file:// bucket writes through durableFiles (fsync of the
-// file and its directory before Put returns); reads, listings and deletes
-// go through gocloud.dev's fileblob.
-func openBucket(ctx context.Context, rawURL string) (Blobs, io.Closer, error) {
+// OpenBucket opens a gocloud.dev/blob bucket by URL ("file:///abs/dir",
+// "mem://", "s3://bucket?region=..."), creating a file:// directory when
+// missing, and adapts it to Blobs. A file:// Put fsyncs the file and its
+// directory before it returns; an s3:// PUT is durable once acknowledged.
+// The closer closes the bucket.
+func OpenBucket(ctx context.Context, rawURL string) (Blobs, io.Closer, error) {
 	return openBucketFS(ctx, rawURL, osFS{})
 }
 
-// openBucketFS is openBucket with the file system file:// Puts write
+// openBucketFS is OpenBucket with the file system file:// Puts write
 // through (tests pass a double that simulates power loss).
 func openBucketFS(ctx context.Context, rawURL string, fsys durableFS) (Blobs, io.Closer, error) {
 	u, err := url.Parse(rawURL)

@@ -231,7 +231,7 @@ func durableVersions(t *testing.T, root string, fsys durableFS, rounds int, afte
 		t.Fatal(err)
 	}
 	defer closer.Close()
-	s := newStore(b, Config{MaxBlockRecords: 8, MinBlockRecords: 2}, nil)
+	s := NewStore(b, Config{MaxBlockRecords: 8, MinBlockRecords: 2}, nil)
 	model := map[string]materialize.Record{}
 	var base *Manifest
 	for round := range rounds {
@@ -351,12 +351,12 @@ func blockKeysOf(m *Manifest) []string {
 func readVersions(t *testing.T, root string, keys []string, want [][]materialize.Record) error {
 	t.Helper()
 	ctx := context.Background()
-	b, closer, err := openBucket(ctx, "file://"+filepath.ToSlash(root))
+	b, closer, err := OpenBucket(ctx, "file://"+filepath.ToSlash(root))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer closer.Close()
-	s := newStore(b, Config{MaxBlockRecords: 8, MinBlockRecords: 2}, nil)
+	s := NewStore(b, Config{MaxBlockRecords: 8, MinBlockRecords: 2}, nil)
 	for i, key := range keys {
 		m, err := s.ReadManifest(ctx, key)
 		if err != nil {
@@ -459,7 +459,7 @@ func BenchmarkFilePut(b *testing.B) {
 func TestPutRemakesARemovedDirectory(t *testing.T) {
 	ctx := context.Background()
 	root := t.TempDir()
-	blobs, closer, err := openBucket(ctx, "file://"+filepath.ToSlash(root))
+	blobs, closer, err := OpenBucket(ctx, "file://"+filepath.ToSlash(root))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -505,7 +505,7 @@ func BenchmarkDurableWrite(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer closer.Close()
-			s := newStore(blobs, Config{}, nil)
+			s := NewStore(blobs, Config{}, nil)
 			for b.Loop() {
 				w := s.NewWriter(durableCollection, nil)
 				m, _, err := w.Write(context.Background(), changes, 1, 64, nil)

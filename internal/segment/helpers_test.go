@@ -144,7 +144,7 @@ func sorted(keys ...[]string) []string {
 }
 
 // newStore returns a store over a FaultyBlobs over an in-memory bucket.
-func newStore(t testing.TB, cfg segment.Config) (*segment.Store, *segmenttest.FaultyBlobs) {
+func NewStore(t testing.TB, cfg segment.Config) (*segment.Store, *segmenttest.FaultyBlobs) {
 	f := segmenttest.NewFaulty(segmenttest.NewMem(t))
 	return segment.NewStore(f, cfg, func() time.Time { return epoch }), f
 }

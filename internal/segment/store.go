@@ -36,20 +36,27 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-type storeImpl struct {
+// Store reads and writes segments in a blob store. Safe for concurrent use.
+type Store struct {
 	blobs Blobs
 	cfg   Config
 	now   func() time.Time
 }
 
-func newStore(b Blobs, cfg Config, now func() time.Time) *Store {
+// NewStore returns a Store over b. now is the clock for manifest times and
+// GC (nil: time.Now). Zero Config fields take their defaults.
+func NewStore(b Blobs, cfg Config, now func() time.Time) *Store {
 	if now == nil {
 		now = time.Now
 	}
-	return &Store{storeImpl{blobs: b, cfg: cfg.withDefaults(), now: now}}
+	return &Store{blobs: b, cfg: cfg.withDefaults(), now: now}
 }
 
-func (s *storeImpl) readManifest(ctx context.Context, key string) (*Manifest, error) {
+// ReadManifest reads and decodes a manifest. Errors wrap ErrNotExist when
+// missing; a manifest that cannot be decoded, breaks an invariant, is over
+// 256 MiB or is stored under another collection's or version's key is a
+// *CorruptError (matching ErrCorrupt) naming the key and the collection.
+func (s *Store) ReadManifest(ctx context.Context, key string) (*Manifest, error) {
 	data, err := s.blobs.Get(ctx, key)
 	if err != nil {
 		return nil, fmt.Errorf("read manifest %s: %w", key, err)
@@ -57,7 +64,13 @@ func (s *storeImpl) readManifest(ctx context.Context, key string) (*Manifest, er
 	return decodeManifestAt(key, data)
 }
 
-func (s *storeImpl) readBlock(ctx context.Context, ref BlockRef) ([]materialize.Record, error) {
+// ReadBlock reads all records of a block, in id order. Errors wrap
+// ErrNotExist when missing; a block that cannot be decoded, claims more than
+// its file can hold or MaxBlockDecodeBytes allows, or contradicts ref
+// (size, record count, id range) is a *CorruptError (matching ErrCorrupt)
+// naming the key and the collection. Get, Scan and Writer.Get return the
+// same errors.
+func (s *Store) ReadBlock(ctx context.Context, ref BlockRef) ([]materialize.Record, error) {
 	data, err := s.blobs.Get(ctx, ref.Key)
 	if err != nil {
 		return nil, fmt.Errorf("read block %s: %w", ref.Key, err)
@@ -96,14 +109,17 @@ func idsByBlock(blocks []BlockRef, ids []string) (map[int][]string, []int) {
 	return byBlock, order
 }
 
-func (s *storeImpl) get(ctx context.Context, m *Manifest, ids []string) (map[string]materialize.Record, error) {
+// Get returns the records of m with the given ids (missing ids are absent
+// from the map). It reads only the blocks whose range holds an id. m nil:
+// empty segment.
+func (s *Store) Get(ctx context.Context, m *Manifest, ids []string) (map[string]materialize.Record, error) {
 	out := make(map[string]materialize.Record)
 	if m == nil {
 		return out, nil
 	}
 	byBlock, order := idsByBlock(m.Blocks, ids)
 	for _, i := range order {
-		recs, err := s.readBlock(ctx, m.Blocks[i])
+		recs, err := s.ReadBlock(ctx, m.Blocks[i])
 		if err != nil {
 			return nil, err
 		}
@@ -116,7 +132,9 @@ func (s *storeImpl) get(ctx context.Context, m *Manifest, ids []string) (map[str
 	return out, nil
 }
 
-func (s *storeImpl) scan(ctx context.Context, m *Manifest, after string, fn func(materialize.Record) bool) error {
+// Scan calls fn for the records of m with id > after, in id order, until fn
+// returns false or the records end. It reads one block at a time.
+func (s *Store) Scan(ctx context.Context, m *Manifest, after string, fn func(materialize.Record) bool) error {
 	if m == nil || len(m.Blocks) == 0 {
 		return nil
 	}
@@ -128,7 +146,7 @@ func (s *storeImpl) scan(ctx context.Context, m *Manifest, after string, fn func
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("scan: %w", err)
 		}
-		recs, err := s.readBlock(ctx, ref)
+		recs, err := s.ReadBlock(ctx, ref)
 		if err != nil {
 			return err
 		}
@@ -163,7 +181,15 @@ func manifestsFirst(collectionID string, blobs []BlobInfo) {
 	})
 }
 
-func (s *storeImpl) gc(ctx context.Context, collectionID string, plan GCPlan) (GCStats, error) {
+// GC deletes the blobs under collections/<collectionID>/ that plan allows:
+// the manifests in plan.Expired and their blocks that no manifest in
+// plan.Keep references, whatever their age; and, unless plan.SpareOrphans,
+// the blobs that no manifest in Keep or Expired references and whose
+// ModTime is older than now-plan.OrphanGrace. Every manifest in Keep is read
+// before anything is deleted (an unreadable one is an error and nothing is
+// deleted); manifests are deleted before blocks, so a pass cut short never
+// leaves a manifest whose blocks are gone.
+func (s *Store) GC(ctx context.Context, collectionID string, plan GCPlan) (GCStats, error) {
 	var stats GCStats
 	if err := checkCollectionID(collectionID); err != nil {
 		return stats, fmt.Errorf("gc: %w", err)
@@ -234,11 +260,11 @@ func (s *storeImpl) gc(ctx context.Context, collectionID string, plan GCPlan) (G
 
 // gcManifest reads a manifest GC was given and checks that it is one of
 // the collection's.
-func (s *storeImpl) gcManifest(ctx context.Context, collectionID, key string) (*Manifest, error) {
+func (s *Store) gcManifest(ctx context.Context, collectionID, key string) (*Manifest, error) {
 	if !isManifestKey(collectionID, key) {
 		return nil, fmt.Errorf("gc %s: key %s is not a manifest of the collection", collectionID, key)
 	}
-	m, err := s.readManifest(ctx, key)
+	m, err := s.ReadManifest(ctx, key)
 	if err != nil {
 		return nil, fmt.Errorf("gc %s: %w", collectionID, err)
 	}
@@ -248,7 +274,8 @@ func (s *storeImpl) gcManifest(ctx context.Context, collectionID, key string) (*
 	return m, nil
 }
 
-func (s *storeImpl) deleteCollection(ctx context.Context, collectionID string) error {
+// DeleteCollection deletes every blob under collections/<collectionID>/.
+func (s *Store) DeleteCollection(ctx context.Context, collectionID string) error {
 	if err := checkCollectionID(collectionID); err != nil {
 		return fmt.Errorf("delete collection: %w", err)
 	}

@@ -20,7 +20,7 @@ import (
 
 func TestStoreGetReadsOnlyTheBlocksHoldingIDs(t *testing.T) {
 	rng := rand.New(rand.NewPCG(20, 20))
-	s, blobs := newStore(t, segment.Config{MaxBlockRecords: 100})
+	s, blobs := NewStore(t, segment.Config{MaxBlockRecords: 100})
 	recs := records(rng, "k%04d0", 1000, 4) // 10 blocks of 100: k00000 … k09990
 	m, _, _ := commit(t, s, nil, upserts(recs))
 	ctx := context.Background()
@@ -61,7 +61,7 @@ func TestStoreGetReadsOnlyTheBlocksHoldingIDs(t *testing.T) {
 
 func TestStoreScanStartsAtTheBlockOwningAfter(t *testing.T) {
 	rng := rand.New(rand.NewPCG(21, 21))
-	s, blobs := newStore(t, segment.Config{MaxBlockRecords: 100})
+	s, blobs := NewStore(t, segment.Config{MaxBlockRecords: 100})
 	recs := records(rng, "k%04d", 1000, 4)
 	m, _, _ := commit(t, s, nil, upserts(recs))
 	ctx := context.Background()
@@ -120,7 +120,7 @@ func TestStoreScanStartsAtTheBlockOwningAfter(t *testing.T) {
 
 func TestStoreReadBlockDetectsAMissingOrMismatchedBlock(t *testing.T) {
 	rng := rand.New(rand.NewPCG(22, 22))
-	s, blobs := newStore(t, segment.Config{MaxBlockRecords: 100})
+	s, blobs := NewStore(t, segment.Config{MaxBlockRecords: 100})
 	m, _, _ := commit(t, s, nil, upserts(records(rng, "k%04d", 200, 4)))
 	ctx := context.Background()
 	ref := m.Blocks[0]

@@ -9,8 +9,11 @@ import (
 	"github.com/compactorhq/compactor/internal/materialize"
 )
 
-type writerImpl struct {
-	s            *storeImpl
+// Writer builds one new segment version from a base by copy-on-write. It is
+// used by one goroutine. Get, then Write, then WriteManifest; Abort on any
+// failure deletes every blob this writer wrote.
+type Writer struct {
+	s            *Store
 	collectionID string
 	base         *Manifest
 	// loaded holds the records of the base blocks read so far, by index in
@@ -24,11 +27,13 @@ type writerImpl struct {
 	wrote    bool
 }
 
-func (s *storeImpl) newWriter(collectionID string, base *Manifest) *Writer {
-	return &Writer{writerImpl{s: s, collectionID: collectionID, base: base, loaded: make(map[int][]materialize.Record)}}
+// NewWriter starts a new version of collectionID over base (nil: the
+// collection has no segment yet).
+func (s *Store) NewWriter(collectionID string, base *Manifest) *Writer {
+	return &Writer{s: s, collectionID: collectionID, base: base, loaded: make(map[int][]materialize.Record)}
 }
 
-func (w *writerImpl) baseBlocks() []BlockRef {
+func (w *Writer) baseBlocks() []BlockRef {
 	if w.base == nil {
 		return nil
 	}
@@ -36,11 +41,11 @@ func (w *writerImpl) baseBlocks() []BlockRef {
 }
 
 // load returns the records of base block i, reading it once.
-func (w *writerImpl) load(ctx context.Context, i int) ([]materialize.Record, error) {
+func (w *Writer) load(ctx context.Context, i int) ([]materialize.Record, error) {
 	if recs, ok := w.loaded[i]; ok {
 		return recs, nil
 	}
-	recs, err := w.s.readBlock(ctx, w.base.Blocks[i])
+	recs, err := w.s.ReadBlock(ctx, w.base.Blocks[i])
 	if err != nil {
 		return nil, err
 	}
@@ -48,7 +53,10 @@ func (w *writerImpl) load(ctx context.Context, i int) ([]materialize.Record, err
 	return recs, nil
 }
 
-func (w *writerImpl) get(ctx context.Context, ids []string) (map[string]materialize.Record, error) {
+// Get returns the current records of the given ids in the base (missing ids
+// absent). It loads and keeps the blocks whose ranges hold the ids, so that
+// Write does not read them again.
+func (w *Writer) Get(ctx context.Context, ids []string) (map[string]materialize.Record, error) {
 	out := make(map[string]materialize.Record)
 	byBlock, order := idsByBlock(w.baseBlocks(), ids)
 	for _, i := range order {
@@ -81,7 +89,7 @@ func (sp span) size(blocks []BlockRef) int {
 	return int(blocks[sp.base].Records)
 }
 
-func (w *writerImpl) checkWrite(changes []Change, dimension int) error {
+func (w *Writer) checkWrite(changes []Change, dimension int) error {
 	if err := checkCollectionID(w.collectionID); err != nil {
 		return err
 	}
@@ -111,7 +119,12 @@ func (w *writerImpl) checkWrite(changes []Change, dimension int) error {
 	return nil
 }
 
-func (w *writerImpl) write(ctx context.Context, changes []Change, compactionOffset int64, dimension int, onBlock func(int64)) (*Manifest, WriteStats, error) {
+// Write applies changes (sorted by ID, unique) to the base and writes the
+// blocks that change, checking ctx before each block write (a batch
+// boundary) and calling onBlock(bytes) after each. It returns the new
+// manifest (Version = base's + 1, not yet written) and the figures. On error
+// the caller calls Abort.
+func (w *Writer) Write(ctx context.Context, changes []Change, compactionOffset int64, dimension int, onBlock func(int64)) (*Manifest, WriteStats, error) {
 	var stats WriteStats
 	if w.wrote {
 		return nil, stats, errors.New("write segment: Write called twice on one Writer")
@@ -182,7 +195,7 @@ func (w *writerImpl) write(ctx context.Context, changes []Change, compactionOffs
 // version as spans, in id order: untouched blocks are reused, changed ones
 // rewritten, empty ones dropped, small ones merged with a neighbour.
 // Oversized spans are split when written.
-func (w *writerImpl) plan(ctx context.Context, blocks []BlockRef, changes []Change) ([]span, error) {
+func (w *Writer) plan(ctx context.Context, blocks []BlockRef, changes []Change) ([]span, error) {
 	if len(blocks) == 0 {
 		recs := applyChanges(nil, changes)
 		if len(recs) == 0 {
@@ -244,7 +257,7 @@ func (w *writerImpl) plan(ctx context.Context, blocks []BlockRef, changes []Chan
 }
 
 // spanRecords returns the records of sp, reading its base block if reused.
-func (w *writerImpl) spanRecords(ctx context.Context, sp span) ([]materialize.Record, error) {
+func (w *Writer) spanRecords(ctx context.Context, sp span) ([]materialize.Record, error) {
 	if sp.rewrite {
 		return sp.recs, nil
 	}
@@ -278,7 +291,7 @@ func pickNeighbour(spans []span, i int, blocks []BlockRef) int {
 }
 
 // putBlock encodes recs as a block and puts it under a new key.
-func (w *writerImpl) putBlock(ctx context.Context, recs []materialize.Record) (BlockRef, error) {
+func (w *Writer) putBlock(ctx context.Context, recs []materialize.Record) (BlockRef, error) {
 	if err := ctx.Err(); err != nil {
 		return BlockRef{}, fmt.Errorf("write block: %w", err)
 	}
@@ -306,7 +319,9 @@ func (w *writerImpl) putBlock(ctx context.Context, recs []materialize.Record) (B
 	}, nil
 }
 
-func (w *writerImpl) writeManifest(ctx context.Context, m *Manifest) (string, int64, error) {
+// WriteManifest writes m under a new unique key and returns the key and its
+// size in bytes.
+func (w *Writer) WriteManifest(ctx context.Context, m *Manifest) (string, int64, error) {
 	if m == nil {
 		return "", 0, errors.New("write manifest: nil manifest")
 	}
@@ -331,7 +346,9 @@ func (w *writerImpl) writeManifest(ctx context.Context, m *Manifest) (string, in
 	return key, int64(len(data)), nil
 }
 
-func (w *writerImpl) abort(ctx context.Context) error {
+// Abort deletes every blob this writer wrote (blocks and manifest). Blocks of
+// the base are never touched. Use a context that is not cancelled.
+func (w *Writer) Abort(ctx context.Context) error {
 	var errs []error
 	var left []string
 	for _, key := range w.written {

@@ -30,7 +30,7 @@ func TestWriterIntoEmptyCollectionChunksIntoNearEqualBlocks(t *testing.T) {
 	} {
 		t.Run(fmt.Sprintf("%d records, max %d", tc.n, tc.max), func(t *testing.T) {
 			cfg := segment.Config{MaxBlockRecords: tc.max}
-			s, blobs := newStore(t, cfg)
+			s, blobs := NewStore(t, cfg)
 			rng := rand.New(rand.NewPCG(1, uint64(tc.n)))
 			recs := records(rng, "id-%05d", tc.n, 8)
 			var onBlockBytes int64
@@ -82,7 +82,7 @@ func equalRecords(a, b []materialize.Record) bool {
 func TestWriterRewritesOnlyTheBlocksOwningChangedIDs(t *testing.T) {
 	const n, maxRecs, newIDs = 100_000, 2048, 10
 	cfg := segment.Config{MaxBlockRecords: maxRecs}
-	s, blobs := newStore(t, cfg)
+	s, blobs := NewStore(t, cfg)
 	rng := rand.New(rand.NewPCG(7, 7))
 	// Small records (ids r0000000 … r0099999): this test is about blocks.
 	recs := make([]materialize.Record, n)
@@ -235,7 +235,7 @@ func idRange(from, to int) []string {
 func TestWriterMergeThatOverflowsSplitsAgain(t *testing.T) {
 	rng := rand.New(rand.NewPCG(4, 4))
 	cfg := segment.Config{MaxBlockRecords: 100, MinBlockRecords: 25}
-	s, _ := newStore(t, cfg)
+	s, _ := NewStore(t, cfg)
 	base, _, _ := commit(t, s, nil, upserts(records(rng, "k%04d", 1000, 4))) // 10 blocks of 100
 	var ids []string
 	for i := 300; i < 390; i++ { // block 3 keeps 10
@@ -257,7 +257,7 @@ func TestWriterMergeThatOverflowsSplitsAgain(t *testing.T) {
 func TestWriterSplitsABlockGrownPastMax(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 5))
 	cfg := segment.Config{MaxBlockRecords: 100}
-	s, _ := newStore(t, cfg)
+	s, _ := NewStore(t, cfg)
 	base, _, _ := commit(t, s, nil, upserts(records(rng, "k%04d0", 1000, 4))) // 10 blocks of 100
 	// 150 new ids inside block 4 (k04000 … k04990): 250 records -> 3 blocks.
 	var added []materialize.Record
@@ -283,7 +283,7 @@ func TestWriterSplitsABlockGrownPastMax(t *testing.T) {
 
 func TestWriterDeletingEverythingYieldsZeroBlocks(t *testing.T) {
 	rng := rand.New(rand.NewPCG(6, 6))
-	s, _ := newStore(t, segment.Config{MaxBlockRecords: 100})
+	s, _ := NewStore(t, segment.Config{MaxBlockRecords: 100})
 	recs := records(rng, "k%04d", 350, 4)
 	base, _, _ := commit(t, s, nil, upserts(recs))
 	var ids []string
@@ -306,7 +306,7 @@ func TestWriterDeletingEverythingYieldsZeroBlocks(t *testing.T) {
 
 func TestWriterNoOpChangesRewriteNothing(t *testing.T) {
 	rng := rand.New(rand.NewPCG(8, 8))
-	s, blobs := newStore(t, segment.Config{MaxBlockRecords: 100})
+	s, blobs := NewStore(t, segment.Config{MaxBlockRecords: 100})
 	recs := records(rng, "k%04d", 500, 4)
 	base, _, _ := commit(t, s, nil, upserts(recs))
 	blobs.Reset()
@@ -322,7 +322,7 @@ func TestWriterNoOpChangesRewriteNothing(t *testing.T) {
 }
 
 func TestWriterRejectsBadChanges(t *testing.T) {
-	s, _ := newStore(t, segment.Config{})
+	s, _ := NewStore(t, segment.Config{})
 	r := materialize.Record{ID: "b", Embedding: []float32{1, 2}}
 	other := materialize.Record{ID: "x", Embedding: []float32{1, 2}}
 	for name, changes := range map[string][]segment.Change{
@@ -356,7 +356,7 @@ func TestWriterRejectsBadChanges(t *testing.T) {
 
 func TestWriterGetReadsOnlyOwningBlocksOnce(t *testing.T) {
 	rng := rand.New(rand.NewPCG(9, 9))
-	s, blobs := newStore(t, segment.Config{MaxBlockRecords: 100})
+	s, blobs := NewStore(t, segment.Config{MaxBlockRecords: 100})
 	recs := records(rng, "k%04d", 1000, 4) // 10 blocks of 100
 	base, _, _ := commit(t, s, nil, upserts(recs))
 	blobs.Reset()
@@ -399,7 +399,7 @@ func TestWriterGetReadsOnlyOwningBlocksOnce(t *testing.T) {
 // small blocks so that splits and merges happen all the time.
 func TestWriterMatchesAMapModel(t *testing.T) {
 	cfg := segment.Config{MaxBlockRecords: 32, MinBlockRecords: 8}
-	s, _ := newStore(t, cfg)
+	s, _ := NewStore(t, cfg)
 	rng := rand.New(rand.NewPCG(2026, 11))
 	ctx := context.Background()
 	model := map[string]materialize.Record{}
@@ -557,7 +557,7 @@ func checkRound(t *testing.T, s *segment.Store, cfg segment.Config, base, m *seg
 
 func TestAbortDeletesOnlyWhatTheWriterWrote(t *testing.T) {
 	rng := rand.New(rand.NewPCG(10, 10))
-	s, blobs := newStore(t, segment.Config{MaxBlockRecords: 100})
+	s, blobs := NewStore(t, segment.Config{MaxBlockRecords: 100})
 	ctx := context.Background()
 	base, _, baseKey := commit(t, s, nil, upserts(records(rng, "k%04d", 1000, 4)))
 	before := listKeys(t, blobs, "")
@@ -599,7 +599,7 @@ func TestAbortDeletesOnlyWhatTheWriterWrote(t *testing.T) {
 
 func TestCancelledBeforeABlockPutStopsThereAndAbortCleansUp(t *testing.T) {
 	rng := rand.New(rand.NewPCG(11, 11))
-	s, blobs := newStore(t, segment.Config{MaxBlockRecords: 10})
+	s, blobs := NewStore(t, segment.Config{MaxBlockRecords: 10})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	blocks := 0
@@ -659,7 +659,7 @@ func TestCancelWhileAPutIsHeld(t *testing.T) {
 
 func TestFailedBlockPutIsReportedAndAbortCleansUp(t *testing.T) {
 	rng := rand.New(rand.NewPCG(13, 13))
-	s, blobs := newStore(t, segment.Config{MaxBlockRecords: 100})
+	s, blobs := NewStore(t, segment.Config{MaxBlockRecords: 100})
 	base, _, _ := commit(t, s, nil, upserts(records(rng, "k%04d", 500, 4)))
 	before := listKeys(t, blobs, "")
 	blobs.Reset()
@@ -685,7 +685,7 @@ func TestFailedBlockPutIsReportedAndAbortCleansUp(t *testing.T) {
 
 func TestWriteManifestKeysAndChecks(t *testing.T) {
 	rng := rand.New(rand.NewPCG(14, 14))
-	s, _ := newStore(t, segment.Config{})
+	s, _ := NewStore(t, segment.Config{})
 	ctx := context.Background()
 	w := s.NewWriter(testCollection, nil)
 	m, _, err := w.Write(ctx, upserts(records(rng, "k%02d", 10, 4)), 9, 4, nil)

@@ -1,0 +1,55 @@
+package catalog
+
+import (
+	"log/slog"
+	"time"
+
+	"github.com/compactorhq/compactor/internal/materialize"
+)
+
+// Config selects and tunes the catalog database.
+type Config struct {
+	// Driver is "sqlite" (default) or "postgres" (the shared deployment);
+	// ParseLocation derives it from a --catalog value.
+	Driver string
+	// DSN: for sqlite, the database file path (e.g. "./data/catalog.db");
+	// ":memory:" is not supported (several connections must share it), use a
+	// temp dir in tests. For postgres, a pgx connection string, e.g.
+	// "postgres://compactor@db:5432/compactor?sslmode=verify-full"; without
+	// connect_timeout, connections give up after 10 seconds.
+	DSN string
+	// Exclusive makes Open of a SQLite catalog take an flock(2) on
+	// "<database file>.lock" and hold it until Close, so that a second
+	// `compactor serve` on the same file is refused: a *LockedError
+	// (ErrLocked) naming the holder. A PostgreSQL catalog is shared by the
+	// replicas (the job queue is its jobs table): Exclusive changes nothing
+	// there.
+	Exclusive bool
+	// Holder describes this process to the one refused by the lock, e.g.
+	// "node a, pid 12"; "" means "pid N on HOST".
+	Holder string
+	// Now is the clock used for append times and row timestamps; nil means
+	// time.Now.
+	Now func() time.Time
+	// Logger receives the catalog's logs; nil discards them.
+	Logger *slog.Logger
+	// ReserveBytes, for SQLite, is the size of the space-reserve file kept
+	// next to the database (<file>-reserve) and released when deleting a
+	// collection finds the disk full, so that the delete can run (README
+	// "Disk full"). 0: no reserve. Ignored by PostgreSQL.
+	ReserveBytes int64
+}
+
+// AppendLimits bound AppendLog.
+type AppendLimits struct {
+	// MaxBacklog is the most uncompacted records a collection may hold; an
+	// append that would exceed it fails with *BackpressureError. 0: no limit.
+	MaxBacklog int64
+	// Record limits passed to materialize.Validate (Dimension is ignored:
+	// the collection's own is used).
+	Record materialize.Limits
+	// KeyWindow is how long an idempotency key of AppendLogKeyed is kept: a
+	// retry within it is answered from the key, after it the key is
+	// forgotten (and purged). 0: DefaultKeyWindow (24h).
+	KeyWindow time.Duration
+}
