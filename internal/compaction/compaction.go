@@ -120,16 +120,28 @@ func IsTransient(err error) bool {
 
 // Progress is reported while a compaction runs.
 type Progress struct {
-	Phase        string // "reading log", "writing blocks", "committing"
+	Phase        string // one of the Phase* constants
 	RecordsRead  int64  // log records read so far
 	RecordsTotal int64  // log records this compaction reads
 	BytesWritten int64  // bytes of blocks written so far
+	// BlocksWritten and BlocksTotal count the blocks this compaction
+	// writes; BlocksTotal is 0 until materialization has planned the new
+	// version (from PhaseWriting on).
+	BlocksWritten, BlocksTotal int
 	// The plan, known from the first report on: the log offsets
 	// (OffsetStart, OffsetEnd] this compaction reads and the segment
 	// version it builds on.
 	OffsetStart, OffsetEnd int64
 	VersionBefore          int64
 }
+
+// The phases of a compaction, in order, as Progress.Phase names them.
+const (
+	PhaseReading       = "reading log"
+	PhaseMaterializing = "materializing"
+	PhaseWriting       = "writing blocks"
+	PhaseCommitting    = "committing"
+)
 
 // Options are per-call settings of Compact.
 type Options struct {
@@ -253,7 +265,7 @@ func (c *Compactor) Compact(ctx context.Context, collectionID string, opts Optio
 
 	// 1. Read the log slice in batches.
 	begin("read log")
-	p := Progress{Phase: "reading log", RecordsTotal: total, OffsetStart: coll.CompactionOffset, OffsetEnd: end, VersionBefore: coll.SegmentVersion}
+	p := Progress{Phase: PhaseReading, RecordsTotal: total, OffsetStart: coll.CompactionOffset, OffsetEnd: end, VersionBefore: coll.SegmentVersion}
 	report(p)
 	byID := make(map[string][]materialize.OperationRecord)
 	for after := coll.CompactionOffset; after < end; {
@@ -280,6 +292,8 @@ func (c *Compactor) Compact(ctx context.Context, collectionID string, opts Optio
 
 	// 2. Materialize against the current segment.
 	begin("materialize")
+	p.Phase = PhaseMaterializing
+	report(p)
 	var base *segment.Manifest
 	if coll.SegmentVersion > 0 {
 		if base, err = c.seg.ReadManifest(ctx, coll.ManifestKey); err != nil {
@@ -321,7 +335,7 @@ func (c *Compactor) Compact(ctx context.Context, collectionID string, opts Optio
 
 	// 3. Write the changed blocks and the manifest.
 	begin("write blocks")
-	p.Phase = "writing blocks"
+	p.Phase = PhaseWriting
 	report(p)
 	m, stats, err := w.Write(ctx, changes, end, cmp.Or(coll.Dimension, dimensionOf(changes)), func(n int64) {
 		p.BytesWritten += n
@@ -349,7 +363,7 @@ func (c *Compactor) Compact(ctx context.Context, collectionID string, opts Optio
 		return res, fmt.Errorf("compact %s: before commit: %w", collectionID, err)
 	}
 	begin("commit")
-	p.Phase = "committing"
+	p.Phase = PhaseCommitting
 	p.BytesWritten = res.BytesWritten
 	report(p)
 	cm := catalog.Commit{

@@ -9,6 +9,7 @@ package compactorv1
 import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	durationpb "google.golang.org/protobuf/types/known/durationpb"
 	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
 	sync "sync"
@@ -482,9 +483,22 @@ type Progress struct {
 	RecordsTotal int64 `protobuf:"varint,2,opt,name=records_total,json=recordsTotal,proto3" json:"records_total,omitempty"`
 	// Bytes written to the blob store so far, in bytes.
 	BytesWritten int64 `protobuf:"varint,3,opt,name=bytes_written,json=bytesWritten,proto3" json:"bytes_written,omitempty"`
-	// The current phase, for display: "starting", "reading log", "writing
-	// blocks" or "committing".
-	Phase         string `protobuf:"bytes,4,opt,name=phase,proto3" json:"phase,omitempty"`
+	// The current phase, for display: "starting", "reading log",
+	// "materializing", "writing blocks" or "committing".
+	Phase string `protobuf:"bytes,4,opt,name=phase,proto3" json:"phase,omitempty"`
+	// The fraction of the whole job done, from 0 to 1: every phase counts
+	// (reading the log, materializing, writing blocks, committing), each
+	// weighted by its expected share of the job's time, so 1 is only reached
+	// when the job ends.
+	Fraction float64 `protobuf:"fixed64,5,opt,name=fraction,proto3" json:"fraction,omitempty"`
+	// The estimated time to the job's end, from the rates observed so far in
+	// this job; unset while it cannot be estimated (shown as unknown, never
+	// as 0).
+	Eta *durationpb.Duration `protobuf:"bytes,6,opt,name=eta,proto3" json:"eta,omitempty"`
+	// Blocks written so far and blocks the job will write, in blocks; 0 while
+	// unknown (known once materialization has planned the new version).
+	BlocksWritten int64 `protobuf:"varint,7,opt,name=blocks_written,json=blocksWritten,proto3" json:"blocks_written,omitempty"`
+	BlocksTotal   int64 `protobuf:"varint,8,opt,name=blocks_total,json=blocksTotal,proto3" json:"blocks_total,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -545,6 +559,34 @@ func (x *Progress) GetPhase() string {
 		return x.Phase
 	}
 	return ""
+}
+
+func (x *Progress) GetFraction() float64 {
+	if x != nil {
+		return x.Fraction
+	}
+	return 0
+}
+
+func (x *Progress) GetEta() *durationpb.Duration {
+	if x != nil {
+		return x.Eta
+	}
+	return nil
+}
+
+func (x *Progress) GetBlocksWritten() int64 {
+	if x != nil {
+		return x.BlocksWritten
+	}
+	return 0
+}
+
+func (x *Progress) GetBlocksTotal() int64 {
+	if x != nil {
+		return x.BlocksTotal
+	}
+	return 0
 }
 
 // Request of CompactionService.Compact. Exactly one of collection_ids
@@ -1351,7 +1393,7 @@ var File_compactor_v1_compaction_proto protoreflect.FileDescriptor
 
 const file_compactor_v1_compaction_proto_rawDesc = "" +
 	"\n" +
-	"\x1dcompactor/v1/compaction.proto\x12\fcompactor.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xef\x06\n" +
+	"\x1dcompactor/v1/compaction.proto\x12\fcompactor.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xef\x06\n" +
 	"\x03Job\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12#\n" +
 	"\rcollection_id\x18\x02 \x01(\tR\fcollectionId\x12'\n" +
@@ -1380,12 +1422,16 @@ const file_compactor_v1_compaction_proto_rawDesc = "" +
 	"\x04node\x18\x14 \x01(\tR\x04node\x122\n" +
 	"\bprogress\x18\x15 \x01(\v2\x16.compactor.v1.ProgressR\bprogress\x12)\n" +
 	"\x10cancel_requested\x18\x16 \x01(\bR\x0fcancelRequested\x12(\n" +
-	"\x10continues_job_id\x18\x17 \x01(\tR\x0econtinuesJobId\"\x8d\x01\n" +
+	"\x10continues_job_id\x18\x17 \x01(\tR\x0econtinuesJobId\"\xa0\x02\n" +
 	"\bProgress\x12!\n" +
 	"\frecords_read\x18\x01 \x01(\x03R\vrecordsRead\x12#\n" +
 	"\rrecords_total\x18\x02 \x01(\x03R\frecordsTotal\x12#\n" +
 	"\rbytes_written\x18\x03 \x01(\x03R\fbytesWritten\x12\x14\n" +
-	"\x05phase\x18\x04 \x01(\tR\x05phase\"a\n" +
+	"\x05phase\x18\x04 \x01(\tR\x05phase\x12\x1a\n" +
+	"\bfraction\x18\x05 \x01(\x01R\bfraction\x12+\n" +
+	"\x03eta\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\x03eta\x12%\n" +
+	"\x0eblocks_written\x18\a \x01(\x03R\rblocksWritten\x12!\n" +
+	"\fblocks_total\x18\b \x01(\x03R\vblocksTotal\"a\n" +
 	"\x0eCompactRequest\x12%\n" +
 	"\x0ecollection_ids\x18\x01 \x03(\tR\rcollectionIds\x12\x10\n" +
 	"\x03all\x18\x02 \x01(\bR\x03all\x12\x16\n" +
@@ -1493,6 +1539,7 @@ var file_compactor_v1_compaction_proto_goTypes = []any{
 	(*ListNodesResponse)(nil),        // 17: compactor.v1.ListNodesResponse
 	(*Node)(nil),                     // 18: compactor.v1.Node
 	(*timestamppb.Timestamp)(nil),    // 19: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),      // 20: google.protobuf.Duration
 }
 var file_compactor_v1_compaction_proto_depIdxs = []int32{
 	1,  // 0: compactor.v1.Job.trigger:type_name -> compactor.v1.Trigger
@@ -1501,35 +1548,36 @@ var file_compactor_v1_compaction_proto_depIdxs = []int32{
 	19, // 3: compactor.v1.Job.start_time:type_name -> google.protobuf.Timestamp
 	19, // 4: compactor.v1.Job.finish_time:type_name -> google.protobuf.Timestamp
 	4,  // 5: compactor.v1.Job.progress:type_name -> compactor.v1.Progress
-	7,  // 6: compactor.v1.CompactResponse.jobs:type_name -> compactor.v1.CompactResult
-	3,  // 7: compactor.v1.CompactResult.job:type_name -> compactor.v1.Job
-	3,  // 8: compactor.v1.GetCompactionResponse.job:type_name -> compactor.v1.Job
-	0,  // 9: compactor.v1.ListCompactionsRequest.states:type_name -> compactor.v1.JobState
-	1,  // 10: compactor.v1.ListCompactionsRequest.trigger:type_name -> compactor.v1.Trigger
-	3,  // 11: compactor.v1.ListCompactionsResponse.jobs:type_name -> compactor.v1.Job
-	2,  // 12: compactor.v1.WatchCompactionsResponse.type:type_name -> compactor.v1.WatchEventType
-	3,  // 13: compactor.v1.WatchCompactionsResponse.job:type_name -> compactor.v1.Job
-	3,  // 14: compactor.v1.CancelCompactionResponse.job:type_name -> compactor.v1.Job
-	18, // 15: compactor.v1.ListNodesResponse.nodes:type_name -> compactor.v1.Node
-	19, // 16: compactor.v1.Node.start_time:type_name -> google.protobuf.Timestamp
-	19, // 17: compactor.v1.Node.heartbeat_time:type_name -> google.protobuf.Timestamp
-	5,  // 18: compactor.v1.CompactionService.Compact:input_type -> compactor.v1.CompactRequest
-	8,  // 19: compactor.v1.CompactionService.GetCompaction:input_type -> compactor.v1.GetCompactionRequest
-	10, // 20: compactor.v1.CompactionService.ListCompactions:input_type -> compactor.v1.ListCompactionsRequest
-	12, // 21: compactor.v1.CompactionService.WatchCompactions:input_type -> compactor.v1.WatchCompactionsRequest
-	14, // 22: compactor.v1.CompactionService.CancelCompaction:input_type -> compactor.v1.CancelCompactionRequest
-	16, // 23: compactor.v1.CompactionService.ListNodes:input_type -> compactor.v1.ListNodesRequest
-	6,  // 24: compactor.v1.CompactionService.Compact:output_type -> compactor.v1.CompactResponse
-	9,  // 25: compactor.v1.CompactionService.GetCompaction:output_type -> compactor.v1.GetCompactionResponse
-	11, // 26: compactor.v1.CompactionService.ListCompactions:output_type -> compactor.v1.ListCompactionsResponse
-	13, // 27: compactor.v1.CompactionService.WatchCompactions:output_type -> compactor.v1.WatchCompactionsResponse
-	15, // 28: compactor.v1.CompactionService.CancelCompaction:output_type -> compactor.v1.CancelCompactionResponse
-	17, // 29: compactor.v1.CompactionService.ListNodes:output_type -> compactor.v1.ListNodesResponse
-	24, // [24:30] is the sub-list for method output_type
-	18, // [18:24] is the sub-list for method input_type
-	18, // [18:18] is the sub-list for extension type_name
-	18, // [18:18] is the sub-list for extension extendee
-	0,  // [0:18] is the sub-list for field type_name
+	20, // 6: compactor.v1.Progress.eta:type_name -> google.protobuf.Duration
+	7,  // 7: compactor.v1.CompactResponse.jobs:type_name -> compactor.v1.CompactResult
+	3,  // 8: compactor.v1.CompactResult.job:type_name -> compactor.v1.Job
+	3,  // 9: compactor.v1.GetCompactionResponse.job:type_name -> compactor.v1.Job
+	0,  // 10: compactor.v1.ListCompactionsRequest.states:type_name -> compactor.v1.JobState
+	1,  // 11: compactor.v1.ListCompactionsRequest.trigger:type_name -> compactor.v1.Trigger
+	3,  // 12: compactor.v1.ListCompactionsResponse.jobs:type_name -> compactor.v1.Job
+	2,  // 13: compactor.v1.WatchCompactionsResponse.type:type_name -> compactor.v1.WatchEventType
+	3,  // 14: compactor.v1.WatchCompactionsResponse.job:type_name -> compactor.v1.Job
+	3,  // 15: compactor.v1.CancelCompactionResponse.job:type_name -> compactor.v1.Job
+	18, // 16: compactor.v1.ListNodesResponse.nodes:type_name -> compactor.v1.Node
+	19, // 17: compactor.v1.Node.start_time:type_name -> google.protobuf.Timestamp
+	19, // 18: compactor.v1.Node.heartbeat_time:type_name -> google.protobuf.Timestamp
+	5,  // 19: compactor.v1.CompactionService.Compact:input_type -> compactor.v1.CompactRequest
+	8,  // 20: compactor.v1.CompactionService.GetCompaction:input_type -> compactor.v1.GetCompactionRequest
+	10, // 21: compactor.v1.CompactionService.ListCompactions:input_type -> compactor.v1.ListCompactionsRequest
+	12, // 22: compactor.v1.CompactionService.WatchCompactions:input_type -> compactor.v1.WatchCompactionsRequest
+	14, // 23: compactor.v1.CompactionService.CancelCompaction:input_type -> compactor.v1.CancelCompactionRequest
+	16, // 24: compactor.v1.CompactionService.ListNodes:input_type -> compactor.v1.ListNodesRequest
+	6,  // 25: compactor.v1.CompactionService.Compact:output_type -> compactor.v1.CompactResponse
+	9,  // 26: compactor.v1.CompactionService.GetCompaction:output_type -> compactor.v1.GetCompactionResponse
+	11, // 27: compactor.v1.CompactionService.ListCompactions:output_type -> compactor.v1.ListCompactionsResponse
+	13, // 28: compactor.v1.CompactionService.WatchCompactions:output_type -> compactor.v1.WatchCompactionsResponse
+	15, // 29: compactor.v1.CompactionService.CancelCompaction:output_type -> compactor.v1.CancelCompactionResponse
+	17, // 30: compactor.v1.CompactionService.ListNodes:output_type -> compactor.v1.ListNodesResponse
+	25, // [25:31] is the sub-list for method output_type
+	19, // [19:25] is the sub-list for method input_type
+	19, // [19:19] is the sub-list for extension type_name
+	19, // [19:19] is the sub-list for extension extendee
+	0,  // [0:19] is the sub-list for field type_name
 }
 
 func init() { file_compactor_v1_compaction_proto_init() }
