@@ -13,12 +13,18 @@
 // strings), lists as arrays, STRUCT and MAP as objects, DATE and TIMESTAMP as
 // their text.
 //
+// With DUCKDB_TIMING=1 in the environment it also writes, per statement, a
+// line "duckdb: statement I of N: S s" to stderr: the statement's time from
+// prepare to its last row printed, without node's and DuckDB's start
+// (scripts/bench.sh times its materialization with it).
+//
 // Exit status: 0 after printing every row; 1 when the SQL fails (the error is
 // on stderr, naming the statement's position); 2 on a usage error.
 // Install first: npm ci --prefix tools/duckdb (scripts/test.sh does it).
 import { readFileSync } from "node:fs";
 import { DuckDBInstance } from "@duckdb/node-api";
 
+const timing = process.env.DUCKDB_TIMING === "1";
 const usage = 'usage: node tools/duckdb/query.mjs "<SQL>"   (or - to read the SQL from stdin)';
 
 async function main(argv) {
@@ -34,6 +40,7 @@ async function main(argv) {
     const last = statements.count - 1;
     for (let i = 0; i <= last; i++) {
       let prepared;
+      const t0 = process.hrtime.bigint();
       try {
         prepared = await statements.prepare(i);
         if (i < last) {
@@ -52,6 +59,10 @@ async function main(argv) {
         throw new Error(`statement ${i + 1} of ${statements.count}: ${err.message}`);
       } finally {
         prepared?.destroySync();
+        if (timing) {
+          const s = Number(process.hrtime.bigint() - t0) / 1e9;
+          process.stderr.write(`duckdb: statement ${i + 1} of ${statements.count}: ${s.toFixed(3)} s\n`);
+        }
       }
     }
   } finally {
