@@ -20,7 +20,8 @@
 #            `compactor compact ID --wait`: the job's duration is its
 #            create_time -> finish_time (from `compactor job ID -o json`:
 #            from Compact to the job's end), the wall time is the CLI's; the
-#            server's peak RSS (VmHWM, reset to the current RSS after start),
+#            server's CPU time meanwhile (user + system, from /proc), its
+#            peak RSS (VmHWM, reset to the current RSS after start),
 #            the job's bytes_written and the blocks on disk. Then, on the
 #            compacted collection: 1,000 ADDs of new ids that sort last
 #            (append.jsonl) and 1,000 UPDATEs spread over the id order
@@ -29,10 +30,10 @@
 #            whole collection (scripts/bench/read, 1,000 per page).
 #   DuckDB   node tools/duckdb/query.mjs running the materialization below on
 #            ops.parquet (the same records with their log offsets) into one
-#            Parquet file sorted by id, zstd: the statement's time (from
-#            DUCKDB_TIMING=1; node's and DuckDB's start, seconds on a loaded
-#            machine, excluded as the CLI's is from the job's) and the file's
-#            size.
+#            Parquet file sorted by id, zstd: the statement's time and the
+#            process's CPU time meanwhile (from DUCKDB_TIMING=1; node's and
+#            DuckDB's start, seconds on a loaded machine, excluded as the
+#            CLI's is from the job's) and the file's size.
 #   dd       dd if=/dev/zero bs=1M conv=fdatasync of the product's bytes_written.
 # After the pairs, per round, for each size above the default
 # --max-compaction-size (100,000): the default flags end to end. A copy of the
@@ -72,6 +73,9 @@
 #   BENCH_DIM, BENCH_SEED  embedding dimension (128), generator seed (1)
 #   BENCH_DIR       working directory (default a new one under TMPDIR; needs
 #                   ~3 GB per million records); KEEP_TMP=1 keeps it
+# On a machine shared with other work, wall times stretch with the load (each
+# measurement records the 1-minute load average); the CPU times (product and
+# DuckDB) are less sensitive to it, and the table gives their ratio too.
 # Needs: go, node 20 and npm (DuckDB is installed into tools/duckdb with npm ci
 # when missing), python3, dd. The machine's other load shows in every figure:
 # read the ranges, and run it on a quiet machine.
@@ -225,6 +229,13 @@ for kv in sys.argv[1:]:
     k, v = kv.split("=", 1)
     d[k] = json.loads(v)
 print(json.dumps(d))' "$@"; }
+# cpu_s: CPU seconds (user + system, every thread) the server has used.
+cpu_s() {
+	python3 -c 'import os,sys
+f = open("/proc/%s/stat" % sys.argv[1]).read().rsplit(")", 1)[1].split()
+print("%.3f" % ((int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")))' "$server_pid"
+}
+load1() { cut -d' ' -f1 /proc/loadavg; }
 rss_kb() { sed -n 's/^VmHWM:[[:space:]]*\([0-9]*\) kB/\1/p' "/proc/$server_pid/status"; }
 read_all() { "$TMP/bin/read" -addr "$addr" -collection "$cid" -max-time "${READ_MAX}s"; }
 
@@ -246,18 +257,21 @@ done
 
 # --- one pair --------------------------------------------------------------------------
 product() { # product SIZE ROUND
-	local n=$1 r=$2 d=$TMP/data-$1 run=$TMP/run rss blocks full
+	local n=$1 r=$2 d=$TMP/data-$1 run=$TMP/run rss blocks full load cpu0 cpu
 	cid=$(cat "$d/collection")
 	fresh_copy "$n" "$run"
 	start_server "$run" "$TMP/server.log" --max-compaction-size "$((n > 100000 ? n : 100000))"
 	echo 5 >"/proc/$server_pid/clear_refs" || note "cannot reset the peak RSS of the server; it includes its start"
 	note "round $r, $n: product: full compaction"
+	load=$(load1)
+	cpu0=$(cpu_s)
 	compact_jobs "$TMP/full.jobs"
+	cpu=$(python3 -c 'import sys; print("%.3f" % (float(sys.argv[2]) - float(sys.argv[1])))' "$cpu0" "$(cpu_s)")
 	rss=$(rss_kb)
 	blocks=$(du -sb "$run/blobs/collections/$cid/blocks" | cut -f1)
 	full=$(jobs_summary "$TMP/full.jobs")
 	[[ $(echo "$full" | json_get /dev/stdin jobs) == 1 ]] || die "the full compaction took several jobs: $full"
-	record "$(echo "$full" | with kind='"full"' size="$n" round="$r" rss_kb="$rss" blocks_bytes="$blocks" \
+	record "$(echo "$full" | with kind='"full"' size="$n" round="$r" cpu_s="$cpu" load="$load" rss_kb="$rss" blocks_bytes="$blocks" \
 		rows="$(cc -o json collections get "$cid" | json_get /dev/stdin record_count)")"
 	bytes_written=$(echo "$full" | json_get /dev/stdin bytes_written)
 	for inc in append updates; do
@@ -272,9 +286,10 @@ product() { # product SIZE ROUND
 	rm -rf "$run"
 }
 duckdb() { # duckdb SIZE ROUND
-	local n=$1 r=$2 d=$TMP/data-$1 out=$TMP/duckdb.parquet t0 wall rows stmt
+	local n=$1 r=$2 d=$TMP/data-$1 out=$TMP/duckdb.parquet t0 wall rows stmt cpu load
 	rm -f "$out"
 	note "round $r, $n: DuckDB"
+	load=$(load1)
 	t0=$(now)
 	DUCKDB_TIMING=1 node $duck/query.mjs "COPY (
   SELECT id,
@@ -289,10 +304,11 @@ duckdb() { # duckdb SIZE ROUND
 ) TO '$out' (FORMAT parquet, COMPRESSION zstd)" >/dev/null 2>"$TMP/duckdb.err" ||
 		die "the DuckDB materialization failed: $(cat "$TMP/duckdb.err")"
 	wall=$(since "$t0")
-	stmt=$(sed -n 's/^duckdb: statement 1 of 1: \([0-9.]*\) s$/\1/p' "$TMP/duckdb.err")
-	[[ -n $stmt ]] || die "query.mjs printed no statement time: $(cat "$TMP/duckdb.err")"
+	stmt=$(sed -n 's/^duckdb: statement 1 of 1: \([0-9.]*\) s, cpu [0-9.]* s$/\1/p' "$TMP/duckdb.err")
+	cpu=$(sed -n 's/^duckdb: statement 1 of 1: [0-9.]* s, cpu \([0-9.]*\) s$/\1/p' "$TMP/duckdb.err")
+	[[ -n $stmt && -n $cpu ]] || die "query.mjs printed no statement time: $(cat "$TMP/duckdb.err")"
 	rows=$(node $duck/query.mjs "SELECT count(*) AS n FROM read_parquet('$out')" | python3 -c 'import json,sys; print(json.loads(sys.stdin.readline())["n"])')
-	record "{\"kind\": \"duckdb\", \"size\": $n, \"round\": $r, \"s\": $stmt, \"wall_s\": $wall, \"bytes\": $(stat -c %s "$out"), \"rows\": $rows}"
+	record "{\"kind\": \"duckdb\", \"size\": $n, \"round\": $r, \"s\": $stmt, \"cpu_s\": $cpu, \"load\": $load, \"wall_s\": $wall, \"bytes\": $(stat -c %s "$out"), \"rows\": $rows}"
 	rm -f "$out"
 }
 disk_floor() { # disk_floor SIZE ROUND BYTES
@@ -304,15 +320,18 @@ disk_floor() { # disk_floor SIZE ROUND BYTES
 	record "{\"kind\": \"dd\", \"size\": $1, \"round\": $2, \"wall_s\": $wall, \"bytes\": $3}"
 }
 defaults() { # defaults SIZE ROUND
-	local n=$1 r=$2 run=$TMP/run
+	local n=$1 r=$2 run=$TMP/run load cpu0 cpu
 	cid=$(cat "$TMP/data-$n/collection")
 	fresh_copy "$n" "$run"
 	start_server "$run" "$TMP/server.log"
 	note "round $r, $n: default flags: paged read of the uncompacted log"
 	record "$(read_all | with kind='"read_before"' size="$n" round="$r")"
 	note "round $r, $n: default flags: compact --wait with its continuations"
+	load=$(load1)
+	cpu0=$(cpu_s)
 	compact_jobs "$TMP/defaults.jobs"
-	record "$(jobs_summary "$TMP/defaults.jobs" | with kind='"defaults"' size="$n" round="$r" \
+	cpu=$(python3 -c 'import sys; print("%.3f" % (float(sys.argv[2]) - float(sys.argv[1])))' "$cpu0" "$(cpu_s)")
+	record "$(jobs_summary "$TMP/defaults.jobs" | with kind='"defaults"' size="$n" round="$r" cpu_s="$cpu" load="$load" \
 		rows="$(cc -o json collections get "$cid" | json_get /dev/stdin record_count)")"
 	stop_server
 	rm -rf "$run"

@@ -109,6 +109,10 @@ for n in sizes:
     add("| 1. full compaction ≤ 1.0× DuckDB: %s | %s (job), %s (CLI wall) | %s | %s | %s |" % (
         what, span([job(r) for r in full]), span([wall(r) for r in full]), "%s (process wall %s)" % (span([dt(r) for r in duck]), span([wall(r) for r in duck])),
         ratio(rt), met(statistics.median(rt) <= 1.0)))
+    if all("cpu_s" in r for r in full + duck):
+        ct = pairs(full, duck, lambda r: r["cpu_s"], lambda r: r["cpu_s"])
+        add("| CPU time of the same (user + system; less sensitive to the machine's load) | %s | %s | %s | |" % (
+            span([r["cpu_s"] for r in full]), span([r["cpu_s"] for r in duck]), ratio(ct)))
     rss = [r["rss_kb"] * 1024 for r in full]
     add("| 1. peak RSS ≤ 512 MB (%s op records) | %s | | %.1f× the goal | %s |" % (
         format(n, ","), span(rss, mb), max(rss) / 512e6, met(max(rss) <= 512e6)))
@@ -156,14 +160,21 @@ for n in sizes:
         add("| 1. default flags end to end ≤ 1.0× DuckDB: %s (%s jobs, first created → last finished) | %s (sum of job durations %s) | %s | %s | %s |" % (
             what, "/".join(map(str, jobs)), span([job(r) for r in dfl]), span([r["sum_s"] for r in dfl]),
             span([r["s"] for r in duck]), ratio(dr), met(statistics.median(dr) <= 1.0)))
+        if all("cpu_s" in r for r in dfl + duck):
+            ct = pairs(dfl, duck, lambda r: r["cpu_s"], lambda r: r["cpu_s"])
+            add("| CPU time of the same (user + system) | %s | %s | %s | |" % (
+                span([r["cpu_s"] for r in dfl]), span([r["cpu_s"] for r in duck]), ratio(ct)))
         wa = [r["records_written"] / s["rows"] for r in dfl]
         add("| 1. write amplification ≤ 1.5× with the default flags (records written / final rows) | %s records written | | %s | %s |" % (
             span([r["records_written"] for r in dfl], lambda v: format(v, ",")), span(wa, lambda v: "%.2f×" % v), met(max(wa) <= 1.5)))
 
-print("scripts/bench.sh at %s, %s UTC: DuckDB %s (2 threads), %s cores, %s interleaved round(s); "
+loads = [r["load"] for r in rows if "load" in r]
+print("scripts/bench.sh at %s, %s UTC: DuckDB %s (2 threads), %s cores%s, %s interleaved round(s); "
       "ranges are min–max over rounds, ratios the median (and range) of the per-round ratios; "
       "product time is the job's create_time → finish_time; DuckDB's the COPY statement's time" % (
-          commit, datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M"), duck_version, cores, rounds))
+          commit, datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M"), duck_version, cores,
+          " (1-minute load average %s at the measurements)" % span(loads, lambda v: "%.1f" % v) if loads else "",
+          rounds))
 print()
 print("\n".join(lines))
 if bad:

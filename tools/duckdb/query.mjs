@@ -14,9 +14,10 @@
 // their text.
 //
 // With DUCKDB_TIMING=1 in the environment it also writes, per statement, a
-// line "duckdb: statement I of N: S s" to stderr: the statement's time from
-// prepare to its last row printed, without node's and DuckDB's start
-// (scripts/bench.sh times its materialization with it).
+// line "duckdb: statement I of N: S s, cpu C s" to stderr: the statement's
+// time from prepare to its last row printed, without node's and DuckDB's
+// start, and the CPU time (user + system, every thread) the process used
+// meanwhile (scripts/bench.sh times its materialization with it).
 //
 // Exit status: 0 after printing every row; 1 when the SQL fails (the error is
 // on stderr, naming the statement's position); 2 on a usage error.
@@ -41,6 +42,7 @@ async function main(argv) {
     for (let i = 0; i <= last; i++) {
       let prepared;
       const t0 = process.hrtime.bigint();
+      const cpu0 = process.cpuUsage();
       try {
         prepared = await statements.prepare(i);
         if (i < last) {
@@ -61,7 +63,9 @@ async function main(argv) {
         prepared?.destroySync();
         if (timing) {
           const s = Number(process.hrtime.bigint() - t0) / 1e9;
-          process.stderr.write(`duckdb: statement ${i + 1} of ${statements.count}: ${s.toFixed(3)} s\n`);
+          const cpu = process.cpuUsage(cpu0);
+          const cs = (cpu.user + cpu.system) / 1e6;
+          process.stderr.write(`duckdb: statement ${i + 1} of ${statements.count}: ${s.toFixed(3)} s, cpu ${cs.toFixed(3)} s\n`);
         }
       }
     }
