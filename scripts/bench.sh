@@ -35,12 +35,13 @@
 #            DuckDB's start, seconds on a loaded machine, excluded as the
 #            CLI's is from the job's) and the file's size.
 #   dd       dd if=/dev/zero bs=1M conv=fdatasync of the product's bytes_written.
-# After the pairs, per round, for each size above the default
-# --max-compaction-size (100,000): the default flags end to end. A copy of the
-# template, a paged read of the uncompacted log (the read before compaction),
-# then `compact --wait`, which follows the chained continuation jobs: the time
-# from the first job's creation to the last one's end, and the records written
-# by all jobs / the final rows (write amplification).
+# After the pairs, per round and size: a copy of the template served with the
+# default compaction flags, a paged read of the uncompacted log (the read
+# before compaction); then, for each size above the default
+# --max-compaction-size (100,000), the default flags end to end:
+# `compact --wait`, which follows the chained continuation jobs: the time from
+# the first job's creation to the last one's end, and the records written by
+# all jobs / the final rows (write amplification).
 #
 # The DuckDB materialization (DESIGN.md §6 for the generator's mix: an id is
 # added once, and updated or deleted only while live, so per id: absent when
@@ -319,13 +320,18 @@ disk_floor() { # disk_floor SIZE ROUND BYTES
 	rm -f "$TMP/dd.bin"
 	record "{\"kind\": \"dd\", \"size\": $1, \"round\": $2, \"wall_s\": $wall, \"bytes\": $3}"
 }
-defaults() { # defaults SIZE ROUND
+uncompacted() { # uncompacted SIZE ROUND: the read before compaction, then the default flags end to end
 	local n=$1 r=$2 run=$TMP/run load cpu0 cpu
 	cid=$(cat "$TMP/data-$n/collection")
 	fresh_copy "$n" "$run"
 	start_server "$run" "$TMP/server.log"
-	note "round $r, $n: default flags: paged read of the uncompacted log"
+	note "round $r, $n: paged read of the uncompacted log"
 	record "$(read_all | with kind='"read_before"' size="$n" round="$r")"
+	if [[ " $DEFAULTS " != *" $n "* ]]; then
+		stop_server
+		rm -rf "$run"
+		return
+	fi
 	note "round $r, $n: default flags: compact --wait with its continuations"
 	load=$(load1)
 	cpu0=$(cpu_s)
@@ -348,7 +354,7 @@ for r in $(seq "$ROUNDS"); do
 		fi
 		disk_floor "$n" "$r" "$bytes_written"
 	done
-	for n in $DEFAULTS; do defaults "$n" "$r"; done
+	for n in $SIZES; do uncompacted "$n" "$r"; done
 done
 
 # --- the table -------------------------------------------------------------------------
