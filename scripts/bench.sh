@@ -71,6 +71,9 @@
 #                   100000; "" to skip it)
 #   BENCH_READ_MAX  seconds a paged read may take before it stops and its
 #                   time is projected from the pages read (default 60)
+#   BENCH_WAIT      seconds one `compact --wait` may take before the run fails
+#                   (default 3600; it has hung when a job's lease renewal
+#                   raced its commit and no continuation was queued)
 #   BENCH_DIM, BENCH_SEED  embedding dimension (128), generator seed (1)
 #   BENCH_DIR       working directory (default a new one under TMPDIR; needs
 #                   ~3 GB per million records); KEEP_TMP=1 keeps it
@@ -87,6 +90,7 @@ ROOT=$PWD
 SIZES=${BENCH_SIZES:-100000 1000000}
 ROUNDS=${BENCH_ROUNDS:-3}
 READ_MAX=${BENCH_READ_MAX:-60}
+WAIT=${BENCH_WAIT:-3600}
 DIM=${BENCH_DIM:-128}
 SEED=${BENCH_SEED:-1}
 if [[ -z ${BENCH_DEFAULTS+x} ]]; then
@@ -97,8 +101,8 @@ DEFAULTS=$BENCH_DEFAULTS
 
 die() { echo "bench: $*" >&2; exit 1; }
 note() { echo "bench: $*" >&2; }
-for n in $SIZES $DEFAULTS $ROUNDS $READ_MAX $DIM $SEED; do
-	[[ $n =~ ^[1-9][0-9]*$ ]] || die "BENCH_SIZES, BENCH_DEFAULTS, BENCH_ROUNDS, BENCH_READ_MAX, BENCH_DIM and BENCH_SEED take positive integers, got '$n'"
+for n in $SIZES $DEFAULTS $ROUNDS $READ_MAX $WAIT $DIM $SEED; do
+	[[ $n =~ ^[1-9][0-9]*$ ]] || die "BENCH_SIZES, BENCH_DEFAULTS, BENCH_ROUNDS, BENCH_READ_MAX, BENCH_WAIT, BENCH_DIM and BENCH_SEED take positive integers, got '$n'"
 done
 for n in $DEFAULTS; do [[ " $SIZES " == *" $n "* ]] || die "BENCH_DEFAULTS: $n is not one of BENCH_SIZES ($SIZES)"; done
 for tool in go node npm python3 dd; do command -v "$tool" >/dev/null || die "$tool is not on PATH"; done
@@ -188,8 +192,10 @@ fresh_copy() {
 compact_jobs() {
 	local out=$1 t0 wall ids id
 	t0=$(now)
-	cc -o json compact "$cid" --wait --reason bench >"$out.compact" 2>"$out.err" ||
-		die "compact --wait failed: $(tail -5 "$out.err") (server log: $TMP/server.log)"
+	local rc=0
+	timeout "$WAIT" "$C" --addr "$addr" --timeout 10m -o json compact "$cid" --wait --reason bench >"$out.compact" 2>"$out.err" || rc=$?
+	((rc != 124)) || die "compact --wait did not return within BENCH_WAIT=$WAIT s (server log: $TMP/server.log; jobs: $C --addr $addr jobs)"
+	((rc == 0)) || die "compact --wait failed: $(tail -5 "$out.err") (server log: $TMP/server.log)"
 	wall=$(since "$t0")
 	ids=$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1]))
 print(" ".join([j["job"]["id"] for j in d["jobs"]] + [j["id"] for j in d.get("continuations", [])]))' "$out.compact")

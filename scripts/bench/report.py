@@ -77,9 +77,9 @@ def read_cell(reads, total):
             out.append(r["seconds"] * total / max(r["records"], 1))
     s = span(out)
     if not all(r["complete"] for r in reads):
-        done = min(r["records"] for r in reads)
-        s = "~%s projected (read %s of %s records in %s s, then stopped)" % (
-            s, format(done, ","), format(total, ","), read_max)
+        part = min((r for r in reads if not r["complete"]), key=lambda r: r["records"])
+        s = "~%s projected (read %s of %s records in %s, then stopped)" % (
+            s, format(part["records"], ","), format(total, ","), secs(part["seconds"]))
     return s, max(out)
 
 
@@ -148,8 +148,8 @@ for n in sizes:
     if rb:
         cell, worst = read_cell(rb, s["rows"])
         judged = s["rows"] <= 100000
-        add("| 4. paged read before compaction ≤ 2 s (goal at ~63k records): %s op records | %s | | | %s |" % (
-            format(n, ","), cell, met(worst <= 2) if judged else "n/a (size)"))
+        add("| 4. paged read before compaction ≤ 2 s (goal at ~63k records): %s op records → %s records | %s | | | %s |" % (
+            format(n, ","), format(s["rows"], ","), cell, met(worst <= 2) if judged else "n/a (size)"))
     dfl = of("defaults", n)
     if dfl:
         for r in dfl:
