@@ -100,50 +100,228 @@ type Node struct {
 // collection id, unknown trigger), ErrNotFound (no such collection),
 // ErrUnavailable.
 func (c *Catalog) EnqueueJob(ctx context.Context, r JobRequest) (job Job, created bool, err error) {
-	if r.CollectionID == "" {
-		return Job{}, false, fmt.Errorf("enqueue job: collection id must not be empty: %w", ErrInvalidArgument)
+	if err := checkJobRequest(r); err != nil {
+		return Job{}, false, fmt.Errorf("enqueue job: %w", err)
 	}
-	if r.Trigger != TriggerScheduled && r.Trigger != TriggerOneOff {
-		return Job{}, false, fmt.Errorf("enqueue job for collection %s: unknown trigger %q: %w", r.CollectionID, r.Trigger, ErrInvalidArgument)
-	}
-	if r.ID == "" {
-		r.ID = uuid.NewString()
-	}
-	now := fromMs(ms(c.now()))
+	var out []Enqueued
 	err = c.writeTx(ctx, func(tx *sql.Tx) error {
-		var retries int
-		err := tx.QueryRowContext(ctx, c.d.q(`SELECT retry_count FROM collections WHERE id = ?`+c.d.forUpdate), r.CollectionID).Scan(&retries)
-		if errors.Is(err, sql.ErrNoRows) {
-			return fmt.Errorf("collection %s: %w", r.CollectionID, ErrNotFound)
-		}
-		if err != nil {
-			return err
-		}
-		queued, err := c.queryJobs(ctx, tx, `SELECT `+jobColumns+` FROM jobs WHERE collection_id = ? AND state = ?`, r.CollectionID, string(JobQueued))
-		if err != nil {
-			return err
-		}
-		if len(queued) > 0 {
-			job = queued[0]
-			if r.Trigger == TriggerOneOff && priorityOf(job) != priorityExpedited {
-				if _, err := tx.ExecContext(ctx, c.d.q(`UPDATE jobs SET priority = ? WHERE id = ?`), priorityExpedited, job.ID); err != nil {
-					return fmt.Errorf("expedite job %s: %w", job.ID, err)
-				}
-				job.Expedited = true
-			}
-			return nil
-		}
-		job = Job{
-			ID: r.ID, CollectionID: r.CollectionID, Trigger: r.Trigger, State: JobQueued, Reason: r.Reason,
-			Attempt: retries + 1, CreatedAt: now, Continues: r.Continues, OldestAt: fromMs(ms(r.OldestAt)),
-		}
-		created = true
-		return c.execInsertJob(ctx, tx, job)
+		var err error
+		out, err = c.execEnqueue(ctx, tx, EnqueueCall{Requests: []JobRequest{r}}, fromMs(ms(c.now())))
+		return err
 	})
 	if err != nil {
 		return Job{}, false, c.wrap(err, "enqueue job for collection %s", r.CollectionID)
 	}
-	return job, created, nil
+	return out[0].Job, out[0].Created, nil
+}
+
+// EnqueueCall is one caller's request to EnqueueJobs: a job for each of
+// its collections, all or none.
+type EnqueueCall struct {
+	Requests []JobRequest // one per collection; a collection at most once
+	// SkipMissing leaves out the collections that do not exist instead of
+	// failing the call (compact all: deleted since they were listed).
+	SkipMissing bool
+}
+
+// Enqueued is one job of an EnqueueCall: the job queued, or the one that
+// was queued already (Created false).
+type Enqueued struct {
+	Job     Job
+	Created bool
+}
+
+// EnqueueOutcome is the result of one EnqueueCall: its jobs in the order of
+// its requests (missing collections left out with SkipMissing), or its
+// error, in which case nothing of the call was enqueued.
+type EnqueueOutcome struct {
+	Jobs []Enqueued
+	Err  error
+}
+
+// MissingCollectionsError names every collection of an EnqueueCall that
+// does not exist; it matches ErrNotFound.
+type MissingCollectionsError struct{ IDs []string }
+
+func (e *MissingCollectionsError) Error() string {
+	if len(e.IDs) == 1 {
+		return fmt.Sprintf("collection %s: %s", e.IDs[0], ErrNotFound)
+	}
+	return fmt.Sprintf("collections %s: %s", strings.Join(e.IDs, ", "), ErrNotFound)
+}
+
+// Is reports whether target is ErrNotFound.
+func (e *MissingCollectionsError) Is(target error) bool { return target == ErrNotFound }
+
+// EnqueueJobs runs the EnqueueJob of every request of every call in one
+// write transaction (a group commit: one commit, so one fsync on SQLite,
+// for many concurrent callers), each call all or nothing: a call naming a
+// collection that does not exist fails with *MissingCollectionsError
+// (unless SkipMissing) and enqueues nothing, and a call's failure (kept in
+// its outcome; in a savepoint when there are several calls) leaves the
+// others' jobs in. The semantics per request are EnqueueJob's. The
+// returned error is the transaction's (begin, commit): then no call
+// enqueued anything. Outcomes are in the order of calls.
+func (c *Catalog) EnqueueJobs(ctx context.Context, calls []EnqueueCall) ([]EnqueueOutcome, error) {
+	out := make([]EnqueueOutcome, len(calls))
+	for i, call := range calls {
+		for _, r := range call.Requests {
+			if err := checkJobRequest(r); err != nil {
+				out[i].Err = fmt.Errorf("enqueue jobs: %w", err)
+				break
+			}
+		}
+	}
+	now := fromMs(ms(c.now()))
+	err := c.writeTx(ctx, func(tx *sql.Tx) error {
+		for i, call := range calls {
+			out[i].Jobs = nil
+			if errors.Is(out[i].Err, ErrInvalidArgument) {
+				continue
+			}
+			out[i].Err = nil
+			if len(calls) == 1 {
+				jobs, err := c.execEnqueue(ctx, tx, call, now)
+				if err != nil && !errors.As(err, new(*MissingCollectionsError)) {
+					return err
+				}
+				out[i].Jobs, out[i].Err = jobs, err
+				continue
+			}
+			if _, err := tx.ExecContext(ctx, `SAVEPOINT enqueue_call`); err != nil {
+				return fmt.Errorf("savepoint: %w", err)
+			}
+			jobs, err := c.execEnqueue(ctx, tx, call, now)
+			if err != nil {
+				out[i].Err = err
+				if _, rerr := tx.ExecContext(ctx, `ROLLBACK TO SAVEPOINT enqueue_call`); rerr != nil {
+					return fmt.Errorf("roll back to savepoint: %w", rerr)
+				}
+			}
+			if _, err := tx.ExecContext(ctx, `RELEASE SAVEPOINT enqueue_call`); err != nil {
+				return fmt.Errorf("release savepoint: %w", err)
+			}
+			out[i].Jobs = jobs
+			if out[i].Err != nil {
+				out[i].Jobs = nil
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, c.wrap(err, "enqueue jobs of %d calls", len(calls))
+	}
+	for i := range out {
+		if out[i].Err != nil && !errors.Is(out[i].Err, ErrInvalidArgument) {
+			out[i].Err = c.wrap(out[i].Err, "enqueue jobs")
+		}
+	}
+	return out, nil
+}
+
+// checkJobRequest validates r and gives it an id when it has none.
+func checkJobRequest(r JobRequest) error {
+	switch {
+	case r.CollectionID == "":
+		return fmt.Errorf("collection id must not be empty: %w", ErrInvalidArgument)
+	case r.Trigger != TriggerScheduled && r.Trigger != TriggerOneOff:
+		return fmt.Errorf("collection %s: unknown trigger %q: %w", r.CollectionID, r.Trigger, ErrInvalidArgument)
+	}
+	return nil
+}
+
+// enqueueChunk bounds the ids of one IN (...) list of execEnqueue, well
+// under the bound parameters a statement may have (SQLite 32766,
+// PostgreSQL 65535).
+const enqueueChunk = 500
+
+// execEnqueue runs the requests of call in tx: it locks the collections'
+// rows, reads their queued jobs (a query per enqueueChunk collections, not
+// per collection), and queues or expedites. Errors:
+// *MissingCollectionsError (nothing written by this call), or the
+// database's.
+func (c *Catalog) execEnqueue(ctx context.Context, tx *sql.Tx, call EnqueueCall, now time.Time) ([]Enqueued, error) {
+	type collInfo struct {
+		name    string
+		retries int
+	}
+	colls := make(map[string]collInfo, len(call.Requests))
+	queued := make(map[string]Job, len(call.Requests))
+	for lo := 0; lo < len(call.Requests); lo += enqueueChunk {
+		part := call.Requests[lo:min(lo+enqueueChunk, len(call.Requests))]
+		args := make([]any, 0, len(part)+1)
+		for _, r := range part {
+			args = append(args, r.CollectionID)
+		}
+		// Locked in id order, so that concurrent calls on several replicas
+		// cannot deadlock on each other's rows.
+		rows, err := tx.QueryContext(ctx, c.d.q(`SELECT id, name, retry_count FROM collections WHERE id IN (`+placeholders(len(part))+`) ORDER BY id`+c.d.forUpdate), args...)
+		if err != nil {
+			return nil, fmt.Errorf("lock collections: %w", err)
+		}
+		for rows.Next() {
+			var (
+				id string
+				ci collInfo
+			)
+			if err := rows.Scan(&id, &ci.name, &ci.retries); err != nil {
+				rows.Close()
+				return nil, fmt.Errorf("lock collections: %w", err)
+			}
+			colls[id] = ci
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, fmt.Errorf("lock collections: %w", err)
+		}
+		jobs, err := c.queryJobs(ctx, tx, `SELECT `+jobReadColumns+` FROM jobs j WHERE j.state = ? AND j.collection_id IN (`+placeholders(len(part))+`)`,
+			append([]any{string(JobQueued)}, args...)...)
+		if err != nil {
+			return nil, fmt.Errorf("read queued jobs: %w", err)
+		}
+		for _, j := range jobs {
+			queued[j.CollectionID] = j
+		}
+	}
+	var missing []string
+	for _, r := range call.Requests {
+		if _, ok := colls[r.CollectionID]; !ok {
+			missing = append(missing, r.CollectionID)
+		}
+	}
+	if len(missing) > 0 && !call.SkipMissing {
+		return nil, &MissingCollectionsError{IDs: missing}
+	}
+	out := make([]Enqueued, 0, len(call.Requests))
+	for _, r := range call.Requests {
+		ci, ok := colls[r.CollectionID]
+		if !ok {
+			continue
+		}
+		if job, ok := queued[r.CollectionID]; ok {
+			if r.Trigger == TriggerOneOff && priorityOf(job) != priorityExpedited {
+				if _, err := tx.ExecContext(ctx, c.d.q(`UPDATE jobs SET priority = ? WHERE id = ?`), priorityExpedited, job.ID); err != nil {
+					return nil, fmt.Errorf("expedite job %s: %w", job.ID, err)
+				}
+				job.Expedited = true
+			}
+			out = append(out, Enqueued{Job: job})
+			continue
+		}
+		id := r.ID
+		if id == "" {
+			id = uuid.NewString()
+		}
+		job := Job{
+			ID: id, CollectionID: r.CollectionID, CollectionName: ci.name, Trigger: r.Trigger, State: JobQueued, Reason: r.Reason,
+			Attempt: ci.retries + 1, CreatedAt: now, Continues: r.Continues, OldestAt: fromMs(ms(r.OldestAt)),
+		}
+		if err := c.execInsertJob(ctx, tx, job); err != nil {
+			return nil, err
+		}
+		out = append(out, Enqueued{Job: job, Created: true})
+	}
+	return out, nil
 }
 
 // ClaimJob makes the next runnable QUEUED job RUNNING under owner's lease,
@@ -173,7 +351,7 @@ func (c *Catalog) ClaimJob(ctx context.Context, node string, lease time.Duration
 	}
 	var job Job
 	err = c.writeTx(ctx, func(tx *sql.Tx) error {
-		jobs, err := c.queryJobs(ctx, tx, `SELECT `+prefixed("j", jobColumns)+` FROM jobs j JOIN collections c ON c.id = j.collection_id
+		jobs, err := c.queryJobs(ctx, tx, `SELECT `+jobReadColumns+` FROM jobs j JOIN collections c ON c.id = j.collection_id
 			WHERE j.state = ?
 			  AND NOT EXISTS (SELECT 1 FROM jobs r WHERE r.collection_id = j.collection_id AND r.state = ?)
 			  AND (j.priority = ? OR c.retry_after IS NULL OR c.retry_after <= ?)
@@ -303,7 +481,7 @@ func (c *Catalog) CancelJob(ctx context.Context, jobID, note string) (Job, error
 	now := fromMs(ms(c.now()))
 	var job Job
 	err := c.writeTx(ctx, func(tx *sql.Tx) error {
-		jobs, err := c.queryJobs(ctx, tx, `SELECT `+jobColumns+` FROM jobs WHERE id = ?`+c.d.forUpdate, jobID)
+		jobs, err := c.queryJobs(ctx, tx, `SELECT `+jobReadColumns+` FROM jobs j WHERE j.id = ?`+c.d.forUpdate, jobID)
 		if err != nil {
 			return err
 		}
@@ -351,7 +529,7 @@ func (c *Catalog) ExpireLeases(ctx context.Context) ([]Job, error) {
 	var jobs []Job
 	err = c.writeTx(ctx, func(tx *sql.Tx) error {
 		var err error
-		jobs, err = c.queryJobs(ctx, tx, `SELECT `+prefixed("j", jobColumns)+` FROM jobs j
+		jobs, err = c.queryJobs(ctx, tx, `SELECT `+jobReadColumns+` FROM jobs j
 			WHERE j.`+expired+` ORDER BY j.created_at, j.id`+c.d.skipLocked,
 			string(JobRunning), ms(now))
 		if err != nil {
@@ -386,7 +564,7 @@ func (c *Catalog) ReleaseNode(ctx context.Context, node string) ([]Job, error) {
 	var jobs []Job
 	err := c.writeTx(ctx, func(tx *sql.Tx) error {
 		var err error
-		jobs, err = c.queryJobs(ctx, tx, `SELECT `+jobColumns+` FROM jobs
+		jobs, err = c.queryJobs(ctx, tx, `SELECT `+jobReadColumns+` FROM jobs j
 			WHERE state = ? AND (lease_owner = ? OR (lease_owner = '' AND node = ?)) ORDER BY created_at, id`,
 			string(JobRunning), node, node)
 		if err != nil {
@@ -441,7 +619,7 @@ func (c *Catalog) ListQueue(ctx context.Context, limit int) ([]Job, error) {
 	if limit <= 0 || limit > maxListJobs {
 		limit = maxListJobs
 	}
-	jobs, err := c.queryJobs(ctx, c.r, `SELECT `+prefixed("j", jobColumns)+` FROM jobs j WHERE j.state = ?
+	jobs, err := c.queryJobs(ctx, c.r, `SELECT `+jobReadColumns+` FROM jobs j WHERE j.state = ?
 		ORDER BY `+claimOrder+` LIMIT ?`, string(JobQueued), neverTime, limit)
 	if err != nil {
 		return nil, c.wrap(err, "list queue")

@@ -23,9 +23,9 @@ type webSource struct {
 
 var _ web.Source = (*webSource)(nil)
 
-func webJob(j manager.Job, name string) web.Job {
+func webJob(j manager.Job) web.Job {
 	w := web.Job{
-		ID: j.ID, CollectionID: j.CollectionID, CollectionName: name,
+		ID: j.ID, CollectionID: j.CollectionID, CollectionName: j.CollectionName,
 		Trigger: string(j.Trigger), State: string(j.State), Reason: j.Reason, Error: redact.Paths(j.Error), Note: j.Note, Node: j.Node,
 		Attempt: j.Attempt, CreatedAt: j.CreatedAt, StartedAt: j.StartedAt, FinishedAt: j.FinishedAt,
 		OffsetStart: j.OffsetStart, OffsetEnd: j.OffsetEnd, RecordsRead: j.RecordsRead, RecordsWritten: j.RecordsWritten,
@@ -48,17 +48,6 @@ func webCollection(c catalog.Collection) web.Collection {
 	}
 }
 
-func (s *webSource) names(ctx context.Context) map[string]string {
-	colls, err := s.cat.ListCollections(ctx)
-	m := make(map[string]string, len(colls))
-	if err == nil {
-		for _, c := range colls {
-			m[c.ID] = c.Name
-		}
-	}
-	return m
-}
-
 func (s *webSource) Jobs(ctx context.Context, q web.JobQuery) ([]web.Job, error) {
 	f := catalog.JobFilter{CollectionID: q.CollectionID, Trigger: catalog.Trigger(q.Trigger), Limit: q.Limit}
 	for _, st := range q.States {
@@ -71,10 +60,9 @@ func (s *webSource) Jobs(ctx context.Context, q web.JobQuery) ([]web.Job, error)
 	if err != nil {
 		return nil, err
 	}
-	names := s.names(ctx)
 	out := make([]web.Job, len(jobs))
 	for i, j := range jobs {
-		out[i] = webJob(j, names[j.CollectionID])
+		out[i] = webJob(j)
 	}
 	return out, nil
 }
@@ -87,7 +75,7 @@ func (s *webSource) Job(ctx context.Context, id string) (web.Job, error) {
 	if err != nil {
 		return web.Job{}, err
 	}
-	return webJob(j, s.names(ctx)[j.CollectionID]), nil
+	return webJob(j), nil
 }
 
 // Queue returns the queued jobs of every replica in claim order.
@@ -96,10 +84,9 @@ func (s *webSource) Queue(ctx context.Context) ([]web.Job, error) {
 	if err != nil {
 		return nil, err
 	}
-	names := s.names(ctx)
 	out := make([]web.Job, len(queued))
 	for i, j := range queued {
-		out[i] = webJob(j, names[j.CollectionID])
+		out[i] = webJob(j)
 	}
 	return out, nil
 }
