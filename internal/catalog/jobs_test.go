@@ -136,10 +136,10 @@ func TestListJobsFiltersAndPages(t *testing.T) {
 				ID:             uuid.NewString(),
 				CollectionID:   collection.ID,
 				CollectionName: collection.Name,
-				Trigger:      []catalog.Trigger{catalog.TriggerScheduled, catalog.TriggerOneOff}[i%3/2],
-				State:        states[i%len(states)],
-				CreatedAt:    base.Add(time.Duration(i/3) * time.Second), // three jobs per instant: ties broken by id
-				Reason:       fmt.Sprint(i),
+				Trigger:        []catalog.Trigger{catalog.TriggerScheduled, catalog.TriggerOneOff}[i%3/2],
+				State:          states[i%len(states)],
+				CreatedAt:      base.Add(time.Duration(i/3) * time.Second), // three jobs per instant: ties broken by id
+				Reason:         fmt.Sprint(i),
 			}
 			if err := c.InsertJob(ctx, j); err != nil {
 				t.Fatal(err)
