@@ -23,6 +23,7 @@ type memStore struct {
 	// insertGate, when set, holds every EnqueueJob until it is closed (a
 	// slow catalog write).
 	insertGate chan struct{}
+	batches    []int // calls of each EnqueueJobs
 	seq        int
 	seqOf      map[string]int // job id -> enqueue order
 	nodes      map[string]catalog.Node
@@ -143,6 +144,7 @@ func (s *memStore) EnqueueJobs(_ context.Context, calls []catalog.EnqueueCall) (
 	if s.fail != nil {
 		return nil, s.fail
 	}
+	s.batches = append(s.batches, len(calls))
 	out := make([]catalog.EnqueueOutcome, len(calls))
 	for i, call := range calls {
 		var missing []string
