@@ -15,10 +15,19 @@ import (
 )
 
 // webSource adapts the manager and catalog to the status page's Source.
+// Each of its reads is a bounded number of catalog queries, whatever the
+// number of collections and jobs: job listings carry their collection's
+// name (joined in SQL), so a page is never a query per row.
 type webSource struct {
 	mgr     *manager.Manager
-	cat     *catalog.Catalog
+	cat     webCatalog
 	backlog *backlogSampler
+}
+
+// webCatalog is what the page reads of the catalog directly.
+type webCatalog interface {
+	ListCollections(ctx context.Context) ([]catalog.Collection, error)
+	GetCollection(ctx context.Context, id string) (catalog.Collection, error)
 }
 
 var _ web.Source = (*webSource)(nil)
