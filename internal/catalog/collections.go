@@ -54,7 +54,14 @@ func scanCollection(s scanner) (Collection, error) {
 // queryCollection reads one collection through q (a transaction or a pool);
 // ErrNotFound when there is no such id.
 func (c *Catalog) queryCollection(ctx context.Context, q querier, id string) (Collection, error) {
-	col, err := scanCollection(q.QueryRowContext(ctx, c.d.q(`SELECT `+collectionColumns+` FROM collections c WHERE c.id = ?`), id))
+	const query = `SELECT ` + collectionColumns + ` FROM collections c WHERE c.id = ?`
+	var row *sql.Row
+	if q == querier(c.r) {
+		row = c.readRow(ctx, query, id)
+	} else {
+		row = q.QueryRowContext(ctx, c.d.q(query), id)
+	}
+	col, err := scanCollection(row)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Collection{}, ErrNotFound
 	}
@@ -155,7 +162,7 @@ func (c *Catalog) ListCollectionsPage(ctx context.Context, after string, limit i
 	if limit <= 0 || limit > maxListCollections {
 		return nil, fmt.Errorf("list collections: page of %d, outside 1..%d: %w", limit, maxListCollections, ErrInvalidArgument)
 	}
-	rows, err := c.r.QueryContext(ctx, c.d.q(`SELECT `+collectionColumns+` FROM collections c WHERE c.name > ? ORDER BY c.name LIMIT ?`), after, limit)
+	rows, err := c.readQuery(ctx, `SELECT `+collectionColumns+` FROM collections c WHERE c.name > ? ORDER BY c.name LIMIT ?`, after, limit)
 	if err != nil {
 		return nil, c.wrap(err, "list collections after %q", after)
 	}

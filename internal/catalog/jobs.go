@@ -90,6 +90,12 @@ func (c *Catalog) InsertJob(ctx context.Context, j Job) error {
 	return c.wrap(err, "insert job %s", j.ID)
 }
 
+// insertJobQuery inserts a job row, last in enqueue order.
+func (c *Catalog) insertJobQuery() string {
+	return `INSERT INTO jobs (` + jobColumns + `, queue_seq)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ` + c.d.nextQueueSeq + `)`
+}
+
 // execInsertJob inserts job j, placing it last in enqueue order. A second
 // QUEUED or RUNNING job of a collection, like a taken id, is
 // ErrAlreadyExists; an unknown collection is ErrNotFound.
@@ -98,8 +104,7 @@ func (c *Catalog) execInsertJob(ctx context.Context, tx *sql.Tx, j Job) error {
 	if j.CancelRequested {
 		cancel = 1
 	}
-	_, err := tx.ExecContext(ctx, c.d.q(`INSERT INTO jobs (`+jobColumns+`, queue_seq)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, `+c.d.nextQueueSeq+`)`),
+	_, err := c.txExec(ctx, tx, c.insertJobQuery(),
 		j.ID, j.CollectionID, string(j.Trigger), string(j.State), j.Reason, j.Attempt, ms(j.CreatedAt),
 		msOrNull(j.StartedAt), msOrNull(j.FinishedAt),
 		j.OffsetStart, j.OffsetEnd, j.RecordsRead, j.RecordsWritten, j.BytesWritten, j.VersionBefore, j.VersionAfter,
@@ -153,7 +158,7 @@ func (c *Catalog) execUpdateJob(ctx context.Context, tx *sql.Tx, j Job) error {
 
 // GetJob returns one job. ErrNotFound when no such id.
 func (c *Catalog) GetJob(ctx context.Context, id string) (Job, error) {
-	j, err := scanJob(c.r.QueryRowContext(ctx, c.d.q(`SELECT `+jobReadColumns+` FROM jobs j WHERE j.id = ?`), id))
+	j, err := scanJob(c.readRow(ctx, `SELECT `+jobReadColumns+` FROM jobs j WHERE j.id = ?`, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		err = ErrNotFound
 	}
@@ -203,7 +208,9 @@ func (c *Catalog) ListJobs(ctx context.Context, f JobFilter) ([]Job, error) {
 	query += ` ORDER BY created_at DESC, id DESC LIMIT ?`
 	args = append(args, limit)
 
-	jobs, err := c.queryJobs(ctx, c.r, query, args...)
+	// The query texts are a bounded set (which filters, how many states):
+	// each is prepared once.
+	jobs, err := scanJobs(c.readQuery(ctx, query, args...))
 	if err != nil {
 		return nil, c.wrap(err, "list jobs")
 	}
@@ -211,7 +218,11 @@ func (c *Catalog) ListJobs(ctx context.Context, f JobFilter) ([]Job, error) {
 }
 
 func (c *Catalog) queryJobs(ctx context.Context, q querier, query string, args ...any) ([]Job, error) {
-	rows, err := q.QueryContext(ctx, c.d.q(query), args...)
+	return scanJobs(q.QueryContext(ctx, c.d.q(query), args...))
+}
+
+// scanJobs reads the jobs of a query's result.
+func scanJobs(rows *sql.Rows, err error) ([]Job, error) {
 	if err != nil {
 		return nil, err
 	}

@@ -103,6 +103,7 @@ func (c *Catalog) EnqueueJob(ctx context.Context, r JobRequest) (job Job, create
 	if err := checkJobRequest(r); err != nil {
 		return Job{}, false, fmt.Errorf("enqueue job: %w", err)
 	}
+	c.prepareWrites(ctx)
 	var out []Enqueued
 	err = c.writeTx(ctx, func(tx *sql.Tx) error {
 		var err error
@@ -172,6 +173,7 @@ func (c *Catalog) EnqueueJobs(ctx context.Context, calls []EnqueueCall) ([]Enque
 			}
 		}
 	}
+	c.prepareWrites(ctx)
 	now := fromMs(ms(c.now()))
 	err := c.writeTx(ctx, func(tx *sql.Tx) error {
 		for i, call := range calls {
@@ -235,6 +237,19 @@ func checkJobRequest(r JobRequest) error {
 // PostgreSQL 65535).
 const enqueueChunk = 500
 
+// lockCollectionsQuery reads (id, name, retry_count) of n collections by
+// id and locks their rows, in id order, so that concurrent calls on several
+// replicas cannot deadlock on each other's rows.
+func (c *Catalog) lockCollectionsQuery(n int) string {
+	return `SELECT id, name, retry_count FROM collections WHERE id IN (` + placeholders(n) + `) ORDER BY id` + c.d.forUpdate
+}
+
+// queuedOfCollectionsQuery reads the QUEUED jobs (state, then n collection
+// ids).
+func queuedOfCollectionsQuery(n int) string {
+	return `SELECT ` + jobReadColumns + ` FROM jobs j WHERE j.state = ? AND j.collection_id IN (` + placeholders(n) + `)`
+}
+
 // execEnqueue runs the requests of call in tx: it locks the collections'
 // rows, reads their queued jobs (a query per enqueueChunk collections, not
 // per collection), and queues or expedites. Errors:
@@ -255,7 +270,7 @@ func (c *Catalog) execEnqueue(ctx context.Context, tx *sql.Tx, call EnqueueCall,
 		}
 		// Locked in id order, so that concurrent calls on several replicas
 		// cannot deadlock on each other's rows.
-		rows, err := tx.QueryContext(ctx, c.d.q(`SELECT id, name, retry_count FROM collections WHERE id IN (`+placeholders(len(part))+`) ORDER BY id`+c.d.forUpdate), args...)
+		rows, err := c.txQuery(ctx, tx, c.lockCollectionsQuery(len(part)), args...)
 		if err != nil {
 			return nil, fmt.Errorf("lock collections: %w", err)
 		}
@@ -274,8 +289,7 @@ func (c *Catalog) execEnqueue(ctx context.Context, tx *sql.Tx, call EnqueueCall,
 		if err := rows.Err(); err != nil {
 			return nil, fmt.Errorf("lock collections: %w", err)
 		}
-		jobs, err := c.queryJobs(ctx, tx, `SELECT `+jobReadColumns+` FROM jobs j WHERE j.state = ? AND j.collection_id IN (`+placeholders(len(part))+`)`,
-			append([]any{string(JobQueued)}, args...)...)
+		jobs, err := scanJobs(c.txQuery(ctx, tx, queuedOfCollectionsQuery(len(part)), append([]any{string(JobQueued)}, args...)...))
 		if err != nil {
 			return nil, fmt.Errorf("read queued jobs: %w", err)
 		}
