@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -158,11 +159,14 @@ func (e *MissingCollectionsError) Is(target error) bool { return target == ErrNo
 // write transaction (a group commit: one commit, so one fsync on SQLite,
 // for many concurrent callers), each call all or nothing: a call naming a
 // collection that does not exist fails with *MissingCollectionsError
-// (unless SkipMissing) and enqueues nothing, and a call's failure (kept in
-// its outcome; in a savepoint when there are several calls) leaves the
-// others' jobs in. The semantics per request are EnqueueJob's. The
-// returned error is the transaction's (begin, commit): then no call
-// enqueued anything. Outcomes are in the order of calls.
+// (unless SkipMissing) and enqueues nothing, without affecting the other
+// calls; an invalid request fails its call with ErrInvalidArgument. The
+// collections of every call are locked and read with their queued jobs in
+// a few queries for the whole batch; a later call for a collection gets
+// the job an earlier call of the batch queued. The semantics per request
+// are EnqueueJob's. The returned error is the transaction's (any database
+// error): then no call enqueued anything. Outcomes are in the order of
+// calls.
 func (c *Catalog) EnqueueJobs(ctx context.Context, calls []EnqueueCall) ([]EnqueueOutcome, error) {
 	out := make([]EnqueueOutcome, len(calls))
 	for i, call := range calls {
@@ -176,47 +180,36 @@ func (c *Catalog) EnqueueJobs(ctx context.Context, calls []EnqueueCall) ([]Enque
 	c.prepareWrites(ctx)
 	now := fromMs(ms(c.now()))
 	err := c.writeTx(ctx, func(tx *sql.Tx) error {
+		var ids []string
 		for i, call := range calls {
-			out[i].Jobs = nil
-			if errors.Is(out[i].Err, ErrInvalidArgument) {
-				continue
-			}
-			out[i].Err = nil
-			if len(calls) == 1 {
-				jobs, err := c.execEnqueue(ctx, tx, call, now)
-				if err != nil && !errors.As(err, new(*MissingCollectionsError)) {
-					return err
+			if out[i].Err == nil {
+				for _, r := range call.Requests {
+					ids = append(ids, r.CollectionID)
 				}
-				out[i].Jobs, out[i].Err = jobs, err
+			}
+		}
+		colls, queued, err := c.lockForEnqueue(ctx, tx, ids)
+		if err != nil {
+			return err
+		}
+		for i, call := range calls {
+			if out[i].Err != nil {
 				continue
 			}
-			if _, err := tx.ExecContext(ctx, `SAVEPOINT enqueue_call`); err != nil {
-				return fmt.Errorf("savepoint: %w", err)
-			}
-			jobs, err := c.execEnqueue(ctx, tx, call, now)
-			if err != nil {
+			jobs, err := c.execEnqueueLocked(ctx, tx, call, now, colls, queued)
+			if errors.As(err, new(*MissingCollectionsError)) {
 				out[i].Err = err
-				if _, rerr := tx.ExecContext(ctx, `ROLLBACK TO SAVEPOINT enqueue_call`); rerr != nil {
-					return fmt.Errorf("roll back to savepoint: %w", rerr)
-				}
+				continue
 			}
-			if _, err := tx.ExecContext(ctx, `RELEASE SAVEPOINT enqueue_call`); err != nil {
-				return fmt.Errorf("release savepoint: %w", err)
+			if err != nil {
+				return err
 			}
 			out[i].Jobs = jobs
-			if out[i].Err != nil {
-				out[i].Jobs = nil
-			}
 		}
 		return nil
 	})
 	if err != nil {
 		return nil, c.wrap(err, "enqueue jobs of %d calls", len(calls))
-	}
-	for i := range out {
-		if out[i].Err != nil && !errors.Is(out[i].Err, ErrInvalidArgument) {
-			out[i].Err = c.wrap(out[i].Err, "enqueue jobs")
-		}
 	}
 	return out, nil
 }
@@ -250,53 +243,76 @@ func queuedOfCollectionsQuery(n int) string {
 	return `SELECT ` + jobReadColumns + ` FROM jobs j WHERE j.state = ? AND j.collection_id IN (` + placeholders(n) + `)`
 }
 
-// execEnqueue runs the requests of call in tx: it locks the collections'
-// rows, reads their queued jobs (a query per enqueueChunk collections, not
-// per collection), and queues or expedites. Errors:
-// *MissingCollectionsError (nothing written by this call), or the
-// database's.
+// enqueueColl is what enqueueing reads of a collection.
+type enqueueColl struct {
+	name    string
+	retries int
+}
+
+// execEnqueue runs the requests of call in tx (EnqueueJob). Errors:
+// *MissingCollectionsError (nothing written), or the database's.
 func (c *Catalog) execEnqueue(ctx context.Context, tx *sql.Tx, call EnqueueCall, now time.Time) ([]Enqueued, error) {
-	type collInfo struct {
-		name    string
-		retries int
+	ids := make([]string, len(call.Requests))
+	for i, r := range call.Requests {
+		ids[i] = r.CollectionID
 	}
-	colls := make(map[string]collInfo, len(call.Requests))
-	queued := make(map[string]Job, len(call.Requests))
-	for lo := 0; lo < len(call.Requests); lo += enqueueChunk {
-		part := call.Requests[lo:min(lo+enqueueChunk, len(call.Requests))]
+	colls, queued, err := c.lockForEnqueue(ctx, tx, ids)
+	if err != nil {
+		return nil, err
+	}
+	return c.execEnqueueLocked(ctx, tx, call, now, colls, queued)
+}
+
+// lockForEnqueue locks the rows of the collections ids (duplicates
+// allowed) and reads them and their QUEUED jobs: a query of each kind per
+// enqueueChunk collections, not per collection. Collections that do not
+// exist are absent from colls.
+func (c *Catalog) lockForEnqueue(ctx context.Context, tx *sql.Tx, ids []string) (colls map[string]enqueueColl, queued map[string]Job, err error) {
+	ids = slices.Clone(ids)
+	slices.Sort(ids) // locked in id order, so that replicas cannot deadlock
+	ids = slices.Compact(ids)
+	colls = make(map[string]enqueueColl, len(ids))
+	queued = make(map[string]Job, len(ids))
+	for lo := 0; lo < len(ids); lo += enqueueChunk {
+		part := ids[lo:min(lo+enqueueChunk, len(ids))]
 		args := make([]any, 0, len(part)+1)
-		for _, r := range part {
-			args = append(args, r.CollectionID)
+		for _, id := range part {
+			args = append(args, id)
 		}
-		// Locked in id order, so that concurrent calls on several replicas
-		// cannot deadlock on each other's rows.
 		rows, err := c.txQuery(ctx, tx, c.lockCollectionsQuery(len(part)), args...)
 		if err != nil {
-			return nil, fmt.Errorf("lock collections: %w", err)
+			return nil, nil, fmt.Errorf("lock collections: %w", err)
 		}
 		for rows.Next() {
 			var (
 				id string
-				ci collInfo
+				ci enqueueColl
 			)
 			if err := rows.Scan(&id, &ci.name, &ci.retries); err != nil {
 				rows.Close()
-				return nil, fmt.Errorf("lock collections: %w", err)
+				return nil, nil, fmt.Errorf("lock collections: %w", err)
 			}
 			colls[id] = ci
 		}
 		rows.Close()
 		if err := rows.Err(); err != nil {
-			return nil, fmt.Errorf("lock collections: %w", err)
+			return nil, nil, fmt.Errorf("lock collections: %w", err)
 		}
 		jobs, err := scanJobs(c.txQuery(ctx, tx, queuedOfCollectionsQuery(len(part)), append([]any{string(JobQueued)}, args...)...))
 		if err != nil {
-			return nil, fmt.Errorf("read queued jobs: %w", err)
+			return nil, nil, fmt.Errorf("read queued jobs: %w", err)
 		}
 		for _, j := range jobs {
 			queued[j.CollectionID] = j
 		}
 	}
+	return colls, queued, nil
+}
+
+// execEnqueueLocked runs the requests of call on collections read by
+// lockForEnqueue, and records the jobs it queues or expedites in queued.
+// Errors: *MissingCollectionsError (nothing written), or the database's.
+func (c *Catalog) execEnqueueLocked(ctx context.Context, tx *sql.Tx, call EnqueueCall, now time.Time, colls map[string]enqueueColl, queued map[string]Job) ([]Enqueued, error) {
 	var missing []string
 	for _, r := range call.Requests {
 		if _, ok := colls[r.CollectionID]; !ok {
@@ -319,6 +335,7 @@ func (c *Catalog) execEnqueue(ctx context.Context, tx *sql.Tx, call EnqueueCall,
 				}
 				job.Expedited = true
 			}
+			queued[r.CollectionID] = job
 			out = append(out, Enqueued{Job: job})
 			continue
 		}
@@ -333,6 +350,7 @@ func (c *Catalog) execEnqueue(ctx context.Context, tx *sql.Tx, call EnqueueCall,
 		if err := c.execInsertJob(ctx, tx, job); err != nil {
 			return nil, err
 		}
+		queued[r.CollectionID] = job
 		out = append(out, Enqueued{Job: job, Created: true})
 	}
 	return out, nil

@@ -98,6 +98,20 @@ func (m *Manager) leadEnqueue(ctx context.Context) {
 	// Detached from the leader's ctx: the batch holds other callers' calls.
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.cfg.PersistTimeout)
 	outs, err := m.store.EnqueueJobs(wctx, calls)
+	if err != nil && len(calls) > 1 {
+		// The batch failed as a whole (e.g. a race with another replica
+		// on one collection): each call alone, so that one call's failure
+		// stays its own.
+		outs, err = make([]catalog.EnqueueOutcome, len(calls)), nil
+		for i, call := range calls {
+			one, cerr := m.store.EnqueueJobs(wctx, []catalog.EnqueueCall{call})
+			if cerr != nil {
+				outs[i] = catalog.EnqueueOutcome{Err: cerr}
+				continue
+			}
+			outs[i] = one[0]
+		}
+	}
 	cancel()
 	for i, w := range batch {
 		if err != nil {
