@@ -367,9 +367,11 @@ func (m *Manager) Started() <-chan struct{} { return m.started }
 // with a QUEUED job that job is returned (Created false) and claimed with
 // the one-offs; with a RUNNING job, one follow-up job is queued. All or
 // nothing for unknown ids: they fail the request with a *NotFoundError
-// naming each, and nothing is enqueued. Errors: ErrInvalidArgument,
-// *NotFoundError, ErrStopped, store errors (the jobs queued before the
-// error stay queued).
+// naming each, and nothing is enqueued. One transaction checks the ids and
+// queues the jobs, shared with the concurrent calls (a group commit, see
+// enqueuer). Errors: ErrInvalidArgument, *NotFoundError, ErrStopped (checked
+// before the ids), ctx's error while the call waited for its turn (nothing
+// queued), store errors (nothing queued).
 func (m *Manager) Compact(ctx context.Context, ids []string, all bool, reason string) ([]Enqueued, error) {
 	if all == (len(ids) > 0) {
 		return nil, fmt.Errorf("give either collection ids or all, not both or neither: %w", ErrInvalidArgument)
