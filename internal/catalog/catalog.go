@@ -239,13 +239,16 @@ const (
 type Job struct {
 	ID           string // UUID
 	CollectionID string
-	Trigger      Trigger
-	State        JobState
-	Reason       string // operator's text for one-offs; scheduler's reason otherwise
-	Attempt      int    // 1 for a first try; n for the n-th consecutive try after failures
-	CreatedAt    time.Time
-	StartedAt    time.Time // zero until RUNNING
-	FinishedAt   time.Time // zero until terminal
+	// CollectionName is the collection's name as read with the job (a join,
+	// not a column of the job row); "" once the collection is deleted.
+	CollectionName string
+	Trigger        Trigger
+	State          JobState
+	Reason         string // operator's text for one-offs; scheduler's reason otherwise
+	Attempt        int    // 1 for a first try; n for the n-th consecutive try after failures
+	CreatedAt      time.Time
+	StartedAt      time.Time // zero until RUNNING
+	FinishedAt     time.Time // zero until terminal
 	// Log offsets covered: (OffsetStart, OffsetEnd]. Both zero until known.
 	OffsetStart    int64
 	OffsetEnd      int64

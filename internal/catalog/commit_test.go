@@ -64,6 +64,7 @@ func TestCommitCompactionCommitsEverythingAtOnce(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		done.CollectionName = col.Name // read with the job
 		equal(t, "job", stored, done)
 
 		// Committing with nothing new (same offset) and no job is allowed.

@@ -23,6 +23,7 @@ type memStore struct {
 	// insertGate, when set, holds every EnqueueJob until it is closed (a
 	// slow catalog write).
 	insertGate chan struct{}
+	batches    []int // calls of each EnqueueJobs
 	seq        int
 	seqOf      map[string]int // job id -> enqueue order
 	nodes      map[string]catalog.Node
@@ -127,6 +128,51 @@ func (s *memStore) EnqueueJob(_ context.Context, r catalog.JobRequest) (catalog.
 	if s.fail != nil {
 		return catalog.Job{}, false, s.fail
 	}
+	return s.enqueueLocked(r)
+}
+
+// EnqueueJobs is EnqueueJob for each call, all or nothing per call.
+func (s *memStore) EnqueueJobs(_ context.Context, calls []catalog.EnqueueCall) ([]catalog.EnqueueOutcome, error) {
+	s.mu.Lock()
+	gate := s.insertGate
+	s.mu.Unlock()
+	if gate != nil {
+		<-gate
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.fail != nil {
+		return nil, s.fail
+	}
+	s.batches = append(s.batches, len(calls))
+	out := make([]catalog.EnqueueOutcome, len(calls))
+	for i, call := range calls {
+		var missing []string
+		for _, r := range call.Requests {
+			if _, ok := s.colls[r.CollectionID]; !ok {
+				missing = append(missing, r.CollectionID)
+			}
+		}
+		if len(missing) > 0 && !call.SkipMissing {
+			out[i].Err = &catalog.MissingCollectionsError{IDs: missing}
+			continue
+		}
+		for _, r := range call.Requests {
+			if _, ok := s.colls[r.CollectionID]; !ok {
+				continue
+			}
+			j, created, err := s.enqueueLocked(r)
+			if err != nil {
+				return nil, err
+			}
+			out[i].Jobs = append(out[i].Jobs, catalog.Enqueued{Job: j, Created: created})
+		}
+	}
+	return out, nil
+}
+
+// enqueueLocked is EnqueueJob; s.mu must be held.
+func (s *memStore) enqueueLocked(r catalog.JobRequest) (catalog.Job, bool, error) {
 	c, ok := s.colls[r.CollectionID]
 	if !ok {
 		return catalog.Job{}, false, fmt.Errorf("collection %s: %w", r.CollectionID, catalog.ErrNotFound)

@@ -52,6 +52,7 @@ type Store interface {
 	PruneJobs(ctx context.Context, keep int, olderThan time.Time) (int, error)
 
 	EnqueueJob(ctx context.Context, r catalog.JobRequest) (catalog.Job, bool, error)
+	EnqueueJobs(ctx context.Context, calls []catalog.EnqueueCall) ([]catalog.EnqueueOutcome, error)
 	ClaimJob(ctx context.Context, node string, lease time.Duration) (catalog.Job, error)
 	RenewLease(ctx context.Context, jobID, node string, lease time.Duration, p catalog.JobProgress) (bool, error)
 	FinishJob(ctx context.Context, node string, j catalog.Job) error
@@ -198,6 +199,8 @@ type Manager struct {
 	seen      map[string]catalog.Job
 	published map[string]time.Time
 	lastPoll  time.Time
+
+	enq enqueuer // group commit of Compact calls
 }
 
 // run is one of this node's RUNNING jobs.
@@ -364,56 +367,53 @@ func (m *Manager) Started() <-chan struct{} { return m.started }
 // with a QUEUED job that job is returned (Created false) and claimed with
 // the one-offs; with a RUNNING job, one follow-up job is queued. All or
 // nothing for unknown ids: they fail the request with a *NotFoundError
-// naming each, and nothing is enqueued. Errors: ErrInvalidArgument,
-// *NotFoundError, ErrStopped, store errors (the jobs queued before the
-// error stay queued).
+// naming each, and nothing is enqueued. One transaction checks the ids and
+// queues the jobs, shared with the concurrent calls (a group commit, see
+// enqueuer). Errors: ErrInvalidArgument, *NotFoundError, ErrStopped (checked
+// before the ids), ctx's error while the call waited for its turn (nothing
+// queued), store errors (nothing queued).
 func (m *Manager) Compact(ctx context.Context, ids []string, all bool, reason string) ([]Enqueued, error) {
 	if all == (len(ids) > 0) {
 		return nil, fmt.Errorf("give either collection ids or all, not both or neither: %w", ErrInvalidArgument)
 	}
-	var targets []string
+	call := catalog.EnqueueCall{SkipMissing: all}
 	if all {
 		colls, err := m.store.ListCollections(ctx)
 		if err != nil {
 			return nil, fmt.Errorf("list collections: %w", err)
 		}
 		for _, c := range colls {
-			targets = append(targets, c.ID)
+			call.Requests = append(call.Requests, catalog.JobRequest{CollectionID: c.ID, Trigger: catalog.TriggerOneOff, Reason: reason})
 		}
 	} else {
 		seen := make(map[string]bool, len(ids))
-		var unknown []string
 		for _, id := range ids {
 			if seen[id] {
 				continue
 			}
 			seen[id] = true
-			if _, err := m.store.GetCollection(ctx, id); errors.Is(err, catalog.ErrNotFound) {
-				unknown = append(unknown, id)
-				continue
-			} else if err != nil {
-				return nil, fmt.Errorf("get collection %s: %w", id, err)
-			}
-			targets = append(targets, id)
-		}
-		if len(unknown) > 0 {
-			return nil, &NotFoundError{IDs: unknown}
+			call.Requests = append(call.Requests, catalog.JobRequest{CollectionID: id, Trigger: catalog.TriggerOneOff, Reason: reason})
 		}
 	}
 	if m.isStopping() {
 		return nil, ErrStopped
 	}
-	out := make([]Enqueued, 0, len(targets))
-	for _, id := range targets {
-		j, created, err := m.store.EnqueueJob(ctx, catalog.JobRequest{CollectionID: id, Trigger: catalog.TriggerOneOff, Reason: reason})
-		if errors.Is(err, catalog.ErrNotFound) && all {
-			continue // deleted since it was listed
-		}
-		if err != nil {
-			return nil, fmt.Errorf("queue job for collection %s: %w", id, err)
-		}
-		out = append(out, Enqueued{Job: Job{Job: j}, Created: created})
-		m.changedJob(j)
+	if len(call.Requests) == 0 {
+		return []Enqueued{}, nil
+	}
+	// One transaction checks every id and queues every job, shared with
+	// concurrent calls (see enqueuer).
+	res := m.enqueue(ctx, call)
+	if missing := (*catalog.MissingCollectionsError)(nil); errors.As(res.Err, &missing) {
+		return nil, &NotFoundError{IDs: missing.IDs}
+	}
+	if res.Err != nil {
+		return nil, fmt.Errorf("queue one-off jobs: %w", res.Err)
+	}
+	out := make([]Enqueued, len(res.Jobs))
+	for i, e := range res.Jobs {
+		out[i] = Enqueued{Job: Job{Job: e.Job}, Created: e.Created}
+		m.changedJob(e.Job)
 	}
 	return out, nil
 }

@@ -62,11 +62,11 @@ func triggerFromProto(t compactorv1.Trigger) catalog.Trigger {
 	return ""
 }
 
-func jobToProto(j manager.Job, name string) *compactorv1.Job {
+func jobToProto(j manager.Job) *compactorv1.Job {
 	p := &compactorv1.Job{
 		Id:              j.ID,
 		CollectionId:    j.CollectionID,
-		CollectionName:  name,
+		CollectionName:  j.CollectionName,
 		Trigger:         triggerToProto(j.Trigger),
 		State:           stateToProto[j.State],
 		Reason:          j.Reason,

@@ -11,7 +11,7 @@ import (
 func TestJobErrorsCarryNoServerPaths(t *testing.T) {
 	j := manager.Job{Job: catalog.Job{ID: "j", State: catalog.JobFailed,
 		Error: `write block /var/lib/compactor/blobs/collections/c/blocks/b-1.parquet: open /var/lib/compactor/blobs/collections/c/blocks/b-1.parquet.tmp: no space left on device`}}
-	got := jobToProto(j, "c").GetError()
+	got := jobToProto(j).GetError()
 	if strings.Contains(got, "/var/lib") || !strings.Contains(got, "b-1.parquet") || !strings.Contains(got, "no space left on device") {
 		t.Fatalf("job error %q: want the paths cut to their base names", got)
 	}

@@ -49,6 +49,9 @@ type Options struct {
 	Wrap func(http.Handler) http.Handler
 }
 
+// compressMinBytes is the size under which responses go uncompressed.
+const compressMinBytes = 1 << 10
+
 // MutatingProcedures returns the procedures that change state, sorted: they
 // need the token whenever one is configured. They are read from the API's
 // own annotations: every method of the API's services that is not marked
@@ -106,6 +109,9 @@ func Mount(mux *http.ServeMux, svc *Service, opts Options) *grpchealth.StaticChe
 	handlerOpts := []connect.HandlerOption{
 		connect.WithReadMaxBytes(opts.MaxRequestBytes),
 		withLimitedGzip(opts.MaxRequestBytes),
+		// A small response costs more to compress than it saves: most
+		// reads answer with one job or collection.
+		connect.WithCompressMinBytes(compressMinBytes),
 		withCodecs(failures),
 		connect.WithInterceptors(opts.Interceptors...),
 		connect.WithInterceptors(obs, newWatcherLimit(opts.MaxWatchers)),

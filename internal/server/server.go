@@ -28,6 +28,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/pflag"
 	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/compactorhq/compactor/internal/buildinfo"
@@ -304,14 +305,20 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (_ *App, err err
 	recs := records{Compactor: a.Compactor, blobDir: fileBlobDir(cfg.BlobURL), log: logger.With("component", "rpc")}
 	a.Service = rpc.NewService(a.Manager, a.Manager, pushNotifier{a.Catalog, a.Manager, logger.With("component", "rpc")}, recs,
 		catalog.AppendLimits{MaxBacklog: cfg.MaxBacklog, KeyWindow: cfg.PushKeyWindow}, logger.With("component", "rpc"))
-	traces, err := rpcTracing(a.tracing.provider)
-	if err != nil {
-		return nil, fmt.Errorf("rpc tracing: %w", err)
+	// Without a tracer (no OTLP export configured) no span would be
+	// recorded: the interceptor is left out instead of costing every call.
+	var interceptors []connect.Interceptor
+	if _, off := a.tracing.provider.(noop.TracerProvider); !off {
+		traces, err := rpcTracing(a.tracing.provider)
+		if err != nil {
+			return nil, fmt.Errorf("rpc tracing: %w", err)
+		}
+		interceptors = append(interceptors, traces)
 	}
 	a.health = rpc.Mount(a.mux, a.Service, rpc.Options{
 		Token: cfg.Token, ProtectReads: cfg.ProtectReads, MaxRequestBytes: cfg.MaxRequestBytes,
 		MaxWatchers: cfg.MaxWatchers, Registerer: a.Registry, Logger: logger.With("component", "rpc"),
-		Interceptors: []connect.Interceptor{traces}, Wrap: corsWrap(cfg.CORSOrigins),
+		Interceptors: interceptors, Wrap: corsWrap(cfg.CORSOrigins),
 	})
 	a.mux.Handle("GET /metrics", promhttp.HandlerFor(a.Registry, promhttp.HandlerOpts{Registry: a.Registry}))
 	a.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })

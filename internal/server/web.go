@@ -15,17 +15,26 @@ import (
 )
 
 // webSource adapts the manager and catalog to the status page's Source.
+// Each of its reads is a bounded number of catalog queries, whatever the
+// number of collections and jobs: job listings carry their collection's
+// name (joined in SQL), so a page is never a query per row.
 type webSource struct {
 	mgr     *manager.Manager
-	cat     *catalog.Catalog
+	cat     webCatalog
 	backlog *backlogSampler
+}
+
+// webCatalog is what the page reads of the catalog directly.
+type webCatalog interface {
+	ListCollections(ctx context.Context) ([]catalog.Collection, error)
+	GetCollection(ctx context.Context, id string) (catalog.Collection, error)
 }
 
 var _ web.Source = (*webSource)(nil)
 
-func webJob(j manager.Job, name string) web.Job {
+func webJob(j manager.Job) web.Job {
 	w := web.Job{
-		ID: j.ID, CollectionID: j.CollectionID, CollectionName: name,
+		ID: j.ID, CollectionID: j.CollectionID, CollectionName: j.CollectionName,
 		Trigger: string(j.Trigger), State: string(j.State), Reason: j.Reason, Error: redact.Paths(j.Error), Note: j.Note, Node: j.Node,
 		Attempt: j.Attempt, CreatedAt: j.CreatedAt, StartedAt: j.StartedAt, FinishedAt: j.FinishedAt,
 		OffsetStart: j.OffsetStart, OffsetEnd: j.OffsetEnd, RecordsRead: j.RecordsRead, RecordsWritten: j.RecordsWritten,
@@ -48,17 +57,6 @@ func webCollection(c catalog.Collection) web.Collection {
 	}
 }
 
-func (s *webSource) names(ctx context.Context) map[string]string {
-	colls, err := s.cat.ListCollections(ctx)
-	m := make(map[string]string, len(colls))
-	if err == nil {
-		for _, c := range colls {
-			m[c.ID] = c.Name
-		}
-	}
-	return m
-}
-
 func (s *webSource) Jobs(ctx context.Context, q web.JobQuery) ([]web.Job, error) {
 	f := catalog.JobFilter{CollectionID: q.CollectionID, Trigger: catalog.Trigger(q.Trigger), Limit: q.Limit}
 	for _, st := range q.States {
@@ -71,10 +69,9 @@ func (s *webSource) Jobs(ctx context.Context, q web.JobQuery) ([]web.Job, error)
 	if err != nil {
 		return nil, err
 	}
-	names := s.names(ctx)
 	out := make([]web.Job, len(jobs))
 	for i, j := range jobs {
-		out[i] = webJob(j, names[j.CollectionID])
+		out[i] = webJob(j)
 	}
 	return out, nil
 }
@@ -87,7 +84,7 @@ func (s *webSource) Job(ctx context.Context, id string) (web.Job, error) {
 	if err != nil {
 		return web.Job{}, err
 	}
-	return webJob(j, s.names(ctx)[j.CollectionID]), nil
+	return webJob(j), nil
 }
 
 // Queue returns the queued jobs of every replica in claim order.
@@ -96,10 +93,9 @@ func (s *webSource) Queue(ctx context.Context) ([]web.Job, error) {
 	if err != nil {
 		return nil, err
 	}
-	names := s.names(ctx)
 	out := make([]web.Job, len(queued))
 	for i, j := range queued {
-		out[i] = webJob(j, names[j.CollectionID])
+		out[i] = webJob(j)
 	}
 	return out, nil
 }
