@@ -16,7 +16,7 @@ import (
 	"github.com/compactorhq/compactor/internal/materialize"
 )
 
-// insertChunk is the number of log rows one prepared INSERT writes (4
+// insertChunk is the number of log rows one prepared INSERT writes (5
 // parameters per row, well below both SQLite's and PostgreSQL's limits).
 const insertChunk = 128
 
@@ -212,24 +212,30 @@ func batchSHA256(records [][]byte) []byte {
 }
 
 // insertLogRows inserts records at offsets first, first+1, ... with
-// prepared multi-row INSERTs of insertChunk rows and one for the rest.
+// prepared multi-row INSERTs of insertChunk rows and one for the rest. Each
+// row carries its record's id (record_id, read from the encoded record by
+// recordIDOf), which indexes the log tail by id (see tail.go).
 func (c *Catalog) insertLogRows(ctx context.Context, tx *sql.Tx, id string, first, appendedAt int64, records [][]byte) error {
 	insert := func(n int) (*sql.Stmt, error) {
 		var b strings.Builder
-		b.WriteString(`INSERT INTO log (collection_id, log_offset, appended_at, record) VALUES `)
+		b.WriteString(`INSERT INTO log (collection_id, log_offset, appended_at, record, record_id) VALUES `)
 		for i := range n {
 			if i > 0 {
 				b.WriteString(", ")
 			}
-			b.WriteString("(?, ?, ?, ?)")
+			b.WriteString("(?, ?, ?, ?, ?)")
 		}
 		return tx.PrepareContext(ctx, c.d.q(b.String()))
 	}
-	args := make([]any, 0, 4*min(len(records), insertChunk))
+	args := make([]any, 0, 5*min(len(records), insertChunk))
 	exec := func(stmt *sql.Stmt, offset int64, recs [][]byte) error {
 		args = args[:0]
 		for i, r := range recs {
-			args = append(args, id, offset+int64(i), appendedAt, r)
+			rid, err := recordIDOf(r)
+			if err != nil {
+				return fmt.Errorf("record at offset %d: %w", offset+int64(i), err)
+			}
+			args = append(args, id, offset+int64(i), appendedAt, r, rid)
 		}
 		_, err := stmt.ExecContext(ctx, args...)
 		return err
