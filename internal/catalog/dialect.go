@@ -196,11 +196,7 @@ func sqliteConnect(dsn string, busyTimeout time.Duration) (*sql.DB, *sql.DB, err
 		"_pragma": {"auto_vacuum(INCREMENTAL)", "journal_mode(WAL)", "synchronous(FULL)"},
 		"_txlock": {"immediate"},
 	})
-	// mmap_size: readers map the database file instead of reading each
-	// page with a system call, which halves the CPU of a read of log rows
-	// by record id (random page reads; BenchmarkGetRecordsPaged). Writes
-	// still go through the WAL with write(2).
-	rdsn := build(url.Values{"_pragma": {"query_only(1)", "mmap_size(1073741824)"}})
+	rdsn := build(url.Values{"_pragma": {"query_only(1)"}})
 
 	w, err := sql.Open("sqlite", wdsn)
 	if err != nil {
