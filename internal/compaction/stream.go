@@ -75,7 +75,7 @@ func (c *Compactor) readRuns(ctx context.Context, collectionID string, after, en
 		wg.Wait()
 	}()
 
-	runLimit := max(runs.budget/4, 1<<20)
+	runLimit := max(runs.budget/4, 1)
 	var (
 		run  []opEntry
 		size int64
