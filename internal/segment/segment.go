@@ -116,8 +116,8 @@ type Manifest struct {
 //
 // Ops, when not nil, are instead the operation records of ID in log offset
 // order: the writer folds them onto the base's record of ID
-// (materialize.Apply) as it merges the change stream with the base blocks,
-// and Record is ignored.
+// (materialize.ApplyOwning: the writer takes the operation records over) as
+// it merges the change stream with the base blocks, and Record is ignored.
 type Change struct {
 	ID     string
 	Record *materialize.Record

@@ -295,7 +295,7 @@ func (s *changeSource) resolve(c Change, cur *materialize.Record) (*materialize.
 	if c.Ops == nil {
 		return c.Record, nil
 	}
-	r := materialize.Apply(cur, c.Ops)
+	r := materialize.ApplyOwning(cur, c.Ops)
 	if r != nil {
 		if r.ID != c.ID {
 			return nil, fmt.Errorf("write segment: change %q: operation records of id %q", c.ID, r.ID)
