@@ -90,7 +90,7 @@ func (w *Writer) Write(ctx context.Context, changes []Change, compactionOffset i
 	// The changes are in memory already: the window holds them whole, so
 	// every run is cut into near-equal blocks.
 	return w.WriteFrom(ctx, slices.All(changes), WriteOptions{CompactionOffset: compactionOffset, Dimension: dimension, OnBlock: onBlock, Encoders: 1,
-		window: math.MaxInt})
+		Window: math.MaxInt})
 }
 
 // WriteOptions are the settings of one WriteFrom.
@@ -108,9 +108,11 @@ type WriteOptions struct {
 	// order they finish in; at most Encoders blocks are in flight, so
 	// memory stays bounded.
 	Encoders int
-	// window is the most records the open run holds before it sends
-	// blocks from its front (0: 8 blocks' worth).
-	window int
+	// Window is the most records a run being built holds before it sends
+	// blocks of MaxBlockRecords from its front (<= 0: 8 blocks' worth);
+	// the rest of a run is cut into near-equal blocks. It bounds the
+	// writer's memory whatever the size of the change.
+	Window int
 }
 
 // WriteFrom applies a stream of changes (sorted by ID, unique; a Change with
@@ -172,7 +174,7 @@ func (w *Writer) writeFrom(ctx context.Context, changes iter.Seq2[Change, error]
 	src := &changeSource{next: next, dimension: opts.Dimension}
 	out := newBlockSink(ctx, w, opts.Encoders, opts.OnBlock)
 	lay := &layout{w: w, ctx: ctx, blocks: blocks, min: w.s.cfg.MinBlockRecords, max: w.s.cfg.MaxBlockRecords, out: out, openIdx: -1}
-	lay.trimAt = cmp.Or(opts.window, 8*lay.max)
+	lay.trimAt = max(cmp.Or(max(opts.Window, 0), 8*lay.max), 2*lay.max)
 	err := w.merge(ctx, blocks, src, lay)
 	if err == nil {
 		err = lay.finish()
