@@ -46,11 +46,11 @@ type Config struct {
 	// BatchRecords is how many log records are read per batch; cancellation
 	// is honoured between batches.
 	BatchRecords int
-	// MemoryBytes bounds the memory of one compaction, in bytes: half of it
-	// holds the sorted runs of operation records read from the log; past
-	// that, runs spill to temporary files in SpillDir. The other half is
-	// the writer's window and encoders and the garbage collector's
-	// headroom (Go's heap grows to about twice what is live).
+	// MemoryBytes bounds the memory of one compaction, in bytes: a quarter
+	// of it holds the sorted runs of operation records read from the log;
+	// past that, runs spill to temporary files in SpillDir. The rest is the
+	// run being filled, the writer's window and encoders, and the garbage
+	// collector's headroom (Go's heap grows to about twice what is live).
 	MemoryBytes int64
 	// SpillDir is the directory of the spilled runs (default os.TempDir()).
 	// The files are unlinked as soon as they are created: nothing is left
@@ -88,7 +88,7 @@ func DefaultConfig() Config {
 func (c *Config) RegisterFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&c.MaxRecords, "max-compaction-size", c.MaxRecords, "most log records one compaction job reads; a larger backlog continues in follow-up jobs")
 	fs.IntVar(&c.BatchRecords, "log-batch-size", c.BatchRecords, "log records read per batch (cancellation is honoured between batches)")
-	fs.Var((*byteSize)(&c.MemoryBytes), "compaction-memory", "memory one compaction may use (e.g. 256MiB): half holds sorted runs of log records, the rest is headroom; larger slices spill to --compaction-spill-dir")
+	fs.Var((*byteSize)(&c.MemoryBytes), "compaction-memory", "memory one compaction may use (e.g. 256MiB): a quarter holds sorted runs of log records, the rest is the writer's and the garbage collector's headroom; larger slices spill to --compaction-spill-dir")
 	fs.StringVar(&c.SpillDir, "compaction-spill-dir", c.SpillDir, "directory for the sorted runs a compaction spills past --compaction-memory (unlinked at once)")
 	fs.IntVar(&c.VersionsToKeep, "versions-to-keep", c.VersionsToKeep, "segment versions retained per collection by GC")
 	fs.DurationVar(&c.GCGrace, "gc-grace", c.GCGrace, fmt.Sprintf("how long GC waits after a segment version stops being retained before deleting its blobs: the longest a read may take (at least %s)", MinGCGrace))
@@ -360,7 +360,7 @@ func (c *Compactor) Compact(ctx context.Context, collectionID string, opts Optio
 	begin("read log")
 	p := Progress{Phase: PhaseReading, RecordsTotal: total, OffsetStart: coll.CompactionOffset, OffsetEnd: end, VersionBefore: coll.SegmentVersion}
 	report(p)
-	runs := &runSet{dir: c.cfg.SpillDir, budget: c.cfg.MemoryBytes / 2}
+	runs := &runSet{dir: c.cfg.SpillDir, budget: c.cfg.MemoryBytes / 4}
 	defer runs.close()
 	if err := c.readRuns(ctx, collectionID, coll.CompactionOffset, end, runs, func(n int) {
 		res.RecordsRead += int64(n)
