@@ -109,7 +109,8 @@ type WriteOptions struct {
 	// memory stays bounded.
 	Encoders int
 	// Window is the most records a run being built holds before it sends
-	// blocks of MaxBlockRecords from its front (<= 0: 8 blocks' worth);
+	// blocks of 15/16 of MaxBlockRecords from its front (<= 0: 8 blocks'
+	// worth);
 	// the rest of a run is cut into near-equal blocks. It bounds the
 	// writer's memory whatever the size of the change.
 	Window int
@@ -477,8 +478,9 @@ func (sp span) size(blocks []BlockRef) int {
 // leaves it once no later merge can reach it (it and its successor had
 // their merge check, and the successor holds at least MinBlockRecords
 // records). The open span (being built, always the last) that grows past
-// trimAt records while it heads the window sends blocks of MaxBlockRecords
-// from its front, so memory stays bounded whatever the size of the change.
+// trimAt records while it heads the window sends blocks of 15/16 of
+// MaxBlockRecords from its front, so memory stays bounded whatever the size
+// of the change.
 type layout struct {
 	w        *Writer
 	ctx      context.Context
@@ -515,12 +517,16 @@ func (l *layout) add(r materialize.Record) error {
 			return nil
 		}
 	}
+	// Blocks cut from the front are filled to 15/16 of the maximum, so that
+	// a few later inserts into one of them do not split it at once (the
+	// rest of a run is cut into near-equal blocks, which leaves room too).
+	cut := l.max - l.max/16
 	sp = &l.window[0]
 	for len(sp.recs) > l.trimAt {
-		if err := l.out.write(sp.recs[:l.max:l.max]); err != nil {
+		if err := l.out.write(sp.recs[:cut:cut]); err != nil {
 			return err
 		}
-		sp.recs = sp.recs[l.max:]
+		sp.recs = sp.recs[cut:]
 	}
 	return nil
 }
