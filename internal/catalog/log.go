@@ -304,13 +304,6 @@ func (c *Catalog) ScanLog(ctx context.Context, id string, after, upTo int64, lim
 		if err != nil {
 			return err
 		}
-		if c.d.name == "sqlite" {
-			// Pages of the log are read through a memory map rather than
-			// one pread per 4 KiB page (a connection setting).
-			if _, err := tx.ExecContext(ctx, `PRAGMA mmap_size = 1073741824`); err != nil {
-				return err
-			}
-		}
 		query := `SELECT log_offset, record FROM log WHERE collection_id = ? AND log_offset > ? AND log_offset <= ? ORDER BY log_offset`
 		args := []any{id, max(after, compacted), upTo}
 		if limit > 0 {
