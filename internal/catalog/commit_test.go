@@ -55,6 +55,15 @@ func TestCommitCompactionCommitsEverythingAtOnce(t *testing.T) {
 			t.Error("oldest uncompacted time lost with records 7..10 left")
 		}
 		equal(t, "log after commit", offsets(mustReadLog(t, c, col.ID, 0, math.MaxInt64, 0)), span(7, 10))
+		// The commit left rows 1..6 in the table, unread; the purge removes
+		// them, and only them, once.
+		if n, err := c.PurgeLog(ctx, col.ID); err != nil || n != 6 {
+			t.Fatalf("PurgeLog: %d rows, %v; want 6", n, err)
+		}
+		if n, err := c.PurgeLog(ctx, col.ID); err != nil || n != 0 {
+			t.Fatalf("second PurgeLog: %d rows, %v; want 0", n, err)
+		}
+		equal(t, "log after purge", offsets(mustReadLog(t, c, col.ID, 0, math.MaxInt64, 0)), span(7, 10))
 		versions, err := c.ListVersions(ctx, col.ID)
 		if err != nil {
 			t.Fatal(err)

@@ -11,12 +11,16 @@ import (
 
 // CommitCompaction commits a compaction in one transaction: compare-and-swap
 // of the segment version (BaseVersion → NewVersion), advance of the
-// compaction offset, a row in the versions table, the purge of the log rows at
-// or below the new offset, the reset of the failure count and dead-letter
+// compaction offset, a row in the versions table, the reset of the failure count and dead-letter
 // mark, and cm.Job when set. Errors: *ConflictError when the current version
 // is not BaseVersion (nothing written), ErrInvalidArgument when the offset
 // would go backwards or past the log position or NewVersion != BaseVersion+1,
 // ErrNotFound when the collection is gone.
+//
+// The log rows at or below the new offset are not deleted here: readers
+// ignore them from the commit on, and PurgeLog removes them afterwards in
+// short range deletes, so the commit's transaction stays short whatever the
+// size of the compacted slice.
 func (c *Catalog) CommitCompaction(ctx context.Context, cm Commit) error {
 	if err := validateCommit(cm); err != nil {
 		return fmt.Errorf("commit compaction of collection %s: %w", cm.CollectionID, err)
@@ -65,9 +69,6 @@ func (c *Catalog) CommitCompaction(ctx context.Context, cm Commit) error {
 			VALUES (?, ?, ?, ?, ?, ?)`), cm.CollectionID, cm.NewVersion, cm.ManifestKey, cm.CompactionOffset, cm.RecordCount, now)
 		if err != nil {
 			return fmt.Errorf("insert version %d: %w", cm.NewVersion, err)
-		}
-		if _, err := tx.ExecContext(ctx, c.d.q(`DELETE FROM log WHERE collection_id = ? AND log_offset <= ?`), cm.CollectionID, cm.CompactionOffset); err != nil {
-			return fmt.Errorf("purge log rows: %w", err)
 		}
 		if cm.Job != nil && cm.LeaseOwner == "" {
 			if err := c.execUpdateJob(ctx, tx, *cm.Job); err != nil {

@@ -39,11 +39,16 @@ func TestPropertyAgainstModel(t *testing.T) {
 			steps = 100
 		}
 	}
-	for run := range uint64(*propRuns) {
-		seed := *propSeed + run
-		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
+	for run := range uint64(*propRuns) + 1 {
+		// One more run spills nearly every log batch to disk as a sorted
+		// run.
+		seed, spill := *propSeed+run, run == uint64(*propRuns)
+		if spill {
+			seed = *propSeed
+		}
+		t.Run(fmt.Sprintf("seed=%d/spill=%t", seed, spill), func(t *testing.T) {
 			r := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
-			e := newEnv(t, envConfig{maxRecords: 1 + r.IntN(12), batchRecords: 1 + r.IntN(5), maxBlock: 4 + r.IntN(6), minBlock: 2})
+			e := newEnv(t, envConfig{maxRecords: 1 + r.IntN(12), batchRecords: 1 + r.IntN(5), maxBlock: 4 + r.IntN(6), minBlock: 2, spill: spill})
 			g := gen{r: r, ids: 24, dim: 3}
 			for step := range steps {
 				switch k := r.IntN(10); {

@@ -144,6 +144,10 @@ type env struct {
 type envConfig struct {
 	maxRecords, batchRecords int
 	maxBlock, minBlock       int
+	// spill, when set, makes the compactor's memory budget a few hundred
+	// bytes, below what Validate accepts, so that nearly every log batch is
+	// a sorted run spilled to a temp dir.
+	spill bool
 }
 
 func newEnv(t testing.TB, ec envConfig) *env {
@@ -161,6 +165,10 @@ func newEnv(t testing.TB, ec envConfig) *env {
 	if e.comp, err = New(e.cat, e.seg, cfg, nil); err != nil {
 		t.Fatal(err)
 	}
+	if ec.spill {
+		e.comp.cfg.MemoryBytes, e.comp.cfg.SpillDir = 600, t.TempDir()
+	}
+	t.Cleanup(e.comp.WaitPurges)
 	c, err := e.cat.CreateCollection(e.ctx, "test", 0)
 	if err != nil {
 		t.Fatal(err)

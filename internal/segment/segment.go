@@ -113,9 +113,15 @@ type Manifest struct {
 
 // Change is the materialized outcome for one record id: Record nil means the
 // id ends absent (delete it from the segment if present).
+//
+// Ops, when not nil, are instead the operation records of ID in log offset
+// order: the writer folds them onto the base's record of ID
+// (materialize.ApplyOwning: the writer takes the operation records over) as
+// it merges the change stream with the base blocks, and Record is ignored.
 type Change struct {
 	ID     string
 	Record *materialize.Record
+	Ops    []materialize.OperationRecord
 }
 
 // WriteStats are the figures of one Writer.Write.
