@@ -27,7 +27,7 @@ def secs(v):
         return "%.2f s" % v
     if v < 100:
         return "%.1f s" % v
-    return "%.0f s" % v
+    return "{:,.0f} s".format(v)
 
 
 def span(vals, fmt=secs):
