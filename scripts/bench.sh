@@ -78,8 +78,9 @@
 #   BENCH_DIR       working directory (default a new one under TMPDIR; needs
 #                   ~3 GB per million records); KEEP_TMP=1 keeps it
 # On a machine shared with other work, wall times stretch with the load (each
-# measurement records the 1-minute load average); the CPU times (product and
-# DuckDB) are less sensitive to it, and the table gives their ratio too.
+# measurement records the 1-minute load average, and the table gives the CPU
+# times of both sides beside the times; DuckDB's 2 threads suffer more from
+# the load than the product's ~1 core).
 # Needs: go, node 20 and npm (DuckDB is installed into tools/duckdb with npm ci
 # when missing), python3, dd. The machine's other load shows in every figure:
 # read the ranges, and run it on a quiet machine.

@@ -27,7 +27,7 @@ def secs(v):
         return "%.2f s" % v
     if v < 100:
         return "%.1f s" % v
-    return "%.0f s" % v
+    return "{:,.0f} s".format(v)
 
 
 def span(vals, fmt=secs):
@@ -111,7 +111,7 @@ for n in sizes:
         ratio(rt), met(statistics.median(rt) <= 1.0)))
     if all("cpu_s" in r for r in full + duck):
         ct = pairs(full, duck, lambda r: r["cpu_s"], lambda r: r["cpu_s"])
-        add("| CPU time of the same (user + system; less sensitive to the machine's load) | %s | %s | %s | |" % (
+        add("| CPU time of the same (user + system, every thread) | %s | %s | %s | |" % (
             span([r["cpu_s"] for r in full]), span([r["cpu_s"] for r in duck]), ratio(ct)))
     rss = [r["rss_kb"] * 1024 for r in full]
     add("| 1. peak RSS ≤ 512 MB (%s op records) | %s | | %.1f× the goal | %s |" % (
@@ -162,7 +162,7 @@ for n in sizes:
             span([r["s"] for r in duck]), ratio(dr), met(statistics.median(dr) <= 1.0)))
         if all("cpu_s" in r for r in dfl + duck):
             ct = pairs(dfl, duck, lambda r: r["cpu_s"], lambda r: r["cpu_s"])
-            add("| CPU time of the same (user + system) | %s | %s | %s | |" % (
+            add("| CPU time of the same (user + system, every thread) | %s | %s | %s | |" % (
                 span([r["cpu_s"] for r in dfl]), span([r["cpu_s"] for r in duck]), ratio(ct)))
         wa = [r["records_written"] / s["rows"] for r in dfl]
         add("| 1. write amplification ≤ 1.5× with the default flags (records written / final rows) | %s records written | | %s | %s |" % (
