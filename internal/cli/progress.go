@@ -3,6 +3,7 @@ package cli
 import (
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"strings"
 	"sync"
@@ -110,17 +111,41 @@ const barScale = 1000
 // and the ETA ("ETA unknown" while the server cannot estimate it). Finished
 // jobs and notes are printed above the bars and stay.
 type barView struct {
-	p    *mpb.Progress
-	mu   sync.Mutex                  // guards jobs, read by mpb's goroutine through the decorators
-	jobs map[string]*compactorv1.Job // latest state of each job
-	bars map[string]*mpb.Bar         // of the unfinished jobs
+	p      *mpb.Progress
+	status *mpb.Bar                    // the last line, "jobs: 1 running, 2 queued"; it keeps the view rendering until close
+	mu     sync.Mutex                  // guards jobs, read by mpb's goroutine through the decorators
+	jobs   map[string]*compactorv1.Job // latest state of each job
+	bars   map[string]*mpb.Bar         // of the unfinished jobs
 }
 
 // newBarView draws on w; opts are for tests (an output that is not a
 // terminal renders when the view closes, or on a manual refresh).
 func newBarView(w io.Writer, opts ...mpb.ContainerOption) *barView {
 	opts = append([]mpb.ContainerOption{mpb.WithOutput(w), mpb.WithRefreshRate(150 * time.Millisecond)}, opts...)
-	return &barView{p: mpb.New(opts...), jobs: map[string]*compactorv1.Job{}, bars: map[string]*mpb.Bar{}}
+	v := &barView{p: mpb.New(opts...), jobs: map[string]*compactorv1.Job{}, bars: map[string]*mpb.Bar{}}
+	// Without a total, it never completes; a bar's priority is its place,
+	// the highest last.
+	v.status = v.p.New(0, mpb.NopStyle(), mpb.BarPriority(math.MaxInt),
+		mpb.PrependDecorators(decor.Any(func(decor.Statistics) string { return v.summary() })))
+	return v
+}
+
+// summary counts the jobs by state: "jobs: 1 running, 2 queued, 1 succeeded".
+func (v *barView) summary() string {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	counts := map[compactorv1.JobState]int{}
+	for _, j := range v.jobs {
+		counts[j.GetState()]++
+	}
+	var parts []string
+	for _, st := range []compactorv1.JobState{compactorv1.JobState_JOB_STATE_RUNNING, compactorv1.JobState_JOB_STATE_QUEUED,
+		compactorv1.JobState_JOB_STATE_SUCCEEDED, compactorv1.JobState_JOB_STATE_FAILED, compactorv1.JobState_JOB_STATE_CANCELLED} {
+		if n := counts[st]; n > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", n, strings.ToLower(stateName(st))))
+		}
+	}
+	return "jobs: " + strings.Join(parts, ", ")
 }
 
 func (v *barView) job(id string) *compactorv1.Job {
@@ -198,12 +223,14 @@ func (v *barView) note(format string, args ...any) {
 }
 
 // close stops the bars of jobs still unfinished (kept on screen as they
-// were) and waits for the last render.
+// were), removes the status line and waits for the last render, which
+// prints what was written above the bars since the one before.
 func (v *barView) close() {
 	for id, bar := range v.bars {
 		bar.Abort(false)
 		delete(v.bars, id)
 	}
+	v.status.Abort(true)
 	v.p.Wait()
 }
 
@@ -225,10 +252,14 @@ func newPushBar(w io.Writer, size int64, name string, opts ...mpb.ContainerOptio
 		b.bar = b.p.New(0, mpb.SpinnerStyle(), mpb.PrependDecorators(label), mpb.AppendDecorators(decor.CurrentNoUnit("%d lines")))
 		return b
 	}
-	b.bar = b.p.New(size, mpb.BarStyle().Lbound("[").Rbound("]"),
+	// Created without a total, so that reading the whole file does not
+	// complete the bar (notes printed while the last batches are sent would
+	// be lost): finish completes it.
+	b.bar = b.p.New(0, mpb.BarStyle().Lbound("[").Rbound("]"),
 		mpb.PrependDecorators(label, decor.Counters(decor.SizeB1024(0), "% .1f / % .1f")),
 		mpb.AppendDecorators(decor.Percentage(decor.WC{W: 5})),
 	)
+	b.bar.SetTotal(size, false)
 	return b
 }
 
