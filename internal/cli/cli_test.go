@@ -195,12 +195,13 @@ type recordJSON struct {
 }
 
 type pushJSON struct {
-	Records     int64 `json:"records"`
-	Lines       int   `json:"lines"`
-	Batches     int   `json:"batches"`
-	FirstOffset int64 `json:"first_offset"`
-	LastOffset  int64 `json:"last_offset"`
-	Retries     int   `json:"retries"`
+	CollectionID string `json:"collection_id"`
+	Records      int64  `json:"records"`
+	Lines        int    `json:"lines"`
+	Batches      int    `json:"batches"`
+	FirstOffset  int64  `json:"first_offset"`
+	LastOffset   int64  `json:"last_offset"`
+	Retries      int    `json:"retries"`
 }
 
 func createCollection(t *testing.T, addr, name string, extra ...string) string {

@@ -130,13 +130,13 @@ func matchCollection(all []*compactorv1.Collection, ref string) (*compactorv1.Co
 		}
 		switch {
 		case len(all) == 0:
-			return nil, fmt.Errorf("collection %q not found: the server has no collections (create one with: compactor collections create NAME)", safeText(ref))
+			return nil, fmt.Errorf("collection \"%s\" not found: the server has no collections (create one with: compactor collections create NAME)", safeText(ref))
 		case len(similar) > 0:
-			return nil, fmt.Errorf("collection %q not found (no collection has this name or id); similar names: %s", safeText(ref), candidates(similar))
+			return nil, fmt.Errorf("collection \"%s\" not found (no collection has this name or id); similar names: %s", safeText(ref), candidates(similar))
 		}
-		return nil, fmt.Errorf("collection %q not found (no collection has this name or id); collections: %s", safeText(ref), candidates(all))
+		return nil, fmt.Errorf("collection \"%s\" not found (no collection has this name or id); collections: %s", safeText(ref), candidates(all))
 	}
-	return nil, fmt.Errorf("collection %q is ambiguous: it names %d collections: %s; give the full id", safeText(ref), len(matches), candidates(matches))
+	return nil, fmt.Errorf("collection \"%s\" is ambiguous: it names %d collections: %s; give the full id", safeText(ref), len(matches), candidates(matches))
 }
 
 // candidates lists at most maxCandidates collections as "name (id)".
