@@ -49,10 +49,8 @@ it survives restarts and holds for every replica. 'compactor resume' ends it.
 				return err
 			}
 			req := &compactorv1.PauseCompactionsRequest{Reason: reason, Operator: operator}
-			if len(args) == 1 {
-				if req.CollectionId, err = s.resolveCollection(cmd.Context(), args[0]); err != nil {
-					return err
-				}
+			if req.CollectionId, err = s.resolveOptionalCollection(cmd.Context(), firstArg(args)); err != nil {
+				return err
 			}
 			res, err := callUnary(cmd.Context(), s, func(ctx context.Context) (*connect.Response[compactorv1.PauseCompactionsResponse], error) {
 				return s.c.control.PauseCompactions(ctx, connect.NewRequest(req))
@@ -87,10 +85,8 @@ of single collections stay), one collection's pause with its id or name.
 				return err
 			}
 			req := &compactorv1.ResumeCompactionsRequest{Operator: operator}
-			if len(args) == 1 {
-				if req.CollectionId, err = s.resolveCollection(cmd.Context(), args[0]); err != nil {
-					return err
-				}
+			if req.CollectionId, err = s.resolveOptionalCollection(cmd.Context(), firstArg(args)); err != nil {
+				return err
 			}
 			res, err := callUnary(cmd.Context(), s, func(ctx context.Context) (*connect.Response[compactorv1.ResumeCompactionsResponse], error) {
 				return s.c.control.ResumeCompactions(ctx, connect.NewRequest(req))

@@ -76,6 +76,14 @@ func (s *session) resolveOptionalCollection(ctx context.Context, ref string) (st
 	return s.resolveCollection(ctx, ref)
 }
 
+// firstArg is args[0], or "" when there is none.
+func firstArg(args []string) string {
+	if len(args) == 0 {
+		return ""
+	}
+	return args[0]
+}
+
 // isID reports whether ref is a collection id: a UUID in its canonical form.
 func isID(ref string) bool {
 	u, err := uuid.Parse(ref)
