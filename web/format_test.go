@@ -7,45 +7,6 @@ import (
 	"time"
 )
 
-func TestFmtDuration(t *testing.T) {
-	for d, want := range map[time.Duration]string{
-		-time.Second:            "0s",
-		0:                       "0s",
-		850 * time.Millisecond:  "850ms",
-		4200 * time.Millisecond: "4.2s",
-		9999 * time.Millisecond: "9.9s",
-		12 * time.Second:        "12s",
-		72 * time.Second:        "1m12s",
-		2 * time.Minute:         "2m",
-		2*time.Hour + 3*time.Minute + 4*time.Second:  "2h3m",
-		3*24*time.Hour + 4*time.Hour + 5*time.Minute: "3d4h",
-		59*time.Second + 600*time.Millisecond:        "1m",
-	} {
-		if got := fmtDuration(d); got != want {
-			t.Errorf("fmtDuration(%v) = %q, want %q", d, got, want)
-		}
-	}
-}
-
-func TestRelTime(t *testing.T) {
-	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
-	for d, want := range map[time.Duration]string{
-		0:                    "just now",
-		4 * time.Second:      "just now",
-		42 * time.Second:     "42s ago",
-		3 * time.Minute:      "3m ago",
-		5 * time.Hour:        "5h ago",
-		47 * time.Hour:       "47h ago",
-		49 * time.Hour:       "2d ago",
-		-90 * time.Second:    "in 1m",
-		-30 * 24 * time.Hour: "in 30d",
-	} {
-		if got := relTime(now, now.Add(-d)); got != want {
-			t.Errorf("relTime(now-%v) = %q, want %q", d, got, want)
-		}
-	}
-}
-
 func TestTimeViewIsUTC(t *testing.T) {
 	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 	zone := time.FixedZone("CET", 3600)
@@ -55,19 +16,6 @@ func TestTimeViewIsUTC(t *testing.T) {
 	}
 	if z := newTimeView(now, time.Time{}); z.Text != "—" || !z.IsZero() {
 		t.Errorf("zero time %+v", z)
-	}
-}
-
-func TestFmtCountAndBytes(t *testing.T) {
-	for n, want := range map[int64]string{0: "0", 999: "999", 1000: "1,000", 1234567: "1,234,567", -12345: "-12,345"} {
-		if got := fmtCount(n); got != want {
-			t.Errorf("fmtCount(%d) = %q, want %q", n, got, want)
-		}
-	}
-	for n, want := range map[int64]string{0: "0 B", 1023: "1023 B", 1536: "1.5 KiB", 1572864: "1.5 MiB", 5 << 40: "5.0 TiB"} {
-		if got := fmtBytes(n); got != want {
-			t.Errorf("fmtBytes(%d) = %q, want %q", n, got, want)
-		}
 	}
 }
 

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	compactorv1 "github.com/compactorhq/compactor/gen/compactor/v1"
+	"github.com/compactorhq/compactor/internal/format"
 )
 
 // defaultOperator names who runs the CLI for pauses: user@host.
@@ -32,23 +33,24 @@ func defaultOperator() string {
 func newPauseCmd(g *globals) *cobra.Command {
 	var reason, operator string
 	cmd := &cobra.Command{
-		Use:   "pause [COLLECTION_ID]",
+		Use:   "pause [COLLECTION]",
 		Short: "Pause automatic compaction of every collection, or of one",
 		Long: `Pause automatic compaction: of every collection without an argument, of one
-collection with its id. The scheduler skips what is paused from its next run;
+collection with its id or name. The scheduler skips what is paused from its next run;
 queued and running jobs go on (cancel them to stop them), and one-off
 compactions ('compactor compact') still run. The pause is kept in the catalog:
 it survives restarts and holds for every replica. 'compactor resume' ends it.
 -o json prints the PauseCompactionsResponse.`,
-		Args: cobra.MaximumNArgs(1),
+		Args:              cobra.MaximumNArgs(1),
+		ValidArgsFunction: completeCollections(g, 1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			s, err := newSession(cmd, g)
 			if err != nil {
 				return err
 			}
 			req := &compactorv1.PauseCompactionsRequest{Reason: reason, Operator: operator}
-			if len(args) == 1 {
-				req.CollectionId = args[0]
+			if req.CollectionId, err = s.resolveOptionalCollection(cmd.Context(), firstArg(args)); err != nil {
+				return err
 			}
 			res, err := callUnary(cmd.Context(), s, func(ctx context.Context) (*connect.Response[compactorv1.PauseCompactionsResponse], error) {
 				return s.c.control.PauseCompactions(ctx, connect.NewRequest(req))
@@ -70,20 +72,21 @@ it survives restarts and holds for every replica. 'compactor resume' ends it.
 func newResumeCmd(g *globals) *cobra.Command {
 	var operator string
 	cmd := &cobra.Command{
-		Use:   "resume [COLLECTION_ID]",
+		Use:   "resume [COLLECTION]",
 		Short: "Resume automatic compaction paused by 'compactor pause'",
 		Long: `Resume automatic compaction: the global pause without an argument (the pauses
-of single collections stay), one collection's pause with its id.
+of single collections stay), one collection's pause with its id or name.
 -o json prints the ResumeCompactionsResponse.`,
-		Args: cobra.MaximumNArgs(1),
+		Args:              cobra.MaximumNArgs(1),
+		ValidArgsFunction: completeCollections(g, 1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			s, err := newSession(cmd, g)
 			if err != nil {
 				return err
 			}
 			req := &compactorv1.ResumeCompactionsRequest{Operator: operator}
-			if len(args) == 1 {
-				req.CollectionId = args[0]
+			if req.CollectionId, err = s.resolveOptionalCollection(cmd.Context(), firstArg(args)); err != nil {
+				return err
 			}
 			res, err := callUnary(cmd.Context(), s, func(ctx context.Context) (*connect.Response[compactorv1.ResumeCompactionsResponse], error) {
 				return s.c.control.ResumeCompactions(ctx, connect.NewRequest(req))
@@ -102,7 +105,7 @@ of single collections stay), one collection's pause with its id.
 }
 
 // printPause prints the global pause and, when given, a collection's.
-func (s *cliSession) printPause(p *compactorv1.PauseState, c *compactorv1.Collection) error {
+func (s *session) printPause(p *compactorv1.PauseState, c *compactorv1.Collection) error {
 	rows := [][2]string{{"Automatic compaction", pauseText(p.GetPaused(), p.GetReason(), p.GetPausedBy(), s.out.fmtTime(p.GetPauseTime()))}}
 	if c != nil {
 		rows = append(rows, [2]string{"Collection " + safeText(ellipsize(c.GetName(), 40)),
@@ -174,7 +177,7 @@ log). Collections with nothing to compact are left out unless --all.
 				line := fmt.Sprintf("%s\t%s\t%d\t%s", safeText(ellipsize(e.GetCollectionName(), 40)), decision, e.GetBacklog(), safeText(ellipsize(e.GetReason(), 100)))
 				if estimate {
 					if x := e.GetEstimate(); x != nil {
-						line += fmt.Sprintf("\t%d\t%d of %d\t%s", x.GetRecords(), x.GetBlocksToRewrite(), x.GetBlocksTotal(), fmtBytes(x.GetBytesToRewrite()))
+						line += fmt.Sprintf("\t%d\t%d of %d\t%s", x.GetRecords(), x.GetBlocksToRewrite(), x.GetBlocksTotal(), format.Bytes(x.GetBytesToRewrite()))
 					} else if e.GetEstimateError() != "" {
 						line += "\t-\t-\t" + safeText(ellipsize("estimate failed: "+e.GetEstimateError(), 60))
 					} else {
@@ -200,19 +203,30 @@ func newCollectionsSetCmd(g *globals) *cobra.Command {
 	var minSize int64
 	var maxAge time.Duration
 	cmd := &cobra.Command{
-		Use:   "set ID",
+		Use:   "set COLLECTION",
 		Short: "Set a collection's scheduler thresholds",
-		Long: `Set a collection's overrides of the scheduler's thresholds: --min-compaction-size
+		Long: `Set a collection's (an id or a name) overrides of the scheduler's thresholds: --min-compaction-size
 (records) and --max-uncompacted-age (a duration, at least 1s). 0, the default of
 each flag, inherits the server's flag. Both are replaced at once.
 -o json prints the Collection.`,
-		Args: cobra.ExactArgs(1),
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: completeCollections(g, 1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			switch {
+			case minSize < 0:
+				return UsageError(cmd, fmt.Errorf("--min-compaction-size must not be negative, got %d", minSize))
+			case maxAge < 0:
+				return UsageError(cmd, fmt.Errorf("--max-uncompacted-age must not be negative, got %s", maxAge))
+			}
 			s, err := newSession(cmd, g)
 			if err != nil {
 				return err
 			}
-			req := &compactorv1.UpdateCollectionSettingsRequest{CollectionId: args[0], MinCompactionSize: minSize}
+			id, err := s.resolveCollection(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			req := &compactorv1.UpdateCollectionSettingsRequest{CollectionId: id, MinCompactionSize: minSize}
 			if maxAge != 0 {
 				req.MaxUncompactedAge = durationpb.New(maxAge)
 			}
@@ -241,7 +255,8 @@ it within a second, also to running compactions), like Cassandra's
 setcompactionthroughput: a size per second such as 64MiB, 500MB or 1.5GB; 0
 removes the cap set here, and each node's --max-throughput applies again.
 -o json prints the ThroughputState.`,
-		Args: cobra.MaximumNArgs(1),
+		Args:              cobra.MaximumNArgs(1),
+		ValidArgsFunction: cobra.NoFileCompletions,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			s, err := newSession(cmd, g)
 			if err != nil {
@@ -259,7 +274,7 @@ removes the cap set here, and each node's --max-throughput applies again.
 			} else {
 				n, err := humanize.ParseBytes(args[0])
 				if err != nil || n > math.MaxInt64 {
-					return usageError(cmd, fmt.Errorf("%q is not a size per second (e.g. 64MiB, 500MB, 0)", args[0]))
+					return UsageError(cmd, fmt.Errorf("%q is not a size per second (e.g. 64MiB, 500MB, 0)", args[0]))
 				}
 				res, err := callUnary(cmd.Context(), s, func(ctx context.Context) (*connect.Response[compactorv1.SetThroughputResponse], error) {
 					return s.c.control.SetThroughput(ctx, connect.NewRequest(&compactorv1.SetThroughputRequest{BytesPerSecond: int64(n), Operator: operator}))
@@ -274,11 +289,11 @@ removes the cap set here, and each node's --max-throughput applies again.
 			}
 			inForce := "no cap"
 			if b := tp.GetBytesPerSecond(); b > 0 {
-				inForce = fmtBytes(b) + "/s"
+				inForce = format.Rate(b)
 			}
 			override := "none (each node's --max-throughput applies)"
 			if b := tp.GetOverrideBytesPerSecond(); b > 0 {
-				override = fmtBytes(b) + "/s, set " + s.out.fmtTime(tp.GetSetTime())
+				override = format.Bytes(b) + "/s, set " + s.out.fmtTime(tp.GetSetTime())
 				if by := tp.GetSetBy(); by != "" {
 					override += " by " + safeText(by)
 				}

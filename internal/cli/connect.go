@@ -1,19 +1,24 @@
-package main
+package cli
 
 import (
 	"context"
 	"crypto/tls"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"strings"
 	"time"
 
 	"connectrpc.com/connect"
-	"github.com/spf13/pflag"
+	"github.com/spf13/cobra"
 
 	"github.com/compactorhq/compactor/gen/compactor/v1/compactorv1connect"
+)
+
+// Values of the enum flags, also offered by shell completion.
+var (
+	outputFormats = []string{"table", "json"}
+	protocols     = []string{"connect", "grpc", "grpcweb"}
 )
 
 // globals are the flags every client command shares, and the standard
@@ -25,17 +30,24 @@ type globals struct {
 	output   string
 	timeout  time.Duration
 
-	stdin  io.Reader
-	stdout io.Writer
-	stderr io.Writer
+	streams Streams
 }
 
-func (g *globals) register(fs *pflag.FlagSet) {
+// register adds the client flags to cmd and its subcommands (persistent
+// flags of cmd, not of the root: serve has none of them), with completion of
+// the enum values.
+func (g *globals) register(cmd *cobra.Command) {
+	fs := cmd.PersistentFlags()
 	fs.StringVar(&g.addr, "addr", "http://127.0.0.1:7070", "server address (env COMPACTOR_ADDR)")
 	fs.StringVar(&g.protocol, "protocol", "connect", "RPC protocol: connect, grpc or grpcweb")
 	fs.StringVar(&g.token, "token", "", "bearer token for protected calls (env COMPACTOR_TOKEN)")
 	fs.StringVarP(&g.output, "output", "o", "table", "output format: table or json")
 	fs.DurationVar(&g.timeout, "timeout", 30*time.Second, "time limit of each call (0: none; watch and --wait are not limited)")
+	_ = cmd.RegisterFlagCompletionFunc("output", fixedCompletion(outputFormats...))
+	_ = cmd.RegisterFlagCompletionFunc("protocol", fixedCompletion(protocols...))
+	for _, f := range []string{"addr", "token", "timeout"} {
+		_ = cmd.RegisterFlagCompletionFunc(f, cobra.NoFileCompletions)
+	}
 }
 
 // clients are the API clients of one command.
@@ -46,6 +58,14 @@ type clients struct {
 	log        compactorv1connect.LogServiceClient
 }
 
+// baseURL is --addr with http:// added when it has no scheme.
+func (g *globals) baseURL() string {
+	if !strings.Contains(g.addr, "://") {
+		return "http://" + g.addr
+	}
+	return g.addr
+}
+
 // connect validates the client flags and builds the clients.
 func (g *globals) connect() (*clients, error) {
 	switch g.output {
@@ -53,10 +73,7 @@ func (g *globals) connect() (*clients, error) {
 	default:
 		return nil, fmt.Errorf("--output %q: want table or json", g.output)
 	}
-	base := g.addr
-	if !strings.Contains(base, "://") {
-		base = "http://" + base
-	}
+	base := g.baseURL()
 	var opts []connect.ClientOption
 	switch g.protocol {
 	case "connect":

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"context"
@@ -21,7 +21,7 @@ func newCollectionsCmd(g *globals) *cobra.Command {
 A collection's backlog is the number of log records not yet compacted; its
 records count is what its current segment version holds.`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error { return listCollections(cmd, g) },
+		RunE: func(cmd *cobra.Command, _ []string) error { return collectionsList(cmd, g) },
 	}
 	cmd.AddCommand(
 		&cobra.Command{
@@ -31,22 +31,27 @@ records count is what its current segment version holds.`,
 			Long: `List the collections, ordered by name, with their compaction figures.
 -o json prints an array of Collection objects.`,
 			Args: cobra.NoArgs,
-			RunE: func(cmd *cobra.Command, _ []string) error { return listCollections(cmd, g) },
+			RunE: func(cmd *cobra.Command, _ []string) error { return collectionsList(cmd, g) },
 		},
 		newCollectionsCreateCmd(g),
 		newCollectionsSetCmd(g),
 		&cobra.Command{
-			Use:   "get ID",
-			Short: "Show one collection with every field",
-			Long:  `Show one collection with every field. -o json prints a Collection object.`,
-			Args:  cobra.ExactArgs(1),
+			Use:               "get COLLECTION",
+			Short:             "Show one collection with every field",
+			Long:              `Show one collection (an id or a name) with every field. -o json prints a Collection object.`,
+			Args:              cobra.ExactArgs(1),
+			ValidArgsFunction: completeCollections(g, 1),
 			RunE: func(cmd *cobra.Command, args []string) error {
 				s, err := newSession(cmd, g)
 				if err != nil {
 					return err
 				}
+				id, err := s.resolveCollection(cmd.Context(), args[0])
+				if err != nil {
+					return err
+				}
 				res, err := callUnary(cmd.Context(), s, func(ctx context.Context) (*connect.Response[compactorv1.GetCollectionResponse], error) {
-					return s.c.collection.GetCollection(ctx, connect.NewRequest(&compactorv1.GetCollectionRequest{Id: args[0]}))
+					return s.c.collection.GetCollection(ctx, connect.NewRequest(&compactorv1.GetCollectionRequest{Id: id}))
 				})
 				if err != nil {
 					return err
@@ -55,19 +60,25 @@ records count is what its current segment version holds.`,
 			},
 		},
 		&cobra.Command{
-			Use:   "delete ID",
+			Use:   "delete COLLECTION",
 			Short: "Delete a collection with its log, segments and job history",
-			Long: `Delete a collection with its log, its segment versions and its job history.
-Its queued and running jobs are cancelled first. This cannot be undone.
--o json prints the Collection object as it was just before its deletion.`,
-			Args: cobra.ExactArgs(1),
+			Long: `Delete a collection (an id or a name) with its log, its segment versions and
+its job history. Its queued and running jobs are cancelled first. This cannot
+be undone. -o json prints the Collection object as it was just before its
+deletion.`,
+			Args:              cobra.ExactArgs(1),
+			ValidArgsFunction: completeCollections(g, 1),
 			RunE: func(cmd *cobra.Command, args []string) error {
 				s, err := newSession(cmd, g)
 				if err != nil {
 					return err
 				}
+				id, err := s.resolveCollection(cmd.Context(), args[0])
+				if err != nil {
+					return err
+				}
 				res, err := callUnary(cmd.Context(), s, func(ctx context.Context) (*connect.Response[compactorv1.DeleteCollectionResponse], error) {
-					return s.c.collection.DeleteCollection(ctx, connect.NewRequest(&compactorv1.DeleteCollectionRequest{Id: args[0]}))
+					return s.c.collection.DeleteCollection(ctx, connect.NewRequest(&compactorv1.DeleteCollectionRequest{Id: id}))
 				})
 				if err != nil {
 					return err
@@ -92,7 +103,8 @@ func newCollectionsCreateCmd(g *globals) *cobra.Command {
 		Long: `Create an empty collection named NAME (1 to 256 bytes, unique). Its
 embedding dimension is --dimension, or, when 0, fixed by the first pushed
 record that carries an embedding. -o json prints the new Collection object.`,
-		Args: cobra.ExactArgs(1),
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: cobra.NoFileCompletions,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			s, err := newSession(cmd, g)
 			if err != nil {
@@ -108,27 +120,19 @@ record that carries an embedding. -o json prints the new Collection object.`,
 		},
 	}
 	cmd.Flags().Int32Var(&dimension, "dimension", 0, "embedding dimension (0: fixed by the first write)")
+	_ = cmd.RegisterFlagCompletionFunc("dimension", cobra.NoFileCompletions)
 	return cmd
 }
 
-func listCollections(cmd *cobra.Command, g *globals) error {
+// collectionsList prints every collection.
+func collectionsList(cmd *cobra.Command, g *globals) error {
 	s, err := newSession(cmd, g)
 	if err != nil {
 		return err
 	}
-	var all []*compactorv1.Collection
-	token := ""
-	for {
-		res, err := callUnary(cmd.Context(), s, func(ctx context.Context) (*connect.Response[compactorv1.ListCollectionsResponse], error) {
-			return s.c.collection.ListCollections(ctx, connect.NewRequest(&compactorv1.ListCollectionsRequest{PageSize: 1000, PageToken: token}))
-		})
-		if err != nil {
-			return err
-		}
-		all = append(all, res.Msg.GetCollections()...)
-		if token = res.Msg.GetNextPageToken(); token == "" {
-			break
-		}
+	all, err := s.listCollections(cmd.Context())
+	if err != nil {
+		return err
 	}
 	if s.out.json {
 		return writeProtoList(s.out, all)
@@ -151,7 +155,7 @@ func listCollections(cmd *cobra.Command, g *globals) error {
 }
 
 // printCollection prints every field of c.
-func (s *cliSession) printCollection(c *compactorv1.Collection) error {
+func (s *session) printCollection(c *compactorv1.Collection) error {
 	if s.out.json {
 		return s.out.writeProto(c)
 	}

@@ -1,11 +1,10 @@
-package main
+package cli
 
 import (
 	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -13,12 +12,12 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"golang.org/x/term"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	compactorv1 "github.com/compactorhq/compactor/gen/compactor/v1"
+	"github.com/compactorhq/compactor/internal/format"
 )
 
 // outputHelp is appended to the help of every client command.
@@ -43,7 +42,7 @@ type output struct {
 }
 
 func newOutput(g *globals) *output {
-	return &output{w: g.stdout, errw: g.stderr, json: g.output == "json", now: time.Now}
+	return &output{w: g.streams.Out, errw: g.streams.Err, json: g.output == "json", now: time.Now}
 }
 
 // marshalProto is the protojson form of m (proto field names, zero values
@@ -121,26 +120,6 @@ func (o *output) note(format string, args ...any) {
 	fmt.Fprintf(o.errw, format+"\n", args...)
 }
 
-// isTerminal reports whether w is a terminal (progress bars are drawn only
-// there).
-func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	return ok && term.IsTerminal(int(f.Fd()))
-}
-
-// terminalWidth is the width of the terminal w, or 0 when unknown.
-func terminalWidth(w io.Writer) int {
-	f, ok := w.(*os.File)
-	if !ok {
-		return 0
-	}
-	width, _, err := term.GetSize(int(f.Fd()))
-	if err != nil {
-		return 0
-	}
-	return width
-}
-
 // safeText makes text from the server or the input safe for one table cell:
 // control characters (tabs, newlines, escape sequences) are escaped, so a
 // hostile name can neither break the alignment nor drive the terminal.
@@ -153,13 +132,7 @@ func safeText(s string) string {
 }
 
 // ellipsize shortens s to at most n runes, marking the cut with "…".
-func ellipsize(s string, n int) string {
-	if utf8.RuneCountInString(s) <= n {
-		return s
-	}
-	r := []rune(s)
-	return string(r[:n-1]) + "…"
-}
+func ellipsize(s string, n int) string { return format.Truncate(s, n) }
 
 // orDash is s, or "-" when s is empty.
 func orDash(s string) string {
@@ -175,61 +148,7 @@ func (o *output) fmtTime(ts *timestamppb.Timestamp) string {
 		return "-"
 	}
 	t := ts.AsTime().UTC()
-	return t.Format("2006-01-02T15:04:05Z") + " (" + relative(o.now().Sub(t)) + ")"
-}
-
-// relative is an elapsed time d as "just now", "5s ago", "2m ago", "3h ago",
-// "4d ago", or "in 5s" for a time in the future.
-func relative(d time.Duration) string {
-	if d < 0 {
-		if -d < time.Second {
-			return "just now"
-		}
-		return "in " + coarse(-d)
-	}
-	if d < time.Second {
-		return "just now"
-	}
-	return coarse(d) + " ago"
-}
-
-func coarse(d time.Duration) string {
-	switch {
-	case d < time.Minute:
-		return fmt.Sprintf("%ds", int(d/time.Second))
-	case d < time.Hour:
-		return fmt.Sprintf("%dm", int(d/time.Minute))
-	case d < 48*time.Hour:
-		return fmt.Sprintf("%dh", int(d/time.Hour))
-	}
-	return fmt.Sprintf("%dd", int(d/(24*time.Hour)))
-}
-
-// fmtDuration is d for people: "850ms", "1.2s", "3m12s", "2h5m0s".
-func fmtDuration(d time.Duration) string {
-	switch {
-	case d < 0:
-		return "-"
-	case d < time.Second:
-		return fmt.Sprintf("%dms", d.Milliseconds())
-	case d < time.Minute:
-		return strconv.FormatFloat(d.Seconds(), 'f', 1, 64) + "s"
-	}
-	return d.Round(time.Second).String()
-}
-
-// fmtBytes is n in SI units: "512 B", "1.5 kB", "2.3 MB".
-func fmtBytes(n int64) string {
-	const unit = 1000
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %cB", float64(n)/float64(div), "kMGTPE"[exp])
+	return t.Format("2006-01-02T15:04:05Z") + " (" + format.Relative(o.now().Sub(t)) + ")"
 }
 
 // stateName is a job state without its enum prefix: "RUNNING".
@@ -265,30 +184,63 @@ func collectionLabel(j *compactorv1.Job) string {
 func (o *output) jobDuration(j *compactorv1.Job) string {
 	switch {
 	case j.GetStartTime() != nil && j.GetFinishTime() != nil:
-		return fmtDuration(j.GetFinishTime().AsTime().Sub(j.GetStartTime().AsTime()))
+		return format.Duration(j.GetFinishTime().AsTime().Sub(j.GetStartTime().AsTime()))
 	case j.GetStartTime() != nil:
-		return fmtDuration(o.now().Sub(j.GetStartTime().AsTime()))
+		return format.Duration(o.now().Sub(j.GetStartTime().AsTime()))
 	case j.GetFinishTime() == nil && j.GetCreateTime() != nil:
-		return "queued " + fmtDuration(o.now().Sub(j.GetCreateTime().AsTime()))
+		return "queued " + format.Duration(o.now().Sub(j.GetCreateTime().AsTime()))
 	}
 	return "-"
 }
 
-// progressText is a running job's progress: "45% 4500/10000 writing".
+// progressText is a running job's progress: "45% writing blocks, 4500 of
+// 10000 records read, ETA 3.2s".
 func progressText(p *compactorv1.Progress) string {
 	if p == nil {
 		return ""
 	}
-	var s string
-	if p.GetRecordsTotal() > 0 {
-		s = fmt.Sprintf("%d%% %d/%d", p.GetRecordsRead()*100/p.GetRecordsTotal(), p.GetRecordsRead(), p.GetRecordsTotal())
-	} else {
-		s = plural(p.GetRecordsRead(), "record") + " read"
+	var parts []string
+	if f, ok := jobFraction(p); ok {
+		parts = append(parts, fmt.Sprintf("%d%%", int(f*100)))
 	}
 	if p.GetPhase() != "" {
-		s += ", " + safeText(p.GetPhase())
+		parts = append(parts, safeText(p.GetPhase()))
 	}
-	return s
+	s := strings.Join(parts, " ")
+	if s != "" {
+		s += ", "
+	}
+	if p.GetRecordsTotal() > 0 {
+		s += fmt.Sprintf("%d of %d records read", p.GetRecordsRead(), p.GetRecordsTotal())
+	} else {
+		s += plural(p.GetRecordsRead(), "record") + " read"
+	}
+	return s + ", " + etaText(p)
+}
+
+// jobFraction is the fraction of a job done, from 0 to 1: the whole-job
+// Progress.fraction, or, from a server that does not send it (0), records
+// read of records total. ok is false when neither is known.
+func jobFraction(p *compactorv1.Progress) (f float64, ok bool) {
+	switch {
+	case p.GetFraction() > 0:
+		return min(p.GetFraction(), 1), true
+	case p.GetRecordsTotal() > 0:
+		return min(float64(p.GetRecordsRead())/float64(p.GetRecordsTotal()), 1), true
+	}
+	return 0, false
+}
+
+// etaText is "ETA 3.2s" from Progress.eta, or "ETA unknown" while the
+// server cannot estimate it (unset), never "ETA 0s" for an unknown one.
+func etaText(p *compactorv1.Progress) string {
+	switch {
+	case p.GetEta() == nil:
+		return "ETA unknown"
+	case p.GetEta().AsDuration() < time.Second:
+		return "ETA <1s"
+	}
+	return "ETA " + format.Duration(p.GetEta().AsDuration())
 }
 
 // jobDetail is the one-cell summary of a job: its progress while running,
@@ -311,12 +263,4 @@ func jobDetail(j *compactorv1.Job) string {
 }
 
 // plural is "1 record", "2 records".
-func plural(n int64, noun string) string {
-	if n == 1 {
-		return "1 " + noun
-	}
-	if strings.HasSuffix(noun, "ch") {
-		return strconv.FormatInt(n, 10) + " " + noun + "es"
-	}
-	return strconv.FormatInt(n, 10) + " " + noun + "s"
-}
+func plural(n int64, noun string) string { return format.Plural(n, noun) }

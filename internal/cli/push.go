@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bufio"
@@ -18,13 +18,13 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
-	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
-	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/protobuf/types/known/structpb"
 
+	"github.com/sethvargo/go-retry"
+
 	compactorv1 "github.com/compactorhq/compactor/gen/compactor/v1"
-	"github.com/compactorhq/compactor/internal/rpc"
+	"github.com/compactorhq/compactor/internal/format"
 )
 
 // Push limits.
@@ -39,22 +39,47 @@ const (
 
 // pushOptions are the settings of one push.
 type pushOptions struct {
-	collection string
-	op         compactorv1.Operation // of lines without "op"
+	file       string // FILE, or - for stdin
+	collection string // id or name
+	opName     string // --op
 	batch      int
 	retries    int           // tries after backpressure or a lost answer, per batch
-	retryWait  time.Duration // first wait; doubled each time, capped by retryMax
+	retryWait  time.Duration // first wait; doubled each time (with jitter), capped by retryMax
 	retryMax   time.Duration
+
+	op compactorv1.Operation // of lines without "op", set by validate
+}
+
+// Values of --op, also offered by shell completion.
+var operations = []string{"add", "update", "upsert", "delete"}
+
+func (o *pushOptions) validate() error {
+	var ok bool
+	if o.op, ok = parseOp(o.opName); !ok {
+		return fmt.Errorf("--op %q: want add, update, upsert or delete", o.opName)
+	}
+	switch {
+	case o.collection == "":
+		return errors.New("--collection is required")
+	case o.batch < 1 || o.batch > maxPushBatch:
+		return fmt.Errorf("--batch must be in 1..%d, got %d", maxPushBatch, o.batch)
+	case o.retries < 0:
+		return fmt.Errorf("--retries must not be negative, got %d", o.retries)
+	case o.retryWait <= 0:
+		return fmt.Errorf("--retry-wait must be positive, got %s", o.retryWait)
+	case o.retryMax < o.retryWait:
+		return fmt.Errorf("the longest wait between retries (%s) is below --retry-wait %s", o.retryMax, o.retryWait)
+	}
+	return nil
 }
 
 func newPushCmd(g *globals) *cobra.Command {
 	opts := pushOptions{retryMax: 5 * time.Second}
-	var op string
 	cmd := &cobra.Command{
-		Use:   "push --collection ID [--op add|update|upsert|delete] [--batch N] FILE",
+		Use:   "push --collection COLLECTION [--op add|update|upsert|delete] [--batch N] FILE",
 		Short: "Append the operation records of a JSON Lines file to a collection's log",
 		Long: `Append the operation records of a JSON Lines file (FILE, or - for stdin) to a
-collection's write-ahead log, in batches of --batch records (one PushLogs call
+collection's write-ahead log (--collection: its id or its name), in batches of --batch records (one PushLogs call
 each; a batch is appended whole or not at all). Gzip input (a .gz name, or gzip
 data on stdin) is read directly.
 
@@ -76,7 +101,8 @@ one has been pushed, none after: the error says so ("lines 1..N were pushed"),
 so fix the line and resume with the rest of the file (for example with
 'tail -n +LINE'). When the server refuses a batch because the collection's
 backlog is at its limit (resource_exhausted), the batch is retried with
-exponential backoff (from --retry-wait, doubling, at most 5s apart) up to
+exponential backoff (from --retry-wait, doubling, at most 5s apart, with 20%
+jitter so that many clients do not retry in step) up to
 --retries times, then the push fails.
 
 Retries never append twice: every batch carries an idempotency key (a random
@@ -97,33 +123,28 @@ an object: {"collection_id", "file", "lines", "records", "batches",
 batch's key, i.e. whose first answer had been lost).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var ok bool
-			if opts.op, ok = parseOp(op); !ok {
-				return usageError(cmd, fmt.Errorf("--op %q: want add, update, upsert or delete", op))
-			}
-			switch {
-			case opts.collection == "":
-				return usageError(cmd, errors.New("--collection is required"))
-			case opts.batch < 1 || opts.batch > maxPushBatch:
-				return usageError(cmd, fmt.Errorf("--batch must be in 1..%d, got %d", maxPushBatch, opts.batch))
-			case opts.retries < 0:
-				return usageError(cmd, fmt.Errorf("--retries must not be negative, got %d", opts.retries))
-			case opts.retryWait <= 0:
-				return usageError(cmd, fmt.Errorf("--retry-wait must be positive, got %s", opts.retryWait))
+			opts.file = args[0]
+			if err := opts.validate(); err != nil {
+				return UsageError(cmd, err)
 			}
 			s, err := newSession(cmd, g)
 			if err != nil {
 				return err
 			}
-			return s.push(cmd.Context(), args[0], opts)
+			return s.push(cmd.Context(), opts)
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&opts.collection, "collection", "", "id of the collection to append to (required)")
-	f.StringVar(&op, "op", "add", "operation of lines without \"op\": add, update, upsert or delete")
+	f.StringVar(&opts.collection, "collection", "", "id or name of the collection to append to (required)")
+	f.StringVar(&opts.opName, "op", "add", "operation of lines without \"op\": add, update, upsert or delete")
 	f.IntVar(&opts.batch, "batch", 1000, fmt.Sprintf("records per PushLogs call (1..%d)", maxPushBatch))
 	f.IntVar(&opts.retries, "retries", 10, "retries of a batch refused for backpressure (resource_exhausted) or whose answer was lost (unavailable, deadline_exceeded)")
-	f.DurationVar(&opts.retryWait, "retry-wait", 200*time.Millisecond, "first wait before retrying a refused batch; doubled each time, at most 5s")
+	f.DurationVar(&opts.retryWait, "retry-wait", 200*time.Millisecond, "first wait before retrying a refused batch; doubled each time (with 20% jitter), at most 5s")
+	_ = cmd.RegisterFlagCompletionFunc("collection", completeCollections(g, -1))
+	_ = cmd.RegisterFlagCompletionFunc("op", fixedCompletion(operations...))
+	for _, f := range []string{"batch", "retries", "retry-wait"} {
+		_ = cmd.RegisterFlagCompletionFunc(f, cobra.NoFileCompletions)
+	}
 	return cmd
 }
 
@@ -144,16 +165,15 @@ type pushResult struct {
 
 // pusher reads one file and pushes its records in batches.
 type pusher struct {
-	s       *cliSession
-	opts    pushOptions
-	name    string // FILE as the user gave it, for errors
-	bar     *progressbar.ProgressBar
-	lineBar bool   // bar counts lines (size unknown), not bytes
-	coll    string // the collection's name
-	res     pushResult
-	batch   []*compactorv1.OperationRecord
-	lines   []int // input line of each record of batch
-	bytes   int   // input bytes of batch
+	s     *session
+	opts  pushOptions
+	name  string   // FILE as the user gave it, for errors
+	bar   *pushBar // nil unless stderr is a terminal
+	coll  string   // the collection's name
+	res   pushResult
+	batch []*compactorv1.OperationRecord
+	lines []int // input line of each record of batch
+	bytes int   // input bytes of batch
 	// pushed is the last line such that every line up to it has been
 	// pushed (or was blank).
 	pushed int
@@ -161,20 +181,26 @@ type pusher struct {
 	seq    int    // number of the last batch sent, the second part
 }
 
-func (s *cliSession) push(ctx context.Context, file string, opts pushOptions) error {
-	p := &pusher{s: s, opts: opts, name: file, res: pushResult{CollectionID: opts.collection, File: file}, runID: newRunID()}
+func (s *session) push(ctx context.Context, opts pushOptions) error {
+	file := opts.file
+	// Fail fast, before reading a large file, when the collection is unknown.
+	id, err := s.resolveCollection(ctx, opts.collection)
+	if err != nil {
+		return err
+	}
+	opts.collection = id
+	p := &pusher{s: s, opts: opts, name: file, res: pushResult{CollectionID: id, File: file}, runID: newRunID()}
 	if file == "-" {
 		p.name = "<stdin>"
 	}
-	// Fail fast, before reading a large file, when the collection is unknown.
 	coll, err := callUnary(ctx, s, func(ctx context.Context) (*connect.Response[compactorv1.GetCollectionResponse], error) {
-		return s.c.collection.GetCollection(ctx, connect.NewRequest(&compactorv1.GetCollectionRequest{Id: opts.collection}))
+		return s.c.collection.GetCollection(ctx, connect.NewRequest(&compactorv1.GetCollectionRequest{Id: id}))
 	})
 	if err != nil {
 		return err
 	}
 	p.coll = coll.Msg.GetCollection().GetName()
-	var raw io.Reader = s.g.stdin
+	var raw io.Reader = s.g.streams.In
 	size := int64(-1)
 	if file != "-" {
 		f, err := os.Open(file)
@@ -189,10 +215,7 @@ func (s *cliSession) push(ctx context.Context, file string, opts pushOptions) er
 	}
 	if isTerminal(s.out.errw) {
 		p.bar = newPushBar(s.out.errw, size, filepath.Base(p.name))
-		p.lineBar = size <= 0
-		if size > 0 {
-			raw = io.TeeReader(raw, p.bar) // bytes of FILE as stored
-		}
+		raw = p.bar.reader(raw) // bytes of FILE as stored
 	}
 	in, err := decompress(raw, strings.HasSuffix(file, ".gz"))
 	if err != nil {
@@ -201,11 +224,11 @@ func (s *cliSession) push(ctx context.Context, file string, opts pushOptions) er
 	start := time.Now()
 	err = p.run(ctx, in)
 	if p.bar != nil {
-		_ = p.bar.Finish()
+		p.bar.finish(err == nil)
 	}
 	if err != nil {
 		if interrupted(ctx, err) {
-			return &exitError{code: 130, err: fmt.Errorf("%s: interrupted; %s", p.name, p.pushedText())}
+			return &ExitError{Code: 130, Err: fmt.Errorf("%s: interrupted; %s", p.name, p.pushedText())}
 		}
 		return err
 	}
@@ -222,33 +245,8 @@ func (s *cliSession) push(ctx context.Context, file string, opts pushOptions) er
 		offsets = fmt.Sprintf("%d..%d", p.res.FirstOffset, p.res.LastOffset)
 	}
 	_, err = fmt.Fprintf(s.out.w, "pushed %s from %s (%s) to collection %s (%s) in %s: log offsets %s, %s, %.0f records/s\n",
-		plural(p.res.Records, "record"), p.name, plural(int64(p.res.Lines), "line"), safeText(p.coll), opts.collection, plural(int64(p.res.Batches), "batch"), offsets, fmtDuration(el), p.res.RecordsPerSecond)
+		plural(p.res.Records, "record"), p.name, plural(int64(p.res.Lines), "line"), safeText(p.coll), opts.collection, plural(int64(p.res.Batches), "batch"), offsets, format.Duration(el), p.res.RecordsPerSecond)
 	return err
-}
-
-func newPushBar(w io.Writer, size int64, name string) *progressbar.ProgressBar {
-	if size > 0 {
-		return progressbar.NewOptions64(size,
-			progressbar.OptionSetWriter(w),
-			progressbar.OptionSetDescription("push "+name),
-			progressbar.OptionShowBytes(true),
-			progressbar.OptionShowCount(),
-			progressbar.OptionSetWidth(30),
-			progressbar.OptionThrottle(100*time.Millisecond),
-			progressbar.OptionClearOnFinish(),
-		)
-	}
-	// Unknown size (stdin): count lines; no spinner goroutine.
-	return progressbar.NewOptions64(-1,
-		progressbar.OptionSetWriter(w),
-		progressbar.OptionSetDescription("push "+name),
-		progressbar.OptionShowCount(),
-		progressbar.OptionShowIts(),
-		progressbar.OptionSetItsString("lines"),
-		progressbar.OptionSetSpinnerChangeInterval(0),
-		progressbar.OptionThrottle(100*time.Millisecond),
-		progressbar.OptionClearOnFinish(),
-	)
 }
 
 // decompress returns r, gunzipped when gz is set or r starts with the gzip
@@ -277,8 +275,8 @@ func (p *pusher) run(ctx context.Context, in io.Reader) error {
 	for sc.Scan() {
 		line++
 		p.res.Lines = line
-		if p.lineBar {
-			_ = p.bar.Add(1)
+		if p.bar != nil {
+			p.bar.line()
 		}
 		text := bytes.TrimSpace(sc.Bytes())
 		if len(text) == 0 {
@@ -355,8 +353,8 @@ func (p *pusher) flush(ctx context.Context) error {
 		p.pushed = lines[len(lines)-1]
 		return nil
 	}
-	i, field, desc, ok := recordViolation(err, len(batch))
-	if !ok {
+	rec := invalidRecord(err, len(batch))
+	if rec == nil {
 		p.pushed = lines[0] - 1
 		what := fmt.Sprintf("%s lines %d..%d", p.name, lines[0], lines[len(lines)-1])
 		if len(lines) == 1 {
@@ -364,6 +362,7 @@ func (p *pusher) flush(ctx context.Context) error {
 		}
 		return fmt.Errorf("push %s: %w; %s", what, err, p.pushedText())
 	}
+	i := int(rec.GetIndex())
 	if i > 0 {
 		// Another batch, so another key (the refused one wrote nothing).
 		if err := p.send(ctx, fmt.Sprintf("%s/first-%d", key, i), batch[:i]); err != nil {
@@ -371,7 +370,7 @@ func (p *pusher) flush(ctx context.Context) error {
 			return fmt.Errorf("push %s lines %d..%d: %w; %s", p.name, lines[0], lines[i-1], err, p.pushedText())
 		}
 	}
-	return p.lineError(lines[i], fmt.Errorf("%s: %s: %s (id %q)", connect.CodeOf(err), orDash(field), desc, batch[i].GetId()))
+	return p.lineError(lines[i], fmt.Errorf("%s: %s: %s (id %q)", connect.CodeOf(err), orDash(safeText(rec.GetField())), safeText(rec.GetProblem()), batch[i].GetId()))
 }
 
 // newRunID returns a random id for the keys of one push: 16 hex digits.
@@ -398,97 +397,82 @@ func lostAnswer(ctx context.Context, err error) bool {
 }
 
 // send pushes records with the idempotency key key, retrying with the same
-// key while the server refuses them for backpressure or the answer is lost.
+// key while the server refuses them for backpressure or the answer is lost:
+// up to --retries times, with exponential backoff from --retry-wait capped
+// at retryMax and 20% jitter (github.com/sethvargo/go-retry).
 func (p *pusher) send(ctx context.Context, key string, records []*compactorv1.OperationRecord) error {
 	req := &compactorv1.PushLogsRequest{CollectionId: p.opts.collection, Records: records, IdempotencyKey: key}
-	for try := 1; ; try++ {
+	var (
+		last      error  // of the last try
+		giveUp    string // why, when the retries run out
+		tries     int
+		exhausted bool
+	)
+	inner := retry.NewExponential(p.opts.retryWait)
+	inner = retry.WithCappedDuration(p.opts.retryMax, inner)
+	inner = retry.WithJitterPercent(20, inner)
+	inner = retry.WithMaxRetries(uint64(p.opts.retries), inner)
+	b := retry.BackoffFunc(func() (time.Duration, bool) {
+		d, stop := inner.Next()
+		exhausted = stop
+		if !stop {
+			tries++
+			p.res.Retries++
+			p.note("push: %v; retry %d/%d in %s", last, tries, p.opts.retries, format.Duration(d))
+		}
+		return d, stop
+	})
+	err := retry.Do(ctx, b, func(ctx context.Context) error {
 		res, err := callUnary(ctx, p.s, func(ctx context.Context) (*connect.Response[compactorv1.PushLogsResponse], error) {
 			return p.s.c.log.PushLogs(ctx, connect.NewRequest(req))
 		})
 		if err == nil {
-			m := res.Msg
-			if p.res.Records == 0 {
-				p.res.FirstOffset = m.GetFirstOffset()
-			}
-			p.res.LastOffset = m.GetLastOffset()
-			p.res.Records += int64(m.GetCount())
-			p.res.Batches++
-			if m.GetReplayed() {
-				p.res.ReplayedBatches++
-				p.note("push: batch %s had been appended by an earlier try whose answer was lost; not appended again", key)
-			}
+			p.landed(key, res.Msg)
 			return nil
 		}
+		last = err
 		if ctx.Err() != nil {
 			return err
 		}
-		giveUp := "the collection's backlog stayed at the server's limit; compact it or retry later"
-		switch reason := backlogReason(err); {
-		case reason == rpc.ReasonBacklogLimit: // retried below
-		case reason == rpc.ReasonBatchOverBacklogLimit:
+		switch reason := errorReason(err); {
+		case reason == compactorv1.ErrorReason_ERROR_REASON_BACKLOG_LIMIT:
+			giveUp = "the collection's backlog stayed at the server's limit; compact it or retry later"
+		case reason == compactorv1.ErrorReason_ERROR_REASON_BATCH_OVER_BACKLOG_LIMIT:
 			return fmt.Errorf("%w (the batch alone exceeds the server's --max-backlog: lower --batch)", err)
 		case lostAnswer(ctx, err):
 			giveUp = "the server did not answer; the batches before were pushed, this one may or may not have been"
 		default: // any other error, RESOURCE_EXHAUSTED for an oversized request or a full disk included
 			return err
 		}
-		if try > p.opts.retries {
-			return fmt.Errorf("%w (gave up after %d retries: %s)", err, p.opts.retries, giveUp)
-		}
-		wait := retryDelay(try, p.opts.retryWait, p.opts.retryMax)
-		p.res.Retries++
-		p.note("push: %v; retry %d/%d in %s", err, try, p.opts.retries, fmtDuration(wait))
-		if err := sleepCtx(ctx, wait); err != nil {
-			return err
-		}
+		return retry.RetryableError(err)
+	})
+	if err != nil && exhausted && ctx.Err() == nil {
+		return fmt.Errorf("%w (gave up after %d retries: %s)", err, p.opts.retries, giveUp)
+	}
+	return err
+}
+
+// landed counts a batch the server appended (or had appended: replayed).
+func (p *pusher) landed(key string, m *compactorv1.PushLogsResponse) {
+	if p.res.Records == 0 {
+		p.res.FirstOffset = m.GetFirstOffset()
+	}
+	p.res.LastOffset = m.GetLastOffset()
+	p.res.Records += int64(m.GetCount())
+	p.res.Batches++
+	if m.GetReplayed() {
+		p.res.ReplayedBatches++
+		p.note("push: batch %s had been appended by an earlier try whose answer was lost; not appended again", key)
 	}
 }
 
-// note tells the user something on stderr, around the progress bar.
+// note tells the user something on stderr, above the progress bar.
 func (p *pusher) note(format string, args ...any) {
 	if p.bar != nil {
-		_ = p.bar.Clear()
+		p.bar.note(format, args...)
+		return
 	}
 	p.s.out.note(format, args...)
-}
-
-// recordViolation finds, in an INVALID_ARGUMENT error of a batch of n
-// records, the first google.rpc.BadRequest field violation naming a record
-// ("records[i].field"), and returns i, the field and its description.
-func recordViolation(err error, n int) (i int, field, desc string, ok bool) {
-	var ce *connect.Error
-	if !errors.As(err, &ce) || ce.Code() != connect.CodeInvalidArgument {
-		return 0, "", "", false
-	}
-	for _, d := range ce.Details() {
-		v, derr := d.Value()
-		if derr != nil {
-			continue
-		}
-		br, isBR := v.(*errdetails.BadRequest)
-		if !isBR {
-			continue
-		}
-		for _, fv := range br.GetFieldViolations() {
-			var idx int
-			var rest string
-			if _, serr := fmt.Sscanf(fv.GetField(), "records[%d]", &idx); serr != nil || idx < 0 || idx >= n {
-				continue
-			}
-			rest = strings.TrimPrefix(fv.GetField()[strings.Index(fv.GetField(), "]")+1:], ".")
-			return idx, rest, violationText(fv.GetDescription(), idx, rest), true
-		}
-	}
-	return 0, "", "", false
-}
-
-// violationText drops the server's "record i (id ...): field: " prefix
-// from a description: the line number replaces the batch index.
-func violationText(desc string, i int, field string) string {
-	if k := strings.Index(desc, "): "+field+": "); k >= 0 && strings.HasPrefix(desc, fmt.Sprintf("record %d (", i)) {
-		return desc[k+len("): "+field+": "):]
-	}
-	return strings.TrimPrefix(desc, fmt.Sprintf("record %d: %s: ", i, field))
 }
 
 // pushLine is one input line.
@@ -584,21 +568,4 @@ func parseOp(s string) (compactorv1.Operation, bool) {
 		return 0, false
 	}
 	return compactorv1.Operation(v), true
-}
-
-// backlogReason returns the google.rpc.ErrorInfo reason of a PushLogs
-// RESOURCE_EXHAUSTED error about the backlog limit, or "".
-func backlogReason(err error) string {
-	var ce *connect.Error
-	if !errors.As(err, &ce) || ce.Code() != connect.CodeResourceExhausted {
-		return ""
-	}
-	for _, d := range ce.Details() {
-		if v, derr := d.Value(); derr == nil {
-			if info, ok := v.(*errdetails.ErrorInfo); ok && info.GetDomain() == rpc.ErrorDomain {
-				return info.GetReason()
-			}
-		}
-	}
-	return ""
 }

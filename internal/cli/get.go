@@ -1,8 +1,9 @@
-package main
+package cli
 
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -15,59 +16,80 @@ import (
 // maxGetIDs is the most ids one GetRecords call takes (the server's limit).
 const maxGetIDs = 10_000
 
+// getOptions are the settings of one get.
+type getOptions struct {
+	collection string   // id or name
+	ids        []string // record ids; none for a paged read
+	limit      int
+}
+
+func (o *getOptions) validate() error {
+	switch {
+	case o.collection == "":
+		return errors.New("--collection is required")
+	case o.limit < 0:
+		return fmt.Errorf("--limit must not be negative, got %d", o.limit)
+	}
+	return nil
+}
+
 func newGetCmd(g *globals) *cobra.Command {
-	var (
-		collection string
-		limit      int
-	)
+	var opts getOptions
 	cmd := &cobra.Command{
-		Use:   "get --collection ID [RECORD-ID...] [--limit N]",
+		Use:   "get --collection COLLECTION [RECORD-ID...] [--limit N]",
 		Short: "Read records of a collection's materialized view",
-		Long: `Read records of a collection as readers see them: the current segment version
-plus the uncompacted log tail, so the result is the same before and after any
-compaction. With record ids, those records (exit status 1, after printing the
-others, when some do not exist); without, the records in id order, following
-pages up to --limit records (0: every record).
+		Long: `Read records of a collection (--collection: its id or its name) as readers see
+them: the current segment version plus the uncompacted log tail, so the result
+is the same before and after any compaction. With record ids, those records
+(exit status 1, after printing the others, when some do not exist); without,
+the records in id order, following pages up to --limit records (0: every
+record).
 
 The table shows each record's id, document (truncated), metadata (compact
 JSON) and embedding dimension. -o json prints an array of Record objects
 ({"id", "embedding", "document", "metadata"}).`,
 		RunE: func(cmd *cobra.Command, ids []string) error {
-			if collection == "" {
-				return usageError(cmd, fmt.Errorf("--collection is required"))
-			}
-			if limit < 0 {
-				return usageError(cmd, fmt.Errorf("--limit must not be negative, got %d", limit))
+			opts.ids = ids
+			if err := opts.validate(); err != nil {
+				return UsageError(cmd, err)
 			}
 			s, err := newSession(cmd, g)
 			if err != nil {
 				return err
 			}
-			ctx := cmd.Context()
-			var recs []*compactorv1.Record
-			if len(ids) > 0 {
-				recs, err = s.getByIDs(ctx, collection, ids)
-			} else {
-				recs, err = s.getPaged(ctx, collection, limit)
-			}
-			if err != nil {
-				return err
-			}
-			if err := s.printRecords(recs); err != nil {
-				return err
-			}
-			if len(ids) > 0 {
-				return missingRecords(ids, recs)
-			}
-			return nil
+			return s.get(cmd.Context(), opts)
 		},
 	}
-	cmd.Flags().StringVar(&collection, "collection", "", "id of the collection (required)")
-	cmd.Flags().IntVar(&limit, "limit", 100, "most records of a paged read (0: all); ignored with record ids")
+	cmd.Flags().StringVar(&opts.collection, "collection", "", "id or name of the collection (required)")
+	cmd.Flags().IntVar(&opts.limit, "limit", 100, "most records of a paged read (0: all); ignored with record ids")
+	_ = cmd.RegisterFlagCompletionFunc("collection", completeCollections(g, -1))
 	return cmd
 }
 
-func (s *cliSession) getByIDs(ctx context.Context, collection string, ids []string) ([]*compactorv1.Record, error) {
+func (s *session) get(ctx context.Context, opts getOptions) error {
+	id, err := s.resolveCollection(ctx, opts.collection)
+	if err != nil {
+		return err
+	}
+	var recs []*compactorv1.Record
+	if len(opts.ids) > 0 {
+		recs, err = s.getByIDs(ctx, id, opts.ids)
+	} else {
+		recs, err = s.getPaged(ctx, id, opts.limit)
+	}
+	if err != nil {
+		return err
+	}
+	if err := s.printRecords(recs); err != nil {
+		return err
+	}
+	if len(opts.ids) > 0 {
+		return missingRecords(opts.ids, recs)
+	}
+	return nil
+}
+
+func (s *session) getByIDs(ctx context.Context, collection string, ids []string) ([]*compactorv1.Record, error) {
 	var recs []*compactorv1.Record
 	for start := 0; start < len(ids); start += maxGetIDs {
 		chunk := ids[start:min(start+maxGetIDs, len(ids))]
@@ -82,7 +104,7 @@ func (s *cliSession) getByIDs(ctx context.Context, collection string, ids []stri
 	return recs, nil
 }
 
-func (s *cliSession) getPaged(ctx context.Context, collection string, limit int) ([]*compactorv1.Record, error) {
+func (s *session) getPaged(ctx context.Context, collection string, limit int) ([]*compactorv1.Record, error) {
 	var recs []*compactorv1.Record
 	req := &compactorv1.GetRecordsRequest{CollectionId: collection}
 	for {
@@ -128,7 +150,7 @@ func missingRecords(ids []string, recs []*compactorv1.Record) error {
 	return fmt.Errorf("not_found: %d of the requested records do not exist: %s", len(missing), ellipsize(strings.Join(missing, ", "), 300))
 }
 
-func (s *cliSession) printRecords(recs []*compactorv1.Record) error {
+func (s *session) printRecords(recs []*compactorv1.Record) error {
 	if s.out.json {
 		return writeProtoList(s.out, recs)
 	}

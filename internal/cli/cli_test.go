@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bufio"
@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"io"
 	"log/slog"
 	"net"
@@ -22,12 +21,11 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
-	"github.com/schollz/progressbar/v3"
+	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	compactorv1 "github.com/compactorhq/compactor/gen/compactor/v1"
 	"github.com/compactorhq/compactor/gen/compactor/v1/compactorv1connect"
-	"github.com/compactorhq/compactor/internal/rpc"
 	"github.com/compactorhq/compactor/internal/server"
 )
 
@@ -197,12 +195,13 @@ type recordJSON struct {
 }
 
 type pushJSON struct {
-	Records     int64 `json:"records"`
-	Lines       int   `json:"lines"`
-	Batches     int   `json:"batches"`
-	FirstOffset int64 `json:"first_offset"`
-	LastOffset  int64 `json:"last_offset"`
-	Retries     int   `json:"retries"`
+	CollectionID string `json:"collection_id"`
+	Records      int64  `json:"records"`
+	Lines        int    `json:"lines"`
+	Batches      int    `json:"batches"`
+	FirstOffset  int64  `json:"first_offset"`
+	LastOffset   int64  `json:"last_offset"`
+	Retries      int    `json:"retries"`
 }
 
 func createCollection(t *testing.T, addr, name string, extra ...string) string {
@@ -569,7 +568,7 @@ func (f *fakeLog) PushLogs(_ context.Context, req *connect.Request[compactorv1.P
 	f.calls++
 	if f.calls <= f.refusals {
 		ce := connect.NewError(connect.CodeResourceExhausted, errors.New("backlog limit reached; retry after compaction"))
-		if d, err := connect.NewErrorDetail(&errdetails.ErrorInfo{Reason: rpc.ReasonBacklogLimit, Domain: rpc.ErrorDomain}); err == nil {
+		if d, err := connect.NewErrorDetail(&compactorv1.ErrorDetail{Reason: compactorv1.ErrorReason_ERROR_REASON_BACKLOG_LIMIT}); err == nil {
 			ce.AddDetail(d)
 		}
 		return nil, ce
@@ -604,9 +603,10 @@ func TestPushRetriesBackpressure(t *testing.T) {
 func TestErrors(t *testing.T) {
 	t.Parallel()
 	addr := startServer(t, nil)
-	fails(t, addr, nil, 1, "invalid_argument", "compact")
+	fails(t, addr, nil, 2, "give the collections to compact", "compact")
+	fails(t, addr, nil, 2, "not both", "compact", "--all", "x")
 	fails(t, addr, nil, 1, "not_found", "compact", "6a1b3c0e-8f1e-4a55-9f0e-5c1d2f3a4b5c")
-	fails(t, addr, nil, 1, "invalid_argument", "compact", "not-a-uuid")
+	fails(t, addr, nil, 1, `collection "not-a-uuid" not found: the server has no collections`, "compact", "not-a-uuid")
 	fails(t, addr, nil, 1, "not_found", "job", "6a1b3c0e-8f1e-4a55-9f0e-5c1d2f3a4b5c")
 	fails(t, addr, nil, 1, "not_found", "cancel", "6a1b3c0e-8f1e-4a55-9f0e-5c1d2f3a4b5c")
 	fails(t, addr, nil, 2, `--output "bogus"`, "--output", "bogus", "collections", "list")
@@ -624,8 +624,9 @@ func TestErrors(t *testing.T) {
 	if r := ok(t, addr, "compact", "--help"); !strings.Contains(r.stdout, "-o json prints one object") {
 		t.Fatalf("compact --help lacks the output documentation:\n%s", r.stdout)
 	}
-	if r := ok(t, addr, "completion", "bash"); !strings.Contains(r.stdout, "bash completion") {
-		t.Fatal("the completion command is missing")
+	var out bytes.Buffer
+	if err := run(context.Background(), []string{"completion", "bash"}, nil, &out, io.Discard); err != nil || !strings.Contains(out.String(), "bash completion") {
+		t.Fatalf("the completion command is missing: %v", err)
 	}
 }
 
@@ -858,63 +859,21 @@ func TestOutputHelpers(t *testing.T) {
 	o := &output{now: func() time.Time { return now }}
 	for _, tt := range []struct{ got, want string }{
 		{o.fmtTime(timestamppb.New(now.Add(-2*time.Minute - 5*time.Second))), "2025-06-01T11:57:55Z (2m ago)"},
+		{o.fmtTime(timestamppb.New(now.Add(-72 * time.Hour))), "2025-05-29T12:00:00Z (3d ago)"},
 		{o.fmtTime(nil), "-"},
-		{relative(300 * time.Millisecond), "just now"},
-		{relative(-5 * time.Second), "in 5s"},
-		{relative(72 * time.Hour), "3d ago"},
-		{fmtDuration(850 * time.Millisecond), "850ms"},
-		{fmtDuration(1234 * time.Millisecond), "1.2s"},
-		{fmtDuration(192500 * time.Millisecond), "3m13s"},
-		{fmtBytes(999), "999 B"},
-		{fmtBytes(1_500_000), "1.5 MB"},
 		{safeText("evil\x1b[2Jname\tx"), `evil\x1b[2Jname\tx`},
 		{ellipsize("abcdef", 4), "abc…"},
-		{violationText(`record 3 (id "a: b"): embedding: has dimension 3, the collection's is 4`, 3, "embedding"), "has dimension 3, the collection's is 4"},
-		{violationText("record 0: id: must not be empty", 0, "id"), "must not be empty"},
-		{progressText(&compactorv1.Progress{RecordsRead: 450, RecordsTotal: 1000, Phase: "writing"}), "45% 450/1000, writing"},
+		// The whole-job fraction, not records read: 100% read is 60% done.
+		{progressText(&compactorv1.Progress{RecordsRead: 1000, RecordsTotal: 1000, Phase: "writing blocks", Fraction: 0.6, Eta: durationpb.New(3200 * time.Millisecond)}),
+			"60% writing blocks, 1000 of 1000 records read, ETA 3.2s"},
+		// An older server without fraction: records read of total; no ETA is unknown, never 0.
+		{progressText(&compactorv1.Progress{RecordsRead: 450, RecordsTotal: 1000, Phase: "reading log"}), "45% reading log, 450 of 1000 records read, ETA unknown"},
+		{progressText(&compactorv1.Progress{RecordsRead: 7}), "7 records read, ETA unknown"},
+		{etaText(&compactorv1.Progress{Eta: durationpb.New(0)}), "ETA <1s"},
 	} {
 		if tt.got != tt.want {
 			t.Errorf("got %q, want %q", tt.got, tt.want)
 		}
-	}
-	if d := retryDelay(1, 200*time.Millisecond, 5*time.Second); d != 200*time.Millisecond {
-		t.Errorf("first retry delay %s", d)
-	}
-	if d := retryDelay(4, 200*time.Millisecond, 5*time.Second); d != 1600*time.Millisecond {
-		t.Errorf("fourth retry delay %s", d)
-	}
-	if d := retryDelay(10, 200*time.Millisecond, 5*time.Second); d != 5*time.Second {
-		t.Errorf("tenth retry delay %s, want the 5s cap", d)
-	}
-}
-
-// TestBarView draws the terminal view into a buffer: a bar per running job,
-// then a line per finished job above the status line.
-func TestBarView(t *testing.T) {
-	var buf bytes.Buffer
-	now := time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)
-	v := &barView{w: &buf, now: func() time.Time { return now }, jobs: map[string]*compactorv1.Job{}, bars: map[string]*progressbar.ProgressBar{}}
-	running := fakeJob(fakeJob1, "one", compactorv1.JobState_JOB_STATE_RUNNING)
-	running.Progress = &compactorv1.Progress{RecordsRead: 50, RecordsTotal: 100, Phase: "reading log"}
-	v.update(fakeJob(fakeJob2, "two", compactorv1.JobState_JOB_STATE_QUEUED))
-	v.update(running)
-	if out := buf.String(); !strings.Contains(out, "50%") || !strings.Contains(out, "(50/100") || !strings.Contains(out, "jobs: 1 running, 1 queued") {
-		t.Fatalf("running view:\n%q", out)
-	}
-	buf.Reset()
-	done := fakeJob(fakeJob1, "one", compactorv1.JobState_JOB_STATE_SUCCEEDED)
-	done.RecordsRead, done.RecordsWritten, done.VersionAfter = 100, 90, 1
-	v.update(done)
-	v.note("watch: %s", "reconnecting")
-	v.close()
-	out := buf.String()
-	for _, want := range []string{"\x1b[2A", "✓ one  job " + fakeJob1 + "  SUCCEEDED: 100 records read, 90 written, version 0 -> 1", "watch: reconnecting"} {
-		if !strings.Contains(out, want) {
-			t.Errorf("view output lacks %q:\n%q", want, out)
-		}
-	}
-	if strings.HasSuffix(out, "queued\n") {
-		t.Errorf("close should erase the status line:\n%q", out)
 	}
 }
 
@@ -981,7 +940,7 @@ func TestPauseResumePlanAndSettings(t *testing.T) {
 		}
 	}
 	fails(t, addr, nil, 1, "invalid_argument", "collections", "set", id, "--max-uncompacted-age", "1ms")
-	if out := ok(t, addr, "throttle", "64MiB", "--operator", "ops").stdout; !strings.Contains(out, "67.1 MB/s") {
+	if out := ok(t, addr, "throttle", "64MiB", "--operator", "ops").stdout; !strings.Contains(out, "64 MiB/s") {
 		t.Errorf("throttle 64MiB printed:\n%s", out)
 	}
 	if out := ok(t, addr, "throttle").stdout; !strings.Contains(out, "by ops") {
