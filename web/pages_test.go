@@ -34,27 +34,32 @@ func TestDashboardShowsCountsRunningQueueAndHistory(t *testing.T) {
 	if got, want := attrs(running, "data-job-id"), []string{webtest.RunningUnknown, webtest.RunningJob}; !slices.Equal(got, want) {
 		t.Errorf("running rows %v, want %v (newest first)", got, want)
 	}
+	// The bar is the fraction of the whole job, the server's (all the log
+	// read is not the end of the job), with the phase and its counters.
 	known := running[1]
 	bar := known.One(t, "job-progress")
-	if v, _ := bar.Attr("value"); v != "333" {
-		t.Errorf("progress value %q, want 333 (of 1000)", v)
+	if v, _ := bar.Attr("value"); v != "450" {
+		t.Errorf("progress value %q, want 450 (of 1000)", v)
 	}
-	// 400 of 1,200 records in 72 s: two thirds left take 144 s.
+	if got := known.One(t, "job-phase").Text(); got != "writing blocks" {
+		t.Errorf("phase %q, want writing blocks", got)
+	}
 	if got := known.One(t, "job-eta").Text(); got != "2m24s" {
 		t.Errorf("ETA %q, want 2m24s", got)
 	}
 	if got := known.One(t, "job-elapsed").Text(); got != "1m12s" {
 		t.Errorf("elapsed %q, want 1m12s", got)
 	}
-	if !strings.Contains(known.Text(), "33.3% · 400 / 1,200 records") {
+	if !strings.Contains(known.Text(), "44.9% · 1,200 / 1,200 records · 2 / 6 blocks") {
 		t.Errorf("running row text %q lacks the progress figures", known.Text())
 	}
+	// An ETA the server cannot estimate is unknown, never 0.
 	unknown := running[0]
-	if _, ok := unknown.One(t, "job-progress").Attr("value"); ok {
-		t.Error("a job without a known total has a determinate progress bar")
+	if got := unknown.One(t, "job-phase").Text(); got != "reading log" {
+		t.Errorf("phase %q, want reading log", got)
 	}
-	if got := unknown.One(t, "job-eta").Text(); got != "—" {
-		t.Errorf("ETA without a total %q, want —", got)
+	if got := unknown.One(t, "job-eta").Text(); got != "unknown" {
+		t.Errorf("ETA not estimated yet %q, want unknown", got)
 	}
 
 	// The queue in the Source's run order.
@@ -340,7 +345,7 @@ func TestJobPageShowsEveryField(t *testing.T) {
 		"wait":            "8.0s",
 		"duration":        "1m12s",
 		"offsets":         "(60,000, 61,200]",
-		"records_read":    "400 of 1,200",
+		"records_read":    "1,200 of 1,200",
 		"records_written": "0",
 		"bytes_written":   "0 B",
 		"version":         "12 → —",

@@ -2,6 +2,7 @@ package web
 
 import (
 	"cmp"
+	"math"
 	"net/url"
 	"slices"
 	"strconv"
@@ -113,7 +114,7 @@ type jobRow struct {
 	Wait           string // time queued (so far, for a queued job)
 	RecordsRead    string
 	RecordsWritten string
-	Progress       progressView
+	Progress       runProgress
 	Cancelable     bool
 	CancelURL      string
 }
@@ -167,9 +168,55 @@ func newJobRow(now time.Time, j Job, names map[string]string) jobRow {
 		r.Wait = fmtDuration(j.FinishedAt.Sub(j.CreatedAt)) // cancelled while queued
 	}
 	if j.State == StateRunning {
-		r.Progress = newProgress(now, j)
+		r.Progress = newRunProgress(now, j)
 	}
 	return r
+}
+
+// runProgress is a running job's progress as the page shows it: its phase,
+// the fraction of the whole job (every phase counts, so the bar reaches 100%
+// only when the job ends), counters, and the ETA the server estimated.
+type runProgress struct {
+	Phase   string // "writing blocks"; "starting" before the first report
+	Value   string // for <progress max="1000" value>, per mille
+	Percent string // "34.5%"
+	Text    string // "3,450 / 10,000 records · 2 / 4 blocks"
+	Elapsed string // "1m12s"
+	// ETA is "2m17s", or "unknown" when the server cannot estimate it
+	// yet (never "0s" while the job runs).
+	ETA      string
+	ETAKnown bool
+}
+
+// etaUnknown is the ETA text of a job whose ETA cannot be estimated.
+const etaUnknown = "unknown"
+
+func newRunProgress(now time.Time, j Job) runProgress {
+	f := math.Max(0, math.Min(1, j.Fraction))
+	p := runProgress{
+		Phase:   cmp.Or(j.Phase, "starting"),
+		Value:   strconv.Itoa(int(math.Round(f * 1000))),
+		Percent: strconv.FormatFloat(math.Floor(f*1000)/10, 'f', 1, 64) + "%",
+		Elapsed: dash,
+		ETA:     etaUnknown,
+	}
+	if !j.StartedAt.IsZero() {
+		p.Elapsed = fmtDuration(now.Sub(j.StartedAt))
+	}
+	if j.ETAKnown && j.ETA > 0 {
+		p.ETA, p.ETAKnown = fmtDuration(max(j.ETA, time.Second).Round(time.Second)), true
+	}
+	var parts []string
+	if j.RecordsTotal > 0 {
+		parts = append(parts, fmtCount(j.RecordsRead)+" / "+fmtCount(j.RecordsTotal)+" records")
+	} else if j.RecordsRead > 0 {
+		parts = append(parts, fmtCount(j.RecordsRead)+" records read")
+	}
+	if j.BlocksTotal > 0 {
+		parts = append(parts, fmtCount(j.BlocksWritten)+" / "+fmtCount(j.BlocksTotal)+" blocks")
+	}
+	p.Text = strings.Join(parts, " · ")
+	return p
 }
 
 func jobRows(now time.Time, jobs []Job, names map[string]string) []jobRow {

@@ -55,6 +55,8 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+
+	"github.com/compactorhq/compactor/internal/bearer"
 )
 
 // Job states and triggers, as the Source reports them.
@@ -100,6 +102,15 @@ type Job struct {
 	OffsetEnd      int64
 	RecordsRead    int64 // progress: records read so far …
 	RecordsTotal   int64 // … of this many (0: unknown)
+	// Progress of a running job: its phase ("reading log", "materializing",
+	// "writing blocks", "committing"), the fraction of the whole job done
+	// (0 to 1), the time left (meaningful only when ETAKnown) and the
+	// blocks written of BlocksTotal (0: not known yet).
+	Phase                      string
+	Fraction                   float64
+	ETA                        time.Duration
+	ETAKnown                   bool
+	BlocksWritten, BlocksTotal int64
 	RecordsWritten int64
 	BytesWritten   int64
 	VersionBefore  int64
@@ -312,7 +323,8 @@ type handler struct {
 	src     Source
 	cfg     Config
 	log     *slog.Logger
-	session string // expected sign-in cookie value; "" without a token
+	session string       // expected sign-in cookie value; "" without a token
+	token   bearer.Token // the check the RPC API uses too
 	static  *staticFiles
 	streams atomic.Int64
 }
@@ -340,6 +352,7 @@ func NewHandler(src Source, cfg Config) (http.Handler, error) {
 	}
 	if cfg.Token != "" {
 		h.session = sessionValue(cfg.Token)
+		h.token = bearer.New(cfg.Token)
 	}
 
 	mux := http.NewServeMux()

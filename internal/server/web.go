@@ -33,6 +33,8 @@ func webJob(j manager.Job, name string) web.Job {
 	}
 	if p := j.Progress; p != nil {
 		w.RecordsRead, w.RecordsTotal, w.BytesWritten = p.RecordsRead, p.RecordsTotal, p.BytesWritten
+		w.Phase, w.Fraction, w.ETA, w.ETAKnown = p.Phase, p.Fraction, p.ETA, p.ETAKnown
+		w.BlocksWritten, w.BlocksTotal = p.BlocksWritten, p.BlocksTotal
 	}
 	return w
 }
