@@ -111,10 +111,10 @@ type Job struct {
 	ETA                        time.Duration
 	ETAKnown                   bool
 	BlocksWritten, BlocksTotal int64
-	RecordsWritten int64
-	BytesWritten   int64
-	VersionBefore  int64
-	VersionAfter   int64
+	RecordsWritten             int64
+	BytesWritten               int64
+	VersionBefore              int64
+	VersionAfter               int64
 }
 
 // Collection is a collection as the page shows it.

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -221,7 +222,18 @@ func (o *observer) observe(ctx context.Context, procedure string, start time.Tim
 		if errors.As(err, &ce) && ce.Code() == connect.CodeInternal {
 			level = slog.LevelWarn
 		}
-		o.log.Log(ctx, level, "rpc failed", "procedure", procedure, "code", code, "err", err)
+		args := []any{"procedure", procedure, "code", code}
+		cause := err
+		if st := stateOf(ctx); st != nil {
+			st.mu.Lock()
+			if st.cause != nil {
+				// The cause toConnect kept from the client.
+				cause, level = st.cause, max(level, st.causeLevel)
+				args = append(args, st.causeAttrs...)
+			}
+			st.mu.Unlock()
+		}
+		o.log.Log(ctx, level, "rpc failed", append(args, "err", cause)...)
 	}
 }
 
@@ -253,6 +265,14 @@ func (o *observer) WrapStreamingHandler(next connect.StreamingHandlerFunc) conne
 type callState struct {
 	observed atomic.Bool // the interceptor counted the request
 	authErr  error       // the auth function refused it
+
+	mu sync.Mutex
+	// cause is what toConnect kept from the client of a failed call, to be
+	// logged once by the interceptor, at causeLevel at least, with
+	// causeAttrs.
+	cause      error
+	causeLevel slog.Level
+	causeAttrs []any
 }
 
 type callStateKey struct{}

@@ -1,7 +1,6 @@
 package server_test
 
 import (
-	"bytes"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -18,7 +17,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -29,24 +27,8 @@ import (
 	"github.com/compactorhq/compactor/gen/compactor/v1/compactorv1connect"
 	"github.com/compactorhq/compactor/internal/rpc"
 	"github.com/compactorhq/compactor/internal/server"
+	"github.com/compactorhq/compactor/internal/testutil"
 )
-
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // h2cClient speaks only plaintext HTTP/2 (prior knowledge), as gRPC
 // clients do.
@@ -68,7 +50,7 @@ func TestServePlaintextHTTP2(t *testing.T) {
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	logs := &syncBuffer{}
+	logs := &testutil.SyncBuffer{}
 	logger := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 
 	ctx, stop := context.WithCancel(context.Background())
