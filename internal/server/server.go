@@ -218,8 +218,11 @@ type App struct {
 	Segments  *segment.Store
 	Compactor *compaction.Compactor
 	Manager   *manager.Manager
-	Service   *rpc.Service
-	Registry  *prometheus.Registry
+	// Deleter deletes collections (the one home of that use case, for the
+	// API and any other surface).
+	Deleter  *manager.Deleter
+	Service  *rpc.Service
+	Registry *prometheus.Registry
 
 	cfg     Config
 	log     *slog.Logger
@@ -301,7 +304,8 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (_ *App, err err
 	if err != nil {
 		return nil, err
 	}
-	recs := records{Compactor: a.Compactor, blobDir: fileBlobDir(cfg.BlobURL), log: logger.With("component", "rpc")}
+	a.Deleter = manager.NewDeleter(a.Manager, collectionStorage{c: a.Compactor, blobDir: fileBlobDir(cfg.BlobURL), log: logger.With("component", "storage")})
+	recs := records{Compactor: a.Compactor, del: a.Deleter}
 	a.Service = rpc.NewService(a.Manager, a.Manager, pushNotifier{a.Catalog, a.Manager, logger.With("component", "rpc")}, recs,
 		catalog.AppendLimits{MaxBacklog: cfg.MaxBacklog, KeyWindow: cfg.PushKeyWindow}, logger.With("component", "rpc"))
 	traces, err := rpcTracing(a.tracing.provider)
