@@ -202,11 +202,12 @@ func TestDashboardHistoryFilters(t *testing.T) {
 			if tt.wantRows == nil {
 				p.One(t, "history-empty")
 			}
-			// The history query is the second of the dashboard's three
-			// (running, history, failed; the queue has its own call).
+			// The history query is the second of the dashboard's four
+			// (running, history, failed, succeeded for the throughput
+			// chart; the queue has its own call).
 			qs := e.src.Queries()
-			if len(qs) != 3 {
-				t.Fatalf("%d job queries, want 3", len(qs))
+			if len(qs) != 4 {
+				t.Fatalf("%d job queries, want 4", len(qs))
 			}
 			if got := qs[1]; fmt.Sprint(got) != fmt.Sprint(tt.wantQuery) {
 				t.Errorf("history query %+v, want %+v", got, tt.wantQuery)
@@ -542,5 +543,44 @@ func TestNewHandlerValidatesConfig(t *testing.T) {
 	}
 	if _, err := web.NewHandler(src, web.Config{TrustedOrigins: []string{"https://ops.example.com"}}); err != nil {
 		t.Errorf("NewHandler refused a trusted origin: %v", err)
+	}
+}
+
+// TestStorageFiguresAndThroughput: the collections list and a collection's
+// page show the current version's bytes and blocks and the versions kept;
+// the dashboard and the collection page chart the bytes compactions wrote
+// per minute in the last hour (the fixture's success, 1.5 MiB, 19 min ago).
+func TestStorageFiguresAndThroughput(t *testing.T) {
+	e := newEnv(t, web.Config{})
+	list := e.get("/collections").page(t)
+	var row *node
+	for _, r := range list.ByTestID("collection-row") {
+		if id, _ := r.Attr("data-collection-id"); id == webtest.Orders {
+			row = r
+		}
+	}
+	if row == nil {
+		t.Fatal("no row of the orders collection")
+	}
+	for id, want := range map[string]string{"collection-segment-bytes": "8.2 MiB", "collection-blocks": "13", "collection-versions": "3"} {
+		if got := row.One(t, id).Text(); got != want {
+			t.Errorf("list %s = %q, want %q", id, got, want)
+		}
+	}
+	page := e.get("/collections/" + webtest.Orders).page(t)
+	fields := map[string]string{}
+	for _, dd := range page.One(t, "collection-fields").ByTag("dd") {
+		fields[dd.Attrs["data-field"]] = dd.Text()
+	}
+	for k, want := range map[string]string{"segment_bytes": "8.2 MiB", "blocks": "13", "versions_kept": "3"} {
+		if !strings.Contains(fields[k], want) {
+			t.Errorf("collection field %s = %q, want %q", k, fields[k], want)
+		}
+	}
+	for _, p := range []*node{page, e.get("/").page(t)} {
+		chart := p.One(t, "chart-throughput")
+		if bars := chart.ByTag("rect"); len(bars) != 1 || !strings.Contains(bars[0].Text(), "1.5 MiB") {
+			t.Errorf("throughput chart: %d bars (%v), want one of 1.5 MiB", len(bars), chart.Text())
+		}
 	}
 }

@@ -242,6 +242,7 @@ const (
 	maxHistoryLimit     = 500
 	failedWindow        = 24 * time.Hour
 	failedScanLimit     = 1000
+	throughputScanLimit = 1000 // succeeded jobs read for the throughput chart (its last hour)
 	queueShown          = 50
 	backlogShown        = 10
 )
@@ -310,6 +311,7 @@ type dashboardData struct {
 	Controls    Controls
 	History     []Job
 	Failed      []Job // most recent failed jobs, up to failedScanLimit
+	Succeeded   []Job // most recent succeeded jobs, up to throughputScanLimit
 	Collections []Collection
 	Filter      dashboardFilter
 	Act         actView
@@ -327,6 +329,7 @@ type dashboardView struct {
 	Filter       filterView
 	DeadLettered []collectionItem
 	Backlogs     []collectionItem
+	Throughput   chartView
 	Act          actView
 }
 
@@ -398,6 +401,7 @@ func buildDashboard(now time.Time, d dashboardData) dashboardView {
 	v := dashboardView{Act: d.Act}
 
 	v.Running = jobRows(now, d.Running, names)
+	v.Throughput = throughputChart(now, d.Succeeded)
 
 	queued := d.Queued // in run order, as the Source claims them
 	if len(queued) > queueShown {
@@ -542,6 +546,9 @@ type collectionRow struct {
 	Oldest           timeView
 	LastCompacted    timeView
 	Created          timeView
+	SegmentBytes     string // "1.5 MiB"
+	Blocks           string
+	VersionsKept     string
 }
 
 func newCollectionRow(now time.Time, c Collection) collectionRow {
@@ -560,6 +567,9 @@ func newCollectionRow(now time.Time, c Collection) collectionRow {
 		Oldest:           newTimeView(now, c.OldestUncompactedAt),
 		LastCompacted:    newTimeView(now, c.LastCompactedAt),
 		Created:          newTimeView(now, c.CreatedAt),
+		SegmentBytes:     fmtBytes(c.SegmentBytes),
+		Blocks:           fmtCount(int64(c.BlockCount)),
+		VersionsKept:     strconv.Itoa(c.VersionsKept),
 	}
 }
 
@@ -623,6 +633,9 @@ func buildCollections(now time.Time, cs []Collection, s collectionSort) collecti
 		{"Backlog", "backlog", true},
 		{"Records", "records", true},
 		{"Version", "", true},
+		{"Segment size", "", true},
+		{"Blocks", "", true},
+		{"Versions kept", "", true},
 		{"Dim", "", true},
 		{"Failures", "", true},
 		{"Oldest uncompacted", "", false},
@@ -748,6 +761,7 @@ type collectionView struct {
 	Jobs       []jobRow
 	Durations  chartView
 	Backlog    chartView
+	Throughput chartView
 	Act        actView
 	CompactURL string
 	JobsURL    string
@@ -778,6 +792,9 @@ func buildCollection(now time.Time, c Collection, jobs []Job, history []Point, a
 			timeField("oldest_uncompacted", "Oldest uncompacted", row.Oldest),
 			{Key: "records", Label: "Records", Value: row.Records},
 			{Key: "version", Label: "Segment version", Value: row.Version},
+			{Key: "segment_bytes", Label: "Segment size", Value: row.SegmentBytes},
+			{Key: "blocks", Label: "Blocks", Value: row.Blocks},
+			{Key: "versions_kept", Label: "Versions kept", Value: row.VersionsKept},
 			{Key: "log_position", Label: "Log position", Value: row.LogPosition},
 			{Key: "compaction_offset", Label: "Compaction offset", Value: row.CompactionOffset},
 			{Key: "failures", Label: "Consecutive failures", Value: row.Failures},
@@ -788,9 +805,10 @@ func buildCollection(now time.Time, c Collection, jobs []Job, history []Point, a
 			timeField("last_compacted", "Last compacted", row.LastCompacted),
 			timeField("created", "Created", row.Created),
 		},
-		Jobs:      jobRows(now, jobs, names),
-		Durations: durationChart(jobs),
-		Backlog:   backlogChart(history),
+		Jobs:       jobRows(now, jobs, names),
+		Durations:  durationChart(jobs),
+		Backlog:    backlogChart(history),
+		Throughput: throughputChart(now, jobs),
 	}
 }
 

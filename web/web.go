@@ -141,6 +141,12 @@ type Collection struct {
 	// Its overrides of the scheduler's thresholds; 0: the server's.
 	MinCompactionSize int64
 	MaxUncompactedAge time.Duration
+	// Storage: the bytes and blocks of the current segment version, and
+	// the versions whose blobs are kept (the current one, those retained
+	// for readers, and retired ones until GC deletes them).
+	SegmentBytes int64
+	BlockCount   int
+	VersionsKept int
 }
 
 // Controls are the operators' global controls of automatic compaction.

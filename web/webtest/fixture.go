@@ -44,6 +44,7 @@ func Fixture() *Source {
 			ID: Orders, Name: "orders", Dimension: 64, Backlog: 1200, RecordCount: 50000, SegmentVersion: 12,
 			LogPosition: 61200, CompactionOffset: 60000, OldestUncompactedAt: ago(3 * time.Minute),
 			LastCompactedAt: ago(5 * time.Minute), CreatedAt: ago(30 * 24 * time.Hour),
+			SegmentBytes: 8650752, BlockCount: 13, VersionsKept: 3,
 		},
 		{
 			ID: Hostile, Name: HostileName, Dimension: 8, Backlog: 300, RecordCount: 10, SegmentVersion: 2,
