@@ -63,7 +63,11 @@ func throughputChart(now time.Time, jobs []Job) chartView {
 		at := start.Add(time.Duration(i) * throughputBucket)
 		c.XTicks = append(c.XTicks, tickView{X: f1(plotLeft + float64(i)*slot), Y: f1(plotBottom + tickLabelDY), Label: at.Format("15:04"), Anchor: anchorAt(k, 3)})
 	}
-	c.Desc = fmtBytes(total) + " written by " + strconv.Itoa(count) + " compactions from " + start.Format(timeLayout) +
+	noun := " compactions from "
+	if count == 1 {
+		noun = " compaction from "
+	}
+	c.Desc = fmtBytes(total) + " written by " + strconv.Itoa(count) + noun + start.Format(timeLayout) +
 		" to " + end.Format(timeLayout) + "; busiest minute " + fmtBytes(peak) + "."
 	return c
 }
