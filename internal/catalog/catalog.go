@@ -184,6 +184,8 @@ type Version struct {
 	ManifestKey      string
 	CompactionOffset int64
 	RecordCount      int64
+	SegmentBytes     int64 // bytes of its blocks (0 for versions committed before this was recorded)
+	BlockCount       int   // blocks its manifest lists (likewise)
 	CreatedAt        time.Time
 	// RetiredAt is when GC found the version outside the retained set
 	// (beyond the newest versions kept, and not current); zero while it is
@@ -314,6 +316,8 @@ type Commit struct {
 	ManifestKey      string // blob key of the new version's manifest
 	CompactionOffset int64  // new compaction offset: >= the current one, <= the log position
 	RecordCount      int64  // records in the new version
+	SegmentBytes     int64  // bytes of the new version's blocks
+	BlockCount       int    // blocks the new version's manifest lists
 	// Job, when non-nil, is written in the same transaction (typically in
 	// state SUCCEEDED with its figures), so a committed compaction and its
 	// finished job are never seen apart.

@@ -40,7 +40,7 @@ func TestCommitCompactionCommitsEverythingAtOnce(t *testing.T) {
 		done.OffsetStart, done.OffsetEnd, done.RecordsRead, done.RecordsWritten, done.BytesWritten = 0, 6, 6, 5, 4096
 		done.VersionBefore, done.VersionAfter, done.Note = 0, 1, "compacted"
 		cm := catalog.Commit{CollectionID: col.ID, BaseVersion: 0, NewVersion: 1, ManifestKey: "collections/x/v1.json",
-			CompactionOffset: 6, RecordCount: 5, Job: &done}
+			CompactionOffset: 6, RecordCount: 5, SegmentBytes: 8192, BlockCount: 2, Job: &done}
 		if err := c.CommitCompaction(ctx, cm); err != nil {
 			t.Fatalf("CommitCompaction: %v", err)
 		}
@@ -68,7 +68,7 @@ func TestCommitCompactionCommitsEverythingAtOnce(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		equal(t, "versions", versions, []catalog.Version{{CollectionID: col.ID, Version: 1, ManifestKey: cm.ManifestKey, CompactionOffset: 6, RecordCount: 5, CreatedAt: now}})
+		equal(t, "versions", versions, []catalog.Version{{CollectionID: col.ID, Version: 1, ManifestKey: cm.ManifestKey, CompactionOffset: 6, RecordCount: 5, SegmentBytes: 8192, BlockCount: 2, CreatedAt: now}})
 		stored, err := c.GetJob(ctx, job.ID)
 		if err != nil {
 			t.Fatal(err)

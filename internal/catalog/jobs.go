@@ -22,7 +22,8 @@ const jobColumns = `id, collection_id, trigger_type, state, reason, attempt, cre
 	offset_start, offset_end, records_read, records_written, bytes_written, version_before, version_after,
 	error_text, note, node, continues,
 	priority, oldest_at, lease_owner, lease_expires_at, cancel_requested,
-	progress_phase, progress_read, progress_total, progress_bytes, progress_at`
+	progress_phase, progress_read, progress_total, progress_bytes, progress_at,
+	progress_fraction, progress_eta_ms, progress_blocks_written, progress_blocks_total`
 
 // jobReadColumns selects a job row (table alias j) in the order scanJob
 // reads it: jobColumns, then the name of the job's collection, joined in
@@ -33,6 +34,7 @@ const jobReadColumns = `j.id, j.collection_id, j.trigger_type, j.state, j.reason
 	j.error_text, j.note, j.node, j.continues,
 	j.priority, j.oldest_at, j.lease_owner, j.lease_expires_at, j.cancel_requested,
 	j.progress_phase, j.progress_read, j.progress_total, j.progress_bytes, j.progress_at,
+	j.progress_fraction, j.progress_eta_ms, j.progress_blocks_written, j.progress_blocks_total,
 	COALESCE((SELECT cn.name FROM collections cn WHERE cn.id = j.collection_id), '')`
 
 func scanJob(s scanner) (Job, error) {
@@ -40,6 +42,7 @@ func scanJob(s scanner) (Job, error) {
 		j                Job
 		createdAt        int64
 		priority, cancel int
+		eta              sql.NullInt64
 	)
 	err := s.Scan(&j.ID, &j.CollectionID, &j.Trigger, &j.State, &j.Reason, &j.Attempt, &createdAt,
 		msTime{&j.StartedAt}, msTime{&j.FinishedAt},
@@ -47,10 +50,12 @@ func scanJob(s scanner) (Job, error) {
 		&j.Error, &j.Note, &j.Node, &j.Continues,
 		&priority, msTime{&j.OldestAt}, &j.LeaseOwner, msTime{&j.LeaseExpiresAt}, &cancel,
 		&j.Progress.Phase, &j.Progress.RecordsRead, &j.Progress.RecordsTotal, &j.Progress.BytesWritten, msTime{&j.Progress.UpdatedAt},
+		&j.Progress.Fraction, &eta, &j.Progress.BlocksWritten, &j.Progress.BlocksTotal,
 		&j.CollectionName)
 	if err != nil {
 		return Job{}, err
 	}
+	j.Progress.ETA, j.Progress.ETAKnown = time.Duration(eta.Int64)*time.Millisecond, eta.Valid
 	j.CreatedAt = fromMs(createdAt)
 	j.Expedited = priority == priorityExpedited && j.Trigger != TriggerOneOff
 	j.CancelRequested = cancel != 0
@@ -93,7 +98,7 @@ func (c *Catalog) InsertJob(ctx context.Context, j Job) error {
 // insertJobQuery inserts a job row, last in enqueue order.
 func (c *Catalog) insertJobQuery() string {
 	return `INSERT INTO jobs (` + jobColumns + `, queue_seq)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ` + c.d.nextQueueSeq + `)`
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ` + c.d.nextQueueSeq + `)`
 }
 
 // execInsertJob inserts job j, placing it last in enqueue order. A second
@@ -110,7 +115,8 @@ func (c *Catalog) execInsertJob(ctx context.Context, tx *sql.Tx, j Job) error {
 		j.OffsetStart, j.OffsetEnd, j.RecordsRead, j.RecordsWritten, j.BytesWritten, j.VersionBefore, j.VersionAfter,
 		j.Error, j.Note, j.Node, j.Continues,
 		priorityOf(j), msOrNull(j.OldestAt), j.LeaseOwner, msOrNull(j.LeaseExpiresAt), cancel,
-		j.Progress.Phase, j.Progress.RecordsRead, j.Progress.RecordsTotal, j.Progress.BytesWritten, msOrNull(j.Progress.UpdatedAt))
+		j.Progress.Phase, j.Progress.RecordsRead, j.Progress.RecordsTotal, j.Progress.BytesWritten, msOrNull(j.Progress.UpdatedAt),
+		j.Progress.Fraction, etaOrNull(j.Progress), j.Progress.BlocksWritten, j.Progress.BlocksTotal)
 	switch c.d.kind(err) {
 	case kindUnique:
 		return fmt.Errorf("job id is taken, or collection %s has a %s job already: %w", j.CollectionID, j.State, ErrAlreadyExists)
@@ -118,6 +124,14 @@ func (c *Catalog) execInsertJob(ctx context.Context, tx *sql.Tx, j Job) error {
 		return fmt.Errorf("collection %s: %w", j.CollectionID, ErrNotFound)
 	}
 	return err
+}
+
+// etaOrNull is p's ETA in milliseconds, NULL when unknown.
+func etaOrNull(p JobProgress) any {
+	if !p.ETAKnown {
+		return nil
+	}
+	return p.ETA.Milliseconds()
 }
 
 // UpdateJob overwrites every mutable field of the job row with j's.

@@ -59,7 +59,15 @@ type JobProgress struct {
 	RecordsRead  int64  // log records read so far
 	RecordsTotal int64  // log records the job reads; 0 when not known yet
 	BytesWritten int64  // bytes of blocks and manifest written so far
-	UpdatedAt    time.Time
+	// BlocksWritten of BlocksTotal blocks the job writes (0: not known yet).
+	BlocksWritten, BlocksTotal int64
+	// Fraction of the whole job done (0 to 1) and the time left (ETA,
+	// meaningful only when ETAKnown), as the owner estimated them at
+	// UpdatedAt.
+	Fraction  float64
+	ETA       time.Duration
+	ETAKnown  bool
+	UpdatedAt time.Time
 	// Planned: the job knows its plan, and RenewLease stores it in the
 	// job's own columns (offset_start, offset_end, version_before, and
 	// version_after = version_before until a commit; records_read), so that
@@ -441,7 +449,8 @@ const claimOrder = `j.priority, COALESCE(j.oldest_at, ?), j.queue_seq, j.id`
 func (c *Catalog) RenewLease(ctx context.Context, jobID, node string, lease time.Duration, p JobProgress) (cancelRequested bool, err error) {
 	now := ms(c.now())
 	var cancel int
-	plan, args := "", []any{now + lease.Milliseconds(), p.Phase, p.RecordsRead, p.RecordsTotal, p.BytesWritten, now}
+	plan, args := "", []any{now + lease.Milliseconds(), p.Phase, p.RecordsRead, p.RecordsTotal, p.BytesWritten, now,
+		p.Fraction, etaOrNull(p), p.BlocksWritten, p.BlocksTotal}
 	if p.Planned {
 		plan = `, offset_start = ?, offset_end = ?, version_before = ?, version_after = ?, records_read = ?`
 		args = append(args, p.OffsetStart, p.OffsetEnd, p.VersionBefore, p.VersionBefore, p.RecordsRead)
@@ -449,7 +458,8 @@ func (c *Catalog) RenewLease(ctx context.Context, jobID, node string, lease time
 	args = append(args, jobID, string(JobRunning), node, now)
 	err = c.writeTx(ctx, func(tx *sql.Tx) error {
 		return tx.QueryRowContext(ctx, c.d.q(`UPDATE jobs SET lease_expires_at = ?,
-				progress_phase = ?, progress_read = ?, progress_total = ?, progress_bytes = ?, progress_at = ?`+plan+`
+				progress_phase = ?, progress_read = ?, progress_total = ?, progress_bytes = ?, progress_at = ?,
+				progress_fraction = ?, progress_eta_ms = ?, progress_blocks_written = ?, progress_blocks_total = ?`+plan+`
 			WHERE id = ? AND state = ? AND lease_owner = ? AND lease_expires_at >= ?
 			RETURNING cancel_requested`), args...).Scan(&cancel)
 	})
@@ -581,9 +591,7 @@ func (c *Catalog) ExpireLeases(ctx context.Context) ([]Job, error) {
 	if err != nil {
 		return nil, c.wrap(err, "expire job leases")
 	}
-	for _, j := range jobs {
-		c.log.WarnContext(ctx, "job lease expired", "job", j.ID, "collection", j.CollectionID, "node", j.Node)
-	}
+	// Not logged here: the caller (the manager) logs each job it gets.
 	return jobs, nil
 }
 

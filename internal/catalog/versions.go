@@ -65,8 +65,8 @@ func (c *Catalog) CommitCompaction(ctx context.Context, cm Commit) error {
 		} else if n != 1 { // cannot happen while the row is locked; kept as a guard
 			return &ConflictError{CollectionID: cm.CollectionID, Expected: cm.BaseVersion, Actual: -1}
 		}
-		_, err = tx.ExecContext(ctx, c.d.q(`INSERT INTO versions (collection_id, version, manifest_key, compaction_offset, record_count, created_at)
-			VALUES (?, ?, ?, ?, ?, ?)`), cm.CollectionID, cm.NewVersion, cm.ManifestKey, cm.CompactionOffset, cm.RecordCount, now)
+		_, err = tx.ExecContext(ctx, c.d.q(`INSERT INTO versions (collection_id, version, manifest_key, compaction_offset, record_count, segment_bytes, block_count, created_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?)`), cm.CollectionID, cm.NewVersion, cm.ManifestKey, cm.CompactionOffset, cm.RecordCount, cm.SegmentBytes, cm.BlockCount, now)
 		if err != nil {
 			return fmt.Errorf("insert version %d: %w", cm.NewVersion, err)
 		}
@@ -161,7 +161,7 @@ func (c *Catalog) DeleteVersions(ctx context.Context, id string, versions []int6
 // queryVersions reads the version rows of a collection, newest first (an
 // empty, non-nil slice when none).
 func (c *Catalog) queryVersions(ctx context.Context, q querier, id string) ([]Version, error) {
-	rows, err := q.QueryContext(ctx, c.d.q(`SELECT collection_id, version, manifest_key, compaction_offset, record_count, created_at, retired_at
+	rows, err := q.QueryContext(ctx, c.d.q(`SELECT collection_id, version, manifest_key, compaction_offset, record_count, segment_bytes, block_count, created_at, retired_at
 		FROM versions WHERE collection_id = ? ORDER BY version DESC`), id)
 	if err != nil {
 		return nil, err
@@ -173,7 +173,7 @@ func (c *Catalog) queryVersions(ctx context.Context, q querier, id string) ([]Ve
 			v         Version
 			createdAt int64
 		)
-		if err := rows.Scan(&v.CollectionID, &v.Version, &v.ManifestKey, &v.CompactionOffset, &v.RecordCount, &createdAt, msTime{&v.RetiredAt}); err != nil {
+		if err := rows.Scan(&v.CollectionID, &v.Version, &v.ManifestKey, &v.CompactionOffset, &v.RecordCount, &v.SegmentBytes, &v.BlockCount, &createdAt, msTime{&v.RetiredAt}); err != nil {
 			return nil, err
 		}
 		v.CreatedAt = fromMs(createdAt)

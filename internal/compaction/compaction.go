@@ -446,6 +446,8 @@ func (c *Compactor) Compact(ctx context.Context, collectionID string, opts Optio
 		ManifestKey:      key,
 		CompactionOffset: end,
 		RecordCount:      m.RecordCount,
+		SegmentBytes:     blockBytes(m),
+		BlockCount:       len(m.Blocks),
 	}
 	if opts.CommitJob != nil {
 		cm.Job = opts.CommitJob(res)
@@ -490,6 +492,15 @@ func (c *Compactor) committed(ctx context.Context, err error, collectionID strin
 	}
 	coll, gerr := c.cat.GetCollection(ctx, collectionID)
 	return gerr == nil && coll.SegmentVersion == version && coll.ManifestKey == key
+}
+
+// blockBytes is the size of m's blocks, in bytes.
+func blockBytes(m *segment.Manifest) int64 {
+	var n int64
+	for _, b := range m.Blocks {
+		n += b.Bytes
+	}
+	return n
 }
 
 // classifyRead marks blob read failures transient unless the blob is missing

@@ -90,8 +90,8 @@ func (s *memStore) ListCollections(context.Context) ([]catalog.Collection, error
 	return out, nil
 }
 
-// insert adds job j; s.mu must be held.
-func (s *memStore) insert(j catalog.Job) {
+// insertLocked adds job j; s.mu must be held.
+func (s *memStore) insertLocked(j catalog.Job) {
 	s.seq++
 	j.ID = cmp.Or(j.ID, fmt.Sprint("job-", s.seq))
 	s.jobs[j.ID] = j
@@ -103,11 +103,11 @@ func (s *memStore) insert(j catalog.Job) {
 func (s *memStore) put(j catalog.Job) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.insert(j)
+	s.insertLocked(j)
 }
 
-// activeOf returns the collection's job in state st; s.mu must be held.
-func (s *memStore) activeOf(collectionID string, st catalog.JobState) (catalog.Job, bool) {
+// activeOfLocked returns the collection's job in state st; s.mu must be held.
+func (s *memStore) activeOfLocked(collectionID string, st catalog.JobState) (catalog.Job, bool) {
 	for _, j := range s.jobs {
 		if j.CollectionID == collectionID && j.State == st {
 			return j, true
@@ -177,7 +177,7 @@ func (s *memStore) enqueueLocked(r catalog.JobRequest) (catalog.Job, bool, error
 	if !ok {
 		return catalog.Job{}, false, fmt.Errorf("collection %s: %w", r.CollectionID, catalog.ErrNotFound)
 	}
-	if q, ok := s.activeOf(r.CollectionID, catalog.JobQueued); ok {
+	if q, ok := s.activeOfLocked(r.CollectionID, catalog.JobQueued); ok {
 		if r.Trigger == catalog.TriggerOneOff && q.Trigger != catalog.TriggerOneOff {
 			q.Expedited = true
 			s.jobs[q.ID] = q
@@ -186,7 +186,7 @@ func (s *memStore) enqueueLocked(r catalog.JobRequest) (catalog.Job, bool, error
 	}
 	j := catalog.Job{ID: r.ID, CollectionID: r.CollectionID, Trigger: r.Trigger, State: catalog.JobQueued, Reason: r.Reason,
 		Attempt: c.RetryCount + 1, CreatedAt: time.Now().UTC().Truncate(time.Millisecond), Continues: r.Continues, OldestAt: r.OldestAt}
-	s.insert(j)
+	s.insertLocked(j)
 	return s.jobs[s.order[len(s.order)-1]], true, nil
 }
 
@@ -225,7 +225,7 @@ func (s *memStore) ClaimJob(_ context.Context, node string, lease time.Duration)
 	}
 	now := time.Now().UTC().Truncate(time.Millisecond)
 	for _, j := range s.queueLocked() {
-		if _, busy := s.activeOf(j.CollectionID, catalog.JobRunning); busy {
+		if _, busy := s.activeOfLocked(j.CollectionID, catalog.JobRunning); busy {
 			continue
 		}
 		if c := s.colls[j.CollectionID]; j.Trigger == catalog.TriggerScheduled && !j.Expedited && now.Before(c.RetryAfter) {
@@ -300,8 +300,8 @@ func (s *memStore) interruptLocked(j catalog.Job, why string) catalog.Job {
 	j.VersionAfter, j.RecordsRead = j.VersionBefore, max(j.RecordsRead, j.Progress.RecordsRead)
 	j.LeaseOwner, j.LeaseExpiresAt = "", time.Time{}
 	s.jobs[j.ID] = j
-	if _, queued := s.activeOf(j.CollectionID, catalog.JobQueued); !queued {
-		s.insert(catalog.Job{CollectionID: j.CollectionID, Trigger: j.Trigger, State: catalog.JobQueued, Reason: j.Reason,
+	if _, queued := s.activeOfLocked(j.CollectionID, catalog.JobQueued); !queued {
+		s.insertLocked(catalog.Job{CollectionID: j.CollectionID, Trigger: j.Trigger, State: catalog.JobQueued, Reason: j.Reason,
 			Attempt: j.Attempt + 1, CreatedAt: j.FinishedAt, Continues: j.ID, Expedited: j.Expedited, OldestAt: j.OldestAt})
 	}
 	return j

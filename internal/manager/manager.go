@@ -76,12 +76,26 @@ type Store interface {
 	ReleaseLease(ctx context.Context, name, owner string) error
 }
 
-// Progress of a running job.
+// Progress of a running job. The executor reports the phase and counters;
+// the manager adds Fraction and ETA (see tracker), computed from the rates
+// observed in this job.
 type Progress struct {
-	Phase        string
-	RecordsRead  int64 // log records read so far
-	RecordsTotal int64 // log records the job reads
-	BytesWritten int64
+	Phase        string // one of the Phase* constants
+	RecordsRead  int64  // log records read so far
+	RecordsTotal int64  // log records the job reads
+	BytesWritten int64  // bytes of blocks written so far
+	// BlocksWritten and BlocksTotal count the blocks the job writes;
+	// BlocksTotal is 0 while unknown (before the writing phase).
+	BlocksWritten, BlocksTotal int64
+	// Fraction is how much of the whole job is done, from 0 to 1 (every
+	// phase counts, each by its expected share of the job's time; below 1
+	// while the job runs). Set by the manager.
+	Fraction float64
+	// ETA is the estimated time to the job's end, meaningful only when
+	// ETAKnown; a known ETA is positive. Unknown until a phase has
+	// progressed enough to time it. Set by the manager.
+	ETA      time.Duration
+	ETAKnown bool
 	// Planned: the executor has read the collection, and the plan below is
 	// known. The manager keeps it on the job and persists it when the phase
 	// changes, so that a job interrupted by a crash or a lost lease still
@@ -183,6 +197,9 @@ type Manager struct {
 	logger  *slog.Logger
 	metrics *metrics
 	tracer  trace.Tracer
+	// clock times running jobs' phases for their fraction and ETA
+	// (time.Now; tests set a fake one).
+	clock func() time.Time
 
 	mu       sync.Mutex
 	runs     map[string]*run // this node's RUNNING jobs, by id
@@ -206,7 +223,8 @@ type Manager struct {
 // run is one of this node's RUNNING jobs.
 type run struct {
 	job       catalog.Job // as claimed; the outcome is applied at the end
-	progress  Progress
+	progress  Progress    // as the executor last reported it
+	tracker   tracker     // times its phases for the fraction and the ETA
 	cancel    context.CancelCauseFunc
 	cancelReq bool // an operator cancelled it, or its collection is being deleted
 	// cancelNote is the note it ends with when cancelReq: NoteCancelled or
@@ -242,6 +260,7 @@ func New(store Store, exec Executor, cfg Config, reg prometheus.Registerer, logg
 		logger:    logger,
 		metrics:   newMetrics(reg, cfg),
 		tracer:    tracerOf(cfg.TracerProvider),
+		clock:     time.Now,
 		runs:      make(map[string]*run),
 		changed:   make(chan struct{}),
 		started:   make(chan struct{}),
@@ -254,8 +273,8 @@ func New(store Store, exec Executor, cfg Config, reg prometheus.Registerer, logg
 // Node is the name of this replica on the jobs it runs.
 func (m *Manager) Node() string { return m.cfg.Node }
 
-// signal wakes this node's idle workers; m.mu must be held.
-func (m *Manager) signal() {
+// signalLocked wakes this node's idle workers; m.mu must be held.
+func (m *Manager) signalLocked() {
 	close(m.changed)
 	m.changed = make(chan struct{})
 }
@@ -310,7 +329,7 @@ func (m *Manager) Run(ctx context.Context) error {
 	<-ctx.Done()
 	m.mu.Lock()
 	m.stopping = true
-	m.signal()
+	m.signalLocked()
 	m.mu.Unlock()
 
 	// Let running jobs finish, then cancel what is left.
@@ -350,7 +369,7 @@ func (m *Manager) interrupted(jobs []catalog.Job) {
 	}
 	if len(jobs) > 0 {
 		m.mu.Lock()
-		m.signal() // their follow-ups are queued
+		m.signalLocked() // their follow-ups are queued
 		m.mu.Unlock()
 	}
 }
@@ -432,8 +451,8 @@ func (m *Manager) changedJob(j catalog.Job) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.seenLocked(j)
-	m.send(Event{Kind: EventChanged, Job: Job{Job: j}})
-	m.signal()
+	m.sendLocked(Event{Kind: EventChanged, Job: Job{Job: j}})
+	m.signalLocked()
 }
 
 // Cancel cancels a job on any replica: a QUEUED one ends CANCELLED at once;
@@ -646,15 +665,16 @@ func (m *Manager) viewLocked(j catalog.Job) Job {
 		return Job{Job: j}
 	}
 	if r, ok := m.runs[j.ID]; ok {
-		return m.snapshot(r)
+		return m.snapshotLocked(r)
 	}
-	p := Progress{Phase: j.Progress.Phase, RecordsRead: j.Progress.RecordsRead, RecordsTotal: j.Progress.RecordsTotal, BytesWritten: j.Progress.BytesWritten}
+	p := persistedProgress(j.Progress, m.clock())
 	return Job{Job: j, Progress: &p, CancelRequested: j.CancelRequested}
 }
 
-// snapshot copies a run for callers; m.mu must be held.
-func (m *Manager) snapshot(r *run) Job {
-	p := r.progress
+// snapshotLocked copies a run for callers, with its fraction and ETA at
+// this instant; m.mu must be held.
+func (m *Manager) snapshotLocked(r *run) Job {
+	p := m.progressLocked(r)
 	j := Job{Job: r.job, CancelRequested: r.cancelReq || r.job.CancelRequested}
 	if r.job.State == catalog.JobRunning {
 		j.Progress = &p

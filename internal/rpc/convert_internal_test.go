@@ -3,6 +3,7 @@ package rpc
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/compactorhq/compactor/internal/catalog"
 	"github.com/compactorhq/compactor/internal/manager"
@@ -25,5 +26,16 @@ func TestEchoIDsNamesTenAndCountsTheRest(t *testing.T) {
 	got := echoIDs(ids)
 	if !strings.HasSuffix(got, " and 15 more") || len(got) > MaxEchoIDs*(MaxEchoBytes+len("…, "))+20 {
 		t.Fatalf("echoIDs: %d bytes, ending %q", len(got), got[max(0, len(got)-30):])
+	}
+}
+
+func TestProgressLeavesAnUnknownETAUnset(t *testing.T) {
+	known := progressToProto(manager.Progress{Phase: manager.PhaseWriting, Fraction: 0.5, ETA: 1500 * time.Millisecond, ETAKnown: true, BlocksWritten: 2, BlocksTotal: 4})
+	if known.GetEta().AsDuration() != 1500*time.Millisecond || known.GetFraction() != 0.5 || known.GetBlocksWritten() != 2 || known.GetBlocksTotal() != 4 {
+		t.Fatalf("known ETA: got %v", known)
+	}
+	unknown := progressToProto(manager.Progress{Phase: manager.PhaseMaterializing, Fraction: 0.2})
+	if unknown.Eta != nil {
+		t.Fatalf("unknown ETA: got eta %v, want unset", unknown.GetEta())
 	}
 }

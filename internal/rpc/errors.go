@@ -39,7 +39,9 @@ const (
 // toConnect maps a domain error to a Connect error: the one place where the
 // codes are decided (CONVENTIONS.md "Errors"). Expected errors keep their
 // message, which names what was wrong; anything else reaches the client as
-// INTERNAL with a generic message, and its detail goes to the log.
+// INTERNAL with a generic message, and its detail goes to the log: handed to
+// the observer interceptor, which logs each failed call once (see
+// noteCause).
 func toConnect(ctx context.Context, log *slog.Logger, procedure string, err error) error {
 	if err == nil {
 		return nil
@@ -57,7 +59,7 @@ func toConnect(ctx context.Context, log *slog.Logger, procedure string, err erro
 	case errors.As(err, &full):
 		// The message names the store and what to do; the driver's or file
 		// system's detail (with server paths) stays in the log.
-		log.WarnContext(ctx, "storage full", "procedure", procedure, "store", full.Store, "code", full.Code, "err", err, "cause", full.Err)
+		noteCause(ctx, log, procedure, slog.LevelWarn, err, "store", full.Store, "storage_code", full.Code, "cause", full.Err)
 		ce := connect.NewError(connect.CodeResourceExhausted, errors.New(full.Error()))
 		addDetail(ce, &errdetails.ErrorInfo{Reason: ReasonStorageFull, Domain: ErrorDomain, Metadata: map[string]string{
 			"store": full.Store, "code": full.Code,
@@ -145,8 +147,22 @@ func toConnect(ctx context.Context, log *slog.Logger, procedure string, err erro
 	case errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil:
 		return connect.NewError(connect.CodeDeadlineExceeded, err)
 	}
-	log.ErrorContext(ctx, "internal error", "procedure", procedure, "err", err)
+	noteCause(ctx, log, procedure, slog.LevelError, err)
 	return connect.NewError(connect.CodeInternal, errors.New("internal error; see the server log"))
+}
+
+// noteCause hands the cause of a failed call, which the client does not
+// see, to the observer interceptor of the call, which logs it once with the
+// call's outcome ("rpc failed") at level or above; attrs are extra log
+// attributes. Outside an observed call it logs it here.
+func noteCause(ctx context.Context, log *slog.Logger, procedure string, level slog.Level, cause error, attrs ...any) {
+	if st := stateOf(ctx); st != nil {
+		st.mu.Lock()
+		st.cause, st.causeLevel, st.causeAttrs = cause, level, attrs
+		st.mu.Unlock()
+		return
+	}
+	log.Log(ctx, level, "rpc failed", append([]any{"procedure", procedure, "err", cause}, attrs...)...)
 }
 
 func isCorrupt(err error) bool {

@@ -44,8 +44,6 @@ type Manager interface {
 	Nodes(ctx context.Context) ([]manager.NodeStatus, error)
 	Watch(ctx context.Context) (*manager.Subscription, []manager.Job, error)
 	Cancel(ctx context.Context, jobID string) (manager.Job, error)
-	Forget(collectionID string)
-	CancelForDeletion(ctx context.Context, collectionID string) error
 }
 
 // Catalog is what the handlers need of the catalog.
@@ -60,7 +58,9 @@ type Catalog interface {
 	AppendLogKeyed(ctx context.Context, collectionID, key string, ops []materialize.OperationRecord, lim catalog.AppendLimits) (first, last int64, replayed bool, err error)
 }
 
-// Records is the read path and collection deletion.
+// Records is the read path and collection deletion (manager.Deleter: the
+// use case cancels the collection's jobs, deletes its storage and drops its
+// gauges).
 type Records interface {
 	GetRecords(ctx context.Context, collectionID string, ids []string) (compaction.ReadResult, error)
 	ListRecords(ctx context.Context, collectionID, after string, limit int) (compaction.ReadResult, error)
@@ -403,24 +403,17 @@ func (s *Service) ListCollections(ctx context.Context, req *connect.Request[comp
 }
 
 // DeleteCollection implements CollectionService.DeleteCollection: the
-// collection's active jobs are cancelled first.
+// collection's active jobs are cancelled first (manager.Deleter).
 func (s *Service) DeleteCollection(ctx context.Context, req *connect.Request[compactorv1.DeleteCollectionRequest]) (*connect.Response[compactorv1.DeleteCollectionResponse], error) {
 	const proc = compactorv1connect.CollectionServiceDeleteCollectionProcedure
 	id := req.Msg.GetId()
 	if err := checkID("id", id); err != nil {
 		return nil, err
 	}
-	if _, err := s.cat.GetCollection(ctx, id); err != nil {
-		return nil, s.fail(ctx, proc, err)
-	}
-	if err := s.mgr.CancelForDeletion(ctx, id); err != nil {
-		s.log.WarnContext(ctx, "cancel jobs of deleted collection", "collection", id, "err", err)
-	}
 	c, err := s.recs.DeleteCollection(ctx, id)
 	if err != nil {
 		return nil, s.fail(ctx, proc, err)
 	}
-	s.mgr.Forget(id)
 	return connect.NewResponse(&compactorv1.DeleteCollectionResponse{Collection: collectionToProto(c)}), nil
 }
 

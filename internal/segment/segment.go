@@ -158,19 +158,3 @@ type GCStats struct {
 	BlobsDeleted int
 	BytesDeleted int64
 }
-
-// Config sizes blocks.
-//
-// NewStore cannot return an error, so it clamps instead of rejecting:
-// MaxBlockRecords <= 0 takes the default and is at least 2;
-// MinBlockRecords <= 0 takes the default, is at least 1 and at most
-// MaxBlockRecords/2 (so that 0 < Min < Max, and the near-equal parts of a
-// split block are never under the minimum). Flag validation belongs to the
-// binary.
-type Config struct {
-	// MaxBlockRecords: a block with more records is split (default 4096).
-	MaxBlockRecords int
-	// MinBlockRecords: a rewritten block with fewer records is merged with a
-	// neighbour (default MaxBlockRecords/4).
-	MinBlockRecords int
-}

@@ -28,6 +28,7 @@ type webSource struct {
 type webCatalog interface {
 	ListCollections(ctx context.Context) ([]catalog.Collection, error)
 	GetCollection(ctx context.Context, id string) (catalog.Collection, error)
+	ListStorageFigures(ctx context.Context) (map[string]catalog.StorageFigures, error)
 }
 
 var _ web.Source = (*webSource)(nil)
@@ -42,11 +43,13 @@ func webJob(j manager.Job) web.Job {
 	}
 	if p := j.Progress; p != nil {
 		w.RecordsRead, w.RecordsTotal, w.BytesWritten = p.RecordsRead, p.RecordsTotal, p.BytesWritten
+		w.Phase, w.Fraction, w.ETA, w.ETAKnown = p.Phase, p.Fraction, p.ETA, p.ETAKnown
+		w.BlocksWritten, w.BlocksTotal = p.BlocksWritten, p.BlocksTotal
 	}
 	return w
 }
 
-func webCollection(c catalog.Collection) web.Collection {
+func webCollection(c catalog.Collection, f catalog.StorageFigures) web.Collection {
 	return web.Collection{
 		ID: c.ID, Name: c.Name, Dimension: c.Dimension, Backlog: c.Backlog(), RecordCount: c.RecordCount,
 		SegmentVersion: c.SegmentVersion, LogPosition: c.LogPosition, CompactionOffset: c.CompactionOffset,
@@ -54,6 +57,7 @@ func webCollection(c catalog.Collection) web.Collection {
 		OldestUncompactedAt: c.OldestUncompactedAt, LastCompactedAt: c.LastCompactedAt, CreatedAt: c.CreatedAt,
 		Paused: c.Paused(), PauseReason: c.PauseReason, PausedBy: c.PausedBy, PausedAt: c.PausedAt,
 		MinCompactionSize: c.Settings.MinCompactionSize, MaxUncompactedAge: c.Settings.MaxUncompactedAge,
+		SegmentBytes: f.SegmentBytes, BlockCount: f.BlockCount, VersionsKept: f.VersionsKept,
 	}
 }
 
@@ -158,9 +162,13 @@ func (s *webSource) Collections(ctx context.Context) ([]web.Collection, error) {
 	if err != nil {
 		return nil, err
 	}
+	figures, err := s.cat.ListStorageFigures(ctx)
+	if err != nil {
+		return nil, err
+	}
 	out := make([]web.Collection, len(colls))
 	for i, c := range colls {
-		out[i] = webCollection(c)
+		out[i] = webCollection(c, figures[c.ID])
 	}
 	return out, nil
 }
@@ -173,7 +181,11 @@ func (s *webSource) Collection(ctx context.Context, id string) (web.Collection, 
 	if err != nil {
 		return web.Collection{}, err
 	}
-	return webCollection(c), nil
+	figures, err := s.cat.ListStorageFigures(ctx)
+	if err != nil {
+		return web.Collection{}, err
+	}
+	return webCollection(c, figures[c.ID]), nil
 }
 
 func (s *webSource) BacklogHistory(_ context.Context, collectionID string) ([]web.Point, error) {

@@ -19,7 +19,13 @@ import (
 // methods is one SQL query.
 type countingStore struct {
 	manager.Store
-	n atomic.Int64
+	cat *catalog.Catalog
+	n   atomic.Int64
+}
+
+func (s *countingStore) ListStorageFigures(ctx context.Context) (map[string]catalog.StorageFigures, error) {
+	s.n.Add(1)
+	return s.cat.ListStorageFigures(ctx)
 }
 
 func (s *countingStore) GetCollection(ctx context.Context, id string) (catalog.Collection, error) {
@@ -58,15 +64,16 @@ func (s *countingStore) GetSetting(ctx context.Context, name string) (catalog.Se
 }
 
 // maxDashboardQueries bounds the catalog queries of one dashboard render:
-// running, queue, nodes, pause, history, failed, collections.
-const maxDashboardQueries = 7
+// running, queue, nodes, pause, history, failed, collections, their
+// storage figures, and the succeeded jobs of the throughput chart.
+const maxDashboardQueries = 9
 
 func TestDashboardRendersWithABoundedNumberOfQueries(t *testing.T) {
 	ctx := t.Context()
 	counts := map[int]int64{}
 	for _, n := range []int{3, 120} {
 		cat := catalogtest.Open(t)
-		store := &countingStore{Store: cat}
+		store := &countingStore{Store: cat, cat: cat}
 		cfg := manager.DefaultConfig()
 		cfg.Node = "n1"
 		mgr, err := manager.New(store, nil, cfg, nil, nil)
