@@ -337,10 +337,17 @@ func (c *Compactor) Compact(ctx context.Context, collectionID string, opts Optio
 	begin("write blocks")
 	p.Phase = PhaseWriting
 	report(p)
-	m, stats, err := w.Write(ctx, changes, end, cmp.Or(coll.Dimension, dimensionOf(changes)), func(n int64) {
-		p.BytesWritten += n
-		report(p)
-	})
+	var m *segment.Manifest
+	var stats segment.WriteStats
+	if dim := cmp.Or(coll.Dimension, dimensionOf(changes)); c.seg.PreferDelta(base, changes) {
+		// Few changes over many blocks: one delta (DESIGN.md §7b).
+		m, stats, err = w.WriteDelta(ctx, changes, end, dim)
+	} else {
+		m, stats, err = w.Write(ctx, changes, end, dim, func(n int64) {
+			p.BytesWritten += n
+			report(p)
+		})
+	}
 	if err != nil {
 		return res, fmt.Errorf("compact %s: write blocks: %w", collectionID, classifyWrite(ctx, err))
 	}

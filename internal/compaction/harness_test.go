@@ -144,6 +144,9 @@ type env struct {
 type envConfig struct {
 	maxRecords, batchRecords int
 	maxBlock, minBlock       int
+	// seg sets the delta fields of the segment.Config (the block sizes
+	// come from maxBlock and minBlock).
+	seg segment.Config
 }
 
 func newEnv(t testing.TB, ec envConfig) *env {
@@ -154,7 +157,9 @@ func newEnv(t testing.TB, ec envConfig) *env {
 	e.faulty = segmenttest.NewFaulty(segmenttest.NewMem(t))
 	e.crash = &crashable{Blobs: e.faulty}
 	e.blobs = segmenttest.NewClocked(e.crash, e.clock.Now)
-	e.seg = segment.NewStore(e.blobs, segment.Config{MaxBlockRecords: ec.maxBlock, MinBlockRecords: ec.minBlock}, e.clock.Now)
+	scfg := ec.seg
+	scfg.MaxBlockRecords, scfg.MinBlockRecords = ec.maxBlock, ec.minBlock
+	e.seg = segment.NewStore(e.blobs, scfg, e.clock.Now)
 	cfg := DefaultConfig()
 	cfg.MaxRecords, cfg.BatchRecords = ec.maxRecords, ec.batchRecords
 	var err error
@@ -291,6 +296,9 @@ func (e *env) checkNoGarbage(when string) {
 		}
 		for _, b := range m.Blocks {
 			referenced[b.Key] = true
+		}
+		for _, d := range m.Deltas {
+			referenced[d.Key] = true
 		}
 	}
 	blobs, err := e.blobs.List(e.ctx, "collections/"+e.id+"/")

@@ -99,16 +99,32 @@ type BlockRef struct {
 	Bytes   int64  `json:"bytes"`
 }
 
-// Manifest is one segment version: an ordered list of blocks.
+// DeltaRef is a manifest's entry for one delta: a Parquet file of rows
+// sorted by unique id that override the blocks (see the package
+// documentation, "Deltas").
+type DeltaRef struct {
+	Key        string `json:"key"`
+	MinID      string `json:"min_id"`
+	MaxID      string `json:"max_id"`
+	Records    int64  `json:"records"`    // rows that are records (deleted false)
+	Tombstones int64  `json:"tombstones"` // rows that delete their id (deleted true)
+	Bytes      int64  `json:"bytes"`
+}
+
+// Manifest is one segment version: an ordered list of blocks, and the
+// deltas that override them.
 type Manifest struct {
-	FormatVersion    int        `json:"format_version"` // 1
+	FormatVersion    int        `json:"format_version"` // 1, or 2 when it lists deltas
 	CollectionID     string     `json:"collection_id"`
 	Version          int64      `json:"version"`
 	CompactionOffset int64      `json:"compaction_offset"` // last log offset materialized into it
 	Dimension        int        `json:"dimension"`
-	RecordCount      int64      `json:"record_count"`
+	RecordCount      int64      `json:"record_count"` // records of the version, deltas applied
 	CreatedAt        time.Time  `json:"created_at"`
 	Blocks           []BlockRef `json:"blocks"` // sorted by MinID, disjoint ranges
+	// Deltas override the blocks, oldest first: per id, the newest delta
+	// holding it wins, and a tombstone there means the id is absent.
+	Deltas []DeltaRef `json:"deltas,omitempty"`
 }
 
 // Change is the materialized outcome for one record id: Record nil means the
@@ -124,7 +140,9 @@ type WriteStats struct {
 	BlocksReused   int   // blocks of the base carried over by reference
 	BlocksDropped  int   // blocks of the base not in the new version
 	RecordsWritten int64 // records in the blocks written
-	BytesWritten   int64 // bytes of the blocks written (manifest excluded)
+	BytesWritten   int64 // bytes of the blocks and delta written (manifest excluded)
+	DeltasWritten  int   // delta files written (Writer.WriteDelta: 0 or 1)
+	DeltasFolded   int   // deltas of the base folded into the blocks written
 }
 
 // GCPlan says what one GC pass over a collection may delete (Store.GC).
@@ -167,4 +185,29 @@ type Config struct {
 	// MinBlockRecords: a rewritten block with fewer records is merged with a
 	// neighbour (default MaxBlockRecords/4).
 	MinBlockRecords int
+
+	// Deltas (Store.PreferDelta). A compaction writes its changes as a
+	// delta instead of rewriting blocks when they touch more than
+	// DeltaMinBlocks blocks and number less than DeltaMaxFraction of the
+	// records of those blocks, or when the base has deltas already; it
+	// folds the deltas into the blocks they touch instead when their rows
+	// with the changes would pass DeltaFoldRecords or the base lists
+	// MaxDeltas deltas.
+
+	// NoDeltas: never write a delta (deltas of a base are still read and
+	// folded by the next write).
+	NoDeltas bool
+	// DeltaMinBlocks: the fewest blocks changes must touch, plus one, to
+	// be written as a first delta (default 4).
+	DeltaMinBlocks int
+	// DeltaMaxFraction: changes at or above this fraction of the records of
+	// the blocks they touch rewrite the blocks (default 0.05).
+	DeltaMaxFraction float64
+	// DeltaFoldRecords: deltas whose rows (records and tombstones, with the
+	// changes) would pass this many are folded into blocks (default 0:
+	// max(MaxBlockRecords, 10% of the base's records)). Reads hold the
+	// deltas of a version in memory, so this bounds their memory too.
+	DeltaFoldRecords int
+	// MaxDeltas: a base listing this many deltas is folded (default 16).
+	MaxDeltas int
 }

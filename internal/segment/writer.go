@@ -25,6 +25,10 @@ type Writer struct {
 	// made durable (Write does before it returns).
 	unsynced []string
 	wrote    bool
+	// Deltas (delta.go): the base's deltas merged, once read, and the
+	// current records Get returned, for WriteDelta.
+	overlay *[]Change
+	present map[string]*materialize.Record
 }
 
 // NewWriter starts a new version of collectionID over base (nil: the
@@ -70,6 +74,9 @@ func (w *Writer) Get(ctx context.Context, ids []string) (map[string]materialize.
 				out[id] = r.Clone()
 			}
 		}
+	}
+	if err := w.overlayGet(ctx, ids, out); err != nil {
+		return nil, err
 	}
 	return out, nil
 }
@@ -135,6 +142,12 @@ func (w *Writer) Write(ctx context.Context, changes []Change, compactionOffset i
 	if err := w.checkWrite(changes, dimension); err != nil {
 		return nil, stats, fmt.Errorf("write segment: %w", err)
 	}
+	// The base's deltas go into the blocks this write rewrites.
+	changes, folded, err := w.foldDeltas(ctx, changes)
+	if err != nil {
+		return nil, stats, fmt.Errorf("write segment: fold deltas: %w", err)
+	}
+	stats.DeltasFolded = folded
 	blocks := w.baseBlocks()
 	spans, err := w.plan(ctx, blocks, changes)
 	if err != nil {
