@@ -33,9 +33,16 @@ const (
 // (true: a tombstone, the id is absent from the version; its other columns
 // are null). The column names and types are the public format (see the
 // package documentation).
+//
+// The block columns are spelled out (an embedded blockRow decodes a null
+// after a non-null value of an optional column wrongly in parquet-go
+// v0.32): keep them as blockRow's.
 type deltaRow struct {
-	blockRow
-	Deleted bool `parquet:"deleted,zstd"`
+	ID        string    `parquet:"id,zstd"`
+	Embedding []float32 `parquet:"embedding,optional,list,zstd"`
+	Document  *string   `parquet:"document,optional,zstd"`
+	Metadata  *string   `parquet:"metadata,optional,zstd"` // a JSON object
+	Deleted   bool      `parquet:"deleted,zstd"`
 }
 
 // deltaColumns are the leaf columns of a delta, by path: the block's and
@@ -573,7 +580,7 @@ func decodeDelta(data []byte, wantRows int64) (cs []Change, err error) {
 				cs = append(cs, Change{ID: row.ID})
 				continue
 			}
-			rec, rerr := recordOf(&row.blockRow)
+			rec, rerr := recordOf(&blockRow{ID: row.ID, Embedding: row.Embedding, Document: row.Document, Metadata: row.Metadata})
 			if rerr != nil {
 				return nil, rerr
 			}
