@@ -1,6 +1,7 @@
-// Package segment is the segment format of the compactor (DESIGN.md §7).
+// Package segment is the segment format of the compactor (DESIGN.md §7, §7b).
 //
-// A segment version is a manifest (JSON) listing blocks; a block is a Parquet
+// A segment version is a manifest (JSON) listing blocks, and deltas that
+// override them (see "Deltas" below); a block is a Parquet
 // file of records sorted by id, with disjoint, ordered id ranges across the
 // blocks of a manifest. Blobs live in a blob store (gocloud.dev/blob: file://
 // by default, mem:// in tests, s3:// for shared storage) under:
@@ -54,6 +55,27 @@
 //
 // The manifest of the committed version is the one the catalog names for the
 // collection; manifests sort by version in key order.
+//
+// # Deltas
+//
+// A write whose changes are few but spread over many blocks need not rewrite
+// them (Store.PreferDelta, Config): Writer.WriteDelta writes the changes as
+// one delta, a Parquet file under
+//
+//	collections/<collection id>/deltas/<uuid>.parquet
+//
+// with the block columns and one more, `required boolean deleted` (true: a
+// tombstone, the id is absent; its other columns are null), one row group,
+// rows sorted by unique id. The manifest (format version 2) lists the deltas
+// beside the blocks, oldest first (Manifest.Deltas); its RecordCount counts
+// the records with the deltas applied. Reads (Store.Get, Store.Scan,
+// Writer.Get) merge them on read: per id, the newest delta holding it wins
+// and a tombstone hides it; else the block owning the id holds it. A block
+// rewrite (Writer.Write) folds every delta of its base into the blocks it
+// rewrites (older delta < newer delta < the write's changes), so a version
+// written by Write lists no deltas and keeps format version 1. GC keeps the
+// deltas of kept versions like their blocks. The README shows one DuckDB
+// query that reads a version with its deltas.
 package segment
 
 import (
