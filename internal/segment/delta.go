@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -669,4 +670,181 @@ func inspectDelta(data []byte, wantRows, limit int64) (blockInfo, error) {
 		return info, fmt.Errorf("row groups hold %d rows, the footer claims %d", rows, meta.NumRows)
 	}
 	return info, nil
+}
+
+// getFew is Writer.Get for few ids spread over many blocks (ok true): when
+// the ids, taken as changes, would be written as a delta (PreferDelta), it
+// reads from each block only its id column and the rows of the ids
+// (readBlockRows) instead of decoding the whole block, and keeps no block
+// for Write (which reads what it rewrites). ok false: Get reads whole
+// blocks.
+func (w *Writer) getFew(ctx context.Context, ids []string) (_ map[string]materialize.Record, ok bool, _ error) {
+	if w.base == nil || len(ids) == 0 {
+		return nil, false, nil
+	}
+	sorted := slices.Sorted(slices.Values(ids))
+	asChanges := make([]Change, 0, len(sorted))
+	for i, id := range sorted {
+		if i == 0 || sorted[i-1] != id {
+			asChanges = append(asChanges, Change{ID: id})
+		}
+	}
+	if !w.s.PreferDelta(w.base, asChanges) {
+		return nil, false, nil
+	}
+	out := make(map[string]materialize.Record)
+	byBlock, order := idsByBlock(w.base.Blocks, ids)
+	for _, i := range order {
+		if recs, loaded := w.loaded[i]; loaded {
+			for _, id := range byBlock[i] {
+				if r, ok := findRecord(recs, id); ok {
+					out[id] = r.Clone()
+				}
+			}
+			continue
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, true, fmt.Errorf("read block %s: %w", w.base.Blocks[i].Key, err)
+		}
+		found, err := w.s.readBlockRows(ctx, w.base.Blocks[i], byBlock[i])
+		if err != nil {
+			return nil, true, err
+		}
+		maps.Copy(out, found)
+	}
+	if err := w.overlayGet(ctx, ids, out); err != nil {
+		return nil, true, err
+	}
+	return out, true, nil
+}
+
+// readBlockRows reads from the block ref names the records of ids (absent
+// ids are left out): it checks the file as ReadBlock does (inspectBlock),
+// decodes the id column alone (checking the ids sorted, unique and as ref
+// says), then only the rows holding ids. A block of more than one row group
+// is read whole. Errors as ReadBlock's.
+func (s *Store) readBlockRows(ctx context.Context, ref BlockRef, ids []string) (map[string]materialize.Record, error) {
+	data, err := s.blobs.Get(ctx, ref.Key)
+	if err != nil {
+		return nil, fmt.Errorf("read block %s: %w", ref.Key, err)
+	}
+	out, err := blockRows(ref, data, ids)
+	if err != nil {
+		return nil, corrupt(KindBlock, ref.Key, err)
+	}
+	return out, nil
+}
+
+// blockRows is readBlockRows on the block's data.
+func blockRows(ref BlockRef, data []byte, ids []string) (out map[string]materialize.Record, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			out, err = nil, fmt.Errorf("read parquet: %v", p)
+		}
+	}()
+	if ref.Bytes > 0 && int64(len(data)) != ref.Bytes {
+		return nil, fmt.Errorf("%d bytes, manifest says %d", len(data), ref.Bytes)
+	}
+	if _, err := inspectBlock(data, ref.Records, MaxBlockDecodeBytes); err != nil {
+		return nil, err
+	}
+	f, err := parquet.OpenFile(bytes.NewReader(data), int64(len(data)),
+		parquet.SkipPageIndex(true), parquet.SkipBloomFilters(true))
+	if err != nil {
+		return nil, fmt.Errorf("open parquet: %w", err)
+	}
+	for _, path := range blockColumns {
+		if _, ok := f.Schema().Lookup(path...); !ok {
+			return nil, fmt.Errorf("parquet schema lacks column %q", path)
+		}
+	}
+	if len(f.RowGroups()) != 1 {
+		recs, err := decodeBlock(data, ref.Records)
+		if err != nil {
+			return nil, err
+		}
+		out = make(map[string]materialize.Record, len(ids))
+		for _, id := range ids {
+			if r, ok := findRecord(recs, id); ok {
+				out[id] = r
+			}
+		}
+		return out, nil
+	}
+	want := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		want[id] = true
+	}
+	idCol, _ := f.Schema().Lookup("id")
+	pages := f.RowGroups()[0].ColumnChunks()[idCol.ColumnIndex].Pages()
+	defer pages.Close()
+	var rows []int64
+	var n int64
+	var first, last string
+	vals := make([]parquet.Value, 256)
+	for {
+		p, err := pages.ReadPage()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read id column: %w", err)
+		}
+		vr := p.Values()
+		for {
+			k, err := vr.ReadValues(vals)
+			for _, v := range vals[:k] {
+				id := v.String()
+				if n > 0 && id <= last {
+					return nil, fmt.Errorf("ids not sorted and unique at row %d (%q)", n, id)
+				}
+				if n == 0 {
+					first = id
+				}
+				last = id
+				if want[id] {
+					rows = append(rows, n)
+				}
+				n++
+			}
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				return nil, fmt.Errorf("read id column: %w", err)
+			}
+			if k == 0 {
+				return nil, fmt.Errorf("read id column: no progress at row %d", n)
+			}
+		}
+		parquet.Release(p)
+	}
+	switch {
+	case n != ref.Records:
+		return nil, fmt.Errorf("%d records, manifest says %d", n, ref.Records)
+	case n > 0 && (first != ref.MinID || last != ref.MaxID):
+		return nil, fmt.Errorf("ids [%q, %q], manifest says [%q, %q]", first, last, ref.MinID, ref.MaxID)
+	}
+	out = make(map[string]materialize.Record, len(rows))
+	r := parquet.NewGenericReader[blockRow](f)
+	defer r.Close()
+	buf := make([]blockRow, 1)
+	for _, row := range rows {
+		if err := r.SeekToRow(row); err != nil {
+			return nil, fmt.Errorf("read parquet: seek to row %d: %w", row, err)
+		}
+		buf[0] = blockRow{}
+		if k, err := r.Read(buf); k != 1 {
+			return nil, fmt.Errorf("read parquet: row %d: %w", row, err)
+		}
+		rec, err := recordOf(&buf[0])
+		if err != nil {
+			return nil, err
+		}
+		if !want[rec.ID] {
+			return nil, fmt.Errorf("row %d holds id %q, the id column another", row, rec.ID)
+		}
+		out[rec.ID] = rec
+	}
+	return out, nil
 }

@@ -61,6 +61,9 @@ func (w *Writer) load(ctx context.Context, i int) ([]materialize.Record, error) 
 // absent). It loads and keeps the blocks whose ranges hold the ids, so that
 // Write does not read them again.
 func (w *Writer) Get(ctx context.Context, ids []string) (map[string]materialize.Record, error) {
+	if out, ok, err := w.getFew(ctx, ids); ok { // delta.go: few ids over many blocks
+		return out, err
+	}
 	out := make(map[string]materialize.Record)
 	byBlock, order := idsByBlock(w.baseBlocks(), ids)
 	for _, i := range order {
