@@ -380,3 +380,58 @@ func TestCorruptDeltaIsACorruptErrorOfKindDelta(t *testing.T) {
 		t.Errorf("missing delta: %v, want ErrNotExist", err)
 	}
 }
+
+func TestWriterGetOfFewSpreadIDsReadsRowsAndMatchesAWholeRead(t *testing.T) {
+	rng := rand.New(rand.NewPCG(45, 45))
+	s, blobs := NewStore(t, segment.Config{MaxBlockRecords: 100})
+	whole, wblobs := NewStore(t, segment.Config{MaxBlockRecords: 100, NoDeltas: true})
+	recs := records(rng, "k%04d", 2000, 4) // 20 blocks
+	m, _, _ := commit(t, s, nil, upserts(recs))
+	ctx := context.Background()
+	// One id every 100 (present), one absent inside each range, and ids
+	// outside every range: few ids over every block.
+	var ids []string
+	for i := 0; i < 2000; i += 100 {
+		ids = append(ids, fmt.Sprintf("k%04d", i+rng.IntN(100)), fmt.Sprintf("k%04d-absent", i))
+	}
+	ids = append(ids, "a", "zzz")
+	if !s.PreferDelta(m, deletes(slices.Sorted(slices.Values(ids))...)) {
+		t.Fatal("the ids would not make a delta: the test reads whole blocks")
+	}
+	got, err := s.NewWriter(testCollection, m).Get(ctx, ids)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The same blocks through a store that never writes deltas (whole
+	// blocks read).
+	for _, b := range m.Blocks {
+		data, err := blobs.Get(ctx, b.Key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := wblobs.Put(ctx, b.Key, data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := whole.NewWriter(testCollection, m).Get(ctx, ids)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 20 || !reflect.DeepEqual(got, want) {
+		t.Errorf("row reads found %d records, whole reads %d (want 20, equal)", len(got), len(want))
+	}
+
+	// A block that contradicts its entry is corrupt on this path too.
+	bad := *m
+	bad.Blocks = slices.Clone(m.Blocks)
+	bad.Blocks[3].Records--
+	var ce *segment.CorruptError
+	if _, err := s.NewWriter(testCollection, &bad).Get(ctx, ids); !errors.As(err, &ce) || ce.Kind != segment.KindBlock || ce.Key != m.Blocks[3].Key {
+		t.Errorf("block with a wrong record count: %v, want a CorruptError naming it", err)
+	}
+	bad.Blocks[3] = m.Blocks[3]
+	bad.Blocks[5].MaxID = "k0599x"
+	if _, err := s.NewWriter(testCollection, &bad).Get(ctx, ids); !errors.As(err, &ce) || ce.Key != m.Blocks[5].Key {
+		t.Errorf("block with a wrong id range: %v, want a CorruptError naming it", err)
+	}
+}
