@@ -779,6 +779,7 @@ func blockRows(ref BlockRef, data []byte, ids []string) (out map[string]material
 	pages := f.RowGroups()[0].ColumnChunks()[idCol.ColumnIndex].Pages()
 	defer pages.Close()
 	var rows []int64
+	var rowIDs []string
 	var n int64
 	var first, last string
 	vals := make([]parquet.Value, 256)
@@ -804,6 +805,7 @@ func blockRows(ref BlockRef, data []byte, ids []string) (out map[string]material
 				last = id
 				if want[id] {
 					rows = append(rows, n)
+					rowIDs = append(rowIDs, id)
 				}
 				n++
 			}
@@ -825,26 +827,92 @@ func blockRows(ref BlockRef, data []byte, ids []string) (out map[string]material
 	case n > 0 && (first != ref.MinID || last != ref.MaxID):
 		return nil, fmt.Errorf("ids [%q, %q], manifest says [%q, %q]", first, last, ref.MinID, ref.MaxID)
 	}
+	// The rows' values, column by column: every page of a column is
+	// decoded once (a seek per row would decode its page again each time).
+	at := make(map[int64]int, len(rows)) // row → index in rows
+	for i, row := range rows {
+		at[row] = i
+	}
+	cols := make([][][]parquet.Value, len(blockColumns)) // column → wanted row → values
+	for c, path := range blockColumns[1:] {
+		leaf, _ := f.Schema().Lookup(path...)
+		vs, err := columnRows(f.RowGroups()[0].ColumnChunks()[leaf.ColumnIndex], at, len(rows))
+		if err != nil {
+			return nil, fmt.Errorf("read column %s: %w", strings.Join(path, "."), err)
+		}
+		cols[c+1] = vs
+	}
 	out = make(map[string]materialize.Record, len(rows))
-	r := parquet.NewGenericReader[blockRow](f)
-	defer r.Close()
-	buf := make([]blockRow, 1)
-	for _, row := range rows {
-		if err := r.SeekToRow(row); err != nil {
-			return nil, fmt.Errorf("read parquet: seek to row %d: %w", row, err)
+	for i := range rows {
+		row := blockRow{ID: rowIDs[i]}
+		emb, doc, meta := cols[1][i], cols[2][i], cols[3][i]
+		if len(doc) != 1 || len(meta) != 1 || len(emb) == 0 {
+			return nil, fmt.Errorf("row %d: %d, %d and %d values in the embedding, document and metadata columns", rows[i], len(emb), len(doc), len(meta))
 		}
-		buf[0] = blockRow{}
-		if k, err := r.Read(buf); k != 1 {
-			return nil, fmt.Errorf("read parquet: row %d: %w", row, err)
+		if emb[0].DefinitionLevel() > 0 {
+			row.Embedding = make([]float32, 0, len(emb))
+			for _, v := range emb {
+				if !v.IsNull() {
+					row.Embedding = append(row.Embedding, v.Float())
+				}
+			}
 		}
-		rec, err := recordOf(&buf[0])
+		if !doc[0].IsNull() {
+			d := string(doc[0].ByteArray())
+			row.Document = &d
+		}
+		if !meta[0].IsNull() {
+			m := string(meta[0].ByteArray())
+			row.Metadata = &m
+		}
+		rec, err := recordOf(&row)
 		if err != nil {
 			return nil, err
 		}
-		if !want[rec.ID] {
-			return nil, fmt.Errorf("row %d holds id %q, the id column another", row, rec.ID)
-		}
 		out[rec.ID] = rec
+	}
+	return out, nil
+}
+
+// columnRows returns the values of the rows of chunk that at names (row →
+// index in the result, of n), reading every page once. A row starts at a
+// value of repetition level 0.
+func columnRows(chunk parquet.ColumnChunk, at map[int64]int, n int) ([][]parquet.Value, error) {
+	out := make([][]parquet.Value, n)
+	pages := chunk.Pages()
+	defer pages.Close()
+	vals := make([]parquet.Value, 1024)
+	row := int64(-1)
+	for {
+		p, err := pages.ReadPage()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+		vr := p.Values()
+		for {
+			k, err := vr.ReadValues(vals)
+			for _, v := range vals[:k] {
+				if v.RepetitionLevel() == 0 {
+					row++
+				}
+				if i, ok := at[row]; ok {
+					out[i] = append(out[i], v.Clone())
+				}
+			}
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				return nil, err
+			}
+			if k == 0 {
+				return nil, fmt.Errorf("no progress at row %d", row)
+			}
+		}
+		parquet.Release(p)
 	}
 	return out, nil
 }
