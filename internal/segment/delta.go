@@ -829,14 +829,10 @@ func blockRows(ref BlockRef, data []byte, ids []string) (out map[string]material
 	}
 	// The rows' values, column by column: every page of a column is
 	// decoded once (a seek per row would decode its page again each time).
-	at := make(map[int64]int, len(rows)) // row → index in rows
-	for i, row := range rows {
-		at[row] = i
-	}
 	cols := make([][][]parquet.Value, len(blockColumns)) // column → wanted row → values
 	for c, path := range blockColumns[1:] {
 		leaf, _ := f.Schema().Lookup(path...)
-		vs, err := columnRows(f.RowGroups()[0].ColumnChunks()[leaf.ColumnIndex], at, len(rows))
+		vs, err := columnRows(f.RowGroups()[0].ColumnChunks()[leaf.ColumnIndex], rows, n)
 		if err != nil {
 			return nil, fmt.Errorf("read column %s: %w", strings.Join(path, "."), err)
 		}
@@ -874,15 +870,16 @@ func blockRows(ref BlockRef, data []byte, ids []string) (out map[string]material
 	return out, nil
 }
 
-// columnRows returns the values of the rows of chunk that at names (row →
-// index in the result, of n), reading every page once. A row starts at a
-// value of repetition level 0.
-func columnRows(chunk parquet.ColumnChunk, at map[int64]int, n int) ([][]parquet.Value, error) {
-	out := make([][]parquet.Value, n)
+// columnRows returns the values of the given rows (sorted, unique) of
+// chunk, a column of a block of total rows: every page is decoded once, and
+// only the wanted rows' values are read from it (Page.Slice). The pages'
+// row counts must add up to total.
+func columnRows(chunk parquet.ColumnChunk, rows []int64, total int64) ([][]parquet.Value, error) {
+	out := make([][]parquet.Value, len(rows))
 	pages := chunk.Pages()
 	defer pages.Close()
-	vals := make([]parquet.Value, 1024)
-	row := int64(-1)
+	vals := make([]parquet.Value, 256)
+	next, base := 0, int64(0)
 	for {
 		p, err := pages.ReadPage()
 		if errors.Is(err, io.EOF) {
@@ -891,28 +888,33 @@ func columnRows(chunk parquet.ColumnChunk, at map[int64]int, n int) ([][]parquet
 		if err != nil {
 			return nil, err
 		}
-		vr := p.Values()
-		for {
-			k, err := vr.ReadValues(vals)
-			for _, v := range vals[:k] {
-				if v.RepetitionLevel() == 0 {
-					row++
+		n := p.NumRows()
+		if n < 0 || n > total-base {
+			return nil, fmt.Errorf("page of %d rows after row %d of %d", n, base, total)
+		}
+		for ; next < len(rows) && rows[next] < base+n; next++ {
+			vr := p.Slice(rows[next]-base, rows[next]-base+1).Values()
+			for {
+				k, err := vr.ReadValues(vals)
+				for _, v := range vals[:k] {
+					out[next] = append(out[next], v.Clone())
 				}
-				if i, ok := at[row]; ok {
-					out[i] = append(out[i], v.Clone())
+				if errors.Is(err, io.EOF) {
+					break
 				}
-			}
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			if err != nil {
-				return nil, err
-			}
-			if k == 0 {
-				return nil, fmt.Errorf("no progress at row %d", row)
+				if err != nil {
+					return nil, err
+				}
+				if k == 0 {
+					return nil, fmt.Errorf("no progress at row %d", rows[next])
+				}
 			}
 		}
+		base += n
 		parquet.Release(p)
+	}
+	if base != total {
+		return nil, fmt.Errorf("pages hold %d rows, the block %d", base, total)
 	}
 	return out, nil
 }
