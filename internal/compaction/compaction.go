@@ -16,12 +16,14 @@
 package compaction
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"math"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -32,6 +34,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/compactorhq/compactor/internal/catalog"
+	"github.com/compactorhq/compactor/internal/materialize"
 	"github.com/compactorhq/compactor/internal/segment"
 )
 
@@ -400,16 +403,26 @@ func (c *Compactor) Compact(ctx context.Context, collectionID string, opts Optio
 	perBlock := int64(c.seg.MaxBlockRecords())
 	p.BlocksTotal = int((baseRecords + res.RecordsRead + perBlock - 1) / perBlock)
 	report(p)
-	m, stats, err := w.WriteStream(ctx, changesOf(ctx, runs), segment.WriteOptions{
-		CompactionOffset: end,
-		Dimension:        coll.Dimension,
-		OnBlock: func(n int64) {
-			p.BytesWritten += n
-			p.BlocksWritten++
-			p.BlocksTotal = max(p.BlocksTotal, p.BlocksWritten)
-			report(p)
-		},
-	})
+	onBlock := func(n int64) {
+		p.BytesWritten += n
+		p.BlocksWritten++
+		p.BlocksTotal = max(p.BlocksTotal, p.BlocksWritten)
+		report(p)
+	}
+	var m *segment.Manifest
+	var stats segment.WriteStats
+	if changes, small, cerr := c.smallChanges(ctx, base, runs, res.RecordsRead); cerr != nil {
+		err = cerr
+	} else if small && c.seg.PreferDelta(base, changes) {
+		// Few changes over many blocks: one delta (DESIGN.md §7b).
+		p.BlocksTotal = 0
+		report(p)
+		m, stats, err = c.writeDelta(ctx, w, changes, end, coll.Dimension)
+	} else if small {
+		m, stats, err = w.WriteFrom(ctx, slices.All(changes), segment.WriteOptions{CompactionOffset: end, Dimension: coll.Dimension, OnBlock: onBlock})
+	} else {
+		m, stats, err = w.WriteStream(ctx, changesOf(ctx, runs), segment.WriteOptions{CompactionOffset: end, Dimension: coll.Dimension, OnBlock: onBlock})
+	}
 	if err != nil {
 		return res, fmt.Errorf("compact %s: write blocks: %w", collectionID, classifyWrite(ctx, err))
 	}
@@ -492,6 +505,64 @@ func (c *Compactor) committed(ctx context.Context, err error, collectionID strin
 	}
 	coll, gerr := c.cat.GetCollection(ctx, collectionID)
 	return gerr == nil && coll.SegmentVersion == version && coll.ManifestKey == key
+}
+
+// smallChanges returns the log slice's changes (one per record id, with
+// its operation records, in id order) when the slice may be written as a
+// delta: the base has blocks, deltas are on and the slice holds at most
+// segment.MaxDeltaChanges operation records (so it is small enough to
+// hold). small is false, and nothing is read, otherwise: the slice
+// streams into the blocks.
+func (c *Compactor) smallChanges(ctx context.Context, base *segment.Manifest, runs *runSet, opRecords int64) (changes []segment.Change, small bool, err error) {
+	if base == nil || len(base.Blocks) == 0 || opRecords > c.seg.MaxDeltaChanges(base) {
+		return nil, false, nil
+	}
+	for ch, err := range changesOf(ctx, runs) {
+		if err != nil {
+			return nil, false, err
+		}
+		changes = append(changes, ch)
+	}
+	return changes, true, nil
+}
+
+// writeDelta materializes changes (with operation records) against their
+// current records and writes them as one delta over the writer's base.
+func (c *Compactor) writeDelta(ctx context.Context, w *segment.Writer, changes []segment.Change, end int64, dimension int) (*segment.Manifest, segment.WriteStats, error) {
+	ids := make([]string, len(changes))
+	for i, ch := range changes {
+		ids[i] = ch.ID
+	}
+	current, err := w.Get(ctx, ids)
+	if err != nil {
+		return nil, segment.WriteStats{}, err
+	}
+	out := changes[:0]
+	for _, ch := range changes {
+		var cur *materialize.Record
+		if r, ok := current[ch.ID]; ok {
+			cur = &r
+		}
+		next := ch.Record
+		if ch.Ops != nil {
+			next = materialize.ApplyOwning(cur, ch.Ops)
+		}
+		if cur == nil && next == nil {
+			continue // absent before and after: nothing to write
+		}
+		out = append(out, segment.Change{ID: ch.ID, Record: next})
+	}
+	return w.WriteDelta(ctx, out, end, cmp.Or(dimension, dimensionOf(out)))
+}
+
+// dimensionOf returns the embedding length of the first record in changes.
+func dimensionOf(changes []segment.Change) int {
+	for _, ch := range changes {
+		if ch.Record != nil && len(ch.Record.Embedding) > 0 {
+			return len(ch.Record.Embedding)
+		}
+	}
+	return 0
 }
 
 // blockBytes is the size of m's blocks, in bytes.

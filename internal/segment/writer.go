@@ -31,6 +31,10 @@ type Writer struct {
 	unsynced []string
 	mu       sync.Mutex // guards written and unsynced while encoders put blocks
 	wrote    bool
+	// Deltas (delta.go): the base's deltas merged, once read, and the
+	// current records Get returned, for WriteDelta.
+	overlay *[]Change
+	present map[string]*materialize.Record
 }
 
 // NewWriter starts a new version of collectionID over base (nil: the
@@ -63,6 +67,9 @@ func (w *Writer) load(ctx context.Context, i int) ([]materialize.Record, error) 
 // absent). It loads and keeps the blocks whose ranges hold the ids, so that
 // Write does not read them again.
 func (w *Writer) Get(ctx context.Context, ids []string) (map[string]materialize.Record, error) {
+	if out, ok, err := w.getFew(ctx, ids); ok { // delta.go: few ids over many blocks
+		return out, err
+	}
 	out := make(map[string]materialize.Record)
 	byBlock, order := idsByBlock(w.baseBlocks(), ids)
 	for _, i := range order {
@@ -76,6 +83,9 @@ func (w *Writer) Get(ctx context.Context, ids []string) (map[string]materialize.
 				out[id] = r.Clone()
 			}
 		}
+	}
+	if err := w.overlayGet(ctx, ids, out); err != nil {
+		return nil, err
 	}
 	return out, nil
 }
@@ -157,6 +167,15 @@ func (w *Writer) writeFrom(ctx context.Context, changes iter.Seq2[Change, error]
 	if w.base != nil && w.base.CollectionID != w.collectionID {
 		return nil, stats, fmt.Errorf("write segment: base manifest is of collection %s, not %s", w.base.CollectionID, w.collectionID)
 	}
+	// The base's deltas go into the blocks this write rewrites.
+	overlay, err := w.deltaOverlay(ctx)
+	if err != nil {
+		return nil, stats, fmt.Errorf("write segment: fold deltas: %w", err)
+	}
+	if len(overlay) > 0 {
+		changes = foldDeltaStream(overlay, changes)
+		stats.DeltasFolded = len(w.base.Deltas)
+	}
 	blocks := w.baseBlocks()
 	m := &Manifest{
 		FormatVersion:    formatVersion,
@@ -176,7 +195,7 @@ func (w *Writer) writeFrom(ctx context.Context, changes iter.Seq2[Change, error]
 	out := newBlockSink(ctx, w, opts.Encoders, opts.OnBlock)
 	lay := &layout{w: w, ctx: ctx, blocks: blocks, min: w.s.cfg.MinBlockRecords, max: w.s.cfg.MaxBlockRecords, out: out, openIdx: -1}
 	lay.trimAt = max(cmp.Or(max(opts.Window, 0), 8*lay.max), 2*lay.max)
-	err := w.merge(ctx, blocks, src, lay)
+	err = w.merge(ctx, blocks, src, lay)
 	if err == nil {
 		err = lay.finish()
 	}
