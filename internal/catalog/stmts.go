@@ -54,55 +54,30 @@ func (s *stmtCache) close() error {
 	return errors.Join(errs...)
 }
 
-// readQuery runs a cached read query (dialect-translated) on the read pool.
+// readQuery runs a read query (dialect-translated) on the read pool. The
+// statement cache is not used for it: the pure-Go SQLite driver parses a
+// statement at every execution anyway (see the profile in README
+// "Performance"), and a prepared statement kept on a pooled connection
+// held a stale read snapshot under load in a test of two replicas.
 func (c *Catalog) readQuery(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
-	st, err := c.rs.get(ctx, c.d.q(query))
-	if err != nil {
-		return nil, err
-	}
-	return st.QueryContext(ctx, args...)
+	return c.r.QueryContext(ctx, c.d.q(query), args...)
 }
 
 // readRow is readQuery for one row.
 func (c *Catalog) readRow(ctx context.Context, query string, args ...any) *sql.Row {
-	st, err := c.rs.get(ctx, c.d.q(query))
-	if err != nil {
-		// A *sql.Row cannot be made with an error: run it unprepared,
-		// which reports the same error.
-		return c.r.QueryRowContext(ctx, c.d.q(query), args...)
-	}
-	return st.QueryRowContext(ctx, args...)
+	return c.r.QueryRowContext(ctx, c.d.q(query), args...)
 }
 
-// txQuery runs query (dialect-translated) in tx, through its prepared
-// statement when one was prepared on the write pool (prepareWrites);
-// never prepares itself: on SQLite the write pool is one connection, which
-// tx holds.
+// txQuery runs query (dialect-translated) in tx.
 func (c *Catalog) txQuery(ctx context.Context, tx *sql.Tx, query string, args ...any) (*sql.Rows, error) {
-	if st := c.ws.cached(c.d.q(query)); st != nil {
-		return tx.StmtContext(ctx, st).QueryContext(ctx, args...)
-	}
 	return tx.QueryContext(ctx, c.d.q(query), args...)
 }
 
 // txExec is txQuery for a statement without rows.
 func (c *Catalog) txExec(ctx context.Context, tx *sql.Tx, query string, args ...any) (sql.Result, error) {
-	if st := c.ws.cached(c.d.q(query)); st != nil {
-		return tx.StmtContext(ctx, st).ExecContext(ctx, args...)
-	}
 	return tx.ExecContext(ctx, c.d.q(query), args...)
 }
 
-// prepareWrites prepares the statements of the enqueue path on the write
-// pool, once, outside any transaction. A failure only leaves them
-// unprepared.
-func (c *Catalog) prepareWrites(ctx context.Context) {
-	if c.ws.cached(c.d.q(c.insertJobQuery())) != nil {
-		return
-	}
-	for _, q := range []string{c.insertJobQuery(), c.lockCollectionsQuery(1), queuedOfCollectionsQuery(1)} {
-		if _, err := c.ws.get(ctx, c.d.q(q)); err != nil {
-			return
-		}
-	}
-}
+// prepareWrites is kept for the enqueue path's call sites; it prepares
+// nothing now (see readQuery).
+func (c *Catalog) prepareWrites(context.Context) {}
