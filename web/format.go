@@ -1,8 +1,6 @@
 package web
 
 import (
-	"math"
-	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -84,40 +82,4 @@ func triggerLabel(t string) string {
 	default:
 		return strings.ToLower(t)
 	}
-}
-
-// progress of a running job: the fraction read, and an ETA extrapolated from
-// the elapsed time.
-type progressView struct {
-	Known   bool   // RecordsTotal > 0
-	Value   string // for <progress value>, per mille
-	Percent string // "34.5%"
-	Text    string // "3,450 / 10,000 records"
-	Elapsed string // "1m12s"
-	ETA     string // "2m17s", or "—" when it cannot be estimated
-}
-
-func newProgress(now time.Time, j Job) progressView {
-	p := progressView{ETA: dash, Elapsed: dash}
-	var elapsed time.Duration
-	if !j.StartedAt.IsZero() {
-		elapsed = now.Sub(j.StartedAt)
-		p.Elapsed = fmtDuration(elapsed)
-	}
-	if j.RecordsTotal <= 0 {
-		p.Text = fmtCount(j.RecordsRead) + " records read"
-		return p
-	}
-	f := float64(j.RecordsRead) / float64(j.RecordsTotal)
-	f = math.Max(0, math.Min(1, f))
-	p.Known = true
-	p.Value = strconv.Itoa(int(math.Round(f * 1000)))
-	p.Percent = strconv.FormatFloat(math.Floor(f*1000)/10, 'f', 1, 64) + "%"
-	p.Text = fmtCount(j.RecordsRead) + " / " + fmtCount(j.RecordsTotal) + " records"
-	if f > 0 && f < 1 && elapsed > 0 {
-		p.ETA = fmtDuration(time.Duration(float64(elapsed) * (1 - f) / f))
-	} else if f >= 1 {
-		p.ETA = "0s"
-	}
-	return p
 }

@@ -31,32 +31,6 @@ func TestTruncateAndFirstLine(t *testing.T) {
 	}
 }
 
-func TestProgressAndETA(t *testing.T) {
-	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
-	tests := []struct {
-		name                string
-		read, total         int64
-		elapsed             time.Duration
-		value, percent, eta string
-		known               bool
-	}{
-		{"a third in 72 s", 400, 1200, 72 * time.Second, "333", "33.3%", "2m24s", true},
-		{"half in 10 s", 50, 100, 10 * time.Second, "500", "50.0%", "10s", true},
-		{"nothing read yet", 0, 100, 10 * time.Second, "0", "0.0%", "—", true},
-		{"all read", 100, 100, 10 * time.Second, "1000", "100.0%", "0s", true},
-		{"read beyond the total", 150, 100, 10 * time.Second, "1000", "100.0%", "0s", true},
-		{"unknown total", 10, 0, 10 * time.Second, "", "", "—", false},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			p := newProgress(now, Job{StartedAt: now.Add(-tt.elapsed), RecordsRead: tt.read, RecordsTotal: tt.total})
-			if p.Known != tt.known || p.Value != tt.value || p.Percent != tt.percent || p.ETA != tt.eta {
-				t.Errorf("%+v, want value %s percent %s eta %s known %v", p, tt.value, tt.percent, tt.eta, tt.known)
-			}
-		})
-	}
-}
-
 func TestLocalPath(t *testing.T) {
 	for in, want := range map[string]string{
 		"":                          "/",

@@ -87,7 +87,7 @@ func serve(ctx context.Context, cfg server.Config, logger *slog.Logger, started 
 	return app.Run(ctx, nil, func(addr net.Addr) {
 		logger.Info("serving", "addr", addr.String(), "data_dir", cfg.DataDir,
 			"catalog", catalog.RedactLocation(cfg.CatalogDSN), "blob_url", cfg.BlobURL,
-			"auth", cfg.Token != "")
+			"auth", app.TokenRequired())
 		if started != nil {
 			started(app, addr)
 		}

@@ -29,8 +29,6 @@ type Catalog struct {
 	// lock is the process lock of an exclusive catalog (Config.Exclusive),
 	// nil otherwise.
 	lock *procLock
-	// rs and ws are the prepared statements of hot queries on r and w.
-	rs, ws stmtCache
 }
 
 // Open opens (creating if needed) the catalog database and applies pending
@@ -66,7 +64,7 @@ func openDialect(ctx context.Context, cfg Config, d *dialect) (*Catalog, error) 
 	if cfg.ReserveBytes < 0 {
 		return nil, fmt.Errorf("open catalog: negative space reserve %d: %w", cfg.ReserveBytes, ErrInvalidArgument)
 	}
-	c := &Catalog{d: d, w: w, r: r, now: now, log: logger, rs: stmtCache{db: r}, ws: stmtCache{db: w}}
+	c := &Catalog{d: d, w: w, r: r, now: now, log: logger}
 	if cfg.Exclusive {
 		// Before the migrations: a second process is refused before it
 		// touches the schema.
@@ -129,7 +127,7 @@ func takeLock(ctx context.Context, d *dialect, cfg Config, w *sql.DB, logger *sl
 
 // Close closes the database connections.
 func (c *Catalog) Close() error {
-	errs := []error{c.rs.close(), c.ws.close()}
+	var errs []error
 	if c.lock != nil {
 		errs = append(errs, c.lock.release())
 		c.lock = nil

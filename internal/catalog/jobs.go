@@ -222,8 +222,6 @@ func (c *Catalog) ListJobs(ctx context.Context, f JobFilter) ([]Job, error) {
 	query += ` ORDER BY created_at DESC, id DESC LIMIT ?`
 	args = append(args, limit)
 
-	// The query texts are a bounded set (which filters, how many states):
-	// each is prepared once.
 	jobs, err := scanJobs(c.readQuery(ctx, query, args...))
 	if err != nil {
 		return nil, c.wrap(err, "list jobs")

@@ -112,7 +112,6 @@ func (c *Catalog) EnqueueJob(ctx context.Context, r JobRequest) (job Job, create
 	if err := checkJobRequest(r); err != nil {
 		return Job{}, false, fmt.Errorf("enqueue job: %w", err)
 	}
-	c.prepareWrites(ctx)
 	var out []Enqueued
 	err = c.writeTx(ctx, func(tx *sql.Tx) error {
 		var err error
@@ -185,7 +184,6 @@ func (c *Catalog) EnqueueJobs(ctx context.Context, calls []EnqueueCall) ([]Enque
 			}
 		}
 	}
-	c.prepareWrites(ctx)
 	now := fromMs(ms(c.now()))
 	err := c.writeTx(ctx, func(tx *sql.Tx) error {
 		var ids []string

@@ -3,12 +3,15 @@ package cli
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"log/slog"
 	"net"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/compactorhq/compactor/internal/testutil"
 
 	"github.com/compactorhq/compactor/internal/catalog"
 	"github.com/compactorhq/compactor/internal/server"
@@ -157,7 +160,7 @@ func (r *restartable) finishOffline(id string) {
 type cliRun struct {
 	stdout bytes.Buffer
 	stderr *lineSink
-	all    syncBuffer // every stderr line, for failure messages
+	all    testutil.SyncBuffer // every stderr line, for failure messages
 	done   chan error
 }
 
@@ -178,7 +181,7 @@ func (c *cliRun) waitLines(t *testing.T, want string, n int) {
 	for seen := 0; seen < n; {
 		select {
 		case l := <-c.stderr.lines:
-			c.all.add(l)
+			fmt.Fprintln(&c.all, l)
 			if strings.Contains(l, want) {
 				seen++
 			}
@@ -195,28 +198,11 @@ func (c *cliRun) wait() (error, string) {
 	for {
 		select {
 		case l := <-c.stderr.lines:
-			c.all.add(l)
+			fmt.Fprintln(&c.all, l)
 		default:
 			return err, c.all.String()
 		}
 	}
-}
-
-type syncBuffer struct {
-	mu    sync.Mutex
-	lines []string
-}
-
-func (b *syncBuffer) add(l string) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.lines = append(b.lines, l)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return strings.Join(b.lines, "\n")
 }
 
 // TestCompactWaitFollowsJobsThroughARestart: compact --wait keeps
