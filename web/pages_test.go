@@ -562,7 +562,7 @@ func TestStorageFiguresAndThroughput(t *testing.T) {
 	if row == nil {
 		t.Fatal("no row of the orders collection")
 	}
-	for id, want := range map[string]string{"collection-segment-bytes": "8.2 MiB", "collection-blocks": "13", "collection-versions": "3"} {
+	for id, want := range map[string]string{"collection-segment-bytes": "8.3 MiB", "collection-blocks": "13", "collection-versions": "3"} {
 		if got := row.One(t, id).Text(); got != want {
 			t.Errorf("list %s = %q, want %q", id, got, want)
 		}
@@ -572,7 +572,7 @@ func TestStorageFiguresAndThroughput(t *testing.T) {
 	for _, dd := range page.One(t, "collection-fields").ByTag("dd") {
 		fields[dd.Attrs["data-field"]] = dd.Text()
 	}
-	for k, want := range map[string]string{"segment_bytes": "8.2 MiB", "blocks": "13", "versions_kept": "3"} {
+	for k, want := range map[string]string{"segment_bytes": "8.3 MiB", "blocks": "13", "versions_kept": "3"} {
 		if !strings.Contains(fields[k], want) {
 			t.Errorf("collection field %s = %q, want %q", k, fields[k], want)
 		}
