@@ -242,6 +242,19 @@ func ErrorInfo(err error) *errdetails.ErrorInfo {
 	return nil
 }
 
+// ErrorDetail returns the typed compactorv1.ErrorDetail of err (its
+// ErrorReason and, for some reasons, data such as the index and field of an
+// invalid record), or nil when err carries none. Prefer it to ErrorInfo and
+// to the message: it is what the CLI reads.
+func ErrorDetail(err error) *compactorv1.ErrorDetail {
+	for _, v := range detailValues(err) {
+		if d, ok := v.(*compactorv1.ErrorDetail); ok {
+			return d
+		}
+	}
+	return nil
+}
+
 // detailValues decodes the details of err's *connect.Error, skipping those
 // whose type is not linked into the program.
 func detailValues(err error) []any {

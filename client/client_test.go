@@ -153,7 +153,12 @@ func TestErrorDetails(t *testing.T) {
 	add(&errdetails.ErrorInfo{Domain: "elsewhere", Reason: "OTHER"})
 	add(&errdetails.BadRequest{FieldViolations: []*errdetails.BadRequest_FieldViolation{{Field: "records[3].embedding", Description: "wrong dimension"}}})
 	add(&errdetails.ErrorInfo{Domain: client.ErrorDomain, Reason: client.ReasonBacklogLimit})
+	add(&compactorv1.ErrorDetail{Reason: compactorv1.ErrorReason_ERROR_REASON_BACKLOG_LIMIT,
+		Data: &compactorv1.ErrorDetail_BacklogLimit{BacklogLimit: &compactorv1.BacklogLimit{Backlog: 9, Incoming: 2, Limit: 10}}})
 	wrapped := errors.Join(errors.New("push"), ce)
+	if d := client.ErrorDetail(wrapped); d.GetReason() != compactorv1.ErrorReason_ERROR_REASON_BACKLOG_LIMIT || d.GetBacklogLimit().GetLimit() != 10 {
+		t.Errorf("ErrorDetail = %v, want the backlog limit with its figures", d)
+	}
 
 	if vs := client.FieldViolations(wrapped); len(vs) != 1 || vs[0].GetField() != "records[3].embedding" {
 		t.Errorf("FieldViolations = %v, want records[3].embedding", vs)
@@ -168,7 +173,7 @@ func TestErrorDetails(t *testing.T) {
 			client.ErrorDomain, client.ReasonBacklogLimit, client.ReasonBatchOverBacklogLimit,
 			rpc.ErrorDomain, rpc.ReasonBacklogLimit, rpc.ReasonBatchOverBacklogLimit)
 	}
-	if client.FieldViolations(errors.New("plain")) != nil || client.ErrorInfo(nil) != nil {
+	if client.FieldViolations(errors.New("plain")) != nil || client.ErrorInfo(nil) != nil || client.ErrorDetail(nil) != nil {
 		t.Error("details of an error that carries none are not nil")
 	}
 }

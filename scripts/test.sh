@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The project's test command (README "Quick start"; .ci/run calls it). It
 # installs what is missing (Debian's Chromium and promtool when run as root;
-# the Go tools pinned in tools/go.mod), then checks, in order:
+# the Go tools pinned in tools/go.mod; DuckDB from npm into tools/duckdb when
+# node is present), then checks, in order:
 #   generated code is fresh (scripts/generate.sh leaves `git status` clean),
 #   buf lint, buf format, buf breaking against the previous commit,
 #   gofmt, go vet, go test -race ./... (with the headless-browser test, and
@@ -67,6 +68,25 @@ step "build pinned tools" go build -modfile=tools/go.mod -o "$BIN/" \
 	github.com/bufbuild/buf/cmd/buf github.com/fullstorydev/grpcurl/cmd/grpcurl \
 	github.com/grpc-ecosystem/grpc-health-probe gotest.tools/gotestsum \
 	github.com/versity/versitygw/cmd/versitygw github.com/yannh/kubeconform/cmd/kubeconform
+
+# DuckDB from npm (tools/duckdb, pinned by its package-lock.json) for the
+# tests that read blocks with it through tools/duckdb/query.mjs; those tests
+# skip when it is missing. Installed only when node and npm are present, and
+# only when node_modules is older than the lock file.
+install_duckdb() {
+	local dir=tools/duckdb
+	if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+		echo "note: node or npm is missing; DuckDB ($dir) not installed, the tests that use it skip"
+		return 0
+	fi
+	if [ -f "$dir/node_modules/.package-lock.json" ] && [ "$dir/node_modules/.package-lock.json" -nt "$dir/package-lock.json" ]; then
+		echo "DuckDB ($dir/node_modules) is up to date"
+		return 0
+	fi
+	[ "${SKIP_INSTALL:-}" = 1 ] && { echo "note: SKIP_INSTALL=1: DuckDB ($dir) not installed"; return 0; }
+	npm ci --prefix "$dir" --no-audit --no-fund --loglevel=error >/dev/null
+}
+step "install DuckDB (npm)" install_duckdb
 
 fresh() {
 	scripts/generate.sh || return 1

@@ -6,7 +6,6 @@ import (
 	"crypto/subtle"
 	"encoding/base64"
 	"net/http"
-	"strings"
 	"time"
 )
 
@@ -28,17 +27,6 @@ func sessionValue(token string) string {
 	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
 }
 
-// tokenMatches compares a presented token with the configured one in
-// constant time (hashing first so that not even the length leaks).
-func (h *handler) tokenMatches(presented string) bool {
-	if h.cfg.Token == "" {
-		return false
-	}
-	a := sha256.Sum256([]byte(presented))
-	b := sha256.Sum256([]byte(h.cfg.Token))
-	return subtle.ConstantTimeCompare(a[:], b[:]) == 1
-}
-
 // authorized reports whether r may act (and read, with ProtectReads): no
 // token configured, a valid sign-in cookie, or a bearer token.
 func (h *handler) authorized(r *http.Request) bool {
@@ -50,10 +38,7 @@ func (h *handler) authorized(r *http.Request) bool {
 			return true
 		}
 	}
-	if a := r.Header.Get("Authorization"); len(a) > 7 && strings.EqualFold(a[:7], "bearer ") {
-		return h.tokenMatches(strings.TrimSpace(a[7:]))
-	}
-	return false
+	return h.token.CheckHeader(r.Header) == nil
 }
 
 // mayRead reports whether r may see pages.
@@ -81,7 +66,7 @@ func (h *handler) login(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, next, http.StatusSeeOther)
 		return
 	}
-	if !h.tokenMatches(r.PostForm.Get("token")) {
+	if !h.token.Matches(r.PostForm.Get("token")) {
 		h.log.Warn("sign-in refused", "remote", r.RemoteAddr)
 		h.renderLogin(w, r, http.StatusUnauthorized, next, "", "That token is not correct.")
 		return

@@ -39,8 +39,8 @@ func TestInBrowser(t *testing.T) {
 		t.Fatalf("load the dashboard: %v", err)
 	}
 	before, err := chromedp.Run(ctx, chromedp.AttributeValue(chromedp.CSS(row+" progress"), "value"))
-	if err != nil || before.Value != "333" {
-		t.Fatalf("progress before: %+v, %v; want 333", before, err)
+	if err != nil || before.Value != "450" {
+		t.Fatalf("progress before: %+v, %v; want 450", before, err)
 	}
 	screenshot(t, ctx, "dashboard-live-1280.png")
 
@@ -51,7 +51,9 @@ func TestInBrowser(t *testing.T) {
 	}
 	for i := range jobs {
 		if jobs[i].ID == webtest.RunningJob {
-			jobs[i].RecordsRead = 900
+			// Committing: no counter of its own, and an ETA the server
+			// cannot estimate, shown as unknown.
+			jobs[i].Phase, jobs[i].Fraction, jobs[i].ETA, jobs[i].ETAKnown = "committing", 0.95, 0, false
 		}
 	}
 	e.src.SetJobs(jobs)
@@ -61,8 +63,16 @@ func TestInBrowser(t *testing.T) {
 	if n := e.src.Tick(); n != 1 {
 		t.Fatalf("Tick reached %d subscribers, want the page's", n)
 	}
-	if err := chromedp.Do(ctx, chromedp.WaitVisible(chromedp.CSS(row+` progress[value="750"]`))); err != nil {
+	if err := chromedp.Do(ctx, chromedp.WaitVisible(chromedp.CSS(row+` progress[value="950"]`))); err != nil {
 		t.Fatalf("wait for the live update: %v", err)
+	}
+	phase, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(row+` [data-testid="job-phase"]`)))
+	if phase = strings.TrimSpace(phase); err != nil || phase != "committing" {
+		t.Errorf("phase after the update %q (%v), want committing", phase, err)
+	}
+	eta, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(row+` [data-testid="job-eta"]`)))
+	if eta = strings.TrimSpace(eta); err != nil || eta != "unknown" {
+		t.Errorf("ETA after the update %q (%v), want unknown", eta, err)
 	}
 	if same, err := chromedp.Run(ctx, chromedp.Evaluate[string](`window.__sameDocument`)); err != nil || same != "yes" {
 		t.Errorf("the page reloaded instead of updating in place (%q, %v)", same, err)

@@ -7,45 +7,6 @@ import (
 	"time"
 )
 
-func TestFmtDuration(t *testing.T) {
-	for d, want := range map[time.Duration]string{
-		-time.Second:            "0s",
-		0:                       "0s",
-		850 * time.Millisecond:  "850ms",
-		4200 * time.Millisecond: "4.2s",
-		9999 * time.Millisecond: "9.9s",
-		12 * time.Second:        "12s",
-		72 * time.Second:        "1m12s",
-		2 * time.Minute:         "2m",
-		2*time.Hour + 3*time.Minute + 4*time.Second:  "2h3m",
-		3*24*time.Hour + 4*time.Hour + 5*time.Minute: "3d4h",
-		59*time.Second + 600*time.Millisecond:        "1m",
-	} {
-		if got := fmtDuration(d); got != want {
-			t.Errorf("fmtDuration(%v) = %q, want %q", d, got, want)
-		}
-	}
-}
-
-func TestRelTime(t *testing.T) {
-	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
-	for d, want := range map[time.Duration]string{
-		0:                    "just now",
-		4 * time.Second:      "just now",
-		42 * time.Second:     "42s ago",
-		3 * time.Minute:      "3m ago",
-		5 * time.Hour:        "5h ago",
-		47 * time.Hour:       "47h ago",
-		49 * time.Hour:       "2d ago",
-		-90 * time.Second:    "in 1m",
-		-30 * 24 * time.Hour: "in 30d",
-	} {
-		if got := relTime(now, now.Add(-d)); got != want {
-			t.Errorf("relTime(now-%v) = %q, want %q", d, got, want)
-		}
-	}
-}
-
 func TestTimeViewIsUTC(t *testing.T) {
 	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 	zone := time.FixedZone("CET", 3600)
@@ -58,19 +19,6 @@ func TestTimeViewIsUTC(t *testing.T) {
 	}
 }
 
-func TestFmtCountAndBytes(t *testing.T) {
-	for n, want := range map[int64]string{0: "0", 999: "999", 1000: "1,000", 1234567: "1,234,567", -12345: "-12,345"} {
-		if got := fmtCount(n); got != want {
-			t.Errorf("fmtCount(%d) = %q, want %q", n, got, want)
-		}
-	}
-	for n, want := range map[int64]string{0: "0 B", 1023: "1023 B", 1536: "1.5 KiB", 1572864: "1.5 MiB", 5 << 40: "5.0 TiB"} {
-		if got := fmtBytes(n); got != want {
-			t.Errorf("fmtBytes(%d) = %q, want %q", n, got, want)
-		}
-	}
-}
-
 func TestTruncateAndFirstLine(t *testing.T) {
 	if got := truncate("héllo wörld", 6); got != "héllo…" {
 		t.Errorf("truncate = %q", got)
@@ -80,32 +28,6 @@ func TestTruncateAndFirstLine(t *testing.T) {
 	}
 	if got := firstLine("one\ntwo"); got != "one …" {
 		t.Errorf("firstLine = %q", got)
-	}
-}
-
-func TestProgressAndETA(t *testing.T) {
-	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
-	tests := []struct {
-		name                string
-		read, total         int64
-		elapsed             time.Duration
-		value, percent, eta string
-		known               bool
-	}{
-		{"a third in 72 s", 400, 1200, 72 * time.Second, "333", "33.3%", "2m24s", true},
-		{"half in 10 s", 50, 100, 10 * time.Second, "500", "50.0%", "10s", true},
-		{"nothing read yet", 0, 100, 10 * time.Second, "0", "0.0%", "—", true},
-		{"all read", 100, 100, 10 * time.Second, "1000", "100.0%", "0s", true},
-		{"read beyond the total", 150, 100, 10 * time.Second, "1000", "100.0%", "0s", true},
-		{"unknown total", 10, 0, 10 * time.Second, "", "", "—", false},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			p := newProgress(now, Job{StartedAt: now.Add(-tt.elapsed), RecordsRead: tt.read, RecordsTotal: tt.total})
-			if p.Known != tt.known || p.Value != tt.value || p.Percent != tt.percent || p.ETA != tt.eta {
-				t.Errorf("%+v, want value %s percent %s eta %s known %v", p, tt.value, tt.percent, tt.eta, tt.known)
-			}
-		})
 	}
 }
 

@@ -173,6 +173,10 @@ func (h *handler) dashboard(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, err)
 		return
 	}
+	if d.Succeeded, err = h.src.Jobs(ctx, JobQuery{States: []string{StateSucceeded}, Limit: throughputScanLimit}); err != nil {
+		h.fail(w, r, err)
+		return
+	}
 	if d.Collections, err = h.src.Collections(ctx); err != nil {
 		h.fail(w, r, err)
 		return

@@ -34,27 +34,32 @@ func TestDashboardShowsCountsRunningQueueAndHistory(t *testing.T) {
 	if got, want := attrs(running, "data-job-id"), []string{webtest.RunningUnknown, webtest.RunningJob}; !slices.Equal(got, want) {
 		t.Errorf("running rows %v, want %v (newest first)", got, want)
 	}
+	// The bar is the fraction of the whole job, the server's (all the log
+	// read is not the end of the job), with the phase and its counters.
 	known := running[1]
 	bar := known.One(t, "job-progress")
-	if v, _ := bar.Attr("value"); v != "333" {
-		t.Errorf("progress value %q, want 333 (of 1000)", v)
+	if v, _ := bar.Attr("value"); v != "450" {
+		t.Errorf("progress value %q, want 450 (of 1000)", v)
 	}
-	// 400 of 1,200 records in 72 s: two thirds left take 144 s.
+	if got := known.One(t, "job-phase").Text(); got != "writing blocks" {
+		t.Errorf("phase %q, want writing blocks", got)
+	}
 	if got := known.One(t, "job-eta").Text(); got != "2m24s" {
 		t.Errorf("ETA %q, want 2m24s", got)
 	}
 	if got := known.One(t, "job-elapsed").Text(); got != "1m12s" {
 		t.Errorf("elapsed %q, want 1m12s", got)
 	}
-	if !strings.Contains(known.Text(), "33.3% · 400 / 1,200 records") {
+	if !strings.Contains(known.Text(), "44.9% · 1,200 / 1,200 records · 2 / 6 blocks") {
 		t.Errorf("running row text %q lacks the progress figures", known.Text())
 	}
+	// An ETA the server cannot estimate is unknown, never 0.
 	unknown := running[0]
-	if _, ok := unknown.One(t, "job-progress").Attr("value"); ok {
-		t.Error("a job without a known total has a determinate progress bar")
+	if got := unknown.One(t, "job-phase").Text(); got != "reading log" {
+		t.Errorf("phase %q, want reading log", got)
 	}
-	if got := unknown.One(t, "job-eta").Text(); got != "—" {
-		t.Errorf("ETA without a total %q, want —", got)
+	if got := unknown.One(t, "job-eta").Text(); got != "unknown" {
+		t.Errorf("ETA not estimated yet %q, want unknown", got)
 	}
 
 	// The queue in the Source's run order.
@@ -197,11 +202,12 @@ func TestDashboardHistoryFilters(t *testing.T) {
 			if tt.wantRows == nil {
 				p.One(t, "history-empty")
 			}
-			// The history query is the second of the dashboard's three
-			// (running, history, failed; the queue has its own call).
+			// The history query is the second of the dashboard's four
+			// (running, history, failed, succeeded for the throughput
+			// chart; the queue has its own call).
 			qs := e.src.Queries()
-			if len(qs) != 3 {
-				t.Fatalf("%d job queries, want 3", len(qs))
+			if len(qs) != 4 {
+				t.Fatalf("%d job queries, want 4", len(qs))
 			}
 			if got := qs[1]; fmt.Sprint(got) != fmt.Sprint(tt.wantQuery) {
 				t.Errorf("history query %+v, want %+v", got, tt.wantQuery)
@@ -340,7 +346,7 @@ func TestJobPageShowsEveryField(t *testing.T) {
 		"wait":            "8.0s",
 		"duration":        "1m12s",
 		"offsets":         "(60,000, 61,200]",
-		"records_read":    "400 of 1,200",
+		"records_read":    "1,200 of 1,200",
 		"records_written": "0",
 		"bytes_written":   "0 B",
 		"version":         "12 → —",
@@ -537,5 +543,44 @@ func TestNewHandlerValidatesConfig(t *testing.T) {
 	}
 	if _, err := web.NewHandler(src, web.Config{TrustedOrigins: []string{"https://ops.example.com"}}); err != nil {
 		t.Errorf("NewHandler refused a trusted origin: %v", err)
+	}
+}
+
+// TestStorageFiguresAndThroughput: the collections list and a collection's
+// page show the current version's bytes and blocks and the versions kept;
+// the dashboard and the collection page chart the bytes compactions wrote
+// per minute in the last hour (the fixture's success, 1.5 MiB, 19 min ago).
+func TestStorageFiguresAndThroughput(t *testing.T) {
+	e := newEnv(t, web.Config{})
+	list := e.get("/collections").page(t)
+	var row *node
+	for _, r := range list.ByTestID("collection-row") {
+		if id, _ := r.Attr("data-collection-id"); id == webtest.Orders {
+			row = r
+		}
+	}
+	if row == nil {
+		t.Fatal("no row of the orders collection")
+	}
+	for id, want := range map[string]string{"collection-segment-bytes": "8.2 MiB", "collection-blocks": "13", "collection-versions": "3"} {
+		if got := row.One(t, id).Text(); got != want {
+			t.Errorf("list %s = %q, want %q", id, got, want)
+		}
+	}
+	page := e.get("/collections/" + webtest.Orders).page(t)
+	fields := map[string]string{}
+	for _, dd := range page.One(t, "collection-fields").ByTag("dd") {
+		fields[dd.Attrs["data-field"]] = dd.Text()
+	}
+	for k, want := range map[string]string{"segment_bytes": "8.2 MiB", "blocks": "13", "versions_kept": "3"} {
+		if !strings.Contains(fields[k], want) {
+			t.Errorf("collection field %s = %q, want %q", k, fields[k], want)
+		}
+	}
+	for _, p := range []*node{page, e.get("/").page(t)} {
+		chart := p.One(t, "chart-throughput")
+		if bars := chart.ByTag("rect"); len(bars) != 1 || !strings.Contains(bars[0].Text(), "1.5 MiB") {
+			t.Errorf("throughput chart: %d bars (%v), want one of 1.5 MiB", len(bars), chart.Text())
+		}
 	}
 }

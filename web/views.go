@@ -2,6 +2,7 @@ package web
 
 import (
 	"cmp"
+	"math"
 	"net/url"
 	"slices"
 	"strconv"
@@ -113,7 +114,7 @@ type jobRow struct {
 	Wait           string // time queued (so far, for a queued job)
 	RecordsRead    string
 	RecordsWritten string
-	Progress       progressView
+	Progress       runProgress
 	Cancelable     bool
 	CancelURL      string
 }
@@ -167,9 +168,55 @@ func newJobRow(now time.Time, j Job, names map[string]string) jobRow {
 		r.Wait = fmtDuration(j.FinishedAt.Sub(j.CreatedAt)) // cancelled while queued
 	}
 	if j.State == StateRunning {
-		r.Progress = newProgress(now, j)
+		r.Progress = newRunProgress(now, j)
 	}
 	return r
+}
+
+// runProgress is a running job's progress as the page shows it: its phase,
+// the fraction of the whole job (every phase counts, so the bar reaches 100%
+// only when the job ends), counters, and the ETA the server estimated.
+type runProgress struct {
+	Phase   string // "writing blocks"; "starting" before the first report
+	Value   string // for <progress max="1000" value>, per mille
+	Percent string // "34.5%"
+	Text    string // "3,450 / 10,000 records · 2 / 4 blocks"
+	Elapsed string // "1m12s"
+	// ETA is "2m17s", or "unknown" when the server cannot estimate it
+	// yet (never "0s" while the job runs).
+	ETA      string
+	ETAKnown bool
+}
+
+// etaUnknown is the ETA text of a job whose ETA cannot be estimated.
+const etaUnknown = "unknown"
+
+func newRunProgress(now time.Time, j Job) runProgress {
+	f := math.Max(0, math.Min(1, j.Fraction))
+	p := runProgress{
+		Phase:   cmp.Or(j.Phase, "starting"),
+		Value:   strconv.Itoa(int(math.Round(f * 1000))),
+		Percent: strconv.FormatFloat(math.Floor(f*1000)/10, 'f', 1, 64) + "%",
+		Elapsed: dash,
+		ETA:     etaUnknown,
+	}
+	if !j.StartedAt.IsZero() {
+		p.Elapsed = fmtDuration(now.Sub(j.StartedAt))
+	}
+	if j.ETAKnown && j.ETA > 0 {
+		p.ETA, p.ETAKnown = fmtDuration(max(j.ETA, time.Second).Round(time.Second)), true
+	}
+	var parts []string
+	if j.RecordsTotal > 0 {
+		parts = append(parts, fmtCount(j.RecordsRead)+" / "+fmtCount(j.RecordsTotal)+" records")
+	} else if j.RecordsRead > 0 {
+		parts = append(parts, fmtCount(j.RecordsRead)+" records read")
+	}
+	if j.BlocksTotal > 0 {
+		parts = append(parts, fmtCount(j.BlocksWritten)+" / "+fmtCount(j.BlocksTotal)+" blocks")
+	}
+	p.Text = strings.Join(parts, " · ")
+	return p
 }
 
 func jobRows(now time.Time, jobs []Job, names map[string]string) []jobRow {
@@ -195,6 +242,7 @@ const (
 	maxHistoryLimit     = 500
 	failedWindow        = 24 * time.Hour
 	failedScanLimit     = 1000
+	throughputScanLimit = 1000 // succeeded jobs read for the throughput chart (its last hour)
 	queueShown          = 50
 	backlogShown        = 10
 )
@@ -263,6 +311,7 @@ type dashboardData struct {
 	Controls    Controls
 	History     []Job
 	Failed      []Job // most recent failed jobs, up to failedScanLimit
+	Succeeded   []Job // most recent succeeded jobs, up to throughputScanLimit
 	Collections []Collection
 	Filter      dashboardFilter
 	Act         actView
@@ -280,6 +329,7 @@ type dashboardView struct {
 	Filter       filterView
 	DeadLettered []collectionItem
 	Backlogs     []collectionItem
+	Throughput   chartView
 	Act          actView
 }
 
@@ -351,6 +401,7 @@ func buildDashboard(now time.Time, d dashboardData) dashboardView {
 	v := dashboardView{Act: d.Act}
 
 	v.Running = jobRows(now, d.Running, names)
+	v.Throughput = throughputChart(now, d.Succeeded)
 
 	queued := d.Queued // in run order, as the Source claims them
 	if len(queued) > queueShown {
@@ -495,6 +546,9 @@ type collectionRow struct {
 	Oldest           timeView
 	LastCompacted    timeView
 	Created          timeView
+	SegmentBytes     string // "1.5 MiB"
+	Blocks           string
+	VersionsKept     string
 }
 
 func newCollectionRow(now time.Time, c Collection) collectionRow {
@@ -513,6 +567,9 @@ func newCollectionRow(now time.Time, c Collection) collectionRow {
 		Oldest:           newTimeView(now, c.OldestUncompactedAt),
 		LastCompacted:    newTimeView(now, c.LastCompactedAt),
 		Created:          newTimeView(now, c.CreatedAt),
+		SegmentBytes:     fmtBytes(c.SegmentBytes),
+		Blocks:           fmtCount(int64(c.BlockCount)),
+		VersionsKept:     strconv.Itoa(c.VersionsKept),
 	}
 }
 
@@ -576,6 +633,9 @@ func buildCollections(now time.Time, cs []Collection, s collectionSort) collecti
 		{"Backlog", "backlog", true},
 		{"Records", "records", true},
 		{"Version", "", true},
+		{"Segment size", "", true},
+		{"Blocks", "", true},
+		{"Versions kept", "", true},
 		{"Dim", "", true},
 		{"Failures", "", true},
 		{"Oldest uncompacted", "", false},
@@ -701,6 +761,7 @@ type collectionView struct {
 	Jobs       []jobRow
 	Durations  chartView
 	Backlog    chartView
+	Throughput chartView
 	Act        actView
 	CompactURL string
 	JobsURL    string
@@ -731,6 +792,9 @@ func buildCollection(now time.Time, c Collection, jobs []Job, history []Point, a
 			timeField("oldest_uncompacted", "Oldest uncompacted", row.Oldest),
 			{Key: "records", Label: "Records", Value: row.Records},
 			{Key: "version", Label: "Segment version", Value: row.Version},
+			{Key: "segment_bytes", Label: "Segment size", Value: row.SegmentBytes},
+			{Key: "blocks", Label: "Blocks", Value: row.Blocks},
+			{Key: "versions_kept", Label: "Versions kept", Value: row.VersionsKept},
 			{Key: "log_position", Label: "Log position", Value: row.LogPosition},
 			{Key: "compaction_offset", Label: "Compaction offset", Value: row.CompactionOffset},
 			{Key: "failures", Label: "Consecutive failures", Value: row.Failures},
@@ -741,9 +805,10 @@ func buildCollection(now time.Time, c Collection, jobs []Job, history []Point, a
 			timeField("last_compacted", "Last compacted", row.LastCompacted),
 			timeField("created", "Created", row.Created),
 		},
-		Jobs:      jobRows(now, jobs, names),
-		Durations: durationChart(jobs),
-		Backlog:   backlogChart(history),
+		Jobs:       jobRows(now, jobs, names),
+		Durations:  durationChart(jobs),
+		Backlog:    backlogChart(history),
+		Throughput: throughputChart(now, jobs),
 	}
 }
 

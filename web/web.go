@@ -55,6 +55,8 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+
+	"github.com/compactorhq/compactor/internal/bearer"
 )
 
 // Job states and triggers, as the Source reports them.
@@ -100,10 +102,19 @@ type Job struct {
 	OffsetEnd      int64
 	RecordsRead    int64 // progress: records read so far …
 	RecordsTotal   int64 // … of this many (0: unknown)
-	RecordsWritten int64
-	BytesWritten   int64
-	VersionBefore  int64
-	VersionAfter   int64
+	// Progress of a running job: its phase ("reading log", "materializing",
+	// "writing blocks", "committing"), the fraction of the whole job done
+	// (0 to 1), the time left (meaningful only when ETAKnown) and the
+	// blocks written of BlocksTotal (0: not known yet).
+	Phase                      string
+	Fraction                   float64
+	ETA                        time.Duration
+	ETAKnown                   bool
+	BlocksWritten, BlocksTotal int64
+	RecordsWritten             int64
+	BytesWritten               int64
+	VersionBefore              int64
+	VersionAfter               int64
 }
 
 // Collection is a collection as the page shows it.
@@ -130,6 +141,12 @@ type Collection struct {
 	// Its overrides of the scheduler's thresholds; 0: the server's.
 	MinCompactionSize int64
 	MaxUncompactedAge time.Duration
+	// Storage: the bytes and blocks of the current segment version, and
+	// the versions whose blobs are kept (the current one, those retained
+	// for readers, and retired ones until GC deletes them).
+	SegmentBytes int64
+	BlockCount   int
+	VersionsKept int
 }
 
 // Controls are the operators' global controls of automatic compaction.
@@ -312,7 +329,8 @@ type handler struct {
 	src     Source
 	cfg     Config
 	log     *slog.Logger
-	session string // expected sign-in cookie value; "" without a token
+	session string       // expected sign-in cookie value; "" without a token
+	token   bearer.Token // the check the RPC API uses too
 	static  *staticFiles
 	streams atomic.Int64
 }
@@ -340,6 +358,7 @@ func NewHandler(src Source, cfg Config) (http.Handler, error) {
 	}
 	if cfg.Token != "" {
 		h.session = sessionValue(cfg.Token)
+		h.token = bearer.New(cfg.Token)
 	}
 
 	mux := http.NewServeMux()

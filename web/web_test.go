@@ -1,7 +1,6 @@
 package web_test
 
 import (
-	"bytes"
 	"flag"
 	"io"
 	"log/slog"
@@ -11,45 +10,27 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/compactorhq/compactor/internal/testutil"
 	"github.com/compactorhq/compactor/web"
 	"github.com/compactorhq/compactor/web/webtest"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/*.golden from the current output")
 
-// syncBuffer is a log sink safe for the handler's concurrent writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // env is a handler over the fixture Source with a fixed clock.
 type env struct {
 	t    *testing.T
 	src  *webtest.Source
 	h    http.Handler
-	logs *syncBuffer
+	logs *testutil.SyncBuffer
 }
 
 func newEnv(t *testing.T, cfg web.Config) *env {
 	t.Helper()
-	e := &env{t: t, src: webtest.Fixture(), logs: &syncBuffer{}}
+	e := &env{t: t, src: webtest.Fixture(), logs: &testutil.SyncBuffer{}}
 	if cfg.Now == nil {
 		cfg.Now = func() time.Time { return webtest.Now }
 	}

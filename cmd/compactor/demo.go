@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"strings"
 	"time"
@@ -14,14 +15,16 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/compactorhq/compactor"
+	"github.com/compactorhq/compactor/client"
 	compactorv1 "github.com/compactorhq/compactor/gen/compactor/v1"
+	"github.com/compactorhq/compactor/internal/cli"
 	"github.com/compactorhq/compactor/internal/server"
 )
 
 // demoCollection is the name of the collection the demo loads.
 const demoCollection = "debian-bookworm"
 
-func newDemoCmd(g *globals) *cobra.Command {
+func newDemoCmd(s cli.Streams) *cobra.Command {
 	cfg := server.DefaultConfig()
 	var logs logConfig
 	var dataDir string
@@ -37,7 +40,7 @@ page URL and how to call the API with the CLI, buf curl, grpcurl and curl, and
 keep serving with the scheduler running until Ctrl-C.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			logger, err := logs.logger(g.stderr)
+			logger, err := logs.logger(s.Err)
 			if err != nil {
 				return err
 			}
@@ -50,7 +53,7 @@ keep serving with the scheduler running until Ctrl-C.`,
 			if err := cfg.Validate(); err != nil {
 				return err
 			}
-			return demo(cmd.Context(), g, cfg, logger, exitAfterLoad)
+			return demo(cmd.Context(), s, cfg, logger, exitAfterLoad)
 		},
 	}
 	fs := cmd.Flags()
@@ -64,7 +67,7 @@ keep serving with the scheduler running until Ctrl-C.`,
 }
 
 // demo serves until ctx ends, loading the sample once the server is up.
-func demo(ctx context.Context, g *globals, cfg server.Config, logger *slog.Logger, exitAfterLoad bool) error {
+func demo(ctx context.Context, s cli.Streams, cfg server.Config, logger *slog.Logger, exitAfterLoad bool) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	ready := make(chan net.Addr, 1)
@@ -80,10 +83,10 @@ func demo(ctx context.Context, g *globals, cfg server.Config, logger *slog.Logge
 		return err
 	}
 	base := "http://" + addr.String()
-	out := g.stdout
+	out := s.Out
 	fmt.Fprintf(out, "compactor demo: serving on %s with data in %s\n\n", base, cfg.DataDir)
 
-	id, err := loadSample(ctx, g, base)
+	id, err := loadSample(ctx, s, base)
 	if err != nil {
 		cancel()
 		<-served
@@ -106,9 +109,10 @@ func demo(ctx context.Context, g *globals, cfg server.Config, logger *slog.Logge
 }
 
 // loadSample creates the collection and drives the load with the CLI's own
-// commands, so its output is what an operator would see.
-func loadSample(ctx context.Context, g *globals, base string) (string, error) {
-	cli := func(stdin io.Reader, args ...string) error {
+// commands, so its output is what an operator would see; they name the
+// collection by its name.
+func loadSample(ctx context.Context, s cli.Streams, base string) (string, error) {
+	run := func(stdin io.Reader, args ...string) error {
 		shown := make([]string, len(args))
 		for i, a := range args {
 			shown[i] = a
@@ -116,23 +120,20 @@ func loadSample(ctx context.Context, g *globals, base string) (string, error) {
 				shown[i] = "'" + a + "'"
 			}
 		}
-		fmt.Fprintf(g.stdout, "\n$ compactor %s\n", strings.Join(shown, " "))
-		return run(ctx, append([]string{"--addr", base}, args...), stdin, g.stdout, g.stderr)
+		fmt.Fprintf(s.Out, "\n$ compactor %s\n", strings.Join(shown, " "))
+		return cli.Execute(ctx, newRoot(cli.Streams{In: stdin, Out: s.Out, Err: s.Err}), append(args, "--addr", base), cli.Streams{In: stdin, Out: s.Out, Err: s.Err})
 	}
-	c, err := (&globals{addr: base, protocol: "connect", output: "table"}).connect()
-	if err != nil {
-		return "", err
-	}
-	res, err := c.collection.CreateCollection(ctx, connect.NewRequest(&compactorv1.CreateCollectionRequest{Name: demoCollection, Dimension: 64}))
+	c := client.New(http.DefaultClient, base)
+	res, err := c.Collections.CreateCollection(ctx, connect.NewRequest(&compactorv1.CreateCollectionRequest{Name: demoCollection, Dimension: 64}))
 	if connect.CodeOf(err) == connect.CodeAlreadyExists {
 		// A kept data directory: serve what it holds.
-		list, lerr := c.collection.ListCollections(ctx, connect.NewRequest(&compactorv1.ListCollectionsRequest{PageSize: 1000}))
+		list, lerr := c.Collections.ListCollections(ctx, connect.NewRequest(&compactorv1.ListCollectionsRequest{PageSize: 1000}))
 		if lerr != nil {
 			return "", fmt.Errorf("list collections: %w", lerr)
 		}
 		for _, coll := range list.Msg.GetCollections() {
 			if coll.GetName() == demoCollection {
-				fmt.Fprintf(g.stdout, "collection %s (%s) is already loaded in this data directory: serving it as it is\n",
+				fmt.Fprintf(s.Out, "collection %s (%s) is already loaded in this data directory: serving it as it is\n",
 					demoCollection, coll.GetId())
 				return coll.GetId(), nil
 			}
@@ -142,25 +143,25 @@ func loadSample(ctx context.Context, g *globals, base string) (string, error) {
 		return "", fmt.Errorf("create collection %s: %w", demoCollection, err)
 	}
 	id := res.Msg.GetCollection().GetId()
-	fmt.Fprintf(g.stdout, "created collection %s (%s)\n", demoCollection, id)
+	fmt.Fprintf(s.Out, "created collection %s (%s)\n", demoCollection, id)
 	steps := []struct {
 		stdin io.Reader
 		args  []string
 	}{
-		{strings.NewReader(compactor.SampleBase), []string{"push", "--collection", id, "--op", "add", "debian-base.jsonl.gz"}},
-		{nil, []string{"compact", id, "--reason", "demo: base load", "--wait"}},
-		{strings.NewReader(compactor.SampleUpdates), []string{"push", "--collection", id, "--op", "upsert", "debian-updates.jsonl.gz"}},
-		{nil, []string{"compact", id, "--reason", "demo: security and point updates", "--wait"}},
-		{nil, []string{"get", "--collection", id, "0ad", "aide"}},
+		{strings.NewReader(compactor.SampleBase), []string{"push", "--collection", demoCollection, "--op", "add", "debian-base.jsonl.gz"}},
+		{nil, []string{"compact", demoCollection, "--reason", "demo: base load", "--wait"}},
+		{strings.NewReader(compactor.SampleUpdates), []string{"push", "--collection", demoCollection, "--op", "upsert", "debian-updates.jsonl.gz"}},
+		{nil, []string{"compact", demoCollection, "--reason", "demo: security and point updates", "--wait"}},
+		{nil, []string{"get", "--collection", demoCollection, "0ad", "aide"}},
 	}
-	for _, s := range steps {
-		args := s.args
-		if s.stdin != nil {
+	for _, st := range steps {
+		args := st.args
+		if st.stdin != nil {
 			// The sample is embedded: read it from stdin, shown as its name.
 			args = append(args[:len(args)-1:len(args)-1], "-")
 		}
-		if err := cli(s.stdin, args...); err != nil {
-			return "", fmt.Errorf("demo step %q: %w", strings.Join(s.args, " "), err)
+		if err := run(st.stdin, args...); err != nil {
+			return "", fmt.Errorf("demo step %q: %w", strings.Join(st.args, " "), err)
 		}
 	}
 	return id, nil
@@ -178,11 +179,11 @@ Metrics:      %[1]s/metrics
 Try it (from the repository root, in another terminal):
   %[4]s collections
   %[4]s jobs
-  %[4]s get --collection %[3]s aide
+  %[4]s get --collection %[5]s aide
   %[4]s compact --all --wait
   go tool -modfile=tools/go.mod buf curl --protocol grpc --http2-prior-knowledge %[1]s/compactor.v1.CollectionService/ListCollections
   go tool -modfile=tools/go.mod grpcurl -plaintext %[2]s list
   go tool -modfile=tools/go.mod grpcurl -plaintext -d '{"all": true, "reason": "from grpcurl"}' %[2]s compactor.v1.CompactionService/Compact
   curl -s -H 'Content-Type: application/json' -d '{}' %[1]s/compactor.v1.CompactionService/ListCompactions
-`, base, hostport, id, cli)
+`, base, hostport, id, cli, demoCollection)
 }

@@ -6,14 +6,12 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"net/http"
-	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
 	"github.com/compactorhq/compactor/internal/catalog"
+	"github.com/compactorhq/compactor/internal/cli"
 	"github.com/compactorhq/compactor/internal/server"
 )
 
@@ -45,7 +43,7 @@ func (l *logConfig) logger(w io.Writer) (*slog.Logger, error) {
 	return nil, fmt.Errorf("--log-format %q: want json or text", l.format)
 }
 
-func newServeCmd(g *globals) *cobra.Command {
+func newServeCmd(s cli.Streams) *cobra.Command {
 	cfg := server.DefaultConfig()
 	var logs logConfig
 	cmd := &cobra.Command{
@@ -59,7 +57,7 @@ one on the same catalog is refused. Every flag falls back to
 the environment variable COMPACTOR_<FLAG> (e.g. COMPACTOR_LISTEN).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			logger, err := logs.logger(g.stderr)
+			logger, err := logs.logger(s.Err)
 			if err != nil {
 				return err
 			}
@@ -89,41 +87,9 @@ func serve(ctx context.Context, cfg server.Config, logger *slog.Logger, started 
 	return app.Run(ctx, nil, func(addr net.Addr) {
 		logger.Info("serving", "addr", addr.String(), "data_dir", cfg.DataDir,
 			"catalog", catalog.RedactLocation(cfg.CatalogDSN), "blob_url", cfg.BlobURL,
-			"auth", cfg.Token != "")
+			"auth", app.TokenRequired())
 		if started != nil {
 			started(app, addr)
 		}
 	})
-}
-
-func newHealthcheckCmd(g *globals) *cobra.Command {
-	return &cobra.Command{
-		Use:   "healthcheck",
-		Short: "Exit 0 when the server at --addr is ready (GET /readyz), 1 otherwise",
-		Long: `Exit 0 when the server at --addr answers GET /readyz with 200, 1 otherwise.
-For container health checks: it needs no shell or curl.`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			base := g.addr
-			if !strings.Contains(base, "://") {
-				base = "http://" + base
-			}
-			ctx, cancel := context.WithTimeout(cmd.Context(), min(g.timeout, 5*time.Second))
-			defer cancel()
-			req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(base, "/")+"/readyz", nil)
-			if err != nil {
-				return err
-			}
-			res, err := http.DefaultClient.Do(req)
-			if err != nil {
-				return fmt.Errorf("not ready: %w", err)
-			}
-			defer res.Body.Close()
-			if res.StatusCode != http.StatusOK {
-				return fmt.Errorf("not ready: %s answered %s", base, res.Status)
-			}
-			fmt.Fprintln(g.stdout, "ready")
-			return nil
-		},
-	}
 }

@@ -184,6 +184,8 @@ type Version struct {
 	ManifestKey      string
 	CompactionOffset int64
 	RecordCount      int64
+	SegmentBytes     int64 // bytes of its blocks (0 for versions committed before this was recorded)
+	BlockCount       int   // blocks its manifest lists (likewise)
 	CreatedAt        time.Time
 	// RetiredAt is when GC found the version outside the retained set
 	// (beyond the newest versions kept, and not current); zero while it is
@@ -239,13 +241,16 @@ const (
 type Job struct {
 	ID           string // UUID
 	CollectionID string
-	Trigger      Trigger
-	State        JobState
-	Reason       string // operator's text for one-offs; scheduler's reason otherwise
-	Attempt      int    // 1 for a first try; n for the n-th consecutive try after failures
-	CreatedAt    time.Time
-	StartedAt    time.Time // zero until RUNNING
-	FinishedAt   time.Time // zero until terminal
+	// CollectionName is the collection's name as read with the job (a join,
+	// not a column of the job row); "" once the collection is deleted.
+	CollectionName string
+	Trigger        Trigger
+	State          JobState
+	Reason         string // operator's text for one-offs; scheduler's reason otherwise
+	Attempt        int    // 1 for a first try; n for the n-th consecutive try after failures
+	CreatedAt      time.Time
+	StartedAt      time.Time // zero until RUNNING
+	FinishedAt     time.Time // zero until terminal
 	// Log offsets covered: (OffsetStart, OffsetEnd]. Both zero until known.
 	OffsetStart    int64
 	OffsetEnd      int64
@@ -311,6 +316,8 @@ type Commit struct {
 	ManifestKey      string // blob key of the new version's manifest
 	CompactionOffset int64  // new compaction offset: >= the current one, <= the log position
 	RecordCount      int64  // records in the new version
+	SegmentBytes     int64  // bytes of the new version's blocks
+	BlockCount       int    // blocks the new version's manifest lists
 	// Job, when non-nil, is written in the same transaction (typically in
 	// state SUCCEEDED with its figures), so a committed compaction and its
 	// finished job are never seen apart.

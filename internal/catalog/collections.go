@@ -54,7 +54,14 @@ func scanCollection(s scanner) (Collection, error) {
 // queryCollection reads one collection through q (a transaction or a pool);
 // ErrNotFound when there is no such id.
 func (c *Catalog) queryCollection(ctx context.Context, q querier, id string) (Collection, error) {
-	col, err := scanCollection(q.QueryRowContext(ctx, c.d.q(`SELECT `+collectionColumns+` FROM collections c WHERE c.id = ?`), id))
+	const query = `SELECT ` + collectionColumns + ` FROM collections c WHERE c.id = ?`
+	var row *sql.Row
+	if q == querier(c.r) {
+		row = c.readRow(ctx, query, id)
+	} else {
+		row = q.QueryRowContext(ctx, c.d.q(query), id)
+	}
+	col, err := scanCollection(row)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Collection{}, ErrNotFound
 	}
@@ -144,6 +151,47 @@ func (c *Catalog) ListCollections(ctx context.Context) ([]Collection, error) {
 		return nil, c.wrap(err, "list collections")
 	}
 	return cols, nil
+}
+
+// ListCollectionsPage returns up to limit collections (1..10,000) whose
+// names sort after after ("" for the first page), ordered by name: the
+// page is cut in SQL (a cursor on the unique name), so its cost follows
+// the page, not the number of collections. Errors: ErrInvalidArgument (limit
+// out of range), ErrUnavailable.
+func (c *Catalog) ListCollectionsPage(ctx context.Context, after string, limit int) ([]Collection, error) {
+	if limit <= 0 || limit > maxListCollections {
+		return nil, fmt.Errorf("list collections: page of %d, outside 1..%d: %w", limit, maxListCollections, ErrInvalidArgument)
+	}
+	rows, err := c.readQuery(ctx, `SELECT `+collectionColumns+` FROM collections c WHERE c.name > ? ORDER BY c.name LIMIT ?`, after, limit)
+	if err != nil {
+		return nil, c.wrap(err, "list collections after %q", after)
+	}
+	defer rows.Close()
+	cols := make([]Collection, 0, limit)
+	for rows.Next() {
+		col, err := scanCollection(rows)
+		if err != nil {
+			return nil, c.wrap(err, "list collections after %q", after)
+		}
+		cols = append(cols, col)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, c.wrap(err, "list collections after %q", after)
+	}
+	return cols, nil
+}
+
+// maxListCollections bounds a page of ListCollectionsPage.
+const maxListCollections = 10_000
+
+// CountPausedCollections returns the number of collections whose automatic
+// compaction is paused, counted in SQL.
+func (c *Catalog) CountPausedCollections(ctx context.Context) (int, error) {
+	var n int
+	if err := c.r.QueryRowContext(ctx, `SELECT COUNT(*) FROM collections WHERE paused_at IS NOT NULL`).Scan(&n); err != nil {
+		return 0, c.wrap(err, "count paused collections")
+	}
+	return n, nil
 }
 
 // DeleteCollection deletes a collection with its log rows, versions and jobs,

@@ -40,7 +40,7 @@ func TestCommitCompactionCommitsEverythingAtOnce(t *testing.T) {
 		done.OffsetStart, done.OffsetEnd, done.RecordsRead, done.RecordsWritten, done.BytesWritten = 0, 6, 6, 5, 4096
 		done.VersionBefore, done.VersionAfter, done.Note = 0, 1, "compacted"
 		cm := catalog.Commit{CollectionID: col.ID, BaseVersion: 0, NewVersion: 1, ManifestKey: "collections/x/v1.json",
-			CompactionOffset: 6, RecordCount: 5, Job: &done}
+			CompactionOffset: 6, RecordCount: 5, SegmentBytes: 8192, BlockCount: 2, Job: &done}
 		if err := c.CommitCompaction(ctx, cm); err != nil {
 			t.Fatalf("CommitCompaction: %v", err)
 		}
@@ -55,15 +55,25 @@ func TestCommitCompactionCommitsEverythingAtOnce(t *testing.T) {
 			t.Error("oldest uncompacted time lost with records 7..10 left")
 		}
 		equal(t, "log after commit", offsets(mustReadLog(t, c, col.ID, 0, math.MaxInt64, 0)), span(7, 10))
+		// The commit left rows 1..6 in the table, unread; the purge removes
+		// them, and only them, once.
+		if n, err := c.PurgeLog(ctx, col.ID); err != nil || n != 6 {
+			t.Fatalf("PurgeLog: %d rows, %v; want 6", n, err)
+		}
+		if n, err := c.PurgeLog(ctx, col.ID); err != nil || n != 0 {
+			t.Fatalf("second PurgeLog: %d rows, %v; want 0", n, err)
+		}
+		equal(t, "log after purge", offsets(mustReadLog(t, c, col.ID, 0, math.MaxInt64, 0)), span(7, 10))
 		versions, err := c.ListVersions(ctx, col.ID)
 		if err != nil {
 			t.Fatal(err)
 		}
-		equal(t, "versions", versions, []catalog.Version{{CollectionID: col.ID, Version: 1, ManifestKey: cm.ManifestKey, CompactionOffset: 6, RecordCount: 5, CreatedAt: now}})
+		equal(t, "versions", versions, []catalog.Version{{CollectionID: col.ID, Version: 1, ManifestKey: cm.ManifestKey, CompactionOffset: 6, RecordCount: 5, SegmentBytes: 8192, BlockCount: 2, CreatedAt: now}})
 		stored, err := c.GetJob(ctx, job.ID)
 		if err != nil {
 			t.Fatal(err)
 		}
+		done.CollectionName = col.Name // read with the job
 		equal(t, "job", stored, done)
 
 		// Committing with nothing new (same offset) and no job is allowed.

@@ -103,6 +103,13 @@ func openDialect(ctx context.Context, cfg Config, d *dialect) (*Catalog, error) 
 			logger.WarnContext(ctx, "purge log rows of deleted collections; retried at the next delete or start", "err", err)
 		}
 	}
+	// Index the log rows appended before record_id existed (tail.go);
+	// reads decode the rows left unfilled, so a failure only slows them.
+	if n, err := c.backfillRecordIDs(ctx); err != nil {
+		logger.WarnContext(ctx, "fill record ids of log rows; retried at the next start", "filled", n, "err", err)
+	} else if n > 0 {
+		logger.InfoContext(ctx, "record ids of log rows filled", "rows", n)
+	}
 	return c, nil
 }
 

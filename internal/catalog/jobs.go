@@ -22,23 +22,40 @@ const jobColumns = `id, collection_id, trigger_type, state, reason, attempt, cre
 	offset_start, offset_end, records_read, records_written, bytes_written, version_before, version_after,
 	error_text, note, node, continues,
 	priority, oldest_at, lease_owner, lease_expires_at, cancel_requested,
-	progress_phase, progress_read, progress_total, progress_bytes, progress_at`
+	progress_phase, progress_read, progress_total, progress_bytes, progress_at,
+	progress_fraction, progress_eta_ms, progress_blocks_written, progress_blocks_total`
+
+// jobReadColumns selects a job row (table alias j) in the order scanJob
+// reads it: jobColumns, then the name of the job's collection, joined in
+// the query ("" once the collection is deleted), so that a listing of jobs
+// with names is one query.
+const jobReadColumns = `j.id, j.collection_id, j.trigger_type, j.state, j.reason, j.attempt, j.created_at, j.started_at, j.finished_at,
+	j.offset_start, j.offset_end, j.records_read, j.records_written, j.bytes_written, j.version_before, j.version_after,
+	j.error_text, j.note, j.node, j.continues,
+	j.priority, j.oldest_at, j.lease_owner, j.lease_expires_at, j.cancel_requested,
+	j.progress_phase, j.progress_read, j.progress_total, j.progress_bytes, j.progress_at,
+	j.progress_fraction, j.progress_eta_ms, j.progress_blocks_written, j.progress_blocks_total,
+	COALESCE((SELECT cn.name FROM collections cn WHERE cn.id = j.collection_id), '')`
 
 func scanJob(s scanner) (Job, error) {
 	var (
 		j                Job
 		createdAt        int64
 		priority, cancel int
+		eta              sql.NullInt64
 	)
 	err := s.Scan(&j.ID, &j.CollectionID, &j.Trigger, &j.State, &j.Reason, &j.Attempt, &createdAt,
 		msTime{&j.StartedAt}, msTime{&j.FinishedAt},
 		&j.OffsetStart, &j.OffsetEnd, &j.RecordsRead, &j.RecordsWritten, &j.BytesWritten, &j.VersionBefore, &j.VersionAfter,
 		&j.Error, &j.Note, &j.Node, &j.Continues,
 		&priority, msTime{&j.OldestAt}, &j.LeaseOwner, msTime{&j.LeaseExpiresAt}, &cancel,
-		&j.Progress.Phase, &j.Progress.RecordsRead, &j.Progress.RecordsTotal, &j.Progress.BytesWritten, msTime{&j.Progress.UpdatedAt})
+		&j.Progress.Phase, &j.Progress.RecordsRead, &j.Progress.RecordsTotal, &j.Progress.BytesWritten, msTime{&j.Progress.UpdatedAt},
+		&j.Progress.Fraction, &eta, &j.Progress.BlocksWritten, &j.Progress.BlocksTotal,
+		&j.CollectionName)
 	if err != nil {
 		return Job{}, err
 	}
+	j.Progress.ETA, j.Progress.ETAKnown = time.Duration(eta.Int64)*time.Millisecond, eta.Valid
 	j.CreatedAt = fromMs(createdAt)
 	j.Expedited = priority == priorityExpedited && j.Trigger != TriggerOneOff
 	j.CancelRequested = cancel != 0
@@ -78,6 +95,12 @@ func (c *Catalog) InsertJob(ctx context.Context, j Job) error {
 	return c.wrap(err, "insert job %s", j.ID)
 }
 
+// insertJobQuery inserts a job row, last in enqueue order.
+func (c *Catalog) insertJobQuery() string {
+	return `INSERT INTO jobs (` + jobColumns + `, queue_seq)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ` + c.d.nextQueueSeq + `)`
+}
+
 // execInsertJob inserts job j, placing it last in enqueue order. A second
 // QUEUED or RUNNING job of a collection, like a taken id, is
 // ErrAlreadyExists; an unknown collection is ErrNotFound.
@@ -86,14 +109,14 @@ func (c *Catalog) execInsertJob(ctx context.Context, tx *sql.Tx, j Job) error {
 	if j.CancelRequested {
 		cancel = 1
 	}
-	_, err := tx.ExecContext(ctx, c.d.q(`INSERT INTO jobs (`+jobColumns+`, queue_seq)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, `+c.d.nextQueueSeq+`)`),
+	_, err := c.txExec(ctx, tx, c.insertJobQuery(),
 		j.ID, j.CollectionID, string(j.Trigger), string(j.State), j.Reason, j.Attempt, ms(j.CreatedAt),
 		msOrNull(j.StartedAt), msOrNull(j.FinishedAt),
 		j.OffsetStart, j.OffsetEnd, j.RecordsRead, j.RecordsWritten, j.BytesWritten, j.VersionBefore, j.VersionAfter,
 		j.Error, j.Note, j.Node, j.Continues,
 		priorityOf(j), msOrNull(j.OldestAt), j.LeaseOwner, msOrNull(j.LeaseExpiresAt), cancel,
-		j.Progress.Phase, j.Progress.RecordsRead, j.Progress.RecordsTotal, j.Progress.BytesWritten, msOrNull(j.Progress.UpdatedAt))
+		j.Progress.Phase, j.Progress.RecordsRead, j.Progress.RecordsTotal, j.Progress.BytesWritten, msOrNull(j.Progress.UpdatedAt),
+		j.Progress.Fraction, etaOrNull(j.Progress), j.Progress.BlocksWritten, j.Progress.BlocksTotal)
 	switch c.d.kind(err) {
 	case kindUnique:
 		return fmt.Errorf("job id is taken, or collection %s has a %s job already: %w", j.CollectionID, j.State, ErrAlreadyExists)
@@ -101,6 +124,14 @@ func (c *Catalog) execInsertJob(ctx context.Context, tx *sql.Tx, j Job) error {
 		return fmt.Errorf("collection %s: %w", j.CollectionID, ErrNotFound)
 	}
 	return err
+}
+
+// etaOrNull is p's ETA in milliseconds, NULL when unknown.
+func etaOrNull(p JobProgress) any {
+	if !p.ETAKnown {
+		return nil
+	}
+	return p.ETA.Milliseconds()
 }
 
 // UpdateJob overwrites every mutable field of the job row with j's.
@@ -141,7 +172,7 @@ func (c *Catalog) execUpdateJob(ctx context.Context, tx *sql.Tx, j Job) error {
 
 // GetJob returns one job. ErrNotFound when no such id.
 func (c *Catalog) GetJob(ctx context.Context, id string) (Job, error) {
-	j, err := scanJob(c.r.QueryRowContext(ctx, c.d.q(`SELECT `+jobColumns+` FROM jobs WHERE id = ?`), id))
+	j, err := scanJob(c.readRow(ctx, `SELECT `+jobReadColumns+` FROM jobs j WHERE j.id = ?`, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		err = ErrNotFound
 	}
@@ -184,14 +215,14 @@ func (c *Catalog) ListJobs(ctx context.Context, f JobFilter) ([]Job, error) {
 	if limit <= 0 || limit > maxListJobs {
 		limit = maxListJobs
 	}
-	query := `SELECT ` + jobColumns + ` FROM jobs`
+	query := `SELECT ` + jobReadColumns + ` FROM jobs j`
 	if len(where) > 0 {
 		query += ` WHERE ` + strings.Join(where, ` AND `)
 	}
 	query += ` ORDER BY created_at DESC, id DESC LIMIT ?`
 	args = append(args, limit)
 
-	jobs, err := c.queryJobs(ctx, c.r, query, args...)
+	jobs, err := scanJobs(c.readQuery(ctx, query, args...))
 	if err != nil {
 		return nil, c.wrap(err, "list jobs")
 	}
@@ -199,7 +230,11 @@ func (c *Catalog) ListJobs(ctx context.Context, f JobFilter) ([]Job, error) {
 }
 
 func (c *Catalog) queryJobs(ctx context.Context, q querier, query string, args ...any) ([]Job, error) {
-	rows, err := q.QueryContext(ctx, c.d.q(query), args...)
+	return scanJobs(q.QueryContext(ctx, c.d.q(query), args...))
+}
+
+// scanJobs reads the jobs of a query's result.
+func scanJobs(rows *sql.Rows, err error) ([]Job, error) {
 	if err != nil {
 		return nil, err
 	}

@@ -60,7 +60,9 @@ func TestInsertAndGetJob(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				equal(t, "stored job", got, tt.get)
+				want := tt.get
+				want.CollectionName = col.Name // read with the job
+				equal(t, "stored job", got, want)
 			})
 		}
 		_, err := c.GetJob(ctx, uuid.NewString())
@@ -108,7 +110,9 @@ func TestUpdateJob(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				equal(t, "stored job", got, tt.get)
+				want := tt.get
+				want.CollectionName = col.Name // read with the job
+				equal(t, "stored job", got, want)
 			})
 		}
 	})
@@ -123,18 +127,19 @@ func TestListJobsFiltersAndPages(t *testing.T) {
 		base := ms(e.clock.Now())
 		var all []catalog.Job
 		for i := range 23 {
-			collection := []string{a.ID, b.ID}[i%2]
+			collection := []catalog.Collection{a, b}[i%2]
 			if s := states[i%len(states)]; !s.Finished() {
 				// At most one QUEUED and one RUNNING job per collection.
-				collection = mustCreate(t, c, fmt.Sprint("active-", i), 0).ID
+				collection = mustCreate(t, c, fmt.Sprint("active-", i), 0)
 			}
 			j := catalog.Job{
-				ID:           uuid.NewString(),
-				CollectionID: collection,
-				Trigger:      []catalog.Trigger{catalog.TriggerScheduled, catalog.TriggerOneOff}[i%3/2],
-				State:        states[i%len(states)],
-				CreatedAt:    base.Add(time.Duration(i/3) * time.Second), // three jobs per instant: ties broken by id
-				Reason:       fmt.Sprint(i),
+				ID:             uuid.NewString(),
+				CollectionID:   collection.ID,
+				CollectionName: collection.Name,
+				Trigger:        []catalog.Trigger{catalog.TriggerScheduled, catalog.TriggerOneOff}[i%3/2],
+				State:          states[i%len(states)],
+				CreatedAt:      base.Add(time.Duration(i/3) * time.Second), // three jobs per instant: ties broken by id
+				Reason:         fmt.Sprint(i),
 			}
 			if err := c.InsertJob(ctx, j); err != nil {
 				t.Fatal(err)

@@ -16,7 +16,7 @@ import (
 	"github.com/compactorhq/compactor/internal/materialize"
 )
 
-// insertChunk is the number of log rows one prepared INSERT writes (4
+// insertChunk is the number of log rows one prepared INSERT writes (5
 // parameters per row, well below both SQLite's and PostgreSQL's limits).
 const insertChunk = 128
 
@@ -212,24 +212,30 @@ func batchSHA256(records [][]byte) []byte {
 }
 
 // insertLogRows inserts records at offsets first, first+1, ... with
-// prepared multi-row INSERTs of insertChunk rows and one for the rest.
+// prepared multi-row INSERTs of insertChunk rows and one for the rest. Each
+// row carries its record's id (record_id, read from the encoded record by
+// recordIDOf), which indexes the log tail by id (see tail.go).
 func (c *Catalog) insertLogRows(ctx context.Context, tx *sql.Tx, id string, first, appendedAt int64, records [][]byte) error {
 	insert := func(n int) (*sql.Stmt, error) {
 		var b strings.Builder
-		b.WriteString(`INSERT INTO log (collection_id, log_offset, appended_at, record) VALUES `)
+		b.WriteString(`INSERT INTO log (collection_id, log_offset, appended_at, record, record_id) VALUES `)
 		for i := range n {
 			if i > 0 {
 				b.WriteString(", ")
 			}
-			b.WriteString("(?, ?, ?, ?)")
+			b.WriteString("(?, ?, ?, ?, ?)")
 		}
 		return tx.PrepareContext(ctx, c.d.q(b.String()))
 	}
-	args := make([]any, 0, 4*min(len(records), insertChunk))
+	args := make([]any, 0, 5*min(len(records), insertChunk))
 	exec := func(stmt *sql.Stmt, offset int64, recs [][]byte) error {
 		args = args[:0]
 		for i, r := range recs {
-			args = append(args, id, offset+int64(i), appendedAt, r)
+			rid, err := recordIDOf(r)
+			if err != nil {
+				return fmt.Errorf("record at offset %d: %w", offset+int64(i), err)
+			}
+			args = append(args, id, offset+int64(i), appendedAt, r, rid)
 		}
 		_, err := stmt.ExecContext(ctx, args...)
 		return err
@@ -262,32 +268,126 @@ func (c *Catalog) insertLogRows(ctx context.Context, tx *sql.Tx, id string, firs
 
 // ReadLog returns the log records of a collection with offsets in
 // (after, upTo], ascending, at most limit of them (limit <= 0: no limit).
-// Each returned record has its Offset set. Rows already purged by a commit
-// are simply absent. ErrNotFound when the collection does not exist.
+// Each returned record has its Offset set. Rows at or below the collection's
+// compaction offset are never returned: they are compacted, whether or not
+// PurgeLog has removed them yet. ErrNotFound when the collection does not
+// exist.
 func (c *Catalog) ReadLog(ctx context.Context, id string, after, upTo int64, limit int) ([]materialize.OperationRecord, error) {
-	query := `SELECT log_offset, record FROM log WHERE collection_id = ? AND log_offset > ? AND log_offset <= ? ORDER BY log_offset`
-	args := []any{id, after, upTo}
-	if limit > 0 {
-		query += ` LIMIT ?`
-		args = append(args, limit)
-	}
-	var ops []materialize.OperationRecord
-	err := c.readTx(ctx, func(tx *sql.Tx) error {
-		var err error
-		if ops, err = c.queryLog(ctx, tx, query, args...); err != nil || len(ops) > 0 {
-			return err
+	ops := []materialize.OperationRecord{}
+	_, err := c.ScanLog(ctx, id, after, upTo, limit, func(offset int64, record []byte) error {
+		var op materialize.OperationRecord
+		if err := op.UnmarshalBinary(record); err != nil {
+			return c.wrap(fmt.Errorf("decode log record at offset %d: %w", offset, err), "read log of collection %s", id)
 		}
-		// Nothing in range: tell an empty range from a missing collection.
-		ok, err := c.existsCollection(ctx, tx, id)
-		if err == nil && !ok {
-			err = ErrNotFound
-		}
-		return err
+		op.Offset = offset
+		ops = append(ops, op)
+		return nil
 	})
 	if err != nil {
-		return nil, c.wrap(err, "read log of collection %s", id)
+		return nil, err
 	}
 	return ops, nil
+}
+
+// ScanLog calls fn, in ascending offset order, for the log rows of a
+// collection with offsets in (after, upTo], at most limit of them (limit <=
+// 0: no limit), with each row's stored record bytes (the
+// materialize.OperationRecord binary encoding). record is valid only during
+// the call: fn copies what it keeps. It reads in one read transaction and
+// returns the number of rows visited. Rows at or below the collection's
+// compaction offset are skipped (compacted; PurgeLog removes them).
+// ErrNotFound when the collection
+// does not exist; an error of fn ends the scan and is returned as it is.
+func (c *Catalog) ScanLog(ctx context.Context, id string, after, upTo int64, limit int, fn func(offset int64, record []byte) error) (int, error) {
+	n := 0
+	var fnErr error
+	err := c.readTx(ctx, func(tx *sql.Tx) error {
+		var compacted int64
+		err := tx.QueryRowContext(ctx, c.d.q(`SELECT compaction_offset FROM collections WHERE id = ?`), id).Scan(&compacted)
+		if errors.Is(err, sql.ErrNoRows) {
+			return ErrNotFound
+		}
+		if err != nil {
+			return err
+		}
+		query := `SELECT log_offset, record FROM log WHERE collection_id = ? AND log_offset > ? AND log_offset <= ? ORDER BY log_offset`
+		args := []any{id, max(after, compacted), upTo}
+		if limit > 0 {
+			query += ` LIMIT ?`
+			args = append(args, limit)
+		}
+		rows, err := tx.QueryContext(ctx, c.d.q(query), args...)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var (
+				offset int64
+				record sql.RawBytes
+			)
+			if err := rows.Scan(&offset, &record); err != nil {
+				return err
+			}
+			n++
+			if fnErr = fn(offset, record); fnErr != nil {
+				return fnErr
+			}
+		}
+		return rows.Err()
+	})
+	if fnErr != nil {
+		return n, fnErr
+	}
+	if err != nil {
+		return n, c.wrap(err, "read log of collection %s", id)
+	}
+	return n, nil
+}
+
+// logPurgeChunk is how many log rows one transaction of PurgeLog deletes: small
+// enough that appends waiting for the catalog's single writer wait
+// milliseconds, not seconds.
+const logPurgeChunk = 20_000
+
+// PurgeLog deletes the log rows of a collection at or below its committed
+// compaction offset, in transactions of at most logPurgeChunk rows (range
+// deletes on the (collection_id, log_offset) key), and returns the number of
+// rows deleted. It runs after a compaction's commit, off the commit's
+// critical path: every reader already ignores rows at or below the
+// compaction offset (ReadLog, ScanLog and ReadView read above it), so rows a
+// crash leaves behind are harmless, and the next purge of the collection
+// removes them. ErrNotFound when the collection does not exist.
+func (c *Catalog) PurgeLog(ctx context.Context, id string) (int64, error) {
+	var offset int64
+	err := c.r.QueryRowContext(ctx, c.d.q(`SELECT compaction_offset FROM collections WHERE id = ?`), id).Scan(&offset)
+	if errors.Is(err, sql.ErrNoRows) {
+		err = ErrNotFound
+	}
+	if err != nil {
+		return 0, c.wrap(err, "purge log of collection %s", id)
+	}
+	var lowest sql.NullInt64
+	if err := c.r.QueryRowContext(ctx, c.d.q(`SELECT MIN(log_offset) FROM log WHERE collection_id = ?`), id).Scan(&lowest); err != nil {
+		return 0, c.wrap(err, "purge log of collection %s", id)
+	}
+	var total int64
+	for lo := lowest.Int64; lowest.Valid && lo <= offset; lo += logPurgeChunk {
+		hi := min(lo+logPurgeChunk-1, offset)
+		err := c.writeTx(ctx, func(tx *sql.Tx) error {
+			res, err := tx.ExecContext(ctx, c.d.q(`DELETE FROM log WHERE collection_id = ? AND log_offset >= ? AND log_offset <= ?`), id, lo, hi)
+			if err != nil {
+				return err
+			}
+			n, err := rowsAffected(res)
+			total += n
+			return err
+		})
+		if err != nil {
+			return total, c.wrap(err, "purge log of collection %s up to offset %d", id, hi)
+		}
+	}
+	return total, nil
 }
 
 // queryLog runs a query of (log_offset, record) rows and decodes them.

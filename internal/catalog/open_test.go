@@ -95,6 +95,7 @@ func TestReopenKeepsData(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			job.CollectionName = col.Name // read with the job
 			equal(t, "job", got, job)
 			if first, _, err := c.AppendLog(ctx, col.ID, adds("more", 1, 2), catalog.AppendLimits{}); err != nil || first != int64(6+i) {
 				t.Fatalf("append after reopen %d: offset %d, %v; want %d", i, first, err, 6+i)

@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -58,7 +59,15 @@ type JobProgress struct {
 	RecordsRead  int64  // log records read so far
 	RecordsTotal int64  // log records the job reads; 0 when not known yet
 	BytesWritten int64  // bytes of blocks and manifest written so far
-	UpdatedAt    time.Time
+	// BlocksWritten of BlocksTotal blocks the job writes (0: not known yet).
+	BlocksWritten, BlocksTotal int64
+	// Fraction of the whole job done (0 to 1) and the time left (ETA,
+	// meaningful only when ETAKnown), as the owner estimated them at
+	// UpdatedAt.
+	Fraction  float64
+	ETA       time.Duration
+	ETAKnown  bool
+	UpdatedAt time.Time
 	// Planned: the job knows its plan, and RenewLease stores it in the
 	// job's own columns (offset_start, offset_end, version_before, and
 	// version_after = version_before until a commit; records_read), so that
@@ -100,50 +109,257 @@ type Node struct {
 // collection id, unknown trigger), ErrNotFound (no such collection),
 // ErrUnavailable.
 func (c *Catalog) EnqueueJob(ctx context.Context, r JobRequest) (job Job, created bool, err error) {
-	if r.CollectionID == "" {
-		return Job{}, false, fmt.Errorf("enqueue job: collection id must not be empty: %w", ErrInvalidArgument)
+	if err := checkJobRequest(r); err != nil {
+		return Job{}, false, fmt.Errorf("enqueue job: %w", err)
 	}
-	if r.Trigger != TriggerScheduled && r.Trigger != TriggerOneOff {
-		return Job{}, false, fmt.Errorf("enqueue job for collection %s: unknown trigger %q: %w", r.CollectionID, r.Trigger, ErrInvalidArgument)
-	}
-	if r.ID == "" {
-		r.ID = uuid.NewString()
-	}
-	now := fromMs(ms(c.now()))
+	var out []Enqueued
 	err = c.writeTx(ctx, func(tx *sql.Tx) error {
-		var retries int
-		err := tx.QueryRowContext(ctx, c.d.q(`SELECT retry_count FROM collections WHERE id = ?`+c.d.forUpdate), r.CollectionID).Scan(&retries)
-		if errors.Is(err, sql.ErrNoRows) {
-			return fmt.Errorf("collection %s: %w", r.CollectionID, ErrNotFound)
-		}
-		if err != nil {
-			return err
-		}
-		queued, err := c.queryJobs(ctx, tx, `SELECT `+jobColumns+` FROM jobs WHERE collection_id = ? AND state = ?`, r.CollectionID, string(JobQueued))
-		if err != nil {
-			return err
-		}
-		if len(queued) > 0 {
-			job = queued[0]
-			if r.Trigger == TriggerOneOff && priorityOf(job) != priorityExpedited {
-				if _, err := tx.ExecContext(ctx, c.d.q(`UPDATE jobs SET priority = ? WHERE id = ?`), priorityExpedited, job.ID); err != nil {
-					return fmt.Errorf("expedite job %s: %w", job.ID, err)
-				}
-				job.Expedited = true
-			}
-			return nil
-		}
-		job = Job{
-			ID: r.ID, CollectionID: r.CollectionID, Trigger: r.Trigger, State: JobQueued, Reason: r.Reason,
-			Attempt: retries + 1, CreatedAt: now, Continues: r.Continues, OldestAt: fromMs(ms(r.OldestAt)),
-		}
-		created = true
-		return c.execInsertJob(ctx, tx, job)
+		var err error
+		out, err = c.execEnqueue(ctx, tx, EnqueueCall{Requests: []JobRequest{r}}, fromMs(ms(c.now())))
+		return err
 	})
 	if err != nil {
 		return Job{}, false, c.wrap(err, "enqueue job for collection %s", r.CollectionID)
 	}
-	return job, created, nil
+	return out[0].Job, out[0].Created, nil
+}
+
+// EnqueueCall is one caller's request to EnqueueJobs: a job for each of
+// its collections, all or none.
+type EnqueueCall struct {
+	Requests []JobRequest // one per collection; a collection at most once
+	// SkipMissing leaves out the collections that do not exist instead of
+	// failing the call (compact all: deleted since they were listed).
+	SkipMissing bool
+}
+
+// Enqueued is one job of an EnqueueCall: the job queued, or the one that
+// was queued already (Created false).
+type Enqueued struct {
+	Job     Job
+	Created bool
+}
+
+// EnqueueOutcome is the result of one EnqueueCall: its jobs in the order of
+// its requests (missing collections left out with SkipMissing), or its
+// error, in which case nothing of the call was enqueued.
+type EnqueueOutcome struct {
+	Jobs []Enqueued
+	Err  error
+}
+
+// MissingCollectionsError names every collection of an EnqueueCall that
+// does not exist; it matches ErrNotFound.
+type MissingCollectionsError struct{ IDs []string }
+
+func (e *MissingCollectionsError) Error() string {
+	if len(e.IDs) == 1 {
+		return fmt.Sprintf("collection %s: %s", e.IDs[0], ErrNotFound)
+	}
+	return fmt.Sprintf("collections %s: %s", strings.Join(e.IDs, ", "), ErrNotFound)
+}
+
+// Is reports whether target is ErrNotFound.
+func (e *MissingCollectionsError) Is(target error) bool { return target == ErrNotFound }
+
+// EnqueueJobs runs the EnqueueJob of every request of every call in one
+// write transaction (a group commit: one commit, so one fsync on SQLite,
+// for many concurrent callers), each call all or nothing: a call naming a
+// collection that does not exist fails with *MissingCollectionsError
+// (unless SkipMissing) and enqueues nothing, without affecting the other
+// calls; an invalid request fails its call with ErrInvalidArgument. The
+// collections of every call are locked and read with their queued jobs in
+// a few queries for the whole batch; a later call for a collection gets
+// the job an earlier call of the batch queued. The semantics per request
+// are EnqueueJob's. The returned error is the transaction's (any database
+// error): then no call enqueued anything. Outcomes are in the order of
+// calls.
+func (c *Catalog) EnqueueJobs(ctx context.Context, calls []EnqueueCall) ([]EnqueueOutcome, error) {
+	out := make([]EnqueueOutcome, len(calls))
+	for i, call := range calls {
+		for _, r := range call.Requests {
+			if err := checkJobRequest(r); err != nil {
+				out[i].Err = fmt.Errorf("enqueue jobs: %w", err)
+				break
+			}
+		}
+	}
+	now := fromMs(ms(c.now()))
+	err := c.writeTx(ctx, func(tx *sql.Tx) error {
+		var ids []string
+		for i, call := range calls {
+			if out[i].Err == nil {
+				for _, r := range call.Requests {
+					ids = append(ids, r.CollectionID)
+				}
+			}
+		}
+		colls, queued, err := c.lockForEnqueue(ctx, tx, ids)
+		if err != nil {
+			return err
+		}
+		for i, call := range calls {
+			if out[i].Err != nil {
+				continue
+			}
+			jobs, err := c.execEnqueueLocked(ctx, tx, call, now, colls, queued)
+			if errors.As(err, new(*MissingCollectionsError)) {
+				out[i].Err = err
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			out[i].Jobs = jobs
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, c.wrap(err, "enqueue jobs of %d calls", len(calls))
+	}
+	return out, nil
+}
+
+// checkJobRequest validates r and gives it an id when it has none.
+func checkJobRequest(r JobRequest) error {
+	switch {
+	case r.CollectionID == "":
+		return fmt.Errorf("collection id must not be empty: %w", ErrInvalidArgument)
+	case r.Trigger != TriggerScheduled && r.Trigger != TriggerOneOff:
+		return fmt.Errorf("collection %s: unknown trigger %q: %w", r.CollectionID, r.Trigger, ErrInvalidArgument)
+	}
+	return nil
+}
+
+// enqueueChunk bounds the ids of one IN (...) list of execEnqueue, well
+// under the bound parameters a statement may have (SQLite 32766,
+// PostgreSQL 65535).
+const enqueueChunk = 500
+
+// lockCollectionsQuery reads (id, name, retry_count) of n collections by
+// id and locks their rows, in id order, so that concurrent calls on several
+// replicas cannot deadlock on each other's rows.
+func (c *Catalog) lockCollectionsQuery(n int) string {
+	return `SELECT id, name, retry_count FROM collections WHERE id IN (` + placeholders(n) + `) ORDER BY id` + c.d.forUpdate
+}
+
+// queuedOfCollectionsQuery reads the QUEUED jobs (state, then n collection
+// ids).
+func queuedOfCollectionsQuery(n int) string {
+	return `SELECT ` + jobReadColumns + ` FROM jobs j WHERE j.state = ? AND j.collection_id IN (` + placeholders(n) + `)`
+}
+
+// enqueueColl is what enqueueing reads of a collection.
+type enqueueColl struct {
+	name    string
+	retries int
+}
+
+// execEnqueue runs the requests of call in tx (EnqueueJob). Errors:
+// *MissingCollectionsError (nothing written), or the database's.
+func (c *Catalog) execEnqueue(ctx context.Context, tx *sql.Tx, call EnqueueCall, now time.Time) ([]Enqueued, error) {
+	ids := make([]string, len(call.Requests))
+	for i, r := range call.Requests {
+		ids[i] = r.CollectionID
+	}
+	colls, queued, err := c.lockForEnqueue(ctx, tx, ids)
+	if err != nil {
+		return nil, err
+	}
+	return c.execEnqueueLocked(ctx, tx, call, now, colls, queued)
+}
+
+// lockForEnqueue locks the rows of the collections ids (duplicates
+// allowed) and reads them and their QUEUED jobs: a query of each kind per
+// enqueueChunk collections, not per collection. Collections that do not
+// exist are absent from colls.
+func (c *Catalog) lockForEnqueue(ctx context.Context, tx *sql.Tx, ids []string) (colls map[string]enqueueColl, queued map[string]Job, err error) {
+	ids = slices.Clone(ids)
+	slices.Sort(ids) // locked in id order, so that replicas cannot deadlock
+	ids = slices.Compact(ids)
+	colls = make(map[string]enqueueColl, len(ids))
+	queued = make(map[string]Job, len(ids))
+	for lo := 0; lo < len(ids); lo += enqueueChunk {
+		part := ids[lo:min(lo+enqueueChunk, len(ids))]
+		args := make([]any, 0, len(part)+1)
+		for _, id := range part {
+			args = append(args, id)
+		}
+		rows, err := c.txQuery(ctx, tx, c.lockCollectionsQuery(len(part)), args...)
+		if err != nil {
+			return nil, nil, fmt.Errorf("lock collections: %w", err)
+		}
+		for rows.Next() {
+			var (
+				id string
+				ci enqueueColl
+			)
+			if err := rows.Scan(&id, &ci.name, &ci.retries); err != nil {
+				rows.Close()
+				return nil, nil, fmt.Errorf("lock collections: %w", err)
+			}
+			colls[id] = ci
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, nil, fmt.Errorf("lock collections: %w", err)
+		}
+		jobs, err := scanJobs(c.txQuery(ctx, tx, queuedOfCollectionsQuery(len(part)), append([]any{string(JobQueued)}, args...)...))
+		if err != nil {
+			return nil, nil, fmt.Errorf("read queued jobs: %w", err)
+		}
+		for _, j := range jobs {
+			queued[j.CollectionID] = j
+		}
+	}
+	return colls, queued, nil
+}
+
+// execEnqueueLocked runs the requests of call on collections read by
+// lockForEnqueue, and records the jobs it queues or expedites in queued.
+// Errors: *MissingCollectionsError (nothing written), or the database's.
+func (c *Catalog) execEnqueueLocked(ctx context.Context, tx *sql.Tx, call EnqueueCall, now time.Time, colls map[string]enqueueColl, queued map[string]Job) ([]Enqueued, error) {
+	var missing []string
+	for _, r := range call.Requests {
+		if _, ok := colls[r.CollectionID]; !ok {
+			missing = append(missing, r.CollectionID)
+		}
+	}
+	if len(missing) > 0 && !call.SkipMissing {
+		return nil, &MissingCollectionsError{IDs: missing}
+	}
+	out := make([]Enqueued, 0, len(call.Requests))
+	for _, r := range call.Requests {
+		ci, ok := colls[r.CollectionID]
+		if !ok {
+			continue
+		}
+		if job, ok := queued[r.CollectionID]; ok {
+			if r.Trigger == TriggerOneOff && priorityOf(job) != priorityExpedited {
+				if _, err := tx.ExecContext(ctx, c.d.q(`UPDATE jobs SET priority = ? WHERE id = ?`), priorityExpedited, job.ID); err != nil {
+					return nil, fmt.Errorf("expedite job %s: %w", job.ID, err)
+				}
+				job.Expedited = true
+			}
+			queued[r.CollectionID] = job
+			out = append(out, Enqueued{Job: job})
+			continue
+		}
+		id := r.ID
+		if id == "" {
+			id = uuid.NewString()
+		}
+		job := Job{
+			ID: id, CollectionID: r.CollectionID, CollectionName: ci.name, Trigger: r.Trigger, State: JobQueued, Reason: r.Reason,
+			Attempt: ci.retries + 1, CreatedAt: now, Continues: r.Continues, OldestAt: fromMs(ms(r.OldestAt)),
+		}
+		if err := c.execInsertJob(ctx, tx, job); err != nil {
+			return nil, err
+		}
+		queued[r.CollectionID] = job
+		out = append(out, Enqueued{Job: job, Created: true})
+	}
+	return out, nil
 }
 
 // ClaimJob makes the next runnable QUEUED job RUNNING under owner's lease,
@@ -173,7 +389,7 @@ func (c *Catalog) ClaimJob(ctx context.Context, node string, lease time.Duration
 	}
 	var job Job
 	err = c.writeTx(ctx, func(tx *sql.Tx) error {
-		jobs, err := c.queryJobs(ctx, tx, `SELECT `+prefixed("j", jobColumns)+` FROM jobs j JOIN collections c ON c.id = j.collection_id
+		jobs, err := c.queryJobs(ctx, tx, `SELECT `+jobReadColumns+` FROM jobs j JOIN collections c ON c.id = j.collection_id
 			WHERE j.state = ?
 			  AND NOT EXISTS (SELECT 1 FROM jobs r WHERE r.collection_id = j.collection_id AND r.state = ?)
 			  AND (j.priority = ? OR c.retry_after IS NULL OR c.retry_after <= ?)
@@ -231,7 +447,8 @@ const claimOrder = `j.priority, COALESCE(j.oldest_at, ?), j.queue_seq, j.id`
 func (c *Catalog) RenewLease(ctx context.Context, jobID, node string, lease time.Duration, p JobProgress) (cancelRequested bool, err error) {
 	now := ms(c.now())
 	var cancel int
-	plan, args := "", []any{now + lease.Milliseconds(), p.Phase, p.RecordsRead, p.RecordsTotal, p.BytesWritten, now}
+	plan, args := "", []any{now + lease.Milliseconds(), p.Phase, p.RecordsRead, p.RecordsTotal, p.BytesWritten, now,
+		p.Fraction, etaOrNull(p), p.BlocksWritten, p.BlocksTotal}
 	if p.Planned {
 		plan = `, offset_start = ?, offset_end = ?, version_before = ?, version_after = ?, records_read = ?`
 		args = append(args, p.OffsetStart, p.OffsetEnd, p.VersionBefore, p.VersionBefore, p.RecordsRead)
@@ -239,7 +456,8 @@ func (c *Catalog) RenewLease(ctx context.Context, jobID, node string, lease time
 	args = append(args, jobID, string(JobRunning), node, now)
 	err = c.writeTx(ctx, func(tx *sql.Tx) error {
 		return tx.QueryRowContext(ctx, c.d.q(`UPDATE jobs SET lease_expires_at = ?,
-				progress_phase = ?, progress_read = ?, progress_total = ?, progress_bytes = ?, progress_at = ?`+plan+`
+				progress_phase = ?, progress_read = ?, progress_total = ?, progress_bytes = ?, progress_at = ?,
+				progress_fraction = ?, progress_eta_ms = ?, progress_blocks_written = ?, progress_blocks_total = ?`+plan+`
 			WHERE id = ? AND state = ? AND lease_owner = ? AND lease_expires_at >= ?
 			RETURNING cancel_requested`), args...).Scan(&cancel)
 	})
@@ -303,7 +521,7 @@ func (c *Catalog) CancelJob(ctx context.Context, jobID, note string) (Job, error
 	now := fromMs(ms(c.now()))
 	var job Job
 	err := c.writeTx(ctx, func(tx *sql.Tx) error {
-		jobs, err := c.queryJobs(ctx, tx, `SELECT `+jobColumns+` FROM jobs WHERE id = ?`+c.d.forUpdate, jobID)
+		jobs, err := c.queryJobs(ctx, tx, `SELECT `+jobReadColumns+` FROM jobs j WHERE j.id = ?`+c.d.forUpdate, jobID)
 		if err != nil {
 			return err
 		}
@@ -351,7 +569,7 @@ func (c *Catalog) ExpireLeases(ctx context.Context) ([]Job, error) {
 	var jobs []Job
 	err = c.writeTx(ctx, func(tx *sql.Tx) error {
 		var err error
-		jobs, err = c.queryJobs(ctx, tx, `SELECT `+prefixed("j", jobColumns)+` FROM jobs j
+		jobs, err = c.queryJobs(ctx, tx, `SELECT `+jobReadColumns+` FROM jobs j
 			WHERE j.`+expired+` ORDER BY j.created_at, j.id`+c.d.skipLocked,
 			string(JobRunning), ms(now))
 		if err != nil {
@@ -371,9 +589,7 @@ func (c *Catalog) ExpireLeases(ctx context.Context) ([]Job, error) {
 	if err != nil {
 		return nil, c.wrap(err, "expire job leases")
 	}
-	for _, j := range jobs {
-		c.log.WarnContext(ctx, "job lease expired", "job", j.ID, "collection", j.CollectionID, "node", j.Node)
-	}
+	// Not logged here: the caller (the manager) logs each job it gets.
 	return jobs, nil
 }
 
@@ -386,7 +602,7 @@ func (c *Catalog) ReleaseNode(ctx context.Context, node string) ([]Job, error) {
 	var jobs []Job
 	err := c.writeTx(ctx, func(tx *sql.Tx) error {
 		var err error
-		jobs, err = c.queryJobs(ctx, tx, `SELECT `+jobColumns+` FROM jobs
+		jobs, err = c.queryJobs(ctx, tx, `SELECT `+jobReadColumns+` FROM jobs j
 			WHERE state = ? AND (lease_owner = ? OR (lease_owner = '' AND node = ?)) ORDER BY created_at, id`,
 			string(JobRunning), node, node)
 		if err != nil {
@@ -441,7 +657,7 @@ func (c *Catalog) ListQueue(ctx context.Context, limit int) ([]Job, error) {
 	if limit <= 0 || limit > maxListJobs {
 		limit = maxListJobs
 	}
-	jobs, err := c.queryJobs(ctx, c.r, `SELECT `+prefixed("j", jobColumns)+` FROM jobs j WHERE j.state = ?
+	jobs, err := c.queryJobs(ctx, c.r, `SELECT `+jobReadColumns+` FROM jobs j WHERE j.state = ?
 		ORDER BY `+claimOrder+` LIMIT ?`, string(JobQueued), neverTime, limit)
 	if err != nil {
 		return nil, c.wrap(err, "list queue")

@@ -170,7 +170,8 @@ func TestLeaseRenewCancelAndFencing(t *testing.T) {
 		job := mustClaim(t, c, "n1")
 
 		e.clock.Advance(lease / 2)
-		p := catalog.JobProgress{Phase: "writing blocks", RecordsRead: 6, RecordsTotal: 10, BytesWritten: 4096}
+		p := catalog.JobProgress{Phase: "writing blocks", RecordsRead: 6, RecordsTotal: 10, BytesWritten: 4096,
+			BlocksWritten: 1, BlocksTotal: 3, Fraction: 0.55, ETA: 2500 * time.Millisecond, ETAKnown: true}
 		cancel, err := c.RenewLease(ctx, job.ID, "n1", lease, p)
 		if err != nil || cancel {
 			t.Fatalf("RenewLease: cancel %v, err %v", cancel, err)
@@ -183,6 +184,14 @@ func TestLeaseRenewCancelAndFencing(t *testing.T) {
 		}
 		p.UpdatedAt = ms(e.clock.Now())
 		equal(t, "persisted progress", stored.Progress, p)
+		// An unknown ETA is stored as unknown (NULL), not as 0.
+		p.ETA, p.ETAKnown = 0, false
+		if _, err := c.RenewLease(ctx, job.ID, "n1", lease, p); err != nil {
+			t.Fatal(err)
+		}
+		if stored, err = c.GetJob(ctx, job.ID); err != nil || stored.Progress.ETAKnown {
+			t.Fatalf("progress with an unknown ETA persisted as %+v (err %v)", stored.Progress, err)
+		}
 		if want := ms(e.clock.Now()).Add(lease); !stored.LeaseExpiresAt.Equal(want) {
 			t.Errorf("lease expires %v, want %v", stored.LeaseExpiresAt, want)
 		}

@@ -11,12 +11,16 @@ import (
 
 // CommitCompaction commits a compaction in one transaction: compare-and-swap
 // of the segment version (BaseVersion → NewVersion), advance of the
-// compaction offset, a row in the versions table, the purge of the log rows at
-// or below the new offset, the reset of the failure count and dead-letter
+// compaction offset, a row in the versions table, the reset of the failure count and dead-letter
 // mark, and cm.Job when set. Errors: *ConflictError when the current version
 // is not BaseVersion (nothing written), ErrInvalidArgument when the offset
 // would go backwards or past the log position or NewVersion != BaseVersion+1,
 // ErrNotFound when the collection is gone.
+//
+// The log rows at or below the new offset are not deleted here: readers
+// ignore them from the commit on, and PurgeLog removes them afterwards in
+// short range deletes, so the commit's transaction stays short whatever the
+// size of the compacted slice.
 func (c *Catalog) CommitCompaction(ctx context.Context, cm Commit) error {
 	if err := validateCommit(cm); err != nil {
 		return fmt.Errorf("commit compaction of collection %s: %w", cm.CollectionID, err)
@@ -61,13 +65,10 @@ func (c *Catalog) CommitCompaction(ctx context.Context, cm Commit) error {
 		} else if n != 1 { // cannot happen while the row is locked; kept as a guard
 			return &ConflictError{CollectionID: cm.CollectionID, Expected: cm.BaseVersion, Actual: -1}
 		}
-		_, err = tx.ExecContext(ctx, c.d.q(`INSERT INTO versions (collection_id, version, manifest_key, compaction_offset, record_count, created_at)
-			VALUES (?, ?, ?, ?, ?, ?)`), cm.CollectionID, cm.NewVersion, cm.ManifestKey, cm.CompactionOffset, cm.RecordCount, now)
+		_, err = tx.ExecContext(ctx, c.d.q(`INSERT INTO versions (collection_id, version, manifest_key, compaction_offset, record_count, segment_bytes, block_count, created_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?)`), cm.CollectionID, cm.NewVersion, cm.ManifestKey, cm.CompactionOffset, cm.RecordCount, cm.SegmentBytes, cm.BlockCount, now)
 		if err != nil {
 			return fmt.Errorf("insert version %d: %w", cm.NewVersion, err)
-		}
-		if _, err := tx.ExecContext(ctx, c.d.q(`DELETE FROM log WHERE collection_id = ? AND log_offset <= ?`), cm.CollectionID, cm.CompactionOffset); err != nil {
-			return fmt.Errorf("purge log rows: %w", err)
 		}
 		if cm.Job != nil && cm.LeaseOwner == "" {
 			if err := c.execUpdateJob(ctx, tx, *cm.Job); err != nil {
@@ -160,7 +161,7 @@ func (c *Catalog) DeleteVersions(ctx context.Context, id string, versions []int6
 // queryVersions reads the version rows of a collection, newest first (an
 // empty, non-nil slice when none).
 func (c *Catalog) queryVersions(ctx context.Context, q querier, id string) ([]Version, error) {
-	rows, err := q.QueryContext(ctx, c.d.q(`SELECT collection_id, version, manifest_key, compaction_offset, record_count, created_at, retired_at
+	rows, err := q.QueryContext(ctx, c.d.q(`SELECT collection_id, version, manifest_key, compaction_offset, record_count, segment_bytes, block_count, created_at, retired_at
 		FROM versions WHERE collection_id = ? ORDER BY version DESC`), id)
 	if err != nil {
 		return nil, err
@@ -172,7 +173,7 @@ func (c *Catalog) queryVersions(ctx context.Context, q querier, id string) ([]Ve
 			v         Version
 			createdAt int64
 		)
-		if err := rows.Scan(&v.CollectionID, &v.Version, &v.ManifestKey, &v.CompactionOffset, &v.RecordCount, &createdAt, msTime{&v.RetiredAt}); err != nil {
+		if err := rows.Scan(&v.CollectionID, &v.Version, &v.ManifestKey, &v.CompactionOffset, &v.RecordCount, &v.SegmentBytes, &v.BlockCount, &createdAt, msTime{&v.RetiredAt}); err != nil {
 			return nil, err
 		}
 		v.CreatedAt = fromMs(createdAt)

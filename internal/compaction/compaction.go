@@ -3,7 +3,11 @@
 // current segment with the rules of package materialize, write the changed
 // blocks and a new manifest (copy-on-write), and commit in one catalog
 // transaction (compare-and-swap on the segment version, advance of the
-// compaction offset, purge of the compacted log rows).
+// compaction offset, the job's end); the compacted log rows are purged
+// afterwards, off the job's critical path. The log slice is streamed: sorted
+// runs of operation records (spilled to disk past Config.MemoryBytes) are
+// merged by record id and merge-joined with the base blocks, one at a time,
+// into blocks encoded in parallel.
 //
 // It also holds the read path (segment + uncompacted log tail, materialized
 // with the same rules, so a read returns the same records before and after a
@@ -17,10 +21,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
+	"os"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/dustin/go-humanize"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/pflag"
 	"go.opentelemetry.io/otel/trace"
@@ -33,11 +41,24 @@ import (
 // Config tunes compactions.
 type Config struct {
 	// MaxRecords is the most log records one compaction reads
-	// (max_compaction_size); the rest is left for the next one.
+	// (max_compaction_size); the rest is left for a follow-up job. Memory
+	// does not grow with it (MemoryBytes bounds a compaction's), so the
+	// default (10,000,000) lets one job take a large backlog whole: chained
+	// jobs each rewrite the blocks the previous one wrote.
 	MaxRecords int
 	// BatchRecords is how many log records are read per batch; cancellation
 	// is honoured between batches.
 	BatchRecords int
+	// MemoryBytes bounds the memory of one compaction, in bytes: a quarter
+	// of it holds the sorted runs of operation records read from the log;
+	// past that, runs spill to temporary files in SpillDir. The rest is the
+	// run being filled, the writer's window and encoders, and the garbage
+	// collector's headroom (Go's heap grows to about twice what is live).
+	MemoryBytes int64
+	// SpillDir is the directory of the spilled runs (default os.TempDir()).
+	// The files are unlinked as soon as they are created: nothing is left
+	// behind, even by a crash.
+	SpillDir string
 	// VersionsToKeep is how many segment versions GC retains (>= 1; the
 	// current one is always kept).
 	VersionsToKeep int
@@ -49,8 +70,9 @@ type Config struct {
 	GCGrace time.Duration
 	// CommitTimeout bounds the steps of a compaction that cancellation and
 	// shutdown do not interrupt: the commit transaction (compare-and-swap,
-	// offset advance, purge of up to MaxRecords log rows, the job row) and,
-	// after a failure, the removal of the blobs it wrote. It is a safety net
+	// offset advance, the job row), the purge of the compacted log rows
+	// after it, and, after a failure, the removal of the blobs it wrote. It
+	// is a safety net
 	// against a catalog or blob store that hangs, not a performance target:
 	// a commit may also wait for the catalog's single writer while another
 	// compaction commits, so the default (10 min) is far above what a
@@ -60,7 +82,8 @@ type Config struct {
 
 // DefaultConfig returns the defaults documented on the flags.
 func DefaultConfig() Config {
-	return Config{MaxRecords: 100_000, BatchRecords: 1_000, VersionsToKeep: 2, GCGrace: time.Hour, CommitTimeout: 10 * time.Minute}
+	return Config{MaxRecords: 10_000_000, BatchRecords: 10_000, MemoryBytes: 256 << 20, SpillDir: os.TempDir(),
+		VersionsToKeep: 2, GCGrace: time.Hour, CommitTimeout: 10 * time.Minute}
 }
 
 // RegisterFlags registers the compaction flags on fs with c's values as
@@ -68,6 +91,8 @@ func DefaultConfig() Config {
 func (c *Config) RegisterFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&c.MaxRecords, "max-compaction-size", c.MaxRecords, "most log records one compaction job reads; a larger backlog continues in follow-up jobs")
 	fs.IntVar(&c.BatchRecords, "log-batch-size", c.BatchRecords, "log records read per batch (cancellation is honoured between batches)")
+	fs.Var((*byteSize)(&c.MemoryBytes), "compaction-memory", "memory one compaction may use (e.g. 256MiB): a quarter holds sorted runs of log records, the rest is the writer's and the garbage collector's headroom; larger slices spill to --compaction-spill-dir")
+	fs.StringVar(&c.SpillDir, "compaction-spill-dir", c.SpillDir, "directory for the sorted runs a compaction spills past --compaction-memory (unlinked at once)")
 	fs.IntVar(&c.VersionsToKeep, "versions-to-keep", c.VersionsToKeep, "segment versions retained per collection by GC")
 	fs.DurationVar(&c.GCGrace, "gc-grace", c.GCGrace, fmt.Sprintf("how long GC waits after a segment version stops being retained before deleting its blobs: the longest a read may take (at least %s)", MinGCGrace))
 	fs.DurationVar(&c.CommitTimeout, "commit-timeout", c.CommitTimeout, "longest a compaction's commit (and the clean-up after a failed one) may take; neither cancel nor shutdown interrupts it")
@@ -80,6 +105,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("--max-compaction-size must be positive, got %d", c.MaxRecords)
 	case c.BatchRecords <= 0:
 		return fmt.Errorf("--log-batch-size must be positive, got %d", c.BatchRecords)
+	case c.MemoryBytes < minMemoryBytes:
+		return fmt.Errorf("--compaction-memory must be at least %s, got %s", humanize.IBytes(minMemoryBytes), humanize.IBytes(uint64(max(c.MemoryBytes, 0))))
+	case c.SpillDir == "":
+		return errors.New("--compaction-spill-dir must not be empty")
 	case c.VersionsToKeep < 1:
 		return fmt.Errorf("--versions-to-keep must be at least 1, got %d", c.VersionsToKeep)
 	case c.GCGrace < MinGCGrace:
@@ -87,6 +116,28 @@ func (c Config) Validate() error {
 	case c.CommitTimeout <= 0:
 		return fmt.Errorf("--commit-timeout must be positive, got %s", c.CommitTimeout)
 	}
+	return nil
+}
+
+// minMemoryBytes is the smallest --compaction-memory: a few MiB keep the
+// runs from becoming one per batch.
+const minMemoryBytes = 16 << 20
+
+// byteSize is a pflag.Value of a size in bytes written like "256MiB" or
+// "1GB" (go-humanize).
+type byteSize int64
+
+func (b *byteSize) String() string { return humanize.IBytes(uint64(*b)) }
+func (b *byteSize) Type() string   { return "bytes" }
+func (b *byteSize) Set(s string) error {
+	n, err := humanize.ParseBytes(s)
+	if err != nil {
+		return fmt.Errorf("size %q: %w", s, err)
+	}
+	if n > math.MaxInt64 {
+		return fmt.Errorf("size %q is too large", s)
+	}
+	*b = byteSize(n)
 	return nil
 }
 
@@ -125,8 +176,11 @@ type Progress struct {
 	RecordsTotal int64  // log records this compaction reads
 	BytesWritten int64  // bytes of blocks written so far
 	// BlocksWritten and BlocksTotal count the blocks this compaction
-	// writes; BlocksTotal is 0 until materialization has planned the new
-	// version (from PhaseWriting on).
+	// writes. BlocksTotal is 0 until PhaseWriting, then an estimate from
+	// the slice: (records of the base + log records read) / records per
+	// block, an upper bound when records are updated or deleted (never below
+	// BlocksWritten); the final report of PhaseCommitting holds the exact
+	// count.
 	BlocksWritten, BlocksTotal int
 	// The plan, known from the first report on: the log offsets
 	// (OffsetStart, OffsetEnd] this compaction reads and the segment
@@ -192,7 +246,47 @@ type Compactor struct {
 	// collected their version (see retryRead); none is expected at accepted
 	// settings.
 	readRetries atomic.Int64
+	// purges are the log purges running after commits, by collection.
+	purgeMu sync.Mutex
+	purges  map[string]bool
+	purgeWG sync.WaitGroup
 }
+
+// purgeLog deletes, on a goroutine of its own, the log rows of
+// collectionID at or below its compaction offset (catalog.PurgeLog), off
+// the job's critical path: the commit has already made them invisible. At
+// most one purge per collection runs; one that finds another running
+// leaves the rows to it or to the next commit's purge (which removes
+// everything at or below the offset, also rows a crash left behind). It is
+// bounded by Config.CommitTimeout and not interrupted by cancellation;
+// failures are logged.
+func (c *Compactor) purgeLog(ctx context.Context, collectionID string) {
+	c.purgeMu.Lock()
+	defer c.purgeMu.Unlock()
+	if c.purges[collectionID] {
+		return
+	}
+	c.purges[collectionID] = true
+	c.purgeWG.Add(1)
+	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.CommitTimeout)
+	go func() {
+		defer c.purgeWG.Done()
+		defer cancel()
+		n, err := c.cat.PurgeLog(pctx, collectionID)
+		c.purgeMu.Lock()
+		delete(c.purges, collectionID)
+		c.purgeMu.Unlock()
+		if err != nil && !errors.Is(err, catalog.ErrNotFound) {
+			c.logger.Warn("purge compacted log rows", "collection", collectionID, "err", err)
+			return
+		}
+		c.logger.Debug("purged compacted log rows", "collection", collectionID, "rows", n)
+	}()
+}
+
+// WaitPurges waits for the log purges started by earlier compactions
+// (tests, benchmarks and shutdown use it).
+func (c *Compactor) WaitPurges() { c.purgeWG.Wait() }
 
 // New returns a Compactor. logger nil discards logs.
 func New(cat *catalog.Catalog, seg *segment.Store, cfg Config, logger *slog.Logger, opts ...Option) (*Compactor, error) {
@@ -202,7 +296,7 @@ func New(cat *catalog.Catalog, seg *segment.Store, cfg Config, logger *slog.Logg
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	c := &Compactor{cat: cat, seg: seg, cfg: cfg, logger: logger, pins: newPins()}
+	c := &Compactor{cat: cat, seg: seg, cfg: cfg, logger: logger, pins: newPins(), purges: make(map[string]bool)}
 	for _, o := range opts {
 		o(c)
 	}
@@ -263,42 +357,35 @@ func (c *Compactor) Compact(ctx context.Context, collectionID string, opts Optio
 		return res, nil
 	}
 
-	// 1. Read the log slice in batches.
+	// 1. Read the log slice in batches (a reader goroutine fetches the
+	// next batch while this one sorts), grouping operation records by
+	// record id in sorted runs, spilled to disk past the memory budget.
 	begin("read log")
 	p := Progress{Phase: PhaseReading, RecordsTotal: total, OffsetStart: coll.CompactionOffset, OffsetEnd: end, VersionBefore: coll.SegmentVersion}
 	report(p)
-	byID := make(map[string][]materialize.OperationRecord)
-	for after := coll.CompactionOffset; after < end; {
-		if err := ctx.Err(); err != nil {
-			return res, fmt.Errorf("compact %s: read log after offset %d: %w", collectionID, after, err)
-		}
-		ops, err := c.cat.ReadLog(ctx, collectionID, after, end, c.cfg.BatchRecords)
-		if err != nil {
-			return res, fmt.Errorf("compact %s: read log after offset %d: %w", collectionID, after, err)
-		}
-		if len(ops) == 0 {
-			// Another compaction committed and purged them since the
-			// snapshot: a lost race, not a damaged collection.
-			return res, fmt.Errorf("compact %s: log offsets (%d, %d] were compacted meanwhile: %w", collectionID, after, end, catalog.ErrConflict)
-		}
-		for _, op := range ops {
-			byID[op.ID] = append(byID[op.ID], op)
-		}
-		after = ops[len(ops)-1].Offset
-		res.RecordsRead += int64(len(ops))
+	runs := &runSet{dir: c.cfg.SpillDir, budget: c.cfg.MemoryBytes / 4}
+	defer runs.close()
+	if err := c.readRuns(ctx, collectionID, coll.CompactionOffset, end, runs, func(n int) {
+		res.RecordsRead += int64(n)
 		p.RecordsRead = res.RecordsRead
 		report(p)
+	}); err != nil {
+		return res, fmt.Errorf("compact %s: %w", collectionID, err)
 	}
 
-	// 2. Materialize against the current segment.
+	// 2. Materialize against the current segment and write the changed
+	// blocks, streaming: the runs are merged into per-id groups in id order,
+	// which the writer merge-joins with the base blocks one at a time.
 	begin("materialize")
 	p.Phase = PhaseMaterializing
 	report(p)
 	var base *segment.Manifest
+	var baseRecords int64
 	if coll.SegmentVersion > 0 {
 		if base, err = c.seg.ReadManifest(ctx, coll.ManifestKey); err != nil {
 			return res, fmt.Errorf("compact %s: read manifest of version %d: %w", collectionID, coll.SegmentVersion, classifyRead(err))
 		}
+		baseRecords = base.RecordCount
 	}
 	w := c.seg.NewWriter(collectionID, base)
 	defer func() {
@@ -311,38 +398,36 @@ func (c *Compactor) Compact(ctx context.Context, collectionID string, opts Optio
 			}
 		}
 	}()
-	ids := make([]string, 0, len(byID))
-	for id := range byID {
-		ids = append(ids, id)
-	}
-	slices.Sort(ids)
-	current, err := w.Get(ctx, ids)
-	if err != nil {
-		return res, fmt.Errorf("compact %s: read blocks: %w", collectionID, classifyRead(err))
-	}
-	changes := make([]segment.Change, 0, len(ids))
-	for _, id := range ids {
-		var cur *materialize.Record
-		if r, ok := current[id]; ok {
-			cur = &r
-		}
-		next := materialize.Apply(cur, byID[id])
-		if cur == nil && next == nil {
-			continue // absent before and after: nothing to write
-		}
-		changes = append(changes, segment.Change{ID: id, Record: next})
-	}
-
-	// 3. Write the changed blocks and the manifest.
 	begin("write blocks")
 	p.Phase = PhaseWriting
+	perBlock := int64(c.seg.MaxBlockRecords())
+	p.BlocksTotal = int((baseRecords + res.RecordsRead + perBlock - 1) / perBlock)
 	report(p)
-	m, stats, err := w.Write(ctx, changes, end, cmp.Or(coll.Dimension, dimensionOf(changes)), func(n int64) {
+	onBlock := func(n int64) {
 		p.BytesWritten += n
+		p.BlocksWritten++
+		p.BlocksTotal = max(p.BlocksTotal, p.BlocksWritten)
 		report(p)
-	})
+	}
+	var m *segment.Manifest
+	var stats segment.WriteStats
+	if changes, small, cerr := c.smallChanges(ctx, base, runs, res.RecordsRead); cerr != nil {
+		err = cerr
+	} else if small && c.seg.PreferDelta(base, changes) {
+		// Few changes over many blocks: one delta (DESIGN.md §7b).
+		p.BlocksTotal = 0
+		report(p)
+		m, stats, err = c.writeDelta(ctx, w, changes, end, coll.Dimension)
+	} else if small {
+		m, stats, err = w.WriteFrom(ctx, slices.All(changes), segment.WriteOptions{CompactionOffset: end, Dimension: coll.Dimension, OnBlock: onBlock})
+	} else {
+		m, stats, err = w.WriteStream(ctx, changesOf(ctx, runs), segment.WriteOptions{CompactionOffset: end, Dimension: coll.Dimension, OnBlock: onBlock})
+	}
 	if err != nil {
 		return res, fmt.Errorf("compact %s: write blocks: %w", collectionID, classifyWrite(ctx, err))
+	}
+	if runs.spilled > 0 {
+		c.logger.Debug("spilled sorted runs", "collection", collectionID, "runs", runs.spilled, "bytes", runs.spilledBytes)
 	}
 	if err := ctx.Err(); err != nil {
 		return res, fmt.Errorf("compact %s: before manifest: %w", collectionID, err)
@@ -365,6 +450,7 @@ func (c *Compactor) Compact(ctx context.Context, collectionID string, opts Optio
 	begin("commit")
 	p.Phase = PhaseCommitting
 	p.BytesWritten = res.BytesWritten
+	p.BlocksWritten, p.BlocksTotal = stats.BlocksWritten, stats.BlocksWritten
 	report(p)
 	cm := catalog.Commit{
 		CollectionID:     collectionID,
@@ -373,6 +459,8 @@ func (c *Compactor) Compact(ctx context.Context, collectionID string, opts Optio
 		ManifestKey:      key,
 		CompactionOffset: end,
 		RecordCount:      m.RecordCount,
+		SegmentBytes:     blockBytes(m),
+		BlockCount:       len(m.Blocks),
 	}
 	if opts.CommitJob != nil {
 		cm.Job = opts.CommitJob(res)
@@ -400,6 +488,7 @@ func (c *Compactor) Compact(ctx context.Context, collectionID string, opts Optio
 		}
 		return res, fmt.Errorf("compact %s: commit version %d: %w", collectionID, m.Version, err)
 	}
+	c.purgeLog(ctx, collectionID)
 	c.logger.Debug("compacted", "collection", collectionID, "offset", end, "version", m.Version,
 		"records_read", res.RecordsRead, "blocks_written", stats.BlocksWritten, "blocks_reused", stats.BlocksReused)
 	return res, nil
@@ -418,6 +507,54 @@ func (c *Compactor) committed(ctx context.Context, err error, collectionID strin
 	return gerr == nil && coll.SegmentVersion == version && coll.ManifestKey == key
 }
 
+// smallChanges returns the log slice's changes (one per record id, with
+// its operation records, in id order) when the slice may be written as a
+// delta: the base has blocks, deltas are on and the slice holds at most
+// segment.MaxDeltaChanges operation records (so it is small enough to
+// hold). small is false, and nothing is read, otherwise: the slice
+// streams into the blocks.
+func (c *Compactor) smallChanges(ctx context.Context, base *segment.Manifest, runs *runSet, opRecords int64) (changes []segment.Change, small bool, err error) {
+	if base == nil || len(base.Blocks) == 0 || opRecords > c.seg.MaxDeltaChanges(base) {
+		return nil, false, nil
+	}
+	for ch, err := range changesOf(ctx, runs) {
+		if err != nil {
+			return nil, false, err
+		}
+		changes = append(changes, ch)
+	}
+	return changes, true, nil
+}
+
+// writeDelta materializes changes (with operation records) against their
+// current records and writes them as one delta over the writer's base.
+func (c *Compactor) writeDelta(ctx context.Context, w *segment.Writer, changes []segment.Change, end int64, dimension int) (*segment.Manifest, segment.WriteStats, error) {
+	ids := make([]string, len(changes))
+	for i, ch := range changes {
+		ids[i] = ch.ID
+	}
+	current, err := w.Get(ctx, ids)
+	if err != nil {
+		return nil, segment.WriteStats{}, err
+	}
+	out := changes[:0]
+	for _, ch := range changes {
+		var cur *materialize.Record
+		if r, ok := current[ch.ID]; ok {
+			cur = &r
+		}
+		next := ch.Record
+		if ch.Ops != nil {
+			next = materialize.ApplyOwning(cur, ch.Ops)
+		}
+		if cur == nil && next == nil {
+			continue // absent before and after: nothing to write
+		}
+		out = append(out, segment.Change{ID: ch.ID, Record: next})
+	}
+	return w.WriteDelta(ctx, out, end, cmp.Or(dimension, dimensionOf(out)))
+}
+
 // dimensionOf returns the embedding length of the first record in changes.
 func dimensionOf(changes []segment.Change) int {
 	for _, ch := range changes {
@@ -426,6 +563,15 @@ func dimensionOf(changes []segment.Change) int {
 		}
 	}
 	return 0
+}
+
+// blockBytes is the size of m's blocks, in bytes.
+func blockBytes(m *segment.Manifest) int64 {
+	var n int64
+	for _, b := range m.Blocks {
+		n += b.Bytes
+	}
+	return n
 }
 
 // classifyRead marks blob read failures transient unless the blob is missing

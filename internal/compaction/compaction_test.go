@@ -39,12 +39,23 @@ func TestPropertyAgainstModel(t *testing.T) {
 			steps = 100
 		}
 	}
-	for run := range uint64(*propRuns) {
-		seed := *propSeed + run
-		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
+	for run := range uint64(*propRuns) + 1 {
+		// One more run spills nearly every log batch to disk as a sorted
+		// run.
+		seed, spill := *propSeed+run, run == uint64(*propRuns)
+		if spill {
+			seed = *propSeed
+		}
+		t.Run(fmt.Sprintf("seed=%d/spill=%t", seed, spill), func(t *testing.T) {
 			r := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
-			e := newEnv(t, envConfig{maxRecords: 1 + r.IntN(12), batchRecords: 1 + r.IntN(5), maxBlock: 4 + r.IntN(6), minBlock: 2})
+			ec := envConfig{maxRecords: 1 + r.IntN(12), batchRecords: 1 + r.IntN(5), maxBlock: 4 + r.IntN(6), minBlock: 2, spill: spill}
+			// Deltas with small thresholds, so that runs write deltas over
+			// deltas and fold them (by rows and by count) often.
+			ec.seg = segment.Config{DeltaMinBlocks: 1 + r.IntN(2), DeltaMaxFraction: 0.3 + r.Float64()/2, DeltaFoldRecords: 4 + r.IntN(24), MaxDeltas: 1 + r.IntN(4)}
+			e := newEnv(t, ec)
 			g := gen{r: r, ids: 24, dim: 3}
+			var deltas, folds int // compactions that wrote a delta, and that folded deltas
+			lastDeltas := 0
 			for step := range steps {
 				switch k := r.IntN(10); {
 				case k < 5:
@@ -57,6 +68,13 @@ func TestPropertyAgainstModel(t *testing.T) {
 					}
 					if got, want := e.coll().RecordCount, int64(len(e.model)); res.RecordsRead > 0 && res.Remaining == 0 && got != want {
 						t.Fatalf("step %d: record count %d after catching up, model has %d", step, got, want)
+					}
+					if n := e.deltaCount(); n > lastDeltas {
+						deltas++
+						lastDeltas = n
+					} else if n < lastDeltas {
+						folds++
+						lastDeltas = n
 					}
 				default:
 					e.clock.Advance(DefaultConfig().GCGrace / 2)
@@ -73,8 +91,26 @@ func TestPropertyAgainstModel(t *testing.T) {
 			}
 			e.checkNoGarbage("end")
 			e.check("after gc")
+			if deltas == 0 || folds == 0 {
+				t.Errorf("%d compactions wrote a delta, %d folded deltas: the run did not cover both", deltas, folds)
+			}
 		})
 	}
+}
+
+// deltaCount returns the number of deltas of the collection's current
+// version.
+func (e *env) deltaCount() int {
+	e.t.Helper()
+	key := e.coll().ManifestKey
+	if key == "" {
+		return 0
+	}
+	m, err := e.seg.ReadManifest(e.ctx, key)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return len(m.Deltas)
 }
 
 func TestAddCompactDeleteAddReturnsOnlyTheSecondAdd(t *testing.T) {
@@ -389,13 +425,13 @@ func TestProcessKilledMidCompactionLosesNothing(t *testing.T) {
 }
 
 // TestCopyOnWrite: after compacting 10 new ids into a collection of
-// 100,000, the new version reuses every block but those whose ranges hold
-// the new ids.
+// 100,000 (deltas off: ten ids over nine blocks would make one), the new
+// version reuses every block but those whose ranges hold the new ids.
 func TestCopyOnWrite(t *testing.T) {
 	if testing.Short() {
 		t.Skip("loads 100,000 records")
 	}
-	e := newEnv(t, envConfig{maxRecords: 200_000, batchRecords: 10_000, maxBlock: 2048, minBlock: 512})
+	e := newEnv(t, envConfig{maxRecords: 200_000, batchRecords: 10_000, maxBlock: 2048, minBlock: 512, seg: segment.Config{NoDeltas: true}})
 	const n = 100_000
 	ops := make([]materialize.OperationRecord, 0, 10_000)
 	for i := range n {

@@ -15,10 +15,10 @@ const KindLogRow = "log_row"
 
 // corruptKinds are the values of the kind label of
 // compactor_corrupt_blocks_total.
-var corruptKinds = []string{segment.KindBlock, segment.KindManifest, KindLogRow}
+var corruptKinds = []string{segment.KindBlock, segment.KindDelta, segment.KindManifest, KindLogRow}
 
 // CorruptKind reports whether err is stored data of a collection that is
-// damaged, and of which kind: segment.KindBlock or segment.KindManifest (a
+// damaged, and of which kind: segment.KindBlock, segment.KindDelta or segment.KindManifest (a
 // *segment.CorruptError, naming the collection and the blob key), or
 // KindLogRow (materialize.ErrCorruptRecord; the message names the collection
 // and the log offset). Such an error is not transient: retrying does not
@@ -41,13 +41,13 @@ func CorruptKind(err error) (kind string, ok bool) {
 type Option func(*Compactor)
 
 // WithRegisterer registers the Compactor's metrics on reg:
-// compactor_corrupt_blocks_total{kind="block|manifest|log_row"}, the reads
+// compactor_corrupt_blocks_total{kind="block|delta|manifest|log_row"}, the reads
 // and compactions that failed on damaged stored data.
 func WithRegisterer(reg prometheus.Registerer) Option {
 	return func(c *Compactor) {
 		v := promauto.With(reg).NewCounterVec(prometheus.CounterOpts{
 			Name: "compactor_corrupt_blocks_total",
-			Help: "Reads and compactions that failed on a corrupt segment block, manifest or log row, by kind. A damaged blob counts at every read that meets it: any increase needs an operator (the log and the collection's last job name the collection and the blob).",
+			Help: "Reads and compactions that failed on a corrupt segment block, delta, manifest or log row, by kind. A damaged blob counts at every read that meets it: any increase needs an operator (the log and the collection's last job name the collection and the blob).",
 		}, []string{"kind"})
 		for _, k := range corruptKinds {
 			v.WithLabelValues(k)

@@ -158,9 +158,10 @@ func TestCorruptDataFailsOnlyItsCollection(t *testing.T) {
 	}
 
 	if err := testutil.GatherAndCompare(e.reg, strings.NewReader(`
-# HELP compactor_corrupt_blocks_total Reads and compactions that failed on a corrupt segment block, manifest or log row, by kind. A damaged blob counts at every read that meets it: any increase needs an operator (the log and the collection's last job name the collection and the blob).
+# HELP compactor_corrupt_blocks_total Reads and compactions that failed on a corrupt segment block, delta, manifest or log row, by kind. A damaged blob counts at every read that meets it: any increase needs an operator (the log and the collection's last job name the collection and the blob).
 # TYPE compactor_corrupt_blocks_total counter
 compactor_corrupt_blocks_total{kind="block"} 3
+compactor_corrupt_blocks_total{kind="delta"} 0
 compactor_corrupt_blocks_total{kind="log_row"} 3
 compactor_corrupt_blocks_total{kind="manifest"} 3
 `), "compactor_corrupt_blocks_total"); err != nil {

@@ -144,6 +144,13 @@ type env struct {
 type envConfig struct {
 	maxRecords, batchRecords int
 	maxBlock, minBlock       int
+	// spill, when set, makes the compactor's memory budget a few hundred
+	// bytes, below what Validate accepts, so that nearly every log batch is
+	// a sorted run spilled to a temp dir.
+	spill bool
+	// seg sets the delta fields of the segment.Config (the block sizes
+	// come from maxBlock and minBlock).
+	seg segment.Config
 }
 
 func newEnv(t testing.TB, ec envConfig) *env {
@@ -154,13 +161,19 @@ func newEnv(t testing.TB, ec envConfig) *env {
 	e.faulty = segmenttest.NewFaulty(segmenttest.NewMem(t))
 	e.crash = &crashable{Blobs: e.faulty}
 	e.blobs = segmenttest.NewClocked(e.crash, e.clock.Now)
-	e.seg = segment.NewStore(e.blobs, segment.Config{MaxBlockRecords: ec.maxBlock, MinBlockRecords: ec.minBlock}, e.clock.Now)
+	scfg := ec.seg
+	scfg.MaxBlockRecords, scfg.MinBlockRecords = ec.maxBlock, ec.minBlock
+	e.seg = segment.NewStore(e.blobs, scfg, e.clock.Now)
 	cfg := DefaultConfig()
 	cfg.MaxRecords, cfg.BatchRecords = ec.maxRecords, ec.batchRecords
 	var err error
 	if e.comp, err = New(e.cat, e.seg, cfg, nil); err != nil {
 		t.Fatal(err)
 	}
+	if ec.spill {
+		e.comp.cfg.MemoryBytes, e.comp.cfg.SpillDir = 600, t.TempDir()
+	}
+	t.Cleanup(e.comp.WaitPurges)
 	c, err := e.cat.CreateCollection(e.ctx, "test", 0)
 	if err != nil {
 		t.Fatal(err)
@@ -291,6 +304,9 @@ func (e *env) checkNoGarbage(when string) {
 		}
 		for _, b := range m.Blocks {
 			referenced[b.Key] = true
+		}
+		for _, d := range m.Deltas {
+			referenced[d.Key] = true
 		}
 	}
 	blobs, err := e.blobs.List(e.ctx, "collections/"+e.id+"/")

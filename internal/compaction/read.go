@@ -14,15 +14,6 @@ import (
 // MaxReadIDs is the most ids one GetRecords call accepts.
 const MaxReadIDs = 10_000
 
-// view is a consistent snapshot of a collection for reading: its segment
-// version and the log tail after that version's offset, grouped by id.
-type view struct {
-	release  func() // unpins the version; called when the read ends
-	coll     catalog.Collection
-	manifest *segment.Manifest // nil before the first compaction
-	tail     map[string][]materialize.OperationRecord
-}
-
 // readAttempts bounds the retries of a read whose segment version GC
 // removed while it read (it then reads the newer version).
 const readAttempts = 3
@@ -44,28 +35,6 @@ func (c *Compactor) retryRead(collectionID string, read func() (ReadResult, erro
 	}
 }
 
-func (c *Compactor) openView(ctx context.Context, collectionID string) (*view, error) {
-	coll, tail, err := c.cat.ReadView(ctx, collectionID)
-	if err != nil {
-		return nil, err
-	}
-	v := &view{coll: coll, tail: make(map[string][]materialize.OperationRecord)}
-	// The version was current at the snapshot, so it was not retired then:
-	// GC deletes it GCGrace after it is retired at the earliest, and never
-	// while this pin holds.
-	v.release = c.pins.pin(collectionID, coll.ManifestKey, false)
-	if coll.SegmentVersion > 0 {
-		if v.manifest, err = c.seg.ReadManifest(ctx, coll.ManifestKey); err != nil {
-			v.release()
-			return nil, fmt.Errorf("read manifest of version %d: %w", coll.SegmentVersion, err)
-		}
-	}
-	for _, op := range tail {
-		v.tail[op.ID] = append(v.tail[op.ID], op)
-	}
-	return v, nil
-}
-
 // ReadResult is one answer of the read path.
 type ReadResult struct {
 	Records []materialize.Record
@@ -79,8 +48,11 @@ type ReadResult struct {
 
 // GetRecords returns the materialized records of collectionID with the given
 // ids, in id order, each id at most once; ids that are absent are left out.
-// It reads the current segment version and applies the uncompacted log tail
-// with the materialization rules. Errors: catalog.ErrNotFound, catalog.ErrInvalidArgument
+// It reads, in one catalog snapshot, the collection's row and the log tail
+// rows of those ids only (the log is indexed by record id), then the
+// segment blocks whose ranges hold an id, and applies the tail with the
+// materialization rules: its cost follows the number of ids, not the tail
+// or the collection. Errors: catalog.ErrNotFound, catalog.ErrInvalidArgument
 // for more than MaxReadIDs ids, storage errors; damaged stored data (a
 // corrupt block, manifest or log row) is an error CorruptKind recognises,
 // counted in compactor_corrupt_blocks_total.
@@ -94,116 +66,200 @@ func (c *Compactor) getRecords(ctx context.Context, collectionID string, ids []s
 	if len(ids) > MaxReadIDs {
 		return ReadResult{}, fmt.Errorf("get records of %s: %d ids requested, the limit is %d: %w", collectionID, len(ids), MaxReadIDs, catalog.ErrInvalidArgument)
 	}
-	v, err := c.openView(ctx, collectionID)
-	if err != nil {
-		return ReadResult{}, fmt.Errorf("get records of %s: %w", collectionID, err)
-	}
-	defer v.release()
 	ids = slices.Clone(ids)
 	slices.Sort(ids)
 	ids = slices.Compact(ids)
-	base, err := c.seg.Get(ctx, v.manifest, ids)
+	tail, err := c.cat.ReadTailIDs(ctx, collectionID, ids)
+	if err != nil {
+		return ReadResult{}, fmt.Errorf("get records of %s: %w", collectionID, err)
+	}
+	coll := tail.Collection
+	// The version was current at the snapshot, so it was not retired then:
+	// GC deletes it GCGrace after it is retired at the earliest, and never
+	// while this pin holds.
+	release := c.pins.pin(collectionID, coll.ManifestKey, false)
+	defer release()
+	m, err := c.manifest(ctx, coll)
+	if err != nil {
+		return ReadResult{}, fmt.Errorf("get records of %s: %w", collectionID, err)
+	}
+	base, err := c.seg.Get(ctx, m, ids)
 	if err != nil {
 		return ReadResult{}, fmt.Errorf("get records of %s: %w", collectionID, err)
 	}
 	out := make([]materialize.Record, 0, len(ids))
+	ops := tail.Ops
 	for _, id := range ids {
 		var cur *materialize.Record
 		if r, ok := base[id]; ok {
 			cur = &r
 		}
-		if r := materialize.Apply(cur, v.tail[id]); r != nil {
+		n := 0
+		for n < len(ops) && ops[n].ID == id {
+			n++
+		}
+		if r := materialize.Apply(cur, ops[:n]); r != nil {
 			out = append(out, *r)
 		}
+		ops = ops[n:]
 	}
-	return v.result(out, ""), nil
+	return result(coll, out, ""), nil
 }
 
-func (v *view) result(recs []materialize.Record, next string) ReadResult {
-	return ReadResult{Records: recs, Next: next, SegmentVersion: v.coll.SegmentVersion, LogPosition: v.coll.LogPosition}
+// manifest reads the manifest of coll's segment version; nil before the
+// first compaction.
+func (c *Compactor) manifest(ctx context.Context, coll catalog.Collection) (*segment.Manifest, error) {
+	if coll.SegmentVersion == 0 {
+		return nil, nil
+	}
+	m, err := c.seg.ReadManifest(ctx, coll.ManifestKey)
+	if err != nil {
+		return nil, fmt.Errorf("read manifest of version %d: %w", coll.SegmentVersion, err)
+	}
+	return m, nil
+}
+
+func result(coll catalog.Collection, recs []materialize.Record, next string) ReadResult {
+	return ReadResult{Records: recs, Next: next, SegmentVersion: coll.SegmentVersion, LogPosition: coll.LogPosition}
 }
 
 // ListRecords returns up to limit materialized records of collectionID with
 // id > after, in id order, and the id to pass as after for the next page (""
 // when there is none). limit must be in 1..MaxReadIDs
 // (catalog.ErrInvalidArgument otherwise).
+//
+// A page reads what it returns and little more: the segment's next records
+// after the cursor (Store.Scan reads the blocks from the cursor on and stops
+// after the page), and the log tail rows whose ids fall between the cursor
+// and the last of those records (the log is indexed by record id), merged
+// with the materialization rules. Its cost follows the page, not the tail
+// or the collection. Every page reflects one snapshot: a segment version and
+// the log up to the log position the result names.
 func (c *Compactor) ListRecords(ctx context.Context, collectionID, after string, limit int) (ReadResult, error) {
 	res, err := c.retryRead(collectionID, func() (ReadResult, error) { return c.listRecords(ctx, collectionID, after, limit) })
 	c.noteCorrupt("read", collectionID, err)
 	return res, err
 }
 
+// pageAttempts bounds the times a page is read again because a compaction
+// committed while it was read (see listRecords).
+const pageAttempts = 8
+
 func (c *Compactor) listRecords(ctx context.Context, collectionID, after string, limit int) (ReadResult, error) {
 	if limit <= 0 || limit > MaxReadIDs {
 		return ReadResult{}, fmt.Errorf("list records of %s: page size %d is outside 1..%d: %w", collectionID, limit, MaxReadIDs, catalog.ErrInvalidArgument)
 	}
-	v, err := c.openView(ctx, collectionID)
+	coll, err := c.cat.GetCollection(ctx, collectionID)
 	if err != nil {
 		return ReadResult{}, fmt.Errorf("list records of %s: %w", collectionID, err)
 	}
-	defer v.release()
-	// The tail's ids after the cursor, materialized against the segment.
-	var tailIDs []string
-	for id := range v.tail {
-		if id > after {
-			tailIDs = append(tailIDs, id)
+	for attempt := 1; ; attempt++ {
+		res, moved, err := c.listPage(ctx, coll, after, limit)
+		if err != nil {
+			return ReadResult{}, fmt.Errorf("list records of %s: %w", collectionID, err)
 		}
-	}
-	slices.Sort(tailIDs)
-	base, err := c.seg.Get(ctx, v.manifest, tailIDs)
-	if err != nil {
-		return ReadResult{}, fmt.Errorf("list records of %s: %w", collectionID, err)
-	}
-	overlay := make(map[string]*materialize.Record, len(tailIDs))
-	for _, id := range tailIDs {
-		var cur *materialize.Record
-		if r, ok := base[id]; ok {
-			cur = &r
+		if moved == nil {
+			return res, nil
 		}
-		overlay[id] = materialize.Apply(cur, v.tail[id])
+		if attempt == pageAttempts {
+			return ReadResult{}, fmt.Errorf("list records of %s: %d compactions committed while the page was read; retry: %w", collectionID, attempt, catalog.ErrUnavailable)
+		}
+		coll = *moved
 	}
+}
 
-	// Merge the segment's records with the overlay in id order; collect one
-	// record more than asked to know whether a next page exists.
-	out := make([]materialize.Record, 0, limit+1)
-	full := func() bool { return len(out) > limit }
-	next := 0 // index into tailIDs
-	emitTailBefore := func(id string, inclusive bool) {
-		for next < len(tailIDs) && !full() && (tailIDs[next] < id || inclusive && tailIDs[next] == id) {
-			if _, inSegment := base[tailIDs[next]]; !inSegment {
-				if r := overlay[tailIDs[next]]; r != nil {
-					out = append(out, *r)
-				}
-			}
-			next++
-		}
-	}
-	err = c.seg.Scan(ctx, v.manifest, after, func(r materialize.Record) bool {
-		emitTailBefore(r.ID, false)
-		if full() {
-			return false
-		}
-		if o, touched := overlay[r.ID]; touched {
-			if next < len(tailIDs) && tailIDs[next] == r.ID {
-				next++
-			}
-			if o != nil {
-				out = append(out, *o)
-			}
-		} else {
-			out = append(out, r)
-		}
-		return !full()
-	})
+// listPage reads one page of the snapshot coll (its segment version and the
+// log up to its log position). When a compaction commits before the page's
+// log tail rows are read (they may then be purged), it returns the
+// collection's new row as moved, and the page is to be read again on it.
+func (c *Compactor) listPage(ctx context.Context, coll catalog.Collection, after string, limit int) (res ReadResult, moved *catalog.Collection, err error) {
+	release := c.pins.pin(coll.ID, coll.ManifestKey, false)
+	defer release()
+	m, err := c.manifest(ctx, coll)
 	if err != nil {
-		return ReadResult{}, fmt.Errorf("list records of %s: %w", collectionID, err)
+		return ReadResult{}, nil, err
 	}
-	for next < len(tailIDs) && !full() {
-		emitTailBefore(tailIDs[len(tailIDs)-1], true)
+	// One record more than asked tells whether a next page exists.
+	need := limit + 1
+	out := make([]materialize.Record, 0, need)
+	cursor := after
+	// seg holds segment records after cursor not merged yet, in id order;
+	// segEnd says that the segment has no record after seg's last (after
+	// cursor when seg is empty).
+	var seg []materialize.Record
+	segEnd := false
+	for len(out) < need {
+		if len(seg) == 0 && !segEnd {
+			want := need - len(out)
+			err := c.seg.Scan(ctx, m, cursor, func(r materialize.Record) bool {
+				seg = append(seg, r)
+				return len(seg) < want
+			})
+			if err != nil {
+				return ReadResult{}, nil, err
+			}
+			segEnd = len(seg) < want
+		}
+		// The tail rows of the ids up to the last segment record read
+		// (every id when the segment has no more).
+		q := catalog.TailRange{After: cursor, Unbounded: segEnd, UpToOffset: coll.LogPosition, MaxRows: max(need-len(out), minTailRows)}
+		if !segEnd {
+			q.UpTo = seg[len(seg)-1].ID
+		}
+		tail, err := c.cat.ReadTailRange(ctx, coll.ID, q)
+		if err != nil {
+			return ReadResult{}, nil, err
+		}
+		if now := tail.Collection; now.SegmentVersion != coll.SegmentVersion || now.CompactionOffset != coll.CompactionOffset {
+			return ReadResult{}, &now, nil
+		}
+		// Both sources are complete up to bound: the segment up to its
+		// last record read, the tail up to its last id when cut.
+		bound, unbounded := q.UpTo, q.Unbounded
+		if tail.More {
+			if last := tail.Ops[len(tail.Ops)-1].ID; unbounded || last < bound {
+				bound, unbounded = last, false
+			}
+		}
+		n := 0 // segment records merged
+		ops := tail.Ops
+		for n < len(seg) && (unbounded || seg[n].ID <= bound) || len(ops) > 0 {
+			var (
+				id  string
+				cur *materialize.Record
+			)
+			switch {
+			case n < len(seg) && (unbounded || seg[n].ID <= bound) && (len(ops) == 0 || seg[n].ID <= ops[0].ID):
+				id, cur = seg[n].ID, &seg[n]
+				n++
+			default:
+				id = ops[0].ID
+			}
+			k := 0
+			for k < len(ops) && ops[k].ID == id {
+				k++
+			}
+			if k == 0 {
+				out = append(out, *cur) // untouched by the tail: as stored
+				continue
+			}
+			if r := materialize.Apply(cur, ops[:k]); r != nil {
+				out = append(out, *r)
+			}
+			ops = ops[k:]
+		}
+		seg = seg[n:]
+		if unbounded {
+			break
+		}
+		cursor = bound
 	}
 	if len(out) > limit {
 		out = out[:limit]
-		return v.result(out, out[limit-1].ID), nil
+		return result(coll, out, out[limit-1].ID), nil, nil
 	}
-	return v.result(out, ""), nil
+	return result(coll, out, ""), nil, nil
 }
+
+// minTailRows is the least number of log tail rows a page reads at a time.
+const minTailRows = 128

@@ -23,6 +23,7 @@ type memStore struct {
 	// insertGate, when set, holds every EnqueueJob until it is closed (a
 	// slow catalog write).
 	insertGate chan struct{}
+	batches    []int // calls of each EnqueueJobs
 	seq        int
 	seqOf      map[string]int // job id -> enqueue order
 	nodes      map[string]catalog.Node
@@ -89,8 +90,8 @@ func (s *memStore) ListCollections(context.Context) ([]catalog.Collection, error
 	return out, nil
 }
 
-// insert adds job j; s.mu must be held.
-func (s *memStore) insert(j catalog.Job) {
+// insertLocked adds job j; s.mu must be held.
+func (s *memStore) insertLocked(j catalog.Job) {
 	s.seq++
 	j.ID = cmp.Or(j.ID, fmt.Sprint("job-", s.seq))
 	s.jobs[j.ID] = j
@@ -102,11 +103,11 @@ func (s *memStore) insert(j catalog.Job) {
 func (s *memStore) put(j catalog.Job) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.insert(j)
+	s.insertLocked(j)
 }
 
-// activeOf returns the collection's job in state st; s.mu must be held.
-func (s *memStore) activeOf(collectionID string, st catalog.JobState) (catalog.Job, bool) {
+// activeOfLocked returns the collection's job in state st; s.mu must be held.
+func (s *memStore) activeOfLocked(collectionID string, st catalog.JobState) (catalog.Job, bool) {
 	for _, j := range s.jobs {
 		if j.CollectionID == collectionID && j.State == st {
 			return j, true
@@ -127,11 +128,56 @@ func (s *memStore) EnqueueJob(_ context.Context, r catalog.JobRequest) (catalog.
 	if s.fail != nil {
 		return catalog.Job{}, false, s.fail
 	}
+	return s.enqueueLocked(r)
+}
+
+// EnqueueJobs is EnqueueJob for each call, all or nothing per call.
+func (s *memStore) EnqueueJobs(_ context.Context, calls []catalog.EnqueueCall) ([]catalog.EnqueueOutcome, error) {
+	s.mu.Lock()
+	gate := s.insertGate
+	s.mu.Unlock()
+	if gate != nil {
+		<-gate
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.fail != nil {
+		return nil, s.fail
+	}
+	s.batches = append(s.batches, len(calls))
+	out := make([]catalog.EnqueueOutcome, len(calls))
+	for i, call := range calls {
+		var missing []string
+		for _, r := range call.Requests {
+			if _, ok := s.colls[r.CollectionID]; !ok {
+				missing = append(missing, r.CollectionID)
+			}
+		}
+		if len(missing) > 0 && !call.SkipMissing {
+			out[i].Err = &catalog.MissingCollectionsError{IDs: missing}
+			continue
+		}
+		for _, r := range call.Requests {
+			if _, ok := s.colls[r.CollectionID]; !ok {
+				continue
+			}
+			j, created, err := s.enqueueLocked(r)
+			if err != nil {
+				return nil, err
+			}
+			out[i].Jobs = append(out[i].Jobs, catalog.Enqueued{Job: j, Created: created})
+		}
+	}
+	return out, nil
+}
+
+// enqueueLocked is EnqueueJob; s.mu must be held.
+func (s *memStore) enqueueLocked(r catalog.JobRequest) (catalog.Job, bool, error) {
 	c, ok := s.colls[r.CollectionID]
 	if !ok {
 		return catalog.Job{}, false, fmt.Errorf("collection %s: %w", r.CollectionID, catalog.ErrNotFound)
 	}
-	if q, ok := s.activeOf(r.CollectionID, catalog.JobQueued); ok {
+	if q, ok := s.activeOfLocked(r.CollectionID, catalog.JobQueued); ok {
 		if r.Trigger == catalog.TriggerOneOff && q.Trigger != catalog.TriggerOneOff {
 			q.Expedited = true
 			s.jobs[q.ID] = q
@@ -140,7 +186,7 @@ func (s *memStore) EnqueueJob(_ context.Context, r catalog.JobRequest) (catalog.
 	}
 	j := catalog.Job{ID: r.ID, CollectionID: r.CollectionID, Trigger: r.Trigger, State: catalog.JobQueued, Reason: r.Reason,
 		Attempt: c.RetryCount + 1, CreatedAt: time.Now().UTC().Truncate(time.Millisecond), Continues: r.Continues, OldestAt: r.OldestAt}
-	s.insert(j)
+	s.insertLocked(j)
 	return s.jobs[s.order[len(s.order)-1]], true, nil
 }
 
@@ -179,7 +225,7 @@ func (s *memStore) ClaimJob(_ context.Context, node string, lease time.Duration)
 	}
 	now := time.Now().UTC().Truncate(time.Millisecond)
 	for _, j := range s.queueLocked() {
-		if _, busy := s.activeOf(j.CollectionID, catalog.JobRunning); busy {
+		if _, busy := s.activeOfLocked(j.CollectionID, catalog.JobRunning); busy {
 			continue
 		}
 		if c := s.colls[j.CollectionID]; j.Trigger == catalog.TriggerScheduled && !j.Expedited && now.Before(c.RetryAfter) {
@@ -254,8 +300,8 @@ func (s *memStore) interruptLocked(j catalog.Job, why string) catalog.Job {
 	j.VersionAfter, j.RecordsRead = j.VersionBefore, max(j.RecordsRead, j.Progress.RecordsRead)
 	j.LeaseOwner, j.LeaseExpiresAt = "", time.Time{}
 	s.jobs[j.ID] = j
-	if _, queued := s.activeOf(j.CollectionID, catalog.JobQueued); !queued {
-		s.insert(catalog.Job{CollectionID: j.CollectionID, Trigger: j.Trigger, State: catalog.JobQueued, Reason: j.Reason,
+	if _, queued := s.activeOfLocked(j.CollectionID, catalog.JobQueued); !queued {
+		s.insertLocked(catalog.Job{CollectionID: j.CollectionID, Trigger: j.Trigger, State: catalog.JobQueued, Reason: j.Reason,
 			Attempt: j.Attempt + 1, CreatedAt: j.FinishedAt, Continues: j.ID, Expedited: j.Expedited, OldestAt: j.OldestAt})
 	}
 	return j

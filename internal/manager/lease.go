@@ -26,7 +26,7 @@ func (m *Manager) keepLease(ctx context.Context, r *run) {
 		case <-t.C:
 		}
 		m.mu.Lock()
-		p := r.progress
+		p := m.progressLocked(r)
 		m.mu.Unlock()
 		cancel, err := m.store.RenewLease(ctx, r.job.ID, m.owner, m.cfg.LeaseDuration, jobProgress(p))
 		switch {

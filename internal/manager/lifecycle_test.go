@@ -2,6 +2,7 @@ package manager
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -165,6 +166,48 @@ func TestTheEndOfAJobIsPersistedBehindASlowCommit(t *testing.T) {
 		row, _ := mem.GetJob(t.Context(), out[0].Job.ID)
 		if row.State != catalog.JobFailed || row.Error == "" {
 			t.Fatalf("stored job is %s (error %q), want FAILED with the error: the end was not persisted", row.State, row.Error)
+		}
+	})
+}
+
+// storageFunc is a CollectionStorage from a function.
+type storageFunc func(ctx context.Context, id string) (catalog.Collection, error)
+
+func (f storageFunc) DeleteCollection(ctx context.Context, id string) (catalog.Collection, error) {
+	return f(ctx, id)
+}
+
+// TestDeleterCancelsJobsBeforeItDeletesStorage: the use case checks the
+// collection, cancels its running job (ended "collection deleted") before
+// the storage is deleted, and answers ErrNotFound for an unknown
+// collection without touching storage.
+func TestDeleterCancelsJobsBeforeItDeletesStorage(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := newMemStore()
+		store.addCollection("a", 20, time.Now())
+		exec := newFakeExec(store, 100)
+		exec.setGate("a")
+		h := start(t, store, exec, testConfig())
+		running := h.compact("a")[0].Job
+		h.wantState(running.ID, catalog.JobRunning)
+
+		var deleted []string
+		del := NewDeleter(h.m, storageFunc(func(ctx context.Context, id string) (catalog.Collection, error) {
+			if j, _ := store.GetJob(ctx, running.ID); j.State != catalog.JobCancelled {
+				t.Errorf("storage deleted while job %s is %s", running.ID, j.State)
+			}
+			deleted = append(deleted, id)
+			return catalog.Collection{ID: id}, nil
+		}))
+		c, err := del.DeleteCollection(t.Context(), "a")
+		if err != nil || c.ID != "a" || len(deleted) != 1 {
+			t.Fatalf("DeleteCollection(a) = %v, %v; storage deletions %v", c.ID, err, deleted)
+		}
+		if j := h.wantState(running.ID, catalog.JobCancelled); j.Note != NoteCollectionDeleted {
+			t.Fatalf("job ended with note %q, want %q", j.Note, NoteCollectionDeleted)
+		}
+		if _, err := del.DeleteCollection(t.Context(), "nope"); !errors.Is(err, ErrNotFound) || len(deleted) != 1 {
+			t.Fatalf("DeleteCollection(nope) = %v (storage deletions %v), want ErrNotFound and none", err, deleted)
 		}
 	})
 }

@@ -52,6 +52,7 @@ type Store interface {
 	PruneJobs(ctx context.Context, keep int, olderThan time.Time) (int, error)
 
 	EnqueueJob(ctx context.Context, r catalog.JobRequest) (catalog.Job, bool, error)
+	EnqueueJobs(ctx context.Context, calls []catalog.EnqueueCall) ([]catalog.EnqueueOutcome, error)
 	ClaimJob(ctx context.Context, node string, lease time.Duration) (catalog.Job, error)
 	RenewLease(ctx context.Context, jobID, node string, lease time.Duration, p catalog.JobProgress) (bool, error)
 	FinishJob(ctx context.Context, node string, j catalog.Job) error
@@ -75,12 +76,26 @@ type Store interface {
 	ReleaseLease(ctx context.Context, name, owner string) error
 }
 
-// Progress of a running job.
+// Progress of a running job. The executor reports the phase and counters;
+// the manager adds Fraction and ETA (see tracker), computed from the rates
+// observed in this job.
 type Progress struct {
-	Phase        string
-	RecordsRead  int64 // log records read so far
-	RecordsTotal int64 // log records the job reads
-	BytesWritten int64
+	Phase        string // one of the Phase* constants
+	RecordsRead  int64  // log records read so far
+	RecordsTotal int64  // log records the job reads
+	BytesWritten int64  // bytes of blocks written so far
+	// BlocksWritten and BlocksTotal count the blocks the job writes;
+	// BlocksTotal is 0 while unknown (before the writing phase).
+	BlocksWritten, BlocksTotal int64
+	// Fraction is how much of the whole job is done, from 0 to 1 (every
+	// phase counts, each by its expected share of the job's time; below 1
+	// while the job runs). Set by the manager.
+	Fraction float64
+	// ETA is the estimated time to the job's end, meaningful only when
+	// ETAKnown; a known ETA is positive. Unknown until a phase has
+	// progressed enough to time it. Set by the manager.
+	ETA      time.Duration
+	ETAKnown bool
 	// Planned: the executor has read the collection, and the plan below is
 	// known. The manager keeps it on the job and persists it when the phase
 	// changes, so that a job interrupted by a crash or a lost lease still
@@ -182,6 +197,9 @@ type Manager struct {
 	logger  *slog.Logger
 	metrics *metrics
 	tracer  trace.Tracer
+	// clock times running jobs' phases for their fraction and ETA
+	// (time.Now; tests set a fake one).
+	clock func() time.Time
 
 	mu       sync.Mutex
 	runs     map[string]*run // this node's RUNNING jobs, by id
@@ -198,12 +216,15 @@ type Manager struct {
 	seen      map[string]catalog.Job
 	published map[string]time.Time
 	lastPoll  time.Time
+
+	enq enqueuer // group commit of Compact calls
 }
 
 // run is one of this node's RUNNING jobs.
 type run struct {
 	job       catalog.Job // as claimed; the outcome is applied at the end
-	progress  Progress
+	progress  Progress    // as the executor last reported it
+	tracker   tracker     // times its phases for the fraction and the ETA
 	cancel    context.CancelCauseFunc
 	cancelReq bool // an operator cancelled it, or its collection is being deleted
 	// cancelNote is the note it ends with when cancelReq: NoteCancelled or
@@ -239,6 +260,7 @@ func New(store Store, exec Executor, cfg Config, reg prometheus.Registerer, logg
 		logger:    logger,
 		metrics:   newMetrics(reg, cfg),
 		tracer:    tracerOf(cfg.TracerProvider),
+		clock:     time.Now,
 		runs:      make(map[string]*run),
 		changed:   make(chan struct{}),
 		started:   make(chan struct{}),
@@ -251,8 +273,8 @@ func New(store Store, exec Executor, cfg Config, reg prometheus.Registerer, logg
 // Node is the name of this replica on the jobs it runs.
 func (m *Manager) Node() string { return m.cfg.Node }
 
-// signal wakes this node's idle workers; m.mu must be held.
-func (m *Manager) signal() {
+// signalLocked wakes this node's idle workers; m.mu must be held.
+func (m *Manager) signalLocked() {
 	close(m.changed)
 	m.changed = make(chan struct{})
 }
@@ -307,7 +329,7 @@ func (m *Manager) Run(ctx context.Context) error {
 	<-ctx.Done()
 	m.mu.Lock()
 	m.stopping = true
-	m.signal()
+	m.signalLocked()
 	m.mu.Unlock()
 
 	// Let running jobs finish, then cancel what is left.
@@ -347,7 +369,7 @@ func (m *Manager) interrupted(jobs []catalog.Job) {
 	}
 	if len(jobs) > 0 {
 		m.mu.Lock()
-		m.signal() // their follow-ups are queued
+		m.signalLocked() // their follow-ups are queued
 		m.mu.Unlock()
 	}
 }
@@ -364,56 +386,53 @@ func (m *Manager) Started() <-chan struct{} { return m.started }
 // with a QUEUED job that job is returned (Created false) and claimed with
 // the one-offs; with a RUNNING job, one follow-up job is queued. All or
 // nothing for unknown ids: they fail the request with a *NotFoundError
-// naming each, and nothing is enqueued. Errors: ErrInvalidArgument,
-// *NotFoundError, ErrStopped, store errors (the jobs queued before the
-// error stay queued).
+// naming each, and nothing is enqueued. One transaction checks the ids and
+// queues the jobs, shared with the concurrent calls (a group commit, see
+// enqueuer). Errors: ErrInvalidArgument, *NotFoundError, ErrStopped (checked
+// before the ids), ctx's error while the call waited for its turn (nothing
+// queued), store errors (nothing queued).
 func (m *Manager) Compact(ctx context.Context, ids []string, all bool, reason string) ([]Enqueued, error) {
 	if all == (len(ids) > 0) {
 		return nil, fmt.Errorf("give either collection ids or all, not both or neither: %w", ErrInvalidArgument)
 	}
-	var targets []string
+	call := catalog.EnqueueCall{SkipMissing: all}
 	if all {
 		colls, err := m.store.ListCollections(ctx)
 		if err != nil {
 			return nil, fmt.Errorf("list collections: %w", err)
 		}
 		for _, c := range colls {
-			targets = append(targets, c.ID)
+			call.Requests = append(call.Requests, catalog.JobRequest{CollectionID: c.ID, Trigger: catalog.TriggerOneOff, Reason: reason})
 		}
 	} else {
 		seen := make(map[string]bool, len(ids))
-		var unknown []string
 		for _, id := range ids {
 			if seen[id] {
 				continue
 			}
 			seen[id] = true
-			if _, err := m.store.GetCollection(ctx, id); errors.Is(err, catalog.ErrNotFound) {
-				unknown = append(unknown, id)
-				continue
-			} else if err != nil {
-				return nil, fmt.Errorf("get collection %s: %w", id, err)
-			}
-			targets = append(targets, id)
-		}
-		if len(unknown) > 0 {
-			return nil, &NotFoundError{IDs: unknown}
+			call.Requests = append(call.Requests, catalog.JobRequest{CollectionID: id, Trigger: catalog.TriggerOneOff, Reason: reason})
 		}
 	}
 	if m.isStopping() {
 		return nil, ErrStopped
 	}
-	out := make([]Enqueued, 0, len(targets))
-	for _, id := range targets {
-		j, created, err := m.store.EnqueueJob(ctx, catalog.JobRequest{CollectionID: id, Trigger: catalog.TriggerOneOff, Reason: reason})
-		if errors.Is(err, catalog.ErrNotFound) && all {
-			continue // deleted since it was listed
-		}
-		if err != nil {
-			return nil, fmt.Errorf("queue job for collection %s: %w", id, err)
-		}
-		out = append(out, Enqueued{Job: Job{Job: j}, Created: created})
-		m.changedJob(j)
+	if len(call.Requests) == 0 {
+		return []Enqueued{}, nil
+	}
+	// One transaction checks every id and queues every job, shared with
+	// concurrent calls (see enqueuer).
+	res := m.enqueue(ctx, call)
+	if missing := (*catalog.MissingCollectionsError)(nil); errors.As(res.Err, &missing) {
+		return nil, &NotFoundError{IDs: missing.IDs}
+	}
+	if res.Err != nil {
+		return nil, fmt.Errorf("queue one-off jobs: %w", res.Err)
+	}
+	out := make([]Enqueued, len(res.Jobs))
+	for i, e := range res.Jobs {
+		out[i] = Enqueued{Job: Job{Job: e.Job}, Created: e.Created}
+		m.changedJob(e.Job)
 	}
 	return out, nil
 }
@@ -432,8 +451,8 @@ func (m *Manager) changedJob(j catalog.Job) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.seenLocked(j)
-	m.send(Event{Kind: EventChanged, Job: Job{Job: j}})
-	m.signal()
+	m.sendLocked(Event{Kind: EventChanged, Job: Job{Job: j}})
+	m.signalLocked()
 }
 
 // Cancel cancels a job on any replica: a QUEUED one ends CANCELLED at once;
@@ -646,15 +665,16 @@ func (m *Manager) viewLocked(j catalog.Job) Job {
 		return Job{Job: j}
 	}
 	if r, ok := m.runs[j.ID]; ok {
-		return m.snapshot(r)
+		return m.snapshotLocked(r)
 	}
-	p := Progress{Phase: j.Progress.Phase, RecordsRead: j.Progress.RecordsRead, RecordsTotal: j.Progress.RecordsTotal, BytesWritten: j.Progress.BytesWritten}
+	p := persistedProgress(j.Progress, m.clock())
 	return Job{Job: j, Progress: &p, CancelRequested: j.CancelRequested}
 }
 
-// snapshot copies a run for callers; m.mu must be held.
-func (m *Manager) snapshot(r *run) Job {
-	p := r.progress
+// snapshotLocked copies a run for callers, with its fraction and ETA at
+// this instant; m.mu must be held.
+func (m *Manager) snapshotLocked(r *run) Job {
+	p := m.progressLocked(r)
 	j := Job{Job: r.job, CancelRequested: r.cancelReq || r.job.CancelRequested}
 	if r.job.State == catalog.JobRunning {
 		j.Progress = &p

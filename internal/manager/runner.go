@@ -56,11 +56,12 @@ func (m *Manager) run(workCtx context.Context, j catalog.Job) {
 	if sc := span.SpanContext(); sc.IsValid() {
 		log = log.With("trace_id", sc.TraceID().String())
 	}
-	r := &run{job: j, progress: Progress{Phase: "starting"}, cancel: cancel, done: make(chan struct{})}
+	r := &run{job: j, progress: Progress{Phase: PhaseStarting}, cancel: cancel, done: make(chan struct{})}
 	m.mu.Lock()
+	r.tracker.observe(r.progress, m.clock())
 	m.runs[j.ID] = r
 	delete(m.seen, j.ID)
-	m.publishRun(r, EventChanged)
+	m.publishRunLocked(r, EventChanged)
 	m.mu.Unlock()
 	m.metrics.queueWait.Observe(j.StartedAt.Sub(j.CreatedAt).Seconds())
 	m.metrics.running.Inc()
@@ -196,9 +197,9 @@ func (m *Manager) ended(r *run, final catalog.Job, publish bool) {
 	close(r.done)
 	if publish {
 		m.seenLocked(final)
-		m.send(Event{Kind: EventChanged, Job: Job{Job: final}})
+		m.sendLocked(Event{Kind: EventChanged, Job: Job{Job: final}})
 	}
-	m.signal()
+	m.signalLocked()
 }
 
 // execute calls the executor, turning a panic into an error of this job.
@@ -213,19 +214,21 @@ func (m *Manager) execute(ctx context.Context, r *run, finish func(Outcome) cata
 		m.mu.Lock()
 		phase := r.progress.Phase != p.Phase
 		r.progress = p
+		r.tracker.observe(p, m.clock())
 		if p.Planned {
 			r.job.OffsetStart, r.job.OffsetEnd = p.OffsetStart, p.OffsetEnd
 			r.job.VersionBefore, r.job.VersionAfter = p.VersionBefore, p.VersionBefore
 			r.job.RecordsRead = p.RecordsRead
 		}
-		m.publishRun(r, EventProgress)
+		m.publishRunLocked(r, EventProgress)
+		persisted := m.progressLocked(r)
 		m.mu.Unlock()
 		if p.Planned && phase {
 			// What is known so far survives a crash or a lost lease (the
 			// row ends FAILED "interrupted" keeping it). Once per phase: a
 			// few writes per job, not one per batch; the lease keeper
 			// persists the counts in between.
-			if _, err := m.store.RenewLease(ctx, r.job.ID, m.owner, m.cfg.LeaseDuration, jobProgress(p)); err != nil && ctx.Err() == nil {
+			if _, err := m.store.RenewLease(ctx, r.job.ID, m.owner, m.cfg.LeaseDuration, jobProgress(persisted)); err != nil && ctx.Err() == nil {
 				m.logger.Warn("persist progress of running job", "job", r.job.ID, "collection", r.job.CollectionID, "err", err)
 			}
 		}
@@ -239,13 +242,5 @@ func applyOutcome(j *catalog.Job, o Outcome) {
 	j.VersionBefore, j.VersionAfter = o.VersionBefore, o.VersionAfter
 	if o.Note != "" {
 		j.Note = o.Note
-	}
-}
-
-// jobProgress is p as the catalog persists it with the lease.
-func jobProgress(p Progress) catalog.JobProgress {
-	return catalog.JobProgress{
-		Phase: p.Phase, RecordsRead: p.RecordsRead, RecordsTotal: p.RecordsTotal, BytesWritten: p.BytesWritten,
-		Planned: p.Planned, OffsetStart: p.OffsetStart, OffsetEnd: p.OffsetEnd, VersionBefore: p.VersionBefore,
 	}
 }

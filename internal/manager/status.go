@@ -78,12 +78,12 @@ func (m *Manager) pollStatus(ctx context.Context) {
 		}
 	}
 	for _, e := range events {
-		m.send(e)
+		m.sendLocked(e)
 	}
 	m.mu.Unlock()
 	if len(events) > 0 {
 		m.mu.Lock()
-		m.signal() // jobs another replica queued may be claimable here
+		m.signalLocked() // jobs another replica queued may be claimable here
 		m.mu.Unlock()
 	}
 	// Jobs of other replicas that finished since the last poll, including
@@ -118,7 +118,7 @@ func (m *Manager) pollStatus(ctx context.Context) {
 			continue
 		}
 		m.published[j.ID] = j.FinishedAt
-		m.send(Event{Kind: EventChanged, Job: Job{Job: j}})
+		m.sendLocked(Event{Kind: EventChanged, Job: Job{Job: j}})
 	}
 }
 

@@ -192,13 +192,15 @@ func (m *Manager) Watch(ctx context.Context) (*Subscription, []Job, error) {
 	return &Subscription{w: w}, snapshot, nil
 }
 
-// publishRun sends a change or the progress of this node's running job r
+// publishRunLocked sends a change or the progress of this node's running job r
 // to every watcher; m.mu must be held.
-func (m *Manager) publishRun(r *run, kind EventKind) { m.send(Event{Kind: kind, Job: m.snapshot(r)}) }
+func (m *Manager) publishRunLocked(r *run, kind EventKind) {
+	m.sendLocked(Event{Kind: kind, Job: m.snapshotLocked(r)})
+}
 
-// send queues ev for every watcher without blocking; a watcher whose queue
+// sendLocked queues ev for every watcher without blocking; a watcher whose queue
 // is full is dropped. m.mu must be held.
-func (m *Manager) send(ev Event) {
+func (m *Manager) sendLocked(ev Event) {
 	for w := range m.watchers {
 		if !w.push(ev) {
 			delete(m.watchers, w)

@@ -243,3 +243,24 @@ func (d *decoder) string() string {
 	d.b = d.b[n:]
 	return s
 }
+
+// IDSpan returns where the record id lies in b, an encoding MarshalBinary
+// wrote: b[lo:hi] is the id. It reads only the header (version, op, id
+// length), so that log rows can be grouped by id before they are decoded;
+// UnmarshalBinary checks the rest. Errors match ErrCorruptRecord.
+func IDSpan(b []byte) (lo, hi int, err error) {
+	d := decoder{b: b}
+	if v := d.byte(); d.err == nil && v != binaryVersion {
+		return 0, 0, fmt.Errorf("%w: encoding version %d, want %d", ErrCorruptRecord, v, binaryVersion)
+	}
+	d.byte()
+	n := d.uvarint()
+	if d.err != nil {
+		return 0, 0, d.err
+	}
+	if n > uint64(len(d.b)) {
+		return 0, 0, errShort
+	}
+	lo = len(b) - len(d.b)
+	return lo, lo + int(n), nil
+}

@@ -120,36 +120,49 @@ func (r Record) Clone() Record {
 // the record ends absent. base is not modified; the result shares no mutable
 // state with base or ops.
 func Apply(base *Record, ops []OperationRecord) *Record {
+	return apply(base, ops, false)
+}
+
+// ApplyOwning is Apply for operation records the caller gives away (freshly
+// decoded ones, as a compaction has): the result may share their
+// embeddings, documents and metadata maps instead of copying them, and ops
+// must not be used afterwards. base is copied as by Apply and not modified.
+func ApplyOwning(base *Record, ops []OperationRecord) *Record {
+	return apply(base, ops, true)
+}
+
+func apply(base *Record, ops []OperationRecord, own bool) *Record {
 	var cur *Record
 	if base != nil {
 		c := base.Clone()
 		cur = &c
 	}
 	for i := range ops {
-		cur = step(cur, &ops[i])
+		cur = step(cur, &ops[i], own)
 	}
 	return cur
 }
 
 // step applies one operation to the present (cur != nil) or absent state.
-func step(cur *Record, op *OperationRecord) *Record {
+// own: op's contents may be taken instead of copied.
+func step(cur *Record, op *OperationRecord, own bool) *Record {
 	switch op.Op {
 	case OpAdd:
 		if cur != nil {
 			return cur // ADD of a present id is ignored: first add wins.
 		}
-		return insert(op)
+		return insert(op, own)
 	case OpUpsert:
 		if cur == nil {
-			return insert(op)
+			return insert(op, own)
 		}
-		merge(cur, op)
+		merge(cur, op, own)
 		return cur
 	case OpUpdate:
 		if cur == nil {
 			return nil // UPDATE of an absent id is ignored.
 		}
-		merge(cur, op)
+		merge(cur, op, own)
 		return cur
 	case OpDelete:
 		return nil
@@ -159,32 +172,66 @@ func step(cur *Record, op *OperationRecord) *Record {
 
 // insert builds a new record from the content of op alone. Null metadata
 // values are dropped: there is no previous key for them to delete.
-func insert(op *OperationRecord) *Record {
+func insert(op *OperationRecord, own bool) *Record {
+	if own {
+		r := &Record{ID: op.ID, Embedding: op.Embedding, Document: op.Document}
+		if len(op.Metadata) > 0 && !hasNull(op.Metadata) {
+			r.Metadata = op.Metadata
+			return r
+		}
+		r.Metadata = withoutNulls(op.Metadata)
+		return r
+	}
 	r := &Record{ID: op.ID, Embedding: slices.Clone(op.Embedding)}
 	if op.Document != nil {
 		d := *op.Document
 		r.Document = &d
 	}
-	for k, v := range op.Metadata {
-		if v == nil {
-			continue
-		}
-		if r.Metadata == nil {
-			r.Metadata = make(Metadata, len(op.Metadata))
-		}
-		r.Metadata[k] = v
-	}
+	r.Metadata = withoutNulls(op.Metadata)
 	return r
 }
 
-// merge applies op's content onto cur in place.
-func merge(cur *Record, op *OperationRecord) {
+func hasNull(m Metadata) bool {
+	for _, v := range m {
+		if v == nil {
+			return true
+		}
+	}
+	return false
+}
+
+// withoutNulls returns a new map of m's non-null entries (nil when none).
+func withoutNulls(m Metadata) Metadata {
+	var out Metadata
+	for k, v := range m {
+		if v == nil {
+			continue
+		}
+		if out == nil {
+			out = make(Metadata, len(m))
+		}
+		out[k] = v
+	}
+	return out
+}
+
+// merge applies op's content onto cur in place. own: op's embedding and
+// document are taken, not copied.
+func merge(cur *Record, op *OperationRecord, own bool) {
 	if op.Embedding != nil {
-		cur.Embedding = slices.Clone(op.Embedding)
+		if own {
+			cur.Embedding = op.Embedding
+		} else {
+			cur.Embedding = slices.Clone(op.Embedding)
+		}
 	}
 	if op.Document != nil {
-		d := *op.Document
-		cur.Document = &d
+		if own {
+			cur.Document = op.Document
+		} else {
+			d := *op.Document
+			cur.Document = &d
+		}
 	}
 	for k, v := range op.Metadata {
 		if v == nil {

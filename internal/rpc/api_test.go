@@ -767,8 +767,15 @@ func testInternal(t *testing.T, f *fixture, c clients, collID string) {
 	if ce.Message() != "internal error; see the server log" {
 		t.Errorf("INTERNAL message %q, want the generic one", ce.Message())
 	}
-	if logs := f.logs.String(); !strings.Contains(logs, "internal error") || !strings.Contains(logs, collID) {
-		t.Errorf("the server log does not hold the detail of the internal error:\n%s", logs)
+	// Logged once, with its cause.
+	var lines []string
+	for _, l := range strings.Split(f.logs.String(), "\n") {
+		if strings.Contains(l, "GetRecords") && strings.Contains(l, "code=internal") {
+			lines = append(lines, l)
+		}
+	}
+	if len(lines) != 1 || !strings.Contains(lines[0], "rpc failed") || !strings.Contains(lines[0], collID+"/manifests/") {
+		t.Errorf("the server log holds %d lines of the internal error, want one with its cause:\n%s", len(lines), f.logs.String())
 	}
 }
 

@@ -101,21 +101,15 @@ func (s *Service) GetControls(ctx context.Context, _ *connect.Request[compactorv
 	if err != nil {
 		return nil, s.fail(ctx, proc, err)
 	}
-	colls, err := s.cat.ListCollections(ctx)
+	paused, err := s.cat.CountPausedCollections(ctx)
 	if err != nil {
 		return nil, s.fail(ctx, proc, err)
-	}
-	var paused int32
-	for _, c := range colls {
-		if c.Paused() {
-			paused++
-		}
 	}
 	tp, err := s.ctl.MaxThroughput(ctx)
 	if err != nil {
 		return nil, s.fail(ctx, proc, err)
 	}
-	return connect.NewResponse(&compactorv1.GetControlsResponse{Pause: pauseToProto(p), PausedCollections: paused, Throughput: throughputToProto(tp)}), nil
+	return connect.NewResponse(&compactorv1.GetControlsResponse{Pause: pauseToProto(p), PausedCollections: int32(paused), Throughput: throughputToProto(tp)}), nil
 }
 
 // SetThroughput implements ControlService.SetThroughput.

@@ -62,11 +62,11 @@ func triggerFromProto(t compactorv1.Trigger) catalog.Trigger {
 	return ""
 }
 
-func jobToProto(j manager.Job, name string) *compactorv1.Job {
+func jobToProto(j manager.Job) *compactorv1.Job {
 	p := &compactorv1.Job{
 		Id:              j.ID,
 		CollectionId:    j.CollectionID,
-		CollectionName:  name,
+		CollectionName:  j.CollectionName,
 		Trigger:         triggerToProto(j.Trigger),
 		State:           stateToProto[j.State],
 		Reason:          j.Reason,
@@ -88,9 +88,22 @@ func jobToProto(j manager.Job, name string) *compactorv1.Job {
 		ContinuesJobId:  j.Continues,
 	}
 	if pr := j.Progress; pr != nil {
-		p.Progress = &compactorv1.Progress{RecordsRead: pr.RecordsRead, RecordsTotal: pr.RecordsTotal, BytesWritten: pr.BytesWritten, Phase: pr.Phase}
+		p.Progress = progressToProto(*pr)
 	}
 	return p
+}
+
+// progressToProto converts a running job's progress; an unknown ETA stays
+// unset (never 0).
+func progressToProto(pr manager.Progress) *compactorv1.Progress {
+	out := &compactorv1.Progress{
+		RecordsRead: pr.RecordsRead, RecordsTotal: pr.RecordsTotal, BytesWritten: pr.BytesWritten, Phase: pr.Phase,
+		Fraction: pr.Fraction, BlocksWritten: pr.BlocksWritten, BlocksTotal: pr.BlocksTotal,
+	}
+	if pr.ETAKnown && pr.ETA > 0 {
+		out.Eta = durationpb.New(pr.ETA)
+	}
+	return out
 }
 
 func collectionToProto(c catalog.Collection) *compactorv1.Collection {

@@ -11,8 +11,12 @@ import (
 
 	"connectrpc.com/connect"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/protobuf/proto"
 
+	compactorv1 "github.com/compactorhq/compactor/gen/compactor/v1"
 	"github.com/compactorhq/compactor/internal/catalog"
+	"github.com/compactorhq/compactor/internal/manager"
+	"github.com/compactorhq/compactor/internal/materialize"
 )
 
 // TestStorageFullIsResourceExhausted: a full store, however deep the
@@ -53,5 +57,54 @@ func TestStorageFullIsResourceExhausted(t *testing.T) {
 	}
 	if !strings.Contains(logs.String(), "/var/lib/compactor/blobs/x.tmp") {
 		t.Fatalf("the cause is not in the server log:\n%s", logs.String())
+	}
+}
+
+// TestErrorsCarryTheTypedReason: every error a client can act on carries a
+// compactorv1.ErrorDetail with its reason and data, so that a client reads
+// the record index, field or limit from data and never parses the message.
+func TestErrorsCarryTheTypedReason(t *testing.T) {
+	log := slog.New(slog.DiscardHandler)
+	for _, tt := range []struct {
+		name string
+		err  error
+		code connect.Code
+		want *compactorv1.ErrorDetail
+	}{
+		{"an invalid record", fmt.Errorf("push: %w", &materialize.InvalidRecordError{Index: 3, ID: "0ad", Field: "embedding", Reason: "dimension 3, want 64"}),
+			connect.CodeInvalidArgument, &compactorv1.ErrorDetail{Reason: compactorv1.ErrorReason_ERROR_REASON_INVALID_RECORD,
+				Data: &compactorv1.ErrorDetail_InvalidRecord{InvalidRecord: &compactorv1.InvalidRecord{Index: 3, Id: "0ad", Field: "embedding", Problem: "dimension 3, want 64"}}}},
+		{"a full backlog", &catalog.BackpressureError{CollectionID: "c", Backlog: 90, Incoming: 20, Limit: 100},
+			connect.CodeResourceExhausted, &compactorv1.ErrorDetail{Reason: compactorv1.ErrorReason_ERROR_REASON_BACKLOG_LIMIT,
+				Data: &compactorv1.ErrorDetail_BacklogLimit{BacklogLimit: &compactorv1.BacklogLimit{Backlog: 90, Incoming: 20, Limit: 100}}}},
+		{"a batch over the backlog limit", &catalog.BackpressureError{CollectionID: "c", Backlog: 0, Incoming: 200, Limit: 100},
+			connect.CodeResourceExhausted, &compactorv1.ErrorDetail{Reason: compactorv1.ErrorReason_ERROR_REASON_BATCH_OVER_BACKLOG_LIMIT,
+				Data: &compactorv1.ErrorDetail_BacklogLimit{BacklogLimit: &compactorv1.BacklogLimit{Backlog: 0, Incoming: 200, Limit: 100}}}},
+		{"a full store", &catalog.StorageFullError{Store: catalog.StoreBlobs, Code: "ENOSPC", Err: syscall.ENOSPC},
+			connect.CodeResourceExhausted, &compactorv1.ErrorDetail{Reason: compactorv1.ErrorReason_ERROR_REASON_STORAGE_FULL,
+				Data: &compactorv1.ErrorDetail_StorageFull{StorageFull: &compactorv1.StorageFull{Store: catalog.StoreBlobs, Code: "ENOSPC"}}}},
+		{"a reused idempotency key", &catalog.KeyReuseError{CollectionID: "c", Key: "k"},
+			connect.CodeInvalidArgument, &compactorv1.ErrorDetail{Reason: compactorv1.ErrorReason_ERROR_REASON_IDEMPOTENCY_KEY_REUSED}},
+		{"unknown collections", &manager.NotFoundError{IDs: []string{"a", "b"}},
+			connect.CodeNotFound, &compactorv1.ErrorDetail{Reason: compactorv1.ErrorReason_ERROR_REASON_COLLECTIONS_NOT_FOUND,
+				Data: &compactorv1.ErrorDetail_CollectionsNotFound{CollectionsNotFound: &compactorv1.CollectionsNotFound{CollectionIds: []string{"a", "b"}, Total: 2}}}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var ce *connect.Error
+			if !errors.As(toConnect(context.Background(), log, "PushLogs", tt.err), &ce) || ce.Code() != tt.code {
+				t.Fatalf("%v, want %v", ce, tt.code)
+			}
+			var got []*compactorv1.ErrorDetail
+			for _, d := range ce.Details() {
+				if v, err := d.Value(); err == nil {
+					if ed, ok := v.(*compactorv1.ErrorDetail); ok {
+						got = append(got, ed)
+					}
+				}
+			}
+			if len(got) != 1 || !proto.Equal(got[0], tt.want) {
+				t.Fatalf("details %v, want exactly %v", got, tt.want)
+			}
+		})
 	}
 }

@@ -1,7 +1,6 @@
 package rpc_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -21,6 +20,7 @@ import (
 	compactorv1 "github.com/compactorhq/compactor/gen/compactor/v1"
 	"github.com/compactorhq/compactor/gen/compactor/v1/compactorv1connect"
 	"github.com/compactorhq/compactor/internal/server"
+	"github.com/compactorhq/compactor/internal/testutil"
 )
 
 // protocol is one kind of client the suite runs over.
@@ -37,31 +37,13 @@ var protocols = []protocol{
 	{name: "grpcweb", opts: []connect.ClientOption{connect.WithGRPCWeb()}},
 }
 
-// syncBuffer is a bytes.Buffer safe for the concurrent writes of a logger.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // fixture is a real app (catalog, segments, manager) on temp-dir storage,
 // served by httptest over HTTP/2 with TLS.
 type fixture struct {
 	app  *server.App
 	cfg  server.Config
 	srv  *httptest.Server
-	logs *syncBuffer // everything the app and the HTTP server logged
+	logs *testutil.SyncBuffer // everything the app and the HTTP server logged
 
 	shutdownOnce sync.Once
 	shutdown     func()
@@ -85,7 +67,7 @@ func newFixture(t *testing.T, o fixtureOptions) *fixture {
 	if err := cfg.Validate(); err != nil {
 		t.Fatalf("config: %v", err)
 	}
-	logs := &syncBuffer{}
+	logs := &testutil.SyncBuffer{}
 	logger := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 
 	ctx, cancel := context.WithCancel(context.Background())

@@ -10,11 +10,11 @@ import (
 	"os"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"connectrpc.com/connect"
 
 	"github.com/compactorhq/compactor/gen/compactor/v1/compactorv1connect"
+	"github.com/compactorhq/compactor/internal/format"
 )
 
 // Bounds of what an error message echoes back of a request.
@@ -39,15 +39,7 @@ func echo(s string) string { return truncate(s, MaxEchoBytes) }
 
 // truncate cuts s to at most n bytes at a UTF-8 boundary, marking the cut
 // with "…".
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "…"
-}
+func truncate(s string, n int) string { return format.TruncateBytes(s, n) }
 
 // echoIDs names at most MaxEchoIDs of ids (each cut to MaxEchoBytes) and
 // says how many more there are: "a, b, c and 9,997 more".

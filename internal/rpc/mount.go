@@ -2,13 +2,11 @@ package rpc
 
 import (
 	"context"
-	"crypto/sha256"
-	"crypto/subtle"
 	"errors"
 	"log/slog"
 	"net/http"
 	"slices"
-	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -24,6 +22,7 @@ import (
 
 	compactorv1 "github.com/compactorhq/compactor/gen/compactor/v1"
 	"github.com/compactorhq/compactor/gen/compactor/v1/compactorv1connect"
+	"github.com/compactorhq/compactor/internal/bearer"
 )
 
 // Options configure Mount.
@@ -49,11 +48,14 @@ type Options struct {
 	Wrap func(http.Handler) http.Handler
 }
 
-// MutatingProcedures returns the procedures that change state, sorted: they
+// compressMinBytes is the size under which responses go uncompressed.
+const compressMinBytes = 1 << 10
+
+// mutatingProcedures returns the procedures that change state, sorted: they
 // need the token whenever one is configured. They are read from the API's
-// own annotations: every method of the API's services that is not marked
-// idempotency_level = NO_SIDE_EFFECTS.
-func MutatingProcedures() []string {
+// generated descriptors: every method of the API's services that is not
+// marked idempotency_level = NO_SIDE_EFFECTS.
+func mutatingProcedures() []string {
 	var out []string
 	for _, fd := range []protoreflect.FileDescriptor{
 		compactorv1.File_compactor_v1_compaction_proto, compactorv1.File_compactor_v1_collection_proto,
@@ -106,11 +108,14 @@ func Mount(mux *http.ServeMux, svc *Service, opts Options) *grpchealth.StaticChe
 	handlerOpts := []connect.HandlerOption{
 		connect.WithReadMaxBytes(opts.MaxRequestBytes),
 		withLimitedGzip(opts.MaxRequestBytes),
+		// A small response costs more to compress than it saves: most
+		// reads answer with one job or collection.
+		connect.WithCompressMinBytes(compressMinBytes),
 		withCodecs(failures),
 		connect.WithInterceptors(opts.Interceptors...),
 		connect.WithInterceptors(obs, newWatcherLimit(opts.MaxWatchers)),
 	}
-	auth := authn.NewMiddleware(authFunc(opts.Token, opts.ProtectReads, MutatingProcedures()))
+	auth := authn.NewMiddleware(authFunc(bearer.New(opts.Token), opts.ProtectReads, mutatingProcedures()))
 	outer := func(path string, h http.Handler) {
 		if opts.Wrap != nil {
 			h = opts.Wrap(h)
@@ -140,38 +145,22 @@ func Mount(mux *http.ServeMux, svc *Service, opts Options) *grpchealth.StaticChe
 }
 
 // authFunc checks the bearer token of protected procedures (mutating ones,
-// sorted; every one with protectReads) in constant time.
-// The token never appears in errors or logs.
-func authFunc(token string, protectReads bool, mutating []string) authn.AuthFunc {
-	want := sha256.Sum256([]byte(token))
+// sorted; every one with protectReads) with the check the page uses too
+// (bearer.Token). The token never appears in errors or logs.
+func authFunc(token bearer.Token, protectReads bool, mutating []string) authn.AuthFunc {
 	return func(ctx context.Context, req authn.Request) (any, error) {
 		if _, mutates := slices.BinarySearch(mutating, req.Procedure()); !protectReads && !mutates {
 			return nil, nil
 		}
-		info, err := checkToken(req, want)
-		if err != nil {
+		if err := token.CheckHeader(req.Header()); err != nil {
+			aerr := authn.Errorf("%s", err.Error())
 			if st := stateOf(ctx); st != nil {
-				st.authErr = err
+				st.authErr = aerr
 			}
+			return nil, aerr
 		}
-		return info, err
+		return "operator", nil
 	}
-}
-
-// checkToken checks the bearer token of req against the hash want.
-func checkToken(req authn.Request, want [32]byte) (any, error) {
-	// The scheme is case-insensitive (RFC 9110 §11.1).
-	scheme, got, ok := strings.Cut(strings.TrimSpace(req.Header().Get("Authorization")), " ")
-	got = strings.TrimSpace(got)
-	if !ok || !strings.EqualFold(scheme, "Bearer") || got == "" {
-		return nil, authn.Errorf("this call needs a bearer token: send the header Authorization: Bearer <token>")
-	}
-	// Hashed first, so that not even the length is compared in
-	// variable time.
-	if presented := sha256.Sum256([]byte(got)); subtle.ConstantTimeCompare(presented[:], want[:]) != 1 {
-		return nil, authn.Errorf("invalid bearer token")
-	}
-	return "operator", nil
 }
 
 // observer is an interceptor that counts and times RPCs by procedure and
@@ -239,7 +228,18 @@ func (o *observer) observe(ctx context.Context, procedure string, start time.Tim
 		if errors.As(err, &ce) && ce.Code() == connect.CodeInternal {
 			level = slog.LevelWarn
 		}
-		o.log.Log(ctx, level, "rpc failed", "procedure", procedure, "code", code, "err", err)
+		args := []any{"procedure", procedure, "code", code}
+		cause := err
+		if st := stateOf(ctx); st != nil {
+			st.mu.Lock()
+			if st.cause != nil {
+				// The cause toConnect kept from the client.
+				cause, level = st.cause, max(level, st.causeLevel)
+				args = append(args, st.causeAttrs...)
+			}
+			st.mu.Unlock()
+		}
+		o.log.Log(ctx, level, "rpc failed", append(args, "err", cause)...)
 	}
 }
 
@@ -271,6 +271,14 @@ func (o *observer) WrapStreamingHandler(next connect.StreamingHandlerFunc) conne
 type callState struct {
 	observed atomic.Bool // the interceptor counted the request
 	authErr  error       // the auth function refused it
+
+	mu sync.Mutex
+	// cause is what toConnect kept from the client of a failed call, to be
+	// logged once by the interceptor, at causeLevel at least, with
+	// causeAttrs.
+	cause      error
+	causeLevel slog.Level
+	causeAttrs []any
 }
 
 type callStateKey struct{}

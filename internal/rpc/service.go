@@ -44,20 +44,23 @@ type Manager interface {
 	Nodes(ctx context.Context) ([]manager.NodeStatus, error)
 	Watch(ctx context.Context) (*manager.Subscription, []manager.Job, error)
 	Cancel(ctx context.Context, jobID string) (manager.Job, error)
-	Forget(collectionID string)
-	CancelForDeletion(ctx context.Context, collectionID string) error
 }
 
 // Catalog is what the handlers need of the catalog.
 type Catalog interface {
 	CreateCollection(ctx context.Context, name string, dimension int) (catalog.Collection, error)
 	GetCollection(ctx context.Context, id string) (catalog.Collection, error)
-	ListCollections(ctx context.Context) ([]catalog.Collection, error)
+	// ListCollectionsPage returns up to limit collections named after
+	// after, by name (the page is cut in SQL).
+	ListCollectionsPage(ctx context.Context, after string, limit int) ([]catalog.Collection, error)
+	CountPausedCollections(ctx context.Context) (int, error)
 	// AppendLogKeyed appends ops, once per idempotency key (key "": no key).
 	AppendLogKeyed(ctx context.Context, collectionID, key string, ops []materialize.OperationRecord, lim catalog.AppendLimits) (first, last int64, replayed bool, err error)
 }
 
-// Records is the read path and collection deletion.
+// Records is the read path and collection deletion (manager.Deleter: the
+// use case cancels the collection's jobs, deletes its storage and drops its
+// gauges).
 type Records interface {
 	GetRecords(ctx context.Context, collectionID string, ids []string) (compaction.ReadResult, error)
 	ListRecords(ctx context.Context, collectionID, after string, limit int) (compaction.ReadResult, error)
@@ -131,20 +134,6 @@ func pageSize(n int32) (int, error) {
 	return int(n), nil
 }
 
-// names maps collection ids to names for job responses.
-func (s *Service) names(ctx context.Context) map[string]string {
-	colls, err := s.cat.ListCollections(ctx)
-	if err != nil {
-		s.log.WarnContext(ctx, "list collections for job names", "err", err)
-		return nil
-	}
-	m := make(map[string]string, len(colls))
-	for _, c := range colls {
-		m[c.ID] = c.Name
-	}
-	return m
-}
-
 // Compact implements CompactionService.Compact.
 func (s *Service) Compact(ctx context.Context, req *connect.Request[compactorv1.CompactRequest]) (*connect.Response[compactorv1.CompactResponse], error) {
 	const proc = compactorv1connect.CompactionServiceCompactProcedure
@@ -170,10 +159,9 @@ func (s *Service) Compact(ctx context.Context, req *connect.Request[compactorv1.
 	if err != nil {
 		return nil, s.fail(ctx, proc, err)
 	}
-	names := s.names(ctx)
-	out := &compactorv1.CompactResponse{}
-	for _, e := range enq {
-		out.Jobs = append(out.Jobs, &compactorv1.CompactResult{Job: jobToProto(e.Job, names[e.Job.CollectionID]), Created: e.Created})
+	out := &compactorv1.CompactResponse{Jobs: make([]*compactorv1.CompactResult, len(enq))}
+	for i, e := range enq {
+		out.Jobs[i] = &compactorv1.CompactResult{Job: jobToProto(e.Job), Created: e.Created}
 	}
 	return connect.NewResponse(out), nil
 }
@@ -187,7 +175,7 @@ func (s *Service) GetCompaction(ctx context.Context, req *connect.Request[compac
 	if err != nil {
 		return nil, s.fail(ctx, compactorv1connect.CompactionServiceGetCompactionProcedure, err)
 	}
-	return connect.NewResponse(&compactorv1.GetCompactionResponse{Job: jobToProto(j, s.names(ctx)[j.CollectionID])}), nil
+	return connect.NewResponse(&compactorv1.GetCompactionResponse{Job: jobToProto(j)}), nil
 }
 
 // ListNodes implements CompactionService.ListNodes.
@@ -239,9 +227,9 @@ func (s *Service) ListCompactions(ctx context.Context, req *connect.Request[comp
 		jobs = jobs[:size]
 		out.NextPageToken = encodeJobCursor(jobs[size-1].Job)
 	}
-	names := s.names(ctx)
-	for _, j := range jobs {
-		out.Jobs = append(out.Jobs, jobToProto(j, names[j.CollectionID]))
+	out.Jobs = make([]*compactorv1.Job, len(jobs))
+	for i, j := range jobs {
+		out.Jobs[i] = jobToProto(j)
 	}
 	return connect.NewResponse(out), nil
 }
@@ -299,20 +287,11 @@ func (s *Service) WatchCompactions(ctx context.Context, req *connect.Request[com
 			snapshot = append(snapshot, j)
 		}
 	}
-	names := s.names(ctx)
-	nameOf := func(id string) string {
-		n, ok := names[id]
-		if !ok {
-			names = s.names(ctx)
-			n = names[id]
-		}
-		return n
-	}
 	for _, j := range snapshot {
 		if !match(j) {
 			continue
 		}
-		if err := stream.Send(&compactorv1.WatchCompactionsResponse{Type: compactorv1.WatchEventType_WATCH_EVENT_TYPE_SNAPSHOT, Job: jobToProto(j, nameOf(j.CollectionID))}); err != nil {
+		if err := stream.Send(&compactorv1.WatchCompactionsResponse{Type: compactorv1.WatchEventType_WATCH_EVENT_TYPE_SNAPSHOT, Job: jobToProto(j)}); err != nil {
 			return err
 		}
 	}
@@ -341,7 +320,7 @@ func (s *Service) WatchCompactions(ctx context.Context, req *connect.Request[com
 			}
 			typ = compactorv1.WatchEventType_WATCH_EVENT_TYPE_PROGRESS
 		}
-		if err := stream.Send(&compactorv1.WatchCompactionsResponse{Type: typ, Job: jobToProto(ev.Job, nameOf(ev.Job.CollectionID))}); err != nil {
+		if err := stream.Send(&compactorv1.WatchCompactionsResponse{Type: typ, Job: jobToProto(ev.Job)}); err != nil {
 			return err
 		}
 	}
@@ -363,7 +342,7 @@ func (s *Service) CancelCompaction(ctx context.Context, req *connect.Request[com
 	if err != nil {
 		return nil, s.fail(ctx, compactorv1connect.CompactionServiceCancelCompactionProcedure, err)
 	}
-	return connect.NewResponse(&compactorv1.CancelCompactionResponse{Job: jobToProto(j, s.names(ctx)[j.CollectionID])}), nil
+	return connect.NewResponse(&compactorv1.CancelCompactionResponse{Job: jobToProto(j)}), nil
 }
 
 // CreateCollection implements CollectionService.CreateCollection.
@@ -406,43 +385,35 @@ func (s *Service) ListCollections(ctx context.Context, req *connect.Request[comp
 	if err != nil {
 		return nil, err
 	}
-	colls, err := s.cat.ListCollections(ctx)
+	// One more than the page tells whether another page follows.
+	colls, err := s.cat.ListCollectionsPage(ctx, after, size+1)
 	if err != nil {
 		return nil, s.fail(ctx, compactorv1connect.CollectionServiceListCollectionsProcedure, err)
 	}
 	out := &compactorv1.ListCollectionsResponse{}
-	for _, c := range colls {
-		if after != "" && c.Name <= after {
-			continue
-		}
-		if len(out.Collections) == size {
-			out.NextPageToken = encodeToken(tokenCollections, out.Collections[size-1].GetName())
-			break
-		}
-		out.Collections = append(out.Collections, collectionToProto(c))
+	if len(colls) > size {
+		colls = colls[:size]
+		out.NextPageToken = encodeToken(tokenCollections, colls[size-1].Name)
+	}
+	out.Collections = make([]*compactorv1.Collection, len(colls))
+	for i, c := range colls {
+		out.Collections[i] = collectionToProto(c)
 	}
 	return connect.NewResponse(out), nil
 }
 
 // DeleteCollection implements CollectionService.DeleteCollection: the
-// collection's active jobs are cancelled first.
+// collection's active jobs are cancelled first (manager.Deleter).
 func (s *Service) DeleteCollection(ctx context.Context, req *connect.Request[compactorv1.DeleteCollectionRequest]) (*connect.Response[compactorv1.DeleteCollectionResponse], error) {
 	const proc = compactorv1connect.CollectionServiceDeleteCollectionProcedure
 	id := req.Msg.GetId()
 	if err := checkID("id", id); err != nil {
 		return nil, err
 	}
-	if _, err := s.cat.GetCollection(ctx, id); err != nil {
-		return nil, s.fail(ctx, proc, err)
-	}
-	if err := s.mgr.CancelForDeletion(ctx, id); err != nil {
-		s.log.WarnContext(ctx, "cancel jobs of deleted collection", "collection", id, "err", err)
-	}
 	c, err := s.recs.DeleteCollection(ctx, id)
 	if err != nil {
 		return nil, s.fail(ctx, proc, err)
 	}
-	s.mgr.Forget(id)
 	return connect.NewResponse(&compactorv1.DeleteCollectionResponse{Collection: collectionToProto(c)}), nil
 }
 

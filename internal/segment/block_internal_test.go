@@ -180,7 +180,7 @@ func TestDecodeManifestRejectsBrokenInvariants(t *testing.T) {
 		}}
 	}
 	for name, edit := range map[string]func(m *Manifest){
-		"format version 2":       func(m *Manifest) { m.FormatVersion = 2 },
+		"format version 3":       func(m *Manifest) { m.FormatVersion = 3 },
 		"version 0":              func(m *Manifest) { m.Version = 0 },
 		"no collection":          func(m *Manifest) { m.CollectionID = "" },
 		"wrong record count":     func(m *Manifest) { m.RecordCount = 3 },
@@ -235,6 +235,7 @@ func TestConfigDefaultsAndClamping(t *testing.T) {
 		{Config{MaxBlockRecords: 100, MinBlockRecords: 10}, Config{MaxBlockRecords: 100, MinBlockRecords: 10}},
 	} {
 		got := tc.in.withDefaults()
+		tc.want.DeltaMinBlocks, tc.want.DeltaMaxFraction, tc.want.MaxDeltas = 4, 0.05, 16
 		if got != tc.want {
 			t.Errorf("%+v.withDefaults() = %+v, want %+v", tc.in, got, tc.want)
 		}

@@ -11,9 +11,14 @@ import (
 	"github.com/google/uuid"
 )
 
-// formatVersion is Manifest.FormatVersion of the manifests this package writes
-// and the only one it reads.
-const formatVersion = 1
+// formatVersion is Manifest.FormatVersion of a manifest without deltas;
+// formatVersionDeltas that of one with deltas (Manifest.Deltas came with
+// it). A manifest without deltas keeps version 1, so that a reader from
+// before deltas still reads it; both are read.
+const (
+	formatVersion       = 1
+	formatVersionDeltas = 2
+)
 
 func collectionPrefix(collectionID string) string {
 	return "collections/" + collectionID + "/"
@@ -23,6 +28,10 @@ func blocksPrefix(collectionID string) string {
 	return collectionPrefix(collectionID) + "blocks/"
 }
 
+func deltasPrefix(collectionID string) string {
+	return collectionPrefix(collectionID) + "deltas/"
+}
+
 func manifestsPrefix(collectionID string) string {
 	return collectionPrefix(collectionID) + "manifests/"
 }
@@ -30,6 +39,11 @@ func manifestsPrefix(collectionID string) string {
 // newBlockKey returns a fresh key for a block of collectionID.
 func newBlockKey(collectionID string) string {
 	return blocksPrefix(collectionID) + uuid.NewString() + ".parquet"
+}
+
+// newDeltaKey returns a fresh key for a delta of collectionID.
+func newDeltaKey(collectionID string) string {
+	return deltasPrefix(collectionID) + uuid.NewString() + ".parquet"
 }
 
 // newManifestKey returns a fresh key for a manifest of version; keys sort by
@@ -79,10 +93,14 @@ const maxBlockRecords = MaxBlockDecodeBytes / decodeBytesPerRow
 // checkManifest checks the invariants every manifest keeps: known format,
 // a valid collection id and version, sane offsets and sizes, blocks with
 // keys of the collection (each once), non-empty ranges sorted and disjoint,
-// record counts that add up.
+// record counts that add up, and deltas with keys of the collection (each
+// once), non-empty ranges and row counts a read can hold (checkDeltas).
 func checkManifest(m *Manifest) error {
-	if m.FormatVersion != formatVersion {
-		return fmt.Errorf("unsupported format version %d (want %d)", m.FormatVersion, formatVersion)
+	if m.FormatVersion != formatVersion && m.FormatVersion != formatVersionDeltas {
+		return fmt.Errorf("unsupported format version %d (want %d or %d)", m.FormatVersion, formatVersion, formatVersionDeltas)
+	}
+	if m.FormatVersion == formatVersion && len(m.Deltas) > 0 {
+		return fmt.Errorf("format version %d lists %d deltas (deltas came with version %d)", m.FormatVersion, len(m.Deltas), formatVersionDeltas)
 	}
 	if err := checkCollectionID(m.CollectionID); err != nil {
 		return err
@@ -119,10 +137,13 @@ func checkManifest(m *Manifest) error {
 		keys[b.Key] = true
 		total += b.Records
 	}
-	if total != m.RecordCount {
-		return fmt.Errorf("record count %d, blocks hold %d", m.RecordCount, total)
+	if len(m.Deltas) == 0 {
+		if total != m.RecordCount {
+			return fmt.Errorf("record count %d, blocks hold %d", m.RecordCount, total)
+		}
+		return nil
 	}
-	return nil
+	return checkDeltas(m, total)
 }
 
 func encodeManifest(m *Manifest) ([]byte, error) {
@@ -166,4 +187,17 @@ func decodeManifestAt(key string, data []byte) (*Manifest, error) {
 		}
 	}
 	return m, nil
+}
+
+// blobKeys returns the keys of the blobs m references: its blocks and its
+// deltas (GC keeps or deletes them together).
+func (m *Manifest) blobKeys() []string {
+	keys := make([]string, 0, len(m.Blocks)+len(m.Deltas))
+	for _, b := range m.Blocks {
+		keys = append(keys, b.Key)
+	}
+	for _, d := range m.Deltas {
+		keys = append(keys, d.Key)
+	}
+	return keys
 }

@@ -1,6 +1,7 @@
-// Package segment is the segment format of the compactor (DESIGN.md §7).
+// Package segment is the segment format of the compactor (DESIGN.md §7, §7b).
 //
-// A segment version is a manifest (JSON) listing blocks; a block is a Parquet
+// A segment version is a manifest (JSON) listing blocks, and deltas that
+// override them (see "Deltas" below); a block is a Parquet
 // file of records sorted by id, with disjoint, ordered id ranges across the
 // blocks of a manifest. Blobs live in a blob store (gocloud.dev/blob: file://
 // by default, mem:// in tests, s3:// for shared storage) under:
@@ -59,6 +60,27 @@
 //
 // The manifest of the committed version is the one the catalog names for the
 // collection; manifests sort by version in key order.
+//
+// # Deltas
+//
+// A write whose changes are few but spread over many blocks need not rewrite
+// them (Store.PreferDelta, Config): Writer.WriteDelta writes the changes as
+// one delta, a Parquet file under
+//
+//	collections/<collection id>/deltas/<uuid>.parquet
+//
+// with the block columns and one more, `required boolean deleted` (true: a
+// tombstone, the id is absent; its other columns are null), one row group,
+// rows sorted by unique id. The manifest (format version 2) lists the deltas
+// beside the blocks, oldest first (Manifest.Deltas); its RecordCount counts
+// the records with the deltas applied. Reads (Store.Get, Store.Scan,
+// Writer.Get) merge them on read: per id, the newest delta holding it wins
+// and a tombstone hides it; else the block owning the id holds it. A block
+// rewrite (Writer.Write) folds every delta of its base into the blocks it
+// rewrites (older delta < newer delta < the write's changes), so a version
+// written by Write lists no deltas and keeps format version 1. GC keeps the
+// deltas of kept versions like their blocks. The README shows one DuckDB
+// query that reads a version with its deltas.
 package segment
 
 import (
@@ -104,23 +126,45 @@ type BlockRef struct {
 	Bytes   int64  `json:"bytes"`
 }
 
-// Manifest is one segment version: an ordered list of blocks.
+// DeltaRef is a manifest's entry for one delta: a Parquet file of rows
+// sorted by unique id that override the blocks (see the package
+// documentation, "Deltas").
+type DeltaRef struct {
+	Key        string `json:"key"`
+	MinID      string `json:"min_id"`
+	MaxID      string `json:"max_id"`
+	Records    int64  `json:"records"`    // rows that are records (deleted false)
+	Tombstones int64  `json:"tombstones"` // rows that delete their id (deleted true)
+	Bytes      int64  `json:"bytes"`
+}
+
+// Manifest is one segment version: an ordered list of blocks, and the
+// deltas that override them.
 type Manifest struct {
-	FormatVersion    int        `json:"format_version"` // 1
+	FormatVersion    int        `json:"format_version"` // 1, or 2 when it lists deltas
 	CollectionID     string     `json:"collection_id"`
 	Version          int64      `json:"version"`
 	CompactionOffset int64      `json:"compaction_offset"` // last log offset materialized into it
 	Dimension        int        `json:"dimension"`
-	RecordCount      int64      `json:"record_count"`
+	RecordCount      int64      `json:"record_count"` // records of the version, deltas applied
 	CreatedAt        time.Time  `json:"created_at"`
 	Blocks           []BlockRef `json:"blocks"` // sorted by MinID, disjoint ranges
+	// Deltas override the blocks, oldest first: per id, the newest delta
+	// holding it wins, and a tombstone there means the id is absent.
+	Deltas []DeltaRef `json:"deltas,omitempty"`
 }
 
 // Change is the materialized outcome for one record id: Record nil means the
 // id ends absent (delete it from the segment if present).
+//
+// Ops, when not nil, are instead the operation records of ID in log offset
+// order: the writer folds them onto the base's record of ID
+// (materialize.ApplyOwning: the writer takes the operation records over) as
+// it merges the change stream with the base blocks, and Record is ignored.
 type Change struct {
 	ID     string
 	Record *materialize.Record
+	Ops    []materialize.OperationRecord
 }
 
 // WriteStats are the figures of one Writer.Write.
@@ -129,7 +173,9 @@ type WriteStats struct {
 	BlocksReused   int   // blocks of the base carried over by reference
 	BlocksDropped  int   // blocks of the base not in the new version
 	RecordsWritten int64 // records in the blocks written
-	BytesWritten   int64 // bytes of the blocks written (manifest excluded)
+	BytesWritten   int64 // bytes of the blocks and delta written (manifest excluded)
+	DeltasWritten  int   // delta files written (Writer.WriteDelta: 0 or 1)
+	DeltasFolded   int   // deltas of the base folded into the blocks written
 }
 
 // GCPlan says what one GC pass over a collection may delete (Store.GC).
@@ -156,20 +202,4 @@ type GCPlan struct {
 type GCStats struct {
 	BlobsDeleted int
 	BytesDeleted int64
-}
-
-// Config sizes blocks.
-//
-// NewStore cannot return an error, so it clamps instead of rejecting:
-// MaxBlockRecords <= 0 takes the default and is at least 2;
-// MinBlockRecords <= 0 takes the default, is at least 1 and at most
-// MaxBlockRecords/2 (so that 0 < Min < Max, and the near-equal parts of a
-// split block are never under the minimum). Flag validation belongs to the
-// binary.
-type Config struct {
-	// MaxBlockRecords: a block with more records is split (default 4096).
-	MaxBlockRecords int
-	// MinBlockRecords: a rewritten block with fewer records is merged with a
-	// neighbour (default MaxBlockRecords/4).
-	MinBlockRecords int
 }

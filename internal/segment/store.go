@@ -33,7 +33,7 @@ func (c Config) withDefaults() Config {
 		c.MinBlockRecords = max(c.MaxBlockRecords/4, 1)
 	}
 	c.MinBlockRecords = min(c.MinBlockRecords, c.MaxBlockRecords/2)
-	return c
+	return c.withDeltaDefaults()
 }
 
 // Store reads and writes segments in a blob store. Safe for concurrent use.
@@ -110,12 +110,27 @@ func idsByBlock(blocks []BlockRef, ids []string) (map[int][]string, []int) {
 }
 
 // Get returns the records of m with the given ids (missing ids are absent
-// from the map). It reads only the blocks whose range holds an id. m nil:
-// empty segment.
+// from the map), its deltas applied. It reads the deltas whose range holds
+// an id, and only the blocks whose range holds an id the deltas do not
+// decide. m nil: empty segment.
 func (s *Store) Get(ctx context.Context, m *Manifest, ids []string) (map[string]materialize.Record, error) {
 	out := make(map[string]materialize.Record)
 	if m == nil {
 		return out, nil
+	}
+	// Deltas first: the newest delta holding an id decides it.
+	if ov, err := s.readOverlay(ctx, m.Deltas, coversAny(ids)); err != nil {
+		return nil, err
+	} else if len(ov) > 0 {
+		rest := make([]string, 0, len(ids))
+		for _, id := range ids {
+			if c, ok := findChange(ov, id); !ok {
+				rest = append(rest, id)
+			} else if c.Record != nil {
+				out[id] = *c.Record
+			}
+		}
+		ids = rest
 	}
 	byBlock, order := idsByBlock(m.Blocks, ids)
 	for _, i := range order {
@@ -132,11 +147,18 @@ func (s *Store) Get(ctx context.Context, m *Manifest, ids []string) (map[string]
 	return out, nil
 }
 
-// Scan calls fn for the records of m with id > after, in id order, until fn
-// returns false or the records end. It reads one block at a time.
+// Scan calls fn for the records of m with id > after, in id order, its
+// deltas applied, until fn returns false or the records end. It reads the
+// deltas whose range ends after after (held for the scan; their total is
+// bounded by Config.DeltaFoldRecords), then one block at a time.
 func (s *Store) Scan(ctx context.Context, m *Manifest, after string, fn func(materialize.Record) bool) error {
-	if m == nil || len(m.Blocks) == 0 {
+	if m == nil {
 		return nil
+	}
+	// The deltas' records merge into the blocks' in id order.
+	ov, err := s.scanOverlay(ctx, m, after)
+	if err != nil {
+		return err
 	}
 	for i := owner(m.Blocks, after); i < len(m.Blocks); i++ {
 		ref := m.Blocks[i]
@@ -152,11 +174,16 @@ func (s *Store) Scan(ctx context.Context, m *Manifest, after string, fn func(mat
 		}
 		j := sort.Search(len(recs), func(j int) bool { return recs[j].ID > after })
 		for _, r := range recs[j:] {
-			if !fn(r) {
+			overridden, stop := ov.upTo(r.ID, fn)
+			if stop {
+				return nil
+			}
+			if !overridden && !fn(r) {
 				return nil
 			}
 		}
 	}
+	ov.rest(fn)
 	return nil
 }
 
@@ -182,8 +209,8 @@ func manifestsFirst(collectionID string, blobs []BlobInfo) {
 }
 
 // GC deletes the blobs under collections/<collectionID>/ that plan allows:
-// the manifests in plan.Expired and their blocks that no manifest in
-// plan.Keep references, whatever their age; and, unless plan.SpareOrphans,
+// the manifests in plan.Expired and their blocks and deltas that no
+// manifest in plan.Keep references, whatever their age; and, unless plan.SpareOrphans,
 // the blobs that no manifest in Keep or Expired references and whose
 // ModTime is older than now-plan.OrphanGrace. Every manifest in Keep is read
 // before anything is deleted (an unreadable one is an error and nothing is
@@ -206,8 +233,8 @@ func (s *Store) GC(ctx context.Context, collectionID string, plan GCPlan) (GCSta
 			return stats, err
 		}
 		referenced[key] = true
-		for _, b := range m.Blocks {
-			referenced[b.Key] = true
+		for _, k := range m.blobKeys() {
+			referenced[k] = true
 		}
 	}
 	// The blobs of expired versions go whatever their age; a missing
@@ -228,8 +255,8 @@ func (s *Store) GC(ctx context.Context, collectionID string, plan GCPlan) (GCSta
 			return stats, err
 		}
 		expired[key] = true
-		for _, b := range m.Blocks {
-			expired[b.Key] = true
+		for _, k := range m.blobKeys() {
+			expired[k] = true
 		}
 	}
 	blobs, err := s.blobs.List(ctx, collectionPrefix(collectionID))

@@ -1,17 +1,22 @@
 package segment
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"iter"
 	"math"
+	"slices"
+	"sync"
 
 	"github.com/compactorhq/compactor/internal/materialize"
 )
 
 // Writer builds one new segment version from a base by copy-on-write. It is
-// used by one goroutine. Get, then Write, then WriteManifest; Abort on any
-// failure deletes every blob this writer wrote.
+// used by one goroutine (WriteFrom's encoders are its own). Get, then Write
+// (or WriteFrom, WriteStream), then WriteManifest; Abort on any failure
+// deletes every blob this writer wrote.
 type Writer struct {
 	s            *Store
 	collectionID string
@@ -24,7 +29,12 @@ type Writer struct {
 	// unsynced are the blocks put through a deferredSyncer and not yet
 	// made durable (Write does before it returns).
 	unsynced []string
+	mu       sync.Mutex // guards written and unsynced while encoders put blocks
 	wrote    bool
+	// Deltas (delta.go): the base's deltas merged, once read, and the
+	// current records Get returned, for WriteDelta.
+	overlay *[]Change
+	present map[string]*materialize.Record
 }
 
 // NewWriter starts a new version of collectionID over base (nil: the
@@ -57,6 +67,9 @@ func (w *Writer) load(ctx context.Context, i int) ([]materialize.Record, error) 
 // absent). It loads and keeps the blocks whose ranges hold the ids, so that
 // Write does not read them again.
 func (w *Writer) Get(ctx context.Context, ids []string) (map[string]materialize.Record, error) {
+	if out, ok, err := w.getFew(ctx, ids); ok { // delta.go: few ids over many blocks
+		return out, err
+	}
 	out := make(map[string]materialize.Record)
 	byBlock, order := idsByBlock(w.baseBlocks(), ids)
 	for _, i := range order {
@@ -71,109 +84,144 @@ func (w *Writer) Get(ctx context.Context, ids []string) (map[string]materialize.
 			}
 		}
 	}
+	if err := w.overlayGet(ctx, ids, out); err != nil {
+		return nil, err
+	}
 	return out, nil
-}
-
-// span is a run of the new version's records: either one base block reused
-// as it is (rewrite false), or records to write as one or more blocks.
-type span struct {
-	rewrite bool
-	base    int // index in base.Blocks when !rewrite
-	recs    []materialize.Record
-}
-
-func (sp span) size(blocks []BlockRef) int {
-	if sp.rewrite {
-		return len(sp.recs)
-	}
-	return int(blocks[sp.base].Records)
-}
-
-func (w *Writer) checkWrite(changes []Change, dimension int) error {
-	if err := checkCollectionID(w.collectionID); err != nil {
-		return err
-	}
-	if w.base != nil && w.base.CollectionID != w.collectionID {
-		return fmt.Errorf("base manifest is of collection %s, not %s", w.base.CollectionID, w.collectionID)
-	}
-	for i, c := range changes {
-		if c.ID == "" {
-			return fmt.Errorf("change %d: empty id", i)
-		}
-		if i > 0 && changes[i-1].ID >= c.ID {
-			return fmt.Errorf("change %d: id %q not after %q (changes must be sorted by unique id)", i, c.ID, changes[i-1].ID)
-		}
-		if c.Record == nil {
-			continue
-		}
-		if c.Record.ID != c.ID {
-			return fmt.Errorf("change %q: record has id %q", c.ID, c.Record.ID)
-		}
-		if dimension > 0 && len(c.Record.Embedding) != dimension {
-			return fmt.Errorf("change %q: embedding has %d dimensions, want %d", c.ID, len(c.Record.Embedding), dimension)
-		}
-		if err := checkMetadata(c.Record.Metadata); err != nil {
-			return fmt.Errorf("change %q: %w", c.ID, err)
-		}
-	}
-	return nil
 }
 
 // Write applies changes (sorted by ID, unique) to the base and writes the
 // blocks that change, checking ctx before each block write (a batch
 // boundary) and calling onBlock(bytes) after each. It returns the new
 // manifest (Version = base's + 1, not yet written) and the figures. On error
-// the caller calls Abort.
+// the caller calls Abort. It is WriteFrom over the slice with one encoder
+// (blocks are encoded and put one after the other).
 func (w *Writer) Write(ctx context.Context, changes []Change, compactionOffset int64, dimension int, onBlock func(int64)) (*Manifest, WriteStats, error) {
+	// The changes are in memory already: the window holds them whole, so
+	// every run is cut into near-equal blocks.
+	return w.WriteFrom(ctx, slices.All(changes), WriteOptions{CompactionOffset: compactionOffset, Dimension: dimension, OnBlock: onBlock, Encoders: 1,
+		Window: math.MaxInt})
+}
+
+// WriteOptions are the settings of one WriteFrom.
+type WriteOptions struct {
+	// CompactionOffset is the manifest's compaction offset.
+	CompactionOffset int64
+	// Dimension is the collection's embedding dimension; 0: the first
+	// record's (then every record must have it).
+	Dimension int
+	// OnBlock, when set, is called with the bytes of each block written,
+	// in manifest order, from WriteFrom's goroutine.
+	OnBlock func(bytes int64)
+	// Encoders is how many blocks are encoded and put at once (<= 0:
+	// GOMAXPROCS). Blocks keep their id order in the manifest whatever
+	// order they finish in; at most Encoders blocks are in flight, so
+	// memory stays bounded.
+	Encoders int
+	// Window is the most records a run being built holds before it sends
+	// blocks of 15/16 of MaxBlockRecords from its front (<= 0: 8 blocks'
+	// worth);
+	// the rest of a run is cut into near-equal blocks. It bounds the
+	// writer's memory whatever the size of the change.
+	Window int
+}
+
+// WriteFrom applies a stream of changes (sorted by ID, unique; a Change with
+// Ops is folded onto the base's record of its id) to the base and writes
+// the blocks that change, streaming: it holds one base block and the records
+// of the blocks being built (a bounded window), never the whole change set.
+// The layout is Write's: untouched blocks are reused, changed ones
+// rewritten, empty ones dropped, small ones merged with a neighbour, runs
+// cut into blocks of at most MaxBlockRecords (near-equal in size within the
+// window). ctx is checked before each block write; an error of changes ends
+// the write and is returned as it is. It returns the new manifest (Version
+// = base's + 1, not yet written) and the figures. On error the caller calls
+// Abort. Write or WriteFrom is called once per Writer.
+func (w *Writer) WriteFrom(ctx context.Context, changes iter.Seq2[int, Change], opts WriteOptions) (*Manifest, WriteStats, error) {
+	return w.writeFrom(ctx, func(yield func(Change, error) bool) {
+		for _, c := range changes {
+			if !yield(c, nil) {
+				return
+			}
+		}
+	}, opts)
+}
+
+// WriteStream is WriteFrom over a stream that can fail: the first error
+// it yields ends the write and is returned as it is.
+func (w *Writer) WriteStream(ctx context.Context, changes iter.Seq2[Change, error], opts WriteOptions) (*Manifest, WriteStats, error) {
+	return w.writeFrom(ctx, changes, opts)
+}
+
+func (w *Writer) writeFrom(ctx context.Context, changes iter.Seq2[Change, error], opts WriteOptions) (*Manifest, WriteStats, error) {
 	var stats WriteStats
 	if w.wrote {
 		return nil, stats, errors.New("write segment: Write called twice on one Writer")
 	}
 	w.wrote = true
-	// The loaded base blocks are not needed after Write: let them go.
+	// The loaded base blocks are not needed after the write: let them go.
 	defer clear(w.loaded)
-	if err := w.checkWrite(changes, dimension); err != nil {
+	if err := checkCollectionID(w.collectionID); err != nil {
 		return nil, stats, fmt.Errorf("write segment: %w", err)
 	}
-	blocks := w.baseBlocks()
-	spans, err := w.plan(ctx, blocks, changes)
-	if err != nil {
-		return nil, stats, err
+	if w.base != nil && w.base.CollectionID != w.collectionID {
+		return nil, stats, fmt.Errorf("write segment: base manifest is of collection %s, not %s", w.base.CollectionID, w.collectionID)
 	}
-
+	// The base's deltas go into the blocks this write rewrites.
+	overlay, err := w.deltaOverlay(ctx)
+	if err != nil {
+		return nil, stats, fmt.Errorf("write segment: fold deltas: %w", err)
+	}
+	if len(overlay) > 0 {
+		changes = foldDeltaStream(overlay, changes)
+		stats.DeltasFolded = len(w.base.Deltas)
+	}
+	blocks := w.baseBlocks()
 	m := &Manifest{
 		FormatVersion:    formatVersion,
 		CollectionID:     w.collectionID,
 		Version:          1,
-		CompactionOffset: compactionOffset,
-		Dimension:        dimension,
+		CompactionOffset: opts.CompactionOffset,
+		Dimension:        opts.Dimension,
 		CreatedAt:        w.s.now().UTC().Round(0),
 		Blocks:           []BlockRef{},
 	}
 	if w.base != nil {
 		m.Version = w.base.Version + 1
 	}
-	for _, sp := range spans {
-		if !sp.rewrite {
-			m.Blocks = append(m.Blocks, blocks[sp.base])
-			m.RecordCount += blocks[sp.base].Records
+	next, stop := iter.Pull2(changes)
+	defer stop()
+	src := &changeSource{next: next, dimension: opts.Dimension}
+	out := newBlockSink(ctx, w, opts.Encoders, opts.OnBlock)
+	lay := &layout{w: w, ctx: ctx, blocks: blocks, min: w.s.cfg.MinBlockRecords, max: w.s.cfg.MaxBlockRecords, out: out, openIdx: -1}
+	lay.trimAt = max(cmp.Or(max(opts.Window, 0), 8*lay.max), 2*lay.max)
+	err = w.merge(ctx, blocks, src, lay)
+	if err == nil {
+		err = lay.finish()
+	}
+	if err != nil {
+		out.cancel() // stop the encoders in flight
+	}
+	refs, werr := out.wait()
+	if err == nil {
+		err = werr
+	}
+	if err != nil {
+		return nil, stats, err
+	}
+	if m.Dimension == 0 {
+		m.Dimension = src.dimension
+	}
+	for _, r := range refs {
+		m.Blocks = append(m.Blocks, r.ref)
+		m.RecordCount += r.ref.Records
+		if r.reused {
 			stats.BlocksReused++
 			continue
 		}
-		for _, part := range splitEven(sp.recs, w.s.cfg.MaxBlockRecords) {
-			ref, err := w.putBlock(ctx, part)
-			if err != nil {
-				return nil, stats, err
-			}
-			m.Blocks = append(m.Blocks, ref)
-			m.RecordCount += ref.Records
-			stats.BlocksWritten++
-			stats.RecordsWritten += ref.Records
-			stats.BytesWritten += ref.Bytes
-			if onBlock != nil {
-				onBlock(ref.Bytes)
-			}
-		}
+		stats.BlocksWritten++
+		stats.RecordsWritten += r.ref.Records
+		stats.BytesWritten += r.ref.Bytes
 	}
 	stats.BlocksDropped = len(blocks) - stats.BlocksReused
 	// Every block is durable before the manifest that lists it is written
@@ -191,81 +239,435 @@ func (w *Writer) Write(ctx context.Context, changes []Change, compactionOffset i
 	return m, stats, nil
 }
 
-// plan applies changes to the base blocks they fall into and returns the new
-// version as spans, in id order: untouched blocks are reused, changed ones
-// rewritten, empty ones dropped, small ones merged with a neighbour.
-// Oversized spans are split when written.
-func (w *Writer) plan(ctx context.Context, blocks []BlockRef, changes []Change) ([]span, error) {
-	if len(blocks) == 0 {
-		recs := applyChanges(nil, changes)
-		if len(recs) == 0 {
-			return nil, nil
-		}
-		return []span{{rewrite: true, recs: recs}}, nil
-	}
-
-	spans := make([]span, 0, len(blocks))
-	next := 0 // first change not yet assigned to a block
-	for i := range blocks {
-		end := next
-		for end < len(changes) && (i == len(blocks)-1 || changes[end].ID < blocks[i+1].MinID) {
-			end++
-		}
-		if end == next {
-			spans = append(spans, span{base: i})
-			continue
-		}
-		recs, err := w.load(ctx, i)
-		if err != nil {
-			return nil, fmt.Errorf("write segment: %w", err)
-		}
-		merged, changed := mergeChanges(recs, changes[next:end])
-		next = end
-		switch {
-		case !changed:
-			spans = append(spans, span{base: i})
-		case len(merged) > 0:
-			spans = append(spans, span{rewrite: true, recs: merged})
-		}
-		// changed and empty: the block is dropped.
-	}
-
-	// Merge every rewritten span under MinBlockRecords with a neighbour.
-	minRecs := w.s.cfg.MinBlockRecords
-	for i := 0; i < len(spans); {
-		if !spans[i].rewrite || len(spans[i].recs) >= minRecs || len(spans) == 1 {
-			i++
-			continue
-		}
-		j := pickNeighbour(spans, i, blocks)
-		lo, hi := min(i, j), max(i, j)
-		loRecs, err := w.spanRecords(ctx, spans[lo])
-		if err != nil {
-			return nil, err
-		}
-		hiRecs, err := w.spanRecords(ctx, spans[hi])
-		if err != nil {
-			return nil, err
-		}
-		recs := make([]materialize.Record, 0, len(loRecs)+len(hiRecs))
-		recs = append(append(recs, loRecs...), hiRecs...)
-		spans[lo] = span{rewrite: true, recs: recs}
-		spans = append(spans[:hi], spans[hi+1:]...)
-		i = lo // still under the minimum: merge again
-	}
-	return spans, nil
+// changeSource pulls changes and checks them: ids non-empty, sorted and
+// unique; records of the id, of the dimension, with storable metadata.
+type changeSource struct {
+	next      func() (Change, error, bool)
+	n         int
+	prev      string
+	dimension int
+	peeked    bool
+	cur       Change
+	done      bool
 }
 
-// spanRecords returns the records of sp, reading its base block if reused.
-func (w *Writer) spanRecords(ctx context.Context, sp span) ([]materialize.Record, error) {
-	if sp.rewrite {
-		return sp.recs, nil
+// peek returns the next change without consuming it (ok false at the end).
+func (s *changeSource) peek() (Change, bool, error) {
+	if s.peeked {
+		return s.cur, true, nil
 	}
-	recs, err := w.load(ctx, sp.base)
+	if s.done {
+		return Change{}, false, nil
+	}
+	c, err, ok := s.next()
+	if !ok {
+		s.done = true
+		return Change{}, false, nil
+	}
+	if err != nil {
+		s.done = true
+		return Change{}, false, err
+	}
+	if err := s.check(c); err != nil {
+		s.done = true
+		return Change{}, false, fmt.Errorf("write segment: %w", err)
+	}
+	s.cur, s.peeked = c, true
+	return c, true, nil
+}
+
+func (s *changeSource) take() { s.peeked, s.cur = false, Change{} }
+
+func (s *changeSource) check(c Change) error {
+	i := s.n
+	s.n++
+	if c.ID == "" {
+		return fmt.Errorf("change %d: empty id", i)
+	}
+	if i > 0 && s.prev >= c.ID {
+		return fmt.Errorf("change %d: id %q not after %q (changes must be sorted by unique id)", i, c.ID, s.prev)
+	}
+	s.prev = c.ID
+	if c.Ops == nil && c.Record != nil {
+		if c.Record.ID != c.ID {
+			return fmt.Errorf("change %q: record has id %q", c.ID, c.Record.ID)
+		}
+		return s.checkRecord(c.Record)
+	}
+	return nil
+}
+
+// checkRecord checks a record that goes into a block.
+func (s *changeSource) checkRecord(r *materialize.Record) error {
+	if s.dimension > 0 && len(r.Embedding) != s.dimension {
+		return fmt.Errorf("change %q: embedding has %d dimensions, want %d", r.ID, len(r.Embedding), s.dimension)
+	}
+	if s.dimension == 0 && len(r.Embedding) > 0 {
+		s.dimension = len(r.Embedding)
+	}
+	if err := checkMetadata(r.Metadata); err != nil {
+		return fmt.Errorf("change %q: %w", r.ID, err)
+	}
+	return nil
+}
+
+// resolve returns the value of change c over cur (the base's record of c.ID,
+// nil when absent): c.Record, or c.Ops folded onto cur.
+func (s *changeSource) resolve(c Change, cur *materialize.Record) (*materialize.Record, error) {
+	if c.Ops == nil {
+		return c.Record, nil
+	}
+	r := materialize.ApplyOwning(cur, c.Ops)
+	if r != nil {
+		if r.ID != c.ID {
+			return nil, fmt.Errorf("write segment: change %q: operation records of id %q", c.ID, r.ID)
+		}
+		if err := s.checkRecord(r); err != nil {
+			return nil, fmt.Errorf("write segment: %w", err)
+		}
+	}
+	return r, nil
+}
+
+// baseRecords returns the records of base block i, in id order: the one
+// place the writer reads the base (the copy Get loaded, else the block).
+func (w *Writer) baseRecords(ctx context.Context, i int) ([]materialize.Record, error) {
+	if recs, ok := w.loaded[i]; ok {
+		return recs, nil
+	}
+	recs, err := w.s.ReadBlock(ctx, w.base.Blocks[i])
 	if err != nil {
 		return nil, fmt.Errorf("write segment: %w", err)
 	}
 	return recs, nil
+}
+
+// merge merge-joins the change stream with the base blocks, one block at a
+// time, and feeds the layout: a block no change falls into (or whose
+// changes change nothing) is reused; the merged records of a changed block
+// form a rewritten span.
+func (w *Writer) merge(ctx context.Context, blocks []BlockRef, src *changeSource, lay *layout) error {
+	if len(blocks) == 0 {
+		lay.open()
+		for {
+			c, ok, err := src.peek()
+			if err != nil || !ok {
+				if err != nil {
+					return err
+				}
+				break
+			}
+			src.take()
+			r, err := src.resolve(c, nil)
+			if err != nil {
+				return err
+			}
+			if r != nil {
+				if err := lay.add(*r); err != nil {
+					return err
+				}
+			}
+		}
+		return lay.close()
+	}
+	for i := range blocks {
+		// The changes block i owns: ids below the next block's MinID.
+		owns := func(id string) bool { return i == len(blocks)-1 || id < blocks[i+1].MinID }
+		c, ok, err := src.peek()
+		if err != nil {
+			return err
+		}
+		if !ok || !owns(c.ID) {
+			if err := lay.reuse(i); err != nil {
+				return err
+			}
+			continue
+		}
+		recs, err := w.baseRecords(ctx, i)
+		if err != nil {
+			return err
+		}
+		// Records go to staging until the first real change: a block
+		// whose changes change nothing is reused, not rewritten.
+		staging := make([]materialize.Record, 0, len(recs))
+		changed := false
+		emit := func(r materialize.Record) error {
+			if !changed {
+				staging = append(staging, r)
+				return nil
+			}
+			return lay.add(r)
+		}
+		markChanged := func() error {
+			if changed {
+				return nil
+			}
+			changed = true
+			lay.open()
+			for _, r := range staging {
+				if err := lay.add(r); err != nil {
+					return err
+				}
+			}
+			staging = nil
+			return nil
+		}
+		k := 0
+		for {
+			c, ok, err := src.peek()
+			if err != nil {
+				return err
+			}
+			if !ok || !owns(c.ID) {
+				break
+			}
+			for k < len(recs) && recs[k].ID < c.ID {
+				if err := emit(recs[k]); err != nil {
+					return err
+				}
+				k++
+			}
+			src.take()
+			var cur *materialize.Record
+			if k < len(recs) && recs[k].ID == c.ID {
+				cur = &recs[k]
+				k++
+			}
+			r, err := src.resolve(c, cur)
+			if err != nil {
+				return err
+			}
+			switch {
+			case r == nil && cur == nil: // absent before and after
+			case r == nil: // deleted
+				err = markChanged()
+			case cur == nil: // inserted
+				if err = markChanged(); err == nil {
+					err = emit(*r)
+				}
+			default:
+				if !sameRecord(*cur, *r) {
+					err = markChanged()
+				}
+				if err == nil {
+					err = emit(*r)
+				}
+			}
+			if err != nil {
+				return err
+			}
+		}
+		if !changed {
+			if err := lay.reuse(i); err != nil {
+				return err
+			}
+			continue
+		}
+		for ; k < len(recs); k++ {
+			if err := lay.add(recs[k]); err != nil {
+				return err
+			}
+		}
+		if err := lay.close(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// span is a run of the new version's records: either one base block reused
+// as it is (rewrite false), or records to write as one or more blocks.
+type span struct {
+	rewrite bool
+	base    int // index in base.Blocks when !rewrite
+	recs    []materialize.Record
+}
+
+func (sp span) size(blocks []BlockRef) int {
+	if sp.rewrite {
+		return len(sp.recs)
+	}
+	return int(blocks[sp.base].Records)
+}
+
+// layout turns the stream of spans (reused base blocks and rewritten runs,
+// in id order) into blocks: a rewritten span under MinBlockRecords merges
+// with a neighbour (pickNeighbour), spans over MaxBlockRecords are cut into
+// near-equal blocks. It keeps a window of spans not yet final: the head
+// leaves it once no later merge can reach it (it and its successor had
+// their merge check, and the successor holds at least MinBlockRecords
+// records). The open span (being built, always the last) that grows past
+// trimAt records while it heads the window sends blocks of 15/16 of
+// MaxBlockRecords from its front, so memory stays bounded whatever the size
+// of the change.
+type layout struct {
+	w        *Writer
+	ctx      context.Context
+	blocks   []BlockRef
+	min, max int
+	trimAt   int
+	out      *blockSink
+	window   []span
+	checked  int // window[:checked] had their merge check
+	openIdx  int // index of the open span in window; -1: none
+}
+
+func (l *layout) open() {
+	l.window = append(l.window, span{rewrite: true})
+	l.openIdx = len(l.window) - 1
+}
+
+func (l *layout) add(r materialize.Record) error {
+	sp := &l.window[l.openIdx]
+	sp.recs = append(sp.recs, r)
+	if len(sp.recs) <= l.trimAt {
+		return nil
+	}
+	// A large open span: settle what precedes it, so that it heads the
+	// window and can send its front.
+	if l.openIdx > 0 {
+		if err := l.settle(false, true); err != nil {
+			return err
+		}
+		if err := l.emitFront(); err != nil {
+			return err
+		}
+		if l.openIdx != 0 {
+			return nil
+		}
+	}
+	// Blocks cut from the front are filled to 15/16 of the maximum, so that
+	// a few later inserts into one of them do not split it at once (the
+	// rest of a run is cut into near-equal blocks, which leaves room too).
+	cut := l.max - l.max/16
+	sp = &l.window[0]
+	for len(sp.recs) > l.trimAt {
+		if err := l.out.write(sp.recs[:cut:cut]); err != nil {
+			return err
+		}
+		sp.recs = sp.recs[cut:]
+	}
+	return nil
+}
+
+func (l *layout) close() error {
+	if len(l.window[l.openIdx].recs) == 0 {
+		// Changed and empty: the block is dropped.
+		l.window = l.window[:l.openIdx]
+		l.checked = min(l.checked, len(l.window))
+	}
+	l.openIdx = -1
+	if err := l.settle(false, false); err != nil {
+		return err
+	}
+	return l.emitFront()
+}
+
+func (l *layout) reuse(i int) error {
+	l.window = append(l.window, span{base: i})
+	if err := l.settle(false, false); err != nil {
+		return err
+	}
+	return l.emitFront()
+}
+
+func (l *layout) finish() error {
+	if err := l.settle(true, false); err != nil {
+		return err
+	}
+	for _, sp := range l.window {
+		if err := l.send(sp); err != nil {
+			return err
+		}
+	}
+	l.window = nil
+	return nil
+}
+
+// settle runs the merge check over the spans not checked yet whose
+// successor is known (every span when final). withOpen: the open span
+// counts as a known successor (its size so far standing for its final
+// size).
+func (l *layout) settle(final, withOpen bool) error {
+	i := l.checked
+	for i < len(l.window) {
+		if l.openIdx >= 0 && (i >= l.openIdx || (i == l.openIdx-1 && !withOpen)) {
+			break
+		}
+		if !final && l.openIdx < 0 && i == len(l.window)-1 {
+			break
+		}
+		sp := l.window[i]
+		if !sp.rewrite || len(sp.recs) >= l.min || len(l.window) == 1 {
+			i++
+			continue
+		}
+		j := pickNeighbour(l.window, i, l.blocks)
+		lo, hi := min(i, j), max(i, j)
+		loRecs, err := l.records(l.window[lo])
+		if err != nil {
+			return err
+		}
+		hiRecs, err := l.records(l.window[hi])
+		if err != nil {
+			return err
+		}
+		recs := make([]materialize.Record, 0, len(loRecs)+len(hiRecs))
+		recs = append(append(recs, loRecs...), hiRecs...)
+		l.window[lo] = span{rewrite: true, recs: recs}
+		l.window = append(l.window[:hi], l.window[hi+1:]...)
+		switch {
+		case l.openIdx == hi:
+			l.openIdx = lo
+		case l.openIdx > hi:
+			l.openIdx--
+		}
+		i = lo // still under the minimum: merge again
+	}
+	l.checked = i
+	return nil
+}
+
+// records returns the records of sp, reading its base block if reused.
+func (l *layout) records(sp span) ([]materialize.Record, error) {
+	if sp.rewrite {
+		return sp.recs, nil
+	}
+	return l.w.baseRecords(l.ctx, sp.base)
+}
+
+// emitFront sends the spans at the head of the window that no later merge
+// can reach.
+func (l *layout) emitFront() error {
+	for len(l.window) >= 2 && l.checked >= 1 && l.openIdx != 0 {
+		next := l.window[1]
+		if next.size(l.blocks) < l.min || (l.checked < 2 && l.openIdx != 1) {
+			return nil
+		}
+		if err := l.send(l.window[0]); err != nil {
+			return err
+		}
+		l.window = l.window[1:]
+		l.checked--
+		if l.openIdx >= 0 {
+			l.openIdx--
+		}
+	}
+	return nil
+}
+
+// send writes a final span: a reused block by reference, a rewritten one
+// cut into near-equal blocks of at most MaxBlockRecords.
+func (l *layout) send(sp span) error {
+	if !sp.rewrite {
+		return l.out.reuse(l.blocks[sp.base])
+	}
+	for _, part := range splitEven(sp.recs, l.max) {
+		if err := l.out.write(part); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // pickNeighbour chooses the span to merge spans[i] with: a neighbour being
@@ -301,12 +703,17 @@ func (w *Writer) putBlock(ctx context.Context, recs []materialize.Record) (Block
 	}
 	key := newBlockKey(w.collectionID)
 	// Recorded before the Put: a Put that fails may still have written.
+	// Encoders put concurrently: the lists are shared.
+	w.mu.Lock()
 	w.written = append(w.written, key)
+	w.mu.Unlock()
 	if ds, ok := w.s.blobs.(deferredSyncer); ok {
 		if err := ds.putDeferred(ctx, key, data); err != nil {
 			return BlockRef{}, fmt.Errorf("put block %s: %w", key, err)
 		}
+		w.mu.Lock()
 		w.unsynced = append(w.unsynced, key)
+		w.mu.Unlock()
 	} else if err := w.s.blobs.Put(ctx, key, data); err != nil {
 		return BlockRef{}, fmt.Errorf("put block %s: %w", key, err)
 	}
@@ -359,47 +766,6 @@ func (w *Writer) Abort(ctx context.Context) error {
 	}
 	w.written = left // a retried Abort deletes what is left
 	return errors.Join(errs...)
-}
-
-// applyChanges returns the records of the non-nil changes.
-func applyChanges(dst []materialize.Record, changes []Change) []materialize.Record {
-	for _, c := range changes {
-		if c.Record != nil {
-			dst = append(dst, *c.Record)
-		}
-	}
-	return dst
-}
-
-// mergeChanges applies changes (sorted, unique) to recs (sorted, unique) and
-// returns the result in a new slice, and whether it differs from recs.
-func mergeChanges(recs []materialize.Record, changes []Change) ([]materialize.Record, bool) {
-	out := make([]materialize.Record, 0, len(recs)+len(changes))
-	changed := false
-	i, j := 0, 0
-	for i < len(recs) || j < len(changes) {
-		switch {
-		case j == len(changes) || (i < len(recs) && recs[i].ID < changes[j].ID):
-			out = append(out, recs[i])
-			i++
-		case i == len(recs) || changes[j].ID < recs[i].ID:
-			if c := changes[j]; c.Record != nil { // insert; deleting an absent id is a no-op
-				out = append(out, *c.Record)
-				changed = true
-			}
-			j++
-		default: // same id
-			if c := changes[j]; c.Record != nil {
-				out = append(out, *c.Record)
-				changed = changed || !sameRecord(recs[i], *c.Record)
-			} else {
-				changed = true
-			}
-			i++
-			j++
-		}
-	}
-	return out, changed
 }
 
 // splitEven splits recs into ceil(n/maxRecs) runs whose sizes differ by at

@@ -398,6 +398,13 @@ func TestWriterGetReadsOnlyOwningBlocksOnce(t *testing.T) {
 // A property test: random batches of changes against a plain map, with
 // small blocks so that splits and merges happen all the time.
 func TestWriterMatchesAMapModel(t *testing.T) {
+	t.Run("Write", func(t *testing.T) { testWriterMatchesAMapModel(t, false) })
+	// WriteFrom with a window of a few blocks and several encoders: runs
+	// send blocks from their front, blocks finish out of order.
+	t.Run("WriteFrom streaming", func(t *testing.T) { testWriterMatchesAMapModel(t, true) })
+}
+
+func testWriterMatchesAMapModel(t *testing.T, streaming bool) {
 	cfg := segment.Config{MaxBlockRecords: 32, MinBlockRecords: 8}
 	s, _ := NewStore(t, cfg)
 	rng := rand.New(rand.NewPCG(2026, 11))
@@ -441,7 +448,16 @@ func TestWriterMatchesAMapModel(t *testing.T) {
 			}
 		}
 		var onBlock int64
-		next, stats, err := w.Write(ctx, changes, int64(round), 3, func(n int64) { onBlock += n })
+		var (
+			next  *segment.Manifest
+			stats segment.WriteStats
+		)
+		if streaming {
+			next, stats, err = w.WriteFrom(ctx, slices.All(changes), segment.WriteOptions{CompactionOffset: int64(round), Dimension: 3,
+				OnBlock: func(n int64) { onBlock += n }, Encoders: 3, Window: 70})
+		} else {
+			next, stats, err = w.Write(ctx, changes, int64(round), 3, func(n int64) { onBlock += n })
+		}
 		if err != nil {
 			t.Fatalf("round %d: %v", round, err)
 		}

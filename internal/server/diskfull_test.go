@@ -24,6 +24,7 @@ import (
 	"github.com/compactorhq/compactor/internal/materialize"
 	"github.com/compactorhq/compactor/internal/rpc"
 	"github.com/compactorhq/compactor/internal/server"
+	"github.com/compactorhq/compactor/internal/testutil"
 )
 
 // running is an App served by App.Run on a loopback port.
@@ -34,7 +35,7 @@ type diskApp struct {
 	colls compactorv1connect.CollectionServiceClient
 	logs  compactorv1connect.LogServiceClient
 	jobs  compactorv1connect.CompactionServiceClient
-	out   *syncBuffer
+	out   *testutil.SyncBuffer
 }
 
 func runApp(t *testing.T, configure func(*server.Config)) *diskApp {
@@ -47,7 +48,7 @@ func runApp(t *testing.T, configure func(*server.Config)) *diskApp {
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	out := &syncBuffer{}
+	out := &testutil.SyncBuffer{}
 	ctx, stop := context.WithCancel(context.Background())
 	app, err := server.Open(ctx, cfg, slog.New(slog.NewTextHandler(out, nil)))
 	if err != nil {

@@ -38,7 +38,7 @@ func (e executor) Execute(ctx context.Context, collectionID string, progress fun
 	res, err := e.c.Compact(ctx, collectionID, compaction.Options{
 		Progress: func(p compaction.Progress) {
 			progress(manager.Progress{Phase: p.Phase, RecordsRead: p.RecordsRead, RecordsTotal: p.RecordsTotal, BytesWritten: p.BytesWritten,
-				Planned: true, OffsetStart: p.OffsetStart, OffsetEnd: p.OffsetEnd, VersionBefore: p.VersionBefore})
+				BlocksWritten: int64(p.BlocksWritten), BlocksTotal: int64(p.BlocksTotal), Planned: true, OffsetStart: p.OffsetStart, OffsetEnd: p.OffsetEnd, VersionBefore: p.VersionBefore})
 		},
 		CommitJob: func(r compaction.Result) *catalog.Job {
 			j := finish(outcomeOf(r))

@@ -17,13 +17,14 @@ import (
 	"github.com/compactorhq/compactor/gen/compactor/v1/compactorv1connect"
 	"github.com/compactorhq/compactor/internal/manager"
 	"github.com/compactorhq/compactor/internal/server"
+	"github.com/compactorhq/compactor/internal/testutil"
 )
 
 // running is an App served by Run on a local port.
 type running struct {
 	app  *server.App
 	base string // http://127.0.0.1:port
-	logs *syncBuffer
+	logs *testutil.SyncBuffer
 	hc   *http.Client
 	stop func() // stops Run and closes the App; idempotent
 }
@@ -43,7 +44,7 @@ func startApp(t *testing.T, mutate func(*server.Config)) *running {
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	logs := &syncBuffer{}
+	logs := &testutil.SyncBuffer{}
 	logger := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	ctx, stop := context.WithCancel(context.Background())
 	app, err := server.Open(ctx, cfg, logger)

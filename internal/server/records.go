@@ -13,21 +13,36 @@ import (
 
 	"github.com/compactorhq/compactor/internal/catalog"
 	"github.com/compactorhq/compactor/internal/compaction"
+	"github.com/compactorhq/compactor/internal/manager"
 	"github.com/compactorhq/compactor/internal/rpc"
 )
 
-// records is the read path and collection deletion of the API. On a
-// file:// blob store, deleting a collection also removes the directories
-// its blobs leave (collections/<id>/blocks, manifests and the collection's
-// own): a blob store deletes blobs, and on a file system the empty
-// directories would stay behind.
+// records is the read path of the API (the compactor's) and collection
+// deletion (the manager's use case).
 type records struct {
 	*compaction.Compactor
+	del *manager.Deleter
+}
+
+var _ rpc.Records = records{}
+
+// DeleteCollection is the manager's use case.
+func (r records) DeleteCollection(ctx context.Context, collectionID string) (catalog.Collection, error) {
+	return r.del.DeleteCollection(ctx, collectionID)
+}
+
+// collectionStorage is what a collection stores, as manager.Deleter deletes
+// it. On a file:// blob store, deleting a collection also removes the
+// directories its blobs leave (collections/<id>/blocks, manifests and the
+// collection's own): a blob store deletes blobs, and on a file system the
+// empty directories would stay behind.
+type collectionStorage struct {
+	c       *compaction.Compactor
 	blobDir string // root directory of a file:// blob store; "" for other stores
 	log     *slog.Logger
 }
 
-var _ rpc.Records = records{}
+var _ manager.CollectionStorage = collectionStorage{}
 
 // fileBlobDir returns the directory of a file:// blob URL ("" for other
 // schemes), as gocloud.dev's fileblob reads it: the path, and with the
@@ -48,8 +63,8 @@ func fileBlobDir(blobURL string) string {
 // then the empty directories under its blob prefix. A directory that is
 // not empty stays (nothing else is deleted); failing to remove one is
 // logged, not returned: the collection is gone either way.
-func (r records) DeleteCollection(ctx context.Context, collectionID string) (catalog.Collection, error) {
-	c, err := r.Compactor.DeleteCollection(ctx, collectionID)
+func (r collectionStorage) DeleteCollection(ctx context.Context, collectionID string) (catalog.Collection, error) {
+	c, err := r.c.DeleteCollection(ctx, collectionID)
 	if err != nil || r.blobDir == "" || collectionID == "" || strings.ContainsAny(collectionID, `/\.`) {
 		return c, err
 	}

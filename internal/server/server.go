@@ -28,6 +28,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/pflag"
 	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/compactorhq/compactor/internal/buildinfo"
@@ -91,7 +92,7 @@ func DefaultConfig() Config {
 		MaxWatchers:     rpc.DefaultMaxWatchers,
 		ReadTimeout:     rpc.DefaultReadTimeout,
 		ShutdownGrace:   10 * time.Second,
-		Segment:         segment.Config{MaxBlockRecords: 4096, MinBlockRecords: 1024},
+		Segment:         segment.DefaultConfig(),
 		Compaction:      compaction.DefaultConfig(),
 		Manager:         manager.DefaultConfig(),
 
@@ -120,8 +121,7 @@ func (c *Config) RegisterFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&c.MaxWatchers, "max-watchers", c.MaxWatchers, "most WatchCompactions streams open at once; more are refused (RESOURCE_EXHAUSTED)")
 	fs.DurationVar(&c.ReadTimeout, "request-read-timeout", c.ReadTimeout, "time a client has to send a request body (unary calls and page forms; streams excepted)")
 	fs.DurationVar(&c.ShutdownGrace, "shutdown-grace", c.ShutdownGrace, "time in-flight requests get at shutdown")
-	fs.IntVar(&c.Segment.MaxBlockRecords, "max-block-records", c.Segment.MaxBlockRecords, "records at which a segment block is split")
-	fs.IntVar(&c.Segment.MinBlockRecords, "min-block-records", c.Segment.MinBlockRecords, "records under which a rewritten block is merged with a neighbour")
+	c.Segment.RegisterFlags(fs)
 	c.Compaction.RegisterFlags(fs)
 	c.Manager.RegisterFlags(fs)
 	c.Web.RegisterFlags(fs)
@@ -129,7 +129,8 @@ func (c *Config) RegisterFlags(fs *pflag.FlagSet) {
 }
 
 // Validate checks the configuration and fills the derived defaults (catalog
-// path, blob URL, token from its file). Errors name the flag.
+// path, blob URL). It reads no file: Open reads the token file and loads the
+// TLS key pair, once. Errors name the flag.
 func (c *Config) Validate() error {
 	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
 		return fmt.Errorf("--listen %q: %w", c.Listen, err)
@@ -153,28 +154,13 @@ func (c *Config) Validate() error {
 	if u, err := url.Parse(c.BlobURL); err != nil || u.Scheme == "" {
 		return fmt.Errorf("--blob-url %q: want a URL such as file:///var/lib/compactor/blobs, mem:// or s3://bucket", c.BlobURL)
 	}
-	if c.TokenFile != "" {
-		if c.Token != "" {
-			return errors.New("give --token or --token-file, not both")
-		}
-		b, err := os.ReadFile(c.TokenFile)
-		if err != nil {
-			return fmt.Errorf("--token-file: %w", err)
-		}
-		c.Token = strings.TrimSpace(string(b))
-		if c.Token == "" {
-			return fmt.Errorf("--token-file %s is empty", c.TokenFile)
-		}
+	if c.TokenFile != "" && c.Token != "" {
+		return errors.New("give --token or --token-file, not both")
 	}
 	if (c.TLSCert == "") != (c.TLSKey == "") {
 		return errors.New("give both --tls-cert and --tls-key, or neither")
 	}
-	if c.TLSCert != "" {
-		if _, err := tls.LoadX509KeyPair(c.TLSCert, c.TLSKey); err != nil {
-			return fmt.Errorf("--tls-cert %s / --tls-key %s: %w", c.TLSCert, c.TLSKey, err)
-		}
-	}
-	if c.ProtectReads && c.Token == "" {
+	if c.ProtectReads && c.Token == "" && c.TokenFile == "" {
 		return errors.New("--protect-reads needs --token or --token-file")
 	}
 	switch {
@@ -192,10 +178,9 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("--request-read-timeout must be positive, got %s", c.ReadTimeout)
 	case c.ShutdownGrace < 0:
 		return fmt.Errorf("--shutdown-grace must not be negative, got %s", c.ShutdownGrace)
-	case c.Segment.MaxBlockRecords <= 1:
-		return fmt.Errorf("--max-block-records must be at least 2, got %d", c.Segment.MaxBlockRecords)
-	case c.Segment.MinBlockRecords <= 0 || c.Segment.MinBlockRecords >= c.Segment.MaxBlockRecords:
-		return fmt.Errorf("--min-block-records must be in 1..max-block-records-1, got %d", c.Segment.MinBlockRecords)
+	}
+	if err := c.Segment.Validate(); err != nil {
+		return err
 	}
 	if err := c.validateObservability(); err != nil {
 		return err
@@ -208,8 +193,32 @@ func (c *Config) Validate() error {
 	if err := c.Manager.Validate(); err != nil {
 		return err
 	}
-	c.Web.Token, c.Web.ProtectReads = c.Token, c.ProtectReads
+	// The page's token and read protection are set by Open (the token may
+	// come from its file); --protect-reads is checked above.
 	return c.Web.Validate()
+}
+
+// loadSecrets reads what the configuration names by file, once: the token
+// of --token-file (else --token) and the TLS key pair. Errors name the flag.
+func (c Config) loadSecrets() (token string, cert *tls.Certificate, err error) {
+	token = c.Token
+	if c.TokenFile != "" {
+		b, err := os.ReadFile(c.TokenFile)
+		if err != nil {
+			return "", nil, fmt.Errorf("--token-file: %w", err)
+		}
+		if token = strings.TrimSpace(string(b)); token == "" {
+			return "", nil, fmt.Errorf("--token-file %s is empty", c.TokenFile)
+		}
+	}
+	if c.TLSCert != "" {
+		pair, err := tls.LoadX509KeyPair(c.TLSCert, c.TLSKey)
+		if err != nil {
+			return "", nil, fmt.Errorf("--tls-cert %s / --tls-key %s: %w", c.TLSCert, c.TLSKey, err)
+		}
+		cert = &pair
+	}
+	return token, cert, nil
 }
 
 // App is one wired compactor process.
@@ -218,8 +227,11 @@ type App struct {
 	Segments  *segment.Store
 	Compactor *compaction.Compactor
 	Manager   *manager.Manager
-	Service   *rpc.Service
-	Registry  *prometheus.Registry
+	// Deleter deletes collections (the one home of that use case, for the
+	// API and any other surface).
+	Deleter  *manager.Deleter
+	Service  *rpc.Service
+	Registry *prometheus.Registry
 
 	cfg     Config
 	log     *slog.Logger
@@ -230,19 +242,26 @@ type App struct {
 	blobs   *spaceBlobs
 	tracing tracing
 	debug   atomic.Pointer[net.Addr] // bound address of the pprof listener
+	cert    *tls.Certificate         // the TLS key pair, loaded once by Open; nil: plaintext
 	backlog *backlogSampler
 	done    chan struct{} // closed when shutdown starts: ends the page's event streams
 	stopped sync.Once
 }
 
-// Open opens storage and builds every part. cfg must have passed Validate.
+// Open reads the token file and the TLS key pair, opens storage and builds
+// every part. cfg must have passed Validate.
 // The caller runs it with Run (or serves Handler itself and runs the
 // manager) and releases it with Close.
 func Open(ctx context.Context, cfg Config, logger *slog.Logger) (_ *App, err error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	a := &App{cfg: cfg, log: logger, mux: http.NewServeMux(), Registry: prometheus.NewRegistry(), done: make(chan struct{})}
+	token, cert, err := cfg.loadSecrets()
+	if err != nil {
+		return nil, err
+	}
+	cfg.Token, cfg.TokenFile = token, ""
+	a := &App{cfg: cfg, log: logger, mux: http.NewServeMux(), Registry: prometheus.NewRegistry(), done: make(chan struct{}), cert: cert}
 	defer func() {
 		if err != nil {
 			_ = a.Close()
@@ -290,6 +309,9 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (_ *App, err err
 	if err != nil {
 		return nil, err
 	}
+	// Log purges still running finish before the catalog closes (a purge cut
+	// short is harmless: the next one removes the rows).
+	a.closers = append(a.closers, func() error { a.Compactor.WaitPurges(); return nil })
 	mcfg := cfg.Manager
 	if mcfg.Address == "" {
 		mcfg.Address = cfg.Listen
@@ -301,17 +323,24 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (_ *App, err err
 	if err != nil {
 		return nil, err
 	}
-	recs := records{Compactor: a.Compactor, blobDir: fileBlobDir(cfg.BlobURL), log: logger.With("component", "rpc")}
+	a.Deleter = manager.NewDeleter(a.Manager, collectionStorage{c: a.Compactor, blobDir: fileBlobDir(cfg.BlobURL), log: logger.With("component", "storage")})
+	recs := records{Compactor: a.Compactor, del: a.Deleter}
 	a.Service = rpc.NewService(a.Manager, a.Manager, pushNotifier{a.Catalog, a.Manager, logger.With("component", "rpc")}, recs,
 		catalog.AppendLimits{MaxBacklog: cfg.MaxBacklog, KeyWindow: cfg.PushKeyWindow}, logger.With("component", "rpc"))
-	traces, err := rpcTracing(a.tracing.provider)
-	if err != nil {
-		return nil, fmt.Errorf("rpc tracing: %w", err)
+	// Without a tracer (no OTLP export configured) no span would be
+	// recorded: the interceptor is left out instead of costing every call.
+	var interceptors []connect.Interceptor
+	if _, off := a.tracing.provider.(noop.TracerProvider); !off {
+		traces, err := rpcTracing(a.tracing.provider)
+		if err != nil {
+			return nil, fmt.Errorf("rpc tracing: %w", err)
+		}
+		interceptors = append(interceptors, traces)
 	}
 	a.health = rpc.Mount(a.mux, a.Service, rpc.Options{
 		Token: cfg.Token, ProtectReads: cfg.ProtectReads, MaxRequestBytes: cfg.MaxRequestBytes,
 		MaxWatchers: cfg.MaxWatchers, Registerer: a.Registry, Logger: logger.With("component", "rpc"),
-		Interceptors: []connect.Interceptor{traces}, Wrap: corsWrap(cfg.CORSOrigins),
+		Interceptors: interceptors, Wrap: corsWrap(cfg.CORSOrigins),
 	})
 	a.mux.Handle("GET /metrics", promhttp.HandlerFor(a.Registry, promhttp.HandlerOpts{Registry: a.Registry}))
 	a.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
@@ -376,14 +405,10 @@ func (a *App) Run(ctx context.Context, ln net.Listener, started func(addr net.Ad
 		}
 	}
 	srv := NewHTTPServer(a.Handler(), a.log)
-	if a.cfg.TLSCert != "" {
-		cert, err := tls.LoadX509KeyPair(a.cfg.TLSCert, a.cfg.TLSKey)
-		if err != nil {
-			return fmt.Errorf("load TLS key pair: %w", err)
-		}
+	if a.cert != nil {
 		srv.Protocols.SetUnencryptedHTTP2(false)
 		srv.Protocols.SetHTTP2(true)
-		srv.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{cert}}
+		srv.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{*a.cert}}
 	}
 	mgrCtx, stopMgr := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopMgr()
@@ -524,3 +549,7 @@ func buildInfo() prometheus.Collector {
 	g.Set(1)
 	return g
 }
+
+// TokenRequired reports whether a bearer token guards the API and the page
+// (from --token or --token-file).
+func (a *App) TokenRequired() bool { return a.cfg.Token != "" }

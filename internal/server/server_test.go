@@ -1,7 +1,6 @@
 package server_test
 
 import (
-	"bytes"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -18,7 +17,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -29,24 +27,8 @@ import (
 	"github.com/compactorhq/compactor/gen/compactor/v1/compactorv1connect"
 	"github.com/compactorhq/compactor/internal/rpc"
 	"github.com/compactorhq/compactor/internal/server"
+	"github.com/compactorhq/compactor/internal/testutil"
 )
-
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // h2cClient speaks only plaintext HTTP/2 (prior knowledge), as gRPC
 // clients do.
@@ -68,7 +50,7 @@ func TestServePlaintextHTTP2(t *testing.T) {
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	logs := &syncBuffer{}
+	logs := &testutil.SyncBuffer{}
 	logger := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 
 	ctx, stop := context.WithCancel(context.Background())
@@ -268,7 +250,6 @@ func TestValidateFillsDefaultsAndRejectsBadValues(t *testing.T) {
 		{"no data directory", func(c *server.Config) { c.DataDir = "" }, "--data-dir"},
 		{"protect-reads without a token", func(c *server.Config) { c.ProtectReads = true }, "--protect-reads"},
 		{"a token and a token file", func(c *server.Config) { c.Token, c.TokenFile = "a", "b" }, "--token"},
-		{"a missing token file", func(c *server.Config) { c.TokenFile = "/nonexistent/token" }, "--token-file"},
 		{"a zero backlog limit", func(c *server.Config) { c.MaxBacklog = 0 }, "--max-backlog"},
 		{"a negative request limit", func(c *server.Config) { c.MaxRequestBytes = -1 }, "--max-request-bytes"},
 		{"no watchers", func(c *server.Config) { c.MaxWatchers = 0 }, "--max-watchers"},
@@ -287,6 +268,55 @@ func TestValidateFillsDefaultsAndRejectsBadValues(t *testing.T) {
 				t.Errorf("Validate: %v, want an error naming %s", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestOpenReadsTheFilesValidateDoesNot: Validate reads no file; Open reads
+// the token file and loads the TLS key pair, and its errors name the flag.
+func TestOpenReadsTheFilesValidateDoesNot(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		name string
+		mut  func(*server.Config)
+		want string
+	}{
+		{"a missing token file", func(c *server.Config) { c.TokenFile = filepath.Join(dir, "nonexistent") }, "--token-file"},
+		{"a missing TLS key pair", func(c *server.Config) {
+			c.TLSCert, c.TLSKey = filepath.Join(dir, "no.crt"), filepath.Join(dir, "no.key")
+		}, "--tls-cert"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := server.DefaultConfig()
+			cfg.DataDir = t.TempDir()
+			tc.mut(&cfg)
+			if err := cfg.Validate(); err != nil {
+				t.Fatalf("Validate read a file: %v", err)
+			}
+			app, err := server.Open(t.Context(), cfg, nil)
+			if err == nil {
+				app.Close()
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Open: %v, want an error naming %s", err, tc.want)
+			}
+		})
+	}
+	tokenFile := filepath.Join(dir, "token")
+	if err := os.WriteFile(tokenFile, []byte("s3cret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := server.DefaultConfig()
+	cfg.DataDir, cfg.TokenFile, cfg.ProtectReads = t.TempDir(), tokenFile, true
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	app, err := server.Open(t.Context(), cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer app.Close()
+	if !app.TokenRequired() {
+		t.Fatal("the token of --token-file is not in force")
 	}
 }
 

@@ -15,17 +15,27 @@ import (
 )
 
 // webSource adapts the manager and catalog to the status page's Source.
+// Each of its reads is a bounded number of catalog queries, whatever the
+// number of collections and jobs: job listings carry their collection's
+// name (joined in SQL), so a page is never a query per row.
 type webSource struct {
 	mgr     *manager.Manager
-	cat     *catalog.Catalog
+	cat     webCatalog
 	backlog *backlogSampler
+}
+
+// webCatalog is what the page reads of the catalog directly.
+type webCatalog interface {
+	ListCollections(ctx context.Context) ([]catalog.Collection, error)
+	GetCollection(ctx context.Context, id string) (catalog.Collection, error)
+	ListStorageFigures(ctx context.Context) (map[string]catalog.StorageFigures, error)
 }
 
 var _ web.Source = (*webSource)(nil)
 
-func webJob(j manager.Job, name string) web.Job {
+func webJob(j manager.Job) web.Job {
 	w := web.Job{
-		ID: j.ID, CollectionID: j.CollectionID, CollectionName: name,
+		ID: j.ID, CollectionID: j.CollectionID, CollectionName: j.CollectionName,
 		Trigger: string(j.Trigger), State: string(j.State), Reason: j.Reason, Error: redact.Paths(j.Error), Note: j.Note, Node: j.Node,
 		Attempt: j.Attempt, CreatedAt: j.CreatedAt, StartedAt: j.StartedAt, FinishedAt: j.FinishedAt,
 		OffsetStart: j.OffsetStart, OffsetEnd: j.OffsetEnd, RecordsRead: j.RecordsRead, RecordsWritten: j.RecordsWritten,
@@ -33,11 +43,13 @@ func webJob(j manager.Job, name string) web.Job {
 	}
 	if p := j.Progress; p != nil {
 		w.RecordsRead, w.RecordsTotal, w.BytesWritten = p.RecordsRead, p.RecordsTotal, p.BytesWritten
+		w.Phase, w.Fraction, w.ETA, w.ETAKnown = p.Phase, p.Fraction, p.ETA, p.ETAKnown
+		w.BlocksWritten, w.BlocksTotal = p.BlocksWritten, p.BlocksTotal
 	}
 	return w
 }
 
-func webCollection(c catalog.Collection) web.Collection {
+func webCollection(c catalog.Collection, f catalog.StorageFigures) web.Collection {
 	return web.Collection{
 		ID: c.ID, Name: c.Name, Dimension: c.Dimension, Backlog: c.Backlog(), RecordCount: c.RecordCount,
 		SegmentVersion: c.SegmentVersion, LogPosition: c.LogPosition, CompactionOffset: c.CompactionOffset,
@@ -45,18 +57,8 @@ func webCollection(c catalog.Collection) web.Collection {
 		OldestUncompactedAt: c.OldestUncompactedAt, LastCompactedAt: c.LastCompactedAt, CreatedAt: c.CreatedAt,
 		Paused: c.Paused(), PauseReason: c.PauseReason, PausedBy: c.PausedBy, PausedAt: c.PausedAt,
 		MinCompactionSize: c.Settings.MinCompactionSize, MaxUncompactedAge: c.Settings.MaxUncompactedAge,
+		SegmentBytes: f.SegmentBytes, BlockCount: f.BlockCount, VersionsKept: f.VersionsKept,
 	}
-}
-
-func (s *webSource) names(ctx context.Context) map[string]string {
-	colls, err := s.cat.ListCollections(ctx)
-	m := make(map[string]string, len(colls))
-	if err == nil {
-		for _, c := range colls {
-			m[c.ID] = c.Name
-		}
-	}
-	return m
 }
 
 func (s *webSource) Jobs(ctx context.Context, q web.JobQuery) ([]web.Job, error) {
@@ -71,10 +73,9 @@ func (s *webSource) Jobs(ctx context.Context, q web.JobQuery) ([]web.Job, error)
 	if err != nil {
 		return nil, err
 	}
-	names := s.names(ctx)
 	out := make([]web.Job, len(jobs))
 	for i, j := range jobs {
-		out[i] = webJob(j, names[j.CollectionID])
+		out[i] = webJob(j)
 	}
 	return out, nil
 }
@@ -87,7 +88,7 @@ func (s *webSource) Job(ctx context.Context, id string) (web.Job, error) {
 	if err != nil {
 		return web.Job{}, err
 	}
-	return webJob(j, s.names(ctx)[j.CollectionID]), nil
+	return webJob(j), nil
 }
 
 // Queue returns the queued jobs of every replica in claim order.
@@ -96,10 +97,9 @@ func (s *webSource) Queue(ctx context.Context) ([]web.Job, error) {
 	if err != nil {
 		return nil, err
 	}
-	names := s.names(ctx)
 	out := make([]web.Job, len(queued))
 	for i, j := range queued {
-		out[i] = webJob(j, names[j.CollectionID])
+		out[i] = webJob(j)
 	}
 	return out, nil
 }
@@ -162,9 +162,13 @@ func (s *webSource) Collections(ctx context.Context) ([]web.Collection, error) {
 	if err != nil {
 		return nil, err
 	}
+	figures, err := s.cat.ListStorageFigures(ctx)
+	if err != nil {
+		return nil, err
+	}
 	out := make([]web.Collection, len(colls))
 	for i, c := range colls {
-		out[i] = webCollection(c)
+		out[i] = webCollection(c, figures[c.ID])
 	}
 	return out, nil
 }
@@ -177,7 +181,11 @@ func (s *webSource) Collection(ctx context.Context, id string) (web.Collection, 
 	if err != nil {
 		return web.Collection{}, err
 	}
-	return webCollection(c), nil
+	figures, err := s.cat.ListStorageFigures(ctx)
+	if err != nil {
+		return web.Collection{}, err
+	}
+	return webCollection(c, figures[c.ID]), nil
 }
 
 func (s *webSource) BacklogHistory(_ context.Context, collectionID string) ([]web.Point, error) {

@@ -13,8 +13,8 @@ const (
 	Debian  = "33333333-3333-4333-8333-333333333333" // no backlog
 	Users   = "44444444-4444-4444-8444-444444444444" // small backlog, a one-off running
 
-	RunningJob     = "a0000001-0000-4000-8000-000000000000" // Orders, 400 of 1,200 records after 72 s
-	RunningUnknown = "a0000002-0000-4000-8000-000000000000" // Users, total unknown
+	RunningJob     = "a0000001-0000-4000-8000-000000000000" // Orders, writing blocks (2 of 6) after 72 s, 44.9%, ETA 2m24s
+	RunningUnknown = "a0000002-0000-4000-8000-000000000000" // Users, reading the log, ETA unknown
 	QueuedHostile  = "a0000003-0000-4000-8000-000000000000" // Hostile, one-off, hostile reason
 	QueuedOrders   = "a0000004-0000-4000-8000-000000000000" // Orders, scheduled follow-up
 	Succeeded      = "a0000005-0000-4000-8000-000000000000" // Orders, 1m12s
@@ -44,6 +44,7 @@ func Fixture() *Source {
 			ID: Orders, Name: "orders", Dimension: 64, Backlog: 1200, RecordCount: 50000, SegmentVersion: 12,
 			LogPosition: 61200, CompactionOffset: 60000, OldestUncompactedAt: ago(3 * time.Minute),
 			LastCompactedAt: ago(5 * time.Minute), CreatedAt: ago(30 * 24 * time.Hour),
+			SegmentBytes: 8650752, BlockCount: 13, VersionsKept: 3,
 		},
 		{
 			ID: Hostile, Name: HostileName, Dimension: 8, Backlog: 300, RecordCount: 10, SegmentVersion: 2,
@@ -67,12 +68,13 @@ func Fixture() *Source {
 			ID: RunningJob, CollectionID: Orders, CollectionName: "orders", Trigger: web.TriggerScheduled,
 			State: web.StateRunning, Reason: "backlog 1200 >= 10", Node: "node-a", Attempt: 1,
 			CreatedAt: ago(80 * time.Second), StartedAt: ago(72 * time.Second),
-			OffsetStart: 60000, OffsetEnd: 61200, RecordsRead: 400, RecordsTotal: 1200, VersionBefore: 12,
+			OffsetStart: 60000, OffsetEnd: 61200, RecordsRead: 1200, RecordsTotal: 1200, VersionBefore: 12,
+			Phase: "writing blocks", Fraction: 0.4499, ETA: 144 * time.Second, ETAKnown: true, BlocksWritten: 2, BlocksTotal: 6,
 		},
 		{
 			ID: RunningUnknown, CollectionID: Users, Trigger: web.TriggerOneOff, State: web.StateRunning,
 			Reason: "operator", Node: "node-b", Attempt: 1, CreatedAt: ago(6 * time.Second),
-			StartedAt: ago(5 * time.Second), RecordsRead: 10,
+			StartedAt: ago(5 * time.Second), RecordsRead: 10, Phase: "reading log", Fraction: 0.0001,
 		},
 		{
 			ID: QueuedHostile, CollectionID: Hostile, CollectionName: HostileName, Trigger: web.TriggerOneOff,

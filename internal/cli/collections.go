@@ -1,0 +1,198 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+
+	"connectrpc.com/connect"
+	"github.com/spf13/cobra"
+
+	compactorv1 "github.com/compactorhq/compactor/gen/compactor/v1"
+)
+
+func newCollectionsCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:     "collections",
+		Aliases: []string{"collection"},
+		Short:   "List, create, inspect and delete collections",
+		Long: `List, create, inspect and delete collections. Without a subcommand: list.
+
+A collection's backlog is the number of log records not yet compacted; its
+records count is what its current segment version holds.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return collectionsList(cmd, g) },
+	}
+	cmd.AddCommand(
+		&cobra.Command{
+			Use:     "list",
+			Aliases: []string{"ls"},
+			Short:   "List the collections, by name",
+			Long: `List the collections, ordered by name, with their compaction figures.
+-o json prints an array of Collection objects.`,
+			Args: cobra.NoArgs,
+			RunE: func(cmd *cobra.Command, _ []string) error { return collectionsList(cmd, g) },
+		},
+		newCollectionsCreateCmd(g),
+		newCollectionsSetCmd(g),
+		&cobra.Command{
+			Use:               "get COLLECTION",
+			Short:             "Show one collection with every field",
+			Long:              `Show one collection (an id or a name) with every field. -o json prints a Collection object.`,
+			Args:              cobra.ExactArgs(1),
+			ValidArgsFunction: completeCollections(g, 1),
+			RunE: func(cmd *cobra.Command, args []string) error {
+				s, err := newSession(cmd, g)
+				if err != nil {
+					return err
+				}
+				id, err := s.resolveCollection(cmd.Context(), args[0])
+				if err != nil {
+					return err
+				}
+				res, err := callUnary(cmd.Context(), s, func(ctx context.Context) (*connect.Response[compactorv1.GetCollectionResponse], error) {
+					return s.c.collection.GetCollection(ctx, connect.NewRequest(&compactorv1.GetCollectionRequest{Id: id}))
+				})
+				if err != nil {
+					return err
+				}
+				return s.printCollection(res.Msg.GetCollection())
+			},
+		},
+		&cobra.Command{
+			Use:   "delete COLLECTION",
+			Short: "Delete a collection with its log, segments and job history",
+			Long: `Delete a collection (an id or a name) with its log, its segment versions and
+its job history. Its queued and running jobs are cancelled first. This cannot
+be undone. -o json prints the Collection object as it was just before its
+deletion.`,
+			Args:              cobra.ExactArgs(1),
+			ValidArgsFunction: completeCollections(g, 1),
+			RunE: func(cmd *cobra.Command, args []string) error {
+				s, err := newSession(cmd, g)
+				if err != nil {
+					return err
+				}
+				id, err := s.resolveCollection(cmd.Context(), args[0])
+				if err != nil {
+					return err
+				}
+				res, err := callUnary(cmd.Context(), s, func(ctx context.Context) (*connect.Response[compactorv1.DeleteCollectionResponse], error) {
+					return s.c.collection.DeleteCollection(ctx, connect.NewRequest(&compactorv1.DeleteCollectionRequest{Id: id}))
+				})
+				if err != nil {
+					return err
+				}
+				c := res.Msg.GetCollection()
+				if s.out.json {
+					return s.out.writeProto(c)
+				}
+				_, err = fmt.Fprintf(s.out.w, "deleted collection %s (%s)\n", safeText(c.GetName()), c.GetId())
+				return err
+			},
+		},
+	)
+	return cmd
+}
+
+func newCollectionsCreateCmd(g *globals) *cobra.Command {
+	var dimension int32
+	cmd := &cobra.Command{
+		Use:   "create NAME",
+		Short: "Create an empty collection",
+		Long: `Create an empty collection named NAME (1 to 256 bytes, unique). Its
+embedding dimension is --dimension, or, when 0, fixed by the first pushed
+record that carries an embedding. -o json prints the new Collection object.`,
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: cobra.NoFileCompletions,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			s, err := newSession(cmd, g)
+			if err != nil {
+				return err
+			}
+			res, err := callUnary(cmd.Context(), s, func(ctx context.Context) (*connect.Response[compactorv1.CreateCollectionResponse], error) {
+				return s.c.collection.CreateCollection(ctx, connect.NewRequest(&compactorv1.CreateCollectionRequest{Name: args[0], Dimension: dimension}))
+			})
+			if err != nil {
+				return err
+			}
+			return s.printCollection(res.Msg.GetCollection())
+		},
+	}
+	cmd.Flags().Int32Var(&dimension, "dimension", 0, "embedding dimension (0: fixed by the first write)")
+	_ = cmd.RegisterFlagCompletionFunc("dimension", cobra.NoFileCompletions)
+	return cmd
+}
+
+// collectionsList prints every collection.
+func collectionsList(cmd *cobra.Command, g *globals) error {
+	s, err := newSession(cmd, g)
+	if err != nil {
+		return err
+	}
+	all, err := s.listCollections(cmd.Context())
+	if err != nil {
+		return err
+	}
+	if s.out.json {
+		return writeProtoList(s.out, all)
+	}
+	if len(all) == 0 {
+		s.out.note("no collections")
+		return nil
+	}
+	tw := s.out.table()
+	fmt.Fprintln(tw, "ID\tNAME\tDIM\tRECORDS\tBACKLOG\tVERSION\tLAST COMPACTION\tFAILURES")
+	for _, c := range all {
+		failures := strconv.Itoa(int(c.GetFailureCount()))
+		if c.GetDeadLettered() {
+			failures += " (dead-lettered)"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%s\t%s\n", c.GetId(), safeText(ellipsize(c.GetName(), 40)), c.GetDimension(),
+			c.GetRecordCount(), c.GetBacklog(), c.GetSegmentVersion(), s.out.fmtTime(c.GetLastCompactionTime()), failures)
+	}
+	return tw.Flush()
+}
+
+// printCollection prints every field of c.
+func (s *session) printCollection(c *compactorv1.Collection) error {
+	if s.out.json {
+		return s.out.writeProto(c)
+	}
+	dim := strconv.Itoa(int(c.GetDimension()))
+	if c.GetDimension() == 0 {
+		dim = "0 (fixed by the first write)"
+	}
+	dead := "no"
+	if c.GetDeadLettered() {
+		dead = "yes, since " + s.out.fmtTime(c.GetDeadLetterTime())
+	}
+	o := s.out
+	minSize := "the server's"
+	if n := c.GetMinCompactionSize(); n > 0 {
+		minSize = fmt.Sprintf("%d records", n)
+	}
+	maxAge := "the server's"
+	if d := c.GetMaxUncompactedAge(); d != nil {
+		maxAge = d.AsDuration().String()
+	}
+	return o.kv([][2]string{
+		{"ID", c.GetId()},
+		{"Name", safeText(c.GetName())},
+		{"Dimension", dim},
+		{"Records", fmt.Sprintf("%d (in segment version %d; the log tail is not counted)", c.GetRecordCount(), c.GetSegmentVersion())},
+		{"Segment version", strconv.FormatInt(c.GetSegmentVersion(), 10)},
+		{"Log position", strconv.FormatInt(c.GetLogPosition(), 10)},
+		{"Compaction offset", strconv.FormatInt(c.GetCompactionOffset(), 10)},
+		{"Backlog", fmt.Sprintf("%d records", c.GetBacklog())},
+		{"Oldest uncompacted", o.fmtTime(c.GetOldestUncompactedTime())},
+		{"Last compaction", o.fmtTime(c.GetLastCompactionTime())},
+		{"Failures", strconv.Itoa(int(c.GetFailureCount()))},
+		{"Dead-lettered", dead},
+		{"Automatic compaction", pauseText(c.GetPaused(), c.GetPauseReason(), c.GetPausedBy(), o.fmtTime(c.GetPauseTime()))},
+		{"Min compaction size", minSize},
+		{"Max uncompacted age", maxAge},
+		{"Created", o.fmtTime(c.GetCreateTime())},
+		{"Updated", o.fmtTime(c.GetUpdateTime())},
+	})
+}

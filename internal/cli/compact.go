@@ -1,0 +1,388 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"connectrpc.com/connect"
+	"github.com/spf13/cobra"
+
+	compactorv1 "github.com/compactorhq/compactor/gen/compactor/v1"
+)
+
+// compactOptions are the settings of one compact.
+type compactOptions struct {
+	collections []string // ids or names
+	all, wait   bool
+	reason      string
+	rc          reconnect
+}
+
+// validate rejects what the server would: neither or both of collections
+// and --all.
+func (o *compactOptions) validate() error {
+	switch {
+	case o.all && len(o.collections) > 0:
+		return errors.New("give collections or --all, not both")
+	case !o.all && len(o.collections) == 0:
+		return errors.New("give the collections to compact (ids or names), or --all")
+	}
+	return o.rc.validate()
+}
+
+func newCompactCmd(g *globals) *cobra.Command {
+	var opts compactOptions
+	cmd := &cobra.Command{
+		Use:   "compact (--all | COLLECTION...) [--reason TEXT] [--wait [--reconnect-timeout D]]",
+		Short: "Request one-off compactions, and optionally wait for them",
+		Long: `Request a one-off compaction of the given collections (each an id or a name),
+or of every collection with --all. One-off jobs bypass the minimum compaction
+size and the dead-letter gate, and run before scheduled jobs. A collection that
+already has a queued job gets that job back ("already queued") instead of a new
+one.
+
+With --wait, follow the jobs until each has finished, with live progress on
+stderr (a bar per job when stderr is a terminal: collection, phase, fraction of
+the whole job, ETA; otherwise, with -o table, one line per state change), then
+print a summary. Waiting is not limited by --timeout (only the request is). A
+job that reaches the server's maximum compaction size leaves the rest of the
+backlog to a continuation job, which the server queues at once: --wait follows
+the continuations too, until the backlog the request found is compacted, and
+the summary names them.
+
+While waiting, a server that restarts or cannot be reached does not end the
+wait: --wait keeps following the job ids it has, reconnecting with backoff,
+and reports their real outcome once the server answers again (a job the
+server finished meanwhile included). It gives up after --reconnect-timeout
+(default 10m) without an answer, naming the jobs whose outcome it does not
+know; the jobs continue on the server.
+
+Exit status 1 when the request fails, any job ends FAILED or CANCELLED, or
+the server stayed unreachable for --reconnect-timeout; 130 when interrupted
+while waiting (the jobs continue on the server).
+
+-o json prints one object: {"jobs": [{"job": Job, "created": bool}, ...]},
+with each job as it finished when --wait is given, plus, after --wait,
+"continuations": [Job, ...] with the continuation jobs it followed.`,
+		ValidArgsFunction: completeCollections(g, -1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.collections = args
+			if err := opts.validate(); err != nil {
+				return UsageError(cmd, err)
+			}
+			s, err := newSession(cmd, g)
+			if err != nil {
+				return err
+			}
+			return s.compact(cmd.Context(), opts)
+		},
+	}
+	f := cmd.Flags()
+	f.BoolVar(&opts.all, "all", false, "compact every collection")
+	f.StringVar(&opts.reason, "reason", "", "why, kept on the jobs (shown by 'job' and on the status page)")
+	f.BoolVar(&opts.wait, "wait", false, "wait until every job has finished, showing progress")
+	opts.rc.register(f, 10*time.Minute)
+	_ = cmd.RegisterFlagCompletionFunc("reason", cobra.NoFileCompletions)
+	return cmd
+}
+
+// compact requests the jobs and, with --wait, follows them and their
+// continuations to the end.
+func (s *session) compact(ctx context.Context, opts compactOptions) error {
+	ids, err := s.resolveCollections(ctx, opts.collections)
+	if err != nil {
+		return err
+	}
+	res, err := callUnary(ctx, s, func(ctx context.Context) (*connect.Response[compactorv1.CompactResponse], error) {
+		return s.c.compaction.Compact(ctx, connect.NewRequest(&compactorv1.CompactRequest{CollectionIds: ids, All: opts.all, Reason: opts.reason}))
+	})
+	if err != nil {
+		return err
+	}
+	results := res.Msg.GetJobs()
+	if !opts.wait {
+		if s.out.json {
+			return s.compactJSON(results, nil)
+		}
+		if len(results) == 0 {
+			s.out.note("no collections to compact")
+			return nil
+		}
+		return s.compactTable(results)
+	}
+	if !s.out.json && len(results) > 0 {
+		if err := s.compactTable(results); err != nil {
+			return err
+		}
+	}
+	final, err := s.waitJobs(ctx, opts.rc, results)
+	if err != nil {
+		return waitError(ctx, err)
+	}
+	conts, err := s.followContinuations(ctx, opts.rc, final)
+	if err != nil {
+		return waitError(ctx, err)
+	}
+	if s.out.json {
+		err = s.compactJSON(final, conts)
+	} else {
+		err = s.waitSummary(final, conts)
+	}
+	if err != nil {
+		return err
+	}
+	all := slices.Clone(final)
+	for _, c := range conts {
+		all = append(all, &compactorv1.CompactResult{Job: c, Created: true})
+	}
+	return unsuccessful(all)
+}
+
+// followContinuations waits for the continuation jobs of final, and for
+// theirs, until none is left: a backlog larger than one job goes on in
+// continuation jobs, and --wait returns when it is compacted. It returns
+// them finished, in the order found.
+func (s *session) followContinuations(ctx context.Context, rc reconnect, final []*compactorv1.CompactResult) ([]*compactorv1.Job, error) {
+	var conts []*compactorv1.Job
+	seen := map[string]bool{}
+	for round := final; ; {
+		var next []*compactorv1.CompactResult
+		for _, c := range s.continuations(ctx, round) {
+			if !seen[c.GetId()] {
+				seen[c.GetId()] = true
+				next = append(next, &compactorv1.CompactResult{Job: c, Created: true})
+			}
+		}
+		if len(next) == 0 {
+			return conts, nil
+		}
+		done, err := s.waitJobs(ctx, rc, next)
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range done {
+			conts = append(conts, r.GetJob())
+		}
+		round = done
+	}
+}
+
+// waitError is the error of an interrupted or failed wait.
+func waitError(ctx context.Context, err error) error {
+	if interrupted(ctx, err) {
+		return &ExitError{Code: 130, Err: errors.New("interrupted while waiting; the jobs continue on the server (see: compactor jobs)")}
+	}
+	return fmt.Errorf("wait for the jobs: %w", err)
+}
+
+// compactTable prints the jobs a Compact call returned.
+func (s *session) compactTable(results []*compactorv1.CompactResult) error {
+	tw := s.out.table()
+	fmt.Fprintln(tw, "JOB\tCOLLECTION\tSTATE\tRESULT")
+	for _, r := range results {
+		j := r.GetJob()
+		what := "already queued"
+		if r.GetCreated() {
+			what = "created"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", j.GetId(), ellipsize(collectionLabel(j), 40), stateName(j.GetState()), what)
+	}
+	return tw.Flush()
+}
+
+// compactJSON prints {"jobs": [...], "continuations": [...]}.
+func (s *session) compactJSON(results []*compactorv1.CompactResult, conts []*compactorv1.Job) error {
+	var doc struct {
+		Jobs          []json.RawMessage `json:"jobs"`
+		Continuations []json.RawMessage `json:"continuations,omitempty"`
+	}
+	doc.Jobs = []json.RawMessage{}
+	for _, r := range results {
+		raw, err := marshalProto(r)
+		if err != nil {
+			return err
+		}
+		doc.Jobs = append(doc.Jobs, raw)
+	}
+	for _, j := range conts {
+		raw, err := marshalProto(j)
+		if err != nil {
+			return err
+		}
+		doc.Continuations = append(doc.Continuations, raw)
+	}
+	return s.out.writeJSON(doc)
+}
+
+// waitSummary prints the finished jobs, then the continuation jobs that
+// compacted the rest of the backlogs.
+func (s *session) waitSummary(final []*compactorv1.CompactResult, conts []*compactorv1.Job) error {
+	if len(final) == 0 {
+		s.out.note("no collections to compact")
+		return nil
+	}
+	fmt.Fprintln(s.out.w)
+	tw := s.out.table()
+	fmt.Fprintln(tw, "JOB\tCOLLECTION\tSTATE\tDURATION\tREAD\tWRITTEN\tVERSION\tDETAIL")
+	ok := 0
+	for _, r := range final {
+		j := r.GetJob()
+		if j.GetState() == compactorv1.JobState_JOB_STATE_SUCCEEDED {
+			ok++
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%d -> %d\t%s\n", j.GetId(), ellipsize(collectionLabel(j), 40), stateName(j.GetState()),
+			s.out.jobDuration(j), j.GetRecordsRead(), j.GetRecordsWritten(), j.GetVersionBefore(), j.GetVersionAfter(), jobDetail(j))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(s.out.w, "%d of %d jobs succeeded\n", ok, len(final))
+	for _, c := range conts {
+		fmt.Fprintf(s.out.w, "collection %s continued in job %s: %s in %s, %d records read\n",
+			collectionLabel(c), c.GetId(), stateName(c.GetState()), s.out.jobDuration(c), c.GetRecordsRead())
+	}
+	return nil
+}
+
+// unsuccessful is an exit status 1 error naming every job that ended FAILED
+// or CANCELLED, or nil.
+func unsuccessful(final []*compactorv1.CompactResult) error {
+	var bad []string
+	for _, r := range final {
+		j := r.GetJob()
+		switch j.GetState() {
+		case compactorv1.JobState_JOB_STATE_FAILED:
+			bad = append(bad, fmt.Sprintf("job %s (collection %s) FAILED: %s", j.GetId(), collectionLabel(j), safeText(j.GetError())))
+		case compactorv1.JobState_JOB_STATE_CANCELLED:
+			bad = append(bad, fmt.Sprintf("job %s (collection %s) CANCELLED", j.GetId(), collectionLabel(j)))
+		}
+	}
+	if len(bad) == 0 {
+		return nil
+	}
+	return &ExitError{Code: 1, Err: fmt.Errorf("%d of %d jobs did not succeed: %s", len(bad), len(final), strings.Join(bad, "; "))}
+}
+
+// maxWatchIDs is the most job ids one WatchCompactions accepts.
+const maxWatchIDs = 1000
+
+// waitJobs follows the jobs of results until each is finished and returns
+// them in their final state. It watches by job id (at most maxWatchIDs at a
+// time): the server's snapshot holds each listed job in whatever state it is,
+// so a job that finished before the watch started is not missed.
+func (s *session) waitJobs(ctx context.Context, rc reconnect, results []*compactorv1.CompactResult) ([]*compactorv1.CompactResult, error) {
+	jobs := make(map[string]*compactorv1.Job, len(results))
+	var pending []string
+	view := s.newJobView()
+	defer view.close()
+	for _, r := range results {
+		j := r.GetJob()
+		if _, dup := jobs[j.GetId()]; !dup && !jobDone(j.GetState()) {
+			pending = append(pending, j.GetId())
+		}
+		jobs[j.GetId()] = j
+		view.update(j)
+	}
+	for len(pending) > 0 {
+		chunk := pending[:min(len(pending), maxWatchIDs)]
+		open := func() []string {
+			var ids []string
+			for _, id := range chunk {
+				if !jobDone(jobs[id].GetState()) {
+					ids = append(ids, id)
+				}
+			}
+			return ids
+		}
+		err := s.watchJobs(ctx, rc, func() *compactorv1.WatchCompactionsRequest {
+			return &compactorv1.WatchCompactionsRequest{JobIds: open(), IncludeProgress: true}
+		}, func(m *compactorv1.WatchCompactionsResponse) (bool, error) {
+			j := m.GetJob()
+			if _, ours := jobs[j.GetId()]; j == nil || !ours {
+				return false, nil
+			}
+			jobs[j.GetId()] = j
+			view.update(j)
+			return len(open()) == 0, nil
+		}, view.note)
+		if errors.Is(err, errUnreachable) {
+			return nil, unknownOutcome(err, jobs, pending)
+		}
+		if err != nil {
+			return nil, err
+		}
+		pending = pending[len(chunk):]
+	}
+	final := make([]*compactorv1.CompactResult, len(results))
+	for i, r := range results {
+		final[i] = &compactorv1.CompactResult{Job: jobs[r.GetJob().GetId()], Created: r.GetCreated()}
+	}
+	return final, nil
+}
+
+// unknownOutcome is the error of a wait that gave up on an unreachable
+// server: it names (at most 10 of) the jobs still unfinished when last
+// seen, with that state.
+func unknownOutcome(err error, jobs map[string]*compactorv1.Job, pending []string) error {
+	var open []string
+	for _, id := range pending {
+		if j := jobs[id]; !jobDone(j.GetState()) {
+			open = append(open, fmt.Sprintf("job %s (collection %s) %s", id, collectionLabel(j), stateName(j.GetState())))
+		}
+	}
+	named := open[:min(len(open), 10)]
+	more := ""
+	if len(open) > len(named) {
+		more = fmt.Sprintf(" and %d more", len(open)-len(named))
+	}
+	return fmt.Errorf("%w; outcome unknown of %s, last seen: %s%s (they continue on the server; see: compactor job ID)",
+		err, plural(int64(len(open)), "job"), strings.Join(named, "; "), more)
+}
+
+// continuations finds the jobs the server queued to continue the
+// successful jobs of final, whose backlog was larger than one job (a
+// continuation's continues_job_id names the job it continues; a continuation
+// may have its own). The server queues a continuation before it publishes the
+// end of the job it continues, so one look suffices. Best effort: a failure
+// to look is reported on stderr, not as the command's error.
+func (s *session) continuations(ctx context.Context, final []*compactorv1.CompactResult) []*compactorv1.Job {
+	var conts []*compactorv1.Job
+	for _, r := range final {
+		j := r.GetJob()
+		if j.GetState() != compactorv1.JobState_JOB_STATE_SUCCEEDED || j.GetRecordsRead() == 0 {
+			continue
+		}
+		found, err := s.continuationsOf(ctx, j)
+		if err != nil {
+			s.out.note("could not look for continuation jobs of collection %s: %v", collectionLabel(j), err)
+		}
+		conts = append(conts, found...)
+	}
+	return conts
+}
+
+func (s *session) continuationsOf(ctx context.Context, j *compactorv1.Job) ([]*compactorv1.Job, error) {
+	res, err := callUnary(ctx, s, func(ctx context.Context) (*connect.Response[compactorv1.ListCompactionsResponse], error) {
+		return s.c.compaction.ListCompactions(ctx, connect.NewRequest(&compactorv1.ListCompactionsRequest{
+			CollectionId: j.GetCollectionId(), PageSize: 100,
+		}))
+	})
+	if err != nil {
+		return nil, err
+	}
+	chain := map[string]bool{j.GetId(): true}
+	var found []*compactorv1.Job
+	jobs := res.Msg.GetJobs()
+	for i := len(jobs) - 1; i >= 0; i-- { // oldest first, to follow chains
+		if c := jobs[i]; chain[c.GetContinuesJobId()] {
+			chain[c.GetId()] = true
+			found = append(found, c)
+		}
+	}
+	return found, nil
+}

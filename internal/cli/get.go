@@ -1,0 +1,178 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"connectrpc.com/connect"
+	"github.com/spf13/cobra"
+
+	compactorv1 "github.com/compactorhq/compactor/gen/compactor/v1"
+)
+
+// maxGetIDs is the most ids one GetRecords call takes (the server's limit).
+const maxGetIDs = 10_000
+
+// getOptions are the settings of one get.
+type getOptions struct {
+	collection string   // id or name
+	ids        []string // record ids; none for a paged read
+	limit      int
+}
+
+func (o *getOptions) validate() error {
+	switch {
+	case o.collection == "":
+		return errors.New("--collection is required")
+	case o.limit < 0:
+		return fmt.Errorf("--limit must not be negative, got %d", o.limit)
+	}
+	return nil
+}
+
+func newGetCmd(g *globals) *cobra.Command {
+	var opts getOptions
+	cmd := &cobra.Command{
+		Use:   "get --collection COLLECTION [RECORD-ID...] [--limit N]",
+		Short: "Read records of a collection's materialized view",
+		Long: `Read records of a collection (--collection: its id or its name) as readers see
+them: the current segment version plus the uncompacted log tail, so the result
+is the same before and after any compaction. With record ids, those records
+(exit status 1, after printing the others, when some do not exist); without,
+the records in id order, following pages up to --limit records (0: every
+record).
+
+The table shows each record's id, document (truncated), metadata (compact
+JSON) and embedding dimension. -o json prints an array of Record objects
+({"id", "embedding", "document", "metadata"}).`,
+		RunE: func(cmd *cobra.Command, ids []string) error {
+			opts.ids = ids
+			if err := opts.validate(); err != nil {
+				return UsageError(cmd, err)
+			}
+			s, err := newSession(cmd, g)
+			if err != nil {
+				return err
+			}
+			return s.get(cmd.Context(), opts)
+		},
+	}
+	cmd.Flags().StringVar(&opts.collection, "collection", "", "id or name of the collection (required)")
+	cmd.Flags().IntVar(&opts.limit, "limit", 100, "most records of a paged read (0: all); ignored with record ids")
+	_ = cmd.RegisterFlagCompletionFunc("collection", completeCollections(g, -1))
+	return cmd
+}
+
+func (s *session) get(ctx context.Context, opts getOptions) error {
+	id, err := s.resolveCollection(ctx, opts.collection)
+	if err != nil {
+		return err
+	}
+	var recs []*compactorv1.Record
+	if len(opts.ids) > 0 {
+		recs, err = s.getByIDs(ctx, id, opts.ids)
+	} else {
+		recs, err = s.getPaged(ctx, id, opts.limit)
+	}
+	if err != nil {
+		return err
+	}
+	if err := s.printRecords(recs); err != nil {
+		return err
+	}
+	if len(opts.ids) > 0 {
+		return missingRecords(opts.ids, recs)
+	}
+	return nil
+}
+
+func (s *session) getByIDs(ctx context.Context, collection string, ids []string) ([]*compactorv1.Record, error) {
+	var recs []*compactorv1.Record
+	for start := 0; start < len(ids); start += maxGetIDs {
+		chunk := ids[start:min(start+maxGetIDs, len(ids))]
+		res, err := callUnary(ctx, s, func(ctx context.Context) (*connect.Response[compactorv1.GetRecordsResponse], error) {
+			return s.c.collection.GetRecords(ctx, connect.NewRequest(&compactorv1.GetRecordsRequest{CollectionId: collection, Ids: chunk}))
+		})
+		if err != nil {
+			return nil, err
+		}
+		recs = append(recs, res.Msg.GetRecords()...)
+	}
+	return recs, nil
+}
+
+func (s *session) getPaged(ctx context.Context, collection string, limit int) ([]*compactorv1.Record, error) {
+	var recs []*compactorv1.Record
+	req := &compactorv1.GetRecordsRequest{CollectionId: collection}
+	for {
+		req.PageSize = 1000
+		if limit > 0 {
+			req.PageSize = int32(min(limit-len(recs), 1000))
+		}
+		res, err := callUnary(ctx, s, func(ctx context.Context) (*connect.Response[compactorv1.GetRecordsResponse], error) {
+			return s.c.collection.GetRecords(ctx, connect.NewRequest(req))
+		})
+		if err != nil {
+			return nil, err
+		}
+		recs = append(recs, res.Msg.GetRecords()...)
+		req.PageToken = res.Msg.GetNextPageToken()
+		if req.PageToken == "" || limit > 0 && len(recs) >= limit {
+			break
+		}
+	}
+	if limit > 0 && len(recs) > limit {
+		recs = recs[:limit]
+	}
+	return recs, nil
+}
+
+// missingRecords is a not_found error naming the ids without a record, or
+// nil.
+func missingRecords(ids []string, recs []*compactorv1.Record) error {
+	found := make(map[string]bool, len(recs))
+	for _, r := range recs {
+		found[r.GetId()] = true
+	}
+	var missing []string
+	for _, id := range ids {
+		if !found[id] {
+			found[id] = true // report duplicates once
+			missing = append(missing, fmt.Sprintf("%q", id))
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	return fmt.Errorf("not_found: %d of the requested records do not exist: %s", len(missing), ellipsize(strings.Join(missing, ", "), 300))
+}
+
+func (s *session) printRecords(recs []*compactorv1.Record) error {
+	if s.out.json {
+		return writeProtoList(s.out, recs)
+	}
+	if len(recs) == 0 {
+		s.out.note("no records")
+		return nil
+	}
+	tw := s.out.table()
+	fmt.Fprintln(tw, "ID\tDOCUMENT\tMETADATA\tDIMS")
+	for _, r := range recs {
+		doc := "-"
+		if r.Document != nil {
+			doc = safeText(ellipsize(r.GetDocument(), 48))
+		}
+		md := "-"
+		if r.GetMetadata() != nil {
+			// encoding/json sorts the keys: the same record prints the same.
+			if b, err := json.Marshal(r.GetMetadata().AsMap()); err == nil {
+				md = safeText(ellipsize(string(b), 80))
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\n", safeText(ellipsize(r.GetId(), 40)), doc, md, len(r.GetEmbedding()))
+	}
+	return tw.Flush()
+}

@@ -1,0 +1,234 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"connectrpc.com/connect"
+	"github.com/spf13/cobra"
+
+	compactorv1 "github.com/compactorhq/compactor/gen/compactor/v1"
+	"github.com/compactorhq/compactor/internal/format"
+)
+
+// jobsOptions are the filters of one jobs.
+type jobsOptions struct {
+	states     []string
+	collection string // id or name
+	trigger    string
+	limit      int
+
+	// Set by validate.
+	stateValues  []compactorv1.JobState
+	triggerValue compactorv1.Trigger
+}
+
+func (o *jobsOptions) validate() error {
+	o.stateValues = nil
+	for _, st := range o.states {
+		v, ok := parseJobState(st)
+		if !ok {
+			return fmt.Errorf("--state %q: want %s", st, strings.Join(jobStates, ", "))
+		}
+		o.stateValues = append(o.stateValues, v)
+	}
+	if o.trigger != "" {
+		v, ok := parseTrigger(o.trigger)
+		if !ok {
+			return fmt.Errorf("--trigger %q: want scheduled or one-off", o.trigger)
+		}
+		o.triggerValue = v
+	}
+	if o.limit < 0 {
+		return fmt.Errorf("--limit must not be negative, got %d", o.limit)
+	}
+	return nil
+}
+
+// Values of --state and --trigger, also offered by shell completion.
+var (
+	jobStates = []string{"queued", "running", "succeeded", "failed", "cancelled"}
+	triggers  = []string{"scheduled", "one-off"}
+)
+
+func newJobsCmd(g *globals) *cobra.Command {
+	var opts jobsOptions
+	cmd := &cobra.Command{
+		Use:   "jobs [--state S]... [--collection COLLECTION] [--trigger T] [--limit N]",
+		Short: "List compaction jobs, newest first",
+		Long: `List compaction jobs, newest first: running and queued jobs and the most recent
+finished ones still held in the server's history (which has a retention and is
+not an audit log). Filters combine: --state may be repeated (queued, running,
+succeeded, failed, cancelled), --collection takes an id or a name, --trigger
+is scheduled or one-off. --limit 0 lists every matching job. -o json prints an
+array of Job objects.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := opts.validate(); err != nil {
+				return UsageError(cmd, err)
+			}
+			s, err := newSession(cmd, g)
+			if err != nil {
+				return err
+			}
+			return s.jobs(cmd.Context(), opts)
+		},
+	}
+	f := cmd.Flags()
+	f.StringArrayVar(&opts.states, "state", nil, "only jobs in this state (repeatable): queued, running, succeeded, failed, cancelled")
+	f.StringVar(&opts.collection, "collection", "", "only jobs of this collection (id or name)")
+	f.StringVar(&opts.trigger, "trigger", "", "only jobs with this trigger: scheduled or one-off")
+	f.IntVar(&opts.limit, "limit", 50, "most jobs to list (0: all)")
+	_ = cmd.RegisterFlagCompletionFunc("state", fixedCompletion(jobStates...))
+	_ = cmd.RegisterFlagCompletionFunc("trigger", fixedCompletion(triggers...))
+	_ = cmd.RegisterFlagCompletionFunc("collection", completeCollections(g, -1))
+	_ = cmd.RegisterFlagCompletionFunc("limit", cobra.NoFileCompletions)
+	return cmd
+}
+
+func (s *session) jobs(ctx context.Context, opts jobsOptions) error {
+	id, err := s.resolveOptionalCollection(ctx, opts.collection)
+	if err != nil {
+		return err
+	}
+	req := &compactorv1.ListCompactionsRequest{CollectionId: id, States: opts.stateValues, Trigger: opts.triggerValue}
+	var jobs []*compactorv1.Job
+	for {
+		req.PageSize = 1000
+		if opts.limit > 0 {
+			req.PageSize = int32(min(opts.limit-len(jobs), 1000))
+		}
+		res, err := callUnary(ctx, s, func(ctx context.Context) (*connect.Response[compactorv1.ListCompactionsResponse], error) {
+			return s.c.compaction.ListCompactions(ctx, connect.NewRequest(req))
+		})
+		if err != nil {
+			return err
+		}
+		jobs = append(jobs, res.Msg.GetJobs()...)
+		req.PageToken = res.Msg.GetNextPageToken()
+		if req.PageToken == "" || opts.limit > 0 && len(jobs) >= opts.limit {
+			break
+		}
+	}
+	if opts.limit > 0 && len(jobs) > opts.limit {
+		jobs = jobs[:opts.limit]
+	}
+	if s.out.json {
+		return writeProtoList(s.out, jobs)
+	}
+	if len(jobs) == 0 {
+		s.out.note("no jobs")
+		return nil
+	}
+	return s.jobsTable(jobs)
+}
+
+// jobsTable prints one line per job.
+func (s *session) jobsTable(jobs []*compactorv1.Job) error {
+	tw := s.out.table()
+	fmt.Fprintln(tw, "JOB\tCOLLECTION\tTRIGGER\tSTATE\tCREATED\tDURATION\tRECORDS\tDETAIL")
+	for _, j := range jobs {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", j.GetId(), ellipsize(collectionLabel(j), 40), triggerName(j.GetTrigger()),
+			stateName(j.GetState()), s.out.fmtTime(j.GetCreateTime()), s.out.jobDuration(j), j.GetRecordsRead(), jobDetail(j))
+	}
+	return tw.Flush()
+}
+
+func newJobCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:               "job ID",
+		Short:             "Show one compaction job with every field",
+		Long:              `Show one compaction job with every field. -o json prints a Job object.`,
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: completeJobs(g),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			s, err := newSession(cmd, g)
+			if err != nil {
+				return err
+			}
+			res, err := callUnary(cmd.Context(), s, func(ctx context.Context) (*connect.Response[compactorv1.GetCompactionResponse], error) {
+				return s.c.compaction.GetCompaction(ctx, connect.NewRequest(&compactorv1.GetCompactionRequest{JobId: args[0]}))
+			})
+			if err != nil {
+				return err
+			}
+			return s.printJob(res.Msg.GetJob())
+		},
+	}
+}
+
+// printJob prints every field of j.
+func (s *session) printJob(j *compactorv1.Job) error {
+	o := s.out
+	if o.json {
+		return o.writeProto(j)
+	}
+	state := stateName(j.GetState())
+	if j.GetCancelRequested() {
+		state += " (cancel requested)"
+	}
+	coll := j.GetCollectionId()
+	if n := j.GetCollectionName(); n != "" {
+		coll = safeText(n) + " (" + coll + ")"
+	} else {
+		coll += " (deleted)"
+	}
+	wait := "-"
+	if j.GetStartTime() != nil && j.GetCreateTime() != nil {
+		wait = format.Duration(j.GetStartTime().AsTime().Sub(j.GetCreateTime().AsTime()))
+	}
+	progress := "-"
+	if p := j.GetProgress(); p != nil {
+		progress = progressText(p) + ", " + format.Bytes(p.GetBytesWritten()) + " written"
+	}
+	return o.kv([][2]string{
+		{"ID", j.GetId()},
+		{"Collection", coll},
+		{"Trigger", triggerName(j.GetTrigger())},
+		{"State", state},
+		{"Reason", orDash(safeText(j.GetReason()))},
+		{"Attempt", strconv.Itoa(int(j.GetAttempt()))},
+		{"Created", o.fmtTime(j.GetCreateTime())},
+		{"Started", o.fmtTime(j.GetStartTime())},
+		{"Finished", o.fmtTime(j.GetFinishTime())},
+		{"Queued for", wait},
+		{"Duration", o.jobDuration(j)},
+		{"Log offsets", fmt.Sprintf("(%d, %d]", j.GetOffsetStart(), j.GetOffsetEnd())},
+		{"Records read", strconv.FormatInt(j.GetRecordsRead(), 10)},
+		{"Records written", strconv.FormatInt(j.GetRecordsWritten(), 10)},
+		{"Bytes written", fmt.Sprintf("%s (%d bytes)", format.Bytes(j.GetBytesWritten()), j.GetBytesWritten())},
+		{"Version", fmt.Sprintf("%d -> %d", j.GetVersionBefore(), j.GetVersionAfter())},
+		{"Node", orDash(safeText(j.GetNode()))},
+		{"Progress", progress},
+		{"Error", orDash(safeText(j.GetError()))},
+		{"Note", orDash(safeText(j.GetNote()))},
+	})
+}
+
+// parseJobState accepts "running", "RUNNING" or "JOB_STATE_RUNNING".
+func parseJobState(s string) (compactorv1.JobState, bool) {
+	name := strings.ToUpper(strings.TrimSpace(s))
+	if !strings.HasPrefix(name, "JOB_STATE_") {
+		name = "JOB_STATE_" + name
+	}
+	v, ok := compactorv1.JobState_value[name]
+	if !ok || v == 0 {
+		return 0, false
+	}
+	return compactorv1.JobState(v), true
+}
+
+// parseTrigger accepts "scheduled", "one-off", "one_off" or the enum name.
+func parseTrigger(s string) (compactorv1.Trigger, bool) {
+	name := strings.ToUpper(strings.ReplaceAll(strings.TrimSpace(s), "-", "_"))
+	if !strings.HasPrefix(name, "TRIGGER_") {
+		name = "TRIGGER_" + name
+	}
+	v, ok := compactorv1.Trigger_value[name]
+	if !ok || v == 0 {
+		return 0, false
+	}
+	return compactorv1.Trigger(v), true
+}

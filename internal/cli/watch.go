@@ -1,0 +1,251 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"connectrpc.com/connect"
+	"github.com/sethvargo/go-retry"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	compactorv1 "github.com/compactorhq/compactor/gen/compactor/v1"
+	"github.com/compactorhq/compactor/internal/format"
+)
+
+// watchOptions are the settings of one watch.
+type watchOptions struct {
+	collection string // id or name; "" for every collection
+	progress   bool
+	rc         reconnect
+}
+
+func newWatchCmd(g *globals) *cobra.Command {
+	var opts watchOptions
+	cmd := &cobra.Command{
+		Use:   "watch [--collection COLLECTION] [--progress] [--reconnect-timeout D]",
+		Short: "Stream compaction job changes until interrupted",
+		Long: `Stream compaction job changes until interrupted (Ctrl-C ends it with exit
+status 0). It starts with the queued and running jobs (event "snapshot"), then
+prints one line per change: a job created or changed ("changed"), and with
+--progress also the progress of running jobs ("progress"). --collection (an id
+or a name) keeps the jobs of one collection. Not limited by --timeout. When
+the server drops the stream (restart, or this client fell behind) it
+reconnects with backoff, starting again with a snapshot; after
+--reconnect-timeout (default 10m) without an answer it gives up (exit status
+1).
+
+-o json prints one WatchCompactionsResponse object per line, for example
+{"type":"WATCH_EVENT_TYPE_CHANGED","job":{...}}, including the
+{"type":"WATCH_EVENT_TYPE_SNAPSHOT_COMPLETE"} marker after the snapshot.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := opts.rc.validate(); err != nil {
+				return UsageError(cmd, err)
+			}
+			s, err := newSession(cmd, g)
+			if err != nil {
+				return err
+			}
+			return s.watch(cmd.Context(), opts)
+		},
+	}
+	cmd.Flags().StringVar(&opts.collection, "collection", "", "only jobs of this collection (id or name)")
+	cmd.Flags().BoolVar(&opts.progress, "progress", false, "also print the progress of running jobs")
+	opts.rc.register(cmd.Flags(), 10*time.Minute)
+	_ = cmd.RegisterFlagCompletionFunc("collection", completeCollections(g, -1))
+	return cmd
+}
+
+func (s *session) watch(ctx context.Context, opts watchOptions) error {
+	id, err := s.resolveOptionalCollection(ctx, opts.collection)
+	if err != nil {
+		return err
+	}
+	if !s.out.json {
+		fmt.Fprintf(s.out.w, "%-20s  %-9s  %-36s  %-24s  %-9s  %s\n", "TIME", "EVENT", "JOB", "COLLECTION", "STATE", "DETAIL")
+	}
+	err = s.watchJobs(ctx, opts.rc, func() *compactorv1.WatchCompactionsRequest {
+		return &compactorv1.WatchCompactionsRequest{CollectionId: id, IncludeProgress: opts.progress}
+	}, func(m *compactorv1.WatchCompactionsResponse) (bool, error) {
+		if s.out.json {
+			return false, s.out.writeProtoLine(m)
+		}
+		if m.GetType() == compactorv1.WatchEventType_WATCH_EVENT_TYPE_SNAPSHOT_COMPLETE {
+			s.out.note("watching for changes (Ctrl-C to stop)")
+			return false, nil
+		}
+		j := m.GetJob()
+		detail := jobDetail(j)
+		if jobDone(j.GetState()) {
+			detail = strings.TrimPrefix(strings.TrimPrefix(finishedText(j), stateName(j.GetState())), " ")
+		}
+		_, err := fmt.Fprintf(s.out.w, "%-20s  %-9s  %-36s  %-24s  %-9s  %s\n",
+			s.out.now().UTC().Format("2006-01-02T15:04:05Z"), eventName(m.GetType()), j.GetId(),
+			ellipsize(collectionLabel(j), 24), stateName(j.GetState()), orDash(detail))
+		return false, err
+	}, s.out.note)
+	if interrupted(ctx, err) {
+		return nil
+	}
+	return err
+}
+
+// eventName is a watch event type for a table: "changed".
+func eventName(t compactorv1.WatchEventType) string {
+	return strings.ToLower(strings.TrimPrefix(t.String(), "WATCH_EVENT_TYPE_"))
+}
+
+// reconnect is how watch and compact --wait follow jobs through an
+// unreachable or restarting server: they reconnect with exponential backoff
+// and 20% jitter (github.com/sethvargo/go-retry), from watchRetryFirst
+// doubling up to maxDelay, until the server has not answered for timeout
+// (0: no limit). A message received ends the outage.
+type reconnect struct {
+	timeout  time.Duration
+	maxDelay time.Duration
+}
+
+const watchRetryFirst = 200 * time.Millisecond
+
+// register adds --reconnect-timeout and the hidden --reconnect-max-delay to
+// fs, with the default timeout given.
+func (r *reconnect) register(fs *pflag.FlagSet, timeout time.Duration) {
+	fs.DurationVar(&r.timeout, "reconnect-timeout", timeout,
+		"how long to keep reconnecting to a server that does not answer (restarting, unreachable) before giving up; 0: no limit")
+	fs.DurationVar(&r.maxDelay, "reconnect-max-delay", 5*time.Second, "longest wait between two reconnection attempts")
+	_ = fs.MarkHidden("reconnect-max-delay")
+}
+
+func (r *reconnect) validate() error {
+	switch {
+	case r.timeout < 0:
+		return fmt.Errorf("--reconnect-timeout must not be negative, got %s", r.timeout)
+	case r.maxDelay <= 0:
+		return fmt.Errorf("--reconnect-max-delay must be positive, got %s", r.maxDelay)
+	}
+	return nil
+}
+
+// backoff is the schedule of one outage; wait is told each delay before it
+// is slept.
+func (r reconnect) backoff(wait func(time.Duration)) retry.Backoff {
+	b := retry.NewExponential(min(watchRetryFirst, r.maxDelay))
+	b = retry.WithCappedDuration(r.maxDelay, b)
+	b = retry.WithJitterPercent(20, b)
+	if r.timeout > 0 {
+		b = retry.WithMaxDuration(r.timeout, b)
+	}
+	return retry.BackoffFunc(func() (time.Duration, bool) {
+		d, stop := b.Next()
+		if !stop {
+			wait(d)
+		}
+		return d, stop
+	})
+}
+
+// errUnreachable: the server did not answer for the whole --reconnect-timeout.
+var errUnreachable = errors.New("server unavailable")
+
+// definitive reports whether a watch error is an answer that retrying
+// cannot change (a bad request, an unknown job, a missing token). Anything
+// else (UNAVAILABLE, a connection refused or reset, a stream cut by a
+// restart, RESOURCE_EXHAUSTED of a busy server) is retried.
+func definitive(err error) bool {
+	switch connect.CodeOf(err) {
+	case connect.CodeInvalidArgument, connect.CodeNotFound, connect.CodeAlreadyExists, connect.CodePermissionDenied,
+		connect.CodeUnauthenticated, connect.CodeFailedPrecondition, connect.CodeUnimplemented, connect.CodeOutOfRange:
+		return true
+	}
+	return false
+}
+
+// watchJobs runs WatchCompactions with the request req returns (called
+// again at each reconnection), handing every message to on until on
+// returns stop, ctx ends (ctx's error is returned) or the stream fails with
+// a definitive error. Other failures, and a stream that ends, start an
+// outage: it reconnects as rc says until a stream delivers a message; when
+// the server has not answered for rc.timeout the error wraps
+// errUnreachable. note tells the user about reconnections.
+func (s *session) watchJobs(ctx context.Context, rc reconnect, req func() *compactorv1.WatchCompactionsRequest,
+	on func(*compactorv1.WatchCompactionsResponse) (stop bool, err error), note func(string, ...any)) error {
+	stop, _, err := s.watchOnce(ctx, req(), on)
+	for !stop {
+		switch {
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case err != nil && definitive(err):
+			return err
+		}
+		last := errOr(err, "stream ended")
+		start, attempts := time.Now(), 1
+		limit := "no limit"
+		if rc.timeout > 0 {
+			limit = "gives up after " + rc.timeout.String()
+		}
+		b := rc.backoff(func(d time.Duration) {
+			note("watch: %v; reconnecting in %s (attempt %d, %s)", last, format.Duration(d), attempts, limit)
+			attempts++
+		})
+		waited := false
+		rerr := retry.Do(ctx, b, func(ctx context.Context) error {
+			if !waited {
+				// The stream has just failed: wait before the first reconnection.
+				waited = true
+				return retry.RetryableError(last)
+			}
+			var received bool
+			stop, received, err = s.watchOnce(ctx, req(), on)
+			switch {
+			case stop || received:
+				return nil // the outage is over; a stream that failed after messages starts the next one
+			case err != nil && definitive(err):
+				return err
+			}
+			last = errOr(err, "stream ended")
+			return retry.RetryableError(last)
+		})
+		switch {
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case rerr != nil && definitive(rerr):
+			return rerr
+		case rerr != nil:
+			return fmt.Errorf("%w for %s (--reconnect-timeout %s; %d attempts): %w", errUnreachable,
+				format.Duration(time.Since(start)), rc.timeout, attempts, last)
+		}
+	}
+	return nil
+}
+
+func errOr(err error, text string) error {
+	if err == nil {
+		return errors.New(text)
+	}
+	return err
+}
+
+// watchOnce runs one stream, handing each message to on. received reports
+// whether any message arrived.
+func (s *session) watchOnce(ctx context.Context, req *compactorv1.WatchCompactionsRequest,
+	on func(*compactorv1.WatchCompactionsResponse) (bool, error)) (stop, received bool, err error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stream, err := s.c.compaction.WatchCompactions(ctx, connect.NewRequest(req))
+	if err != nil {
+		return false, false, err
+	}
+	defer stream.Close()
+	for stream.Receive() {
+		received = true
+		stop, err := on(stream.Msg())
+		if err != nil || stop {
+			return stop, received, err
+		}
+	}
+	return false, received, stream.Err()
+}

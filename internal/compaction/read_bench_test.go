@@ -1,0 +1,81 @@
+package compaction
+
+import (
+	"fmt"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/compactorhq/compactor/internal/materialize"
+	"github.com/compactorhq/compactor/internal/sampletest"
+)
+
+// debianRecords is the size of the collection of issue 10's paged-read
+// figure.
+const debianRecords = 63_436
+
+// debianOps returns n ADD records made from the Debian sample's base load:
+// copy k of package p has id "p~k" (two digits), so the collection holds
+// the sample's real documents, metadata and 64-dim embeddings n times over
+// with ids that interleave the copies.
+func debianOps(tb testing.TB, n int) []materialize.OperationRecord {
+	base := sampletest.Base(tb)
+	ops := make([]materialize.OperationRecord, 0, n)
+	for k := 0; len(ops) < n; k++ {
+		for _, op := range base[:min(len(base), n-len(ops))] {
+			op.ID = fmt.Sprintf("%s~%02d", op.ID, k)
+			ops = append(ops, op)
+		}
+	}
+	return ops
+}
+
+// BenchmarkGetRecordsPaged: one paged read of every record of a
+// 63,436-record collection made from the Debian sample, 1,000 records a
+// page (the CLI's page), with the records all in the uncompacted log tail
+// ("tail") and all in the segment after compaction ("segment"). Setup is
+// not timed.
+func BenchmarkGetRecordsPaged(b *testing.B) {
+	ops := debianOps(b, debianRecords)
+	e := newEnv(b, envConfig{maxRecords: debianRecords, batchRecords: 5000, maxBlock: 4096, minBlock: 1024})
+	pushAll(b, e, ops)
+	read := func(b *testing.B) {
+		var pages, records int
+		cpu0 := cpuTime(b)
+		for b.Loop() {
+			after := ""
+			for {
+				res, err := e.comp.ListRecords(e.ctx, e.id, after, 1000)
+				if err != nil {
+					b.Fatal(err)
+				}
+				pages++
+				records += len(res.Records)
+				if res.Next == "" {
+					break
+				}
+				after = res.Next
+			}
+		}
+		if records != b.N*debianRecords {
+			b.Fatalf("read %d records in %d reads, want %d each", records, b.N, debianRecords)
+		}
+		b.ReportMetric((cpuTime(b)-cpu0).Seconds()/float64(b.N), "cpu-s/op")
+		b.ReportMetric(float64(pages)/float64(b.N), "pages/op")
+		b.ReportMetric(float64(records)/b.Elapsed().Seconds(), "records/s")
+	}
+	b.Run("tail", read)
+	e.compactAll()
+	b.Run("segment", read)
+}
+
+// cpuTime is the CPU time (user and system) the process has used: on a
+// machine shared with other work it shows the cost of a benchmark better
+// than the elapsed time (the benchmark runs alone in the process).
+func cpuTime(tb testing.TB) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		tb.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}

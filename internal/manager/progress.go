@@ -1,0 +1,192 @@
+package manager
+
+import (
+	"time"
+
+	"github.com/compactorhq/compactor/internal/catalog"
+)
+
+// The phases of a job, in order, as Progress.Phase names them. The names
+// after PhaseStarting are the compaction's own (compaction.Phase*; a test of
+// internal/server keeps the two lists equal).
+const (
+	PhaseStarting      = "starting"
+	PhaseReading       = "reading log"
+	PhaseMaterializing = "materializing"
+	PhaseWriting       = "writing blocks"
+	PhaseCommitting    = "committing"
+)
+
+// phaseWeights is each phase's expected share of a job's time, in job order;
+// the shares sum to 1. They come from measured jobs (issue 11: reading the
+// log was 0.9 s of a 9.7 s job; writing blocks dominates, reading the blocks
+// a change touches while materializing comes second) and only shape the
+// fraction and the ETA before the job has timed a phase of its own.
+var phaseWeights = [...]struct {
+	phase  string
+	weight float64
+}{
+	{PhaseReading, 0.15},
+	{PhaseMaterializing, 0.20},
+	{PhaseWriting, 0.60},
+	{PhaseCommitting, 0.05},
+}
+
+// Thresholds of the ETA: a phase's rate is trusted once the phase has done
+// etaMinFraction of its work over at least etaMinElapsed.
+const (
+	etaMinFraction = 0.05
+	etaMinElapsed  = 200 * time.Millisecond
+)
+
+// phaseIndex returns the position of phase in phaseWeights, -1 for
+// PhaseStarting and any unknown phase.
+func phaseIndex(phase string) int {
+	for i, w := range phaseWeights {
+		if w.phase == phase {
+			return i
+		}
+	}
+	return -1
+}
+
+// withinPhase is how far p's phase has got by its own counter, from 0 to 1,
+// and whether the phase has one: records read while reading the log, blocks
+// written while writing blocks. Materializing and committing have none.
+func withinPhase(p Progress) (float64, bool) {
+	switch p.Phase {
+	case PhaseReading:
+		if p.RecordsTotal > 0 {
+			return min(1, float64(p.RecordsRead)/float64(p.RecordsTotal)), true
+		}
+	case PhaseWriting:
+		if p.BlocksTotal > 0 {
+			return min(1, float64(p.BlocksWritten)/float64(p.BlocksTotal)), true
+		}
+	}
+	return 0, false
+}
+
+// tracker follows one running job's phases to estimate its fraction and
+// ETA from the rates observed in that job. It is not safe for concurrent
+// use (the manager guards it with m.mu).
+type tracker struct {
+	last       Progress
+	lastAt     time.Time       // when last was reported
+	phaseStart time.Time       // when the current phase began
+	spent      []time.Duration // time each phase of phaseWeights took, once ended
+}
+
+// observe records report p made at time at.
+func (t *tracker) observe(p Progress, at time.Time) {
+	if t.spent == nil {
+		t.spent = make([]time.Duration, len(phaseWeights))
+		t.phaseStart = at
+	}
+	if p.Phase != t.last.Phase {
+		if i := phaseIndex(t.last.Phase); i >= 0 {
+			t.spent[i] = at.Sub(t.phaseStart)
+		}
+		// Phases skipped between two reports took no time of their own.
+		t.phaseStart = at
+	}
+	t.last, t.lastAt = p, at
+}
+
+// estimate returns the job's fraction done (0 to 1, below 1 while it runs:
+// the phases before the current one by their weights, the current one by
+// its weight times its own counter) and the time left at now, with known
+// false while it cannot be estimated: no phase timed yet, the current phase
+// not far enough along (etaMinFraction over etaMinElapsed), or a phase
+// without a counter that has overrun what the timed phases predicted. A
+// known ETA is positive: the phases after the current one still remain.
+func (t *tracker) estimate(now time.Time) (fraction float64, eta time.Duration, known bool) {
+	cur := phaseIndex(t.last.Phase)
+	if cur < 0 {
+		return 0, 0, false
+	}
+	within, counted := withinPhase(t.last)
+	for i := range cur {
+		fraction += phaseWeights[i].weight
+	}
+	fraction += phaseWeights[cur].weight * within
+	fraction = min(fraction, 0.999)
+
+	// Seconds per unit of weight, from the phases this job has timed: the
+	// ended ones as they took, the current one extrapolated from its rate.
+	var timed, weight float64
+	for i := range cur {
+		timed += t.spent[i].Seconds()
+		weight += phaseWeights[i].weight
+	}
+	elapsed := now.Sub(t.phaseStart)
+	var curLeft float64 // seconds left in the current phase
+	rated := counted && within >= etaMinFraction && t.lastAt.Sub(t.phaseStart) >= etaMinElapsed
+	if rated {
+		phaseTotal := t.lastAt.Sub(t.phaseStart).Seconds() / within
+		timed += phaseTotal
+		weight += phaseWeights[cur].weight
+		// A phase past its extrapolated end is about to end: the phases
+		// after it remain.
+		curLeft = max(0, phaseTotal-elapsed.Seconds())
+	}
+	if weight == 0 || timed <= 0 {
+		return fraction, 0, false
+	}
+	perWeight := timed / weight
+	if !rated {
+		curLeft = perWeight*phaseWeights[cur].weight - elapsed.Seconds()
+		if curLeft <= 0 {
+			// Overran what the timed phases predicted: they say nothing
+			// more about this one.
+			return fraction, 0, false
+		}
+	}
+	left := curLeft
+	for i := cur + 1; i < len(phaseWeights); i++ {
+		left += perWeight * phaseWeights[i].weight
+	}
+	eta = time.Duration(left * float64(time.Second)).Round(time.Millisecond)
+	if eta <= 0 {
+		return fraction, 0, false
+	}
+	return fraction, eta, true
+}
+
+// progressLocked is run r's progress as surfaces see it: the executor's
+// last report with the fraction and the ETA at this instant; m.mu must be
+// held.
+func (m *Manager) progressLocked(r *run) Progress {
+	p := r.progress
+	p.Fraction, p.ETA, p.ETAKnown = r.tracker.estimate(m.clock())
+	return p
+}
+
+// persistedProgress is the progress another replica persisted with its
+// job's lease, as seen at now: its ETA counts down from when it was
+// persisted, and is unknown once that count has run out.
+func persistedProgress(jp catalog.JobProgress, now time.Time) Progress {
+	p := Progress{
+		Phase: jp.Phase, RecordsRead: jp.RecordsRead, RecordsTotal: jp.RecordsTotal, BytesWritten: jp.BytesWritten,
+		BlocksWritten: jp.BlocksWritten, BlocksTotal: jp.BlocksTotal, Fraction: jp.Fraction,
+	}
+	if jp.ETAKnown {
+		left := jp.ETA
+		if !jp.UpdatedAt.IsZero() && now.After(jp.UpdatedAt) {
+			left -= now.Sub(jp.UpdatedAt)
+		}
+		if left > 0 {
+			p.ETA, p.ETAKnown = left.Round(time.Millisecond), true
+		}
+	}
+	return p
+}
+
+// jobProgress is p as the catalog persists it with the lease.
+func jobProgress(p Progress) catalog.JobProgress {
+	return catalog.JobProgress{
+		Phase: p.Phase, RecordsRead: p.RecordsRead, RecordsTotal: p.RecordsTotal, BytesWritten: p.BytesWritten,
+		BlocksWritten: p.BlocksWritten, BlocksTotal: p.BlocksTotal, Fraction: p.Fraction, ETA: p.ETA, ETAKnown: p.ETAKnown,
+		Planned: p.Planned, OffsetStart: p.OffsetStart, OffsetEnd: p.OffsetEnd, VersionBefore: p.VersionBefore,
+	}
+}

@@ -1,0 +1,182 @@
+package manager
+
+import (
+	"context"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/compactorhq/compactor/internal/catalog"
+)
+
+// at is a fixed clock: clock0 plus d.
+var clock0 = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+
+func at(d time.Duration) time.Time { return clock0.Add(d) }
+
+func TestTrackerFractionCoversTheWholeJobAndReachesOneOnlyAtTheEnd(t *testing.T) {
+	var tr tracker
+	tr.observe(Progress{Phase: PhaseStarting}, at(0))
+	steps := []struct {
+		p    Progress
+		when time.Duration
+		want float64
+	}{
+		{Progress{Phase: PhaseReading, RecordsTotal: 100}, 0, 0},
+		{Progress{Phase: PhaseReading, RecordsRead: 50, RecordsTotal: 100}, time.Second, 0.075},
+		{Progress{Phase: PhaseReading, RecordsRead: 100, RecordsTotal: 100}, 2 * time.Second, 0.15},
+		{Progress{Phase: PhaseMaterializing, RecordsRead: 100, RecordsTotal: 100}, 2 * time.Second, 0.15},
+		{Progress{Phase: PhaseWriting, RecordsRead: 100, RecordsTotal: 100, BlocksTotal: 4}, 4 * time.Second, 0.35},
+		{Progress{Phase: PhaseWriting, RecordsRead: 100, RecordsTotal: 100, BlocksWritten: 2, BlocksTotal: 4}, 7 * time.Second, 0.65},
+		{Progress{Phase: PhaseWriting, RecordsRead: 100, RecordsTotal: 100, BlocksWritten: 4, BlocksTotal: 4}, 10 * time.Second, 0.95},
+		{Progress{Phase: PhaseCommitting, RecordsRead: 100, RecordsTotal: 100, BlocksWritten: 4, BlocksTotal: 4}, 10 * time.Second, 0.95},
+	}
+	prev := 0.0
+	for _, s := range steps {
+		tr.observe(s.p, at(s.when))
+		f, _, _ := tr.estimate(at(s.when))
+		if d := f - s.want; d > 1e-9 || d < -1e-9 {
+			t.Fatalf("%s at %s: fraction %v, want %v", s.p.Phase, s.when, f, s.want)
+		}
+		if f < prev || f >= 1 {
+			t.Fatalf("%s at %s: fraction %v after %v: want growing and below 1 while running", s.p.Phase, s.when, f, prev)
+		}
+		prev = f
+	}
+}
+
+func TestTrackerETAIsUnknownUntilAPhaseIsTimedThenFromThisJobsRates(t *testing.T) {
+	var tr tracker
+	tr.observe(Progress{Phase: PhaseStarting}, at(0))
+	if _, _, known := tr.estimate(at(0)); known {
+		t.Fatal("starting: ETA known, want unknown")
+	}
+	tr.observe(Progress{Phase: PhaseReading, RecordsTotal: 1000}, at(0))
+	tr.observe(Progress{Phase: PhaseReading, RecordsRead: 10, RecordsTotal: 1000}, at(100*time.Millisecond))
+	if _, _, known := tr.estimate(at(100 * time.Millisecond)); known {
+		t.Fatal("1% read: ETA known, want unknown")
+	}
+	// 30% of the log in 3 s: reading takes 10 s, which is 15% of the job
+	// by weight, so the job takes 66.7 s; 63.7 s are left.
+	tr.observe(Progress{Phase: PhaseReading, RecordsRead: 300, RecordsTotal: 1000}, at(3*time.Second))
+	_, eta, known := tr.estimate(at(3 * time.Second))
+	if !known || eta < 63*time.Second || eta > 64*time.Second {
+		t.Fatalf("30%% read in 3 s: ETA %s (known %v), want about 63.7 s", eta, known)
+	}
+	// Read at the end of the log: the rest of the job remains; never 0.
+	tr.observe(Progress{Phase: PhaseReading, RecordsRead: 1000, RecordsTotal: 1000}, at(10*time.Second))
+	if _, eta, known := tr.estimate(at(10 * time.Second)); !known || eta <= 0 {
+		t.Fatalf("log read: ETA %s (known %v), want the later phases' time", eta, known)
+	}
+	// Materializing has no counter: its expected share, from the reading
+	// rate (10 s per 0.15), counts down; once overrun the ETA is unknown.
+	tr.observe(Progress{Phase: PhaseMaterializing, RecordsRead: 1000, RecordsTotal: 1000}, at(10*time.Second))
+	_, eta, known = tr.estimate(at(12 * time.Second))
+	if want := 66666*time.Millisecond - 12*time.Second; !known || eta < want-time.Second || eta > want+time.Second {
+		t.Fatalf("materializing for 2 s: ETA %s (known %v), want about %s", eta, known, want)
+	}
+	if _, eta, known := tr.estimate(at(30 * time.Second)); known {
+		t.Fatalf("materializing overran its expected 13.3 s: ETA %s, want unknown", eta)
+	}
+	// Writing, timed by its own counter: half the blocks in 10 s.
+	tr.observe(Progress{Phase: PhaseWriting, BlocksTotal: 10}, at(30*time.Second))
+	tr.observe(Progress{Phase: PhaseWriting, BlocksWritten: 5, BlocksTotal: 10}, at(40*time.Second))
+	_, eta, known = tr.estimate(at(40 * time.Second))
+	// 10 s left writing, plus committing: (10 + 20 + 20) s for 0.95 of
+	// the weight gives 0.05 × 52.6 s = 2.6 s.
+	if !known || eta < 12*time.Second || eta > 13*time.Second {
+		t.Fatalf("half the blocks in 10 s: ETA %s (known %v), want about 12.6 s", eta, known)
+	}
+}
+
+func TestPersistedProgressCountsDownAndBecomesUnknown(t *testing.T) {
+	jp := catalog.JobProgress{Phase: PhaseWriting, Fraction: 0.5, ETA: 10 * time.Second, ETAKnown: true, UpdatedAt: at(0), BlocksWritten: 1, BlocksTotal: 2}
+	if p := persistedProgress(jp, at(4*time.Second)); !p.ETAKnown || p.ETA != 6*time.Second || p.Fraction != 0.5 || p.BlocksTotal != 2 {
+		t.Fatalf("4 s after: %+v, want ETA 6 s", p)
+	}
+	if p := persistedProgress(jp, at(11*time.Second)); p.ETAKnown {
+		t.Fatalf("past its ETA: %+v, want unknown", p)
+	}
+	jp.ETAKnown = false
+	if p := persistedProgress(jp, at(0)); p.ETAKnown {
+		t.Fatalf("persisted unknown: %+v, want unknown", p)
+	}
+}
+
+// phasedExec reports a job's phases as the real executor does, a report
+// per step, each step taking a second of (fake) time, then waits on gate.
+type phasedExec struct {
+	*fakeExec
+	steps []Progress
+	gate  chan struct{}
+}
+
+func (p phasedExec) Execute(ctx context.Context, id string, progress func(Progress), finish func(Outcome) catalog.Job) (Outcome, error) {
+	for _, s := range p.steps {
+		progress(s)
+		time.Sleep(time.Second)
+	}
+	select {
+	case <-p.gate:
+	case <-ctx.Done():
+	}
+	return Outcome{}, ctx.Err()
+}
+
+// TestRunningJobShowsItsPhaseFractionAndETA: Get and the lease's persisted
+// progress carry the manager's fraction and ETA, and an ETA that cannot be
+// estimated yet is unknown, not 0. Time is synctest's fake clock.
+func TestRunningJobShowsItsPhaseFractionAndETA(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := newMemStore()
+		store.addCollection("a", 100, time.Now())
+		gate := make(chan struct{})
+		exec := phasedExec{fakeExec: newFakeExec(store, 1000), gate: gate, steps: []Progress{
+			{Phase: PhaseReading, RecordsTotal: 100},
+			{Phase: PhaseReading, RecordsRead: 50, RecordsTotal: 100},
+			{Phase: PhaseReading, RecordsRead: 100, RecordsTotal: 100},
+			{Phase: PhaseMaterializing, RecordsRead: 100, RecordsTotal: 100},
+		}}
+		cfg := testConfig()
+		m := runManager(t, store, exec, cfg)
+		e, err := m.Compact(t.Context(), []string{"a"}, false, "test")
+		if err != nil {
+			t.Fatal(err)
+		}
+		id := e[0].Job.ID
+
+		// Just after the first report: reading has no rate yet.
+		synctest.Wait()
+		j, err := m.Get(t.Context(), id)
+		if err != nil || j.Progress == nil {
+			t.Fatalf("Get: %v, progress %v", err, j.Progress)
+		}
+		if j.Progress.Phase != PhaseReading || j.Progress.ETAKnown || j.Progress.Fraction != 0 {
+			t.Fatalf("first report: %+v, want reading, fraction 0, ETA unknown", *j.Progress)
+		}
+		// Reading took 3 s (its last report came at 2 s, the next phase at
+		// 3 s): 15% of the job by weight, so the job takes 20 s, and just
+		// after materializing began 17 s are left.
+		time.Sleep(3*time.Second + time.Millisecond)
+		synctest.Wait()
+		j, _ = m.Get(t.Context(), id)
+		p := *j.Progress
+		if p.Phase != PhaseMaterializing || p.Fraction < 0.15-1e-9 || p.Fraction > 0.15+1e-9 {
+			t.Fatalf("materializing: %+v, want fraction 0.15", p)
+		}
+		if !p.ETAKnown || p.ETA < 16*time.Second || p.ETA > 17*time.Second {
+			t.Fatalf("materializing after 3 s of reading: ETA %s (known %v), want about 17 s", p.ETA, p.ETAKnown)
+		}
+		// The lease keeper persists them for other replicas.
+		time.Sleep(cfg.RenewInterval)
+		synctest.Wait()
+		row, err := store.GetJob(t.Context(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if row.Progress.Phase != PhaseMaterializing || row.Progress.Fraction < 0.15-1e-9 || !row.Progress.ETAKnown || row.Progress.ETA <= 0 {
+			t.Fatalf("persisted progress %+v, want materializing, fraction 0.15 and a known ETA", row.Progress)
+		}
+		close(gate)
+	})
+}

@@ -1,0 +1,84 @@
+package segment
+
+import (
+	"fmt"
+
+	"github.com/spf13/pflag"
+)
+
+// Config sizes blocks. DefaultConfig gives the defaults; RegisterFlags and
+// Validate are the binary's flags for it.
+//
+// NewStore cannot return an error, so it clamps instead of rejecting:
+// MaxBlockRecords <= 0 takes the default and is at least 2;
+// MinBlockRecords <= 0 takes the default, is at least 1 and at most
+// MaxBlockRecords/2 (so that 0 < Min < Max, and the near-equal parts of a
+// split block are never under the minimum). Validate rejects what NewStore
+// would clamp.
+type Config struct {
+	// MaxBlockRecords: a block with more records is split (default 4096).
+	MaxBlockRecords int
+	// MinBlockRecords: a rewritten block with fewer records is merged with a
+	// neighbour (default MaxBlockRecords/4).
+	MinBlockRecords int
+
+	// Deltas (Store.PreferDelta, DESIGN.md §7b). A compaction writes its
+	// changes as a delta instead of rewriting blocks when they touch more
+	// than DeltaMinBlocks blocks and number less than DeltaMaxFraction of
+	// the records of those blocks, or when the base has deltas already; it
+	// folds the deltas into the blocks they touch instead when their rows
+	// with the changes would pass DeltaFoldRecords or the base lists
+	// MaxDeltas deltas.
+
+	// NoDeltas: never write a delta (deltas of a base are still read and
+	// folded by the next write).
+	NoDeltas bool
+	// DeltaMinBlocks: the fewest blocks changes must touch, plus one, to
+	// be written as a first delta (default 4).
+	DeltaMinBlocks int
+	// DeltaMaxFraction: changes at or above this fraction of the records of
+	// the blocks they touch rewrite the blocks (default 0.05).
+	DeltaMaxFraction float64
+	// DeltaFoldRecords: deltas whose rows (records and tombstones, with the
+	// changes) would pass this many are folded into blocks (default 0:
+	// max(MaxBlockRecords, 10% of the base's records)). Reads hold the
+	// deltas of a version in memory, so this bounds their memory too.
+	DeltaFoldRecords int
+	// MaxDeltas: a base listing this many deltas is folded (default 16).
+	MaxDeltas int
+}
+
+// DefaultConfig returns the documented defaults (those NewStore fills in
+// for zero fields): blocks of 4096 records merged under 1024, deltas for
+// changes under 5% of the records of more than 4 blocks, folded past
+// max(4096, 10% of the records) rows or 16 deltas.
+func DefaultConfig() Config { return Config{}.withDefaults() }
+
+// RegisterFlags registers --max-block-records and --min-block-records on fs
+// with c's values as defaults.
+func (c *Config) RegisterFlags(fs *pflag.FlagSet) {
+	fs.IntVar(&c.MaxBlockRecords, "max-block-records", c.MaxBlockRecords, "records at which a segment block is split")
+	fs.IntVar(&c.MinBlockRecords, "min-block-records", c.MinBlockRecords, "records under which a rewritten block is merged with a neighbour (at most half of --max-block-records)")
+	fs.BoolVar(&c.NoDeltas, "no-deltas", c.NoDeltas, "never write merge-on-read deltas: every compaction rewrites the blocks its changes touch")
+	fs.Float64Var(&c.DeltaMaxFraction, "delta-max-fraction", c.DeltaMaxFraction, "changes under this fraction of the records of the blocks they touch are written as a delta (0 < f <= 1)")
+	fs.IntVar(&c.DeltaFoldRecords, "delta-fold-records", c.DeltaFoldRecords, "delta rows past which deltas are folded into blocks (0: the larger of --max-block-records and 10% of the collection's records)")
+	fs.IntVar(&c.MaxDeltas, "max-deltas", c.MaxDeltas, "deltas a segment version may list before they are folded into blocks")
+}
+
+// Validate rejects sizes NewStore would clamp: MaxBlockRecords under 2,
+// MinBlockRecords under 1 or above MaxBlockRecords/2. Errors name the flag.
+func (c Config) Validate() error {
+	switch {
+	case c.MaxBlockRecords < minMaxBlockRecords:
+		return fmt.Errorf("--max-block-records must be at least %d, got %d", minMaxBlockRecords, c.MaxBlockRecords)
+	case c.MinBlockRecords < 1 || c.MinBlockRecords > c.MaxBlockRecords/2:
+		return fmt.Errorf("--min-block-records must be in 1..%d (half of --max-block-records), got %d", c.MaxBlockRecords/2, c.MinBlockRecords)
+	case !(c.DeltaMaxFraction > 0 && c.DeltaMaxFraction <= 1):
+		return fmt.Errorf("--delta-max-fraction must be in (0, 1], got %g", c.DeltaMaxFraction)
+	case c.DeltaFoldRecords < 0:
+		return fmt.Errorf("--delta-fold-records must be at least 0, got %d", c.DeltaFoldRecords)
+	case c.MaxDeltas < 1:
+		return fmt.Errorf("--max-deltas must be at least 1, got %d", c.MaxDeltas)
+	}
+	return nil
+}

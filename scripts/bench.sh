@@ -1,0 +1,369 @@
+#!/usr/bin/env bash
+# Benchmark (not run in CI): the anchor of issue 10. Compaction of the same
+# operation records by `compactor serve` (SQLite + file://) and by DuckDB
+# (2 threads, from npm: tools/duckdb), with `dd ... conv=fdatasync` writing the
+# same bytes as a disk floor, in interleaved pairs; then the incremental costs,
+# a paged read, and the default flags end to end. It ends with a markdown table
+# (goal, measured figure, ratio, met or not) for the README's Performance
+# section.
+#
+# For each size of BENCH_SIZES (operation records; default 100,000 and
+# 1,000,000) it generates the records once (scripts/bench/gen: 70 % ADDs of new
+# ids, 20 % UPDATEs and 10 % DELETEs of live ids, 128-dim embeddings rounded to
+# 3 decimals, seed 1; about 60 % end as rows) and pushes them once into a
+# template data directory (not timed). Then, BENCH_ROUNDS times (default 3),
+# for each size in turn, product and DuckDB back to back (the order alternates
+# between rounds):
+#   product  a copy of the template (a fresh data dir holding the pushed log),
+#            `compactor serve` on it with --max-compaction-size at least the
+#            size (one job) and --schedule-interval 1h (no scheduled job), then
+#            `compactor compact ID --wait`: the job's duration is its
+#            create_time -> finish_time (from `compactor job ID -o json`:
+#            from Compact to the job's end), the wall time is the CLI's; the
+#            server's CPU time meanwhile (user + system, from /proc), its
+#            peak RSS (VmHWM, reset to the current RSS after start),
+#            the job's bytes_written and the blocks on disk. Then, on the
+#            compacted collection: 1,000 ADDs of new ids that sort last
+#            (append.jsonl) and 1,000 UPDATEs spread over the id order
+#            (updates.jsonl), each pushed then compacted (job duration, and
+#            as % of the full compaction); then a paged GetRecords read of the
+#            whole collection (scripts/bench/read, 1,000 per page).
+#   DuckDB   node tools/duckdb/query.mjs running the materialization below on
+#            ops.parquet (the same records with their log offsets) into one
+#            Parquet file sorted by id, zstd: the statement's time and the
+#            process's CPU time meanwhile (from DUCKDB_TIMING=1; node's and
+#            DuckDB's start, seconds on a loaded machine, excluded as the
+#            CLI's is from the job's) and the file's size.
+#   dd       dd if=/dev/zero bs=1M conv=fdatasync of the product's bytes_written.
+# After the pairs, per round and size: a copy of the template served with the
+# default compaction flags, a paged read of the uncompacted log (the read
+# before compaction); then, for each size above the default
+# --max-compaction-size (100,000), the default flags end to end:
+# `compact --wait`, which follows the chained continuation jobs: the time from
+# the first job's creation to the last one's end, and the records written by
+# all jobs / the final rows (write amplification).
+#
+# The DuckDB materialization (DESIGN.md §6 for the generator's mix: an id is
+# added once, and updated or deleted only while live, so per id: absent when
+# its last operation record is a DELETE, else its ADD merged with its UPDATEs
+# in log order; embedding and document: the last non-null value; metadata:
+# RFC 7396 merge patch, where null deletes a key):
+#
+#   COPY (
+#     SELECT id,
+#       arg_max(embedding, "offset") FILTER (WHERE embedding IS NOT NULL) AS embedding,
+#       arg_max(document, "offset") FILTER (WHERE document IS NOT NULL) AS document,
+#       list_reduce(list(metadata ORDER BY "offset") FILTER (WHERE metadata IS NOT NULL),
+#                   (a, b) -> json_merge_patch(a, b))::VARCHAR AS metadata
+#     FROM read_parquet('ops.parquet')
+#     GROUP BY id
+#     HAVING arg_max(op, "offset") <> 'delete'
+#     ORDER BY id
+#   ) TO 'out.parquet' (FORMAT parquet, COMPRESSION zstd);
+#
+# Its row count is checked against the generator's and the product's.
+#
+# Usage: scripts/bench.sh
+# Environment:
+#   BENCH_SIZES     operation records per size (default "100000 1000000")
+#   BENCH_ROUNDS    interleaved rounds (default 3)
+#   BENCH_DEFAULTS  sizes of the default-flags case (default: the sizes above
+#                   100000; "" to skip it)
+#   BENCH_READ_MAX  seconds a paged read may take before it stops and its
+#                   time is projected from the pages read (default 60)
+#   BENCH_WAIT      seconds one `compact --wait` may take before the run fails
+#                   (default 3600; it has hung when a job's lease renewal
+#                   raced its commit and no continuation was queued)
+#   BENCH_DIM, BENCH_SEED  embedding dimension (128), generator seed (1)
+#   BENCH_DIR       working directory (default a new one under TMPDIR; needs
+#                   ~3 GB per million records); KEEP_TMP=1 keeps it
+# On a machine shared with other work, wall times stretch with the load (each
+# measurement records the 1-minute load average, and the table gives the CPU
+# times of both sides beside the times; DuckDB's 2 threads suffer more from
+# the load than the product's ~1 core).
+# Needs: go, node 20 and npm (DuckDB is installed into tools/duckdb with npm ci
+# when missing), python3, dd. The machine's other load shows in every figure:
+# read the ranges, and run it on a quiet machine.
+set -euo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+ROOT=$PWD
+SIZES=${BENCH_SIZES:-100000 1000000}
+ROUNDS=${BENCH_ROUNDS:-3}
+READ_MAX=${BENCH_READ_MAX:-60}
+WAIT=${BENCH_WAIT:-3600}
+DIM=${BENCH_DIM:-128}
+SEED=${BENCH_SEED:-1}
+if [[ -z ${BENCH_DEFAULTS+x} ]]; then
+	BENCH_DEFAULTS=
+	for n in $SIZES; do ((n > 100000)) && BENCH_DEFAULTS+="$n "; done
+fi
+DEFAULTS=$BENCH_DEFAULTS
+
+die() { echo "bench: $*" >&2; exit 1; }
+note() { echo "bench: $*" >&2; }
+for n in $SIZES $DEFAULTS $ROUNDS $READ_MAX $WAIT $DIM $SEED; do
+	[[ $n =~ ^[1-9][0-9]*$ ]] || die "BENCH_SIZES, BENCH_DEFAULTS, BENCH_ROUNDS, BENCH_READ_MAX, BENCH_WAIT, BENCH_DIM and BENCH_SEED take positive integers, got '$n'"
+done
+for n in $DEFAULTS; do [[ " $SIZES " == *" $n "* ]] || die "BENCH_DEFAULTS: $n is not one of BENCH_SIZES ($SIZES)"; done
+for tool in go node npm python3 dd; do command -v "$tool" >/dev/null || die "$tool is not on PATH"; done
+
+if [[ -n ${BENCH_DIR:-} ]]; then
+	mkdir -p "$BENCH_DIR"
+	TMP=$(cd "$BENCH_DIR" && pwd)
+else
+	TMP=$(mktemp -d "${TMPDIR:-/tmp}/compactor-bench.XXXXXX")
+fi
+RESULTS=$TMP/results.jsonl
+: >"$RESULTS"
+server_pid=
+cleanup() {
+	local rc=$?
+	stop_server
+	if [[ $rc -ne 0 ]]; then
+		echo "bench: failed (status $rc); files kept in $TMP" >&2
+	elif [[ ${KEEP_TMP:-} == 1 ]]; then
+		echo "bench: files kept in $TMP" >&2
+	else
+		rm -rf "$TMP"
+	fi
+	exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+trap 'echo "bench: unexpected failure (status $?) at line $LINENO: $BASH_COMMAND" >&2' ERR
+
+# --- tools ---------------------------------------------------------------------
+note "building compactor and the benchmark's tools into $TMP/bin"
+go build -o "$TMP/bin/" ./cmd/compactor ./scripts/bench/gen ./scripts/bench/read
+C=$TMP/bin/compactor
+duck=tools/duckdb
+if [[ ! -f $duck/node_modules/.package-lock.json || $duck/package-lock.json -nt $duck/node_modules/.package-lock.json ]]; then
+	note "installing DuckDB from npm into $duck/node_modules"
+	npm ci --prefix "$duck" --no-audit --no-fund --loglevel=error >/dev/null
+fi
+duck_version=$(node $duck/query.mjs "SELECT version() AS v" | python3 -c 'import json,sys; print(json.loads(sys.stdin.readline())["v"])')
+
+now() { date +%s.%N; }
+since() { python3 -c 'import sys; print("%.3f" % (float(sys.argv[2]) - float(sys.argv[1])))' "$1" "$(now)"; }
+json_get() { python3 -c 'import json,sys; d=json.load(open(sys.argv[1]))
+for k in sys.argv[2:]: d=d[k]
+print(d)' "$@"; }
+
+# --- the server ------------------------------------------------------------------
+addr=
+# start_server DATA_DIR LOG [SERVE FLAGS...]: serve on a free loopback port,
+# with the scheduler idle, and wait until it is healthy.
+start_server() {
+	local dir=$1 log=$2
+	shift 2
+	"$C" serve --listen 127.0.0.1:0 --data-dir "$dir" --log-format text --schedule-interval 1h \
+		--max-backlog 100000000 "$@" >"$log" 2>&1 &
+	server_pid=$!
+	addr=
+	for _ in $(seq 1200); do
+		kill -0 "$server_pid" 2>/dev/null || die "compactor serve exited at start: $(tail -5 "$log")"
+		addr=$(sed -n 's/.*msg=serving addr=\([0-9.]*:[0-9]*\).*/\1/p' "$log" | head -n 1)
+		[[ -n $addr ]] && break
+		sleep 0.1
+	done
+	[[ -n $addr ]] || die "compactor serve did not log its address in 120 s: $(tail -5 "$log")"
+	addr=http://$addr
+	for _ in $(seq 1200); do "$C" --addr "$addr" healthcheck >/dev/null 2>&1 && return; sleep 0.1; done
+	die "compactor serve at $addr is not healthy after 120 s: $(tail -5 "$log")"
+}
+stop_server() {
+	[[ -n $server_pid ]] || return 0
+	kill -TERM "$server_pid" 2>/dev/null || true
+	for _ in $(seq 600); do kill -0 "$server_pid" 2>/dev/null || break; sleep 0.1; done
+	kill -KILL "$server_pid" 2>/dev/null || true
+	wait "$server_pid" 2>/dev/null || true
+	server_pid=
+}
+cc() { "$C" --addr "$addr" --timeout 10m "$@"; }
+# fresh_copy SIZE DIR: DIR becomes a copy of SIZE's template data dir.
+fresh_copy() {
+	rm -rf "$2"
+	cp -a "$TMP/template-$1" "$2"
+	rm -f "$2"/*.lock
+}
+# compact_jobs OUT: compact the collection and wait for it and its
+# continuations; OUT gets one line per job as `compactor job ID -o json`
+# shows it once finished, then a line {"wall_s": ...}.
+compact_jobs() {
+	local out=$1 t0 wall ids id
+	t0=$(now)
+	local rc=0
+	timeout "$WAIT" "$C" --addr "$addr" --timeout 10m -o json compact "$cid" --wait --reason bench >"$out.compact" 2>"$out.err" || rc=$?
+	((rc != 124)) || die "compact --wait did not return within BENCH_WAIT=$WAIT s (server log: $TMP/server.log; jobs: $C --addr $addr jobs)"
+	((rc == 0)) || die "compact --wait failed: $(tail -5 "$out.err") (server log: $TMP/server.log)"
+	wall=$(since "$t0")
+	ids=$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1]))
+print(" ".join([j["job"]["id"] for j in d["jobs"]] + [j["id"] for j in d.get("continuations", [])]))' "$out.compact")
+	: >"$out"
+	for id in $ids; do cc -o json job "$id" | python3 -c 'import json,sys; print(json.dumps(json.load(sys.stdin)))' >>"$out"; done
+	echo "{\"wall_s\": $wall}" >>"$out"
+}
+# jobs_summary FILE: one JSON object over the jobs of compact_jobs: jobs,
+# span_s (first create_time -> last finish_time), sum_s, records_written,
+# bytes_written, wall_s; fails unless every job SUCCEEDED.
+jobs_summary() {
+	python3 - "$1" <<'EOF'
+import json, sys
+from datetime import datetime
+def t(s): return datetime.fromisoformat(s.replace("Z", "+00:00")).timestamp()
+jobs, wall = [], None
+for line in open(sys.argv[1]):
+    d = json.loads(line)
+    if "wall_s" in d: wall = d["wall_s"]
+    else: jobs.append(d)
+bad = [j for j in jobs if j.get("state") != "JOB_STATE_SUCCEEDED"]
+if bad or not jobs:
+    sys.exit("bench: jobs did not all succeed: %s" % json.dumps(bad or jobs)[:500])
+print(json.dumps({
+    "jobs": len(jobs),
+    "span_s": max(t(j["finish_time"]) for j in jobs) - min(t(j["create_time"]) for j in jobs),
+    "sum_s": sum(t(j["finish_time"]) - t(j["create_time"]) for j in jobs),
+    "records_written": sum(int(j.get("records_written", 0)) for j in jobs),
+    "bytes_written": sum(int(j.get("bytes_written", 0)) for j in jobs),
+    "wall_s": wall,
+}))
+EOF
+}
+record() { echo "$1" >>"$RESULTS"; }
+# with KEY=VALUE... added to a JSON object on stdin
+with() { python3 -c 'import json,sys; d=json.loads(sys.stdin.read())
+for kv in sys.argv[1:]:
+    k, v = kv.split("=", 1)
+    d[k] = json.loads(v)
+print(json.dumps(d))' "$@"; }
+# cpu_s: CPU seconds (user + system, every thread) the server has used.
+cpu_s() {
+	python3 -c 'import os,sys
+f = open("/proc/%s/stat" % sys.argv[1]).read().rsplit(")", 1)[1].split()
+print("%.3f" % ((int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")))' "$server_pid"
+}
+load1() { cut -d' ' -f1 /proc/loadavg; }
+rss_kb() { sed -n 's/^VmHWM:[[:space:]]*\([0-9]*\) kB/\1/p' "/proc/$server_pid/status"; }
+read_all() { "$TMP/bin/read" -addr "$addr" -collection "$cid" -max-time "${READ_MAX}s"; }
+
+# --- data and templates -------------------------------------------------------------
+cid=
+for n in $SIZES; do
+	d=$TMP/data-$n
+	note "$n operation records: generating into $d"
+	"$TMP/bin/gen" -n "$n" -dim "$DIM" -seed "$SEED" -out "$d"
+	note "$n operation records: pushing into the template data dir (not timed)"
+	start_server "$TMP/template-$n" "$TMP/server.log"
+	id=$(cc -o json collections create "bench-$n" --dimension "$DIM" | python3 -c 'import json,sys; print(json.load(sys.stdin)["id"])')
+	t0=$(now)
+	cc push --collection "$id" "$d/ops.jsonl" >"$TMP/push.log" 2>&1 || die "push of $d/ops.jsonl failed: $(tail -5 "$TMP/push.log")"
+	note "$n operation records: pushed in $(since "$t0") s"
+	echo "$id" >"$d/collection"
+	stop_server
+done
+
+# --- one pair --------------------------------------------------------------------------
+product() { # product SIZE ROUND
+	local n=$1 r=$2 d=$TMP/data-$1 run=$TMP/run rss blocks full load cpu0 cpu
+	cid=$(cat "$d/collection")
+	fresh_copy "$n" "$run"
+	start_server "$run" "$TMP/server.log" --max-compaction-size "$((n > 100000 ? n : 100000))"
+	echo 5 >"/proc/$server_pid/clear_refs" || note "cannot reset the peak RSS of the server; it includes its start"
+	note "round $r, $n: product: full compaction"
+	load=$(load1)
+	cpu0=$(cpu_s)
+	compact_jobs "$TMP/full.jobs"
+	cpu=$(python3 -c 'import sys; print("%.3f" % (float(sys.argv[2]) - float(sys.argv[1])))' "$cpu0" "$(cpu_s)")
+	rss=$(rss_kb)
+	blocks=$(du -sb "$run/blobs/collections/$cid/blocks" | cut -f1)
+	full=$(jobs_summary "$TMP/full.jobs")
+	[[ $(echo "$full" | json_get /dev/stdin jobs) == 1 ]] || die "the full compaction took several jobs: $full"
+	record "$(echo "$full" | with kind='"full"' size="$n" round="$r" cpu_s="$cpu" load="$load" rss_kb="$rss" blocks_bytes="$blocks" \
+		rows="$(cc -o json collections get "$cid" | json_get /dev/stdin record_count)")"
+	bytes_written=$(echo "$full" | json_get /dev/stdin bytes_written)
+	for inc in append updates; do
+		note "round $r, $n: product: 1,000 records ($inc.jsonl) pushed and compacted"
+		cc push --collection "$cid" "$d/$inc.jsonl" >"$TMP/push.log" 2>&1 || die "push of $inc.jsonl failed: $(tail -5 "$TMP/push.log")"
+		compact_jobs "$TMP/$inc.jobs"
+		record "$(jobs_summary "$TMP/$inc.jobs" | with kind="\"$inc\"" size="$n" round="$r")"
+	done
+	note "round $r, $n: product: paged read of the compacted collection"
+	record "$(read_all | with kind='"read_after"' size="$n" round="$r")"
+	stop_server
+	rm -rf "$run"
+}
+duckdb() { # duckdb SIZE ROUND
+	local n=$1 r=$2 d=$TMP/data-$1 out=$TMP/duckdb.parquet t0 wall rows stmt cpu load
+	rm -f "$out"
+	note "round $r, $n: DuckDB"
+	load=$(load1)
+	t0=$(now)
+	DUCKDB_TIMING=1 node $duck/query.mjs "COPY (
+  SELECT id,
+    arg_max(embedding, \"offset\") FILTER (WHERE embedding IS NOT NULL) AS embedding,
+    arg_max(document, \"offset\") FILTER (WHERE document IS NOT NULL) AS document,
+    list_reduce(list(metadata ORDER BY \"offset\") FILTER (WHERE metadata IS NOT NULL),
+                (a, b) -> json_merge_patch(a, b))::VARCHAR AS metadata
+  FROM read_parquet('$d/ops.parquet')
+  GROUP BY id
+  HAVING arg_max(op, \"offset\") <> 'delete'
+  ORDER BY id
+) TO '$out' (FORMAT parquet, COMPRESSION zstd)" >/dev/null 2>"$TMP/duckdb.err" ||
+		die "the DuckDB materialization failed: $(cat "$TMP/duckdb.err")"
+	wall=$(since "$t0")
+	stmt=$(sed -n 's/^duckdb: statement 1 of 1: \([0-9.]*\) s, cpu [0-9.]* s$/\1/p' "$TMP/duckdb.err")
+	cpu=$(sed -n 's/^duckdb: statement 1 of 1: [0-9.]* s, cpu \([0-9.]*\) s$/\1/p' "$TMP/duckdb.err")
+	[[ -n $stmt && -n $cpu ]] || die "query.mjs printed no statement time: $(cat "$TMP/duckdb.err")"
+	rows=$(node $duck/query.mjs "SELECT count(*) AS n FROM read_parquet('$out')" | python3 -c 'import json,sys; print(json.loads(sys.stdin.readline())["n"])')
+	record "{\"kind\": \"duckdb\", \"size\": $n, \"round\": $r, \"s\": $stmt, \"cpu_s\": $cpu, \"load\": $load, \"wall_s\": $wall, \"bytes\": $(stat -c %s "$out"), \"rows\": $rows}"
+	rm -f "$out"
+}
+disk_floor() { # disk_floor SIZE ROUND BYTES
+	local t0 wall
+	t0=$(now)
+	dd if=/dev/zero of="$TMP/dd.bin" bs=1M count="$3" iflag=count_bytes conv=fdatasync status=none
+	wall=$(since "$t0")
+	rm -f "$TMP/dd.bin"
+	record "{\"kind\": \"dd\", \"size\": $1, \"round\": $2, \"wall_s\": $wall, \"bytes\": $3}"
+}
+uncompacted() { # uncompacted SIZE ROUND: the read before compaction, then the default flags end to end
+	local n=$1 r=$2 run=$TMP/run load cpu0 cpu
+	cid=$(cat "$TMP/data-$n/collection")
+	fresh_copy "$n" "$run"
+	start_server "$run" "$TMP/server.log"
+	note "round $r, $n: paged read of the uncompacted log"
+	record "$(read_all | with kind='"read_before"' size="$n" round="$r")"
+	if [[ " $DEFAULTS " != *" $n "* ]]; then
+		stop_server
+		rm -rf "$run"
+		return
+	fi
+	note "round $r, $n: default flags: compact --wait with its continuations"
+	load=$(load1)
+	cpu0=$(cpu_s)
+	compact_jobs "$TMP/defaults.jobs"
+	cpu=$(python3 -c 'import sys; print("%.3f" % (float(sys.argv[2]) - float(sys.argv[1])))' "$cpu0" "$(cpu_s)")
+	record "$(jobs_summary "$TMP/defaults.jobs" | with kind='"defaults"' size="$n" round="$r" cpu_s="$cpu" load="$load" \
+		rows="$(cc -o json collections get "$cid" | json_get /dev/stdin record_count)")"
+	stop_server
+	rm -rf "$run"
+}
+
+for r in $(seq "$ROUNDS"); do
+	for n in $SIZES; do
+		if ((r % 2 == 1)); then
+			product "$n" "$r"
+			duckdb "$n" "$r"
+		else
+			duckdb "$n" "$r"
+			product "$n" "$r"
+		fi
+		disk_floor "$n" "$r" "$bytes_written"
+	done
+	for n in $SIZES; do uncompacted "$n" "$r"; done
+done
+
+# --- the table -------------------------------------------------------------------------
+echo
+python3 "$ROOT/scripts/bench/report.py" "$RESULTS" "$TMP" "$duck_version" "$(nproc 2>/dev/null || echo '?')" "$ROUNDS" "$READ_MAX"

@@ -1,0 +1,184 @@
+"""The table of scripts/bench.sh: reads its results.jsonl and prints a markdown
+table of issue 10's goals with the measured figures, ratios and verdicts.
+
+usage: report.py RESULTS.jsonl WORKDIR DUCKDB_VERSION CORES ROUNDS READ_MAX
+
+Ranges are min-max over the rounds; a ratio is the median of the per-round
+ratios (product / DuckDB of the same round). Exit status 1 when the row counts
+of the generator, the product and DuckDB disagree.
+"""
+import json
+import os
+import statistics
+import subprocess
+import sys
+from datetime import datetime, timezone
+
+results, workdir, duck_version, cores, rounds, read_max = sys.argv[1:7]
+rows = [json.loads(l) for l in open(results) if l.strip()]
+
+
+def of(kind, size):
+    return sorted((r for r in rows if r["kind"] == kind and r["size"] == size), key=lambda r: r["round"])
+
+
+def secs(v):
+    if v < 1:
+        return "%.2f s" % v
+    if v < 100:
+        return "%.1f s" % v
+    return "{:,.0f} s".format(v)
+
+
+def span(vals, fmt=secs):
+    lo, hi = min(vals), max(vals)
+    a, b = fmt(lo), fmt(hi)
+    if a == b:
+        return a
+    unit = a.split(" ")[-1]
+    if " " in a and unit == b.split(" ")[-1]:
+        return "%s–%s" % (a[: -len(unit) - 1], b)
+    return "%s–%s" % (a, b)
+
+
+def mb(v):
+    return "%.0f MB" % (v / 1e6) if v >= 10e6 else "%.1f MB" % (v / 1e6)
+
+
+def ratio(vals):
+    med = statistics.median(vals)
+    s = "%.2f×" % med
+    if len(vals) > 1 and "%.2f" % min(vals) != "%.2f" % max(vals):
+        s += " (%.2f–%.2f)" % (min(vals), max(vals))
+    return s
+
+
+def met(ok):
+    return "met" if ok else "**not met**"
+
+
+def pairs(a, b, fa, fb):
+    """per-round ratios fa(a[r]) / fb(b[r]) over the rounds both have."""
+    bb = {r["round"]: r for r in b}
+    return [fa(x) / fb(bb[x["round"]]) for x in a if x["round"] in bb]
+
+
+def summary(size):
+    with open(os.path.join(workdir, "data-%d" % size, "summary.json")) as f:
+        return json.load(f)
+
+
+def read_cell(reads, total):
+    out = []
+    for r in reads:
+        if r["complete"]:
+            out.append(r["seconds"])
+        else:
+            out.append(r["seconds"] * total / max(r["records"], 1))
+    s = span(out)
+    if not all(r["complete"] for r in reads):
+        part = min((r for r in reads if not r["complete"]), key=lambda r: r["records"])
+        s = "~%s projected (read %s of %s records in %s, then stopped)" % (
+            s, format(part["records"], ","), format(total, ","), secs(part["seconds"]))
+    return s, max(out)
+
+
+commit = subprocess.run(["git", "describe", "--always", "--dirty"], capture_output=True, text=True).stdout.strip()
+sizes = sorted({r["size"] for r in rows})
+bad = []
+lines = []
+add = lines.append
+add("| goal (issue 10) | product | DuckDB / floor | ratio | verdict |")
+add("|---|---|---|---|---|")
+for n in sizes:
+    s = summary(n)
+    full, duck, dd = of("full", n), of("duckdb", n), of("dd", n)
+    if not full:
+        continue
+    for r in full:
+        if r["rows"] != s["rows"]:
+            bad.append("size %d round %d: the product has %d rows, the generator %d" % (n, r["round"], r["rows"], s["rows"]))
+    for r in duck:
+        if r["rows"] != s["rows"]:
+            bad.append("size %d round %d: DuckDB wrote %d rows, the generator %d" % (n, r["round"], r["rows"], s["rows"]))
+    job = lambda r: r["span_s"]
+    wall = lambda r: r["wall_s"]
+    dt = lambda r: r["s"]
+    rt = pairs(full, duck, job, dt)
+    what = "%s op records → %s rows" % (format(n, ","), format(s["rows"], ","))
+    add("| 1. full compaction ≤ 1.0× DuckDB: %s | %s (job), %s (CLI wall) | %s | %s | %s |" % (
+        what, span([job(r) for r in full]), span([wall(r) for r in full]), "%s (process wall %s)" % (span([dt(r) for r in duck]), span([wall(r) for r in duck])),
+        ratio(rt), met(statistics.median(rt) <= 1.0)))
+    if all("cpu_s" in r for r in full + duck):
+        ct = pairs(full, duck, lambda r: r["cpu_s"], lambda r: r["cpu_s"])
+        add("| CPU time of the same (user + system, every thread) | %s | %s | %s | |" % (
+            span([r["cpu_s"] for r in full]), span([r["cpu_s"] for r in duck]), ratio(ct)))
+    rss = [r["rss_kb"] * 1024 for r in full]
+    add("| 1. peak RSS ≤ 512 MB (%s op records) | %s | | %.1f× the goal | %s |" % (
+        format(n, ","), span(rss, mb), max(rss) / 512e6, met(max(rss) <= 512e6)))
+    bw = [r["bytes_written"] for r in full]
+    blk = [r["blocks_bytes"] for r in full]
+    br = pairs(full, duck, lambda r: r["bytes_written"], lambda r: r["bytes"])
+    add("| 2. output ≤ DuckDB's (%s rows) | %s written (%s of blocks on disk) | %s | %s | %s |" % (
+        format(s["rows"], ","), span(bw, mb), span(blk, mb), span([r["bytes"] for r in duck], mb),
+        ratio(br), met(statistics.median(br) <= 1.0)))
+    if dd:
+        dr = pairs(full, dd, job, wall)
+        add("| disk floor: `dd conv=fdatasync` of the same bytes | %s | %s | %s | |" % (
+            span([job(r) for r in full]), span([wall(r) for r in dd]), ratio(dr)))
+    for kind, label, goal in (("append", "1,000 new ids appended (sorting last)", None),
+                              ("updates", "3. 1,000 updates spread over the ids", 0.05)):
+        inc = of(kind, n)
+        if not inc:
+            continue
+        pct = pairs(inc, full, job, job)
+        cell = "%s = %s of the full compaction" % (
+            span([job(r) for r in inc]), span([p * 100 for p in pct], lambda v: "%.1f %%" % v))
+        verdict = met(statistics.median(pct) <= (goal or 0.05))
+        add("| %s%s into %s rows | %s | | %.1f %% of full | %s |" % (
+            label, " ≤ 5 % of full" if goal else " (< 5 % of full)", format(s["rows"], ","), cell,
+            statistics.median(pct) * 100, verdict))
+    ra = of("read_after", n)
+    if ra:
+        cell, worst = read_cell(ra, s["rows"] + s["incremental"])
+        judged = s["rows"] <= 100000
+        add("| 4. paged read after compaction ≤ 2 s (goal at ~63k records): %s records | %s | | | %s |" % (
+            format(s["rows"] + s["incremental"], ","), cell, met(worst <= 2) if judged else "n/a (size)"))
+    rb = of("read_before", n)
+    if rb:
+        cell, worst = read_cell(rb, s["rows"])
+        judged = s["rows"] <= 100000
+        add("| 4. paged read before compaction ≤ 2 s (goal at ~63k records): %s op records → %s records | %s | | | %s |" % (
+            format(n, ","), format(s["rows"], ","), cell, met(worst <= 2) if judged else "n/a (size)"))
+    dfl = of("defaults", n)
+    if dfl:
+        for r in dfl:
+            if r["rows"] != s["rows"]:
+                bad.append("size %d round %d: default flags: %d rows, the generator %d" % (n, r["round"], r["rows"], s["rows"]))
+        dr = pairs(dfl, duck, job, lambda r: r["s"])
+        jobs = sorted({r["jobs"] for r in dfl})
+        add("| 1. default flags end to end ≤ 1.0× DuckDB: %s (%s jobs, first created → last finished) | %s (sum of job durations %s) | %s | %s | %s |" % (
+            what, "/".join(map(str, jobs)), span([job(r) for r in dfl]), span([r["sum_s"] for r in dfl]),
+            span([r["s"] for r in duck]), ratio(dr), met(statistics.median(dr) <= 1.0)))
+        if all("cpu_s" in r for r in dfl + duck):
+            ct = pairs(dfl, duck, lambda r: r["cpu_s"], lambda r: r["cpu_s"])
+            add("| CPU time of the same (user + system, every thread) | %s | %s | %s | |" % (
+                span([r["cpu_s"] for r in dfl]), span([r["cpu_s"] for r in duck]), ratio(ct)))
+        wa = [r["records_written"] / s["rows"] for r in dfl]
+        add("| 1. write amplification ≤ 1.5× with the default flags (records written / final rows) | %s records written | | %s | %s |" % (
+            span([r["records_written"] for r in dfl], lambda v: format(v, ",")), span(wa, lambda v: "%.2f×" % v), met(max(wa) <= 1.5)))
+
+loads = [r["load"] for r in rows if "load" in r]
+print("scripts/bench.sh at %s, %s UTC: DuckDB %s (2 threads), %s cores%s, %s interleaved round(s); "
+      "ranges are min–max over rounds, ratios the median (and range) of the per-round ratios; "
+      "product time is the job's create_time → finish_time; DuckDB's the COPY statement's time" % (
+          commit, datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M"), duck_version, cores,
+          " (1-minute load average %s at the measurements)" % span(loads, lambda v: "%.1f" % v) if loads else "",
+          rounds))
+print()
+print("\n".join(lines))
+if bad:
+    print()
+    for b in bad:
+        print("MISMATCH: " + b)
+    sys.exit(1)
