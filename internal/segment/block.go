@@ -40,7 +40,7 @@ type blockRow struct {
 	ID        string    `parquet:"id,zstd"`
 	Embedding []float32 `parquet:"embedding,optional,list,zstd"`
 	Document  *string   `parquet:"document,optional,zstd"`
-	Metadata  []byte    `parquet:"metadata,optional,string,zstd"`
+	Metadata  *string   `parquet:"metadata,optional,zstd"` // a JSON object
 }
 
 // blockRowDict and blockRowSplit are blockRow as written by format version
@@ -51,13 +51,13 @@ type (
 		ID        string    `parquet:"id,zstd"`
 		Embedding []float32 `parquet:"embedding,optional,list,zstd" parquet-element:",dict"`
 		Document  *string   `parquet:"document,optional,zstd"`
-		Metadata  []byte    `parquet:"metadata,optional,string,zstd"`
+		Metadata  *string   `parquet:"metadata,optional,zstd"` // a JSON object
 	}
 	blockRowSplit struct {
 		ID        string    `parquet:"id,zstd"`
 		Embedding []float32 `parquet:"embedding,optional,list,zstd" parquet-element:",split"`
 		Document  *string   `parquet:"document,optional,zstd"`
-		Metadata  []byte    `parquet:"metadata,optional,string,zstd"`
+		Metadata  *string   `parquet:"metadata,optional,zstd"` // a JSON object
 	}
 )
 
@@ -180,7 +180,10 @@ func writeBlock[T blockRowDict | blockRowSplit](out *bytes.Buffer, rows []T, rec
 		r := &recs[i]
 		row := blockRow{ID: r.ID, Embedding: r.Embedding, Document: r.Document}
 		if end := e.metaEnd[i]; end >= 0 {
-			row.Metadata = e.meta[start:end:end]
+			// A *string, not a []byte: parquet-go writes an optional nil
+			// []byte of some rows as an empty string instead of null.
+			m := string(e.meta[start:end])
+			row.Metadata = &m
 			start = end
 		}
 		rows[i] = T(row)
@@ -373,7 +376,7 @@ func recordOf(row *blockRow) (materialize.Record, error) {
 	rec := materialize.Record{ID: row.ID, Embedding: row.Embedding, Document: row.Document}
 	if row.Metadata != nil {
 		var m map[string]any
-		if err := json.Unmarshal(row.Metadata, &m); err != nil {
+		if err := json.Unmarshal([]byte(*row.Metadata), &m); err != nil {
 			return materialize.Record{}, fmt.Errorf("record %q: metadata: %w", row.ID, err)
 		}
 		rec.Metadata = m // nil for the JSON literal null

@@ -660,11 +660,7 @@ func decodeDelta(data []byte, wantRows int64) (cs []Change, err error) {
 				cs = append(cs, Change{ID: row.ID})
 				continue
 			}
-			var meta []byte
-			if row.Metadata != nil {
-				meta = []byte(*row.Metadata)
-			}
-			rec, rerr := recordOf(&blockRow{ID: row.ID, Embedding: row.Embedding, Document: row.Document, Metadata: meta})
+			rec, rerr := recordOf(&blockRow{ID: row.ID, Embedding: row.Embedding, Document: row.Document, Metadata: row.Metadata})
 			if rerr != nil {
 				return nil, rerr
 			}
@@ -941,7 +937,8 @@ func blockRows(ref BlockRef, data []byte, ids []string) (out map[string]material
 			row.Document = &d
 		}
 		if !meta[0].IsNull() {
-			row.Metadata = []byte(string(meta[0].ByteArray()))
+			m := string(meta[0].ByteArray())
+			row.Metadata = &m
 		}
 		rec, err := recordOf(&row)
 		if err != nil {
