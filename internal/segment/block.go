@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
+	"sync"
 
 	"github.com/parquet-go/parquet-go"
 
@@ -14,15 +16,26 @@ import (
 )
 
 // blockFormatKey is a key of the Parquet key/value metadata of every block;
-// its value is blockFormatVersion.
+// its value is the block format version: blockFormatVersion for the blocks
+// written now, any of readableBlockFormats for the blocks read.
+//
+// Version 1: the embedding element column PLAIN-encoded, data pages v2 of
+// 256 KiB. Version 2 (same schema, same values): the embedding element
+// column dictionary-encoded when the block has few distinct float values
+// (see dictionaryFits), BYTE_STREAM_SPLIT otherwise; data pages v1 (levels
+// compressed with the values) of 1 MiB. Both read as the same rows.
 const (
 	blockFormatKey     = "compactor.block_format"
-	blockFormatVersion = "1"
+	blockFormatVersion = "2"
 )
+
+// readableBlockFormats are the block format versions decodeBlock reads.
+var readableBlockFormats = []string{"1", "2"}
 
 // blockRow is one row of a block file. The column names and types are the
 // public format (see the package documentation): do not change them without
-// a new format version.
+// a new format version. Metadata is the record's metadata as a JSON object
+// (UTF-8, a Parquet STRING), nil for none.
 type blockRow struct {
 	ID        string    `parquet:"id,zstd"`
 	Embedding []float32 `parquet:"embedding,optional,list,zstd"`
@@ -30,9 +43,63 @@ type blockRow struct {
 	Metadata  *string   `parquet:"metadata,optional,zstd"` // a JSON object
 }
 
+// blockRowDict and blockRowSplit are blockRow as written by format version
+// 2, with the embedding element column dictionary-encoded or
+// BYTE_STREAM_SPLIT. The schema is blockRow's: only the encoding differs.
+type (
+	blockRowDict struct {
+		ID        string    `parquet:"id,zstd"`
+		Embedding []float32 `parquet:"embedding,optional,list,zstd" parquet-element:",dict"`
+		Document  *string   `parquet:"document,optional,zstd"`
+		Metadata  *string   `parquet:"metadata,optional,zstd"` // a JSON object
+	}
+	blockRowSplit struct {
+		ID        string    `parquet:"id,zstd"`
+		Embedding []float32 `parquet:"embedding,optional,list,zstd" parquet-element:",split"`
+		Document  *string   `parquet:"document,optional,zstd"`
+		Metadata  *string   `parquet:"metadata,optional,zstd"` // a JSON object
+	}
+)
+
+// blockPageBytes is the target size of a data page before compression:
+// larger pages compress better (zstd sees more of a column at once) and a
+// block holds at most a few MiB per column.
+const blockPageBytes = 1 << 20
+
+// maxDictionaryValues bounds the distinct float values of a block whose
+// embedding column is dictionary-encoded (indices of at most 16 bits).
+const maxDictionaryValues = 1 << 16
+
+// blockEncoder holds the buffers encoding one block needs, reused across
+// blocks through encoders (a sync.Pool): the rows, the metadata JSON of all
+// rows, the output buffer and the set that counts distinct float values.
+// One goroutine uses it at a time. (The Parquet writer itself is made per
+// block: parquet-go's GenericWriter.Reset loses the column paths of the
+// footer on reuse.)
+type blockEncoder struct {
+	dictRows  []blockRowDict
+	splitRows []blockRowSplit
+	meta      []byte // metadata JSON of every record, back to back
+	metaEnd   []int  // end offset in meta of record i's JSON; -1: none
+	metaBuf   bytes.Buffer
+	metaEnc   *json.Encoder
+	out       bytes.Buffer
+	distinct  floatSet
+}
+
+// encoders pools blockEncoders: encodeBlock is called from several
+// goroutines at once, each takes its own.
+var encoders = sync.Pool{New: func() any {
+	e := &blockEncoder{}
+	e.metaEnc = json.NewEncoder(&e.metaBuf)
+	e.metaEnc.SetEscapeHTML(false)
+	return e
+}}
+
 // encodeBlock encodes recs (sorted by id, unique, non-empty) as one Parquet
-// file. It refuses a block that decodeBlock would refuse: one whose decode
-// needs more than MaxBlockDecodeBytes.
+// file of the current block format. It refuses a block that decodeBlock
+// would refuse: one whose decode needs more than MaxBlockDecodeBytes. Safe
+// for concurrent use.
 func encodeBlock(recs []materialize.Record) ([]byte, error) {
 	return encodeBlockWithin(recs, MaxBlockDecodeBytes)
 }
@@ -40,47 +107,162 @@ func encodeBlock(recs []materialize.Record) ([]byte, error) {
 // encodeBlockWithin is encodeBlock with limit in place of
 // MaxBlockDecodeBytes.
 func encodeBlockWithin(recs []materialize.Record, limit int64) ([]byte, error) {
-	rows := make([]blockRow, len(recs))
-	var meta bytes.Buffer
-	enc := json.NewEncoder(&meta)
-	enc.SetEscapeHTML(false)
+	e := encoders.Get().(*blockEncoder)
+	defer encoders.Put(e)
+	defer e.release()
+	if err := e.encodeMetadata(recs); err != nil {
+		return nil, err
+	}
+	values := 0
+	for i := range recs {
+		values += len(recs[i].Embedding)
+	}
+	var err error
+	if e.distinct.fits(recs, min(maxDictionaryValues, values/8)) {
+		e.dictRows, err = writeBlock(&e.out, e.dictRows, recs, e)
+	} else {
+		e.splitRows, err = writeBlock(&e.out, e.splitRows, recs, e)
+	}
+	if err != nil {
+		return nil, err
+	}
+	data := bytes.Clone(e.out.Bytes())
+	// Never write a block that decodeBlock would refuse.
+	if _, err := inspectBlock(data, int64(len(recs)), limit); err != nil {
+		return nil, fmt.Errorf("%w: %d records (lower --max-block-records if records are this large): %w", ErrBlockTooLarge, len(recs), err)
+	}
+	return data, nil
+}
+
+// release drops the references to the caller's records, so that a pooled
+// encoder keeps no record alive.
+func (e *blockEncoder) release() {
+	clear(e.dictRows)
+	clear(e.splitRows)
+	e.dictRows, e.splitRows = e.dictRows[:0], e.splitRows[:0]
+	e.out.Reset()
+}
+
+// encodeMetadata checks the ids' order and every record's metadata, and
+// encodes the metadata as JSON into e.meta.
+func (e *blockEncoder) encodeMetadata(recs []materialize.Record) error {
+	e.meta = e.meta[:0]
+	e.metaEnd = slices.Grow(e.metaEnd[:0], len(recs))[:len(recs)]
 	for i := range recs {
 		r := &recs[i]
 		if i > 0 && recs[i-1].ID >= r.ID {
-			return nil, fmt.Errorf("records not sorted by unique id at %q", r.ID)
+			return fmt.Errorf("records not sorted by unique id at %q", r.ID)
 		}
-		row := blockRow{ID: r.ID, Embedding: r.Embedding, Document: r.Document}
-		if r.Metadata != nil {
-			if err := checkMetadata(r.Metadata); err != nil {
-				return nil, fmt.Errorf("record %q: %w", r.ID, err)
-			}
-			meta.Reset()
-			if err := enc.Encode(map[string]any(r.Metadata)); err != nil {
-				return nil, fmt.Errorf("record %q: metadata: %w", r.ID, err)
-			}
-			s := string(bytes.TrimSuffix(meta.Bytes(), []byte("\n")))
-			row.Metadata = &s
+		e.metaEnd[i] = -1
+		if r.Metadata == nil {
+			continue
 		}
-		rows[i] = row
+		if err := checkMetadata(r.Metadata); err != nil {
+			return fmt.Errorf("record %q: %w", r.ID, err)
+		}
+		e.metaBuf.Reset()
+		if err := e.metaEnc.Encode(map[string]any(r.Metadata)); err != nil {
+			return fmt.Errorf("record %q: metadata: %w", r.ID, err)
+		}
+		e.meta = append(e.meta, bytes.TrimSuffix(e.metaBuf.Bytes(), []byte("\n"))...)
+		e.metaEnd[i] = len(e.meta)
 	}
+	return nil
+}
 
-	var buf bytes.Buffer
-	w := parquet.NewGenericWriter[blockRow](&buf,
+// writeBlock writes recs into out as one Parquet file of rows of type T
+// (one row group: a block holds at most MaxBlockRecords rows), reusing
+// rows' array; it returns rows.
+func writeBlock[T blockRowDict | blockRowSplit](out *bytes.Buffer, rows []T, recs []materialize.Record, e *blockEncoder) ([]T, error) {
+	rows = slices.Grow(rows[:0], len(recs))[:len(recs)]
+	start := 0
+	for i := range recs {
+		r := &recs[i]
+		row := blockRow{ID: r.ID, Embedding: r.Embedding, Document: r.Document}
+		if end := e.metaEnd[i]; end >= 0 {
+			// A *string, not a []byte: parquet-go writes an optional nil
+			// []byte of some rows as an empty string instead of null.
+			m := string(e.meta[start:end])
+			row.Metadata = &m
+			start = end
+		}
+		rows[i] = T(row)
+	}
+	out.Reset()
+	var zero T
+	w := parquet.NewGenericWriter[T](out,
+		// The root keeps the name of format version 1's schema.
+		parquet.NewSchema("blockRow", parquet.SchemaOf(zero)),
 		parquet.KeyValueMetadata(blockFormatKey, blockFormatVersion),
-		// One row group per block: a block holds at most MaxBlockRecords rows.
-		parquet.MaxRowsPerRowGroup(int64(max(len(rows), 1))),
+		parquet.DataPageVersion(1),
+		parquet.PageBufferSize(blockPageBytes),
 	)
 	if _, err := w.Write(rows); err != nil {
-		return nil, fmt.Errorf("write parquet: %w", err)
+		return rows, fmt.Errorf("write parquet: %w", err)
 	}
 	if err := w.Close(); err != nil {
-		return nil, fmt.Errorf("write parquet: %w", err)
+		return rows, fmt.Errorf("write parquet: %w", err)
 	}
-	// Never write a block that decodeBlock would refuse.
-	if _, err := inspectBlock(buf.Bytes(), int64(len(recs)), limit); err != nil {
-		return nil, fmt.Errorf("%w: %d records (lower --max-block-records if records are this large): %w", ErrBlockTooLarge, len(recs), err)
+	return rows, nil
+}
+
+// floatSet counts the distinct float32 values (bit patterns) of a block's
+// embeddings, up to a limit: an open-addressing hash set of
+// 2*maxDictionaryValues slots, reused across blocks.
+type floatSet struct {
+	slots []uint32 // bit pattern + 1 would overflow: 0 marks an empty slot
+	used  []int    // indices of the occupied slots, to clear them
+	zero  bool     // the bit pattern 0 (+0.0) was seen
+}
+
+const floatSetBits = 17 // 2^17 = 2*maxDictionaryValues slots
+
+// fits reports whether the embeddings of recs hold at most limit distinct
+// values (stopping at the first value past it).
+func (s *floatSet) fits(recs []materialize.Record, limit int) bool {
+	if s.slots == nil {
+		s.slots = make([]uint32, 1<<floatSetBits)
 	}
-	return buf.Bytes(), nil
+	defer func() {
+		for _, i := range s.used {
+			s.slots[i] = 0
+		}
+		s.used = s.used[:0]
+		s.zero = false
+	}()
+	n := 0
+	const mask = 1<<floatSetBits - 1
+	for i := range recs {
+		for _, f := range recs[i].Embedding {
+			v := math.Float32bits(f)
+			if v == 0 {
+				if !s.zero {
+					s.zero = true
+					if n++; n > limit {
+						return false
+					}
+				}
+				continue
+			}
+			h := (v * 0x9e3779b1) >> (32 - floatSetBits)
+			for {
+				switch s.slots[h] {
+				case v:
+				case 0:
+					s.slots[h] = v
+					s.used = append(s.used, int(h))
+					if n++; n > limit {
+						return false
+					}
+				default:
+					h = (h + 1) & mask
+					continue
+				}
+				break
+			}
+		}
+	}
+	return true
 }
 
 // checkMetadata rejects values that would not decode to what they are:
@@ -122,6 +304,9 @@ func decodeBlock(data []byte, wantRows int64) (recs []materialize.Record, err er
 		parquet.SkipPageIndex(true), parquet.SkipBloomFilters(true))
 	if err != nil {
 		return nil, fmt.Errorf("open parquet: %w", err)
+	}
+	if v, ok := f.Lookup(blockFormatKey); !ok || !slices.Contains(readableBlockFormats, v) {
+		return nil, fmt.Errorf("parquet key/value metadata %s = %.20q: not a block format this version reads (%v)", blockFormatKey, v, readableBlockFormats)
 	}
 	schema := f.Schema()
 	for _, path := range blockColumns {

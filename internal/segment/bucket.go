@@ -179,8 +179,20 @@ func contentType(key string) string {
 	return "application/octet-stream"
 }
 
+// Put writes data at key. It writes through a blob.Writer rather than
+// Bucket.WriteAll, which computes the content's MD5 and then hashes it again
+// while writing, only to compare the two in memory (S3 checks the upload
+// with the SDK's own checksum).
 func (b *bucketBlobs) Put(ctx context.Context, key string, data []byte) error {
-	if err := b.b.WriteAll(ctx, key, data, &blob.WriterOptions{ContentType: contentType(key)}); err != nil {
+	w, err := b.b.NewWriter(ctx, key, &blob.WriterOptions{ContentType: contentType(key)})
+	if err != nil {
+		return fmt.Errorf("put %s: %w", key, err)
+	}
+	if _, err := w.Write(data); err != nil {
+		_ = w.Close()
+		return fmt.Errorf("put %s: %w", key, err)
+	}
+	if err := w.Close(); err != nil {
 		return fmt.Errorf("put %s: %w", key, err)
 	}
 	return nil

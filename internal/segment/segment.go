@@ -19,7 +19,12 @@
 // # Block files
 //
 // A block is one Parquet file (one row group, zstd-compressed columns) with
-// this schema, readable as it is by DuckDB, pyarrow, pandas or Spark:
+// this schema, readable as it is by DuckDB, pyarrow, pandas or Spark. Its
+// key/value metadata compactor.block_format names the format version: 1
+// (embedding floats PLAIN, data pages v2) or 2, written now (embedding
+// floats dictionary-encoded when the block has few distinct values,
+// BYTE_STREAM_SPLIT otherwise; data pages v1 of 1 MiB). Both hold the same
+// schema and values:
 //
 //	message blockRow {
 //	  required binary id (STRING);             // sorted ascending, unique
