@@ -121,8 +121,13 @@ func (m *Manager) run(workCtx context.Context, j catalog.Job) {
 	// another job's commit.
 	pctx, pcancel := context.WithTimeout(context.WithoutCancel(workCtx), m.cfg.PersistTimeout)
 	defer pcancel()
-	lost := errors.Is(cause, errLeaseLost) || errors.Is(err, catalog.ErrLeaseLost)
-	if !(err == nil && outcome.Committed()) && !lost {
+	// A committed success is this node's: its commit was fenced by the
+	// lease. A lease keeper that renews after the commit finds the job no
+	// longer RUNNING and reports the lease lost; that must not drop the
+	// job's end (its continuation, its success) on the floor.
+	committedOK := err == nil && outcome.Committed()
+	lost := !committedOK && (errors.Is(cause, errLeaseLost) || errors.Is(err, catalog.ErrLeaseLost))
+	if !committedOK && !lost {
 		if perr := m.store.FinishJob(pctx, m.owner, final); errors.Is(perr, catalog.ErrLeaseLost) || errors.Is(perr, catalog.ErrNotFound) {
 			lost = true
 		} else if perr != nil {
