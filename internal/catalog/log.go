@@ -348,7 +348,7 @@ func (c *Catalog) ScanLog(ctx context.Context, id string, after, upTo int64, lim
 // logPurgeChunk is how many log rows one transaction of PurgeLog deletes: small
 // enough that appends waiting for the catalog's single writer wait
 // milliseconds, not seconds.
-const logPurgeChunk = 20_000
+const logPurgeChunk = 2_000
 
 // PurgeLog deletes the log rows of a collection at or below its committed
 // compaction offset, in transactions of at most logPurgeChunk rows (range
