@@ -3,7 +3,6 @@ package segment
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,8 +14,6 @@ import (
 	"strings"
 
 	"github.com/parquet-go/parquet-go"
-	"github.com/parquet-go/parquet-go/encoding/thrift"
-	"github.com/parquet-go/parquet-go/format"
 
 	"github.com/compactorhq/compactor/internal/materialize"
 )
@@ -686,69 +683,7 @@ func decodeDelta(data []byte, wantRows int64) (cs []Change, err error) {
 // inspectDelta is inspectBlock for a delta file: the same checks of the
 // footer, every column chunk and every page, with the delta's columns.
 func inspectDelta(data []byte, wantRows, limit int64) (blockInfo, error) {
-	info := blockInfo{limit: limit}
-	size := int64(len(data))
-	if size < 12 || string(data[:4]) != "PAR1" || string(data[size-4:]) != "PAR1" {
-		return info, fmt.Errorf("not a parquet file (%d bytes, no PAR1 magic at both ends)", size)
-	}
-	footerLen := int64(binary.LittleEndian.Uint32(data[size-8:]))
-	if footerLen > size-12 {
-		return info, fmt.Errorf("footer of %d bytes claimed in a file of %d bytes", footerLen, size)
-	}
-	footerStart := size - 8 - footerLen
-	footer := data[footerStart : size-8]
-	n, err := walkThriftStruct(footer, footerLimit)
-	if err != nil {
-		return info, fmt.Errorf("footer: %w", err)
-	}
-	if n != len(footer) {
-		return info, fmt.Errorf("footer: %d trailing bytes", len(footer)-n)
-	}
-	var meta format.FileMetaData
-	if err := thrift.Unmarshal(new(thrift.CompactProtocol), footer, &meta); err != nil {
-		return info, fmt.Errorf("footer: %w", err)
-	}
-	if meta.NumRows < 0 || (wantRows >= 0 && meta.NumRows != wantRows) {
-		return info, fmt.Errorf("footer claims %d rows, the manifest %d", meta.NumRows, wantRows)
-	}
-	if meta.NumRows > limit/decodeBytesPerRow {
-		return info, fmt.Errorf("footer claims %d rows: over the %d bytes a decode may use", meta.NumRows, limit)
-	}
-	info.rows = meta.NumRows
-	info.decodeBytes = meta.NumRows * decodeBytesPerRow
-	p, err := newPageChecker()
-	if err != nil {
-		return info, err
-	}
-	defer p.close()
-	var rows int64
-	for g := range meta.RowGroups {
-		rg := &meta.RowGroups[g]
-		if rg.NumRows < 0 || rg.NumRows > meta.NumRows-rows {
-			return info, fmt.Errorf("row group %d claims %d rows, the file %d", g, rg.NumRows, meta.NumRows)
-		}
-		rows += rg.NumRows
-		seen := make([]bool, len(deltaColumns))
-		for c := range rg.Columns {
-			cc := &rg.Columns[c]
-			if cc.FilePath != "" {
-				return info, fmt.Errorf("row group %d column %d: in another file %q", g, c, cc.FilePath)
-			}
-			col := slices.IndexFunc(deltaColumns, func(p []string) bool { return slices.Equal(p, cc.MetaData.PathInSchema) })
-			if col < 0 || seen[col] {
-				return info, fmt.Errorf("row group %d column %d: unknown or repeated column %q", g, c, strings.Join(cc.MetaData.PathInSchema, "."))
-			}
-			seen[col] = true
-			repeated := len(deltaColumns[col]) > 1 // the embedding list
-			if err := p.inspectChunk(data[:footerStart], &cc.MetaData, rg.NumRows, repeated, &info); err != nil {
-				return info, fmt.Errorf("row group %d column %s: %w", g, strings.Join(cc.MetaData.PathInSchema, "."), err)
-			}
-		}
-	}
-	if rows != meta.NumRows {
-		return info, fmt.Errorf("row groups hold %d rows, the footer claims %d", rows, meta.NumRows)
-	}
-	return info, nil
+	return inspectParquet(data, wantRows, limit, deltaColumns)
 }
 
 // getFew is Writer.Get for few ids spread over many blocks (ok true): when

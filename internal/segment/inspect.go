@@ -86,6 +86,13 @@ type blockInfo struct {
 //   - the estimated decode memory against limit (MaxBlockDecodeBytes but
 //     in tests).
 func inspectBlock(data []byte, wantRows, limit int64) (blockInfo, error) {
+	return inspectParquet(data, wantRows, limit, blockColumns)
+}
+
+// inspectParquet is inspectBlock for a file of the given columns (paths in
+// the schema; a path of more than one element is the embedding list, whose
+// values may outnumber the rows): blocks and deltas share it.
+func inspectParquet(data []byte, wantRows, limit int64, columns [][]string) (blockInfo, error) {
 	info := blockInfo{limit: limit}
 	size := int64(len(data))
 	if size < 12 || string(data[:4]) != "PAR1" || string(data[size-4:]) != "PAR1" {
@@ -128,18 +135,18 @@ func inspectBlock(data []byte, wantRows, limit int64) (blockInfo, error) {
 			return info, fmt.Errorf("row group %d claims %d rows, the file %d", g, rg.NumRows, meta.NumRows)
 		}
 		rows += rg.NumRows
-		seen := make([]bool, len(blockColumns))
+		seen := make([]bool, len(columns))
 		for c := range rg.Columns {
 			cc := &rg.Columns[c]
 			if cc.FilePath != "" {
 				return info, fmt.Errorf("row group %d column %d: in another file %q", g, c, cc.FilePath)
 			}
-			col := slices.IndexFunc(blockColumns, func(p []string) bool { return slices.Equal(p, cc.MetaData.PathInSchema) })
+			col := slices.IndexFunc(columns, func(p []string) bool { return slices.Equal(p, cc.MetaData.PathInSchema) })
 			if col < 0 || seen[col] {
 				return info, fmt.Errorf("row group %d column %d: unknown or repeated column %q", g, c, strings.Join(cc.MetaData.PathInSchema, "."))
 			}
 			seen[col] = true
-			if err := p.inspectChunk(data[:footerStart], &cc.MetaData, rg.NumRows, col == 1, &info); err != nil {
+			if err := p.inspectChunk(data[:footerStart], &cc.MetaData, rg.NumRows, len(columns[col]) > 1, &info); err != nil {
 				return info, fmt.Errorf("row group %d column %s: %w", g, strings.Join(cc.MetaData.PathInSchema, "."), err)
 			}
 		}
