@@ -83,7 +83,7 @@ func (c *Catalog) ReadTailIDs(ctx context.Context, collectionID string, ids []st
 			for _, id := range chunk {
 				args = append(args, []byte(id))
 			}
-			ops, err := c.queryTail(ctx, tx, `SELECT log_offset, record FROM log
+			ops, err := c.queryLog(ctx, tx, `SELECT log_offset, record FROM log
 				WHERE collection_id = ? AND log_offset > ? AND log_offset <= ? AND record_id IN (`+placeholders(len(chunk))+`)
 				ORDER BY record_id, log_offset`, args...)
 			if err != nil {
@@ -147,7 +147,7 @@ func (c *Catalog) ReadTailRange(ctx context.Context, collectionID string, r Tail
 			query += ` LIMIT ?`
 			args = append(args, r.MaxRows)
 		}
-		if t.Ops, err = c.queryTail(ctx, tx, query, args...); err != nil {
+		if t.Ops, err = c.queryLog(ctx, tx, query, args...); err != nil {
 			return err
 		}
 		// Cut by MaxRows: read the rest of the last id's rows, so that
@@ -155,7 +155,7 @@ func (c *Catalog) ReadTailRange(ctx context.Context, collectionID string, r Tail
 		if r.MaxRows > 0 && len(t.Ops) == r.MaxRows {
 			t.More = true
 			last := t.Ops[len(t.Ops)-1]
-			rest, err := c.queryTail(ctx, tx, `SELECT log_offset, record FROM log
+			rest, err := c.queryLog(ctx, tx, `SELECT log_offset, record FROM log
 				WHERE collection_id = ? AND record_id = ? AND log_offset > ? AND log_offset <= ?
 				ORDER BY log_offset`, collectionID, []byte(last.ID), last.Offset, to)
 			if err != nil {
@@ -183,39 +183,13 @@ func (c *Catalog) ReadTailRange(ctx context.Context, collectionID string, r Tail
 	return t, nil
 }
 
-// queryTail runs a query of (log_offset, record) rows and decodes them.
-func (c *Catalog) queryTail(ctx context.Context, tx *sql.Tx, query string, args ...any) ([]materialize.OperationRecord, error) {
-	rows, err := tx.QueryContext(ctx, c.d.q(query), args...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var ops []materialize.OperationRecord
-	for rows.Next() {
-		var (
-			offset int64
-			record sql.RawBytes
-		)
-		if err := rows.Scan(&offset, &record); err != nil {
-			return nil, err
-		}
-		var op materialize.OperationRecord
-		if err := op.UnmarshalBinary(record); err != nil {
-			return nil, fmt.Errorf("decode log record at offset %d: %w", offset, err)
-		}
-		op.Offset = offset
-		ops = append(ops, op)
-	}
-	return ops, rows.Err()
-}
-
 // queryUnindexed returns the tail rows in offsets (from, to] whose
 // record_id is not filled (appended by a process older than the column,
 // before backfillRecordIDs filled them) and whose id keep accepts, decoded
 // and ordered by id then offset. The partial index log_record_id_missing
 // makes it free when there are none, as after Open.
 func (c *Catalog) queryUnindexed(ctx context.Context, tx *sql.Tx, collectionID string, from, to int64, keep func(id string) bool) ([]materialize.OperationRecord, error) {
-	ops, err := c.queryTail(ctx, tx, `SELECT log_offset, record FROM log
+	ops, err := c.queryLog(ctx, tx, `SELECT log_offset, record FROM log
 		WHERE collection_id = ? AND record_id IS NULL AND log_offset > ? AND log_offset <= ?
 		ORDER BY log_offset`, collectionID, from, to)
 	if err != nil {
