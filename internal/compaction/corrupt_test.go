@@ -55,6 +55,9 @@ func (e *corruptEnv) collection(name string, n int) string {
 	if _, err := e.comp.Compact(e.ctx, c.ID, Options{}); err != nil {
 		e.t.Fatal(err)
 	}
+	// The test writes the database on a connection of its own: no purge
+	// of the compactor's may hold the write lock then.
+	e.comp.WaitPurges()
 	e.push(c.ID, n, n+1)
 	return c.ID
 }

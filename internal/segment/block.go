@@ -316,39 +316,50 @@ func decodeBlock(data []byte, wantRows int64) (recs []materialize.Record, err er
 	}
 	r := parquet.NewGenericReader[blockRow](f)
 	defer r.Close()
-	// Rows are read in batches, so that memory grows with the rows that
-	// actually decode rather than with what the footer claims.
+	return readRows(r, info.rows, func(row *blockRow) (materialize.Record, string, error) {
+		rec, err := recordOf(row)
+		return rec, rec.ID, err
+	})
+}
+
+// readRows reads the rows rows of r in batches (so that memory grows with
+// the rows that actually decode rather than with what the footer claims),
+// converts each with conv, which also returns the row's id, and checks that
+// the ids ascend strictly. Blocks and deltas share it.
+func readRows[R, T any](r *parquet.GenericReader[R], rows int64, conv func(*R) (T, string, error)) ([]T, error) {
 	const batch = 256
-	buf := make([]blockRow, min(info.rows, batch))
-	recs = make([]materialize.Record, 0, min(info.rows, batch))
-	for int64(len(recs)) < info.rows {
-		want := min(info.rows-int64(len(recs)), int64(len(buf)))
+	buf := make([]R, min(rows, batch))
+	out := make([]T, 0, min(rows, batch))
+	var last string
+	for int64(len(out)) < rows {
+		want := min(rows-int64(len(out)), int64(len(buf)))
 		m, err := r.Read(buf[:want])
 		for i := range buf[:m] {
-			rec, rerr := recordOf(&buf[i])
-			if rerr != nil {
-				return nil, rerr
+			v, id, cerr := conv(&buf[i])
+			if cerr != nil {
+				return nil, cerr
 			}
-			if n := len(recs); n > 0 && recs[n-1].ID >= rec.ID {
-				return nil, fmt.Errorf("ids not sorted and unique at row %d (%q)", n, rec.ID)
+			if n := len(out); n > 0 && last >= id {
+				return nil, fmt.Errorf("ids not sorted and unique at row %d (%q)", n, id)
 			}
-			recs = append(recs, rec)
+			last = id
+			out = append(out, v)
 		}
 		clear(buf[:m])
 		if err != nil {
-			if errors.Is(err, io.EOF) && int64(len(recs)) == info.rows {
+			if errors.Is(err, io.EOF) && int64(len(out)) == rows {
 				break
 			}
 			if errors.Is(err, io.EOF) {
-				return nil, fmt.Errorf("read parquet: %d of %d rows", len(recs), info.rows)
+				return nil, fmt.Errorf("read parquet: %d of %d rows", len(out), rows)
 			}
 			return nil, fmt.Errorf("read parquet: %w", err)
 		}
 		if m == 0 {
-			return nil, fmt.Errorf("read parquet: no progress at row %d of %d", len(recs), info.rows)
+			return nil, fmt.Errorf("read parquet: no progress at row %d of %d", len(out), rows)
 		}
 	}
-	return recs, nil
+	return out, nil
 }
 
 // decodeBlockOf decodes the block ref names from its data and checks it

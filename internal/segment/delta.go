@@ -642,42 +642,16 @@ func decodeDelta(data []byte, wantRows int64) (cs []Change, err error) {
 	}
 	r := parquet.NewGenericReader[deltaRow](f)
 	defer r.Close()
-	const batch = 256
-	buf := make([]deltaRow, min(info.rows, batch))
-	cs = make([]Change, 0, min(info.rows, batch))
-	for int64(len(cs)) < info.rows {
-		want := min(info.rows-int64(len(cs)), int64(len(buf)))
-		n, err := r.Read(buf[:want])
-		for i := range buf[:n] {
-			row := &buf[i]
-			if k := len(cs); k > 0 && cs[k-1].ID >= row.ID {
-				return nil, fmt.Errorf("ids not sorted and unique at row %d (%q)", k, row.ID)
-			}
-			if row.Deleted {
-				cs = append(cs, Change{ID: row.ID})
-				continue
-			}
-			rec, rerr := recordOf(&blockRow{ID: row.ID, Embedding: row.Embedding, Document: row.Document, Metadata: row.Metadata})
-			if rerr != nil {
-				return nil, rerr
-			}
-			cs = append(cs, Change{ID: row.ID, Record: &rec})
+	return readRows(r, info.rows, func(row *deltaRow) (Change, string, error) {
+		if row.Deleted {
+			return Change{ID: row.ID}, row.ID, nil
 		}
-		clear(buf[:n])
+		rec, err := recordOf(&blockRow{ID: row.ID, Embedding: row.Embedding, Document: row.Document, Metadata: row.Metadata})
 		if err != nil {
-			if errors.Is(err, io.EOF) && int64(len(cs)) == info.rows {
-				break
-			}
-			if errors.Is(err, io.EOF) {
-				return nil, fmt.Errorf("read parquet: %d of %d rows", len(cs), info.rows)
-			}
-			return nil, fmt.Errorf("read parquet: %w", err)
+			return Change{}, row.ID, err
 		}
-		if n == 0 {
-			return nil, fmt.Errorf("read parquet: no progress at row %d of %d", len(cs), info.rows)
-		}
-	}
-	return cs, nil
+		return Change{ID: row.ID, Record: &rec}, row.ID, nil
+	})
 }
 
 // inspectDelta is inspectBlock for a delta file: the same checks of the
