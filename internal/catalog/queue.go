@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 )
@@ -44,8 +45,7 @@ const (
 // Interrupted notes. A job that ends this way failed transiently: the
 // failure says nothing about its collection.
 const (
-	interruptedLease   = "interrupted: lease of node %s expired"
-	interruptedRestart = "interrupted: node %s restarted while the job ran"
+	interruptedLease = "interrupted: lease of node %s expired"
 )
 
 // neverTime sorts after every real time in the claim order (an unknown
@@ -593,24 +593,37 @@ func (c *Catalog) ExpireLeases(ctx context.Context) ([]Job, error) {
 	return jobs, nil
 }
 
-// ReleaseNode ends the RUNNING jobs of node (a replica that restarts under
-// the same name: its jobs cannot be running any more) as FAILED
-// "interrupted: node X restarted", and queues a follow-up for each, like
-// ExpireLeases. Jobs of other nodes are left to their leases.
+// ReleaseNode ends, as a process starts, the RUNNING jobs that a previous
+// process left behind: they cannot be running any more. On a catalog this
+// process holds exclusively (Config.Exclusive on SQLite: the process lock
+// proves every other process that used it is gone) that is every RUNNING
+// job; on a shared catalog, the jobs leased by node under any process token
+// (owner "node" or "node/<token>", as ClaimJob writes it), which a process
+// restarting under the same --node name knows to be its previous
+// incarnation's. Each ends FAILED "interrupted: the process stopped while
+// the job ran" (a transient failure, keeping the figures its owner
+// persisted), and a follow-up is queued for each, like ExpireLeases. Call it
+// before this process claims any job. Jobs of other nodes are left to their
+// leases.
 func (c *Catalog) ReleaseNode(ctx context.Context, node string) ([]Job, error) {
 	now := fromMs(ms(c.now()))
+	query, args := `SELECT `+jobReadColumns+` FROM jobs j
+			WHERE j.state = ? AND (j.lease_owner = ? OR substr(j.lease_owner, 1, ?) = ? OR (j.lease_owner = '' AND j.node = ?))
+			ORDER BY j.created_at, j.id`,
+		[]any{string(JobRunning), node, utf8.RuneCountInString(node) + 1, node + "/", node}
+	if c.lock != nil {
+		query, args = `SELECT `+jobReadColumns+` FROM jobs j WHERE j.state = ? ORDER BY j.created_at, j.id`, []any{string(JobRunning)}
+	}
 	var jobs []Job
 	err := c.writeTx(ctx, func(tx *sql.Tx) error {
 		var err error
-		jobs, err = c.queryJobs(ctx, tx, `SELECT `+jobReadColumns+` FROM jobs j
-			WHERE state = ? AND (lease_owner = ? OR (lease_owner = '' AND node = ?)) ORDER BY created_at, id`,
-			string(JobRunning), node, node)
+		jobs, err = c.queryJobs(ctx, tx, query, args...)
 		if err != nil {
 			return err
 		}
 		for i := range jobs {
 			j := &jobs[i]
-			j.State, j.FinishedAt, j.Error = JobFailed, now, fmt.Sprintf(interruptedRestart, node)
+			j.State, j.FinishedAt, j.Error = JobFailed, now, interrupted
 			if err := c.execInterrupt(ctx, tx, *j); err != nil {
 				return err
 			}

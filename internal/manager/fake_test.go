@@ -325,8 +325,8 @@ func (s *memStore) ReleaseNode(_ context.Context, node string) ([]catalog.Job, e
 	defer s.mu.Unlock()
 	var out []catalog.Job
 	for _, id := range slices.Clone(s.order) {
-		if j := s.jobs[id]; j.State == catalog.JobRunning && (j.LeaseOwner == node || j.Node == node) {
-			out = append(out, s.interruptLocked(j, "interrupted: node "+node+" restarted while the job ran"))
+		if j := s.jobs[id]; j.State == catalog.JobRunning && (j.LeaseOwner == node || strings.HasPrefix(j.LeaseOwner, node+"/") || j.Node == node) {
+			out = append(out, s.interruptLocked(j, "interrupted: the process stopped while the job ran"))
 		}
 	}
 	return out, nil
