@@ -268,7 +268,7 @@ func TestExpireLeasesTakesJobsOver(t *testing.T) {
 		kept := mustClaim(t, c, "n2")
 
 		e.clock.Advance(lease/2 + time.Millisecond)
-		got, err := c.ExpireLeases(ctx)
+		got, err := c.ExpireLeases(ctx, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -299,7 +299,7 @@ func TestExpireLeasesTakesJobsOver(t *testing.T) {
 			queue[0].Trigger != catalog.TriggerScheduled || queue[0].Reason != "backlog" {
 			t.Fatalf("queue after the takeover: %+v; want one follow-up of %s", queue, lost.ID)
 		}
-		if again, err := c.ExpireLeases(ctx); err != nil || len(again) != 0 {
+		if again, err := c.ExpireLeases(ctx, nil); err != nil || len(again) != 0 {
 			t.Fatalf("second ExpireLeases: %+v, %v", again, err)
 		}
 		// The restarted owner cannot finish the job it lost.
@@ -413,7 +413,7 @@ func TestNodesAndLeaderLease(t *testing.T) {
 		}
 		equal(t, "nodes", nodes, []catalog.Node{
 			{Name: "n1", Address: "10.0.0.1:7070", Version: "v2", StartedAt: started, HeartbeatAt: beat},
-			{Name: "n2", Address: "10.0.0.2:7070", Version: "v1", StartedAt: started, HeartbeatAt: started},
+			{Name: "n2", Address: "10.0.0.2:7070", Version: "v1", StartedAt: started, HeartbeatAt: started, Silence: time.Second},
 		})
 		wantErr(t, "Heartbeat without a name", c.Heartbeat(ctx, catalog.Node{}), catalog.ErrInvalidArgument)
 

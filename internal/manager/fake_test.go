@@ -307,13 +307,13 @@ func (s *memStore) interruptLocked(j catalog.Job, why string) catalog.Job {
 	return j
 }
 
-func (s *memStore) ExpireLeases(context.Context) ([]catalog.Job, error) {
+func (s *memStore) ExpireLeases(_ context.Context, renewing []string) ([]catalog.Job, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := time.Now().UTC().Truncate(time.Millisecond)
 	var out []catalog.Job
 	for _, j := range s.jobs {
-		if j.State == catalog.JobRunning && j.LeaseExpiresAt.Before(now) {
+		if j.State == catalog.JobRunning && j.LeaseExpiresAt.Before(now) && !slices.Contains(renewing, j.ID) {
 			out = append(out, s.interruptLocked(j, "interrupted: lease of node "+j.Node+" expired"))
 		}
 	}
@@ -355,7 +355,9 @@ func (s *memStore) ListNodes(context.Context) ([]catalog.Node, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var out []catalog.Node
+	now := time.Now()
 	for _, n := range s.nodes {
+		n.Silence = max(now.Sub(n.HeartbeatAt), 0)
 		out = append(out, n)
 	}
 	slices.SortFunc(out, func(a, b catalog.Node) int { return cmp.Compare(a.Name, b.Name) })
