@@ -236,3 +236,29 @@ func TestLeaseTimesComeFromThePostgresClock(t *testing.T) {
 		t.Fatalf("FinishJob of the job taken over: %v, want ErrLeaseLost", err)
 	}
 }
+
+// TestExpireLeasesLeavesTheLeasesItsCallerRenews: a replica never takes
+// over a job it runs itself, even past the lease's end by the database's
+// clock; its own lease keeper decides by the monotonic clock.
+func TestExpireLeasesLeavesTheLeasesItsCallerRenews(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		c := e.open(t)
+		mine := mustCreate(t, c, "mine", 0)
+		other := mustCreate(t, c, "other", 0)
+		mustEnqueue(t, c, catalog.JobRequest{CollectionID: mine.ID, Trigger: catalog.TriggerOneOff})
+		own := mustClaim(t, c, "n1/1")
+		mustEnqueue(t, c, catalog.JobRequest{CollectionID: other.ID, Trigger: catalog.TriggerOneOff})
+		dead := mustClaim(t, c, "n2/1")
+		e.clock.Advance(lease + time.Millisecond)
+		got, err := c.ExpireLeases(ctx, []string{own.ID})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != 1 || got[0].ID != dead.ID {
+			t.Fatalf("ExpireLeases renewing %s took over %+v, want only %s", own.ID, got, dead.ID)
+		}
+		if s, _ := c.GetJob(ctx, own.ID); s.State != catalog.JobRunning {
+			t.Fatalf("the caller's own job is %s, want RUNNING", s.State)
+		}
+	})
+}
