@@ -1,7 +1,3 @@
-// Package vindex is the vector index of a segment version: a
-// nearest-neighbour graph over the live records' embeddings, built at
-// compaction, and the distance functions that the index and the exact
-// search share.
 package vindex
 
 import (

@@ -423,9 +423,6 @@ func (g *Graph) InsertBatch(ids []string, vecs [][]float32, threads int) error {
 	g.locks = make([]sync.Mutex, end)
 	g.pageMu = make([]sync.Mutex, len(g.pages))
 	g.building = true
-	defer func() {
-		g.building, g.locks, g.pageMu = false, nil, nil
-	}()
 	threads = max(1, min(threads, int(end-first)))
 	if threads == 1 {
 		s := g.searcher()
@@ -433,6 +430,8 @@ func (g *Graph) InsertBatch(ids []string, vecs [][]float32, threads int) error {
 			g.link(n, s)
 		}
 		g.pool.Put(s)
+		g.building, g.locks, g.pageMu = false, nil, nil
+		g.linkOrphans()
 		return nil
 	}
 	var next atomic.Int32
@@ -452,7 +451,73 @@ func (g *Graph) InsertBatch(ids []string, vecs [][]float32, threads int) error {
 		})
 	}
 	wg.Wait()
+	g.building, g.locks, g.pageMu = false, nil, nil
+	g.linkOrphans()
 	return nil
+}
+
+// linkOrphans gives every live node that no node links to on layer 0 an
+// in-link, and returns how many it linked. Such orphans are unreachable:
+// two near-duplicate vectors inserted at the same time by two goroutines
+// do not see each other, and later the heuristic keeps only one of them in
+// any list (the other is nearer to it than to the list's owner). Each
+// orphan is added to the list of its nearest out-neighbour, in place of
+// that list's farthest entry that other nodes also link to when the list
+// is full. The cost is one pass over the layer-0 lists (reads only; it
+// writes, and so copies, only the pages of the lists it changes).
+func (g *Graph) linkOrphans() int {
+	n := len(g.ids)
+	indeg := make([]int32, n)
+	for x := range n {
+		if g.state[x] == stateDropped {
+			continue
+		}
+		ls := g.links(int32(x), 0)
+		for _, m := range ls[1 : 1+ls[0]] {
+			indeg[m]++
+		}
+	}
+	fixed := 0
+	for x := range int32(n) {
+		if indeg[x] > 0 || g.state[x] != stateLive || x == g.entry {
+			continue
+		}
+		ls := g.links(x, 0)
+		own := ls[1 : 1+ls[0]]
+		if len(own) == 0 {
+			continue
+		}
+		vx := g.vec(x)
+		best, bd := own[0], g.dist(vx, g.vec(own[0]))
+		for _, m := range own[1:] {
+			if d := g.dist(vx, g.vec(m)); d < bd {
+				best, bd = m, d
+			}
+		}
+		ms := g.linksW(best, 0)
+		if cnt := int(ms[0]); cnt < g.m0 {
+			ms[1+cnt] = x
+			ms[0]++
+		} else {
+			vb := g.vec(best)
+			worst, wd := -1, float32(-1)
+			for i, o := range ms[1 : 1+cnt] {
+				if indeg[o] > 1 {
+					if d := g.dist(vb, g.vec(o)); d > wd {
+						worst, wd = i, d
+					}
+				}
+			}
+			if worst < 0 {
+				continue
+			}
+			indeg[ms[1+worst]]--
+			ms[1+worst] = x
+		}
+		indeg[x]++
+		fixed++
+	}
+	return fixed
 }
 
 // appendNode adds a live node slot for id with a copy of vec (normalised

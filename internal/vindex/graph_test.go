@@ -451,3 +451,52 @@ func TestRepairOfEveryNodeEmptiesTheGraph(t *testing.T) {
 		t.Errorf("Search after refilling = %v", hits)
 	}
 }
+
+func TestConcurrentInsertsOfDuplicatesLeaveNoNodeUnreachable(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 9))
+	var vecs [][]float32
+	for _, v := range uniform(rng, 400, 8) {
+		vecs = append(vecs, v, slices.Clone(v), slices.Clone(v)) // neighbours in the insert order
+	}
+	g := build(t, Params{Dim: 8, Distance: DistanceL2, M: 4, EfConstruction: 20, Seed: 9}, vecs, 2)
+	indeg := make([]int, len(vecs))
+	for x := range g.ids {
+		ls := g.links(int32(x), 0)
+		for _, m := range ls[1 : 1+ls[0]] {
+			indeg[m]++
+		}
+	}
+	for x, d := range indeg {
+		if d == 0 && int32(x) != g.entry {
+			t.Errorf("node %d has no in-link on layer 0", x)
+		}
+	}
+}
+
+func TestLinkOrphansMakesAnUnlinkedNodeFindable(t *testing.T) {
+	rng := rand.New(rand.NewPCG(10, 10))
+	vecs := uniform(rng, 500, 8)
+	g := build(t, Params{Dim: 8, Distance: DistanceL2, M: 4, EfConstruction: 20, Seed: 10}, vecs, 1)
+	// Cut every layer-0 link to one node that is not the entry point.
+	victim := int32(123)
+	if victim == g.entry {
+		victim++
+	}
+	for x := range g.ids {
+		for l := 0; l <= int(g.level[x]); l++ {
+			ls := g.links(int32(x), l)
+			own := slices.DeleteFunc(slices.Clone(ls[1:1+ls[0]]), func(m int32) bool { return m == victim })
+			ls[0] = int32(len(own))
+			copy(ls[1:], own)
+		}
+	}
+	if hits, _ := g.Search(vecs[victim], 1, 50, nil); len(hits) == 1 && hits[0].ID == idOf(int(victim)) {
+		t.Fatal("the cut node is still found: the test cut nothing")
+	}
+	if n := g.linkOrphans(); n != 1 {
+		t.Errorf("linkOrphans linked %d nodes, want 1", n)
+	}
+	if hits, _ := g.Search(vecs[victim], 1, 50, nil); len(hits) != 1 || hits[0].ID != idOf(int(victim)) {
+		t.Errorf("Search for the relinked node = %v, want %s", hits, idOf(int(victim)))
+	}
+}

@@ -128,5 +128,6 @@ func (g *Graph) Repair(threads int) int {
 			}
 		}
 	}
+	g.linkOrphans()
 	return dropped
 }
