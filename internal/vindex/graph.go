@@ -146,11 +146,13 @@ type page struct {
 // not be changed any more (its successor shares its storage); searching it
 // stays safe.
 type Graph struct {
-	p     Params
-	m0    int
-	ml    float64
-	dist  func(a, b []float32) float32
-	token *int // owner of the pages this graph may write
+	p    Params
+	m0   int
+	ml   float64
+	dist func(a, b []float32) float32
+	// within, when not nil, is dist stopping early above a bound (l2).
+	within func(a, b []float32, bound float32) float32
+	token  *int // owner of the pages this graph may write
 
 	ids   []string
 	state []uint8
@@ -190,14 +192,19 @@ func New(p Params) (*Graph, error) {
 }
 
 func newGraph(p Params) *Graph {
+	var within func(a, b []float32, bound float32) float32
+	if p.Distance == DistanceL2 {
+		within = l2Within
+	}
 	return &Graph{
-		p:     p,
-		m0:    2 * p.M,
-		ml:    1 / math.Log(float64(p.M)),
-		dist:  p.Distance.kernel(),
-		token: new(int),
-		byID:  map[string]int32{},
-		entry: -1,
+		within: within,
+		p:      p,
+		m0:     2 * p.M,
+		ml:     1 / math.Log(float64(p.M)),
+		dist:   p.Distance.kernel(),
+		token:  new(int),
+		byID:   map[string]int32{},
+		entry:  -1,
 	}
 }
 

@@ -10,13 +10,16 @@ import (
 )
 
 // gaussianMixture returns n vectors of dim dimensions around centres
-// standard-normal centres, with unit variance around each.
+// standard-normal centres, with unit variance around each. The centres
+// depend only on dim and centres, so that queries drawn by another call
+// come from the same mixture as the base vectors; rng draws the rest.
 func gaussianMixture(rng *rand.Rand, n, dim, centres int) [][]float32 {
+	crng := rand.New(rand.NewPCG(uint64(dim), uint64(centres)))
 	cs := make([][]float32, centres)
 	for i := range cs {
 		cs[i] = make([]float32, dim)
 		for j := range cs[i] {
-			cs[i][j] = float32(rng.NormFloat64())
+			cs[i][j] = float32(crng.NormFloat64())
 		}
 	}
 	out := make([][]float32, n)
@@ -96,14 +99,14 @@ func TestSearchReachesRecallOfBruteForceAtLargeEf(t *testing.T) {
 	for _, d := range []Distance{DistanceL2, DistanceCosine, DistanceIP} {
 		t.Run(d.String(), func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(1, uint64(d)))
-			vecs := gaussianMixture(rng, 4000, 24, 40)
+			vecs := gaussianMixture(rng, 2000, 24, 40)
 			g := build(t, Params{Dim: 24, Distance: d, M: 12, EfConstruction: 100, Seed: 7}, vecs, 2)
 			queries := gaussianMixture(rng, 100, 24, 40)
 			if r := recall(t, g, queries, 10, 200, nil); r < 0.99 {
 				t.Errorf("recall@10 at ef 200 = %.4f, want ≥ 0.99", r)
 			}
-			if g.Len() != 4000 || g.Tombstones() != 0 {
-				t.Errorf("Len %d, Tombstones %d; want 4000, 0", g.Len(), g.Tombstones())
+			if g.Len() != 2000 || g.Tombstones() != 0 {
+				t.Errorf("Len %d, Tombstones %d; want 2000, 0", g.Len(), g.Tombstones())
 			}
 		})
 	}
@@ -111,7 +114,7 @@ func TestSearchReachesRecallOfBruteForceAtLargeEf(t *testing.T) {
 
 func TestSearchOnUniformDataReachesRecall(t *testing.T) {
 	rng := rand.New(rand.NewPCG(2, 2))
-	vecs := uniform(rng, 3000, 32)
+	vecs := uniform(rng, 2000, 32)
 	g := build(t, Params{Dim: 32, Distance: DistanceL2, Seed: 1}, vecs, 1)
 	if r := recall(t, g, uniform(rng, 50, 32), 10, 300, nil); r < 0.99 {
 		t.Errorf("recall@10 at ef 300 = %.4f, want ≥ 0.99", r)
@@ -148,7 +151,7 @@ func TestSearchSortsByDistanceThenID(t *testing.T) {
 
 func TestFilteredSearchReturnsOnlyAllowedWithHighRecall(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 3))
-	vecs := gaussianMixture(rng, 5000, 16, 50)
+	vecs := gaussianMixture(rng, 3000, 16, 50)
 	g := build(t, Params{Dim: 16, Distance: DistanceL2, M: 16, EfConstruction: 100, Seed: 3}, vecs, 2)
 	queries := gaussianMixture(rng, 60, 16, 50)
 	for _, sel := range []float64{0.01, 0.10, 0.50} {
@@ -267,7 +270,7 @@ func TestBuildIsDeterministicOnOneThread(t *testing.T) {
 
 func TestSuccessorIsARebuildsEqualAndLeavesItsParentAlone(t *testing.T) {
 	rng := rand.New(rand.NewPCG(6, 6))
-	const n, dim = 3000, 16
+	const n, dim = 2000, 16
 	vecs := gaussianMixture(rng, n, dim, 30)
 	parent := build(t, Params{Dim: dim, Distance: DistanceCosine, Seed: 6}, vecs, 2)
 	queries := gaussianMixture(rng, 40, dim, 30)
@@ -375,7 +378,7 @@ func TestSuccessorCopiesOnlyThePagesItWrites(t *testing.T) {
 
 func TestRepairDropsTombstonesAndKeepsRecall(t *testing.T) {
 	rng := rand.New(rand.NewPCG(8, 8))
-	const n, dim = 4000, 16
+	const n, dim = 2500, 16
 	vecs := gaussianMixture(rng, n, dim, 40)
 	g := build(t, Params{Dim: dim, Distance: DistanceL2, Seed: 8}, vecs, 2)
 	queries := gaussianMixture(rng, 60, dim, 40)

@@ -184,7 +184,12 @@ func (s *searcher) search(g *Graph, q []float32, ep int32, epD float32, l, ef in
 			if !s.visit(m) {
 				continue
 			}
-			d := g.dist(q, g.vec(m))
+			var d float32
+			if len(s.top) == ef && g.within != nil {
+				d = g.within(q, g.vec(m), lower)
+			} else {
+				d = g.dist(q, g.vec(m))
+			}
 			if len(s.top) < ef || d < lower {
 				s.cand.push(cand{d: d, n: m})
 				if admit(m) {
