@@ -190,7 +190,7 @@ func (c *Compactor) QueryRecords(ctx context.Context, collectionID string, q Que
 	}
 	start := time.Now()
 	var res QueryResult
-	_, err := c.retryRead(collectionID, func() (ReadResult, error) {
+	_, err := c.retryRead(ctx, collectionID, func() (ReadResult, error) {
 		var err error
 		res, err = c.queryRecords(ctx, collectionID, q)
 		return ReadResult{}, err
