@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"math"
+	"slices"
 )
 
 // ErrCorrupt is matched by every Decode error about the bytes: a bad
@@ -76,11 +77,13 @@ func (g *Graph) Chunks() []ChunkRef { return append([]ChunkRef(nil), g.chunks...
 
 // Encode hands put the vector chunk blobs of the node slots that no
 // earlier Encode of this graph or its ancestors put in a chunk, one at a
-// time and in order (each at most 32 MiB, so a full build of a large
-// collection never holds all its encoded vectors at once; none when
-// nothing was inserted), appends their references to Chunks, and returns
+// time and in order (each at most 32 MiB; none when nothing was
+// inserted), appends their references to Chunks, and returns
 // the graph blob, which references every chunk, old and new, by position
-// and checksum. When put fails, Encode returns its error and forgets the
+// and checksum. The chunk put gets is valid only until put returns:
+// Encode reuses its buffer for the next chunk, so that encoding a large
+// collection holds one chunk's bytes at a time and leaves no garbage of
+// the vectors' size behind. When put fails, Encode returns its error and forgets the
 // chunks of this call, so a retry writes them again. Encode changes the
 // chunk list, so it needs the graph to itself as Insert does.
 func (g *Graph) Encode(put func(ref ChunkRef, chunk []byte) error) ([]byte, error) {
@@ -91,10 +94,12 @@ func (g *Graph) Encode(put func(ref ChunkRef, chunk []byte) error) ([]byte, erro
 		done = last.First + last.Count
 	}
 	per := max(1, chunkMaxBytes/(4*g.p.Dim))
+	var buf []byte
 	for first := done; first < len(g.ids); first += per {
 		count := min(per, len(g.ids)-first)
-		b, ref := g.encodeChunk(first, count)
-		if err := put(ref, b); err != nil {
+		var ref ChunkRef
+		buf, ref = g.encodeChunk(buf[:0], first, count)
+		if err := put(ref, buf); err != nil {
 			g.chunks = g.chunks[:had]
 			return nil, fmt.Errorf("write vector chunk %d (slots %d+%d): %w", len(g.chunks), first, count, err)
 		}
@@ -106,13 +111,16 @@ func (g *Graph) Encode(put func(ref ChunkRef, chunk []byte) error) ([]byte, erro
 // encodeAll is Encode collecting the new chunks (tests and tools).
 func (g *Graph) encodeAll() ([]byte, [][]byte) {
 	var chunks [][]byte
-	b, _ := g.Encode(func(_ ChunkRef, c []byte) error { chunks = append(chunks, c); return nil })
+	b, _ := g.Encode(func(_ ChunkRef, c []byte) error { chunks = append(chunks, slices.Clone(c)); return nil })
 	return b, chunks
 }
 
-func (g *Graph) encodeChunk(first, count int) ([]byte, ChunkRef) {
+// encodeChunk appends to b (empty) the chunk blob of slots [first,
+// first+count).
+func (g *Graph) encodeChunk(b []byte, first, count int) ([]byte, ChunkRef) {
 	t := castagnoli()
-	b := make([]byte, chunkHeaderSize, chunkHeaderSize+count*g.p.Dim*4+4)
+	b = slices.Grow(b, chunkHeaderSize+count*g.p.Dim*4+4)
+	b = b[:chunkHeaderSize]
 	copy(b, chunkMagic[:])
 	le := binary.LittleEndian
 	le.PutUint16(b[4:], formatVersion)
@@ -133,7 +141,17 @@ func (g *Graph) encodeChunk(first, count int) ([]byte, ChunkRef) {
 func (g *Graph) encodeGraph() []byte {
 	t := castagnoli()
 	le := binary.LittleEndian
-	b := make([]byte, graphHeaderSize)
+	// The exact size first, so that the blob is one allocation.
+	size := graphHeaderSize + 4*12 + 12*len(g.chunks)
+	for n, id := range g.ids {
+		size += 2 + uvarintLen(uint64(len(id))) + len(id)
+		if g.state[n] != stateDropped {
+			for l := 0; l <= int(g.level[n]); l++ {
+				size += 1 + 4*int(g.links(int32(n), l)[0])
+			}
+		}
+	}
+	b := make([]byte, graphHeaderSize, size)
 	copy(b, graphMagic[:])
 	le.PutUint16(b[4:], formatVersion)
 	b[6] = byte(g.p.Distance)
@@ -196,6 +214,14 @@ func (g *Graph) encodeGraph() []byte {
 		return b
 	})
 	return b
+}
+
+func uvarintLen(x uint64) int {
+	n := 1
+	for ; x >= 0x80; x >>= 7 {
+		n++
+	}
+	return n
 }
 
 // corrupt returns an error wrapping ErrCorrupt.

@@ -199,3 +199,10 @@ func TestEncodeForgetsTheChunksOfAFailedCall(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func TestEncodeSizesTheGraphBlobExactly(t *testing.T) {
+	g, blob, _ := twoVersions(t)
+	if again := g.encodeGraph(); cap(again) != len(again) || !bytes.Equal(again, blob) {
+		t.Errorf("graph blob of %d bytes in a buffer of %d", len(again), cap(again))
+	}
+}

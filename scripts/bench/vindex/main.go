@@ -28,6 +28,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -245,7 +246,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 		}
 		t0 := time.Now()
 		var chunks [][]byte
-		blob, err := g.Encode(func(_ vindex.ChunkRef, c []byte) error { chunks = append(chunks, c); return nil })
+		blob, err := g.Encode(func(_ vindex.ChunkRef, c []byte) error { chunks = append(chunks, slices.Clone(c)); return nil })
 		if err != nil {
 			return err
 		}
