@@ -29,11 +29,8 @@ const (
 )
 
 // Hit is one candidate of an index search: a record id of the indexed
-// version and its distance to the query (vindex.Hit's shape).
-type Hit struct {
-	ID       string
-	Distance float32
-}
+// version and its distance to the query.
+type Hit = vindex.Hit
 
 // Searcher is a segment version's vector index as a query uses it.
 //
@@ -43,9 +40,11 @@ type Hit struct {
 // ef (>= k) is the candidate list size: larger finds more of the true
 // nearest at more cost. allow is called during the traversal (the filter
 // applies while searching, not after it), from the calling goroutine only;
-// nil accepts every id. It must be safe for concurrent Search calls.
+// nil accepts every id. Errors: a query the index cannot take (its
+// dimension). It must be safe for concurrent Search calls.
+// *vindex.Graph satisfies it.
 type Searcher interface {
-	Search(q []float32, k, ef int, allow func(id string) bool) []Hit
+	Search(q []float32, k, ef int, allow func(id string) bool) ([]Hit, error)
 }
 
 // MetadataSearcher is a Searcher that also knows the metadata of each
@@ -190,7 +189,7 @@ func (c *Compactor) QueryRecords(ctx context.Context, collectionID string, q Que
 	}
 	start := time.Now()
 	var res QueryResult
-	_, err := c.retryRead(collectionID, func() (ReadResult, error) {
+	_, err := c.retryRead(ctx, collectionID, func() (ReadResult, error) {
 		var err error
 		res, err = c.queryRecords(ctx, collectionID, q)
 		return ReadResult{}, err
@@ -415,7 +414,11 @@ func (c *Compactor) searchIndex(ctx context.Context, coll catalog.Collection, m 
 	want := make(map[string]bool)
 	hits := make([][]Hit, len(q.Embeddings))
 	for i, e := range q.Embeddings {
-		hits[i] = idx.Search(e, q.K, ef, allow)
+		h, err := idx.Search(e, q.K, ef, allow)
+		if err != nil {
+			return fmt.Errorf("search the index of version %d: %w", coll.SegmentVersion, err)
+		}
+		hits[i] = h
 		for _, h := range hits[i] {
 			want[h.ID] = true
 		}
@@ -545,3 +548,5 @@ func (h *hitHeap) Pop() any {
 	*h = old[:len(old)-1]
 	return x
 }
+
+var _ Searcher = (*vindex.Graph)(nil)

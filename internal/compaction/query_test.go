@@ -204,7 +204,7 @@ type fakeIndex struct {
 	allowed map[string]bool
 }
 
-func (f *fakeIndex) Search(q []float32, k, ef int, allow func(string) bool) []Hit {
+func (f *fakeIndex) Search(q []float32, k, ef int, allow func(string) bool) ([]Hit, error) {
 	var hs []Hit
 	for id, r := range f.recs {
 		f.asked[id] = true
@@ -215,7 +215,7 @@ func (f *fakeIndex) Search(q []float32, k, ef int, allow func(string) bool) []Hi
 		hs = append(hs, Hit{ID: id, Distance: f.d.Between(q, r.Embedding)})
 	}
 	slices.SortFunc(hs, func(a, b Hit) int { return cmp.Or(cmp.Compare(a.Distance, b.Distance), strings.Compare(a.ID, b.ID)) })
-	return hs[:min(k, len(hs))]
+	return hs[:min(k, len(hs))], nil
 }
 
 func (f *fakeIndex) Metadata(id string) (map[string]any, bool) {
@@ -350,7 +350,7 @@ func TestQueryPlan(t *testing.T) {
 
 type searcherOnly struct{ s Searcher }
 
-func (s searcherOnly) Search(q []float32, k, ef int, allow func(string) bool) []Hit {
+func (s searcherOnly) Search(q []float32, k, ef int, allow func(string) bool) ([]Hit, error) {
 	return s.s.Search(q, k, ef, allow)
 }
 
