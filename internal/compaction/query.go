@@ -83,8 +83,9 @@ func WithIndexSource(src IndexSource) Option {
 
 // MinIndexSelectivity is the estimated fraction of matching records below
 // which a filtered query scans the matching records exactly instead of
-// searching the graph with the filter: a graph search that rejects most
-// nodes walks far to find k accepted ones, and loses recall doing so.
+// searching the graph with the filter (a graph search that rejects most
+// nodes walks far to find k accepted ones, and loses recall doing so),
+// for an index without a cost model of its own (see scanCostModel).
 const MinIndexSelectivity = 0.01
 
 // Query is one QueryRecords request, validated by the caller for shape (k,
@@ -173,8 +174,9 @@ func newQueryMetrics(reg prometheus.Registerer) queryMetrics {
 // Plan: an exact scan of segment blocks, deltas and tail when q.Exact, when
 // the collection's index is disabled or the version has none, when q.IDs is
 // set (the records are read by id), or when q.Where is set and the index
-// cannot filter during the search or estimates fewer than
-// MinIndexSelectivity of the records match. Otherwise the index is
+// cannot filter during the search or estimates so few matching records
+// that a scan of them is cheaper (its ScanCheaper, or fewer than
+// MinIndexSelectivity). Otherwise the index is
 // searched with a filter that rejects ids the tail shadows, ids outside
 // q.IDs and records q.Where rejects, and its hits merge with the exact
 // results of the tail's records.
@@ -310,12 +312,33 @@ func (c *Compactor) planIndex(ctx context.Context, coll catalog.Collection, m *s
 			return nil, false, nil
 		}
 		if est, ok := idx.(SelectivityEstimator); ok {
-			if f, ok := est.Selectivity(q.Where); ok && f < MinIndexSelectivity {
+			if f, ok := est.Selectivity(q.Where); ok && scanCheaper(idx, f, q, coll.Index.EfSearch) {
 				return nil, false, nil
 			}
 		}
 	}
 	return idx, true, nil
+}
+
+// scanCostModel is an index that prices a filtered walk against a scan of
+// the records its filter accepts (*vindex.Graph: ScanCheaper).
+type scanCostModel interface {
+	Len() int
+	ScanCheaper(allowed, k, ef int) bool
+}
+
+// scanCheaper reports whether a filtered query that fraction of the
+// version's records match scans rather than searches: by the index's own
+// cost model when it has one, else below MinIndexSelectivity.
+func scanCheaper(idx Searcher, fraction float64, q Query, efSearch int) bool {
+	if m, ok := idx.(scanCostModel); ok {
+		ef := q.Ef
+		if ef == 0 {
+			ef = efSearch
+		}
+		return m.ScanCheaper(int(math.Ceil(fraction*float64(m.Len()))), q.K, ef)
+	}
+	return fraction < MinIndexSelectivity
 }
 
 // scanAll offers every record of the view (segment with its deltas,
@@ -550,3 +573,5 @@ func (h *hitHeap) Pop() any {
 }
 
 var _ Searcher = (*vindex.Graph)(nil)
+
+var _ scanCostModel = (*vindex.Graph)(nil)

@@ -318,6 +318,8 @@ func TestQueryPlan(t *testing.T) {
 		{"a version without an index scans", funcSource(func() Searcher { return nil }), plain, true},
 		{"a selective filter scans", funcSource(func() Searcher { return selective{idx, 0.001} }), filtered, true},
 		{"an unselective filter searches", funcSource(func() Searcher { return selective{idx, 0.5} }), filtered, false},
+		{"the index's cost model prefers a scan", funcSource(func() Searcher { return priced{selective{idx, 0.5}, true} }), filtered, true},
+		{"the index's cost model prefers the walk", funcSource(func() Searcher { return priced{selective{idx, 0.001}, false} }), filtered, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -360,6 +362,15 @@ type selective struct {
 }
 
 func (s selective) Selectivity(*where.Filter) (float64, bool) { return s.f, true }
+
+// priced has a cost model that answers scan.
+type priced struct {
+	selective
+	scan bool
+}
+
+func (p priced) Len() int                            { return len(p.recs) }
+func (p priced) ScanCheaper(allowed, k, ef int) bool { return p.scan }
 
 type funcSource func() Searcher
 
