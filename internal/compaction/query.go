@@ -60,7 +60,10 @@ type MetadataSearcher interface {
 
 // SelectivityEstimator is implemented by an index that keeps metadata
 // statistics of its version: the fraction (0..1) of its records that f
-// matches, estimated; ok false when it cannot tell.
+// matches, estimated; ok false when it cannot tell. The statistics are a
+// where.Stats (additive, so a compaction keeps them by adding the records
+// it writes and removing those it replaces), and the estimate is
+// f.Selectivity(stats).
 type SelectivityEstimator interface {
 	Selectivity(f *where.Filter) (fraction float64, ok bool)
 }
