@@ -492,3 +492,12 @@ func TestIndexPlanWithAGraphReachesTheBruteForceAnswer(t *testing.T) {
 		t.Errorf("recall@10 = %.3f over %d hits, want at least 0.99", recall, total)
 	}
 }
+
+func mustWhere(tb testing.TB, s string) *where.Filter {
+	tb.Helper()
+	f, err := where.Parse([]byte(s))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return f
+}
