@@ -132,6 +132,7 @@ func Commands(s Streams) []*cobra.Command {
 		newCollectionsCmd(g),
 		newPushCmd(g),
 		newGetCmd(g),
+		newQueryCmd(g),
 		newNodesCmd(g),
 		newPauseCmd(g),
 		newResumeCmd(g),
