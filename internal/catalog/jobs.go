@@ -170,6 +170,32 @@ func (c *Catalog) execUpdateJob(ctx context.Context, tx *sql.Tx, j Job) error {
 	return nil
 }
 
+// JobIDsWithPrefix returns the ids of up to limit jobs whose id starts with
+// prefix (lowercase UUID characters: hex digits and dashes), in id order:
+// the lookup behind short job ids (the status page shows 8 characters).
+func (c *Catalog) JobIDsWithPrefix(ctx context.Context, prefix string, limit int) ([]string, error) {
+	// Every id character sorts below 'g' (digits, '-', 'a'..'f'), so the ids
+	// starting with prefix are the range [prefix, prefix+"g"): an index
+	// range on the primary key, with no LIKE pattern to escape.
+	rows, err := c.readQuery(ctx, `SELECT id FROM jobs WHERE id >= ? AND id < ? ORDER BY id LIMIT ?`, prefix, prefix+"g", limit)
+	if err != nil {
+		return nil, c.wrap(err, "list jobs with id prefix %s", prefix)
+	}
+	defer func() { _ = rows.Close() }()
+	var ids []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, c.wrap(err, "list jobs with id prefix %s", prefix)
+		}
+		ids = append(ids, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, c.wrap(err, "list jobs with id prefix %s", prefix)
+	}
+	return ids, nil
+}
+
 // GetJob returns one job. ErrNotFound when no such id.
 func (c *Catalog) GetJob(ctx context.Context, id string) (Job, error) {
 	j, err := scanJob(c.readRow(ctx, `SELECT `+jobReadColumns+` FROM jobs j WHERE j.id = ?`, id))
