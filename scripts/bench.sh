@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# Benchmark (not run in CI): the anchor of issue 10. Compaction of the same
+# Benchmark (not run in CI): the performance goals of docs/performance.md. Compaction of the same
 # operation records by `compactor serve` (SQLite + file://) and by DuckDB
 # (2 threads, from npm: tools/duckdb), with `dd ... conv=fdatasync` writing the
 # same bytes as a disk floor, in interleaved pairs; then the incremental costs,
 # a paged read, and the default flags end to end. It ends with a markdown table
-# (goal, measured figure, ratio, met or not) for the README's Performance
-# section.
+# (goal, measured figure, ratio, met or not) for docs/performance.md
+#
 #
 # For each size of BENCH_SIZES (operation records; default 100,000 and
 # 1,000,000) it generates the records once (scripts/bench/gen: 70 % ADDs of new

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The project's test command (README "Quick start"; .ci/run calls it). It
+# The project's test command (README, Quick start; .ci/run calls it). It
 # installs what is missing (Debian's Chromium and promtool when run as root;
 # the Go tools pinned in tools/go.mod; DuckDB from npm into tools/duckdb when
 # node is present), then checks, in order:

@@ -35,7 +35,7 @@ type Config struct {
 	Logger *slog.Logger
 	// ReserveBytes, for SQLite, is the size of the space-reserve file kept
 	// next to the database (<file>-reserve) and released when deleting a
-	// collection finds the disk full, so that the delete can run (README
+	// collection finds the disk full, so that the delete can run (docs/storage.md
 	// "Disk full"). 0: no reserve. Ignored by PostgreSQL.
 	ReserveBytes int64
 }

@@ -187,11 +187,11 @@ func sqliteConnect(dsn string, busyTimeout time.Duration) (*sql.DB, *sql.DB, err
 	// commit that returned survives a power loss. NORMAL (the usual WAL
 	// pairing) only fsyncs at checkpoints and can lose the last commits,
 	// i.e. a compaction's commit, an acknowledged append or a job's end.
-	// The cost is one fsync per write transaction (README "Durability").
+	// The cost is one fsync per write transaction (docs/semantics.md "Durability").
 	// auto_vacuum(INCREMENTAL) takes effect for a database created by this
 	// connection (before its first table), so that deleting a collection
 	// can return the freed pages to the file system; on an existing
-	// database without it, it changes nothing (README "Disk full").
+	// database without it, it changes nothing (docs/storage.md "Disk full").
 	wdsn := build(url.Values{
 		"_pragma": {"auto_vacuum(INCREMENTAL)", "journal_mode(WAL)", "synchronous(FULL)"},
 		"_txlock": {"immediate"},

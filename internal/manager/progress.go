@@ -18,7 +18,7 @@ const (
 )
 
 // phaseWeights is each phase's expected share of a job's time, in job order;
-// the shares sum to 1. They come from measured jobs (issue 11: reading the
+// the shares sum to 1. They come from measured jobs (reading the
 // log was 0.9 s of a 9.7 s job; writing blocks dominates, reading the blocks
 // a change touches while materializing comes second) and only shape the
 // fraction and the ETA before the job has timed a phase of its own.

@@ -32,7 +32,7 @@ const (
 	ReasonBatchOverBacklogLimit = "BATCH_OVER_BACKLOG_LIMIT"
 	// ReasonStorageFull: a store is out of space (metadata "store": "catalog
 	// database" or "blob store"); retrying helps only once an operator has
-	// freed space (README "Disk full").
+	// freed space (docs/storage.md "Disk full").
 	ReasonStorageFull = "STORAGE_FULL"
 )
 
