@@ -230,6 +230,13 @@ type Result struct {
 // NoteNothingToCompact is the Result.Note of a compaction with an empty backlog.
 const NoteNothingToCompact = "nothing to compact"
 
+// NoteNoChange is the Result.Note of a compaction whose operations left
+// every record as it was, so that it wrote no record (the version it
+// commits reuses every block): what a job reading N records and writing 0
+// means.
+const NoteNoChange = "no record changed: every operation read was ignored by the materialization rules " +
+	"(an ADD of an id already present is ignored, the first add wins; an UPDATE or DELETE of an absent id is ignored)"
+
 // Compactor compacts collections. It is safe for concurrent use; compactions
 // of the same collection racing are resolved at commit (one wins, the others
 // fail with catalog.ErrConflict and remove what they wrote).
@@ -442,6 +449,9 @@ func (c *Compactor) Compact(ctx context.Context, collectionID string, opts Optio
 	res.BlocksReused = stats.BlocksReused
 	res.VersionAfter = m.Version
 	res.RecordCount = m.RecordCount
+	if res.RecordsRead > 0 && res.RecordsWritten == 0 && stats.BlocksWritten == 0 && stats.DeltasWritten == 0 && stats.BlocksDropped == 0 && res.RecordCount == baseRecords {
+		res.Note = NoteNoChange
+	}
 
 	// 4. Commit: the last point where cancellation is honoured.
 	if err := ctx.Err(); err != nil {
