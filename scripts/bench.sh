@@ -75,6 +75,9 @@
 #                   (default 3600; it has hung when a job's lease renewal
 #                   raced its commit and no continuation was queued)
 #   BENCH_DIM, BENCH_SEED  embedding dimension (128), generator seed (1)
+#   BENCH_VINDEX    1 (default) also runs scripts/bench/vindex.sh at the end: the
+#                   vector index against hnswlib (its own BENCH_VINDEX_*
+#                   variables); 0 skips it
 #   BENCH_DIR       working directory (default a new one under TMPDIR; needs
 #                   ~3 GB per million records); KEEP_TMP=1 keeps it
 # On a machine shared with other work, wall times stretch with the load (each
@@ -367,3 +370,9 @@ done
 # --- the table -------------------------------------------------------------------------
 echo
 python3 "$ROOT/scripts/bench/report.py" "$RESULTS" "$TMP" "$duck_version" "$(nproc 2>/dev/null || echo '?')" "$ROUNDS" "$READ_MAX"
+
+# --- the vector index against hnswlib: a script of its own -----------------------------
+if [[ ${BENCH_VINDEX:-1} == 1 ]]; then
+	echo
+	"$ROOT/scripts/bench/vindex.sh"
+fi

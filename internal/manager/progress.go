@@ -153,6 +153,14 @@ func (t *tracker) estimate(now time.Time) (fraction float64, eta time.Duration, 
 	return fraction, eta, true
 }
 
+// endTime is the time run r ends at, as its row records it: its start plus
+// the time since its claim by the monotonic clock, so that its duration
+// (finished - started) is what elapsed, whatever the wall clock did
+// meanwhile (a step back never records a negative duration).
+func (m *Manager) endTime(r *run) time.Time {
+	return r.job.StartedAt.Add(max(m.clk.Mono()-r.claimed, 0)).UTC().Truncate(time.Millisecond)
+}
+
 // progressLocked is run r's progress as surfaces see it: the executor's
 // last report with the fraction and the ETA at this instant; m.mu must be
 // held.
