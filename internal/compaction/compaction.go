@@ -208,6 +208,26 @@ type Options struct {
 	CommitJob func(Result) *catalog.Job
 }
 
+// Catalog is what a Compactor uses of the catalog: a *catalog.Catalog, or
+// one wrapped (internal/storetrace traces each call).
+type Catalog interface {
+	GetCollection(ctx context.Context, id string) (catalog.Collection, error)
+	CreateCollection(ctx context.Context, name string, dimension int) (catalog.Collection, error)
+	CreateCollectionSpec(ctx context.Context, spec catalog.CollectionSpec) (catalog.Collection, error)
+	DeleteCollection(ctx context.Context, id string) (catalog.Collection, error)
+	AppendLog(ctx context.Context, id string, ops []materialize.OperationRecord, lim catalog.AppendLimits) (first, last int64, err error)
+	ReadLog(ctx context.Context, id string, after, upTo int64, limit int) ([]materialize.OperationRecord, error)
+	ScanLog(ctx context.Context, id string, after, upTo int64, limit int, fn func(offset int64, record []byte) error) (int, error)
+	ReadTailIDs(ctx context.Context, id string, ids []string) (catalog.Tail, error)
+	ReadTailRange(ctx context.Context, id string, r catalog.TailRange) (catalog.Tail, error)
+	PurgeLog(ctx context.Context, id string) (int64, error)
+	CommitCompaction(ctx context.Context, cm catalog.Commit) error
+	ListVersions(ctx context.Context, id string) ([]catalog.Version, error)
+	RetireVersions(ctx context.Context, id string, keep int, grace time.Duration) (catalog.Retention, error)
+	DeleteVersions(ctx context.Context, id string, versions []int64) error
+	ListJobs(ctx context.Context, f catalog.JobFilter) ([]catalog.Job, error)
+}
+
 // Result holds the figures of one compaction.
 type Result struct {
 	CollectionID   string
@@ -241,7 +261,7 @@ const NoteNoChange = "no record changed: every operation read was ignored by the
 // of the same collection racing are resolved at commit (one wins, the others
 // fail with catalog.ErrConflict and remove what they wrote).
 type Compactor struct {
-	cat    *catalog.Catalog
+	cat    Catalog
 	seg    *segment.Store
 	cfg    Config
 	logger *slog.Logger
@@ -300,7 +320,7 @@ func (c *Compactor) purgeLog(ctx context.Context, collectionID string) {
 func (c *Compactor) WaitPurges() { c.purgeWG.Wait() }
 
 // New returns a Compactor. logger nil discards logs.
-func New(cat *catalog.Catalog, seg *segment.Store, cfg Config, logger *slog.Logger, opts ...Option) (*Compactor, error) {
+func New(cat Catalog, seg *segment.Store, cfg Config, logger *slog.Logger, opts ...Option) (*Compactor, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
