@@ -221,7 +221,7 @@ func dashboardMain(v dashboardView) templ.Component {
 				return templ_7745c5c3_Err
 			}
 		} else {
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 22, "<div class=\"table-wrap\"><table data-testid=\"running-table\"><thead><tr><th scope=\"col\">Job</th><th scope=\"col\">Collection</th><th scope=\"col\">Progress</th><th scope=\"col\" class=\"num\">ETA</th><th scope=\"col\" class=\"num\">Elapsed</th><th scope=\"col\">Started</th><th scope=\"col\">Trigger</th><th scope=\"col\">Reason</th><th scope=\"col\"><span class=\"visually-hidden\">Actions</span></th></tr></thead> <tbody>")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 22, "<div class=\"table-wrap\" tabindex=\"0\"><table data-testid=\"running-table\"><thead><tr><th scope=\"col\">Job</th><th scope=\"col\">Collection</th><th scope=\"col\">Progress</th><th scope=\"col\" class=\"num\">ETA</th><th scope=\"col\" class=\"num\">Elapsed</th><th scope=\"col\">Started</th><th scope=\"col\">Trigger</th><th scope=\"col\">Reason</th><th scope=\"col\"><span class=\"visually-hidden\">Actions</span></th></tr></thead> <tbody>")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
@@ -400,7 +400,7 @@ func dashboardMain(v dashboardView) templ.Component {
 				return templ_7745c5c3_Err
 			}
 		} else {
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 40, "<div class=\"table-wrap\"><table data-testid=\"queue-table\"><thead><tr><th scope=\"col\" class=\"num\">#</th><th scope=\"col\">Job</th><th scope=\"col\">Collection</th><th scope=\"col\">Trigger</th><th scope=\"col\">Reason</th><th scope=\"col\">Queued</th><th scope=\"col\" class=\"num\">Waiting</th><th scope=\"col\"><span class=\"visually-hidden\">Actions</span></th></tr></thead> <tbody>")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 40, "<div class=\"table-wrap\" tabindex=\"0\"><table data-testid=\"queue-table\"><thead><tr><th scope=\"col\" class=\"num\">#</th><th scope=\"col\">Job</th><th scope=\"col\">Collection</th><th scope=\"col\">Trigger</th><th scope=\"col\">Reason</th><th scope=\"col\">Queued</th><th scope=\"col\" class=\"num\">Waiting</th><th scope=\"col\"><span class=\"visually-hidden\">Actions</span></th></tr></thead> <tbody>")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
@@ -590,7 +590,7 @@ func dashboardMain(v dashboardView) templ.Component {
 				return templ_7745c5c3_Err
 			}
 		} else {
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 59, "<div class=\"table-wrap\"><table data-testid=\"nodes-table\"><thead><tr><th scope=\"col\">Node</th><th scope=\"col\">State</th><th scope=\"col\">Address</th><th scope=\"col\">Version</th><th scope=\"col\">Started</th><th scope=\"col\">Last heartbeat</th></tr></thead> <tbody>")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 59, "<div class=\"table-wrap\" tabindex=\"0\"><table data-testid=\"nodes-table\"><thead><tr><th scope=\"col\">Node</th><th scope=\"col\">State</th><th scope=\"col\">Address</th><th scope=\"col\">Version</th><th scope=\"col\">Started</th><th scope=\"col\">Last heartbeat</th></tr></thead> <tbody>")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
@@ -1240,7 +1240,7 @@ func historyTable(rows []jobRow, showCollection bool, empty string) templ.Compon
 				return templ_7745c5c3_Err
 			}
 		} else {
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 128, "<div class=\"table-wrap\"><table data-testid=\"history-table\"><thead><tr><th scope=\"col\">State</th><th scope=\"col\">Job</th><th scope=\"col\">Trigger</th>")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 128, "<div class=\"table-wrap\" tabindex=\"0\"><table data-testid=\"history-table\"><thead><tr><th scope=\"col\">State</th><th scope=\"col\">Job</th><th scope=\"col\">Trigger</th>")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}

@@ -115,3 +115,25 @@ func Axe(ctx context.Context) ([]AxeViolation, error) {
 	}
 	return vs, nil
 }
+
+// CheckAxe runs axe-core over the page loaded in ctx (named page in the
+// messages) and fails the test on every serious or critical violation; the
+// others are logged. It does nothing when axe-core is not installed (see
+// RequireAxe, which the test calls first).
+func CheckAxe(t *testing.T, ctx context.Context, page string) {
+	t.Helper()
+	if _, err := axeSource(); err != nil {
+		return
+	}
+	vs, err := Axe(ctx)
+	if err != nil {
+		t.Fatalf("%s: %v", page, err)
+	}
+	for _, v := range vs {
+		if v.Serious() {
+			t.Errorf("%s: accessibility: %s", page, v)
+		} else {
+			t.Logf("%s: accessibility (%s, not failing): %s", page, v.Impact, v)
+		}
+	}
+}
