@@ -208,7 +208,7 @@ const phaseWriting = "writing blocks"
 type throughputView struct {
 	Capped bool
 	Cap    string // "1.0 MiB/s"
-	Source string // "set at run time by alice", "--max-throughput of this node"
+	Source string // "set for every node at run time by alice, 5m ago", "--max-throughput of this node"
 	Since  timeView
 }
 
@@ -222,7 +222,10 @@ func newThroughputView(now time.Time, c Controls) throughputView {
 		if c.ThroughputBy != "" {
 			v.Source += " by " + c.ThroughputBy
 		}
-		v.Since = newTimeView(now, c.ThroughputSince)
+		if !c.ThroughputSince.IsZero() {
+			v.Since = newTimeView(now, c.ThroughputSince)
+			v.Source += ", " + v.Since.Rel
+		}
 	}
 	return v
 }
