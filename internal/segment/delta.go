@@ -261,8 +261,13 @@ func (w *Writer) currentOf(ctx context.Context, changes []Change) (map[string]ma
 // readOverlay reads the deltas of m (all, or those want accepts) and
 // merges them, oldest first, so that the newest change of each id wins:
 // the result is sorted by unique id; a change with a nil Record is a
-// tombstone.
-func (s *Store) readOverlay(ctx context.Context, deltas []DeltaRef, want func(DeltaRef) bool) ([]Change, error) {
+// tombstone. cached reads the deltas through the decoded block cache (the
+// read path's: the changes are then shared and must not be modified).
+func (s *Store) readOverlay(ctx context.Context, deltas []DeltaRef, want func(DeltaRef) bool, cached bool) ([]Change, error) {
+	read := s.ReadDelta
+	if cached {
+		read = s.readDeltaCached
+	}
 	var out []Change
 	for _, d := range deltas {
 		if want != nil && !want(d) {
@@ -271,7 +276,7 @@ func (s *Store) readOverlay(ctx context.Context, deltas []DeltaRef, want func(De
 		if err := ctx.Err(); err != nil {
 			return nil, fmt.Errorf("read delta %s: %w", d.Key, err)
 		}
-		cs, err := s.ReadDelta(ctx, d)
+		cs, err := read(ctx, d)
 		if err != nil {
 			return nil, err
 		}
@@ -355,7 +360,7 @@ func (c *overlayCursor) rest(fn func(materialize.Record) bool) {
 
 // scanOverlay returns a cursor over the deltas of m with ids after after.
 func (s *Store) scanOverlay(ctx context.Context, m *Manifest, after string) (*overlayCursor, error) {
-	ov, err := s.readOverlay(ctx, m.Deltas, func(d DeltaRef) bool { return d.MaxID > after })
+	ov, err := s.readOverlay(ctx, m.Deltas, func(d DeltaRef) bool { return d.MaxID > after }, true)
 	if err != nil {
 		return nil, err
 	}
@@ -370,7 +375,7 @@ func (w *Writer) deltaOverlay(ctx context.Context) ([]Change, error) {
 		return nil, nil
 	}
 	if w.overlay == nil {
-		ov, err := w.s.readOverlay(ctx, w.base.Deltas, nil)
+		ov, err := w.s.readOverlay(ctx, w.base.Deltas, nil, false)
 		if err != nil {
 			return nil, err
 		}

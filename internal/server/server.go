@@ -303,7 +303,7 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (_ *App, err err
 	// Compactions' writes pass the node's throughput cap (--max-throughput,
 	// or the run-time override the manager applies).
 	throttle := segment.NewThrottle(cfg.Manager.MaxThroughput)
-	a.Segments = segment.NewStore(throttle.Wrap(a.blobs), cfg.Segment, nil)
+	a.Segments = segment.NewStore(throttle.Wrap(a.blobs), cfg.Segment, nil, segment.WithRegisterer(a.Registry))
 	storageFullGauge(a.Registry, map[string]func(context.Context) error{"catalog": a.Catalog.Writable, "blobs": a.blobs.writable})
 	a.Compactor, err = compaction.New(a.Catalog, a.Segments, cfg.Compaction, logger.With("component", "compaction"), compaction.WithRegisterer(a.Registry))
 	if err != nil {
