@@ -241,7 +241,11 @@ type Compactor struct {
 	// corrupt counts reads and compactions that met damaged data, by
 	// kind; nil without WithRegisterer.
 	corrupt *prometheus.CounterVec
-	pins    *pins
+	// query holds the query metrics; nil fields without WithRegisterer.
+	query queryMetrics
+	// index opens versions' vector indexes; nil: every query scans.
+	index IndexSource
+	pins  *pins
 	// readRetries counts reads run again on a fresh view because GC
 	// collected their version (see retryRead); none is expected at accepted
 	// settings.
@@ -314,6 +318,21 @@ func New(cat *catalog.Catalog, seg *segment.Store, cfg Config, logger *slog.Logg
 // An empty backlog is not an error: the Result has Note NoteNothingToCompact.
 func (c *Compactor) Compact(ctx context.Context, collectionID string, opts Options) (res Result, err error) {
 	defer func() { c.noteCorrupt("compaction", collectionID, err) }()
+	defer func() {
+		// A blob of the base version missing: data loss when that version
+		// is still current, else another compaction committed meanwhile
+		// (this one would lose its compare-and-swap).
+		if err == nil || !errors.Is(err, segment.ErrNotExist) {
+			return
+		}
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.CommitTimeout)
+		defer cancel()
+		if lost, ok := c.dataLoss(rctx, collectionID, err); ok {
+			err = fmt.Errorf("compact %s: %w", collectionID, lost)
+		} else if !IsTransient(err) {
+			err = transient(err)
+		}
+	}()
 	report := func(p Progress) {
 		if opts.Progress != nil {
 			opts.Progress(p)
@@ -575,8 +594,8 @@ func blockBytes(m *segment.Manifest) int64 {
 }
 
 // classifyRead marks blob read failures transient unless the blob is missing
-// or cannot be decoded: those mean a damaged segment, which retrying does not
-// mend.
+// (Compact then decides whether that is data loss) or cannot be decoded: a
+// damaged segment, which retrying does not mend.
 func classifyRead(err error) error {
 	if errors.Is(err, segment.ErrNotExist) || errors.Is(err, segment.ErrCorrupt) {
 		return err

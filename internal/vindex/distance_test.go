@@ -38,3 +38,38 @@ func TestBetweenMatchesHnswlibSpaces(t *testing.T) {
 		t.Errorf("cosine against a zero vector = %v, want 1", got)
 	}
 }
+
+func TestKernelsAgreeWithBetweenAndStopOnlyAboveTheBound(t *testing.T) {
+	for _, dim := range []int{1, 7, 8, 31, 32, 33, 100, 128} {
+		a, b := make([]float32, dim), make([]float32, dim)
+		for i := range dim {
+			a[i], b[i] = float32(i%5)-2, float32(i%3)*0.5
+		}
+		var want float64
+		for i := range dim {
+			want += float64(a[i]-b[i]) * float64(a[i]-b[i])
+		}
+		full := l2(a, b)
+		if d := float64(full) - want; d > 1e-3 || d < -1e-3 {
+			t.Errorf("dim %d: l2 = %v, want %v", dim, full, want)
+		}
+		if got := DistanceL2.Between(a, b); got != full {
+			t.Errorf("dim %d: Between = %v, l2 = %v", dim, got, full)
+		}
+		if got := l2Within(a, b, full); got != full {
+			t.Errorf("dim %d: l2Within at its own distance = %v, want %v", dim, got, full)
+		}
+		if full > 0 {
+			if got := l2Within(a, b, full/4); got <= full/4 {
+				t.Errorf("dim %d: l2Within below the distance = %v, want above %v", dim, got, full/4)
+			}
+		}
+		var ip float64
+		for i := range dim {
+			ip += float64(a[i]) * float64(b[i])
+		}
+		if d := float64(dot(a, b)) - ip; d > 1e-3 || d < -1e-3 {
+			t.Errorf("dim %d: dot = %v, want %v", dim, dot(a, b), ip)
+		}
+	}
+}
