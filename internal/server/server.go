@@ -10,11 +10,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync"
@@ -23,6 +25,7 @@ import (
 
 	"connectrpc.com/connect"
 	"connectrpc.com/grpchealth"
+	"github.com/KimMachineGun/automemlimit/memlimit"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -53,6 +56,11 @@ type Config struct {
 	ProtectReads    bool
 	MaxBacklog      int64 // records per collection before PushLogs is refused
 	MaxRequestBytes int
+	// MaxInFlightRequestBytes bounds the bytes of request bodies held by
+	// all requests being served at once (--max-inflight-request-bytes);
+	// 0: derived from the memory the process is given (see
+	// InFlightRequestBytes).
+	MaxInFlightRequestBytes int64
 	// MaxWatchers bounds the WatchCompactions streams open at once.
 	MaxWatchers int
 	// ReadTimeout bounds the time to receive a request body (every request
@@ -118,6 +126,7 @@ func (c *Config) RegisterFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&c.PushKeyWindow, "push-key-window", c.PushKeyWindow, "how long PushLogs idempotency keys are kept: a retry with the same key within it writes nothing")
 	fs.Int64Var(&c.CatalogReserveBytes, "catalog-reserve-bytes", c.CatalogReserveBytes, "bytes of the SQLite catalog's space reserve file, released to delete collections when the disk is full (0: none)")
 	fs.IntVar(&c.MaxRequestBytes, "max-request-bytes", c.MaxRequestBytes, "largest accepted request message, bytes (after decompression)")
+	fs.Int64Var(&c.MaxInFlightRequestBytes, "max-inflight-request-bytes", c.MaxInFlightRequestBytes, "bytes of request bodies all requests being served may hold together; beyond it requests are refused (RESOURCE_EXHAUSTED). 0: a quarter of the process's memory limit (GOMEMLIMIT, set from the container's limit) or else of the machine's memory, at least one --max-request-bytes")
 	fs.IntVar(&c.MaxWatchers, "max-watchers", c.MaxWatchers, "most WatchCompactions streams open at once; more are refused (RESOURCE_EXHAUSTED)")
 	fs.DurationVar(&c.ReadTimeout, "request-read-timeout", c.ReadTimeout, "time a client has to send a request body (unary calls and page forms; streams excepted)")
 	fs.DurationVar(&c.ShutdownGrace, "shutdown-grace", c.ShutdownGrace, "time in-flight requests get at shutdown")
@@ -172,6 +181,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("--catalog-reserve-bytes must not be negative, got %d", c.CatalogReserveBytes)
 	case c.MaxRequestBytes <= 0:
 		return fmt.Errorf("--max-request-bytes must be positive, got %d", c.MaxRequestBytes)
+	case c.MaxInFlightRequestBytes < 0:
+		return fmt.Errorf("--max-inflight-request-bytes must not be negative (0: derived from memory), got %d", c.MaxInFlightRequestBytes)
 	case c.MaxWatchers <= 0:
 		return fmt.Errorf("--max-watchers must be positive, got %d", c.MaxWatchers)
 	case c.ReadTimeout <= 0:
@@ -244,6 +255,7 @@ type App struct {
 	debug   atomic.Pointer[net.Addr] // bound address of the pprof listener
 	cert    *tls.Certificate         // the TLS key pair, loaded once by Open; nil: plaintext
 	backlog *backlogSampler
+	bodies  *rpc.BodyLimiter // bounds request bodies, of the API and the page
 	done    chan struct{} // closed when shutdown starts: ends the page's event streams
 	stopped sync.Once
 }
@@ -337,7 +349,11 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (_ *App, err err
 		}
 		interceptors = append(interceptors, traces)
 	}
+	inFlight := InFlightRequestBytes(cfg.MaxInFlightRequestBytes, cfg.MaxRequestBytes, processMemory())
+	a.bodies = rpc.NewBodyLimiter(cfg.MaxRequestBytes, inFlight, a.Registry)
+	logger.Info("request bounds", "max_request_bytes", cfg.MaxRequestBytes, "max_inflight_request_bytes", a.bodies.MaxInFlightBytes())
 	a.health = rpc.Mount(a.mux, a.Service, rpc.Options{
+		Bodies: a.bodies,
 		Token: cfg.Token, ProtectReads: cfg.ProtectReads, MaxRequestBytes: cfg.MaxRequestBytes,
 		MaxWatchers: cfg.MaxWatchers, Registerer: a.Registry, Logger: logger.With("component", "rpc"),
 		Interceptors: interceptors, Wrap: corsWrap(cfg.CORSOrigins),
@@ -349,6 +365,36 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (_ *App, err err
 		return nil, err
 	}
 	return a, nil
+}
+
+// InFlightRequestBytes returns the bound on the bytes of request bodies in
+// flight: configured when positive; else a quarter of memory (the bytes the
+// process is given; 0: unknown, then four largest requests), since a body
+// is held two or three times over while it is decoded and applied and the
+// rest of memory serves compactions and reads. Never under one largest
+// request (maxRequestBytes and rpc.BodySlack).
+func InFlightRequestBytes(configured int64, maxRequestBytes int, memory int64) int64 {
+	one := int64(maxRequestBytes) + rpc.BodySlack
+	switch {
+	case configured > 0:
+		return max(configured, one)
+	case memory > 0:
+		return max(memory/4, one)
+	}
+	return 4 * one
+}
+
+// processMemory returns the memory the process is given, in bytes: the Go
+// memory limit when one is set (GOMEMLIMIT, which serve sets from the
+// container's limit), else the machine's memory; 0 when unknown.
+func processMemory() int64 {
+	if limit := debug.SetMemoryLimit(-1); limit > 0 && limit < math.MaxInt64 {
+		return limit
+	}
+	if n, err := memlimit.FromSystem(); err == nil && n < math.MaxInt64 {
+		return int64(n)
+	}
+	return 0
 }
 
 // holder describes this process in the catalog's lock, for the error a
