@@ -241,7 +241,11 @@ type Compactor struct {
 	// corrupt counts reads and compactions that met damaged data, by
 	// kind; nil without WithRegisterer.
 	corrupt *prometheus.CounterVec
-	pins    *pins
+	// query holds the query metrics; nil fields without WithRegisterer.
+	query queryMetrics
+	// index opens versions' vector indexes; nil: every query scans.
+	index IndexSource
+	pins  *pins
 	// readRetries counts reads run again on a fresh view because GC
 	// collected their version (see retryRead); none is expected at accepted
 	// settings.

@@ -307,13 +307,13 @@ func (s *memStore) interruptLocked(j catalog.Job, why string) catalog.Job {
 	return j
 }
 
-func (s *memStore) ExpireLeases(context.Context) ([]catalog.Job, error) {
+func (s *memStore) ExpireLeases(_ context.Context, renewing []string) ([]catalog.Job, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := time.Now().UTC().Truncate(time.Millisecond)
 	var out []catalog.Job
 	for _, j := range s.jobs {
-		if j.State == catalog.JobRunning && j.LeaseExpiresAt.Before(now) {
+		if j.State == catalog.JobRunning && j.LeaseExpiresAt.Before(now) && !slices.Contains(renewing, j.ID) {
 			out = append(out, s.interruptLocked(j, "interrupted: lease of node "+j.Node+" expired"))
 		}
 	}
@@ -325,8 +325,8 @@ func (s *memStore) ReleaseNode(_ context.Context, node string) ([]catalog.Job, e
 	defer s.mu.Unlock()
 	var out []catalog.Job
 	for _, id := range slices.Clone(s.order) {
-		if j := s.jobs[id]; j.State == catalog.JobRunning && (j.LeaseOwner == node || j.Node == node) {
-			out = append(out, s.interruptLocked(j, "interrupted: node "+node+" restarted while the job ran"))
+		if j := s.jobs[id]; j.State == catalog.JobRunning && (j.LeaseOwner == node || strings.HasPrefix(j.LeaseOwner, node+"/") || j.Node == node) {
+			out = append(out, s.interruptLocked(j, "interrupted: the process stopped while the job ran"))
 		}
 	}
 	return out, nil
@@ -355,7 +355,9 @@ func (s *memStore) ListNodes(context.Context) ([]catalog.Node, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var out []catalog.Node
+	now := time.Now()
 	for _, n := range s.nodes {
+		n.Silence = max(now.Sub(n.HeartbeatAt), 0)
 		out = append(out, n)
 	}
 	slices.SortFunc(out, func(a, b catalog.Node) int { return cmp.Compare(a.Name, b.Name) })

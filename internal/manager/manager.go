@@ -39,6 +39,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/compactorhq/compactor/internal/catalog"
+	"github.com/compactorhq/compactor/internal/clock"
 )
 
 // Store is what the manager needs from the catalog. *catalog.Catalog
@@ -57,7 +58,7 @@ type Store interface {
 	RenewLease(ctx context.Context, jobID, node string, lease time.Duration, p catalog.JobProgress) (bool, error)
 	FinishJob(ctx context.Context, node string, j catalog.Job) error
 	CancelJob(ctx context.Context, jobID, note string) (catalog.Job, error)
-	ExpireLeases(ctx context.Context) ([]catalog.Job, error)
+	ExpireLeases(ctx context.Context, renewing []string) ([]catalog.Job, error)
 	ReleaseNode(ctx context.Context, node string) ([]catalog.Job, error)
 	ListQueue(ctx context.Context, limit int) ([]catalog.Job, error)
 
@@ -197,8 +198,10 @@ type Manager struct {
 	logger  *slog.Logger
 	metrics *metrics
 	tracer  trace.Tracer
-	// clock times running jobs' phases for their fraction and ETA
-	// (time.Now; tests set a fake one).
+	// clk is the process's clock (Config.Clock). clock is its step-free
+	// time (the wall time at New advanced by the monotonic clock), which
+	// times running jobs' phases for their fraction and ETA.
+	clk   clock.Clock
 	clock func() time.Time
 
 	mu       sync.Mutex
@@ -231,6 +234,7 @@ type run struct {
 	// NoteCollectionDeleted.
 	cancelNote string
 	done       chan struct{} // closed when the job has ended and is persisted
+	claimed    time.Duration // the monotonic clock when it was claimed (see endTime)
 }
 
 // Causes of a job's cancellation, told apart at its end.
@@ -251,6 +255,10 @@ func New(store Store, exec Executor, cfg Config, reg prometheus.Registerer, logg
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
+	clk := cfg.Clock
+	if clk == nil {
+		clk = clock.System()
+	}
 	return &Manager{
 		store:     store,
 		exec:      exec,
@@ -260,7 +268,8 @@ func New(store Store, exec Executor, cfg Config, reg prometheus.Registerer, logg
 		logger:    logger,
 		metrics:   newMetrics(reg, cfg),
 		tracer:    tracerOf(cfg.TracerProvider),
-		clock:     time.Now,
+		clk:       clk,
+		clock:     clock.StepFree(clk),
 		runs:      make(map[string]*run),
 		changed:   make(chan struct{}),
 		started:   make(chan struct{}),
@@ -374,7 +383,8 @@ func (m *Manager) interrupted(jobs []catalog.Job) {
 	}
 }
 
-func (m *Manager) now() time.Time { return time.Now().UTC().Truncate(time.Millisecond) }
+// now is the wall time, as job rows record it.
+func (m *Manager) now() time.Time { return m.clk.Now().UTC().Truncate(time.Millisecond) }
 
 // Started is closed once Run has recovered the previous process's jobs and
 // accepts work.

@@ -18,7 +18,7 @@ const (
 )
 
 // phaseWeights is each phase's expected share of a job's time, in job order;
-// the shares sum to 1. They come from measured jobs (issue 11: reading the
+// the shares sum to 1. They come from measured jobs (reading the
 // log was 0.9 s of a 9.7 s job; writing blocks dominates, reading the blocks
 // a change touches while materializing comes second) and only shape the
 // fraction and the ETA before the job has timed a phase of its own.
@@ -151,6 +151,14 @@ func (t *tracker) estimate(now time.Time) (fraction float64, eta time.Duration, 
 		return fraction, 0, false
 	}
 	return fraction, eta, true
+}
+
+// endTime is the time run r ends at, as its row records it: its start plus
+// the time since its claim by the monotonic clock, so that its duration
+// (finished - started) is what elapsed, whatever the wall clock did
+// meanwhile (a step back never records a negative duration).
+func (m *Manager) endTime(r *run) time.Time {
+	return r.job.StartedAt.Add(max(m.clk.Mono()-r.claimed, 0)).UTC().Truncate(time.Millisecond)
 }
 
 // progressLocked is run r's progress as surfaces see it: the executor's

@@ -56,7 +56,7 @@ func (m *Manager) run(workCtx context.Context, j catalog.Job) {
 	if sc := span.SpanContext(); sc.IsValid() {
 		log = log.With("trace_id", sc.TraceID().String())
 	}
-	r := &run{job: j, progress: Progress{Phase: PhaseStarting}, cancel: cancel, done: make(chan struct{})}
+	r := &run{job: j, progress: Progress{Phase: PhaseStarting}, cancel: cancel, done: make(chan struct{}), claimed: m.clk.Mono()}
 	m.mu.Lock()
 	r.tracker.observe(r.progress, m.clock())
 	m.runs[j.ID] = r
@@ -77,7 +77,7 @@ func (m *Manager) run(workCtx context.Context, j catalog.Job) {
 		defer m.mu.Unlock()
 		c := r.job
 		applyOutcome(&c, o)
-		c.State, c.FinishedAt = catalog.JobSucceeded, m.now()
+		c.State, c.FinishedAt = catalog.JobSucceeded, m.endTime(r)
 		committed = c
 		return c
 	}
@@ -90,7 +90,7 @@ func (m *Manager) run(workCtx context.Context, j catalog.Job) {
 	if outcome != (Outcome{}) { // an executor that failed early knows nothing: keep the plan
 		applyOutcome(&final, outcome)
 	}
-	final.FinishedAt = m.now()
+	final.FinishedAt = m.endTime(r)
 	if err == nil && outcome.Committed() {
 		final.FinishedAt = committed.FinishedAt // as persisted
 	}

@@ -22,7 +22,7 @@ func (m *Manager) statusLoop(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		expired, err := m.store.ExpireLeases(ctx)
+		expired, err := m.store.ExpireLeases(ctx, m.renewing())
 		if err != nil && ctx.Err() == nil {
 			m.logger.Warn("expire job leases", "err", err)
 		}
@@ -32,6 +32,19 @@ func (m *Manager) statusLoop(ctx context.Context) {
 			m.logger.Warn("apply the throughput cap", "err", err)
 		}
 	}
+}
+
+// renewing returns the ids of the jobs this node runs, whose leases its
+// lease keepers renew: a replica never expires a lease it is renewing (its
+// keeper stops the job by the monotonic clock when it cannot renew).
+func (m *Manager) renewing() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	ids := make([]string, 0, len(m.runs))
+	for id := range m.runs {
+		ids = append(ids, id)
+	}
+	return ids
 }
 
 // pollStatus reads the active jobs of every replica and publishes the

@@ -128,6 +128,8 @@ func collectionToProto(c catalog.Collection) *compactorv1.Collection {
 		PausedBy:              c.PausedBy,
 		PauseTime:             ts(c.PausedAt),
 		MinCompactionSize:     c.Settings.MinCompactionSize,
+		Distance:              distanceToProto[c.Index.Distance],
+		Index:                 indexToProto(c.Index),
 	}
 	if c.Settings.MaxUncompactedAge > 0 {
 		p.MaxUncompactedAge = durationpb.New(c.Settings.MaxUncompactedAge)
