@@ -66,7 +66,14 @@ type Config struct {
 	// ReadTimeout bounds the time to receive a request body (every request
 	// with a body except streams).
 	ReadTimeout   time.Duration
-	ShutdownGrace time.Duration // for in-flight HTTP requests
+	ShutdownGrace time.Duration // for in-flight HTTP requests and streams, after ShutdownDelay
+	// ShutdownDelay is how long the server goes on serving after a
+	// shutdown signal with readiness off, so that load balancers stop
+	// sending before it drains (--shutdown-delay).
+	ShutdownDelay time.Duration
+	// BlobProbeInterval is the period of the blob store probe behind
+	// readiness and claims (--blob-probe-interval).
+	BlobProbeInterval time.Duration
 	Segment       segment.Config
 	Compaction    compaction.Config
 	Manager       manager.Config
@@ -85,6 +92,8 @@ type Config struct {
 	// DebugListen is the address of the pprof listener (--debug-listen);
 	// empty: none.
 	DebugListen string
+	// WrapBlobs, when set, wraps the blob store (fault injection in tests).
+	WrapBlobs func(segment.Blobs) segment.Blobs
 	// TracerProvider, when set, receives the spans of RPCs and jobs
 	// instead of the OTLP exporter the OTEL_* environment configures.
 	TracerProvider trace.TracerProvider
@@ -100,6 +109,10 @@ func DefaultConfig() Config {
 		MaxWatchers:     rpc.DefaultMaxWatchers,
 		ReadTimeout:     rpc.DefaultReadTimeout,
 		ShutdownGrace:   10 * time.Second,
+		// Kubernetes endpoints and most load balancers see a failed
+		// readiness check within a few seconds.
+		ShutdownDelay:     5 * time.Second,
+		BlobProbeInterval: 10 * time.Second,
 		Segment:         segment.DefaultConfig(),
 		Compaction:      compaction.DefaultConfig(),
 		Manager:         manager.DefaultConfig(),
@@ -129,7 +142,9 @@ func (c *Config) RegisterFlags(fs *pflag.FlagSet) {
 	fs.Int64Var(&c.MaxInFlightRequestBytes, "max-inflight-request-bytes", c.MaxInFlightRequestBytes, "bytes of request bodies all requests being served may hold together; beyond it requests are refused (RESOURCE_EXHAUSTED). 0: a quarter of the process's memory limit (GOMEMLIMIT, set from the container's limit) or else of the machine's memory, at least one --max-request-bytes")
 	fs.IntVar(&c.MaxWatchers, "max-watchers", c.MaxWatchers, "most WatchCompactions streams open at once; more are refused (RESOURCE_EXHAUSTED)")
 	fs.DurationVar(&c.ReadTimeout, "request-read-timeout", c.ReadTimeout, "time a client has to send a request body (unary calls and page forms; streams excepted)")
-	fs.DurationVar(&c.ShutdownGrace, "shutdown-grace", c.ShutdownGrace, "time in-flight requests get at shutdown")
+	fs.DurationVar(&c.ShutdownDelay, "shutdown-delay", c.ShutdownDelay, "time the server keeps serving after SIGTERM with /readyz answering 503, so that load balancers stop sending, before it drains (0: drain at once)")
+	fs.DurationVar(&c.ShutdownGrace, "shutdown-grace", c.ShutdownGrace, "time in-flight requests and streams get to finish once draining starts; then connections are closed")
+	fs.DurationVar(&c.BlobProbeInterval, "blob-probe-interval", c.BlobProbeInterval, "period of the blob store probe (a small write): two failures in a row make /readyz answer 503 and stop job claims until two succeed")
 	c.Segment.RegisterFlags(fs)
 	c.Compaction.RegisterFlags(fs)
 	c.Manager.RegisterFlags(fs)
@@ -189,6 +204,10 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("--request-read-timeout must be positive, got %s", c.ReadTimeout)
 	case c.ShutdownGrace < 0:
 		return fmt.Errorf("--shutdown-grace must not be negative, got %s", c.ShutdownGrace)
+	case c.ShutdownDelay < 0:
+		return fmt.Errorf("--shutdown-delay must not be negative, got %s", c.ShutdownDelay)
+	case c.BlobProbeInterval <= 0:
+		return fmt.Errorf("--blob-probe-interval must be positive, got %s", c.BlobProbeInterval)
 	}
 	if err := c.Segment.Validate(); err != nil {
 		return err
@@ -256,6 +275,11 @@ type App struct {
 	cert    *tls.Certificate         // the TLS key pair, loaded once by Open; nil: plaintext
 	backlog *backlogSampler
 	bodies  *rpc.BodyLimiter // bounds request bodies, of the API and the page
+	probe   *blobProbe       // the blob store's reachability, for readiness and claims
+	// draining is set when shutdown starts: readiness off, no more claims.
+	draining atomic.Bool
+	// after waits the shutdown delay (time.After; tests hold it).
+	after func(time.Duration) <-chan time.Time
 	done    chan struct{} // closed when shutdown starts: ends the page's event streams
 	stopped sync.Once
 }
@@ -273,7 +297,7 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (_ *App, err err
 		return nil, err
 	}
 	cfg.Token, cfg.TokenFile = token, ""
-	a := &App{cfg: cfg, log: logger, mux: http.NewServeMux(), Registry: prometheus.NewRegistry(), done: make(chan struct{}), cert: cert}
+	a := &App{cfg: cfg, log: logger, mux: http.NewServeMux(), Registry: prometheus.NewRegistry(), done: make(chan struct{}), cert: cert, after: time.After}
 	defer func() {
 		if err != nil {
 			_ = a.Close()
@@ -311,6 +335,9 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (_ *App, err err
 		return nil, fmt.Errorf("--blob-url %s: %w", cfg.BlobURL, err)
 	}
 	a.closers = append(a.closers, closer.Close)
+	if cfg.WrapBlobs != nil {
+		blobs = cfg.WrapBlobs(blobs)
+	}
 	a.blobs = &spaceBlobs{Blobs: blobs, log: logger.With("component", "blobs")}
 	// Compactions' writes pass the node's throughput cap (--max-throughput,
 	// or the run-time override the manager applies).
@@ -335,6 +362,8 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (_ *App, err err
 	if err != nil {
 		return nil, err
 	}
+	a.probe = newBlobProbe(a.blobs, a.Manager.Node(), logger.With("component", "blobs"))
+	a.Manager.SetClaimGate(a.claimGate)
 	a.Deleter = manager.NewDeleter(a.Manager, collectionStorage{c: a.Compactor, blobDir: fileBlobDir(cfg.BlobURL), log: logger.With("component", "storage")})
 	recs := records{Compactor: a.Compactor, del: a.Deleter}
 	a.Service = rpc.NewService(a.Manager, a.Manager, pushNotifier{a.Catalog, a.Manager, logger.With("component", "rpc")}, recs,
@@ -411,9 +440,23 @@ func holder(cfg Config) string {
 // within ReadTimeout (streams excepted).
 func (a *App) Handler() http.Handler { return rpc.BodyReadTimeout(a.mux, a.cfg.ReadTimeout) }
 
+// claimGate is the manager's claim gate: closed at shutdown and while the
+// blob store is unreachable (a job would fail on it).
+func (a *App) claimGate() error {
+	if a.draining.Load() {
+		return errShuttingDown
+	}
+	return a.probe.unreachable()
+}
+
 func (a *App) readyz(w http.ResponseWriter, r *http.Request) {
 	if !a.ready.Load() {
 		http.Error(w, "not ready: starting or shutting down", http.StatusServiceUnavailable)
+		return
+	}
+	// The probe's last verdict: the blob store is not called here.
+	if err := a.probe.unreachable(); err != nil {
+		http.Error(w, "not ready: blob store unreachable (see the server log)", http.StatusServiceUnavailable)
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
@@ -439,10 +482,12 @@ func (a *App) readyz(w http.ResponseWriter, r *http.Request) {
 }
 
 // Run serves on ln (nil: listen on cfg.Listen) and runs the manager until
-// ctx ends, then shuts down in order: readiness off and health NOT_SERVING,
-// HTTP server shutdown within ShutdownGrace (streams are cut after it), the
-// manager (running jobs finish or are cancelled), then storage is closed by
-// Close. started, when set, is called with the bound address once serving.
+// ctx ends, then shuts down in order: readiness off, health NOT_SERVING and
+// no more job claims; serving on for ShutdownDelay, so that load balancers
+// stop sending; then draining: streams are ended, the listener closed, and
+// in-flight requests get ShutdownGrace to finish (connections are closed
+// after it); then the manager (running jobs finish or are cancelled), and
+// storage is closed by Close. started, when set, is called with the bound address once serving.
 func (a *App) Run(ctx context.Context, ln net.Listener, started func(addr net.Addr)) error {
 	if ln == nil {
 		var err error
@@ -463,6 +508,10 @@ func (a *App) Run(ctx context.Context, ln net.Listener, started func(addr net.Ad
 	g.Go(func() error {
 		defer close(mgrDone)
 		return a.Manager.Run(mgrCtx)
+	})
+	g.Go(func() error {
+		a.probe.run(gctx, a.cfg.BlobProbeInterval)
+		return nil
 	})
 	g.Go(func() error {
 		var events <-chan manager.Event
@@ -522,14 +571,21 @@ func (a *App) Run(ctx context.Context, ln net.Listener, started func(addr net.Ad
 			started(ln.Addr())
 		}
 		<-gctx.Done()
-		a.log.Info("shutting down")
+		// Readiness goes first: load balancers stop sending while the
+		// server still serves for the shutdown delay; then it drains.
+		a.log.Info("shutting down: not ready, serving for the shutdown delay", "shutdown_delay", a.cfg.ShutdownDelay.String())
 		a.ready.Store(false)
-		a.stopped.Do(func() { close(a.done) })
-		a.Service.Drain() // end watch streams, or they hold Shutdown for its whole grace
+		a.draining.Store(true) // no more claims; running jobs go on
 		a.health.SetStatus("", grpchealth.StatusNotServing)
 		for _, s := range rpc.ServiceNames {
 			a.health.SetStatus(s, grpchealth.StatusNotServing)
 		}
+		if a.cfg.ShutdownDelay > 0 {
+			<-a.after(a.cfg.ShutdownDelay)
+		}
+		a.log.Info("draining requests", "shutdown_grace", a.cfg.ShutdownGrace.String())
+		a.stopped.Do(func() { close(a.done) })
+		a.Service.Drain() // end watch streams, or they hold Shutdown for its whole grace
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), a.cfg.ShutdownGrace)
 		defer cancel()
 		if err := srv.Shutdown(sctx); err != nil {
