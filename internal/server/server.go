@@ -74,9 +74,9 @@ type Config struct {
 	// BlobProbeInterval is the period of the blob store probe behind
 	// readiness and claims (--blob-probe-interval).
 	BlobProbeInterval time.Duration
-	Segment       segment.Config
-	Compaction    compaction.Config
-	Manager       manager.Config
+	Segment           segment.Config
+	Compaction        compaction.Config
+	Manager           manager.Config
 	// Web holds the status page's own settings (refresh, trusted origins);
 	// its token and read protection come from Token and ProtectReads.
 	Web web.Config
@@ -113,9 +113,9 @@ func DefaultConfig() Config {
 		// readiness check within a few seconds.
 		ShutdownDelay:     5 * time.Second,
 		BlobProbeInterval: 10 * time.Second,
-		Segment:         segment.DefaultConfig(),
-		Compaction:      compaction.DefaultConfig(),
-		Manager:         manager.DefaultConfig(),
+		Segment:           segment.DefaultConfig(),
+		Compaction:        compaction.DefaultConfig(),
+		Manager:           manager.DefaultConfig(),
 
 		PushKeyWindow: 24 * time.Hour,
 		// Room for deleting a collection on a full disk; tiny next to a
@@ -279,7 +279,7 @@ type App struct {
 	// draining is set when shutdown starts: readiness off, no more claims.
 	draining atomic.Bool
 	// after waits the shutdown delay (time.After; tests hold it).
-	after func(time.Duration) <-chan time.Time
+	after   func(time.Duration) <-chan time.Time
 	done    chan struct{} // closed when shutdown starts: ends the page's event streams
 	stopped sync.Once
 }
@@ -383,7 +383,7 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (_ *App, err err
 	logger.Info("request bounds", "max_request_bytes", cfg.MaxRequestBytes, "max_inflight_request_bytes", a.bodies.MaxInFlightBytes())
 	a.health = rpc.Mount(a.mux, a.Service, rpc.Options{
 		Bodies: a.bodies,
-		Token: cfg.Token, ProtectReads: cfg.ProtectReads, MaxRequestBytes: cfg.MaxRequestBytes,
+		Token:  cfg.Token, ProtectReads: cfg.ProtectReads, MaxRequestBytes: cfg.MaxRequestBytes,
 		MaxWatchers: cfg.MaxWatchers, Registerer: a.Registry, Logger: logger.With("component", "rpc"),
 		Interceptors: interceptors, Wrap: corsWrap(cfg.CORSOrigins),
 	})
