@@ -32,6 +32,7 @@ import (
 	"os"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -221,6 +222,8 @@ type Manager struct {
 	lastPoll  time.Time
 
 	enq enqueuer // group commit of Compact calls
+
+	gate atomic.Pointer[func() error] // see SetClaimGate
 }
 
 // run is one of this node's RUNNING jobs.

@@ -26,7 +26,7 @@ func (m *Manager) worker(ctx, workCtx context.Context) {
 		if stopping || ctx.Err() != nil {
 			return
 		}
-		j, err := m.store.ClaimJob(ctx, m.owner, m.cfg.LeaseDuration)
+		j, err := m.claim(ctx)
 		if err == nil {
 			m.run(workCtx, j)
 			continue

@@ -335,6 +335,6 @@ func (a *App) mountWeb() error {
 	if err != nil {
 		return fmt.Errorf("status page: %w", err)
 	}
-	a.mux.Handle("/", h)
+	a.mux.Handle("/", a.bodies.Wrap(h))
 	return nil
 }
