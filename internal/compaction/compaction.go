@@ -194,7 +194,9 @@ const (
 	PhaseReading       = "reading log"
 	PhaseMaterializing = "materializing"
 	PhaseWriting       = "writing blocks"
-	PhaseCommitting    = "committing"
+	// PhaseIndexing (index.go) comes here, when the collection has
+	// indexing on.
+	PhaseCommitting = "committing"
 )
 
 // Options are per-call settings of Compact.
@@ -270,9 +272,13 @@ type Compactor struct {
 	corrupt *prometheus.CounterVec
 	// query holds the query metrics; nil fields without WithRegisterer.
 	query queryMetrics
-	// index opens versions' vector indexes; nil: every query scans.
+	// index opens versions' vector indexes for queries.
 	index IndexSource
-	pins  *pins
+	// indexes caches decoded vector indexes (index.go); indexm are the
+	// index build's metrics (nil without WithRegisterer).
+	indexes *indexCache
+	indexm  *indexMetrics
+	pins    *pins
 	// readRetries counts reads run again on a fresh view because GC
 	// collected their version (see retryRead); none is expected at accepted
 	// settings.
@@ -327,9 +333,12 @@ func New(cat Catalog, seg *segment.Store, cfg Config, logger *slog.Logger, opts 
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	c := &Compactor{cat: cat, seg: seg, cfg: cfg, logger: logger, pins: newPins(), purges: make(map[string]bool)}
+	c := &Compactor{cat: cat, seg: seg, cfg: cfg, logger: logger, pins: newPins(), purges: make(map[string]bool), indexes: newIndexCache()}
 	for _, o := range opts {
 		o(c)
+	}
+	if c.index == nil {
+		c.index = storedIndexes{c}
 	}
 	return c, nil
 }
@@ -433,6 +442,10 @@ func (c *Compactor) Compact(ctx context.Context, collectionID string, opts Optio
 		}
 		baseRecords = base.RecordCount
 	}
+	ib, err := c.startIndex(ctx, coll, base)
+	if err != nil {
+		return res, fmt.Errorf("compact %s: %w", collectionID, err)
+	}
 	w := c.seg.NewWriter(collectionID, base)
 	defer func() {
 		if err != nil {
@@ -463,11 +476,11 @@ func (c *Compactor) Compact(ctx context.Context, collectionID string, opts Optio
 		// Few changes over many blocks: one delta (DESIGN.md §7b).
 		p.BlocksTotal = 0
 		report(p)
-		m, stats, err = c.writeDelta(ctx, w, changes, end, coll.Dimension)
+		m, stats, err = c.writeDelta(ctx, w, changes, end, coll.Dimension, ib.onChange())
 	} else if small {
-		m, stats, err = w.WriteFrom(ctx, slices.All(changes), segment.WriteOptions{CompactionOffset: end, Dimension: coll.Dimension, OnBlock: onBlock})
+		m, stats, err = w.WriteFrom(ctx, slices.All(changes), segment.WriteOptions{CompactionOffset: end, Dimension: coll.Dimension, OnBlock: onBlock, OnChange: ib.onChange()})
 	} else {
-		m, stats, err = w.WriteStream(ctx, changesOf(ctx, runs), segment.WriteOptions{CompactionOffset: end, Dimension: coll.Dimension, OnBlock: onBlock})
+		m, stats, err = w.WriteStream(ctx, changesOf(ctx, runs), segment.WriteOptions{CompactionOffset: end, Dimension: coll.Dimension, OnBlock: onBlock, OnChange: ib.onChange()})
 	}
 	if err != nil {
 		return res, fmt.Errorf("compact %s: write blocks: %w", collectionID, classifyWrite(ctx, err))
@@ -477,6 +490,15 @@ func (c *Compactor) Compact(ctx context.Context, collectionID string, opts Optio
 	}
 	if err := ctx.Err(); err != nil {
 		return res, fmt.Errorf("compact %s: before manifest: %w", collectionID, err)
+	}
+	// 3. The version's vector index, durable before the manifest lists it.
+	if ib != nil {
+		begin("index")
+		p.Phase = PhaseIndexing
+		report(p)
+	}
+	if err := c.writeIndex(ctx, ib, w, m); err != nil {
+		return res, fmt.Errorf("compact %s: %w", collectionID, classifyWrite(ctx, err))
 	}
 	key, msize, err := w.WriteManifest(ctx, m)
 	if err != nil {
@@ -577,7 +599,9 @@ func (c *Compactor) smallChanges(ctx context.Context, base *segment.Manifest, ru
 
 // writeDelta materializes changes (with operation records) against their
 // current records and writes them as one delta over the writer's base.
-func (c *Compactor) writeDelta(ctx context.Context, w *segment.Writer, changes []segment.Change, end int64, dimension int) (*segment.Manifest, segment.WriteStats, error) {
+// onChange (nil: none) is told each record changed, as the writer's
+// WriteOptions.OnChange is.
+func (c *Compactor) writeDelta(ctx context.Context, w *segment.Writer, changes []segment.Change, end int64, dimension int, onChange func(string, *materialize.Record)) (*segment.Manifest, segment.WriteStats, error) {
 	ids := make([]string, len(changes))
 	for i, ch := range changes {
 		ids[i] = ch.ID
@@ -598,6 +622,9 @@ func (c *Compactor) writeDelta(ctx context.Context, w *segment.Writer, changes [
 		}
 		if cur == nil && next == nil {
 			continue // absent before and after: nothing to write
+		}
+		if onChange != nil {
+			onChange(ch.ID, next)
 		}
 		out = append(out, segment.Change{ID: ch.ID, Record: next})
 	}

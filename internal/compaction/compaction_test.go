@@ -327,6 +327,9 @@ func TestConflictingCommitExactlyOneWins(t *testing.T) {
 		for _, b := range m.Blocks {
 			referenced[b.Key] = true
 		}
+		for _, k := range indexKeys(m) {
+			referenced[k] = true
+		}
 	}
 	blobs, _ := e.blobs.List(e.ctx, "collections/"+e.id+"/")
 	for _, b := range blobs {
@@ -406,6 +409,7 @@ func referencedKeys(t *testing.T, e *env) []string {
 		for _, b := range m.Blocks {
 			keys = append(keys, b.Key)
 		}
+		keys = append(keys, indexKeys(m)...)
 	}
 	return keys
 }

@@ -15,7 +15,7 @@ const KindLogRow = "log_row"
 
 // corruptKinds are the values of the kind label of
 // compactor_corrupt_blocks_total.
-var corruptKinds = []string{segment.KindBlock, segment.KindDelta, segment.KindManifest, KindLogRow}
+var corruptKinds = []string{segment.KindBlock, segment.KindDelta, segment.KindManifest, segment.KindIndex, KindLogRow}
 
 // CorruptKind reports whether err is stored data of a collection that is
 // damaged, and of which kind: segment.KindBlock, segment.KindDelta or segment.KindManifest (a
@@ -55,6 +55,7 @@ func WithRegisterer(reg prometheus.Registerer) Option {
 		}
 		c.corrupt = v
 		c.query = newQueryMetrics(reg)
+		c.indexm = newIndexMetrics(reg)
 	}
 }
 

@@ -165,6 +165,7 @@ func TestCorruptDataFailsOnlyItsCollection(t *testing.T) {
 # TYPE compactor_corrupt_blocks_total counter
 compactor_corrupt_blocks_total{kind="block"} 3
 compactor_corrupt_blocks_total{kind="delta"} 0
+compactor_corrupt_blocks_total{kind="index"} 0
 compactor_corrupt_blocks_total{kind="log_row"} 3
 compactor_corrupt_blocks_total{kind="manifest"} 3
 `), "compactor_corrupt_blocks_total"); err != nil {
@@ -216,6 +217,7 @@ func TestMissingBlobOfTheCurrentVersionIsDataLoss(t *testing.T) {
 # TYPE compactor_corrupt_blocks_total counter
 compactor_corrupt_blocks_total{kind="block"} 3
 compactor_corrupt_blocks_total{kind="delta"} 0
+compactor_corrupt_blocks_total{kind="index"} 0
 compactor_corrupt_blocks_total{kind="log_row"} 0
 compactor_corrupt_blocks_total{kind="manifest"} 3
 `), "compactor_corrupt_blocks_total"); err != nil {

@@ -316,6 +316,9 @@ func (e *env) checkNoGarbage(when string) {
 		for _, d := range m.Deltas {
 			referenced[d.Key] = true
 		}
+		for _, k := range indexKeys(m) {
+			referenced[k] = true
+		}
 	}
 	blobs, err := e.blobs.List(e.ctx, "collections/"+e.id+"/")
 	if err != nil {
@@ -326,6 +329,18 @@ func (e *env) checkNoGarbage(when string) {
 			e.t.Fatalf("%s: blob %s survives GC past the grace period but no version references it", when, b.Key)
 		}
 	}
+}
+
+// indexKeys returns the keys of m's index blobs: graph and chunks.
+func indexKeys(m *segment.Manifest) []string {
+	if m.Index == nil {
+		return nil
+	}
+	keys := []string{m.Index.Graph.Key}
+	for _, c := range m.Index.Chunks {
+		keys = append(keys, c.Key)
+	}
+	return keys
 }
 
 // gen makes random operations over a small id space, so collisions are

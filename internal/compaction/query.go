@@ -79,7 +79,7 @@ type IndexSource interface {
 }
 
 // WithIndexSource makes queries use the indexes src opens. Without it
-// every query scans.
+// queries use the indexes compactions write (see writeIndex).
 func WithIndexSource(src IndexSource) Option {
 	return func(c *Compactor) { c.index = src }
 }
@@ -313,6 +313,11 @@ func (c *Compactor) planIndex(ctx context.Context, coll catalog.Collection, m *s
 	if !q.Where.MatchAll() {
 		if _, ok := idx.(MetadataSearcher); !ok {
 			return nil, false, nil
+		}
+		if l, ok := idx.(metadataLoader); ok {
+			if err := l.loadMetadata(ctx); err != nil {
+				return nil, false, err
+			}
 		}
 		if est, ok := idx.(SelectivityEstimator); ok {
 			if f, ok := est.Selectivity(q.Where); ok && scanCheaper(idx, f, q, coll.Index.EfSearch) {

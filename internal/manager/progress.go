@@ -14,21 +14,26 @@ const (
 	PhaseReading       = "reading log"
 	PhaseMaterializing = "materializing"
 	PhaseWriting       = "writing blocks"
+	PhaseIndexing      = "indexing"
 	PhaseCommitting    = "committing"
 )
 
 // phaseWeights is each phase's expected share of a job's time, in job order;
 // the shares sum to 1. They come from measured jobs (reading the
 // log was 0.9 s of a 9.7 s job; writing blocks dominates, reading the blocks
-// a change touches while materializing comes second) and only shape the
-// fraction and the ETA before the job has timed a phase of its own.
+// a change touches while materializing comes second; building the vector
+// index of a version is a fraction of writing it for an incremental build,
+// about as long for a full one) and only shape the fraction and the ETA
+// before the job has timed a phase of its own. A job of a collection
+// without an index skips the indexing phase.
 var phaseWeights = [...]struct {
 	phase  string
 	weight float64
 }{
 	{PhaseReading, 0.15},
-	{PhaseMaterializing, 0.20},
-	{PhaseWriting, 0.60},
+	{PhaseMaterializing, 0.15},
+	{PhaseWriting, 0.50},
+	{PhaseIndexing, 0.15},
 	{PhaseCommitting, 0.05},
 }
 

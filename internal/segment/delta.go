@@ -182,6 +182,7 @@ func (w *Writer) WriteDelta(ctx context.Context, changes []Change, compactionOff
 	m.CreatedAt = w.s.now().UTC().Round(0)
 	m.Blocks = slices.Clone(w.base.Blocks)
 	m.Deltas = slices.Clone(w.base.Deltas)
+	m.Index = nil // the base's index is not this version's: the caller sets one
 	rows := make([]Change, 0, len(changes))
 	var ref DeltaRef
 	for _, ch := range changes {

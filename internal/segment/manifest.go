@@ -138,6 +138,9 @@ func checkManifest(m *Manifest) error {
 		keys[b.Key] = true
 		total += b.Records
 	}
+	if err := checkIndex(m); err != nil {
+		return err
+	}
 	if len(m.Deltas) == 0 {
 		if total != m.RecordCount {
 			return fmt.Errorf("record count %d, blocks hold %d", m.RecordCount, total)
@@ -190,20 +193,28 @@ func decodeManifestAt(key string, data []byte) (*Manifest, error) {
 	return m, nil
 }
 
-// References reports whether m lists the blob at key (a block or a delta).
+// References reports whether m lists the blob at key (a block, a delta or
+// an index blob).
 func (m *Manifest) References(key string) bool {
 	return slices.Contains(m.blobKeys(), key)
 }
 
-// blobKeys returns the keys of the blobs m references: its blocks and its
-// deltas (GC keeps or deletes them together).
+// blobKeys returns the keys of the blobs m references: its blocks, its
+// deltas and its index blobs (GC keeps or deletes them together; an index
+// chunk shared with a kept version stays).
 func (m *Manifest) blobKeys() []string {
-	keys := make([]string, 0, len(m.Blocks)+len(m.Deltas))
+	keys := make([]string, 0, len(m.Blocks)+len(m.Deltas)+1)
 	for _, b := range m.Blocks {
 		keys = append(keys, b.Key)
 	}
 	for _, d := range m.Deltas {
 		keys = append(keys, d.Key)
+	}
+	if m.Index != nil {
+		keys = append(keys, m.Index.Graph.Key)
+		for _, c := range m.Index.Chunks {
+			keys = append(keys, c.Key)
+		}
 	}
 	return keys
 }

@@ -152,6 +152,9 @@ type Manifest struct {
 	// Deltas override the blocks, oldest first: per id, the newest delta
 	// holding it wins, and a tombstone there means the id is absent.
 	Deltas []DeltaRef `json:"deltas,omitempty"`
+	// Index is the version's vector index (nil: none). A manifest from
+	// before indexing has none and reads as it did.
+	Index *IndexRef `json:"index,omitempty"`
 }
 
 // Change is the materialized outcome for one record id: Record nil means the

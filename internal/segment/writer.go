@@ -35,6 +35,8 @@ type Writer struct {
 	// current records Get returned, for WriteDelta.
 	overlay *[]Change
 	present map[string]*materialize.Record
+	// onChange is WriteOptions.OnChange of the write running.
+	onChange func(id string, r *materialize.Record)
 }
 
 // NewWriter starts a new version of collectionID over base (nil: the
@@ -118,6 +120,13 @@ type WriteOptions struct {
 	// order they finish in; at most Encoders blocks are in flight, so
 	// memory stays bounded.
 	Encoders int
+	// OnChange, when set, is called from WriteFrom's goroutine for each
+	// record id whose record the write changes against the base: r is the
+	// new record (inserted or updated) or nil (deleted). The record is the
+	// writer's: a caller that keeps it past the call copies what it keeps.
+	// A record a delta of the base held and the write folds into a block
+	// may be reported although its value is the base version's.
+	OnChange func(id string, r *materialize.Record)
 	// Window is the most records a run being built holds before it sends
 	// blocks of 15/16 of MaxBlockRecords from its front (<= 0: 8 blocks'
 	// worth);
@@ -159,6 +168,7 @@ func (w *Writer) writeFrom(ctx context.Context, changes iter.Seq2[Change, error]
 		return nil, stats, errors.New("write segment: Write called twice on one Writer")
 	}
 	w.wrote = true
+	w.onChange = opts.OnChange
 	// The loaded base blocks are not needed after the write: let them go.
 	defer clear(w.loaded)
 	if err := checkCollectionID(w.collectionID); err != nil {
@@ -347,6 +357,7 @@ func (w *Writer) baseRecords(ctx context.Context, i int) ([]materialize.Record, 
 // changes change nothing) is reused; the merged records of a changed block
 // form a rewritten span.
 func (w *Writer) merge(ctx context.Context, blocks []BlockRef, src *changeSource, lay *layout) error {
+	onChange := w.onChange
 	if len(blocks) == 0 {
 		lay.open()
 		for {
@@ -363,6 +374,9 @@ func (w *Writer) merge(ctx context.Context, blocks []BlockRef, src *changeSource
 				return err
 			}
 			if r != nil {
+				if onChange != nil {
+					onChange(r.ID, r)
+				}
 				if err := lay.add(*r); err != nil {
 					return err
 				}
@@ -441,12 +455,21 @@ func (w *Writer) merge(ctx context.Context, blocks []BlockRef, src *changeSource
 			case r == nil && cur == nil: // absent before and after
 			case r == nil: // deleted
 				err = markChanged()
+				if onChange != nil {
+					onChange(c.ID, nil)
+				}
 			case cur == nil: // inserted
+				if onChange != nil {
+					onChange(r.ID, r)
+				}
 				if err = markChanged(); err == nil {
 					err = emit(*r)
 				}
 			default:
 				if !sameRecord(*cur, *r) {
+					if onChange != nil {
+						onChange(r.ID, r)
+					}
 					err = markChanged()
 				}
 				if err == nil {

@@ -14,6 +14,7 @@ func TestManagerKnowsTheCompactionsPhases(t *testing.T) {
 		{compaction.PhaseReading, manager.PhaseReading},
 		{compaction.PhaseMaterializing, manager.PhaseMaterializing},
 		{compaction.PhaseWriting, manager.PhaseWriting},
+		{compaction.PhaseIndexing, manager.PhaseIndexing},
 		{compaction.PhaseCommitting, manager.PhaseCommitting},
 	} {
 		if p[0] != p[1] {

@@ -1,0 +1,595 @@
+package compaction
+
+import (
+	"cmp"
+	"container/list"
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
+
+	"github.com/compactorhq/compactor/internal/catalog"
+	"github.com/compactorhq/compactor/internal/materialize"
+	"github.com/compactorhq/compactor/internal/segment"
+	"github.com/compactorhq/compactor/internal/vindex"
+	"github.com/compactorhq/compactor/internal/where"
+)
+
+// The vector index of a segment version (DESIGN.md §7c), built by the
+// compaction that writes the version:
+//
+//   - incremental: the previous version's graph (from the in-process cache,
+//     keyed by its immutable graph blob key, or decoded from its blobs)
+//     gives a copy-on-write Successor; the writer reports each record id it
+//     inserts, updates or deletes (segment.WriteOptions.OnChange), and the
+//     successor takes those vectors in batches and tombstones the deleted
+//     ids, so the work is in proportion to the change; tombstones past
+//     vindex.RepairFraction are repaired, and past vindex.RebuildFraction
+//     the graph is rebuilt from its live vectors;
+//   - full: when the version before has no index, its index does not
+//     decode (or a blob is missing), or the collection's parameters changed
+//     (vindex Compatible), the graph is built from every record of the new
+//     version, read back from its blocks.
+//
+// The blobs (a graph blob, rewritten per version, and append-only vector
+// chunk blobs shared with later versions) are written durably before the
+// manifest that lists them (segment.IndexRef), so the commit's
+// compare-and-swap commits them with the version, readers pin them with
+// the version and GC collects them with it (a chunk stays while any
+// retained version lists it).
+//
+// Queries open a version's graph through the same cache (storedIndexes).
+// Its records' metadata, which a filtered search evaluates during the
+// traversal, is read from the version's blocks the first time a filtered
+// query needs it and kept with the cached graph, with where.Stats for the
+// plan's selectivity estimate: the blocks stay the one copy of the
+// metadata (an index blob of its own would duplicate every record's
+// metadata in every version, since the graph blob is rewritten per
+// version), and unfiltered queries never pay for it.
+
+// PhaseIndexing is the Progress.Phase of the index build, between
+// PhaseWriting and PhaseCommitting.
+const PhaseIndexing = "indexing"
+
+// DefaultIndexCacheBytes is the default budget of the in-process cache of
+// decoded vector indexes (WithIndexCacheBytes).
+const DefaultIndexCacheBytes = 1 << 30
+
+// indexBatch is how many vectors an incremental build inserts at once.
+const indexBatch = 4096
+
+// WithIndexCacheBytes sets the budget, in bytes (estimated: vectors and
+// links), of the decoded vector indexes kept in process for queries and
+// the next compaction. The index most recently used is kept even when it
+// alone is over the budget. Default DefaultIndexCacheBytes.
+func WithIndexCacheBytes(n int64) Option {
+	return func(c *Compactor) { c.indexes.budget = n }
+}
+
+// indexMetrics are the index build's metrics; nil fields without
+// WithRegisterer.
+type indexMetrics struct {
+	seconds   *prometheus.HistogramVec
+	vectors   prometheus.Counter
+	tombstone prometheus.Gauge
+	mu        sync.Mutex
+	fractions map[string]float64 // collection id → tombstone fraction of its last index written
+}
+
+// Build kinds: the build label of compactor_index_build_seconds and
+// segment.IndexRef.Build.
+const (
+	buildFull        = "full"
+	buildIncremental = "incremental"
+	buildRepaired    = "repaired"
+)
+
+func newIndexMetrics(reg prometheus.Registerer) *indexMetrics {
+	f := promauto.With(reg)
+	m := &indexMetrics{
+		seconds: f.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "compactor_index_build_seconds",
+			Help:    "Duration of the index phase of compactions that wrote a vector index, by build: full (every record), incremental (a successor of the previous version's graph) or repaired (incremental, then tombstones re-linked).",
+			Buckets: []float64{0.001, 0.005, 0.025, 0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800},
+		}, []string{"build"}),
+		vectors: f.NewCounter(prometheus.CounterOpts{
+			Name: "compactor_index_vectors_indexed_total",
+			Help: "Vectors inserted into vector indexes by compactions (a full build counts every vector, an incremental one the new and updated ones).",
+		}),
+		tombstone: f.NewGauge(prometheus.GaugeOpts{
+			Name: "compactor_index_tombstone_fraction",
+			Help: "The largest tombstone fraction (tombstones over nodes in the graph) among the last indexes this process wrote per collection; repairs start above 0.1.",
+		}),
+		fractions: map[string]float64{},
+	}
+	for _, b := range []string{buildFull, buildIncremental, buildRepaired} {
+		m.seconds.WithLabelValues(b)
+	}
+	return m
+}
+
+func (m *indexMetrics) observe(collectionID, build string, d time.Duration, inserted int, st vindex.Stats) {
+	if m == nil {
+		return
+	}
+	m.seconds.WithLabelValues(build).Observe(d.Seconds())
+	m.vectors.Add(float64(inserted))
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	frac := 0.0
+	if in := st.Slots - st.Dropped; in > 0 {
+		frac = float64(st.Tombstones) / float64(in)
+	}
+	m.fractions[collectionID] = frac
+	top := 0.0
+	for _, f := range m.fractions {
+		top = max(top, f)
+	}
+	m.tombstone.Set(top)
+}
+
+// indexParams returns the vindex parameters of coll's settings for
+// vectors of dim dimensions.
+func indexParams(coll catalog.Collection, dim int) vindex.Params {
+	s := coll.Index.WithDefaults()
+	return vindex.Params{Dim: dim, Distance: s.Distance, M: s.M, EfConstruction: s.EfConstruction, EfSearch: s.EfSearch}
+}
+
+// indexBuild is the index of one compaction, built beside its blocks. Its
+// methods run on the compaction's goroutine.
+type indexBuild struct {
+	c    *Compactor
+	coll catalog.Collection
+	base *segment.Manifest
+	// g is the successor of the base's graph being updated, nil for a full
+	// build after the blocks are written.
+	g        *vindex.Graph
+	ids      []string
+	vecs     [][]float32
+	inserted int
+	spent    time.Duration // in the change hook
+	err      error         // the first error of the hook
+	threads  int
+}
+
+// startIndex prepares the index of the version a compaction of coll over
+// base writes: nil when the collection has indexing off. It opens the
+// base's graph (cache, or decode) for an incremental build; a base index
+// that does not decode or has a blob missing is logged and rebuilt from
+// the blocks. Errors: storage errors reading the base's index.
+func (c *Compactor) startIndex(ctx context.Context, coll catalog.Collection, base *segment.Manifest) (*indexBuild, error) {
+	if coll.Index.Disabled {
+		return nil, nil
+	}
+	b := &indexBuild{c: c, coll: coll, base: base, threads: max(1, runtime.GOMAXPROCS(0))}
+	if base == nil || base.Index == nil {
+		return b, nil
+	}
+	start := time.Now()
+	prev, err := c.indexes.open(ctx, c.seg, base.Index)
+	b.spent += time.Since(start)
+	switch {
+	case err == nil:
+	case isIndexDamage(err):
+		c.logger.Warn("previous vector index unreadable: rebuilding it from the blocks", "collection", coll.ID, "version", base.Version, "err", err)
+		return b, nil
+	default:
+		return nil, fmt.Errorf("open the vector index of version %d: %w", base.Version, classifyRead(err))
+	}
+	p := indexParams(coll, prev.g.Params().Dim)
+	if !prev.g.Compatible(p) || prev.g.NeedsRebuild() || len(prev.g.Chunks()) != len(base.Index.Chunks) {
+		return b, nil // full build
+	}
+	b.g = prev.g.Successor()
+	return b, nil
+}
+
+// isIndexDamage reports whether err says an index blob is corrupt or
+// missing (the next build starts from the blocks).
+func isIndexDamage(err error) bool {
+	return errors.Is(err, segment.ErrCorrupt) || errors.Is(err, segment.ErrNotExist) || errors.Is(err, vindex.ErrCorrupt)
+}
+
+// onChange is the writer's change hook (nil when there is no incremental
+// build): it tombstones deleted ids at once and inserts new and updated
+// vectors in batches.
+func (b *indexBuild) onChange() func(id string, r *materialize.Record) {
+	if b == nil || b.g == nil {
+		return nil
+	}
+	return func(id string, r *materialize.Record) {
+		if b.err != nil {
+			return
+		}
+		start := time.Now()
+		defer func() { b.spent += time.Since(start) }()
+		if r == nil || len(r.Embedding) == 0 {
+			b.g.Delete(id)
+			return
+		}
+		b.ids = append(b.ids, id)
+		b.vecs = append(b.vecs, slices.Clone(r.Embedding))
+		if len(b.ids) >= indexBatch {
+			b.err = b.flush()
+		}
+	}
+}
+
+// flush inserts the pending vectors.
+func (b *indexBuild) flush() error {
+	if len(b.ids) == 0 {
+		return nil
+	}
+	if err := b.g.InsertBatch(b.ids, b.vecs, b.threads); err != nil {
+		return fmt.Errorf("insert %d vectors into the index: %w", len(b.ids), err)
+	}
+	b.inserted += len(b.ids)
+	b.ids, b.vecs = b.ids[:0], b.vecs[:0]
+	return nil
+}
+
+// writeIndex finishes the index of m (the new version, its blocks
+// written): the pending inserts, a repair or rebuild when the tombstones
+// call for one, or a full build from m's records; then it writes the
+// chunk blobs and the graph blob through w and sets m.Index. b nil (indexing
+// off) leaves m without an index. Errors: storage errors, a context error.
+func (c *Compactor) writeIndex(ctx context.Context, b *indexBuild, w *segment.Writer, m *segment.Manifest) error {
+	m.Index = nil
+	if b == nil {
+		return nil
+	}
+	if b.err != nil {
+		return b.err
+	}
+	start := time.Now()
+	dim := cmp.Or(b.coll.Dimension, m.Dimension)
+	if dim == 0 {
+		return nil // no record has an embedding yet
+	}
+	params := indexParams(b.coll, dim)
+	build := buildIncremental
+	g := b.g
+	if g != nil {
+		if err := b.flush(); err != nil {
+			return err
+		}
+		if int64(g.Len()) != m.RecordCount {
+			// The successor disagrees with the version (it must not): a
+			// full build restores the invariant.
+			c.logger.Warn("incremental vector index disagrees with the version: rebuilding", "collection", b.coll.ID,
+				"vectors", g.Len(), "records", m.RecordCount)
+			g = nil
+		}
+	}
+	switch {
+	case g == nil:
+		build = buildFull
+		var err error
+		if g, err = c.buildFullIndex(ctx, params, m, b.threads); err != nil {
+			return err
+		}
+		b.inserted = g.Len()
+	case g.NeedsRebuild():
+		build = buildFull
+		var err error
+		if g, err = g.Rebuild(params, b.threads); err != nil {
+			return fmt.Errorf("rebuild the index: %w", err)
+		}
+		b.inserted += g.Len()
+	case g.NeedsRepair():
+		build = buildRepaired
+		g.Repair(b.threads)
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("write index: %w", err)
+	}
+	var chunks []segment.BlobRef
+	if build != buildFull && b.base != nil && b.base.Index != nil {
+		chunks = slices.Clone(b.base.Index.Chunks)
+	}
+	graph, err := g.Encode(func(_ vindex.ChunkRef, chunk []byte) error {
+		ref, err := w.PutIndexBlob(ctx, segment.IndexChunk, chunk)
+		if err != nil {
+			return err
+		}
+		chunks = append(chunks, ref)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("write index: %w", err)
+	}
+	if len(chunks) != len(g.Chunks()) {
+		return fmt.Errorf("write index: %d chunk keys for %d chunks", len(chunks), len(g.Chunks()))
+	}
+	gref, err := w.PutIndexBlob(ctx, segment.IndexGraph, graph)
+	if err != nil {
+		return fmt.Errorf("write index: %w", err)
+	}
+	st := g.Stats()
+	spent := b.spent + time.Since(start)
+	p := g.Params()
+	m.Index = &segment.IndexRef{
+		Graph: gref, Chunks: chunks,
+		Dimension: p.Dim, Distance: p.Distance.String(), M: p.M, EfConstruction: p.EfConstruction, EfSearch: p.EfSearch,
+		Vectors: st.Vectors, Tombstones: st.Tombstones, Dropped: st.Dropped,
+		Build: build, BuiltAt: m.CreatedAt, BuildSeconds: spent.Seconds(),
+	}
+	if m.FormatVersion < 1 {
+		m.FormatVersion = 1
+	}
+	// The graph is immutable from here: the next compaction takes a
+	// successor of it, queries of the version search it.
+	c.indexes.put(gref.Key, g)
+	c.indexm.observe(b.coll.ID, build, spent, b.inserted, st)
+	return nil
+}
+
+// buildFullIndex builds a graph of every record of m, read from its
+// blocks and deltas.
+func (c *Compactor) buildFullIndex(ctx context.Context, p vindex.Params, m *segment.Manifest, threads int) (*vindex.Graph, error) {
+	g, err := vindex.New(p)
+	if err != nil {
+		return nil, fmt.Errorf("build the index: %w", err)
+	}
+	var ids []string
+	var vecs [][]float32
+	flush := func() error {
+		if len(ids) == 0 {
+			return nil
+		}
+		if err := g.InsertBatch(ids, vecs, threads); err != nil {
+			return fmt.Errorf("build the index: %w", err)
+		}
+		ids, vecs = ids[:0], vecs[:0]
+		return nil
+	}
+	var ferr error
+	err = c.seg.Scan(ctx, m, "", func(r materialize.Record) bool {
+		if len(r.Embedding) == 0 {
+			return true
+		}
+		ids = append(ids, r.ID)
+		vecs = append(vecs, slices.Clone(r.Embedding))
+		if len(ids) >= 4*indexBatch {
+			ferr = flush()
+		}
+		return ferr == nil && ctx.Err() == nil
+	})
+	if err == nil {
+		err = cmp.Or(ferr, ctx.Err())
+	}
+	if err == nil {
+		err = flush()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("build the index from the blocks: %w", err)
+	}
+	return g, nil
+}
+
+// indexCache holds decoded graphs by their graph blob key (immutable: a
+// key names one graph for good), least recently used first out, within a
+// byte budget; the most recent entry stays whatever its size.
+type indexCache struct {
+	budget int64
+	mu     sync.Mutex
+	used   int64
+	lru    *list.List // of *indexEntry, most recent at the front
+	byKey  map[string]*list.Element
+	// loading serialises the decode of one key, so that concurrent
+	// queries of a new version decode it once.
+	loading map[string]*sync.Mutex
+}
+
+func newIndexCache() *indexCache {
+	return &indexCache{budget: DefaultIndexCacheBytes, lru: list.New(), byKey: map[string]*list.Element{}, loading: map[string]*sync.Mutex{}}
+}
+
+// indexEntry is one cached graph and, once a filtered query loaded it, the
+// metadata of its version's records.
+type indexEntry struct {
+	key   string
+	g     *vindex.Graph
+	bytes int64
+
+	metaMu sync.Mutex
+	meta   map[string]map[string]any // nil until loaded
+	stats  *where.Stats
+}
+
+// graphBytes estimates a graph's memory: vectors and layer-0 links.
+func graphBytes(g *vindex.Graph) int64 {
+	st, p := g.Stats(), g.Params()
+	return int64(st.Slots) * int64(4*p.Dim+4*(2*p.M+1)+48)
+}
+
+func (ic *indexCache) get(key string) *indexEntry {
+	ic.mu.Lock()
+	defer ic.mu.Unlock()
+	if el, ok := ic.byKey[key]; ok {
+		ic.lru.MoveToFront(el)
+		return el.Value.(*indexEntry)
+	}
+	return nil
+}
+
+func (ic *indexCache) put(key string, g *vindex.Graph) *indexEntry {
+	ic.mu.Lock()
+	defer ic.mu.Unlock()
+	if el, ok := ic.byKey[key]; ok {
+		ic.lru.MoveToFront(el)
+		return el.Value.(*indexEntry)
+	}
+	e := &indexEntry{key: key, g: g, bytes: graphBytes(g)}
+	ic.byKey[key] = ic.lru.PushFront(e)
+	ic.used += e.bytes
+	for ic.used > ic.budget && ic.lru.Len() > 1 {
+		old := ic.lru.Back()
+		oe := old.Value.(*indexEntry)
+		ic.lru.Remove(old)
+		delete(ic.byKey, oe.key)
+		ic.used -= oe.bytes
+	}
+	return e
+}
+
+// open returns the cached graph of ref, decoding it from its blobs when
+// it is not cached. Errors: a missing blob is a *segment.MissingError of
+// KindIndex; bad bytes a *segment.CorruptError of KindIndex naming the
+// blob; storage errors.
+func (ic *indexCache) open(ctx context.Context, seg *segment.Store, ref *segment.IndexRef) (*indexEntry, error) {
+	if e := ic.get(ref.Graph.Key); e != nil {
+		return e, nil
+	}
+	ic.mu.Lock()
+	l, ok := ic.loading[ref.Graph.Key]
+	if !ok {
+		l = &sync.Mutex{}
+		ic.loading[ref.Graph.Key] = l
+	}
+	ic.mu.Unlock()
+	l.Lock()
+	defer func() {
+		l.Unlock()
+		ic.mu.Lock()
+		delete(ic.loading, ref.Graph.Key)
+		ic.mu.Unlock()
+	}()
+	if e := ic.get(ref.Graph.Key); e != nil {
+		return e, nil
+	}
+	g, err := decodeIndex(ctx, seg, ref)
+	if err != nil {
+		return nil, err
+	}
+	return ic.put(ref.Graph.Key, g), nil
+}
+
+// decodeIndex reads and decodes the graph of ref.
+func decodeIndex(ctx context.Context, seg *segment.Store, ref *segment.IndexRef) (*vindex.Graph, error) {
+	graph, err := seg.ReadIndexBlob(ctx, ref.Graph)
+	if err != nil {
+		return nil, err
+	}
+	at := -1 // the chunk being decoded; -1: the graph blob
+	g, err := vindex.Decode(graph, func(i int, _ vindex.ChunkRef) ([]byte, error) {
+		if i >= len(ref.Chunks) {
+			return nil, segment.CorruptIndex(ref.Graph.Key, fmt.Errorf("graph lists chunk %d, the manifest %d chunks", i, len(ref.Chunks)))
+		}
+		at = i
+		return seg.ReadIndexBlob(ctx, ref.Chunks[i])
+	})
+	if err == nil && len(g.Chunks()) != len(ref.Chunks) {
+		return nil, segment.CorruptIndex(ref.Graph.Key, fmt.Errorf("graph lists %d chunks, the manifest %d", len(g.Chunks()), len(ref.Chunks)))
+	}
+	if err == nil && g.Params().Dim != ref.Dimension {
+		return nil, segment.CorruptIndex(ref.Graph.Key, fmt.Errorf("graph of dimension %d, the manifest says %d", g.Params().Dim, ref.Dimension))
+	}
+	if err != nil && errors.Is(err, vindex.ErrCorrupt) {
+		key := ref.Graph.Key
+		if at >= 0 {
+			key = ref.Chunks[at].Key
+		}
+		return nil, segment.CorruptIndex(key, err)
+	}
+	return g, err
+}
+
+// storedIndexes is the IndexSource of the indexes compactions write: it
+// opens a version's graph from the blob store through the Compactor's
+// cache.
+type storedIndexes struct{ c *Compactor }
+
+func (s storedIndexes) Index(ctx context.Context, coll catalog.Collection, m *segment.Manifest) (Searcher, error) {
+	if m == nil || m.Index == nil {
+		return nil, nil
+	}
+	e, err := s.c.indexes.open(ctx, s.c.seg, m.Index)
+	if err != nil {
+		return nil, fmt.Errorf("open the vector index of version %d: %w", m.Version, err)
+	}
+	return &versionIndex{e: e, seg: s.c.seg, m: m}, nil
+}
+
+// versionIndex is a cached graph as one query uses it: a Searcher with the
+// graph's scan cost model and, once loadMetadata ran, a MetadataSearcher
+// and SelectivityEstimator over the version's records.
+type versionIndex struct {
+	e   *indexEntry
+	seg *segment.Store
+	m   *segment.Manifest
+	// meta and stats are e's, taken by loadMetadata (read without a lock
+	// after it: the query's goroutine loaded them).
+	meta  map[string]map[string]any
+	stats *where.Stats
+}
+
+func (v *versionIndex) Search(q []float32, k, ef int, allow func(id string) bool) ([]Hit, error) {
+	return v.e.g.Search(q, k, ef, allow)
+}
+
+func (v *versionIndex) Len() int                            { return v.e.g.Len() }
+func (v *versionIndex) ScanCheaper(allowed, k, ef int) bool { return v.e.g.ScanCheaper(allowed, k, ef) }
+
+// loadMetadata reads the metadata of the version's records (once per
+// cached graph) for Metadata and Selectivity.
+func (v *versionIndex) loadMetadata(ctx context.Context) error {
+	e := v.e
+	e.metaMu.Lock()
+	defer e.metaMu.Unlock()
+	if e.meta != nil {
+		v.meta, v.stats = e.meta, e.stats
+		return nil
+	}
+	meta := make(map[string]map[string]any, e.g.Len())
+	stats := &where.Stats{}
+	err := v.seg.Scan(ctx, v.m, "", func(r materialize.Record) bool {
+		md := map[string]any(r.Metadata)
+		meta[r.ID] = md
+		stats.Add(md)
+		return ctx.Err() == nil
+	})
+	if err == nil {
+		err = ctx.Err()
+	}
+	if err != nil {
+		return fmt.Errorf("read the metadata of version %d for a filtered search: %w", v.m.Version, err)
+	}
+	e.meta, e.stats = meta, stats
+	v.meta, v.stats = meta, stats
+	return nil
+}
+
+// Metadata returns the metadata of record id (after loadMetadata).
+func (v *versionIndex) Metadata(id string) (map[string]any, bool) {
+	md, ok := v.meta[id]
+	return md, ok
+}
+
+// Selectivity estimates the fraction of the version's records f matches
+// (after loadMetadata).
+func (v *versionIndex) Selectivity(f *where.Filter) (float64, bool) {
+	if v.stats == nil || v.stats.Records == 0 {
+		return 0, false
+	}
+	return f.Selectivity(v.stats), true
+}
+
+// metadataLoader is an index whose metadata is read on demand, before the
+// first filtered search.
+type metadataLoader interface {
+	loadMetadata(ctx context.Context) error
+}
+
+var (
+	_ MetadataSearcher     = (*versionIndex)(nil)
+	_ SelectivityEstimator = (*versionIndex)(nil)
+	_ scanCostModel        = (*versionIndex)(nil)
+	_ metadataLoader       = (*versionIndex)(nil)
+)
