@@ -501,3 +501,56 @@ func mustWhere(tb testing.TB, s string) *where.Filter {
 	}
 	return f
 }
+
+// Queries that run while compactions commit (and purge the tail rows they
+// compacted) answer the same as before: each reads one snapshot, the
+// segment version pinned with the tail after its offset.
+func TestQueriesDuringCompactionsSeeOneView(t *testing.T) {
+	r := rand.New(rand.NewPCG(29, 1))
+	e := newEnv(t, envConfig{maxRecords: 15, batchRecords: 5, maxBlock: 6, minBlock: 2})
+	g := gen{r: r, ids: 60, dim: 3}
+	e.push(g.batch(150)...)
+	f := mustWhere(t, `{"a": {"$gte": 3}}`)
+	qs := [][]float32{{1, 2, 3}, {-4, 0, 2}}
+	want := make([][]QueryHit, len(qs))
+	for i, q := range qs {
+		want[i] = e.model.bruteForce(vindex.DefaultDistance, q, 7, f, nil)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			res, err := e.comp.Compact(e.ctx, e.id, Options{})
+			if err != nil {
+				t.Errorf("compact: %v", err)
+				return
+			}
+			if res.Remaining == 0 {
+				return
+			}
+		}
+	}()
+	check := func(when string) {
+		res, err := e.comp.QueryRecords(e.ctx, e.id, Query{Embeddings: qs, K: 7, Where: f, Exact: true})
+		if err != nil {
+			t.Fatalf("%s: %v", when, err)
+		}
+		for i := range qs {
+			if len(want[i]) == 0 && len(res.Hits[i]) == 0 {
+				continue
+			}
+			if !reflect.DeepEqual(res.Hits[i], want[i]) {
+				t.Fatalf("%s: query %d at version %d:\n got%s\nwant%s", when, i, res.SegmentVersion, briefHits(res.Hits[i]), briefHits(want[i]))
+			}
+		}
+	}
+	for n := 0; ; n++ {
+		select {
+		case <-done:
+			check("after the compactions")
+			return
+		default:
+			check(fmt.Sprintf("query %d", n))
+		}
+	}
+}
