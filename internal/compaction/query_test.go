@@ -554,3 +554,35 @@ func TestQueriesDuringCompactionsSeeOneView(t *testing.T) {
 		}
 	}
 }
+
+// At most MaxConcurrentScans exact scans run at once; one more waits for a
+// slot within its context, and runs once a slot frees.
+func TestScansWaitForASlot(t *testing.T) {
+	e := newEnv(t, envConfig{maxRecords: 100, batchRecords: 50, maxBlock: 8, minBlock: 2})
+	e.push(materialize.OperationRecord{Op: materialize.OpAdd, ID: "a", Embedding: []float32{0, 1}})
+	q := Query{Embeddings: [][]float32{{0, 1}}, K: 1}
+	for range MaxConcurrentScans {
+		e.comp.scans <- struct{}{} // scans in flight
+	}
+	ctx, cancel := context.WithCancel(e.ctx)
+	cancel()
+	if _, err := e.comp.QueryRecords(ctx, e.id, q); !errors.Is(err, context.Canceled) {
+		t.Fatalf("a scan with every slot taken and its context done: %v, want context.Canceled", err)
+	}
+	// A query by ids does not scan, so it needs no slot.
+	if res, err := e.comp.QueryRecords(e.ctx, e.id, Query{Embeddings: q.Embeddings, K: 1, IDs: []string{"a"}}); err != nil || len(res.Hits[0]) != 1 {
+		t.Fatalf("a query by ids with every slot taken: %v, %v", res.Hits, err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := e.comp.QueryRecords(e.ctx, e.id, q)
+		done <- err
+	}()
+	<-e.comp.scans // one scan ends
+	if err := <-done; err != nil {
+		t.Fatalf("the waiting scan: %v", err)
+	}
+	if n := len(e.comp.scans); n != MaxConcurrentScans-1 {
+		t.Errorf("%d slots taken after the scan, want %d", n, MaxConcurrentScans-1)
+	}
+}
