@@ -17,10 +17,12 @@ import (
 // The job queue in the catalog (DESIGN.md §7a). The jobs table is the queue
 // and the database keeps its invariants for every replica at once: partial
 // unique indexes allow at most one QUEUED and one RUNNING job per collection;
-// a worker claims the next job in one transaction (FOR UPDATE SKIP LOCKED on
-// PostgreSQL, the single write transaction on SQLite) with a lease it renews
-// while the job runs; a job's terminal update and its compaction commit are
-// fenced by the lease, so a node that lost its lease cannot commit. The
+// a worker claims the next job in one transaction (passing over rows locked
+// by others on PostgreSQL, the single write transaction on SQLite) with a
+// job lease it renews while the job runs; a job's terminal update and its
+// compaction commit are fenced by the job lease, so a node that lost it
+// cannot commit. (The leader lease of the scheduler is another thing: see
+// leader.go.) The
 // shape follows River's claim/rescue split and Mimir's compactor scheduler
 // (job tracker, lease manager).
 
