@@ -184,7 +184,7 @@ func TestLeaseTimesComeFromThePostgresClock(t *testing.T) {
 		t.Fatalf("the replica ahead took over %+v, %v", got, err)
 	}
 	if held, err := behind.AcquireLeaderLease(ctx, "scheduler", "behind", long); err != nil || !held {
-		t.Fatalf("AcquireLease by the replica behind: %v, %v", held, err)
+		t.Fatalf("AcquireLeaderLease by the replica behind: %v, %v", held, err)
 	}
 	if held, err := ahead.AcquireLeaderLease(ctx, "scheduler", "ahead", long); err != nil || held {
 		t.Fatalf("the replica ahead took a live leader lease: %v, %v", held, err)
