@@ -37,6 +37,7 @@ import (
 	"github.com/compactorhq/compactor/internal/manager"
 	"github.com/compactorhq/compactor/internal/rpc"
 	"github.com/compactorhq/compactor/internal/segment"
+	"github.com/compactorhq/compactor/internal/storetrace"
 	"github.com/compactorhq/compactor/web"
 )
 
@@ -303,9 +304,13 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (_ *App, err err
 	// Compactions' writes pass the node's throughput cap (--max-throughput,
 	// or the run-time override the manager applies).
 	throttle := segment.NewThrottle(cfg.Manager.MaxThroughput)
-	a.Segments = segment.NewStore(throttle.Wrap(a.blobs), cfg.Segment, nil)
+	// Each blob call and each catalog call made under an RPC's or a job's
+	// span gets a span of its own (internal/storetrace); blob spans include
+	// the time a Put waited for the throughput cap.
+	a.Segments = segment.NewStore(storetrace.Blobs(throttle.Wrap(a.blobs)), cfg.Segment, nil, segment.WithRegisterer(a.Registry))
+	traced := storetrace.NewCatalog(a.Catalog)
 	storageFullGauge(a.Registry, map[string]func(context.Context) error{"catalog": a.Catalog.Writable, "blobs": a.blobs.writable})
-	a.Compactor, err = compaction.New(a.Catalog, a.Segments, cfg.Compaction, logger.With("component", "compaction"), compaction.WithRegisterer(a.Registry))
+	a.Compactor, err = compaction.New(traced, a.Segments, cfg.Compaction, logger.With("component", "compaction"), compaction.WithRegisterer(a.Registry))
 	if err != nil {
 		return nil, err
 	}
@@ -319,13 +324,13 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (_ *App, err err
 	if mcfg.Version == "" {
 		mcfg.Version = buildinfo.Get().Version
 	}
-	a.Manager, err = manager.New(a.Catalog, executor{c: a.Compactor, throttle: throttle}, mcfg, a.Registry, logger.With("component", "manager"))
+	a.Manager, err = manager.New(traced, executor{c: a.Compactor, throttle: throttle}, mcfg, a.Registry, logger.With("component", "manager"))
 	if err != nil {
 		return nil, err
 	}
 	a.Deleter = manager.NewDeleter(a.Manager, collectionStorage{c: a.Compactor, blobDir: fileBlobDir(cfg.BlobURL), log: logger.With("component", "storage")})
 	recs := records{Compactor: a.Compactor, del: a.Deleter}
-	a.Service = rpc.NewService(a.Manager, a.Manager, pushNotifier{a.Catalog, a.Manager, logger.With("component", "rpc")}, recs,
+	a.Service = rpc.NewService(a.Manager, a.Manager, pushNotifier{traced, a.Manager, logger.With("component", "rpc")}, recs,
 		catalog.AppendLimits{MaxBacklog: cfg.MaxBacklog, KeyWindow: cfg.PushKeyWindow}, logger.With("component", "rpc"))
 	// Without a tracer (no OTLP export configured) no span would be
 	// recorded: the interceptor is left out instead of costing every call.
