@@ -34,6 +34,9 @@ type Catalog struct {
 	// lock is the process lock of an exclusive catalog (Config.Exclusive),
 	// nil otherwise.
 	lock *procLock
+	// writers counts the write transactions of writeTx, for the log purge
+	// to yield to them (log.go).
+	writers writerGate
 }
 
 // Open opens (creating if needed) the catalog database and applies pending
@@ -163,8 +166,12 @@ func (c *Catalog) Ping(ctx context.Context) error {
 }
 
 // writeTx runs fn in a write transaction (BEGIN IMMEDIATE on SQLite) and
-// commits it when fn returns nil. fn's error is returned as is.
+// commits it when fn returns nil. fn's error is returned as is. It is
+// counted, waiting and running, as a foreground write the log purge yields
+// to.
 func (c *Catalog) writeTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	c.writers.enter()
+	defer c.writers.leave()
 	return c.writeTxOn(ctx, c.w, fn)
 }
 

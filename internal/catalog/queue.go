@@ -89,6 +89,10 @@ type JobRequest struct {
 	OldestAt time.Time
 	// Continues is the id of the job this one continues; "" for none.
 	Continues string
+	// TraceParent is the W3C traceparent of the request that asked for the
+	// job (its trace links to it); "" for none. Kept by the job it creates,
+	// not by one that was queued already.
+	TraceParent string
 }
 
 // Node is one replica of compactor serve as registered in the catalog.
@@ -356,6 +360,7 @@ func (c *Catalog) execEnqueueLocked(ctx context.Context, tx *sql.Tx, call Enqueu
 		job := Job{
 			ID: id, CollectionID: r.CollectionID, CollectionName: ci.name, Trigger: r.Trigger, State: JobQueued, Reason: r.Reason,
 			Attempt: ci.retries + 1, CreatedAt: now, Continues: r.Continues, OldestAt: fromMs(ms(r.OldestAt)),
+			TraceParent: r.TraceParent,
 		}
 		if err := c.execInsertJob(ctx, tx, job); err != nil {
 			return nil, err

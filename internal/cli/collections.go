@@ -207,7 +207,7 @@ func (s *session) printCollection(c *compactorv1.Collection) error {
 		{"Min compaction size", minSize},
 		{"Max uncompacted age", maxAge},
 		{"Distance", distanceName(c.GetDistance())},
-		{"Vector index", indexText(c.GetIndex())},
+		{"Index settings", indexText(c.GetIndex())},
 		{"Created", o.fmtTime(c.GetCreateTime())},
 		{"Updated", o.fmtTime(c.GetUpdateTime())},
 	})

@@ -309,7 +309,10 @@ func testJobIDs(t *testing.T, c clients) {
 	}
 	_, err = c.jobs.CancelCompaction(ctx, connect.NewRequest(&compactorv1.CancelCompactionRequest{JobId: unknownID(7)}))
 	wantCode(t, err, connect.CodeNotFound)
-	for _, id := range []string{"", "42", "0b6a3c0e-8f1e-4a55-9f0e-5c1d2f3a4b5", "'; DROP TABLE jobs; --"} {
+	// The start of an id that no job has is unknown too.
+	_, err = c.jobs.GetCompaction(ctx, connect.NewRequest(&compactorv1.GetCompactionRequest{JobId: "0b6a3c0e-8f1e-4a55-9f0e-5c1d2f3a4b5"}))
+	wantCode(t, err, connect.CodeNotFound)
+	for _, id := range []string{"", "42", "0b6a3c0e-8f1e-4a55-9f0e-5c1d2f3a4b5g", "'; DROP TABLE jobs; --"} {
 		_, err = c.jobs.GetCompaction(ctx, connect.NewRequest(&compactorv1.GetCompactionRequest{JobId: id}))
 		wantCode(t, err, connect.CodeInvalidArgument)
 		wantViolation(t, err, "job_id")
