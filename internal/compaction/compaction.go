@@ -278,7 +278,10 @@ type Compactor struct {
 	// index build's metrics (nil without WithRegisterer).
 	indexes *indexCache
 	indexm  *indexMetrics
-	pins    *pins
+	// scans holds a token per exact query scan running (see
+	// MaxConcurrentScans).
+	scans chan struct{}
+	pins  *pins
 	// readRetries counts reads run again on a fresh view because GC
 	// collected their version (see retryRead); none is expected at accepted
 	// settings.
@@ -333,7 +336,8 @@ func New(cat Catalog, seg *segment.Store, cfg Config, logger *slog.Logger, opts 
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	c := &Compactor{cat: cat, seg: seg, cfg: cfg, logger: logger, pins: newPins(), purges: make(map[string]bool), indexes: newIndexCache()}
+	c := &Compactor{cat: cat, seg: seg, cfg: cfg, logger: logger, pins: newPins(), purges: make(map[string]bool),
+		scans: make(chan struct{}, MaxConcurrentScans), indexes: newIndexCache()}
 	for _, o := range opts {
 		o(c)
 	}

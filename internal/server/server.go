@@ -459,11 +459,7 @@ func (a *App) readyz(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "not ready: starting or shutting down", http.StatusServiceUnavailable)
 		return
 	}
-	// The probe's last verdict: the blob store is not called here.
-	if err := a.probe.unreachable(); err != nil {
-		http.Error(w, "not ready: blob store unreachable (see the server log)", http.StatusServiceUnavailable)
-		return
-	}
+
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 	defer cancel()
 	if err := a.Catalog.Ping(ctx); err != nil {
@@ -481,6 +477,17 @@ func (a *App) readyz(w http.ResponseWriter, r *http.Request) {
 	if err := a.blobs.writable(ctx); err != nil {
 		a.log.Warn("readiness check", "store", catalog.StoreBlobs, "err", err)
 		http.Error(w, notReady(catalog.StoreBlobs, err), http.StatusServiceUnavailable)
+		return
+	}
+	// The probe's last verdict: the blob store is not called here. A
+	// full store is said so, as above.
+	if err := a.probe.unreachable(); err != nil {
+		msg := "not ready: blob store unreachable (see the server log)"
+		var full *catalog.StorageFullError
+		if errors.As(err, &full) {
+			msg = notReady(catalog.StoreBlobs, err)
+		}
+		http.Error(w, msg, http.StatusServiceUnavailable)
 		return
 	}
 	_, _ = w.Write([]byte("ok\n"))

@@ -93,7 +93,11 @@ func (g *Graph) Encode(put func(ref ChunkRef, chunk []byte) error) ([]byte, erro
 		last := g.chunks[had-1]
 		done = last.First + last.Count
 	}
-	per := max(1, chunkMaxBytes/(4*g.p.Dim))
+	maxBytes := chunkMaxBytes
+	if g.chunkBytes > 0 {
+		maxBytes = g.chunkBytes
+	}
+	per := max(1, maxBytes/(4*g.p.Dim))
 	var buf []byte
 	for first := done; first < len(g.ids); first += per {
 		count := min(per, len(g.ids)-first)

@@ -90,18 +90,15 @@ func TestEncodeDecodeRoundTrip(t *testing.T) {
 func q0() []float32 { return []float32{1, 0, 0, 0, 0, 0} }
 
 func TestEncodeSplitsLargeBuildsIntoChunks(t *testing.T) {
-	const dim = 8192 // 32 KiB a vector: 1024 vectors a chunk
-	g, _ := New(Params{Dim: dim, M: 2, EfConstruction: 2})
-	v := make([]float32, dim)
-	for i := range 1500 {
-		v[0] = float32(i)
-		g.appendNode(idOf(i), v) // no links needed for the format
-	}
-	g.entry = 0
-	g.maxLevel = int(g.level[0])
-	_, chunks := g.encodeAll()
+	rng := rand.New(rand.NewPCG(13, 13))
+	g := build(t, Params{Dim: 8, Distance: DistanceL2, M: 4, EfConstruction: 8}, uniform(rng, 1500, 8), 1)
+	g.chunkBytes = 1024 * 8 * 4 // 1024 vectors a chunk
+	blob, chunks := g.encodeAll()
 	if refs := g.Chunks(); len(chunks) != 2 || refs[0].Count != 1024 || refs[1].Count != 476 {
 		t.Errorf("%d chunks %+v, want 1024 + 476 slots", len(chunks), refs)
+	}
+	if _, err := Decode(blob, chunksOf(chunks)); err != nil {
+		t.Error(err)
 	}
 }
 
