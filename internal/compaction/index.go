@@ -566,6 +566,14 @@ func (v *versionIndex) loadMetadata(ctx context.Context) error {
 	return nil
 }
 
+// metadataLoaded reports whether loadMetadata has nothing to read (it
+// still has to run, to take the metadata for this query).
+func (v *versionIndex) metadataLoaded() bool {
+	v.e.metaMu.Lock()
+	defer v.e.metaMu.Unlock()
+	return v.e.meta != nil
+}
+
 // Metadata returns the metadata of record id (after loadMetadata).
 func (v *versionIndex) Metadata(id string) (map[string]any, bool) {
 	md, ok := v.meta[id]
@@ -584,6 +592,7 @@ func (v *versionIndex) Selectivity(f *where.Filter) (float64, bool) {
 // metadataLoader is an index whose metadata is read on demand, before the
 // first filtered search.
 type metadataLoader interface {
+	metadataLoaded() bool
 	loadMetadata(ctx context.Context) error
 }
 

@@ -337,11 +337,14 @@ func (c *Compactor) planIndex(ctx context.Context, coll catalog.Collection, m *s
 		if l, ok := idx.(metadataLoader); ok {
 			// The first filtered query of a version reads its records'
 			// metadata: a whole-collection scan, so it takes a scan slot.
-			release, err := c.acquireScan(ctx)
-			if err != nil {
-				return nil, false, err
+			release := func() {}
+			if !l.metadataLoaded() {
+				var err error
+				if release, err = c.acquireScan(ctx); err != nil {
+					return nil, false, err
+				}
 			}
-			err = l.loadMetadata(ctx)
+			err := l.loadMetadata(ctx)
 			release()
 			if err != nil {
 				return nil, false, err
