@@ -2,6 +2,7 @@ package web
 
 import (
 	"cmp"
+	"fmt"
 	"math"
 	"net/url"
 	"slices"
@@ -829,7 +830,7 @@ func buildCollection(now time.Time, c Collection, jobs []Job, history []Point, a
 		dead = "yes, since " + newTimeView(now, c.DeadLetteredAt).Text
 	}
 	names := map[string]string{c.ID: c.Name}
-	return collectionView{
+	v := collectionView{
 		Row:        row,
 		Title:      c.Name,
 		Act:        act,
@@ -861,6 +862,31 @@ func buildCollection(now time.Time, c Collection, jobs []Job, history []Point, a
 		Durations:  durationChart(jobs),
 		Backlog:    backlogChart(history),
 		Throughput: throughputChart(now, jobs),
+	}
+	v.Fields = append(v.Fields, indexFields(now, c.Index)...)
+	return v
+}
+
+// indexFields are the collection page's lines about the vector index.
+func indexFields(now time.Time, ix CollectionIndex) []fieldView {
+	if ix.Disabled {
+		return []fieldView{{Key: "index", Label: "Vector index", Value: "off (every query scans)"}}
+	}
+	params := fmt.Sprintf("HNSW, %s, M %d, ef_construction %d, ef_search %d", ix.Distance, ix.M, ix.EfConstruction, ix.EfSearch)
+	if !ix.Built {
+		return []fieldView{{Key: "index", Label: "Vector index", Value: params, Hint: "not built yet: the next compaction builds it"}}
+	}
+	tomb := "0"
+	if in := ix.Vectors + ix.Tombstones; in > 0 {
+		tomb = fmt.Sprintf("%s (%.1f %%)", fmtCount(int64(ix.Tombstones)), 100*float64(ix.Tombstones)/float64(in))
+	}
+	built := newTimeView(now, ix.BuiltAt)
+	return []fieldView{
+		{Key: "index", Label: "Vector index", Value: params},
+		{Key: "index_vectors", Label: "Index vectors", Value: fmtCount(int64(ix.Vectors))},
+		{Key: "index_tombstones", Label: "Index tombstones", Value: tomb},
+		{Key: "index_bytes", Label: "Index size", Value: fmtBytes(ix.Bytes)},
+		{Key: "index_build", Label: "Index last build", Value: fmt.Sprintf("%s, %.2f s", ix.Build, ix.BuildSeconds), Hint: built.Rel, ISO: built.ISO},
 	}
 }
 

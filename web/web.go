@@ -147,6 +147,23 @@ type Collection struct {
 	SegmentBytes int64
 	BlockCount   int
 	VersionsKept int
+	// Index is the vector index: the collection's settings, and what the
+	// current version's index holds (on the collection page only).
+	Index CollectionIndex
+}
+
+// CollectionIndex is a collection's vector index settings and, when its
+// current version has one, that index's figures.
+type CollectionIndex struct {
+	Disabled                     bool
+	Distance                     string // "cosine"
+	M, EfConstruction, EfSearch  int
+	Built                        bool // the current version has an index
+	Vectors, Tombstones, Dropped int
+	Bytes                        int64  // graph and chunk blobs
+	Build                        string // "full", "incremental" or "repaired"
+	BuiltAt                      time.Time
+	BuildSeconds                 float64
 }
 
 // Controls are the operators' global controls of automatic compaction.

@@ -11,6 +11,7 @@ import (
 	"github.com/compactorhq/compactor/internal/catalog"
 	"github.com/compactorhq/compactor/internal/manager"
 	"github.com/compactorhq/compactor/internal/redact"
+	"github.com/compactorhq/compactor/internal/segment"
 	"github.com/compactorhq/compactor/web"
 )
 
@@ -22,6 +23,9 @@ type webSource struct {
 	mgr     *manager.Manager
 	cat     webCatalog
 	backlog *backlogSampler
+	// seg reads the current version's manifest for the collection page's
+	// index figures; nil: the page shows the index settings only.
+	seg *segment.Store
 }
 
 // webCatalog is what the page reads of the catalog directly.
@@ -58,6 +62,7 @@ func webCollection(c catalog.Collection, f catalog.StorageFigures) web.Collectio
 		Paused: c.Paused(), PauseReason: c.PauseReason, PausedBy: c.PausedBy, PausedAt: c.PausedAt,
 		MinCompactionSize: c.Settings.MinCompactionSize, MaxUncompactedAge: c.Settings.MaxUncompactedAge,
 		SegmentBytes: f.SegmentBytes, BlockCount: f.BlockCount, VersionsKept: f.VersionsKept,
+		Index: webIndexSettings(c.Index),
 	}
 }
 
@@ -190,7 +195,26 @@ func (s *webSource) Collection(ctx context.Context, id string) (web.Collection, 
 	if err != nil {
 		return web.Collection{}, err
 	}
-	return webCollection(c, figures[c.ID]), nil
+	wc := webCollection(c, figures[c.ID])
+	if s.seg != nil && c.SegmentVersion > 0 && !c.Index.Disabled {
+		// One manifest read: the page shows the current version's index.
+		m, err := s.seg.ReadManifest(ctx, c.ManifestKey)
+		if err != nil {
+			return web.Collection{}, fmt.Errorf("collection %s: %w", id, err)
+		}
+		if ix := m.Index; ix != nil {
+			wc.Index.Built = true
+			wc.Index.Vectors, wc.Index.Tombstones, wc.Index.Dropped = ix.Vectors, ix.Tombstones, ix.Dropped
+			wc.Index.Bytes, wc.Index.Build, wc.Index.BuiltAt, wc.Index.BuildSeconds = ix.Bytes(), ix.Build, ix.BuiltAt, ix.BuildSeconds
+		}
+	}
+	return wc, nil
+}
+
+// webIndexSettings is the page's view of a collection's index settings.
+func webIndexSettings(s catalog.IndexSettings) web.CollectionIndex {
+	s = s.WithDefaults()
+	return web.CollectionIndex{Disabled: s.Disabled, Distance: s.Distance.String(), M: s.M, EfConstruction: s.EfConstruction, EfSearch: s.EfSearch}
 }
 
 func (s *webSource) BacklogHistory(_ context.Context, collectionID string) ([]web.Point, error) {
@@ -331,7 +355,7 @@ func (a *App) mountWeb() error {
 	cfg.Logger, cfg.Done = a.log, a.done // the page adds component=web
 	bi := buildinfo.Get()
 	cfg.Build = web.Build{Version: bi.Version, Revision: bi.Revision, Time: bi.Time, Modified: bi.Modified}
-	h, err := web.NewHandler(&webSource{mgr: a.Manager, cat: a.Catalog, backlog: a.backlog}, cfg)
+	h, err := web.NewHandler(&webSource{mgr: a.Manager, cat: a.Catalog, backlog: a.backlog, seg: a.Segments}, cfg)
 	if err != nil {
 		return fmt.Errorf("status page: %w", err)
 	}

@@ -45,12 +45,15 @@ func Fixture() *Source {
 			LogPosition: 61200, CompactionOffset: 60000, OldestUncompactedAt: ago(3 * time.Minute),
 			LastCompactedAt: ago(5 * time.Minute), CreatedAt: ago(30 * 24 * time.Hour),
 			SegmentBytes: 8650752, BlockCount: 13, VersionsKept: 3,
+			Index: web.CollectionIndex{Distance: "cosine", M: 16, EfConstruction: 200, EfSearch: 100, Built: true,
+				Vectors: 50000, Tombstones: 1250, Bytes: 15400000, Build: "incremental", BuiltAt: ago(5 * time.Minute), BuildSeconds: 0.84},
 		},
 		{
 			ID: Hostile, Name: HostileName, Dimension: 8, Backlog: 300, RecordCount: 10, SegmentVersion: 2,
 			LogPosition: 310, CompactionOffset: 10, FailureCount: 5, DeadLettered: true,
 			DeadLetteredAt: ago(2 * time.Hour), OldestUncompactedAt: ago(3 * time.Hour),
 			LastCompactedAt: ago(48 * time.Hour), CreatedAt: ago(10 * 24 * time.Hour),
+			Index: web.CollectionIndex{Disabled: true, Distance: "l2", M: 16, EfConstruction: 200, EfSearch: 100},
 		},
 		{
 			ID: Debian, Name: "debian-packages", Dimension: 64, RecordCount: 123456, SegmentVersion: 40,
