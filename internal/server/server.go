@@ -234,19 +234,20 @@ type App struct {
 	Service  *rpc.Service
 	Registry *prometheus.Registry
 
-	cfg     Config
-	log     *slog.Logger
-	mux     *http.ServeMux
-	health  *grpchealth.StaticChecker
-	ready   atomic.Bool
-	closers []func() error
-	blobs   *spaceBlobs
-	tracing tracing
-	debug   atomic.Pointer[net.Addr] // bound address of the pprof listener
-	cert    *tls.Certificate         // the TLS key pair, loaded once by Open; nil: plaintext
-	backlog *backlogSampler
-	done    chan struct{} // closed when shutdown starts: ends the page's event streams
-	stopped sync.Once
+	cfg      Config
+	log      *slog.Logger
+	mux      *http.ServeMux
+	health   *grpchealth.StaticChecker
+	ready    atomic.Bool
+	closers  []func() error
+	blobs    *spaceBlobs
+	throttle *segment.Throttle // the cap on this node's compaction writes
+	tracing  tracing
+	debug    atomic.Pointer[net.Addr] // bound address of the pprof listener
+	cert     *tls.Certificate         // the TLS key pair, loaded once by Open; nil: plaintext
+	backlog  *backlogSampler
+	done     chan struct{} // closed when shutdown starts: ends the page's event streams
+	stopped  sync.Once
 }
 
 // Open reads the token file and the TLS key pair, opens storage and builds
@@ -304,6 +305,7 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (_ *App, err err
 	// Compactions' writes pass the node's throughput cap (--max-throughput,
 	// or the run-time override the manager applies).
 	throttle := segment.NewThrottle(cfg.Manager.MaxThroughput)
+	a.throttle = throttle
 	// Each blob call and each catalog call made under an RPC's or a job's
 	// span gets a span of its own (internal/storetrace); blob spans include
 	// the time a Put waited for the throughput cap.
