@@ -2,6 +2,7 @@ package segment
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"reflect"
@@ -146,4 +147,28 @@ func mustEncode(t *testing.T, m *Manifest) []byte {
 		t.Fatal(err)
 	}
 	return data
+}
+
+// FuzzDecodeMetadata: decodeMetadata gives json.Unmarshal's result for
+// every input, and an error exactly when it does.
+func FuzzDecodeMetadata(f *testing.F) {
+	for _, s := range []string{
+		`{}`, `null`, `{"a":"b"}`, `{"a":1,"b":true,"c":false,"d":null}`, ` { "a" : -1.5e+3 , "b":"x y" } `,
+		`{"a":"\u00e9"}`, `{"a":"\n"}`, `{"a":[1]}`, `{"a":{"b":1}}`, `{"a":1,}`, `{"a":01}`, `{"a":1e400}`,
+		`{"a":-}`, `{"a":1.}`, `{"a":.5}`, `{"a":"b"}x`, `{"a":"b"`, `{"a" "b"}`, `[]`, `"s"`, `{"a":"\xff"}`,
+		`{"a":1,"a":2}`, `{"":""}`, `{"a":tru}`, `{"a":nulll}`, "{\"a\":\"\t\"}", `{"k":1E5,"l":-0}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		got, err := decodeMetadata(b)
+		var want map[string]any
+		werr := json.Unmarshal(b, &want)
+		if (err != nil) != (werr != nil) {
+			t.Fatalf("decodeMetadata(%q) error %v, json.Unmarshal %v", b, err, werr)
+		}
+		if err == nil && !reflect.DeepEqual(got, want) {
+			t.Fatalf("decodeMetadata(%q) = %#v, json.Unmarshal %#v", b, got, want)
+		}
+	})
 }
