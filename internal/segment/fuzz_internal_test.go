@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"reflect"
 	"testing"
 	"time"
@@ -171,4 +172,39 @@ func FuzzDecodeMetadata(f *testing.F) {
 			t.Fatalf("decodeMetadata(%q) = %#v, json.Unmarshal %#v", b, got, want)
 		}
 	})
+}
+
+// TestDecodeMetadataAgreesWithEncodingJSON runs the comparison of
+// FuzzDecodeMetadata over random mutations (fixed seed) of metadata as the
+// writer stores it: bytes replaced, inserted or cut.
+func TestDecodeMetadataAgreesWithEncodingJSON(t *testing.T) {
+	rng := rand.New(rand.NewPCG(20, 25))
+	alphabet := []byte(`{}[]":,.-+eE0123456789 \ntruefalsnul\xff\x01é`)
+	for range 20_000 {
+		m := map[string]any{"s": "a b", "n": rng.NormFloat64() * 1e3, "b": rng.IntN(2) == 0, "": "x", "z": float64(rng.IntN(100))}
+		b, err := json.Marshal(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range rng.IntN(3) {
+			if len(b) == 0 {
+				break
+			}
+			i := rng.IntN(len(b))
+			switch c := alphabet[rng.IntN(len(alphabet))]; rng.IntN(3) {
+			case 0:
+				b[i] = c
+			case 1:
+				b = append(b[:i], append([]byte{c}, b[i:]...)...)
+			default:
+				b = b[:i]
+			}
+		}
+		got, err := decodeMetadata(b)
+		var want map[string]any
+		werr := json.Unmarshal(b, &want)
+		if (err != nil) != (werr != nil) || err == nil && !reflect.DeepEqual(got, want) {
+			t.Fatalf("decodeMetadata(%q) = %#v, %v; json.Unmarshal %#v, %v", b, got, err, want, werr)
+		}
+	}
 }
