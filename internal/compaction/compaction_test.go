@@ -460,7 +460,7 @@ func TestCopyOnWrite(t *testing.T) {
 	if testing.Short() {
 		t.Skip("loads 100,000 records")
 	}
-	e := newEnv(t, envConfig{maxRecords: 200_000, batchRecords: 10_000, maxBlock: 2048, minBlock: 512, seg: segment.Config{NoDeltas: true}})
+	e := newEnv(t, envConfig{maxRecords: 200_000, batchRecords: 10_000, maxBlock: 2048, minBlock: 512, seg: segment.Config{NoDeltas: true}, noIndex: true})
 	const n = 100_000
 	ops := make([]materialize.OperationRecord, 0, 10_000)
 	for i := range n {

@@ -153,6 +153,10 @@ type envConfig struct {
 	// decoded block cache of 256 KiB (small, so that reads also evict);
 	// negative: no cache.
 	seg segment.Config
+	// noIndex creates the collection with indexing off (tests of the
+	// blocks over many records, which an HNSW build under -race would
+	// slow down by minutes).
+	noIndex bool
 }
 
 func newEnv(t testing.TB, ec envConfig) *env {
@@ -182,7 +186,7 @@ func newEnv(t testing.TB, ec envConfig) *env {
 		e.comp.cfg.MemoryBytes, e.comp.cfg.SpillDir = 600, t.TempDir()
 	}
 	t.Cleanup(e.comp.WaitPurges)
-	c, err := e.cat.CreateCollection(e.ctx, "test", 0)
+	c, err := e.cat.CreateCollectionSpec(e.ctx, catalog.CollectionSpec{Name: "test", Index: catalog.IndexSettings{Disabled: ec.noIndex}})
 	if err != nil {
 		t.Fatal(err)
 	}
