@@ -26,9 +26,10 @@ func TestTrackerFractionCoversTheWholeJobAndReachesOneOnlyAtTheEnd(t *testing.T)
 		{Progress{Phase: PhaseReading, RecordsRead: 50, RecordsTotal: 100}, time.Second, 0.075},
 		{Progress{Phase: PhaseReading, RecordsRead: 100, RecordsTotal: 100}, 2 * time.Second, 0.15},
 		{Progress{Phase: PhaseMaterializing, RecordsRead: 100, RecordsTotal: 100}, 2 * time.Second, 0.15},
-		{Progress{Phase: PhaseWriting, RecordsRead: 100, RecordsTotal: 100, BlocksTotal: 4}, 4 * time.Second, 0.35},
-		{Progress{Phase: PhaseWriting, RecordsRead: 100, RecordsTotal: 100, BlocksWritten: 2, BlocksTotal: 4}, 7 * time.Second, 0.65},
-		{Progress{Phase: PhaseWriting, RecordsRead: 100, RecordsTotal: 100, BlocksWritten: 4, BlocksTotal: 4}, 10 * time.Second, 0.95},
+		{Progress{Phase: PhaseWriting, RecordsRead: 100, RecordsTotal: 100, BlocksTotal: 4}, 4 * time.Second, 0.30},
+		{Progress{Phase: PhaseWriting, RecordsRead: 100, RecordsTotal: 100, BlocksWritten: 2, BlocksTotal: 4}, 7 * time.Second, 0.55},
+		{Progress{Phase: PhaseWriting, RecordsRead: 100, RecordsTotal: 100, BlocksWritten: 4, BlocksTotal: 4}, 10 * time.Second, 0.80},
+		{Progress{Phase: PhaseIndexing, RecordsRead: 100, RecordsTotal: 100, BlocksWritten: 4, BlocksTotal: 4}, 10 * time.Second, 0.80},
 		{Progress{Phase: PhaseCommitting, RecordsRead: 100, RecordsTotal: 100, BlocksWritten: 4, BlocksTotal: 4}, 10 * time.Second, 0.95},
 	}
 	prev := 0.0
@@ -76,16 +77,16 @@ func TestTrackerETAIsUnknownUntilAPhaseIsTimedThenFromThisJobsRates(t *testing.T
 		t.Fatalf("materializing for 2 s: ETA %s (known %v), want about %s", eta, known, want)
 	}
 	if _, eta, known := tr.estimate(at(30 * time.Second)); known {
-		t.Fatalf("materializing overran its expected 13.3 s: ETA %s, want unknown", eta)
+		t.Fatalf("materializing overran its expected 10 s: ETA %s, want unknown", eta)
 	}
 	// Writing, timed by its own counter: half the blocks in 10 s.
 	tr.observe(Progress{Phase: PhaseWriting, BlocksTotal: 10}, at(30*time.Second))
 	tr.observe(Progress{Phase: PhaseWriting, BlocksWritten: 5, BlocksTotal: 10}, at(40*time.Second))
 	_, eta, known = tr.estimate(at(40 * time.Second))
-	// 10 s left writing, plus committing: (10 + 20 + 20) s for 0.95 of
-	// the weight gives 0.05 × 52.6 s = 2.6 s.
-	if !known || eta < 12*time.Second || eta > 13*time.Second {
-		t.Fatalf("half the blocks in 10 s: ETA %s (known %v), want about 12.6 s", eta, known)
+	// 10 s left writing, plus indexing and committing: (10 + 20 + 20) s
+	// for 0.8 of the weight gives 0.2 × 62.5 s = 12.5 s.
+	if !known || eta < 22*time.Second || eta > 23*time.Second {
+		t.Fatalf("half the blocks in 10 s: ETA %s (known %v), want about 22.5 s", eta, known)
 	}
 }
 
