@@ -103,7 +103,7 @@ type Job struct {
 	RecordsRead    int64 // progress: records read so far …
 	RecordsTotal   int64 // … of this many (0: unknown)
 	// Progress of a running job: its phase ("reading log", "materializing",
-	// "writing blocks", "committing"), the fraction of the whole job done
+	// "writing blocks", "indexing", "committing"), the fraction of the whole job done
 	// (0 to 1), the time left (meaningful only when ETAKnown) and the
 	// blocks written of BlocksTotal (0: not known yet).
 	Phase                      string

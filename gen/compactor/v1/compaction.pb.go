@@ -484,7 +484,8 @@ type Progress struct {
 	// Bytes written to the blob store so far, in bytes.
 	BytesWritten int64 `protobuf:"varint,3,opt,name=bytes_written,json=bytesWritten,proto3" json:"bytes_written,omitempty"`
 	// The current phase, for display: "starting", "reading log",
-	// "materializing", "writing blocks" or "committing".
+	// "materializing", "writing blocks", "indexing" (the vector index; skipped with
+	// indexing off) or "committing".
 	Phase string `protobuf:"bytes,4,opt,name=phase,proto3" json:"phase,omitempty"`
 	// The fraction of the whole job done, from 0 to 1: every phase counts
 	// (reading the log, materializing, writing blocks, committing), each
