@@ -197,14 +197,15 @@ const (
 	PhaseCommitting    = "committing"
 )
 
-// Options are per-call settings of Compact.
+// Options are per-call settings of Prepare and Compact.
 type Options struct {
 	// Progress, when set, is called after every log batch and every block
 	// write, from the calling goroutine.
 	Progress func(Progress)
-	// CommitJob, when set, builds the job row written in the commit
-	// transaction from the result (so the job is SUCCEEDED atomically with
-	// the commit). It is not called when nothing is committed.
+	// CommitJob, used by Compact only, builds the job row written in the
+	// commit transaction from the result (so the job is SUCCEEDED
+	// atomically with the commit). It is not called when nothing is
+	// committed. Callers of Prepare pass the row to Prepared.Commit.
 	CommitJob func(Result) *catalog.Job
 }
 
@@ -219,8 +220,10 @@ type Result struct {
 	BlocksWritten  int
 	BlocksReused   int
 	VersionBefore  int64
-	VersionAfter   int64 // == VersionBefore when nothing was committed
-	RecordCount    int64 // records in the collection after the compaction
+	// VersionAfter is the version committed, == VersionBefore when nothing
+	// was; of a Prepared, the version its Commit makes current.
+	VersionAfter int64
+	RecordCount  int64 // records in the collection after the compaction
 	// Remaining is the backlog (records) the snapshot held beyond OffsetEnd:
 	// when positive, another compaction should follow at once.
 	Remaining int64
@@ -303,17 +306,74 @@ func New(cat *catalog.Catalog, seg *segment.Store, cfg Config, logger *slog.Logg
 	return c, nil
 }
 
-// Compact runs one compaction of collectionID: at most Config.MaxRecords log
-// records after the compaction offset. Errors: catalog.ErrNotFound (no such
-// collection), a context error when ctx ends (checked at every log batch and
-// block write; nothing committed, blobs written removed), catalog.ErrConflict
-// when another compaction committed first (blobs written removed), and
-// storage errors (transient ones match ErrTransient). Damaged stored data (a
-// corrupt block, manifest or log row, see CorruptKind) is not transient: it
-// fails every compaction of the collection, so the manager dead-letters it.
-// An empty backlog is not an error: the Result has Note NoteNothingToCompact.
-func (c *Compactor) Compact(ctx context.Context, collectionID string, opts Options) (res Result, err error) {
-	defer func() { c.noteCorrupt("compaction", collectionID, err) }()
+// Compact runs one compaction of collectionID: Prepare, then Commit (with
+// the row Options.CommitJob builds). Its errors are Prepare's and Commit's. An empty backlog is not an error: the Result has Note
+// NoteNothingToCompact.
+func (c *Compactor) Compact(ctx context.Context, collectionID string, opts Options) (Result, error) {
+	p, err := c.Prepare(ctx, collectionID, opts)
+	if err != nil {
+		return p.Result(), err
+	}
+	var job *catalog.Job
+	if opts.CommitJob != nil && p.Pending() {
+		job = opts.CommitJob(p.Result())
+	}
+	err = p.Commit(ctx, job)
+	return p.Result(), err
+}
+
+// Prepared is a compaction written up to its commit: the changed blocks and
+// the manifest of the new version are in the blob store, nothing is in the
+// catalog yet, and this process's GC spares the base version and the blobs
+// written. Exactly one of Commit and Abort ends it. It is not safe for
+// concurrent use.
+type Prepared struct {
+	c      *Compactor
+	res    Result
+	cm     catalog.Commit    // the commit, without its job row; zero when nothing to commit
+	w      *segment.Writer   // nil when nothing to commit
+	unpin  func()            // releases the GC pins; nil once ended
+	onDone func(error) error // counts damaged data met, once
+}
+
+// Result is the compaction's figures: of the prepared version until
+// Commit, then of what was committed.
+func (p *Prepared) Result() Result {
+	if p == nil {
+		return Result{}
+	}
+	return p.res
+}
+
+// Pending reports whether Commit has a version to commit (false for an
+// empty backlog, and once ended).
+func (p *Prepared) Pending() bool { return p != nil && p.w != nil && p.unpin != nil }
+
+// Prepare runs a compaction of collectionID up to its commit: it reads at
+// most Config.MaxRecords log records after the compaction offset,
+// materializes them against the current segment and writes the changed
+// blocks and the manifest. Errors: catalog.ErrNotFound (no such
+// collection), a context error when ctx ends (checked at every log batch
+// and block write, before the manifest and after it), and storage errors (transient
+// ones match ErrTransient); after an error the blobs written are removed
+// and the returned *Prepared has ended (its Result holds the figures so
+// far). Damaged stored data (a corrupt block,
+// manifest or log row, see CorruptKind) is not transient: it fails every
+// compaction of the collection, so the manager dead-letters it. An empty
+// backlog is not an error: the Result has Note NoteNothingToCompact, and
+// Commit commits nothing.
+func (c *Compactor) Prepare(ctx context.Context, collectionID string, opts Options) (out *Prepared, err error) {
+	onDone := func(err error) error {
+		c.noteCorrupt("compaction", collectionID, err)
+		return err
+	}
+	var res Result
+	defer func() {
+		onDone(err)
+		if err != nil {
+			out = &Prepared{res: res} // ended: the figures so far
+		}
+	}()
 	report := func(p Progress) {
 		if opts.Progress != nil {
 			opts.Progress(p)
@@ -335,11 +395,16 @@ func (c *Compactor) Compact(ctx context.Context, collectionID string, opts Optio
 	}()
 	coll, err := c.cat.GetCollection(ctx, collectionID)
 	if err != nil {
-		return Result{}, fmt.Errorf("compact %s: %w", collectionID, err)
+		return nil, fmt.Errorf("compact %s: %w", collectionID, err)
 	}
-	// Until it returns, this process's GC keeps the base version and the
-	// collection's orphans (the blobs this compaction writes).
-	defer c.pins.pin(collectionID, coll.ManifestKey, true)()
+	// Until the compaction ends (Commit or Abort), this process's GC keeps
+	// the base version and the collection's orphans (the blobs it writes).
+	unpin := c.pins.pin(collectionID, coll.ManifestKey, true)
+	defer func() {
+		if err != nil {
+			unpin()
+		}
+	}()
 	end := min(coll.LogPosition, coll.CompactionOffset+int64(c.cfg.MaxRecords))
 	res = Result{
 		CollectionID:  collectionID,
@@ -354,7 +419,7 @@ func (c *Compactor) Compact(ctx context.Context, collectionID string, opts Optio
 	if total <= 0 {
 		res.OffsetEnd = coll.CompactionOffset
 		res.Note = NoteNothingToCompact
-		return res, nil
+		return &Prepared{c: c, res: res, unpin: unpin, onDone: onDone}, nil
 	}
 
 	// 1. Read the log slice in batches (a reader goroutine fetches the
@@ -370,7 +435,7 @@ func (c *Compactor) Compact(ctx context.Context, collectionID string, opts Optio
 		p.RecordsRead = res.RecordsRead
 		report(p)
 	}); err != nil {
-		return res, fmt.Errorf("compact %s: %w", collectionID, err)
+		return nil, fmt.Errorf("compact %s: %w", collectionID, err)
 	}
 
 	// 2. Materialize against the current segment and write the changed
@@ -383,19 +448,14 @@ func (c *Compactor) Compact(ctx context.Context, collectionID string, opts Optio
 	var baseRecords int64
 	if coll.SegmentVersion > 0 {
 		if base, err = c.seg.ReadManifest(ctx, coll.ManifestKey); err != nil {
-			return res, fmt.Errorf("compact %s: read manifest of version %d: %w", collectionID, coll.SegmentVersion, classifyRead(err))
+			return nil, fmt.Errorf("compact %s: read manifest of version %d: %w", collectionID, coll.SegmentVersion, classifyRead(err))
 		}
 		baseRecords = base.RecordCount
 	}
 	w := c.seg.NewWriter(collectionID, base)
 	defer func() {
 		if err != nil {
-			// Must-finish cleanup: the caller's context may be cancelled.
-			actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.CommitTimeout)
-			defer cancel()
-			if aerr := w.Abort(actx); aerr != nil {
-				c.logger.Warn("remove blobs of failed compaction", "collection", collectionID, "err", aerr)
-			}
+			c.abortWriter(ctx, w, collectionID)
 		}
 	}()
 	begin("write blocks")
@@ -424,17 +484,17 @@ func (c *Compactor) Compact(ctx context.Context, collectionID string, opts Optio
 		m, stats, err = w.WriteStream(ctx, changesOf(ctx, runs), segment.WriteOptions{CompactionOffset: end, Dimension: coll.Dimension, OnBlock: onBlock})
 	}
 	if err != nil {
-		return res, fmt.Errorf("compact %s: write blocks: %w", collectionID, classifyWrite(ctx, err))
+		return nil, fmt.Errorf("compact %s: write blocks: %w", collectionID, classifyWrite(ctx, err))
 	}
 	if runs.spilled > 0 {
 		c.logger.Debug("spilled sorted runs", "collection", collectionID, "runs", runs.spilled, "bytes", runs.spilledBytes)
 	}
 	if err := ctx.Err(); err != nil {
-		return res, fmt.Errorf("compact %s: before manifest: %w", collectionID, err)
+		return nil, fmt.Errorf("compact %s: before manifest: %w", collectionID, err)
 	}
 	key, msize, err := w.WriteManifest(ctx, m)
 	if err != nil {
-		return res, fmt.Errorf("compact %s: write manifest: %w", collectionID, classifyWrite(ctx, err))
+		return nil, fmt.Errorf("compact %s: write manifest: %w", collectionID, classifyWrite(ctx, err))
 	}
 	res.RecordsWritten = stats.RecordsWritten
 	res.BytesWritten = stats.BytesWritten + msize
@@ -442,17 +502,18 @@ func (c *Compactor) Compact(ctx context.Context, collectionID string, opts Optio
 	res.BlocksReused = stats.BlocksReused
 	res.VersionAfter = m.Version
 	res.RecordCount = m.RecordCount
-
-	// 4. Commit: the last point where cancellation is honoured.
+	// The last point where cancellation is honoured: what remains is the
+	// commit, which is not interrupted.
 	if err := ctx.Err(); err != nil {
-		return res, fmt.Errorf("compact %s: before commit: %w", collectionID, err)
+		return nil, fmt.Errorf("compact %s: before commit: %w", collectionID, err)
 	}
-	begin("commit")
+
+	// The final report holds the exact counts.
 	p.Phase = PhaseCommitting
 	p.BytesWritten = res.BytesWritten
 	p.BlocksWritten, p.BlocksTotal = stats.BlocksWritten, stats.BlocksWritten
 	report(p)
-	cm := catalog.Commit{
+	return &Prepared{c: c, res: res, w: w, unpin: unpin, onDone: onDone, cm: catalog.Commit{
 		CollectionID:     collectionID,
 		BaseVersion:      coll.SegmentVersion,
 		NewVersion:       m.Version,
@@ -461,15 +522,43 @@ func (c *Compactor) Compact(ctx context.Context, collectionID string, opts Optio
 		RecordCount:      m.RecordCount,
 		SegmentBytes:     blockBytes(m),
 		BlockCount:       len(m.Blocks),
+	}}, nil
+}
+
+// Commit commits the prepared version in one catalog transaction:
+// compare-and-swap on the segment version, advance of the compaction
+// offset, and, when job is not nil, the job's row (fenced by its
+// LeaseOwner: only the lease holder commits). It is not interrupted by
+// ctx's end: once started it runs to completion or fails as a whole,
+// within Config.CommitTimeout. With nothing to commit it writes nothing and
+// returns nil. Errors: catalog.ErrConflict (another compaction committed
+// first), catalog.ErrLeaseLost, catalog.ErrNotFound (the collection was
+// deleted), storage errors; after an error the blobs written are removed,
+// unless the commit took effect although the call failed (then it returns
+// nil). Calling it on an ended Prepared is an error.
+func (p *Prepared) Commit(ctx context.Context, job *catalog.Job) (err error) {
+	if p == nil || p.unpin == nil {
+		return errors.New("commit of a compaction that has ended")
 	}
-	if opts.CommitJob != nil {
-		cm.Job = opts.CommitJob(res)
-		if cm.Job != nil {
-			cm.LeaseOwner = cm.Job.LeaseOwner // fenced: only the lease holder commits
+	c, id := p.c, p.res.CollectionID
+	defer p.end()
+	if p.w == nil {
+		return nil // nothing to commit
+	}
+	defer func() { p.onDone(err) }()
+	_, span := startSpan(ctx, "commit")
+	defer func() { endSpan(span, err) }()
+	defer func() {
+		if err != nil {
+			p.res.VersionAfter = p.res.VersionBefore
+			c.abortWriter(ctx, p.w, id)
 		}
+	}()
+	cm := p.cm
+	if job != nil {
+		cm.Job = job
+		cm.LeaseOwner = job.LeaseOwner // fenced: only the lease holder commits
 	}
-	// The commit itself is not interrupted half-way: once started it runs to
-	// completion or fails as a whole, within Config.CommitTimeout.
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.CommitTimeout)
 	defer cancel()
 	if err := c.cat.CommitCompaction(cctx, cm); err != nil {
@@ -479,19 +568,53 @@ func (c *Compactor) Compact(ctx context.Context, collectionID string, opts Optio
 		// Checked with a context of its own: cctx may have expired.
 		gctx, gcancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.CommitTimeout)
 		defer gcancel()
-		if c.committed(gctx, err, collectionID, m.Version, key) {
+		if c.committed(gctx, err, id, cm.NewVersion, cm.ManifestKey) {
 			// The transaction committed although the call failed (the
 			// connection dropped after COMMIT): the blobs are the current
 			// version and must stay.
-			c.logger.Warn("commit reported an error but took effect", "collection", collectionID, "version", m.Version, "err", err)
-			return res, nil
+			c.logger.Warn("commit reported an error but took effect", "collection", id, "version", cm.NewVersion, "err", err)
+			return nil
 		}
-		return res, fmt.Errorf("compact %s: commit version %d: %w", collectionID, m.Version, err)
+		return fmt.Errorf("compact %s: commit version %d: %w", id, cm.NewVersion, err)
 	}
-	c.purgeLog(ctx, collectionID)
-	c.logger.Debug("compacted", "collection", collectionID, "offset", end, "version", m.Version,
-		"records_read", res.RecordsRead, "blocks_written", stats.BlocksWritten, "blocks_reused", stats.BlocksReused)
-	return res, nil
+	c.purgeLog(ctx, id)
+	c.logger.Debug("compacted", "collection", id, "offset", cm.CompactionOffset, "version", cm.NewVersion,
+		"records_read", p.res.RecordsRead, "blocks_written", p.res.BlocksWritten, "blocks_reused", p.res.BlocksReused)
+	return nil
+}
+
+// Abort ends the compaction without committing: the blobs written are
+// removed (with a context of its own, bounded by Config.CommitTimeout: ctx
+// may have been cancelled). Aborting an ended Prepared does nothing. The
+// error is the blob store's.
+func (p *Prepared) Abort(ctx context.Context) error {
+	if p == nil || p.unpin == nil {
+		return nil
+	}
+	defer p.end()
+	p.res.VersionAfter = p.res.VersionBefore
+	if p.w == nil {
+		return nil
+	}
+	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.c.cfg.CommitTimeout)
+	defer cancel()
+	return p.w.Abort(actx)
+}
+
+// end releases the GC pins of an ended compaction.
+func (p *Prepared) end() {
+	p.unpin()
+	p.unpin = nil
+}
+
+// abortWriter removes the blobs w wrote, a must-finish cleanup with a
+// context of its own (ctx may be cancelled); a failure is logged.
+func (c *Compactor) abortWriter(ctx context.Context, w *segment.Writer, collectionID string) {
+	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.CommitTimeout)
+	defer cancel()
+	if aerr := w.Abort(actx); aerr != nil {
+		c.logger.Warn("remove blobs of failed compaction", "collection", collectionID, "err", aerr)
+	}
 }
 
 // committed reports whether a commit that returned err took effect anyway:

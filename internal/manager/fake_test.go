@@ -506,7 +506,8 @@ func newFakeExec(s *memStore, max int64) *fakeExec {
 		panics: map[string]bool{}, commits: map[string]bool{}, calls: map[string]int{}, started: make(chan string, 100)}
 }
 
-func (f *fakeExec) Execute(ctx context.Context, id string, progress func(Progress), finish func(Outcome) catalog.Job) (Outcome, error) {
+func (f *fakeExec) Prepare(ctx context.Context, job catalog.Job, progress func(Progress)) (Prepared, error) {
+	id := job.CollectionID
 	f.mu.Lock()
 	f.calls[id]++
 	gate := f.gate[id]
@@ -522,49 +523,75 @@ func (f *fakeExec) Execute(ctx context.Context, id string, progress func(Progres
 	}
 	c, gerr := f.store.GetCollection(ctx, id)
 	if gerr != nil {
-		return Outcome{}, gerr
+		return nil, gerr
 	}
 	n := min(c.Backlog(), f.max)
 	progress(Progress{Phase: "reading log", RecordsTotal: n})
-	if gate != nil && committing {
-		<-gate
-	} else if gate != nil {
+	if gate != nil && !committing {
 		select {
 		case <-gate:
 		case <-ctx.Done():
-			return Outcome{}, ctx.Err()
+			return nil, ctx.Err()
 		}
 	}
 	if panics {
 		panic("boom")
 	}
 	if err != nil {
-		return Outcome{}, err
+		return nil, err
 	}
 	o := Outcome{OffsetStart: c.CompactionOffset, OffsetEnd: c.CompactionOffset + n, RecordsRead: n,
 		VersionBefore: c.SegmentVersion, VersionAfter: c.SegmentVersion, Remaining: c.Backlog() - n}
 	if n == 0 {
 		o.Note = "nothing to compact"
-		return o, nil
+		return &fakePrepared{o: o}, nil
 	}
 	o.VersionAfter++
 	progress(Progress{Phase: "committing", RecordsRead: n, RecordsTotal: n})
-	// The commit: offset, version and the finished job in one step.
-	j := finish(o)
-	f.store.mu.Lock()
-	if err := f.store.finishLocked(j.LeaseOwner, j); err != nil {
-		f.store.mu.Unlock()
-		return Outcome{}, err
+	return &fakePrepared{o: o, commit: func(j catalog.Job) error {
+		if gate != nil { // a commit in flight: cancellation does not stop it
+			<-gate
+		}
+		// The commit: offset, version and the finished job in one step.
+		f.store.mu.Lock()
+		defer f.store.mu.Unlock()
+		if err := f.store.finishLocked(j.LeaseOwner, j); err != nil {
+			return err
+		}
+		cc := f.store.colls[id]
+		cc.CompactionOffset += n
+		cc.SegmentVersion++
+		cc.FailureCount, cc.DeadLetteredAt, cc.RetryCount, cc.RetryAfter = 0, time.Time{}, 0, time.Time{}
+		if cc.Backlog() == 0 {
+			cc.OldestUncompactedAt = time.Time{}
+		}
+		return nil
+	}}, nil
+}
+
+// fakePrepared is a Prepared of the test executors: commit (nil when
+// nothing is to be committed) commits it.
+type fakePrepared struct {
+	o      Outcome
+	commit func(catalog.Job) error
+}
+
+func (p *fakePrepared) Outcome() Outcome { return p.o }
+
+func (p *fakePrepared) Commit(_ context.Context, j catalog.Job) error {
+	if p.commit == nil {
+		return nil
 	}
-	cc := f.store.colls[id]
-	cc.CompactionOffset += n
-	cc.SegmentVersion++
-	cc.FailureCount, cc.DeadLetteredAt, cc.RetryCount, cc.RetryAfter = 0, time.Time{}, 0, time.Time{}
-	if cc.Backlog() == 0 {
-		cc.OldestUncompactedAt = time.Time{}
+	if err := p.commit(j); err != nil {
+		p.o.VersionAfter = p.o.VersionBefore
+		return err
 	}
-	f.store.mu.Unlock()
-	return o, nil
+	return nil
+}
+
+func (p *fakePrepared) Abort(context.Context) error {
+	p.o.VersionAfter = p.o.VersionBefore
+	return nil
 }
 
 func (f *fakeExec) Transient(err error) bool {

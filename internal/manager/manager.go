@@ -130,21 +130,44 @@ type Outcome struct {
 // Committed reports whether the compaction committed a new version.
 func (o Outcome) Committed() bool { return o.VersionAfter != o.VersionBefore }
 
-// Executor runs compactions. The manager calls Execute from its workers, one
+// Executor runs jobs in two phases, after River's execute and report:
+// Prepare does the work up to its commit, and the Prepared it returns is
+// ended by the manager with Commit (the fenced transaction that also writes
+// the job's row) or Abort. The manager calls Prepare from its workers, one
 // job per collection at a time across every replica.
 type Executor interface {
-	// Execute compacts collectionID, calling progress as it goes. When it
-	// commits, it writes the job row finish(outcome) returns in the commit
-	// transaction, fenced by the row's LeaseOwner (catalog.Commit). It must
-	// return promptly (at a batch boundary) with ctx's error when ctx ends,
-	// having committed nothing.
-	Execute(ctx context.Context, collectionID string, progress func(Progress), finish func(Outcome) catalog.Job) (Outcome, error)
+	// Prepare does job j's work up to its commit (for a compaction: read
+	// the log slice, write the changed blocks and the manifest), calling
+	// progress as it goes, from the calling goroutine. It must return
+	// promptly (at a batch boundary) with ctx's error when ctx ends. On
+	// error, what it wrote is removed, and the Prepared it returns (which
+	// may be nil) has ended: its Outcome holds the figures so far.
+	Prepare(ctx context.Context, j catalog.Job, progress func(Progress)) (Prepared, error)
 	// Transient reports whether err says nothing about the collection
 	// (storage unavailable, a lost compare-and-swap or lease, shutdown):
 	// such failures back off but never count toward the dead-letter state.
 	Transient(err error) bool
 	// GC removes superseded versions and orphan blocks of a collection.
 	GC(ctx context.Context, collectionID string) error
+}
+
+// Prepared is a job's work done up to its commit. The manager calls
+// exactly one of Commit and Abort, and Commit only when Outcome().Committed()
+// (there is something to commit).
+type Prepared interface {
+	// Outcome is the job's figures: what Commit would commit until it is
+	// called, then what was committed (VersionAfter == VersionBefore when
+	// nothing was).
+	Outcome() Outcome
+	// Commit commits the work and writes the job's row j (SUCCEEDED,
+	// finished) in the same transaction, fenced by j.LeaseOwner. It is not
+	// interrupted by ctx's end. Errors: catalog.ErrLeaseLost,
+	// catalog.ErrConflict (another commit won), storage errors; after an
+	// error nothing is committed and what Prepare wrote is removed.
+	Commit(ctx context.Context, j catalog.Job) error
+	// Abort removes what Prepare wrote; nothing is committed. Its error is
+	// the storage's (logged by the manager).
+	Abort(ctx context.Context) error
 }
 
 // Sentinel errors of the manager; they match with errors.Is.

@@ -111,7 +111,7 @@ type phasedExec struct {
 	gate  chan struct{}
 }
 
-func (p phasedExec) Execute(ctx context.Context, id string, progress func(Progress), finish func(Outcome) catalog.Job) (Outcome, error) {
+func (p phasedExec) Prepare(ctx context.Context, _ catalog.Job, progress func(Progress)) (Prepared, error) {
 	for _, s := range p.steps {
 		progress(s)
 		time.Sleep(time.Second)
@@ -120,7 +120,7 @@ func (p phasedExec) Execute(ctx context.Context, id string, progress func(Progre
 	case <-p.gate:
 	case <-ctx.Done():
 	}
-	return Outcome{}, ctx.Err()
+	return nil, ctx.Err()
 }
 
 // TestRunningJobShowsItsPhaseFractionAndETA: Get and the lease's persisted

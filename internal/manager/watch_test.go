@@ -18,11 +18,11 @@ type floodExec struct {
 	n int
 }
 
-func (f floodExec) Execute(ctx context.Context, id string, progress func(Progress), finish func(Outcome) catalog.Job) (Outcome, error) {
+func (f floodExec) Prepare(ctx context.Context, j catalog.Job, progress func(Progress)) (Prepared, error) {
 	for i := range f.n {
 		progress(Progress{Phase: "reading log", RecordsRead: int64(i), RecordsTotal: int64(f.n)})
 	}
-	return f.fakeExec.Execute(ctx, id, progress, finish)
+	return f.fakeExec.Prepare(ctx, j, progress)
 }
 
 func TestWatcherThatDoesNotReadSurvivesAFloodOfProgress(t *testing.T) {
