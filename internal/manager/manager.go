@@ -9,14 +9,20 @@
 // database keeps at most one QUEUED and one RUNNING job per collection, a
 // worker claims a job with a lease that its lease keeper renews while the
 // job runs (persisting progress), and a job's commit is fenced by that
-// lease. The parts, after Mimir's compactor scheduler and River:
-//   - runner.go: a worker's loop, claim → execute → outcome → policy → end;
+// lease. The parts, after Mimir's compactor scheduler and River (Manager
+// documents which service owns which state):
+//   - runner.go: a worker's loop and a job's life: claim, prepare, commit
+//     or abort, classify the end, report it;
+//   - registry.go: this node's running jobs;
 //   - lease.go: the lease keeper of a running job;
 //   - policy.go: the failure policy;
 //   - scheduler.go: the scheduler, run by the replica holding the leader
-//     lease, which also takes over jobs whose lease expired;
-//   - watch.go: change events for watchers, from this node's jobs at once
-//     and from other replicas' through the catalog;
+//     lease, and the history pruner it runs;
+//   - rescuer.go: takes over jobs whose lease expired;
+//   - status.go and watch.go: change events for watchers, from this node's
+//     jobs at once and from other replicas' through the catalog;
+//   - throughput.go: the throughput cap in force;
+//   - enqueue.go: the group commit of one-off requests;
 //   - nodes.go: this replica's registration and heartbeat.
 //
 // The manager knows nothing of HTTP, Connect or the segment format: it
@@ -208,6 +214,25 @@ type Enqueued struct {
 // Manager schedules and runs compactions. Create it with New, start it with
 // Run; Compact, Cancel, Get, List, Active and Watch may be called while it
 // runs.
+//
+// It is the facade the adapters call over services that each own their
+// state, under their own lock, with the slice of the Store they use and
+// the one injected clock (after Mimir's compactor scheduler and River's
+// maintenance services):
+//   - runs (runRegistry): this node's running jobs and the workers' wake-up
+//     signal; the workers (runner.go) and the lease keepers use it;
+//   - events (eventHub): watchers, and the cross-replica status it polls
+//     (seen, published, lastPoll);
+//   - rescuer (leaseRescuer): takes over jobs whose lease expired;
+//   - sched (scheduler): the leader lease, the plan, the scheduled
+//     enqueues; it runs the pruner;
+//   - pruner (historyPruner): the job history's retention;
+//   - throughput (throughputApplier): the throughput cap in force;
+//   - enq (enqueuer): the group commit of Compact calls.
+//
+// The Manager's own fields are set by New and never change, except
+// started (closed once by Run). Lock order: the event hub's lock, then the
+// run registry's; no other service calls another under its lock.
 type Manager struct {
 	store  Store
 	exec   Executor
@@ -220,40 +245,19 @@ type Manager struct {
 	logger  *slog.Logger
 	metrics *metrics
 	tracer  trace.Tracer
-	// clock times running jobs' phases for their fraction and ETA
-	// (time.Now; tests set a fake one).
-	clock func() time.Time
+	// clock is the services' clock: it times running jobs' phases for
+	// their fraction and ETA, and dates the plan and the history's
+	// retention (time.Now; tests set a fake one before Run).
+	clock   func() time.Time
+	started chan struct{} // closed once Run has recovered and accepts work
 
-	mu       sync.Mutex
-	runs     map[string]*run // this node's RUNNING jobs, by id
-	changed  chan struct{}   // closed and replaced when a job may be claimable
-	watchers map[*watcher]struct{}
-	running  bool          // Run is accepting work
-	started  chan struct{} // closed once Run has recovered and accepts work
-	stopping bool
-	// seen is the last status of the active jobs read from the catalog, by
-	// id, so that the status poller publishes other replicas' changes;
-	// published holds the jobs whose end was published, with their finish
-	// time, so that it is published once; lastPoll is the time of the last
-	// poll.
-	seen      map[string]catalog.Job
-	published map[string]time.Time
-	lastPoll  time.Time
-
-	enq enqueuer // group commit of Compact calls
-}
-
-// run is one of this node's RUNNING jobs.
-type run struct {
-	job       catalog.Job // as claimed; the outcome is applied at the end
-	progress  Progress    // as the executor last reported it
-	tracker   tracker     // times its phases for the fraction and the ETA
-	cancel    context.CancelCauseFunc
-	cancelReq bool // an operator cancelled it, or its collection is being deleted
-	// cancelNote is the note it ends with when cancelReq: NoteCancelled or
-	// NoteCollectionDeleted.
-	cancelNote string
-	done       chan struct{} // closed when the job has ended and is persisted
+	runs       *runRegistry
+	events     *eventHub
+	rescuer    *leaseRescuer
+	sched      *scheduler
+	pruner     *historyPruner
+	throughput *throughputApplier
+	enq        *enqueuer
 }
 
 // Causes of a job's cancellation, told apart at its end.
@@ -274,33 +278,35 @@ func New(store Store, exec Executor, cfg Config, reg prometheus.Registerer, logg
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	return &Manager{
-		store:     store,
-		exec:      exec,
-		cfg:       cfg,
-		policy:    failurePolicy{base: cfg.BackoffBase, max: cfg.BackoffMax, deadLetterAfter: cfg.DeadLetterAfter},
-		owner:     cfg.Node + "/" + uuid.NewString()[:8],
-		logger:    logger,
-		metrics:   newMetrics(reg, cfg),
-		tracer:    tracerOf(cfg.TracerProvider),
-		clock:     time.Now,
-		runs:      make(map[string]*run),
-		changed:   make(chan struct{}),
-		started:   make(chan struct{}),
-		watchers:  make(map[*watcher]struct{}),
-		seen:      make(map[string]catalog.Job),
-		published: make(map[string]time.Time),
-	}, nil
+	m := &Manager{
+		store:   store,
+		exec:    exec,
+		cfg:     cfg,
+		policy:  failurePolicy{base: cfg.BackoffBase, max: cfg.BackoffMax, deadLetterAfter: cfg.DeadLetterAfter},
+		owner:   cfg.Node + "/" + uuid.NewString()[:8],
+		logger:  logger,
+		metrics: newMetrics(reg, cfg),
+		tracer:  tracerOf(cfg.TracerProvider),
+		clock:   time.Now,
+		started: make(chan struct{}),
+	}
+	clock := func() time.Time { return m.clock() } // tests may set m.clock after New
+	m.runs = newRunRegistry(clock)
+	m.events = newEventHub(store, m.runs, clock, logger, func(n int) {
+		m.metrics.states.WithLabelValues(label(catalog.JobQueued)).Set(float64(n))
+	})
+	m.rescuer = &leaseRescuer{store: store, logger: logger, metrics: m.metrics, wake: m.runs.wake}
+	m.pruner = &historyPruner{store: store, keep: cfg.HistoryKeep, maxAge: cfg.HistoryMaxAge, clock: clock}
+	m.sched = &scheduler{store: store, cfg: cfg, clock: clock, metrics: m.metrics, logger: logger, pruner: m.pruner,
+		stopping: m.runs.isStopping, queued: m.changedJob}
+	th, _ := exec.(Throttler)
+	m.throughput = &throughputApplier{store: store, configured: cfg.MaxThroughput, throttle: th, gauge: m.metrics.maxThroughput, logger: logger}
+	m.enq = &enqueuer{store: store, timeout: cfg.PersistTimeout}
+	return m, nil
 }
 
 // Node is the name of this replica on the jobs it runs.
 func (m *Manager) Node() string { return m.cfg.Node }
-
-// signalLocked wakes this node's idle workers; m.mu must be held.
-func (m *Manager) signalLocked() {
-	close(m.changed)
-	m.changed = make(chan struct{})
-}
 
 // Run registers the node, ends the jobs a previous process of this node
 // left RUNNING (FAILED "interrupted", with a follow-up queued), then runs
@@ -318,7 +324,7 @@ func (m *Manager) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("release jobs of node %s: %w", m.cfg.Node, err)
 	}
-	m.interrupted(interrupted)
+	m.rescuer.interrupted(interrupted)
 	// The backlog gauges start from the catalog, not from the first
 	// scheduler run an interval later.
 	if colls, err := m.store.ListCollections(ctx); err == nil {
@@ -331,13 +337,10 @@ func (m *Manager) Run(ctx context.Context) error {
 	workCtx, cancelWork := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelWork()
 
-	m.mu.Lock()
-	m.running = true
-	m.lastPoll = time.Now()
+	m.events.start()
 	close(m.started)
-	m.mu.Unlock()
-	m.pollStatus(ctx) // the first snapshot, so that watchers start from it
-	if _, err := m.applyThroughput(ctx); err != nil {
+	m.events.runOnce(ctx) // the first snapshot, so that watchers start from it
+	if _, err := m.throughput.runOnce(ctx); err != nil {
 		m.logger.Warn("apply the throughput cap", "err", err)
 	}
 
@@ -350,10 +353,8 @@ func (m *Manager) Run(ctx context.Context) error {
 	wg.Go(func() { m.statusLoop(ctx) })
 
 	<-ctx.Done()
-	m.mu.Lock()
-	m.stopping = true
-	m.signalLocked()
-	m.mu.Unlock()
+	m.events.stop()
+	m.runs.stop()
 
 	// Let running jobs finish, then cancel what is left.
 	finished := make(chan struct{})
@@ -369,35 +370,55 @@ func (m *Manager) Run(ctx context.Context) error {
 	}
 	rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), m.cfg.PersistTimeout)
 	defer rcancel()
-	if err := m.store.ReleaseLease(rctx, schedulerLease, m.cfg.Node); err != nil {
+	if err := m.sched.release(rctx); err != nil {
 		m.logger.Warn("release scheduler lease", "err", err)
 	}
-	m.mu.Lock()
-	m.running = false
-	for w := range m.watchers {
-		delete(m.watchers, w) // a later publish (a Cancel after Run) sends to no one
-		w.close()
-	}
-	m.mu.Unlock()
+	m.events.closeAll() // a later publish (a Cancel after Run) sends to no one
 	return nil
 }
 
-// interrupted accounts jobs that ended "interrupted" (this node's after a
-// restart, or any node's whose lease expired).
-func (m *Manager) interrupted(jobs []catalog.Job) {
-	for _, j := range jobs {
-		m.logger.Warn("job interrupted", "job", j.ID, "collection", j.CollectionID, "node", j.Node, "err", j.Error)
-		// Counted, but not timed: its "duration" would span the outage.
-		m.metrics.jobs.WithLabelValues(label(j.Trigger), label(j.State)).Inc()
-	}
-	if len(jobs) > 0 {
-		m.mu.Lock()
-		m.signalLocked() // their follow-ups are queued
-		m.mu.Unlock()
+// now is the clock's time as the catalog stores it.
+func (m *Manager) now() time.Time { return m.clock().UTC().Truncate(time.Millisecond) }
+
+// schedulerLoop runs the scheduler every Config.Interval (with jitter)
+// until ctx ends.
+func (m *Manager) schedulerLoop(ctx context.Context) {
+	timer := time.NewTimer(jitter(m.cfg.Interval))
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-timer.C:
+		}
+		m.sched.runOnce(ctx)
+		timer.Reset(jitter(m.cfg.Interval))
 	}
 }
 
-func (m *Manager) now() time.Time { return time.Now().UTC().Truncate(time.Millisecond) }
+// statusLoop keeps this replica's view of the other replicas fresh
+// (DESIGN.md §7a: cross-replica status from the catalog, by bounded
+// polling): every Config.PollInterval it runs the lease rescuer, the event
+// hub's poll (waking the workers when another replica changed a job) and
+// the throughput applier, until ctx ends.
+func (m *Manager) statusLoop(ctx context.Context) {
+	t := time.NewTicker(m.cfg.PollInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		m.rescuer.runOnce(ctx)
+		if m.events.runOnce(ctx) {
+			m.runs.wake() // jobs another replica queued may be claimable here
+		}
+		if _, err := m.throughput.runOnce(ctx); err != nil && ctx.Err() == nil {
+			m.logger.Warn("apply the throughput cap", "err", err)
+		}
+	}
+}
 
 // Started is closed once Run has recovered the previous process's jobs and
 // accepts work.
@@ -437,7 +458,7 @@ func (m *Manager) Compact(ctx context.Context, ids []string, all bool, reason st
 			call.Requests = append(call.Requests, catalog.JobRequest{CollectionID: id, Trigger: catalog.TriggerOneOff, Reason: reason})
 		}
 	}
-	if m.isStopping() {
+	if m.runs.isStopping() {
 		return nil, ErrStopped
 	}
 	if len(call.Requests) == 0 {
@@ -445,7 +466,7 @@ func (m *Manager) Compact(ctx context.Context, ids []string, all bool, reason st
 	}
 	// One transaction checks every id and queues every job, shared with
 	// concurrent calls (see enqueuer).
-	res := m.enqueue(ctx, call)
+	res := m.enq.enqueue(ctx, call)
 	if missing := (*catalog.MissingCollectionsError)(nil); errors.As(res.Err, &missing) {
 		return nil, &NotFoundError{IDs: missing.IDs}
 	}
@@ -460,22 +481,11 @@ func (m *Manager) Compact(ctx context.Context, ids []string, all bool, reason st
 	return out, nil
 }
 
-// isStopping reports whether Run is shutting down or has returned; before
-// Run, jobs may be queued (they run once it starts).
-func (m *Manager) isStopping() bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.stopping
-}
-
 // changedJob publishes a change this node made to a job that it does not
 // run (queued, cancelled while queued) and wakes the workers.
 func (m *Manager) changedJob(j catalog.Job) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.seenLocked(j)
-	m.sendLocked(Event{Kind: EventChanged, Job: Job{Job: j}})
-	m.signalLocked()
+	m.events.changed(j)
+	m.runs.wake()
 }
 
 // Cancel cancels a job on any replica: a QUEUED one ends CANCELLED at once;
@@ -520,16 +530,7 @@ func (m *Manager) CancelForDeletion(ctx context.Context, collectionID string) er
 
 // cancel is Cancel with the note the job ends with.
 func (m *Manager) cancel(ctx context.Context, jobID, note string) (Job, error) {
-	m.mu.Lock()
-	r := m.runs[jobID]
-	if r != nil {
-		if !r.cancelReq || note == NoteCollectionDeleted { // the deletion is the stronger reason
-			r.cancelNote = note
-		}
-		r.cancelReq = true
-		r.cancel(errCancelRequested)
-	}
-	m.mu.Unlock()
+	r := m.runs.requestCancel(jobID, note, errCancelRequested)
 	j, err := m.store.CancelJob(ctx, jobID, note)
 	switch {
 	case errors.Is(err, catalog.ErrJobFinished):
@@ -621,7 +622,7 @@ func (m *Manager) Get(ctx context.Context, jobID string) (Job, error) {
 	if err != nil {
 		return Job{}, err // the store's error names the job
 	}
-	return m.view(j), nil
+	return m.runs.view(j), nil
 }
 
 // List returns jobs matching f from the history, newest first, with the
@@ -633,7 +634,7 @@ func (m *Manager) List(ctx context.Context, f catalog.JobFilter) ([]Job, error) 
 	}
 	out := make([]Job, len(rows))
 	for i, j := range rows {
-		out[i] = m.view(j)
+		out[i] = m.runs.view(j)
 	}
 	return out, nil
 }
@@ -652,7 +653,7 @@ func (m *Manager) Active(ctx context.Context) ([]Job, error) {
 	}
 	out := make([]Job, 0, len(running)+len(queued))
 	for i := len(running) - 1; i >= 0; i-- { // ListJobs is newest first
-		out = append(out, m.view(running[i]))
+		out = append(out, m.runs.view(running[i]))
 	}
 	return append(out, queued...), nil
 }
@@ -669,38 +670,4 @@ func (m *Manager) Queue(ctx context.Context) ([]Job, error) {
 		out[i] = Job{Job: j}
 	}
 	return out, nil
-}
-
-// view is j as surfaces see it: a RUNNING job of this node with its live
-// progress, another's with the progress persisted with its lease.
-func (m *Manager) view(j catalog.Job) Job {
-	if j.State != catalog.JobRunning {
-		return Job{Job: j}
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.viewLocked(j)
-}
-
-// viewLocked is view for callers that hold m.mu.
-func (m *Manager) viewLocked(j catalog.Job) Job {
-	if j.State != catalog.JobRunning {
-		return Job{Job: j}
-	}
-	if r, ok := m.runs[j.ID]; ok {
-		return m.snapshotLocked(r)
-	}
-	p := persistedProgress(j.Progress, m.clock())
-	return Job{Job: j, Progress: &p, CancelRequested: j.CancelRequested}
-}
-
-// snapshotLocked copies a run for callers, with its fraction and ETA at
-// this instant; m.mu must be held.
-func (m *Manager) snapshotLocked(r *run) Job {
-	p := m.progressLocked(r)
-	j := Job{Job: r.job, CancelRequested: r.cancelReq || r.job.CancelRequested}
-	if r.job.State == catalog.JobRunning {
-		j.Progress = &p
-	}
-	return j
 }

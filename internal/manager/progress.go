@@ -69,7 +69,7 @@ func withinPhase(p Progress) (float64, bool) {
 
 // tracker follows one running job's phases to estimate its fraction and
 // ETA from the rates observed in that job. It is not safe for concurrent
-// use (the manager guards it with m.mu).
+// use (the run registry guards it).
 type tracker struct {
 	last       Progress
 	lastAt     time.Time       // when last was reported
@@ -151,15 +151,6 @@ func (t *tracker) estimate(now time.Time) (fraction float64, eta time.Duration, 
 		return fraction, 0, false
 	}
 	return fraction, eta, true
-}
-
-// progressLocked is run r's progress as surfaces see it: the executor's
-// last report with the fraction and the ETA at this instant; m.mu must be
-// held.
-func (m *Manager) progressLocked(r *run) Progress {
-	p := r.progress
-	p.Fraction, p.ETA, p.ETAKnown = r.tracker.estimate(m.clock())
-	return p
 }
 
 // persistedProgress is the progress another replica persisted with its

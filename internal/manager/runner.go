@@ -26,10 +26,7 @@ func (m *Manager) worker(ctx, workCtx context.Context) {
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	for {
-		m.mu.Lock()
-		changed := m.changed
-		stopping := m.stopping
-		m.mu.Unlock()
+		changed, stopping := m.runs.idle()
 		if stopping || ctx.Err() != nil {
 			return
 		}
@@ -72,9 +69,7 @@ func (m *Manager) run(workCtx context.Context, j catalog.Job) {
 	stopKeeper()
 	<-keeperDone
 
-	m.mu.Lock()
-	claimed, cancelReq, cancelNote := r.job, r.cancelReq, r.cancelNote
-	m.mu.Unlock()
+	claimed, cancelReq, cancelNote := m.runs.job(r)
 	class := classifyEnd(endFacts{
 		Err:             x.err,
 		Cause:           context.Cause(jobCtx),
@@ -96,13 +91,8 @@ func (m *Manager) run(workCtx context.Context, j catalog.Job) {
 
 // begin registers this node's run of job j and publishes its start.
 func (m *Manager) begin(j catalog.Job, cancel context.CancelCauseFunc) *run {
-	r := &run{job: j, progress: Progress{Phase: PhaseStarting}, cancel: cancel, done: make(chan struct{})}
-	m.mu.Lock()
-	r.tracker.observe(r.progress, m.clock())
-	m.runs[j.ID] = r
-	delete(m.seen, j.ID)
-	m.publishRunLocked(r, EventChanged)
-	m.mu.Unlock()
+	r, snap := m.runs.add(j, cancel)
+	m.events.started(snap)
 	m.metrics.queueWait.Observe(j.StartedAt.Sub(j.CreatedAt).Seconds())
 	m.metrics.running.Inc()
 	return r
@@ -128,9 +118,7 @@ func (m *Manager) execute(ctx context.Context, r *run) (x executed) {
 			x.err = fmt.Errorf("compaction panicked: %v", p)
 		}
 	}()
-	m.mu.Lock()
-	claimed := r.job
-	m.mu.Unlock()
+	claimed, _, _ := m.runs.job(r)
 	p, err := m.exec.Prepare(ctx, claimed, func(p Progress) { m.progressed(ctx, r, p) })
 	if p != nil {
 		x.outcome = p.Outcome()
@@ -151,9 +139,8 @@ func (m *Manager) execute(ctx context.Context, r *run) (x executed) {
 	if !x.outcome.Committed() {
 		return x // nothing to commit: the end is persisted by report
 	}
-	m.mu.Lock()
-	row := endRow(r.job, x.outcome, endClass{State: catalog.JobSucceeded}, m.now())
-	m.mu.Unlock()
+	planned, _, _ := m.runs.job(r)
+	row := endRow(planned, x.outcome, endClass{State: catalog.JobSucceeded}, m.now())
 	x.err = p.Commit(ctx, row)
 	x.outcome = p.Outcome()
 	if x.err == nil {
@@ -165,18 +152,8 @@ func (m *Manager) execute(ctx context.Context, r *run) (x executed) {
 // progressed takes a progress report of run r's executor: it keeps the
 // plan on the job, publishes the progress and, once per phase, persists it.
 func (m *Manager) progressed(ctx context.Context, r *run, p Progress) {
-	m.mu.Lock()
-	phase := r.progress.Phase != p.Phase
-	r.progress = p
-	r.tracker.observe(p, m.clock())
-	if p.Planned {
-		r.job.OffsetStart, r.job.OffsetEnd = p.OffsetStart, p.OffsetEnd
-		r.job.VersionBefore, r.job.VersionAfter = p.VersionBefore, p.VersionBefore
-		r.job.RecordsRead = p.RecordsRead
-	}
-	m.publishRunLocked(r, EventProgress)
-	persisted := m.progressLocked(r)
-	m.mu.Unlock()
+	snap, persisted, phase := m.runs.progressed(r, p)
+	m.events.progress(snap)
 	if p.Planned && phase {
 		// What is known so far survives a crash or a lost lease (the row
 		// ends FAILED "interrupted" keeping it). Once per phase: a few
@@ -397,17 +374,12 @@ func (m *Manager) collectGarbage(workCtx context.Context, e *jobEnd) {
 // gcTimeout bounds the GC pass after a compaction.
 const gcTimeout = 5 * time.Minute
 
-// ended removes a run that ended from this node's running jobs and, when
-// publish is set, publishes its end.
+// ended publishes, when publish is set, the end of a run, then removes it
+// from this node's running jobs (in that order: the status poller skips
+// this node's runs, and then finds the end published).
 func (m *Manager) ended(r *run, final catalog.Job, publish bool) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	r.job = final
-	delete(m.runs, final.ID)
-	close(r.done)
 	if publish {
-		m.seenLocked(final)
-		m.sendLocked(Event{Kind: EventChanged, Job: Job{Job: final}})
+		m.events.changed(final)
 	}
-	m.signalLocked()
+	m.runs.remove(r, final)
 }

@@ -123,3 +123,42 @@ func TestWatcherQueueKeepsOrderAndTheLatestProgressPerJob(t *testing.T) {
 		t.Fatal("a watcher more than MaxPendingEvents changes behind was kept")
 	}
 }
+
+// TestWatcherSeesTheEndOfAnotherReplicasJobWhoseFinishTimeIsOld: a job of
+// another replica that the poller saw running, and that ended with a
+// finish time older than the poller's window (taken before a commit that
+// waited for a busy catalog), still reaches the watchers as ended.
+func TestWatcherSeesTheEndOfAnotherReplicasJobWhoseFinishTimeIsOld(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := newMemStore()
+		store.addCollection("a", 10, time.Now())
+		started := time.Now().UTC().Truncate(time.Millisecond)
+		store.put(catalog.Job{ID: "elsewhere", CollectionID: "a", State: catalog.JobRunning, Node: "other", LeaseOwner: "other/1",
+			LeaseExpiresAt: started.Add(time.Hour), CreatedAt: started, StartedAt: started})
+		h := start(t, store, newFakeExec(store, 100), testConfig())
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		sub, _, err := h.m.Watch(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(10 * time.Second) // several polls see it running
+		store.mu.Lock()
+		j := store.jobs["elsewhere"]
+		j.State, j.FinishedAt, j.LeaseOwner = catalog.JobSucceeded, started, ""
+		store.jobs["elsewhere"] = j
+		store.mu.Unlock()
+		time.Sleep(3 * time.Second)
+		synctest.Wait()
+		for {
+			select {
+			case ev := <-sub.Events():
+				if ev.Job.ID == "elsewhere" && ev.Job.State == catalog.JobSucceeded {
+					return
+				}
+			default:
+				t.Fatal("the end of the other replica's job was not published")
+			}
+		}
+	})
+}
