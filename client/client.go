@@ -3,8 +3,6 @@ package client
 import (
 	"context"
 	"errors"
-	"fmt"
-	"time"
 
 	"connectrpc.com/connect"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -96,126 +94,6 @@ func Finished(state compactorv1.JobState) bool {
 	return false
 }
 
-// Backoff between two watches of WaitJobs after the stream broke: the first
-// wait, doubled after each further break, capped.
-const (
-	rewatchFirst = 100 * time.Millisecond
-	rewatchMax   = 5 * time.Second
-)
-
-// WaitJob waits until the job with id jobID finishes and returns it in its
-// final state (see WaitJobs). A FAILED or CANCELLED job is returned with a
-// nil error: the job's State and Error say how it ended.
-func (c *Client) WaitJob(ctx context.Context, jobID string) (*compactorv1.Job, error) {
-	jobs, err := c.WaitJobs(ctx, jobID)
-	if err != nil {
-		return nil, err
-	}
-	return jobs[0], nil
-}
-
-// WaitJobs waits until every job of jobIDs (the Job.Id values that Compact
-// returned; duplicates collapse) has finished, and returns the jobs in
-// their final states, in the order of jobIDs (one entry per distinct id).
-//
-// It watches them with one WatchCompactions stream filtered on jobIDs,
-// whose snapshot holds each job in whatever state it is, so a job that
-// finished before the call is returned at once. When the stream breaks
-// (UNAVAILABLE: the server is restarting or draining; or a stream that ends
-// early), WaitJobs watches again after a backoff of 100 ms doubling to 5 s,
-// until ctx ends. Other errors are returned as they are: NOT_FOUND for an
-// unknown job id, UNAUTHENTICATED without the token a --protect-reads
-// server wants, ctx's error (as a *connect.Error with code
-// CodeCanceled or CodeDeadlineExceeded) when ctx ends first.
-func (c *Client) WaitJobs(ctx context.Context, jobIDs ...string) ([]*compactorv1.Job, error) {
-	if len(jobIDs) == 0 {
-		return nil, errors.New("wait for jobs: no job id given")
-	}
-	var ids []string
-	seen := make(map[string]bool, len(jobIDs))
-	for _, id := range jobIDs {
-		if !seen[id] {
-			seen[id] = true
-			ids = append(ids, id)
-		}
-	}
-	final := make(map[string]*compactorv1.Job, len(ids))
-	delay := rewatchFirst
-	for {
-		err := c.watchUntilFinished(ctx, ids, final)
-		if err == nil {
-			jobs := make([]*compactorv1.Job, len(ids))
-			for i, id := range ids {
-				jobs[i] = final[id]
-			}
-			return jobs, nil
-		}
-		if ctx.Err() != nil || connect.CodeOf(err) != connect.CodeUnavailable {
-			return nil, fmt.Errorf("wait for %s: %w", jobsLabel(ids), err)
-		}
-		t := time.NewTimer(delay)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-			code := connect.CodeCanceled
-			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-				code = connect.CodeDeadlineExceeded
-			}
-			return nil, fmt.Errorf("wait for %s: %w (last watch error: %v)", jobsLabel(ids), connect.NewError(code, ctx.Err()), err)
-		}
-		delay = min(2*delay, rewatchMax)
-	}
-}
-
-// jobsLabel names ids in an error message: all of them when few, else the
-// count and the first one.
-func jobsLabel(ids []string) string {
-	if len(ids) <= 3 {
-		return fmt.Sprintf("jobs %v", ids)
-	}
-	return fmt.Sprintf("%d jobs (%s, ...)", len(ids), ids[0])
-}
-
-// watchUntilFinished runs one watch of ids and records each job that
-// finishes in final. It returns nil once every id is in final; a stream
-// that ends before that is an UNAVAILABLE error.
-func (c *Client) watchUntilFinished(ctx context.Context, ids []string, final map[string]*compactorv1.Job) error {
-	var pending []string
-	wanted := make(map[string]bool)
-	for _, id := range ids {
-		if final[id] == nil {
-			pending = append(pending, id)
-			wanted[id] = true
-		}
-	}
-	if len(pending) == 0 {
-		return nil
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel() // ends the stream when we return early
-	stream, err := c.Compactions.WatchCompactions(ctx, connect.NewRequest(&compactorv1.WatchCompactionsRequest{JobIds: pending}))
-	if err != nil {
-		return err
-	}
-	defer stream.Close()
-	for stream.Receive() {
-		job := stream.Msg().GetJob()
-		if job == nil || !wanted[job.GetId()] || !Finished(job.GetState()) {
-			continue
-		}
-		final[job.GetId()] = job
-		delete(wanted, job.GetId())
-		if len(wanted) == 0 {
-			return nil
-		}
-	}
-	if err := stream.Err(); err != nil {
-		return err
-	}
-	return connect.NewError(connect.CodeUnavailable, errors.New("watch stream ended before the jobs finished"))
-}
-
 // FieldViolations returns the field violations of the google.rpc.BadRequest
 // details of err, in the server's order, or nil when err carries none. Each
 // names a request field by its path, for example "records[3].embedding" or
@@ -269,4 +147,26 @@ func detailValues(err error) []any {
 		}
 	}
 	return out
+}
+
+// Reason is the typed reason of err's ErrorDetail, or
+// ERROR_REASON_UNSPECIFIED when err carries none (an error that is not the
+// server's, or an older server's).
+func Reason(err error) compactorv1.ErrorReason {
+	return ErrorDetail(err).GetReason()
+}
+
+// InvalidRecord returns the record that err, the INVALID_ARGUMENT error of a
+// PushLogs call with n records, names as invalid (its index in the call's
+// records, id, field and problem), or nil when it names none within the n.
+func InvalidRecord(err error, n int) *compactorv1.InvalidRecord {
+	d := ErrorDetail(err)
+	if d.GetReason() != compactorv1.ErrorReason_ERROR_REASON_INVALID_RECORD {
+		return nil
+	}
+	rec := d.GetInvalidRecord()
+	if rec == nil || rec.GetIndex() < 0 || int(rec.GetIndex()) >= n {
+		return nil
+	}
+	return rec
 }

@@ -16,7 +16,7 @@ const modulePath = "github.com/compactorhq/compactor"
 
 // TestConsumerModule builds testdata/consumer as a user would: a module of
 // its own (go mod init), requiring this repository's module through a
-// replace directive, tidied with the go command, with README's "Using the
+// replace directive, tidied with the go command, with docs/api.md's "Using the
 // API from Go" program as a second package that must compile; then runs it
 // against the test server over Connect, gRPC and gRPC-Web. It also checks what the
 // requirement does to the user's go.mod: the go line rises no higher than
@@ -39,9 +39,9 @@ func TestConsumerModule(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "main.go"), src, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	// The program of README's "Using the API from Go", as a second package
+	// The program of docs/api.md's "Using the API from Go", as a second package
 	// of the consumer module: it must compile as written.
-	readme := readFile(t, filepath.Join(root, "README.md"))
+	readme := readFile(t, filepath.Join(root, "docs", "api.md"))
 	prog := readmeProgram(t, readme, "## Using the API from Go")
 	if err := os.MkdirAll(filepath.Join(dir, "readme"), 0o755); err != nil {
 		t.Fatal(err)
@@ -122,24 +122,24 @@ func TestConsumerModule(t *testing.T) {
 	}
 }
 
-// readmeProgram returns the first Go code block of the README section that
+// readmeProgram returns the first Go code block of the docs/api.md section that
 // starts with heading.
 func readmeProgram(t *testing.T, readme, heading string) string {
 	t.Helper()
 	_, section, ok := strings.Cut(readme, "\n"+heading+"\n")
 	if !ok {
-		t.Fatalf("README.md has no section %q", heading)
+		t.Fatalf("docs/api.md has no section %q", heading)
 	}
 	if next := strings.Index(section, "\n## "); next >= 0 {
 		section = section[:next]
 	}
 	_, code, ok := strings.Cut(section, "```go\n")
 	if !ok {
-		t.Fatalf("README.md section %q has no Go code block", heading)
+		t.Fatalf("docs/api.md section %q has no Go code block", heading)
 	}
 	code, _, ok = strings.Cut(code, "```")
 	if !ok {
-		t.Fatalf("README.md section %q: unterminated code block", heading)
+		t.Fatalf("docs/api.md section %q: unterminated code block", heading)
 	}
 	return code
 }

@@ -1,8 +1,12 @@
-// Package client is the Go client of compactor's API: the three services of
+// Package client is the Go client of compactor's API: the four services of
 // package compactorv1connect (CompactionService, CollectionService,
-// LogService) behind one constructor, a bearer-token option, a wait for
-// compaction jobs built on WatchCompactions, and readers of the typed error
-// details the server attaches.
+// LogService, ControlService) behind one constructor, a bearer-token
+// option, batched pushes with idempotency keys and retries (Push, Pusher),
+// a reconnecting watch of compaction jobs and a wait built on it (Watch,
+// Wait, WaitJobs), and readers of the typed error details the server
+// attaches (ErrorDetail, Reason, InvalidRecord, FieldViolations,
+// ErrorInfo). The compactor CLI is built on it: what the CLI does, a
+// program can do with this package.
 //
 // # Import paths
 //
@@ -41,11 +45,29 @@
 // CreateCollection, DeleteCollection, PushLogs), and on reads too with
 // --protect-reads; without it a call fails with connect.CodeUnauthenticated.
 // WithBearerToken sends the header on every call, unary and streaming.
+// (Tools that discover the API by gRPC reflection need the header on their
+// reflection calls too against a --protect-reads server: buf curl
+// --reflect-header 'Authorization: Bearer TOKEN' beside -H, grpcurl
+// -reflect-header.)
+//
+// # Pushing
+//
+// Push appends a slice of operation records in batches (1,000 records by
+// default, at most MaxPushBatch); a Pusher does the same for batches the
+// caller cuts, for example while reading a file. Each batch carries an
+// idempotency key "RUN/N", and a batch the server refuses for backpressure
+// (RESOURCE_EXHAUSTED, reason BACKLOG_LIMIT) or whose answer is lost
+// (UNAVAILABLE, or a CallTimeout that passed) is retried with the same
+// key, with exponential backoff: the server answers a retry of a batch it
+// has already appended from the key (PushLogsResponse.Replayed), so no
+// record is appended twice. A record the server rejects stops the push
+// with an *InvalidRecordError: every record before it is appended.
 //
 // # Errors
 //
-// Every error of an RPC is a *connect.Error (WaitJobs wraps it with %w, so
-// errors.As and connect.CodeOf still find it); connect.CodeOf(err) gives its
+// Every error of an RPC is a *connect.Error (Wait, Push and Pusher.Send
+// wrap it, in a *WaitError, an *InvalidRecordError or with %w, so errors.As
+// and connect.CodeOf still find it); connect.CodeOf(err) gives its
 // code (the proto files list the codes of each procedure). Some errors carry
 // typed details: a google.rpc.BadRequest naming each invalid field
 // (INVALID_ARGUMENT of PushLogs and Compact) and a google.rpc.ErrorInfo

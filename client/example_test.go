@@ -2,6 +2,7 @@ package client_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log"
 	"net/http"
@@ -149,4 +150,32 @@ func ExampleErrorInfo() {
 	// 8 records: <nil>
 	// 5 records: resource_exhausted, BACKLOG_LIMIT (backlog 8, limit 10)
 	// 20 records: resource_exhausted, BATCH_OVER_BACKLOG_LIMIT (backlog 8, limit 10)
+}
+
+// Push records in batches: each batch carries an idempotency key, so a
+// retry after a lost answer appends nothing twice; a rejected record stops
+// the push with an InvalidRecordError, after the records before it.
+func ExampleClient_Push() {
+	ctx := context.Background()
+	c := client.New(http.DefaultClient, baseURL, client.WithBearerToken(token))
+	created, err := c.Collections.CreateCollection(ctx, connect.NewRequest(&compactorv1.CreateCollectionRequest{
+		Name: "example-push", Dimension: 2,
+	}))
+	if err != nil {
+		log.Fatal(err)
+	}
+	recs := []*compactorv1.OperationRecord{
+		{Op: compactorv1.Operation_OPERATION_ADD, Id: "a", Embedding: []float32{1, 0}},
+		{Op: compactorv1.Operation_OPERATION_ADD, Id: "b", Embedding: []float32{0, 1}},
+		{Op: compactorv1.Operation_OPERATION_ADD, Id: "c", Embedding: []float32{1, 1, 1}}, // wrong dimension
+	}
+	res, err := c.Push(ctx, created.Msg.GetCollection().GetId(), recs, client.PushOptions{BatchSize: 2})
+	var bad *client.InvalidRecordError
+	if errors.As(err, &bad) {
+		fmt.Printf("record %d (%s) rejected: %s\n", bad.Index, bad.Record.GetId(), bad.Record.GetField())
+	}
+	fmt.Printf("%d records appended in %d batches\n", res.Records, res.Batches)
+	// Output:
+	// record 2 (c) rejected: embedding
+	// 2 records appended in 1 batches
 }

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# Benchmark (not run in CI): the anchor of issue 10. Compaction of the same
+# Benchmark (not run in CI): the performance goals of docs/performance.md. Compaction of the same
 # operation records by `compactor serve` (SQLite + file://) and by DuckDB
 # (2 threads, from npm: tools/duckdb), with `dd ... conv=fdatasync` writing the
 # same bytes as a disk floor, in interleaved pairs; then the incremental costs,
 # a paged read, and the default flags end to end. It ends with a markdown table
-# (goal, measured figure, ratio, met or not) for the README's Performance
-# section.
+# (goal, measured figure, ratio, met or not) for docs/performance.md
+#
 #
 # For each size of BENCH_SIZES (operation records; default 100,000 and
 # 1,000,000) it generates the records once (scripts/bench/gen: 70 % ADDs of new
@@ -75,6 +75,9 @@
 #                   (default 3600; it has hung when a job's lease renewal
 #                   raced its commit and no continuation was queued)
 #   BENCH_DIM, BENCH_SEED  embedding dimension (128), generator seed (1)
+#   BENCH_VINDEX    1 (default) also runs scripts/bench/vindex.sh at the end: the
+#                   vector index against hnswlib (its own BENCH_VINDEX_*
+#                   variables); 0 skips it
 #   BENCH_DIR       working directory (default a new one under TMPDIR; needs
 #                   ~3 GB per million records); KEEP_TMP=1 keeps it
 # On a machine shared with other work, wall times stretch with the load (each
@@ -367,3 +370,9 @@ done
 # --- the table -------------------------------------------------------------------------
 echo
 python3 "$ROOT/scripts/bench/report.py" "$RESULTS" "$TMP" "$duck_version" "$(nproc 2>/dev/null || echo '?')" "$ROUNDS" "$READ_MAX"
+
+# --- the vector index against hnswlib: a script of its own -----------------------------
+if [[ ${BENCH_VINDEX:-1} == 1 ]]; then
+	echo
+	"$ROOT/scripts/bench/vindex.sh"
+fi

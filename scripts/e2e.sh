@@ -152,7 +152,9 @@ catalog_desc="SQLite $TMP/data/catalog.db"
 if [[ $STORAGE == postgres-s3 ]]; then
 	psql "$PG_ADMIN" -qtAc 'SELECT 1' >/dev/null 2>&1 ||
 		fail "PostgreSQL answers at $PG_ADMIN" "start it, or set E2E_POSTGRES_URL"
-	pg_db=compactor_e2e_$(date +%s)_$$
+	# Unique per run, also across machines and containers sharing one
+	# PostgreSQL (a PID and a second can repeat): 64 random bits.
+	pg_db=compactor_e2e_$(date +%s)_$(od -An -N8 -tx1 /dev/urandom | tr -d ' \n')
 	psql "$PG_ADMIN" -qtAc "CREATE DATABASE $pg_db" >/dev/null || fail "CREATE DATABASE $pg_db"
 	catalog_url=$(python3 -c '
 import sys, urllib.parse as u

@@ -73,3 +73,71 @@ for want in replicas revisionHistoryLimitt; do
 	grep -q "$want" <<<"$out" || { echo "kubeconform did not report $want in the broken Deployment:"; echo "$out"; exit 1; }
 done
 echo "kubeconform: a broken Deployment is rejected ($(grep -o 'revisionHistoryLimitt[^,]*' <<<"$out" | head -1); replicas \"three\")"
+
+# Deployment policy, beyond the schemas: pinned images (no :latest, no
+# untagged image), no Secret committed with placeholder values (the
+# Deployment's header says how to create it), every emptyDir bounded by a
+# sizeLimit, and the spill volume (COMPACTOR_COMPACTION_SPILL_DIR) at least
+# WORKERS x MAX_COMPACTION_SIZE x 1 KiB, the sizing rule written beside it.
+policy() { # policy DIR: prints the violations, fails on any
+	python3 - "$1" <<'PY'
+import glob, os, re, sys
+import yaml
+units = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "K": 10**3, "M": 10**6, "G": 10**9}
+def qty(s):
+    m = re.fullmatch(r"(\d+)([KMGT]i?)?", str(s))
+    if not m:
+        raise SystemExit(f"unreadable quantity {s!r}")
+    return int(m.group(1)) * units.get(m.group(2) or "", 1)
+bad = []
+for path in sorted(glob.glob(os.path.join(sys.argv[1], "*.yaml"))):
+    for doc in yaml.safe_load_all(open(path)):
+        if not doc:
+            continue
+        kind, name = doc.get("kind"), doc.get("metadata", {}).get("name")
+        where = f"{os.path.basename(path)}: {kind} {name}"
+        if kind == "Secret":
+            bad.append(f"{where}: a committed Secret; create it with kubectl create secret instead")
+        spec = doc.get("spec", {}).get("template", {}).get("spec")
+        if not spec:
+            continue
+        vols = {v["name"]: v for v in spec.get("volumes", [])}
+        for v in vols.values():
+            if "emptyDir" in v and not (v["emptyDir"] or {}).get("sizeLimit"):
+                bad.append(f"{where}: emptyDir volume {v['name']} has no sizeLimit")
+        for c in spec.get("containers", []):
+            image = c.get("image", "")
+            tag = image.rsplit("/", 1)[-1].partition(":")[2]
+            if "@sha256:" not in image and tag in ("", "latest"):
+                bad.append(f"{where}: container {c['name']} image {image!r} is not pinned to a release tag")
+            env = {e["name"]: e.get("value") for e in c.get("env", [])}
+            spill = env.get("COMPACTOR_COMPACTION_SPILL_DIR")
+            if spill is None:
+                bad.append(f"{where}: container {c['name']} sets no COMPACTOR_COMPACTION_SPILL_DIR (the default, /tmp, is small)")
+                continue
+            mount = next((m for m in c.get("volumeMounts", []) if m["mountPath"] == spill), None)
+            vol = vols.get(mount["name"]) if mount else None
+            if not vol or "emptyDir" not in vol:
+                bad.append(f"{where}: COMPACTOR_COMPACTION_SPILL_DIR={spill} is not an emptyDir volume mount")
+                continue
+            need = int(env.get("COMPACTOR_WORKERS") or 2) * int(env.get("COMPACTOR_MAX_COMPACTION_SIZE") or 10_000_000) * 1024
+            have = qty(vol["emptyDir"].get("sizeLimit", 0))
+            if have < need:
+                bad.append(f"{where}: spill volume {vol['name']} sizeLimit {vol['emptyDir'].get('sizeLimit')} < WORKERS x MAX_COMPACTION_SIZE x 1KiB = {need / 2**30:.1f} GiB")
+for b in bad:
+    print(b)
+sys.exit(1 if bad else 0)
+PY
+}
+policy deploy/kubernetes || { echo "deploy/kubernetes breaks the deployment policy above"; exit 1; }
+echo "policy: images pinned, no committed Secret, every emptyDir bounded, the spill volume sized from the flags"
+# The policy must be able to fail too.
+sed -e 's|image: \(.*\):v[0-9.]*$|image: \1:latest|' -e 's|value: "2000000"|value: "10000000"|' \
+	deploy/kubernetes/deployment.yaml >"$bad/deployment.yaml"
+if out=$(policy "$bad"); then
+	echo "the policy accepted a Deployment with :latest and an undersized spill volume"; exit 1
+fi
+for want in "not pinned" "spill volume"; do
+	grep -q "$want" <<<"$out" || { echo "the policy did not report \"$want\":"; echo "$out"; exit 1; }
+done
+echo "policy: a Deployment with :latest and an undersized spill volume is rejected"

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# The project's test command (README "Quick start"; .ci/run calls it). It
+# The project's test command (README, Quick start; .ci/run calls it). It
 # installs what is missing (Debian's Chromium and promtool when run as root;
 # the Go tools pinned in tools/go.mod; DuckDB from npm into tools/duckdb when
 # node is present), then checks, in order:
 #   generated code is fresh (scripts/generate.sh leaves `git status` clean),
 #   buf lint, buf format, buf breaking against the previous commit,
-#   gofmt, go vet, go test -race ./... (with the headless-browser test, and
+#   gofmt, go vet (run in the background from the start, checked before
+#   the regeneration), go test -race
+#   -vet=off ./... (with the headless-browser test, and
 #   the catalog suite against a local PostgreSQL when one answers), every
 #   Fuzz target for FUZZ_TIME (default 10s) on top of its seed corpus,
 #   promtool check/test of the alert rules, the end-to-end script test on
@@ -19,6 +21,21 @@
 # input may be minimized; GO_TEST_TIMEOUT (default 30m) is the -timeout of
 # each package's tests; CI=true makes a missing browser or promtool a failure instead
 # of a skip; SKIP_INSTALL=1 installs nothing.
+#
+# What the machine needs (a fresh clone, the Go toolchain of go.mod):
+#   - root, for apt-get (chromium, promtool from prometheus, python3-yaml);
+#     as another user these are used when present and skipped otherwise
+#     (failures under CI=true);
+#   - the Go module proxy (the pinned tools, built once into .cache/bin);
+#   - node and npm for DuckDB (tools/duckdb; its tests skip without);
+#   - python3, curl and psql (the end-to-end script);
+#   - PostgreSQL 13 or later on 127.0.0.1:5432 accepting the role postgres
+#     with trust authentication, with a database "test"
+#     (COMPACTOR_TEST_POSTGRES_DSN and E2E_POSTGRES_URL name another). The
+#     run creates a random schema per catalog test in it, and databases
+#     compactor_e2e_<time>_<random> (scripts/e2e.sh) and
+#     compactor_replicas_<random> (internal/e2e), each dropped WITH (FORCE)
+#     at its end; random names, so two runs on one server never collide.
 set -uo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -43,8 +60,15 @@ step() { # step NAME COMMAND...: runs one check and counts it
 }
 tool() { go tool -modfile=tools/go.mod "$@"; }
 
-install_debian() { # install_debian COMMAND PACKAGE
+install_debian() { # install_debian COMMAND PACKAGE: installs PACKAGE unless COMMAND is there
 	command -v "$1" >/dev/null 2>&1 && return 0
+	apt_install "$1" "$2"
+}
+install_python() { # install_python MODULE PACKAGE: installs PACKAGE unless python3 imports MODULE
+	python3 -c "import $1" 2>/dev/null && return 0
+	apt_install "python3 module $1" "$2"
+}
+apt_install() { # apt_install WHAT PACKAGE
 	if [ "${SKIP_INSTALL:-}" = 1 ] || [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; then
 		echo "note: $1 is missing and cannot be installed here (apt-get $2 as root)"
 		return 0
@@ -59,15 +83,40 @@ install_debian() { # install_debian COMMAND PACKAGE
 	return $rc
 }
 
+# go vet runs in the background from here, beside the installs and the tool
+# builds (which wait on the network and the linker), and is collected as its
+# own step before the generated code is regenerated. go test then runs
+# with -vet=off: the full go vet has already checked every package, test
+# files included.
+vet_log=.cache/vet.log
+go vet ./... >"$vet_log" 2>&1 &
+vet_pid=$!
+
 step "install chromium" install_debian chromium chromium
 step "install promtool" install_debian promtool prometheus
+step "install PyYAML" install_python yaml python3-yaml
 # versitygw: the S3 server of the blob store tests and the PostgreSQL + S3
 # end-to-end run (its first build takes several minutes); kubeconform: the
-# Kubernetes manifests.
-step "build pinned tools" go build -modfile=tools/go.mod -o "$BIN/" \
-	github.com/bufbuild/buf/cmd/buf github.com/fullstorydev/grpcurl/cmd/grpcurl \
-	github.com/grpc-ecosystem/grpc-health-probe gotest.tools/gotestsum \
-	github.com/versity/versitygw/cmd/versitygw github.com/yannh/kubeconform/cmd/kubeconform
+# Kubernetes manifests. Built once into .cache/bin: the build is skipped
+# while tools/go.mod, tools/go.sum, the Go toolchain and the list are those
+# of the last build (.cache/bin/.tools-stamp) and every binary is there.
+tools=(github.com/bufbuild/buf/cmd/buf github.com/fullstorydev/grpcurl/cmd/grpcurl
+	github.com/grpc-ecosystem/grpc-health-probe gotest.tools/gotestsum
+	github.com/versity/versitygw/cmd/versitygw github.com/yannh/kubeconform/cmd/kubeconform)
+build_tools() {
+	local stamp want bin
+	want=$( { cat tools/go.mod tools/go.sum; go version; printf '%s\n' "${tools[@]}"; } | sha256sum | cut -d' ' -f1)
+	stamp=$BIN/.tools-stamp
+	if [ "$(cat "$stamp" 2>/dev/null)" = "$want" ]; then
+		local missing=0
+		for bin in buf grpcurl grpc-health-probe gotestsum versitygw kubeconform; do
+			[ -x "$BIN/$bin" ] || missing=1
+		done
+		[ $missing = 0 ] && { echo "pinned tools in $BIN are up to date"; return 0; }
+	fi
+	go build -modfile=tools/go.mod -o "$BIN/" "${tools[@]}" && echo "$want" >"$stamp"
+}
+step "build pinned tools" build_tools
 
 # DuckDB from npm (tools/duckdb, pinned by its package-lock.json) for the
 # tests that read blocks with it through tools/duckdb/query.mjs; those tests
@@ -88,6 +137,14 @@ install_duckdb() {
 }
 step "install DuckDB (npm)" install_duckdb
 
+# go vet, started at the top, ends before scripts/generate.sh rewrites
+# gen/ and web/ (vet must not read a file while it is rewritten).
+collect_vet() {
+	wait "$vet_pid"; local rc=$?
+	cat "$vet_log"
+	return $rc
+}
+step "go vet" collect_vet
 fresh() {
 	scripts/generate.sh || return 1
 	local diff; diff=$(git status --porcelain -- gen proto web)
@@ -112,7 +169,6 @@ gofmt_clean() {
 	[ -z "$out" ] || { echo "gofmt would change:"; echo "$out"; return 1; }
 }
 step "gofmt" gofmt_clean
-step "go vet" go vet ./...
 browser_required=0
 [ "${CI:-}" = true ] && browser_required=1
 # The catalog suite also runs against PostgreSQL when one answers locally
@@ -130,27 +186,23 @@ fi
 # (default 30m) replaces it. Tests wait for events; this bound only turns a
 # hang into a failure with every goroutine's stack.
 step "go test -race" env COMPACTOR_REQUIRE_BROWSER=$browser_required \
-	gotestsum --format pkgname-and-test-fails --jsonfile .cache/test.json -- -race -count=1 -timeout="${GO_TEST_TIMEOUT:-30m}" ./...
+	gotestsum --format pkgname-and-test-fails --jsonfile .cache/test.json -- -race -vet=off -count=1 -timeout="${GO_TEST_TIMEOUT:-30m}" ./...
 # Fuzzing: every Fuzz target of the module runs for FUZZ_TIME (default 10s)
 # on top of its seed corpus (f.Add and testdata/fuzz/<Name>/), one target at
 # a time (-fuzz takes one package and one target). Targets are discovered,
-# not listed here: packages whose test files declare a Fuzz function, then
-# `go test -list` in each. A failure names the target; the failing input is
+# not listed here: the Fuzz functions that test files declare (read from the
+# source: `go test -list` would build every such package's test binary once
+# more just to list them). A failure names the target; the failing input is
 # written under the package's testdata/fuzz/<Name>/ (commit it as a
 # regression seed once fixed).
 fuzz_all() {
-	local fuzztime=${FUZZ_TIME:-10s} ran=0 bad=() dirs dir names name log=.cache/fuzz.log
+	local fuzztime=${FUZZ_TIME:-10s} ran=0 bad=() dirs dir name log=.cache/fuzz.log
 	dirs=$(git ls-files -co --exclude-standard -- '*_test.go' | xargs -r grep -l '^func Fuzz' | xargs -r -n1 dirname | sort -u)
 	for dir in $dirs; do
-		if ! names=$(go test -list '^Fuzz' "./$dir"); then
-			echo "$names"
-			bad+=("./$dir (listing its targets failed)")
-			continue
-		fi
-		for name in $(echo "$names" | grep -E '^Fuzz[A-Za-z0-9_]*$'); do
+		for name in $(sed -En 's/^func (Fuzz[A-Za-z0-9_]*)\(.*/\1/p' "$dir"/*_test.go | sort -u); do
 			ran=$((ran + 1))
 			echo "fuzz ./$dir $name for $fuzztime"
-			if ! go test -run='^$' -fuzz="^$name\$" -fuzztime="$fuzztime" -fuzzminimizetime="${FUZZ_MINIMIZE_TIME:-5s}" "./$dir" >"$log" 2>&1; then
+			if ! go test -vet=off -run='^$' -fuzz="^$name\$" -fuzztime="$fuzztime" -fuzzminimizetime="${FUZZ_MINIMIZE_TIME:-5s}" "./$dir" >"$log" 2>&1; then
 				cat "$log"
 				echo "FAILED: fuzz target $name in ./$dir"
 				bad+=("$name (./$dir)")

@@ -5,6 +5,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -40,7 +41,9 @@ func newRoot(s cli.Streams) *cobra.Command {
 		Long: `compactor materializes per-collection write-ahead logs into immutable, versioned
 segments. 'compactor serve' runs the service; the other commands control a
 running one over its Connect API (flags fall back to COMPACTOR_* environment
-variables, e.g. COMPACTOR_ADDR, COMPACTOR_TOKEN).`,
+variables, e.g. COMPACTOR_ADDR, COMPACTOR_TOKEN).
+
+` + cli.RootHelp,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
@@ -53,21 +56,52 @@ variables, e.g. COMPACTOR_ADDR, COMPACTOR_TOKEN).`,
 	root.SetVersionTemplate("{{.Version}}\n")
 	// A malformed flag of any command is a usage error (exit status 2).
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return cli.UsageError(c, err) })
+	// The client flags, listed in root's help and known to completion
+	// before a command's name; each client command parses its own.
+	cli.RegisterRootFlags(root)
 	root.AddCommand(newServeCmd(s), newDemoCmd(s), newVersionCmd(s.Out))
 	root.AddCommand(cli.Commands(s)...)
 	return root
 }
 
 // newVersionCmd prints the build as one line, e.g.
-// "compactor v1.4.0 (revision 3f2c9a1b7d4e, built 2026-11-30T09:12:00Z, go1.26.8)".
+// "compactor v1.4.0 (revision 3f2c9a1b7d4e, built 2026-11-30T09:12:00Z, go1.26.8)",
+// or with -o json as one object.
 func newVersionCmd(stdout io.Writer) *cobra.Command {
-	return &cobra.Command{
-		Use:   "version",
+	var output string
+	cmd := &cobra.Command{
+		Use:   "version [-o table|json]",
 		Short: "Print the version, VCS revision and build time of this binary",
-		Args:  cobra.NoArgs,
-		RunE: func(*cobra.Command, []string) error {
-			_, err := fmt.Fprintln(stdout, buildinfo.Get())
-			return err
+		Long: `Print the version, VCS revision and build time of this binary. -o json prints
+one object: {"version", "revision", "build_time", "modified", "go_version"}
+("unknown" for what the build did not record).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			bi := buildinfo.Get()
+			switch output {
+			case "table", "text":
+				_, err := fmt.Fprintln(stdout, bi)
+				return err
+			case "json":
+				enc := json.NewEncoder(stdout)
+				enc.SetIndent("", "  ")
+				return enc.Encode(versionJSON{Version: bi.Version, Revision: bi.Revision, BuildTime: bi.Time, Modified: bi.Modified, GoVersion: bi.GoVersion})
+			}
+			return cli.UsageError(cmd, fmt.Errorf("--output %q: want table or json", output))
 		},
 	}
+	cmd.Flags().StringVarP(&output, "output", "o", "table", "output format: table (one line) or json")
+	_ = cmd.RegisterFlagCompletionFunc("output", func(*cobra.Command, []string, string) ([]cobra.Completion, cobra.ShellCompDirective) {
+		return []cobra.Completion{"table", "json"}, cobra.ShellCompDirectiveNoFileComp
+	})
+	return cmd
+}
+
+// versionJSON is the object of version -o json.
+type versionJSON struct {
+	Version   string `json:"version"`
+	Revision  string `json:"revision"`
+	BuildTime string `json:"build_time"`
+	Modified  bool   `json:"modified"`
+	GoVersion string `json:"go_version"`
 }

@@ -158,7 +158,10 @@ type Collection struct {
 	PauseReason string
 	PausedBy    string
 	// Settings overrides the scheduler's thresholds for the collection.
-	Settings       CollectionSettings
+	Settings CollectionSettings
+	// Index is the query distance and the vector index parameters, fixed
+	// at creation.
+	Index          IndexSettings
 	DeadLetteredAt time.Time
 	// OldestUncompactedAt is the append time of the first uncompacted log
 	// record (offset CompactionOffset+1); zero when the backlog is empty.

@@ -28,6 +28,7 @@ const collectionColumns = `c.id, c.name, c.dimension, c.log_position, c.compacti
 	c.segment_version, c.manifest_key, c.record_count, c.failure_count,
 	c.dead_lettered_at, c.last_compacted_at, c.created_at, c.updated_at, c.retry_count, c.retry_after,
 	c.paused_at, c.pause_reason, c.paused_by, c.min_compaction_size, c.max_uncompacted_age_ms,
+	c.distance, c.index_m, c.index_ef_construction, c.index_ef_search, c.index_disabled,
 	(SELECT l.appended_at FROM log l WHERE l.collection_id = c.id AND l.log_offset = c.compaction_offset + 1)`
 
 func scanCollection(s scanner) (Collection, error) {
@@ -35,14 +36,20 @@ func scanCollection(s scanner) (Collection, error) {
 		col                  Collection
 		createdAt, updatedAt int64
 		minSize, maxAgeMs    sql.NullInt64
+		distance             string
+		m, efc, efs, noIndex int64
 	)
 	err := s.Scan(&col.ID, &col.Name, &col.Dimension, &col.LogPosition, &col.CompactionOffset,
 		&col.SegmentVersion, &col.ManifestKey, &col.RecordCount, &col.FailureCount,
 		msTime{&col.DeadLetteredAt}, msTime{&col.LastCompactedAt}, &createdAt, &updatedAt,
 		&col.RetryCount, msTime{&col.RetryAfter},
 		msTime{&col.PausedAt}, &col.PauseReason, &col.PausedBy, &minSize, &maxAgeMs,
+		&distance, &m, &efc, &efs, &noIndex,
 		msTime{&col.OldestUncompactedAt})
 	if err != nil {
+		return Collection{}, err
+	}
+	if err := scanIndex(&col.Index, distance, m, efc, efs, noIndex); err != nil {
 		return Collection{}, err
 	}
 	col.Settings.MinCompactionSize = minSize.Int64
@@ -96,22 +103,38 @@ func validateName(name string) error {
 	return nil
 }
 
-// CreateCollection creates a collection with a new UUID. dimension 0 leaves
-// the dimension to be fixed by the first write. Errors: ErrInvalidArgument
-// (empty name, name over 256 bytes, negative dimension), ErrAlreadyExists
-// (name taken).
+// CreateCollection creates a collection with a new UUID and the default
+// index settings (CreateCollectionSpec). dimension 0 leaves the dimension
+// to be fixed by the first write. Errors: ErrInvalidArgument (empty name,
+// name over 256 bytes, negative dimension), ErrAlreadyExists (name taken).
 func (c *Catalog) CreateCollection(ctx context.Context, name string, dimension int) (Collection, error) {
+	return c.CreateCollectionSpec(ctx, CollectionSpec{Name: name, Dimension: dimension})
+}
+
+// CreateCollectionSpec creates a collection with a new UUID: spec's name,
+// dimension and index settings (zero fields take their defaults). Errors:
+// ErrInvalidArgument (empty name, name over 256 bytes, dimension outside
+// 0..MaxDimension; an *IndexSettingsError for a setting out of bounds),
+// ErrAlreadyExists (name taken).
+func (c *Catalog) CreateCollectionSpec(ctx context.Context, spec CollectionSpec) (Collection, error) {
+	name, dimension := spec.Name, spec.Dimension
 	if err := validateName(name); err != nil {
 		return Collection{}, fmt.Errorf("create collection %q: %w", name, err)
 	}
 	if dimension < 0 || dimension > maxDimension {
 		return Collection{}, fmt.Errorf("create collection %q: dimension %d is outside 0..%d: %w", name, dimension, maxDimension, ErrInvalidArgument)
 	}
+	idx := spec.Index.WithDefaults()
+	if err := idx.Validate(); err != nil {
+		return Collection{}, fmt.Errorf("create collection %q: %w", name, err)
+	}
 	now := fromMs(ms(c.now()))
-	col := Collection{ID: uuid.NewString(), Name: name, Dimension: dimension, CreatedAt: now, UpdatedAt: now}
+	col := Collection{ID: uuid.NewString(), Name: name, Dimension: dimension, Index: idx, CreatedAt: now, UpdatedAt: now}
 	err := c.writeTx(ctx, func(tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, c.d.q(`INSERT INTO collections (id, name, dimension, created_at, updated_at) VALUES (?, ?, ?, ?, ?)`),
-			col.ID, col.Name, col.Dimension, ms(now), ms(now))
+		_, err := tx.ExecContext(ctx, c.d.q(`INSERT INTO collections (id, name, dimension, created_at, updated_at,
+			distance, index_m, index_ef_construction, index_ef_search, index_disabled) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
+			col.ID, col.Name, col.Dimension, ms(now), ms(now),
+			idx.Distance.String(), idx.M, idx.EfConstruction, idx.EfSearch, boolInt(idx.Disabled))
 		if err != nil && c.d.kind(err) == kindUnique {
 			return fmt.Errorf("name is taken: %w", ErrAlreadyExists)
 		}

@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/compactorhq/compactor/internal/catalog"
+	"github.com/compactorhq/compactor/internal/vindex"
 )
 
 func TestCreateCollection(t *testing.T) {
@@ -50,7 +51,8 @@ func TestCreateCollection(t *testing.T) {
 				if _, err := uuid.Parse(col.ID); err != nil {
 					t.Errorf("ID %q is not a UUID: %v", col.ID, err)
 				}
-				want := catalog.Collection{ID: col.ID, Name: tt.collName, Dimension: tt.dimension, CreatedAt: ms(now), UpdatedAt: ms(now)}
+				want := catalog.Collection{ID: col.ID, Name: tt.collName, Dimension: tt.dimension, CreatedAt: ms(now), UpdatedAt: ms(now),
+					Index: catalog.IndexSettings{Distance: vindex.DistanceCosine, M: 16, EfConstruction: 200, EfSearch: 100}}
 				equal(t, "created collection", col, want)
 				equal(t, "stored collection", mustGet(t, c, col.ID), want)
 			})

@@ -4,6 +4,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/compactorhq/compactor/internal/clock"
 	"github.com/compactorhq/compactor/internal/materialize"
 )
 
@@ -28,14 +29,26 @@ type Config struct {
 	// Holder describes this process to the one refused by the lock, e.g.
 	// "node a, pid 12"; "" means "pid N on HOST".
 	Holder string
-	// Now is the clock used for append times and row timestamps; nil means
-	// time.Now.
+	// Clock is the process's clock: its wall time is what rows record
+	// (append, creation, start and end times). nil: Now's, or else the
+	// system's.
+	Clock clock.Clock
+	// Now, when Clock is nil, is a wall clock that never steps (a test's
+	// fake clock), used as Clock; nil means the system's clock.
 	Now func() time.Time
+	// DatabaseClock stands in for the database's clock in tests. That clock
+	// alone decides what several processes compare: job leases (claim,
+	// renewal, the commit fence, expiry), the leader lease and node
+	// heartbeats. nil: PostgreSQL's clock_timestamp(), read inside the
+	// statements, so that no replica's clock enters them; on SQLite (one
+	// process), the process's wall time at Open advanced by its monotonic
+	// clock, which no step of the system time moves.
+	DatabaseClock func() time.Time
 	// Logger receives the catalog's logs; nil discards them.
 	Logger *slog.Logger
 	// ReserveBytes, for SQLite, is the size of the space-reserve file kept
 	// next to the database (<file>-reserve) and released when deleting a
-	// collection finds the disk full, so that the delete can run (README
+	// collection finds the disk full, so that the delete can run (docs/storage.md
 	// "Disk full"). 0: no reserve. Ignored by PostgreSQL.
 	ReserveBytes int64
 }

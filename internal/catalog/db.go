@@ -11,16 +11,21 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/compactorhq/compactor/internal/clock"
 	"github.com/compactorhq/compactor/internal/materialize"
 )
 
 // Catalog is the SQL catalog. It is safe for concurrent use.
 type Catalog struct {
 	d   *dialect
-	w   *sql.DB // write pool: a single connection for SQLite
-	r   *sql.DB // read pool; the same *sql.DB as w for PostgreSQL
-	now func() time.Time
-	log *slog.Logger
+	w   *sql.DB          // write pool: a single connection for SQLite
+	r   *sql.DB          // read pool; the same *sql.DB as w for PostgreSQL
+	now func() time.Time // the process's wall clock (Config.Clock)
+	// dbClock is the database's clock where the catalog supplies it
+	// (SQLite, or Config.DatabaseClock); nil where the statements read the
+	// server's (PostgreSQL). See dbNow.
+	dbClock func() time.Time
+	log     *slog.Logger
 	// full is the error of the last write that failed for want of space;
 	// nil once a write commits again (see storage.go).
 	full atomic.Pointer[StorageFullError]
@@ -53,9 +58,17 @@ func openDialect(ctx context.Context, cfg Config, d *dialect) (*Catalog, error) 
 	if logger == nil {
 		logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	now := cfg.Now
-	if now == nil {
-		now = time.Now
+	clk := cfg.Clock
+	switch {
+	case clk != nil:
+	case cfg.Now != nil:
+		clk = clock.Func(cfg.Now)
+	default:
+		clk = clock.System()
+	}
+	dbClock := cfg.DatabaseClock
+	if dbClock == nil && d.processClock {
+		dbClock = clock.StepFree(clk)
 	}
 	w, r, err := d.connect(ctx, cfg.DSN)
 	if err != nil {
@@ -64,7 +77,7 @@ func openDialect(ctx context.Context, cfg Config, d *dialect) (*Catalog, error) 
 	if cfg.ReserveBytes < 0 {
 		return nil, fmt.Errorf("open catalog: negative space reserve %d: %w", cfg.ReserveBytes, ErrInvalidArgument)
 	}
-	c := &Catalog{d: d, w: w, r: r, now: now, log: logger}
+	c := &Catalog{d: d, w: w, r: r, now: clk.Now, dbClock: dbClock, log: logger}
 	if cfg.Exclusive {
 		// Before the migrations: a second process is refused before it
 		// touches the schema.
@@ -185,6 +198,16 @@ func (c *Catalog) readTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	}
 	defer func() { _ = tx.Rollback() }()
 	return fn(tx)
+}
+
+// dbNow is the argument of the dialect's clockMs expression: the
+// database's clock in unix milliseconds where the catalog supplies it, NULL
+// where the statement reads the server's own.
+func (c *Catalog) dbNow() any {
+	if c.dbClock == nil {
+		return nil
+	}
+	return ms(c.dbClock())
 }
 
 // classify marks transient driver errors (busy, locked, connection lost)

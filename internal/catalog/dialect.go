@@ -54,6 +54,13 @@ type dialect struct {
 	// holds are skipped instead of waited for ("" on SQLite, whose write
 	// transaction is the only one).
 	skipLocked string
+	// clockMs is the SQL expression of the database's clock in unix
+	// milliseconds, with one placeholder whose argument is Catalog.dbNow:
+	// the time the catalog supplies, or NULL for the server's own.
+	clockMs string
+	// processClock: the database has no clock of its own apart from the
+	// one process that uses it (SQLite); the catalog supplies it.
+	processClock bool
 	// nextQueueSeq is the SQL expression of the next jobs.queue_seq.
 	nextQueueSeq string
 	// readTx are the options of a transaction that must read a consistent
@@ -141,6 +148,8 @@ func sqliteDialect(busyTimeout time.Duration) *dialect {
 		// MAX + 1 is exact: the write transaction holds the database's only
 		// write lock.
 		nextQueueSeq: `(SELECT COALESCE(MAX(queue_seq), 0) + 1 FROM jobs)`,
+		clockMs:      `CAST(? AS INTEGER)`,
+		processClock: true,
 		connect: func(ctx context.Context, dsn string) (*sql.DB, *sql.DB, error) {
 			return sqliteConnect(dsn, busyTimeout)
 		},
@@ -187,11 +196,11 @@ func sqliteConnect(dsn string, busyTimeout time.Duration) (*sql.DB, *sql.DB, err
 	// commit that returned survives a power loss. NORMAL (the usual WAL
 	// pairing) only fsyncs at checkpoints and can lose the last commits,
 	// i.e. a compaction's commit, an acknowledged append or a job's end.
-	// The cost is one fsync per write transaction (README "Durability").
+	// The cost is one fsync per write transaction (docs/semantics.md "Durability").
 	// auto_vacuum(INCREMENTAL) takes effect for a database created by this
 	// connection (before its first table), so that deleting a collection
 	// can return the freed pages to the file system; on an existing
-	// database without it, it changes nothing (README "Disk full").
+	// database without it, it changes nothing (docs/storage.md "Disk full").
 	wdsn := build(url.Values{
 		"_pragma": {"auto_vacuum(INCREMENTAL)", "journal_mode(WAL)", "synchronous(FULL)"},
 		"_txlock": {"immediate"},
@@ -292,7 +301,10 @@ func postgresDialect() *dialect {
 		forUpdate:    " FOR UPDATE",
 		skipLocked:   " FOR UPDATE OF j SKIP LOCKED",
 		nextQueueSeq: `nextval('jobs_queue_seq')`,
-		readTx:       &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true},
+		// clock_timestamp(), not now(): the time of the statement, not of
+		// the start of its transaction, which may have waited for a lock.
+		clockMs: `COALESCE(CAST(? AS BIGINT), CAST(FLOOR(EXTRACT(EPOCH FROM clock_timestamp()) * 1000) AS BIGINT))`,
+		readTx:  &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true},
 		connect: func(ctx context.Context, dsn string) (*sql.DB, *sql.DB, error) {
 			db, err := sql.Open("pgx", withIdleTxTimeout(withConnectTimeout(dsn, defaultConnectTimeout), defaultIdleTxTimeout))
 			if err != nil {

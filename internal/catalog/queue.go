@@ -9,8 +9,11 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
+
+	"github.com/compactorhq/compactor/internal/jobtype"
 )
 
 // The job queue in the catalog (DESIGN.md §7a). The jobs table is the queue
@@ -44,8 +47,7 @@ const (
 // Interrupted notes. A job that ends this way failed transiently: the
 // failure says nothing about its collection.
 const (
-	interruptedLease   = "interrupted: lease of node %s expired"
-	interruptedRestart = "interrupted: node %s restarted while the job ran"
+	interruptedLease = "interrupted: lease of node %s expired"
 )
 
 // neverTime sorts after every real time in the claim order (an unknown
@@ -53,30 +55,11 @@ const (
 const neverTime = int64(1<<63 - 1)
 
 // JobProgress is the progress of a RUNNING job as its owner last persisted
-// it with RenewLease.
-type JobProgress struct {
-	Phase        string // e.g. "reading log", "writing blocks"
-	RecordsRead  int64  // log records read so far
-	RecordsTotal int64  // log records the job reads; 0 when not known yet
-	BytesWritten int64  // bytes of blocks and manifest written so far
-	// BlocksWritten of BlocksTotal blocks the job writes (0: not known yet).
-	BlocksWritten, BlocksTotal int64
-	// Fraction of the whole job done (0 to 1) and the time left (ETA,
-	// meaningful only when ETAKnown), as the owner estimated them at
-	// UpdatedAt.
-	Fraction  float64
-	ETA       time.Duration
-	ETAKnown  bool
-	UpdatedAt time.Time
-	// Planned: the job knows its plan, and RenewLease stores it in the
-	// job's own columns (offset_start, offset_end, version_before, and
-	// version_after = version_before until a commit; records_read), so that
-	// a job interrupted by a crash or a lost lease keeps what was known.
-	Planned       bool
-	OffsetStart   int64
-	OffsetEnd     int64
-	VersionBefore int64
-}
+// it with RenewLease. With Planned set, RenewLease also stores the plan in
+// the job's own columns (offset_start, offset_end, version_before, and
+// version_after = version_before until a commit; records_read), so that a
+// job interrupted by a crash or a lost lease keeps what was known.
+type JobProgress = jobtype.Progress
 
 // JobRequest asks EnqueueJob for a QUEUED job.
 type JobRequest struct {
@@ -97,7 +80,11 @@ type Node struct {
 	Address     string // where its RPC port answers
 	Version     string // build version
 	StartedAt   time.Time
-	HeartbeatAt time.Time // last heartbeat; a node silent past its TTL is gone
+	HeartbeatAt time.Time // last heartbeat, by the database's clock
+	// Silence is the time since the last heartbeat by the database's clock
+	// when ListNodes read it (no replica's own clock enters it); a node
+	// silent past its TTL is gone. Ignored by Heartbeat.
+	Silence time.Duration
 }
 
 // EnqueueJob queues a job for r.CollectionID unless one is queued already:
@@ -135,10 +122,7 @@ type EnqueueCall struct {
 
 // Enqueued is one job of an EnqueueCall: the job queued, or the one that
 // was queued already (Created false).
-type Enqueued struct {
-	Job     Job
-	Created bool
-}
+type Enqueued = jobtype.Enqueued[Job]
 
 // EnqueueOutcome is the result of one EnqueueCall: its jobs in the order of
 // its requests (missing collections left out with SkipMissing), or its
@@ -363,7 +347,8 @@ func (c *Catalog) execEnqueueLocked(ctx context.Context, tx *sql.Tx, call Enqueu
 }
 
 // ClaimJob makes the next runnable QUEUED job RUNNING under owner's lease,
-// which ends lease from now unless renewed, and returns it. owner is the
+// which ends lease from now by the database's clock (see
+// Config.DatabaseClock) unless renewed, and returns it. owner is the
 // node's name, optionally followed by "/" and a token unique to the
 // process (so that two processes given one name by mistake never share a
 // lease); the job's Node is the name. Claim order:
@@ -404,25 +389,24 @@ func (c *Catalog) ClaimJob(ctx context.Context, node string, lease time.Duration
 		job = jobs[0]
 		name, _, _ := strings.Cut(node, "/")
 		job.State, job.StartedAt, job.Node = JobRunning, now, name
-		job.LeaseOwner, job.LeaseExpiresAt = node, now.Add(lease)
-		job.Progress = JobProgress{Phase: "starting", UpdatedAt: now}
-		res, err := tx.ExecContext(ctx, c.d.q(`UPDATE jobs SET state = ?, started_at = ?, node = ?, lease_owner = ?, lease_expires_at = ?,
+		job.LeaseOwner = node
+		job.Progress = JobProgress{Phase: jobtype.PhaseStarting, UpdatedAt: now}
+		var expires int64
+		err = tx.QueryRowContext(ctx, c.d.q(`UPDATE jobs SET state = ?, started_at = ?, node = ?, lease_owner = ?, lease_expires_at = `+c.d.clockMs+` + ?,
 				cancel_requested = 0, progress_phase = ?, progress_read = 0, progress_total = 0, progress_bytes = 0, progress_at = ?
-			WHERE id = ? AND state = ?`),
-			string(JobRunning), ms(now), name, node, ms(job.LeaseExpiresAt), job.Progress.Phase, ms(now), job.ID, string(JobQueued))
-		if c.d.kind(err) == kindUnique {
+			WHERE id = ? AND state = ?
+			RETURNING lease_expires_at`),
+			string(JobRunning), ms(now), name, node, c.dbNow(), lease.Milliseconds(), string(job.Progress.Phase), ms(now), job.ID, string(JobQueued)).Scan(&expires)
+		if c.d.kind(err) == kindUnique || errors.Is(err, sql.ErrNoRows) {
 			// Another replica started a job of this collection after this
-			// transaction's snapshot (PostgreSQL): nothing to claim here now.
+			// transaction's snapshot (PostgreSQL), or claimed this one:
+			// nothing to claim here now.
 			return ErrNoJob
 		}
 		if err != nil {
 			return err
 		}
-		if n, err := rowsAffected(res); err != nil {
-			return err
-		} else if n != 1 {
-			return ErrNoJob
-		}
+		job.LeaseExpiresAt = fromMs(expires)
 		return nil
 	})
 	if errors.Is(err, ErrNoJob) {
@@ -440,25 +424,25 @@ func (c *Catalog) ClaimJob(ctx context.Context, node string, lease time.Duration
 const claimOrder = `j.priority, COALESCE(j.oldest_at, ?), j.queue_seq, j.id`
 
 // RenewLease extends the lease of RUNNING job jobID held by node to lease
-// from now and persists its progress. It reports whether an operator asked
+// from now by the database's clock, and persists its progress. It reports whether an operator asked
 // to cancel the job (CancelJob on any replica). Errors: ErrLeaseLost when
 // node does not hold the job's lease (expired and taken over, cancelled
 // while queued, or finished), ErrUnavailable.
 func (c *Catalog) RenewLease(ctx context.Context, jobID, node string, lease time.Duration, p JobProgress) (cancelRequested bool, err error) {
-	now := ms(c.now())
+	now, dbNow := ms(c.now()), c.dbNow()
 	var cancel int
-	plan, args := "", []any{now + lease.Milliseconds(), p.Phase, p.RecordsRead, p.RecordsTotal, p.BytesWritten, now,
+	plan, args := "", []any{dbNow, lease.Milliseconds(), string(p.Phase), p.OpRecordsRead, p.OpRecordsTotal, p.BytesWritten, now,
 		p.Fraction, etaOrNull(p), p.BlocksWritten, p.BlocksTotal}
 	if p.Planned {
 		plan = `, offset_start = ?, offset_end = ?, version_before = ?, version_after = ?, records_read = ?`
-		args = append(args, p.OffsetStart, p.OffsetEnd, p.VersionBefore, p.VersionBefore, p.RecordsRead)
+		args = append(args, p.OffsetStart, p.OffsetEnd, p.VersionBefore, p.VersionBefore, p.OpRecordsRead)
 	}
-	args = append(args, jobID, string(JobRunning), node, now)
+	args = append(args, jobID, string(JobRunning), node, dbNow)
 	err = c.writeTx(ctx, func(tx *sql.Tx) error {
-		return tx.QueryRowContext(ctx, c.d.q(`UPDATE jobs SET lease_expires_at = ?,
+		return tx.QueryRowContext(ctx, c.d.q(`UPDATE jobs SET lease_expires_at = `+c.d.clockMs+` + ?,
 				progress_phase = ?, progress_read = ?, progress_total = ?, progress_bytes = ?, progress_at = ?,
 				progress_fraction = ?, progress_eta_ms = ?, progress_blocks_written = ?, progress_blocks_total = ?`+plan+`
-			WHERE id = ? AND state = ? AND lease_owner = ? AND lease_expires_at >= ?
+			WHERE id = ? AND state = ? AND lease_owner = ? AND lease_expires_at >= `+c.d.clockMs+`
 			RETURNING cancel_requested`), args...).Scan(&cancel)
 	})
 	if errors.Is(err, sql.ErrNoRows) {
@@ -488,7 +472,7 @@ func (c *Catalog) FinishJob(ctx context.Context, node string, j Job) error {
 
 // execFinishJob is the fenced terminal update of FinishJob and of a
 // compaction commit: ErrLeaseLost unless the job is RUNNING under node's
-// unexpired lease. An expired lease never commits, even before a replica
+// unexpired lease, by the database's clock. An expired lease never commits, even before a replica
 // took the job over, so the outcome does not depend on who looks first.
 func (c *Catalog) execFinishJob(ctx context.Context, tx *sql.Tx, node string, j Job) error {
 	res, err := tx.ExecContext(ctx, c.d.q(`UPDATE jobs SET
@@ -496,11 +480,11 @@ func (c *Catalog) execFinishJob(ctx context.Context, tx *sql.Tx, node string, j 
 			offset_start = ?, offset_end = ?, records_read = ?, records_written = ?, bytes_written = ?,
 			version_before = ?, version_after = ?, error_text = ?, note = ?,
 			lease_owner = '', lease_expires_at = NULL, progress_at = NULL
-		WHERE id = ? AND state = ? AND lease_owner = ? AND lease_expires_at >= ?`),
+		WHERE id = ? AND state = ? AND lease_owner = ? AND lease_expires_at >= `+c.d.clockMs),
 		string(j.State), j.Attempt, msOrNull(j.StartedAt), msOrNull(j.FinishedAt),
 		j.OffsetStart, j.OffsetEnd, j.RecordsRead, j.RecordsWritten, j.BytesWritten,
 		j.VersionBefore, j.VersionAfter, j.Error, j.Note,
-		j.ID, string(JobRunning), node, ms(c.now()))
+		j.ID, string(JobRunning), node, c.dbNow())
 	if err != nil {
 		return err
 	}
@@ -548,18 +532,29 @@ func (c *Catalog) CancelJob(ctx context.Context, jobID, note string) (Job, error
 	return job, nil
 }
 
-// ExpireLeases takes over the RUNNING jobs whose lease has expired (or that
-// have none: rows of a version without leases): each ends
-// FAILED "interrupted: lease of node X expired", keeping the figures its
-// owner persisted, and a follow-up job of the same trigger is queued for its
-// collection unless one is queued already. It returns the expired jobs as
-// stored after the change, oldest first. Any replica may call it; on
-// PostgreSQL, rows another replica is expiring at the same time are skipped.
-func (c *Catalog) ExpireLeases(ctx context.Context) ([]Job, error) {
+// ExpireLeases takes over the RUNNING jobs whose lease has expired by the
+// database's clock (or that have none: rows of a version without leases),
+// except those whose ids are in renewing: the caller's own running jobs,
+// whose leases it is renewing, and which its lease keeper stops by the
+// monotonic clock if it cannot (a process never expires a lease it is
+// renewing). Each ends FAILED "interrupted: lease of node X expired",
+// keeping the figures its owner persisted, and a follow-up job of the same
+// trigger is queued for its collection unless one is queued already. It
+// returns the expired jobs as stored after the change, oldest first. Any
+// replica may call it; on PostgreSQL, rows another replica is expiring at
+// the same time are skipped.
+func (c *Catalog) ExpireLeases(ctx context.Context, renewing []string) ([]Job, error) {
 	now := fromMs(ms(c.now()))
-	const expired = `state = ? AND (lease_expires_at IS NULL OR lease_expires_at < ?)`
+	expired := `j.state = ? AND (j.lease_expires_at IS NULL OR j.lease_expires_at < ` + c.d.clockMs + `)`
+	args := []any{string(JobRunning), c.dbNow()}
+	if len(renewing) > 0 {
+		expired += ` AND j.id NOT IN (` + placeholders(len(renewing)) + `)`
+		for _, id := range renewing {
+			args = append(args, id)
+		}
+	}
 	var one int
-	err := c.r.QueryRowContext(ctx, c.d.q(`SELECT 1 FROM jobs WHERE `+expired+` LIMIT 1`), string(JobRunning), ms(now)).Scan(&one)
+	err := c.r.QueryRowContext(ctx, c.d.q(`SELECT 1 FROM jobs j WHERE `+expired+` LIMIT 1`), args...).Scan(&one)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil // the common case, answered without a write lock
 	}
@@ -570,8 +565,7 @@ func (c *Catalog) ExpireLeases(ctx context.Context) ([]Job, error) {
 	err = c.writeTx(ctx, func(tx *sql.Tx) error {
 		var err error
 		jobs, err = c.queryJobs(ctx, tx, `SELECT `+jobReadColumns+` FROM jobs j
-			WHERE j.`+expired+` ORDER BY j.created_at, j.id`+c.d.skipLocked,
-			string(JobRunning), ms(now))
+			WHERE `+expired+` ORDER BY j.created_at, j.id`+c.d.skipLocked, args...)
 		if err != nil {
 			return err
 		}
@@ -581,7 +575,7 @@ func (c *Catalog) ExpireLeases(ctx context.Context) ([]Job, error) {
 			if err := c.execInterrupt(ctx, tx, *j); err != nil {
 				return err
 			}
-			j.VersionAfter, j.RecordsRead = j.VersionBefore, max(j.RecordsRead, j.Progress.RecordsRead)
+			j.VersionAfter, j.RecordsRead = j.VersionBefore, max(j.RecordsRead, j.Progress.OpRecordsRead)
 			j.LeaseOwner, j.LeaseExpiresAt = "", time.Time{}
 		}
 		return nil
@@ -593,28 +587,41 @@ func (c *Catalog) ExpireLeases(ctx context.Context) ([]Job, error) {
 	return jobs, nil
 }
 
-// ReleaseNode ends the RUNNING jobs of node (a replica that restarts under
-// the same name: its jobs cannot be running any more) as FAILED
-// "interrupted: node X restarted", and queues a follow-up for each, like
-// ExpireLeases. Jobs of other nodes are left to their leases.
+// ReleaseNode ends, as a process starts, the RUNNING jobs that a previous
+// process left behind: they cannot be running any more. On a catalog this
+// process holds exclusively (Config.Exclusive on SQLite: the process lock
+// proves every other process that used it is gone) that is every RUNNING
+// job; on a shared catalog, the jobs leased by node under any process token
+// (owner "node" or "node/<token>", as ClaimJob writes it), which a process
+// restarting under the same --node name knows to be its previous
+// incarnation's. Each ends FAILED "interrupted: the process stopped while
+// the job ran" (a transient failure, keeping the figures its owner
+// persisted), and a follow-up is queued for each, like ExpireLeases. Call it
+// before this process claims any job. Jobs of other nodes are left to their
+// leases.
 func (c *Catalog) ReleaseNode(ctx context.Context, node string) ([]Job, error) {
 	now := fromMs(ms(c.now()))
+	query, args := `SELECT `+jobReadColumns+` FROM jobs j
+			WHERE j.state = ? AND (j.lease_owner = ? OR substr(j.lease_owner, 1, ?) = ? OR (j.lease_owner = '' AND j.node = ?))
+			ORDER BY j.created_at, j.id`,
+		[]any{string(JobRunning), node, utf8.RuneCountInString(node) + 1, node + "/", node}
+	if c.lock != nil {
+		query, args = `SELECT `+jobReadColumns+` FROM jobs j WHERE j.state = ? ORDER BY j.created_at, j.id`, []any{string(JobRunning)}
+	}
 	var jobs []Job
 	err := c.writeTx(ctx, func(tx *sql.Tx) error {
 		var err error
-		jobs, err = c.queryJobs(ctx, tx, `SELECT `+jobReadColumns+` FROM jobs j
-			WHERE state = ? AND (lease_owner = ? OR (lease_owner = '' AND node = ?)) ORDER BY created_at, id`,
-			string(JobRunning), node, node)
+		jobs, err = c.queryJobs(ctx, tx, query, args...)
 		if err != nil {
 			return err
 		}
 		for i := range jobs {
 			j := &jobs[i]
-			j.State, j.FinishedAt, j.Error = JobFailed, now, fmt.Sprintf(interruptedRestart, node)
+			j.State, j.FinishedAt, j.Error = JobFailed, now, interrupted
 			if err := c.execInterrupt(ctx, tx, *j); err != nil {
 				return err
 			}
-			j.VersionAfter, j.RecordsRead = j.VersionBefore, max(j.RecordsRead, j.Progress.RecordsRead)
+			j.VersionAfter, j.RecordsRead = j.VersionBefore, max(j.RecordsRead, j.Progress.OpRecordsRead)
 			j.LeaseOwner, j.LeaseExpiresAt = "", time.Time{}
 		}
 		return nil
@@ -675,26 +682,26 @@ func (c *Catalog) SetRetry(ctx context.Context, collectionID string, retries int
 }
 
 // Heartbeat registers node n, or refreshes it: address, version and start
-// time as given, HeartbeatAt now. Errors: ErrInvalidArgument (empty name),
+// time as given, HeartbeatAt now by the database's clock. Errors: ErrInvalidArgument (empty name),
 // ErrUnavailable.
 func (c *Catalog) Heartbeat(ctx context.Context, n Node) error {
 	if n.Name == "" {
 		return fmt.Errorf("heartbeat: node name must not be empty: %w", ErrInvalidArgument)
 	}
-	now := ms(c.now())
 	err := c.writeTx(ctx, func(tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, c.d.q(`INSERT INTO nodes (name, address, version, started_at, heartbeat_at) VALUES (?, ?, ?, ?, ?)
+		_, err := tx.ExecContext(ctx, c.d.q(`INSERT INTO nodes (name, address, version, started_at, heartbeat_at) VALUES (?, ?, ?, ?, `+c.d.clockMs+`)
 			ON CONFLICT (name) DO UPDATE SET address = excluded.address, version = excluded.version,
 				started_at = excluded.started_at, heartbeat_at = excluded.heartbeat_at`),
-			n.Name, n.Address, n.Version, ms(n.StartedAt), now)
+			n.Name, n.Address, n.Version, ms(n.StartedAt), c.dbNow())
 		return err
 	})
 	return c.wrap(err, "heartbeat of node %s", n.Name)
 }
 
-// ListNodes returns the registered nodes by name.
+// ListNodes returns the registered nodes by name, each with the time since
+// its last heartbeat by the database's clock (Node.Silence).
 func (c *Catalog) ListNodes(ctx context.Context) ([]Node, error) {
-	rows, err := c.r.QueryContext(ctx, `SELECT name, address, version, started_at, heartbeat_at FROM nodes ORDER BY name`)
+	rows, err := c.readQuery(ctx, `SELECT name, address, version, started_at, heartbeat_at, `+c.d.clockMs+` - heartbeat_at FROM nodes ORDER BY name`, c.dbNow())
 	if err != nil {
 		return nil, c.wrap(err, "list nodes")
 	}
@@ -702,13 +709,13 @@ func (c *Catalog) ListNodes(ctx context.Context) ([]Node, error) {
 	nodes := []Node{}
 	for rows.Next() {
 		var (
-			n                 Node
-			started, lastBeat int64
+			n                          Node
+			started, lastBeat, silence int64
 		)
-		if err := rows.Scan(&n.Name, &n.Address, &n.Version, &started, &lastBeat); err != nil {
+		if err := rows.Scan(&n.Name, &n.Address, &n.Version, &started, &lastBeat, &silence); err != nil {
 			return nil, c.wrap(err, "list nodes")
 		}
-		n.StartedAt, n.HeartbeatAt = fromMs(started), fromMs(lastBeat)
+		n.StartedAt, n.HeartbeatAt, n.Silence = fromMs(started), fromMs(lastBeat), time.Duration(max(silence, 0))*time.Millisecond
 		nodes = append(nodes, n)
 	}
 	if err := rows.Err(); err != nil {
@@ -718,20 +725,20 @@ func (c *Catalog) ListNodes(ctx context.Context) ([]Node, error) {
 }
 
 // AcquireLease takes or renews the named lease for owner until ttl from now
-// and reports whether owner holds it: it does when no one held it, when
+// by the database's clock, and reports whether owner holds it: it does when no one held it, when
 // owner held it already, or when the holder's lease expired. Used for the
 // scheduler's leader lease. Errors: ErrInvalidArgument, ErrUnavailable.
 func (c *Catalog) AcquireLease(ctx context.Context, name, owner string, ttl time.Duration) (bool, error) {
 	if name == "" || owner == "" || ttl <= 0 {
 		return false, fmt.Errorf("acquire lease %q for %q for %s: name, owner and a positive ttl are required: %w", name, owner, ttl, ErrInvalidArgument)
 	}
-	now := ms(c.now())
+	dbNow := c.dbNow()
 	var holder string
 	err := c.writeTx(ctx, func(tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, c.d.q(`INSERT INTO leases (name, owner, expires_at) VALUES (?, ?, ?)
+		_, err := tx.ExecContext(ctx, c.d.q(`INSERT INTO leases (name, owner, expires_at) VALUES (?, ?, `+c.d.clockMs+` + ?)
 			ON CONFLICT (name) DO UPDATE SET owner = excluded.owner, expires_at = excluded.expires_at
-			WHERE leases.owner = excluded.owner OR leases.expires_at < ?`),
-			name, owner, now+ttl.Milliseconds(), now)
+			WHERE leases.owner = excluded.owner OR leases.expires_at < `+c.d.clockMs),
+			name, owner, dbNow, ttl.Milliseconds(), dbNow)
 		if err != nil {
 			return err
 		}

@@ -3,6 +3,7 @@ package catalog_test
 import (
 	"errors"
 	"fmt"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -170,7 +171,7 @@ func TestLeaseRenewCancelAndFencing(t *testing.T) {
 		job := mustClaim(t, c, "n1")
 
 		e.clock.Advance(lease / 2)
-		p := catalog.JobProgress{Phase: "writing blocks", RecordsRead: 6, RecordsTotal: 10, BytesWritten: 4096,
+		p := catalog.JobProgress{Phase: "writing blocks", OpRecordsRead: 6, OpRecordsTotal: 10, BytesWritten: 4096,
 			BlocksWritten: 1, BlocksTotal: 3, Fraction: 0.55, ETA: 2500 * time.Millisecond, ETAKnown: true}
 		cancel, err := c.RenewLease(ctx, job.ID, "n1", lease, p)
 		if err != nil || cancel {
@@ -258,7 +259,7 @@ func TestExpireLeasesTakesJobsOver(t *testing.T) {
 		alive := mustCreate(t, c, "live-node", 0)
 		mustEnqueue(t, c, catalog.JobRequest{CollectionID: dead.ID, Trigger: catalog.TriggerScheduled, Reason: "backlog"})
 		lost := mustClaim(t, c, "n1")
-		plan := catalog.JobProgress{Phase: "reading log", RecordsRead: 40, RecordsTotal: 50, Planned: true, OffsetStart: 100, OffsetEnd: 150, VersionBefore: 3}
+		plan := catalog.JobProgress{Phase: "reading log", OpRecordsRead: 40, OpRecordsTotal: 50, Planned: true, OffsetStart: 100, OffsetEnd: 150, VersionBefore: 3}
 		if _, err := c.RenewLease(ctx, lost.ID, "n1", lease, plan); err != nil {
 			t.Fatal(err)
 		}
@@ -267,7 +268,7 @@ func TestExpireLeasesTakesJobsOver(t *testing.T) {
 		kept := mustClaim(t, c, "n2")
 
 		e.clock.Advance(lease/2 + time.Millisecond)
-		got, err := c.ExpireLeases(ctx)
+		got, err := c.ExpireLeases(ctx, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -298,7 +299,7 @@ func TestExpireLeasesTakesJobsOver(t *testing.T) {
 			queue[0].Trigger != catalog.TriggerScheduled || queue[0].Reason != "backlog" {
 			t.Fatalf("queue after the takeover: %+v; want one follow-up of %s", queue, lost.ID)
 		}
-		if again, err := c.ExpireLeases(ctx); err != nil || len(again) != 0 {
+		if again, err := c.ExpireLeases(ctx, nil); err != nil || len(again) != 0 {
 			t.Fatalf("second ExpireLeases: %+v, %v", again, err)
 		}
 		// The restarted owner cannot finish the job it lost.
@@ -313,23 +314,33 @@ func TestReleaseNodeAndCancelQueued(t *testing.T) {
 		c := e.open(t)
 		a := mustCreate(t, c, "a", 0)
 		b := mustCreate(t, c, "b", 0)
+		d := mustCreate(t, c, "d", 0)
+		// Leases as ClaimJob's callers write them: the node's name and the
+		// token of the process. n10 is another node whose name n1 prefixes.
 		mustEnqueue(t, c, catalog.JobRequest{CollectionID: a.ID, Trigger: catalog.TriggerOneOff})
-		mine := mustClaim(t, c, "n1")
+		mine := mustClaim(t, c, "n1/0f3a9c2e")
 		mustEnqueue(t, c, catalog.JobRequest{CollectionID: b.ID, Trigger: catalog.TriggerOneOff})
-		theirs := mustClaim(t, c, "n2")
+		theirs := mustClaim(t, c, "n2/77aa01bc")
+		mustEnqueue(t, c, catalog.JobRequest{CollectionID: d.ID, Trigger: catalog.TriggerOneOff})
+		prefixed := mustClaim(t, c, "n10/5e5e5e5e")
 		got, err := c.ReleaseNode(ctx, "n1")
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(got) != 1 || got[0].ID != mine.ID || got[0].Error != "interrupted: node n1 restarted while the job ran" {
-			t.Fatalf("released %+v, want job %s", got, mine.ID)
+		if len(got) != 1 || got[0].ID != mine.ID || got[0].State != catalog.JobFailed || got[0].Error != "interrupted: the process stopped while the job ran" {
+			t.Fatalf("released %+v, want job %s FAILED with the documented error", got, mine.ID)
 		}
-		if s, _ := c.GetJob(ctx, theirs.ID); s.State != catalog.JobRunning {
-			t.Fatalf("another node's job is %s, want RUNNING", s.State)
+		if s, _ := c.GetJob(ctx, mine.ID); s.State != catalog.JobFailed || s.Error != got[0].Error || s.LeaseOwner != "" {
+			t.Fatalf("released job stored as %s %q (lease %q)", s.State, s.Error, s.LeaseOwner)
+		}
+		for _, j := range []catalog.Job{theirs, prefixed} {
+			if s, _ := c.GetJob(ctx, j.ID); s.State != catalog.JobRunning {
+				t.Fatalf("job of %s is %s, want RUNNING", j.LeaseOwner, s.State)
+			}
 		}
 		queue, err := c.ListQueue(ctx, 0)
-		if err != nil || len(queue) != 1 {
-			t.Fatalf("queue %+v, %v: want the follow-up", queue, err)
+		if err != nil || len(queue) != 1 || queue[0].Continues != mine.ID || queue[0].CollectionID != a.ID {
+			t.Fatalf("queue %+v, %v: want the follow-up of %s", queue, err, mine.ID)
 		}
 		cancelled, err := c.CancelJob(ctx, queue[0].ID, "cancelled by operator")
 		if err != nil || cancelled.State != catalog.JobCancelled || cancelled.Note != "cancelled by operator" || cancelled.FinishedAt.IsZero() {
@@ -340,6 +351,47 @@ func TestReleaseNodeAndCancelQueued(t *testing.T) {
 		_, err = c.CancelJob(ctx, "no-such-job", "")
 		wantErr(t, "CancelJob of an unknown job", err, catalog.ErrNotFound)
 	})
+}
+
+// TestReleaseNodeOnAnExclusiveCatalogEndsEveryRunningJob: a process that
+// holds a SQLite catalog's process lock knows that every RUNNING job
+// belongs to a process that died, whatever node name it ran under.
+func TestReleaseNodeOnAnExclusiveCatalogEndsEveryRunningJob(t *testing.T) {
+	dsn := filepath.Join(t.TempDir(), "catalog.db")
+	open := func(node string) *catalog.Catalog {
+		c, err := catalog.Open(ctx, catalog.Config{DSN: dsn, Exclusive: true, Holder: "node " + node})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	c := open("old")
+	var running []string
+	for _, name := range []string{"a", "b"} {
+		col := mustCreate(t, c, name, 0)
+		mustEnqueue(t, c, catalog.JobRequest{CollectionID: col.ID, Trigger: catalog.TriggerScheduled})
+		running = append(running, mustClaim(t, c, "old-"+name+"/1234abcd").ID)
+	}
+	if err := c.Close(); err != nil { // the process died
+		t.Fatal(err)
+	}
+	c = open("new")
+	defer c.Close()
+	got, err := c.ReleaseNode(ctx, "new")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got[0].ID != running[0] || got[1].ID != running[1] {
+		t.Fatalf("released %+v, want jobs %v", got, running)
+	}
+	for _, j := range got {
+		if j.State != catalog.JobFailed || j.Error != "interrupted: the process stopped while the job ran" {
+			t.Fatalf("released job %s: %s %q", j.ID, j.State, j.Error)
+		}
+	}
+	if queue, err := c.ListQueue(ctx, 0); err != nil || len(queue) != 2 {
+		t.Fatalf("queue %+v, %v: want both follow-ups", queue, err)
+	}
 }
 
 func TestNodesAndLeaderLease(t *testing.T) {
@@ -361,7 +413,7 @@ func TestNodesAndLeaderLease(t *testing.T) {
 		}
 		equal(t, "nodes", nodes, []catalog.Node{
 			{Name: "n1", Address: "10.0.0.1:7070", Version: "v2", StartedAt: started, HeartbeatAt: beat},
-			{Name: "n2", Address: "10.0.0.2:7070", Version: "v1", StartedAt: started, HeartbeatAt: started},
+			{Name: "n2", Address: "10.0.0.2:7070", Version: "v1", StartedAt: started, HeartbeatAt: started, Silence: time.Second},
 		})
 		wantErr(t, "Heartbeat without a name", c.Heartbeat(ctx, catalog.Node{}), catalog.ErrInvalidArgument)
 

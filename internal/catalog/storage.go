@@ -12,7 +12,7 @@ import (
 	"sync"
 )
 
-// Disk-full handling (README "Disk full"). A write that fails because the
+// Disk-full handling (docs/storage.md "Disk full"). A write that fails because the
 // catalog's store is out of space returns a *StorageFullError and marks the
 // catalog full. While the mark is set, Writable (the readiness check)
 // checks again: on SQLite, that the volume has minFreeBytes available

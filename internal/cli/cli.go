@@ -6,16 +6,24 @@
 // One file per command. Each command reads its flags into an options
 // struct, validates it before it calls the server (a bad value is a usage
 // error, exit status 2), then runs with a session: the API clients and the
-// output. The client flags (--addr, --protocol, --token, -o, --timeout) are
+// output. The client flags (--addr, --context, --config, --cacert,
+// --insecure, --protocol, --token, --token-file, -o, --timeout) are
 // registered on the client commands only, so `compactor serve --help` does
-// not list them. Wherever a command takes a collection it takes its id or its
-// name (resolve.go), and shell completion offers both (complete.go).
+// not list them; the root lists copies for its help and for completion
+// before a command's name (RegisterRootFlags). A flag not given falls back
+// to its COMPACTOR_* variable, then to the named context of the client
+// configuration file (config.go). The calls go through the public client
+// package (pushing, waiting, reading error details); this package keeps the
+// flags, their validation and the rendering. Wherever a command takes a
+// collection it takes its id or its name (resolve.go), and shell completion
+// offers both (complete.go).
 //
-// Exit status of every client command: 0 on success; 1 when a call fails
-// (printed as "compactor: <code>: <message>"), when a waited-for job ends
-// FAILED or CANCELLED, or for bad input; 2 for a usage error (unknown flag,
-// wrong arguments, a bad --output or --protocol value); 130 when interrupted
-// while `compact --wait` or `push` was in progress.
+// Exit status of every client command (RootHelp says it to users): 0 on
+// success; 1 when a call fails (printed as "compactor: <code>: <message>"),
+// when a waited-for job ends FAILED or CANCELLED, or for bad input; 2 for a
+// usage error (unknown flag, wrong arguments, a bad flag value or a bad
+// COMPACTOR_* value); 130 when interrupted while `compact --wait` or `push`
+// was in progress.
 package cli
 
 import (
@@ -23,7 +31,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"strings"
 
@@ -87,7 +94,9 @@ func Execute(ctx context.Context, root *cobra.Command, args []string, s Streams)
 
 // EnvFallback sets every flag of cmd that was not given on the command line
 // from its COMPACTOR_<NAME> environment variable (dashes become
-// underscores), when set. Root commands call it before running.
+// underscores), when set. Root commands call it before running. A value
+// the flag does not accept is a usage error (exit status 2), as the same
+// value on the command line is, naming the variable.
 func EnvFallback(cmd *cobra.Command) error {
 	var errs []error
 	cmd.Flags().VisitAll(func(f *pflag.Flag) {
@@ -103,7 +112,10 @@ func EnvFallback(cmd *cobra.Command) error {
 			errs = append(errs, fmt.Errorf("environment variable %s=%q: %w", name, v, err))
 		}
 	})
-	return errors.Join(errs...)
+	if len(errs) > 0 {
+		return UsageError(cmd, errors.Join(errs...))
+	}
+	return nil
 }
 
 // Commands returns the client commands, each with the client flags, the
@@ -120,15 +132,21 @@ func Commands(s Streams) []*cobra.Command {
 		newCollectionsCmd(g),
 		newPushCmd(g),
 		newGetCmd(g),
+		newQueryCmd(g),
 		newNodesCmd(g),
 		newPauseCmd(g),
 		newResumeCmd(g),
 		newPlanCmd(g),
 		newThrottleCmd(g),
-		newHealthcheckCmd(g),
 	}
 	for _, c := range cmds {
-		g.register(c)
+		g.register(c, allFlags)
+	}
+	// healthcheck reads the address only: no token, protocol or output.
+	hc := newHealthcheckCmd(g)
+	g.register(hc, addressFlags)
+	cmds = append(cmds, hc)
+	for _, c := range cmds {
 		prepare(c, g)
 	}
 	return cmds
@@ -152,7 +170,7 @@ func prepare(cmd *cobra.Command, g *globals) {
 	}
 	if run := cmd.RunE; run != nil {
 		cmd.RunE = func(c *cobra.Command, a []string) error {
-			return connectionHint(run(c, a), g.addr)
+			return g.connectionHint(run(c, a))
 		}
 		if cmd.Name() != "healthcheck" {
 			cmd.Long += "\n" + outputHelp
@@ -185,7 +203,7 @@ type session struct {
 // newSession validates the client flags (a bad one is a usage error) and
 // builds the clients.
 func newSession(cmd *cobra.Command, g *globals) (*session, error) {
-	c, err := g.connect()
+	c, err := g.connect(cmd)
 	if err != nil {
 		return nil, UsageError(cmd, err)
 	}
@@ -203,16 +221,4 @@ func callUnary[T any](ctx context.Context, s *session, f func(context.Context) (
 // (Ctrl-C), as opposed to a call failing.
 func interrupted(ctx context.Context, err error) bool {
 	return ctx.Err() != nil && (errors.Is(err, context.Canceled) || connect.CodeOf(err) == connect.CodeCanceled)
-}
-
-// connectionHint adds, to an error that says the server at addr could not be
-// reached (refused, unresolvable, timed out dialling), the address tried and
-// how to give another. Other errors are returned as they are.
-func connectionHint(err error, addr string) error {
-	var op *net.OpError
-	var dns *net.DNSError
-	if errors.As(err, &op) && op.Op == "dial" || errors.As(err, &dns) {
-		return fmt.Errorf("%w\nno compactor answered at %s: give its address with --addr or the COMPACTOR_ADDR environment variable", err, addr)
-	}
-	return err
 }

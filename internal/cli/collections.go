@@ -96,22 +96,35 @@ deletion.`,
 }
 
 func newCollectionsCreateCmd(g *globals) *cobra.Command {
-	var dimension int32
+	var (
+		dimension int32
+		opts      createIndexOptions
+	)
 	cmd := &cobra.Command{
-		Use:   "create NAME",
+		Use:   "create NAME [--dimension D] [--distance l2|cosine|ip]",
 		Short: "Create an empty collection",
 		Long: `Create an empty collection named NAME (1 to 256 bytes, unique). Its
 embedding dimension is --dimension, or, when 0, fixed by the first pushed
-record that carries an embedding. -o json prints the new Collection object.`,
+record that carries an embedding.
+
+--distance (l2, cosine or ip; default cosine) ranks query results, and
+--m, --ef-construction and --ef-search set its vector index (an HNSW graph
+built at compaction; defaults 16, 200 and 100); --no-index makes every
+query scan. All are fixed at creation. -o json prints the new Collection
+object.`,
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: cobra.NoFileCompletions,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			req := &compactorv1.CreateCollectionRequest{Name: args[0], Dimension: dimension}
+			if err := opts.apply(req); err != nil {
+				return UsageError(cmd, err)
+			}
 			s, err := newSession(cmd, g)
 			if err != nil {
 				return err
 			}
 			res, err := callUnary(cmd.Context(), s, func(ctx context.Context) (*connect.Response[compactorv1.CreateCollectionResponse], error) {
-				return s.c.collection.CreateCollection(ctx, connect.NewRequest(&compactorv1.CreateCollectionRequest{Name: args[0], Dimension: dimension}))
+				return s.c.collection.CreateCollection(ctx, connect.NewRequest(req))
 			})
 			if err != nil {
 				return err
@@ -121,6 +134,7 @@ record that carries an embedding. -o json prints the new Collection object.`,
 	}
 	cmd.Flags().Int32Var(&dimension, "dimension", 0, "embedding dimension (0: fixed by the first write)")
 	_ = cmd.RegisterFlagCompletionFunc("dimension", cobra.NoFileCompletions)
+	opts.register(cmd)
 	return cmd
 }
 
@@ -142,14 +156,14 @@ func collectionsList(cmd *cobra.Command, g *globals) error {
 		return nil
 	}
 	tw := s.out.table()
-	fmt.Fprintln(tw, "ID\tNAME\tDIM\tRECORDS\tBACKLOG\tVERSION\tLAST COMPACTION\tFAILURES")
+	fmt.Fprintln(tw, "ID\tNAME\tDIM\tDISTANCE\tRECORDS\tBACKLOG\tVERSION\tLAST COMPACTION\tFAILURES")
 	for _, c := range all {
 		failures := strconv.Itoa(int(c.GetFailureCount()))
 		if c.GetDeadLettered() {
 			failures += " (dead-lettered)"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%s\t%s\n", c.GetId(), safeText(ellipsize(c.GetName(), 40)), c.GetDimension(),
-			c.GetRecordCount(), c.GetBacklog(), c.GetSegmentVersion(), s.out.fmtTime(c.GetLastCompactionTime()), failures)
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\t%d\t%d\t%s\t%s\n", c.GetId(), safeText(ellipsize(c.GetName(), 40)), c.GetDimension(),
+			distanceName(c.GetDistance()), c.GetRecordCount(), c.GetBacklog(), c.GetSegmentVersion(), s.out.fmtTime(c.GetLastCompactionTime()), failures)
 	}
 	return tw.Flush()
 }
@@ -192,6 +206,8 @@ func (s *session) printCollection(c *compactorv1.Collection) error {
 		{"Automatic compaction", pauseText(c.GetPaused(), c.GetPauseReason(), c.GetPausedBy(), o.fmtTime(c.GetPauseTime()))},
 		{"Min compaction size", minSize},
 		{"Max uncompacted age", maxAge},
+		{"Distance", distanceName(c.GetDistance())},
+		{"Vector index", indexText(c.GetIndex())},
 		{"Created", o.fmtTime(c.GetCreateTime())},
 		{"Updated", o.fmtTime(c.GetUpdateTime())},
 	})

@@ -12,6 +12,7 @@ import (
 	"connectrpc.com/connect"
 	"github.com/spf13/cobra"
 
+	"github.com/compactorhq/compactor/client"
 	compactorv1 "github.com/compactorhq/compactor/gen/compactor/v1"
 )
 
@@ -268,13 +269,9 @@ func unsuccessful(final []*compactorv1.CompactResult) error {
 	return &ExitError{Code: 1, Err: fmt.Errorf("%d of %d jobs did not succeed: %s", len(bad), len(final), strings.Join(bad, "; "))}
 }
 
-// maxWatchIDs is the most job ids one WatchCompactions accepts.
-const maxWatchIDs = 1000
-
 // waitJobs follows the jobs of results until each is finished and returns
-// them in their final state. It watches by job id (at most maxWatchIDs at a
-// time): the server's snapshot holds each listed job in whatever state it is,
-// so a job that finished before the watch started is not missed.
+// them in their final state (client.Wait: watched by job id, so a job that
+// finished before the watch started is not missed), drawing each update.
 func (s *session) waitJobs(ctx context.Context, rc reconnect, results []*compactorv1.CompactResult) ([]*compactorv1.CompactResult, error) {
 	jobs := make(map[string]*compactorv1.Job, len(results))
 	var pending []string
@@ -288,35 +285,25 @@ func (s *session) waitJobs(ctx context.Context, rc reconnect, results []*compact
 		jobs[j.GetId()] = j
 		view.update(j)
 	}
-	for len(pending) > 0 {
-		chunk := pending[:min(len(pending), maxWatchIDs)]
-		open := func() []string {
-			var ids []string
-			for _, id := range chunk {
-				if !jobDone(jobs[id].GetState()) {
-					ids = append(ids, id)
-				}
-			}
-			return ids
+	if len(pending) > 0 {
+		_, err := s.c.api.Wait(ctx, client.WaitOptions{
+			Reconnect: rc.policy(view.note),
+			Progress:  true,
+			OnUpdate: func(j *compactorv1.Job) {
+				jobs[j.GetId()] = j
+				view.update(j)
+			},
+		}, pending...)
+		var we *client.WaitError
+		if errors.As(err, &we) {
+			err = we.Err
 		}
-		err := s.watchJobs(ctx, rc, func() *compactorv1.WatchCompactionsRequest {
-			return &compactorv1.WatchCompactionsRequest{JobIds: open(), IncludeProgress: true}
-		}, func(m *compactorv1.WatchCompactionsResponse) (bool, error) {
-			j := m.GetJob()
-			if _, ours := jobs[j.GetId()]; j == nil || !ours {
-				return false, nil
-			}
-			jobs[j.GetId()] = j
-			view.update(j)
-			return len(open()) == 0, nil
-		}, view.note)
-		if errors.Is(err, errUnreachable) {
-			return nil, unknownOutcome(err, jobs, pending)
+		if errors.Is(err, client.ErrUnreachable) {
+			return nil, unknownOutcome(unreachableError(err), jobs, pending)
 		}
 		if err != nil {
 			return nil, err
 		}
-		pending = pending[len(chunk):]
 	}
 	final := make([]*compactorv1.CompactResult, len(results))
 	for i, r := range results {

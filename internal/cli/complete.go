@@ -35,7 +35,7 @@ func completionSession(cmd *cobra.Command, g *globals) (*session, context.Contex
 	if EnvFallback(cmd) != nil {
 		return nil, nil, nil
 	}
-	c, err := g.connect()
+	c, err := g.connect(cmd)
 	if err != nil {
 		return nil, nil, nil
 	}

@@ -254,7 +254,9 @@ on the node that answers. With one, set the cap for every node (each applies
 it within a second, also to running compactions), like Cassandra's
 setcompactionthroughput: a size per second such as 64MiB, 500MB or 1.5GB; 0
 removes the cap set here, and each node's --max-throughput applies again.
--o json prints the ThroughputState.`,
+-o json prints the ThroughputState with every field, 0 and empty ones
+included: {"bytes_per_second": "0", "override_bytes_per_second": "0",
+"set_by": "", "set_time": null} when no cap is set.`,
 		Args:              cobra.MaximumNArgs(1),
 		ValidArgsFunction: cobra.NoFileCompletions,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -285,7 +287,10 @@ removes the cap set here, and each node's --max-throughput applies again.
 				tp = res.Msg.GetThroughput()
 			}
 			if s.out.json {
-				return s.out.writeProto(tp)
+				if tp == nil {
+					tp = &compactorv1.ThroughputState{}
+				}
+				return s.out.writeProtoState(tp)
 			}
 			inForce := "no cap"
 			if b := tp.GetBytesPerSecond(); b > 0 {

@@ -16,9 +16,14 @@ func newHealthcheckCmd(g *globals) *cobra.Command {
 		Short: "Exit 0 when the server at --addr is ready (GET /readyz), 1 otherwise",
 		Long: `Exit 0 when the server at --addr answers GET /readyz with 200, 1 otherwise.
 For container health checks: it needs no shell or curl. It waits at most
---timeout, and never more than 5s.`,
+--timeout, and never more than 5s. It takes the address flags only (and
+their COMPACTOR_* variables and the configuration file's context): /readyz
+needs no token and prints no output to format.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := g.resolve(cmd); err != nil {
+				return UsageError(cmd, err)
+			}
 			return healthcheck(cmd.Context(), g)
 		},
 	}
@@ -36,7 +41,11 @@ func healthcheck(ctx context.Context, g *globals) error {
 	if err != nil {
 		return err
 	}
-	res, err := http.DefaultClient.Do(req)
+	hc, err := g.httpClient()
+	if err != nil {
+		return err
+	}
+	res, err := hc.Do(req)
 	if err != nil {
 		return fmt.Errorf("not ready: %w", err)
 	}

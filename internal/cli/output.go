@@ -20,18 +20,10 @@ import (
 	"github.com/compactorhq/compactor/internal/format"
 )
 
-// outputHelp is appended to the help of every client command.
+// outputHelp is appended to the help of every client command; the root's
+// help (RootHelp) says the rest once.
 const outputHelp = `
-Output: -o table (default) prints aligned tables for people, with times in
-UTC and relative hints ("2m ago"). -o json prints exactly one JSON document on
-stdout (an array for list commands, an object otherwise; 'watch' prints one
-JSON object per line instead), with the API's field names (snake_case, as in
-proto/compactor/v1), enum names such as "JOB_STATE_SUCCEEDED", 64-bit integers
-as strings and times in RFC 3339 (the protobuf JSON mapping); fields at their
-zero value are left out. Progress and notes go to stderr, never stdout.
-
-Exit status: 0 on success, 1 when a call or the command fails, 2 for a usage
-error (unknown flag, bad argument).`
+Output (-o table or json), flag precedence and exit status: see compactor --help.`
 
 // output writes a command's results in the chosen format.
 type output struct {
@@ -67,6 +59,21 @@ func (o *output) writeJSON(v any) error {
 	enc.SetEscapeHTML(false)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
+}
+
+// writeProtoState writes m as one JSON object with every field, those at
+// their zero value included: for a state whose zero values say something
+// (no cap set), so that it never prints as {}.
+func (o *output) writeProtoState(m proto.Message) error {
+	b, err := protojson.MarshalOptions{UseProtoNames: true, EmitUnpopulated: true}.Marshal(m)
+	if err != nil {
+		return err
+	}
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, b); err != nil {
+		return err
+	}
+	return o.writeJSON(json.RawMessage(buf.Bytes()))
 }
 
 // writeProto writes m as one JSON object.

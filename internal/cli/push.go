@@ -5,8 +5,6 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -21,15 +19,14 @@ import (
 	"github.com/spf13/cobra"
 	"google.golang.org/protobuf/types/known/structpb"
 
-	"github.com/sethvargo/go-retry"
-
+	"github.com/compactorhq/compactor/client"
 	compactorv1 "github.com/compactorhq/compactor/gen/compactor/v1"
 	"github.com/compactorhq/compactor/internal/format"
 )
 
 // Push limits.
 const (
-	maxPushBatch     = 10_000   // records per PushLogs, the server's limit
+	maxPushBatch     = client.MaxPushBatch
 	maxPushLineBytes = 64 << 20 // longest accepted input line
 	// maxPushBatchBytes bounds the input bytes of one batch, so that a
 	// batch of large documents stays well under the server's request limit
@@ -163,7 +160,8 @@ type pushResult struct {
 	ReplayedBatches  int     `json:"replayed_batches"`
 }
 
-// pusher reads one file and pushes its records in batches.
+// pusher reads one file and pushes its records in batches through a
+// client.Pusher (keys, retries, the split at an invalid record).
 type pusher struct {
 	s     *session
 	opts  pushOptions
@@ -171,14 +169,13 @@ type pusher struct {
 	bar   *pushBar // nil unless stderr is a terminal
 	coll  string   // the collection's name
 	res   pushResult
+	api   *client.Pusher
 	batch []*compactorv1.OperationRecord
 	lines []int // input line of each record of batch
 	bytes int   // input bytes of batch
 	// pushed is the last line such that every line up to it has been
 	// pushed (or was blank).
 	pushed int
-	runID  string // random id of this push, the first part of each batch's key
-	seq    int    // number of the last batch sent, the second part
 }
 
 func (s *session) push(ctx context.Context, opts pushOptions) error {
@@ -189,9 +186,26 @@ func (s *session) push(ctx context.Context, opts pushOptions) error {
 		return err
 	}
 	opts.collection = id
-	p := &pusher{s: s, opts: opts, name: file, res: pushResult{CollectionID: id, File: file}, runID: newRunID()}
+	p := &pusher{s: s, opts: opts, name: file, res: pushResult{CollectionID: id, File: file}}
 	if file == "-" {
 		p.name = "<stdin>"
+	}
+	retries := opts.retries
+	if retries == 0 {
+		retries = -1 // none; the client's 0 is its default
+	}
+	p.api, err = s.c.api.NewPusher(id, client.PushOptions{
+		BatchSize: opts.batch, Retries: retries, RetryWait: opts.retryWait, RetryMax: opts.retryMax,
+		CallTimeout: s.g.timeout,
+		OnRetry: func(err error, n, max int, wait time.Duration) {
+			p.note("push: %v; retry %d/%d in %s", err, n, max, format.Duration(wait))
+		},
+		OnReplay: func(key string) {
+			p.note("push: batch %s had been appended by an earlier try whose answer was lost; not appended again", key)
+		},
+	})
+	if err != nil {
+		return err
 	}
 	coll, err := callUnary(ctx, s, func(ctx context.Context) (*connect.Response[compactorv1.GetCollectionResponse], error) {
 		return s.c.collection.GetCollection(ctx, connect.NewRequest(&compactorv1.GetCollectionRequest{Id: id}))
@@ -223,6 +237,7 @@ func (s *session) push(ctx context.Context, opts pushOptions) error {
 	}
 	start := time.Now()
 	err = p.run(ctx, in)
+	p.tally()
 	if p.bar != nil {
 		p.bar.finish(err == nil)
 	}
@@ -346,124 +361,33 @@ func (p *pusher) flush(ctx context.Context) error {
 	}
 	batch, lines := p.batch, p.lines
 	p.batch, p.lines, p.bytes = p.batch[:0:0], p.lines[:0:0], 0
-	p.seq++
-	key := pushKey(p.runID, p.seq)
-	err := p.send(ctx, key, batch)
+	_, err := p.api.Send(ctx, batch)
+	p.tally()
 	if err == nil {
 		p.pushed = lines[len(lines)-1]
 		return nil
 	}
-	rec := invalidRecord(err, len(batch))
-	if rec == nil {
+	var bad *client.InvalidRecordError
+	if !errors.As(err, &bad) {
 		p.pushed = lines[0] - 1
 		what := fmt.Sprintf("%s lines %d..%d", p.name, lines[0], lines[len(lines)-1])
 		if len(lines) == 1 {
 			what = fmt.Sprintf("%s line %d", p.name, lines[0])
 		}
+		if client.Reason(err) == compactorv1.ErrorReason_ERROR_REASON_BATCH_OVER_BACKLOG_LIMIT {
+			err = fmt.Errorf("%w; lower --batch", err)
+		}
 		return fmt.Errorf("push %s: %w; %s", what, err, p.pushedText())
 	}
-	i := int(rec.GetIndex())
-	if i > 0 {
-		// Another batch, so another key (the refused one wrote nothing).
-		if err := p.send(ctx, fmt.Sprintf("%s/first-%d", key, i), batch[:i]); err != nil {
-			p.pushed = lines[0] - 1
-			return fmt.Errorf("push %s lines %d..%d: %w; %s", p.name, lines[0], lines[i-1], err, p.pushedText())
-		}
-	}
-	return p.lineError(lines[i], fmt.Errorf("%s: %s: %s (id %q)", connect.CodeOf(err), orDash(safeText(rec.GetField())), safeText(rec.GetProblem()), batch[i].GetId()))
+	rec := bad.Record
+	return p.lineError(lines[bad.Index], fmt.Errorf("%s: %s: %s (id %q)", connect.CodeOf(err), orDash(safeText(rec.GetField())), safeText(rec.GetProblem()), batch[bad.Index].GetId()))
 }
 
-// newRunID returns a random id for the keys of one push: 16 hex digits.
-func newRunID() string {
-	var b [8]byte
-	_, _ = rand.Read(b[:]) // never fails (crypto/rand)
-	return hex.EncodeToString(b[:])
-}
-
-// pushKey is the idempotency key of batch n of a push: "RUN/N".
-func pushKey(run string, n int) string { return fmt.Sprintf("%s/%d", run, n) }
-
-// lostAnswer reports whether err may hide an append that committed: the
-// server or a proxy went away (UNAVAILABLE), or the call's deadline expired
-// (DEADLINE_EXCEEDED) while ctx itself is still live.
-func lostAnswer(ctx context.Context, err error) bool {
-	switch connect.CodeOf(err) {
-	case connect.CodeUnavailable:
-		return true
-	case connect.CodeDeadlineExceeded:
-		return ctx.Err() == nil
-	}
-	return false
-}
-
-// send pushes records with the idempotency key key, retrying with the same
-// key while the server refuses them for backpressure or the answer is lost:
-// up to --retries times, with exponential backoff from --retry-wait capped
-// at retryMax and 20% jitter (github.com/sethvargo/go-retry).
-func (p *pusher) send(ctx context.Context, key string, records []*compactorv1.OperationRecord) error {
-	req := &compactorv1.PushLogsRequest{CollectionId: p.opts.collection, Records: records, IdempotencyKey: key}
-	var (
-		last      error  // of the last try
-		giveUp    string // why, when the retries run out
-		tries     int
-		exhausted bool
-	)
-	inner := retry.NewExponential(p.opts.retryWait)
-	inner = retry.WithCappedDuration(p.opts.retryMax, inner)
-	inner = retry.WithJitterPercent(20, inner)
-	inner = retry.WithMaxRetries(uint64(p.opts.retries), inner)
-	b := retry.BackoffFunc(func() (time.Duration, bool) {
-		d, stop := inner.Next()
-		exhausted = stop
-		if !stop {
-			tries++
-			p.res.Retries++
-			p.note("push: %v; retry %d/%d in %s", last, tries, p.opts.retries, format.Duration(d))
-		}
-		return d, stop
-	})
-	err := retry.Do(ctx, b, func(ctx context.Context) error {
-		res, err := callUnary(ctx, p.s, func(ctx context.Context) (*connect.Response[compactorv1.PushLogsResponse], error) {
-			return p.s.c.log.PushLogs(ctx, connect.NewRequest(req))
-		})
-		if err == nil {
-			p.landed(key, res.Msg)
-			return nil
-		}
-		last = err
-		if ctx.Err() != nil {
-			return err
-		}
-		switch reason := errorReason(err); {
-		case reason == compactorv1.ErrorReason_ERROR_REASON_BACKLOG_LIMIT:
-			giveUp = "the collection's backlog stayed at the server's limit; compact it or retry later"
-		case reason == compactorv1.ErrorReason_ERROR_REASON_BATCH_OVER_BACKLOG_LIMIT:
-			return fmt.Errorf("%w (the batch alone exceeds the server's --max-backlog: lower --batch)", err)
-		case lostAnswer(ctx, err):
-			giveUp = "the server did not answer; the batches before were pushed, this one may or may not have been"
-		default: // any other error, RESOURCE_EXHAUSTED for an oversized request or a full disk included
-			return err
-		}
-		return retry.RetryableError(err)
-	})
-	if err != nil && exhausted && ctx.Err() == nil {
-		return fmt.Errorf("%w (gave up after %d retries: %s)", err, p.opts.retries, giveUp)
-	}
-	return err
-}
-
-// landed counts a batch the server appended (or had appended: replayed).
-func (p *pusher) landed(key string, m *compactorv1.PushLogsResponse) {
-	if p.res.Records == 0 {
-		p.res.FirstOffset = m.GetFirstOffset()
-	}
-	p.res.LastOffset = m.GetLastOffset()
-	p.res.Records += int64(m.GetCount())
-	p.res.Batches++
-	if m.GetReplayed() {
-		p.res.ReplayedBatches++
-		p.note("push: batch %s had been appended by an earlier try whose answer was lost; not appended again", key)
-	}
+// tally copies the client's counts into the summary.
+func (p *pusher) tally() {
+	r := p.api.Result()
+	p.res.Records, p.res.Batches, p.res.Retries, p.res.ReplayedBatches = r.Records, r.Batches, r.Retries, r.ReplayedBatches
+	p.res.FirstOffset, p.res.LastOffset = r.FirstOffset, r.LastOffset
 }
 
 // note tells the user something on stderr, above the progress bar.

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"connectrpc.com/connect"
+	"github.com/spf13/cobra"
 
 	compactorv1 "github.com/compactorhq/compactor/gen/compactor/v1"
 	"github.com/compactorhq/compactor/gen/compactor/v1/compactorv1connect"
@@ -97,7 +98,7 @@ func TestResolveCollectionsPassesIDsAndListsOnce(t *testing.T) {
 	}
 	addr := serveFake(t, func(mux *http.ServeMux) { mux.Handle(compactorv1connect.NewCollectionServiceHandler(fake)) })
 	g := &globals{addr: addr, protocol: "connect", output: "table"}
-	c, err := g.connect()
+	c, err := g.connect(&cobra.Command{})
 	if err != nil {
 		t.Fatal(err)
 	}

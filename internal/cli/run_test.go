@@ -22,6 +22,7 @@ func newTestRoot(s Streams) *cobra.Command {
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error { return EnvFallback(cmd) },
 	}
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return UsageError(c, err) })
+	RegisterRootFlags(root)
 	root.AddCommand(Commands(s)...)
 	return root
 }

@@ -7,11 +7,10 @@ import (
 	"strings"
 	"time"
 
-	"connectrpc.com/connect"
-	"github.com/sethvargo/go-retry"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/compactorhq/compactor/client"
 	compactorv1 "github.com/compactorhq/compactor/gen/compactor/v1"
 	"github.com/compactorhq/compactor/internal/format"
 )
@@ -100,16 +99,13 @@ func eventName(t compactorv1.WatchEventType) string {
 }
 
 // reconnect is how watch and compact --wait follow jobs through an
-// unreachable or restarting server: they reconnect with exponential backoff
-// and 20% jitter (github.com/sethvargo/go-retry), from watchRetryFirst
-// doubling up to maxDelay, until the server has not answered for timeout
-// (0: no limit). A message received ends the outage.
+// unreachable or restarting server (client.Reconnect: exponential backoff
+// with jitter up to maxDelay, until the server has not answered for timeout,
+// 0: no limit). A message received ends the outage.
 type reconnect struct {
 	timeout  time.Duration
 	maxDelay time.Duration
 }
-
-const watchRetryFirst = 200 * time.Millisecond
 
 // register adds --reconnect-timeout and the hidden --reconnect-max-delay to
 // fs, with the default timeout given.
@@ -130,122 +126,35 @@ func (r *reconnect) validate() error {
 	return nil
 }
 
-// backoff is the schedule of one outage; wait is told each delay before it
-// is slept.
-func (r reconnect) backoff(wait func(time.Duration)) retry.Backoff {
-	b := retry.NewExponential(min(watchRetryFirst, r.maxDelay))
-	b = retry.WithCappedDuration(r.maxDelay, b)
-	b = retry.WithJitterPercent(20, b)
+// policy is r for the client, telling note about each reconnection.
+func (r reconnect) policy(note func(string, ...any)) client.Reconnect {
+	limit := "no limit"
 	if r.timeout > 0 {
-		b = retry.WithMaxDuration(r.timeout, b)
+		limit = "gives up after " + r.timeout.String()
 	}
-	return retry.BackoffFunc(func() (time.Duration, bool) {
-		d, stop := b.Next()
-		if !stop {
-			wait(d)
-		}
-		return d, stop
-	})
+	return client.Reconnect{Timeout: r.timeout, MaxDelay: r.maxDelay, Notify: func(err error, wait time.Duration, attempt int) {
+		note("watch: %v; reconnecting in %s (attempt %d, %s)", err, format.Duration(wait), attempt, limit)
+	}}
 }
 
-// errUnreachable: the server did not answer for the whole --reconnect-timeout.
-var errUnreachable = errors.New("server unavailable")
-
-// definitive reports whether a watch error is an answer that retrying
-// cannot change (a bad request, an unknown job, a missing token). Anything
-// else (UNAVAILABLE, a connection refused or reset, a stream cut by a
-// restart, RESOURCE_EXHAUSTED of a busy server) is retried.
-func definitive(err error) bool {
-	switch connect.CodeOf(err) {
-	case connect.CodeInvalidArgument, connect.CodeNotFound, connect.CodeAlreadyExists, connect.CodePermissionDenied,
-		connect.CodeUnauthenticated, connect.CodeFailedPrecondition, connect.CodeUnimplemented, connect.CodeOutOfRange:
-		return true
+// unreachableError words the error of an outage that outlasted
+// --reconnect-timeout; other errors are returned as they are.
+func unreachableError(err error) error {
+	var ue *client.UnreachableError
+	if !errors.As(err, &ue) {
+		return err
 	}
-	return false
+	return fmt.Errorf("%w for %s (--reconnect-timeout %s; %d attempts): %w", client.ErrUnreachable,
+		format.Duration(ue.For), ue.Timeout, ue.Attempts, ue.Last)
 }
 
 // watchJobs runs WatchCompactions with the request req returns (called
 // again at each reconnection), handing every message to on until on
-// returns stop, ctx ends (ctx's error is returned) or the stream fails with
-// a definitive error. Other failures, and a stream that ends, start an
-// outage: it reconnects as rc says until a stream delivers a message; when
-// the server has not answered for rc.timeout the error wraps
-// errUnreachable. note tells the user about reconnections.
+// returns stop, ctx ends or the stream fails with a definitive error
+// (client.Watch); note tells the user about reconnections. After
+// --reconnect-timeout without an answer the error wraps
+// client.ErrUnreachable.
 func (s *session) watchJobs(ctx context.Context, rc reconnect, req func() *compactorv1.WatchCompactionsRequest,
 	on func(*compactorv1.WatchCompactionsResponse) (stop bool, err error), note func(string, ...any)) error {
-	stop, _, err := s.watchOnce(ctx, req(), on)
-	for !stop {
-		switch {
-		case ctx.Err() != nil:
-			return ctx.Err()
-		case err != nil && definitive(err):
-			return err
-		}
-		last := errOr(err, "stream ended")
-		start, attempts := time.Now(), 1
-		limit := "no limit"
-		if rc.timeout > 0 {
-			limit = "gives up after " + rc.timeout.String()
-		}
-		b := rc.backoff(func(d time.Duration) {
-			note("watch: %v; reconnecting in %s (attempt %d, %s)", last, format.Duration(d), attempts, limit)
-			attempts++
-		})
-		waited := false
-		rerr := retry.Do(ctx, b, func(ctx context.Context) error {
-			if !waited {
-				// The stream has just failed: wait before the first reconnection.
-				waited = true
-				return retry.RetryableError(last)
-			}
-			var received bool
-			stop, received, err = s.watchOnce(ctx, req(), on)
-			switch {
-			case stop || received:
-				return nil // the outage is over; a stream that failed after messages starts the next one
-			case err != nil && definitive(err):
-				return err
-			}
-			last = errOr(err, "stream ended")
-			return retry.RetryableError(last)
-		})
-		switch {
-		case ctx.Err() != nil:
-			return ctx.Err()
-		case rerr != nil && definitive(rerr):
-			return rerr
-		case rerr != nil:
-			return fmt.Errorf("%w for %s (--reconnect-timeout %s; %d attempts): %w", errUnreachable,
-				format.Duration(time.Since(start)), rc.timeout, attempts, last)
-		}
-	}
-	return nil
-}
-
-func errOr(err error, text string) error {
-	if err == nil {
-		return errors.New(text)
-	}
-	return err
-}
-
-// watchOnce runs one stream, handing each message to on. received reports
-// whether any message arrived.
-func (s *session) watchOnce(ctx context.Context, req *compactorv1.WatchCompactionsRequest,
-	on func(*compactorv1.WatchCompactionsResponse) (bool, error)) (stop, received bool, err error) {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	stream, err := s.c.compaction.WatchCompactions(ctx, connect.NewRequest(req))
-	if err != nil {
-		return false, false, err
-	}
-	defer stream.Close()
-	for stream.Receive() {
-		received = true
-		stop, err := on(stream.Msg())
-		if err != nil || stop {
-			return stop, received, err
-		}
-	}
-	return false, received, stream.Err()
+	return unreachableError(s.c.api.Watch(ctx, rc.policy(note), req, on))
 }

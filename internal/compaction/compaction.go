@@ -34,6 +34,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/compactorhq/compactor/internal/catalog"
+	"github.com/compactorhq/compactor/internal/jobtype"
 	"github.com/compactorhq/compactor/internal/materialize"
 	"github.com/compactorhq/compactor/internal/segment"
 )
@@ -169,39 +170,16 @@ func IsTransient(err error) bool {
 		errors.Is(err, context.DeadlineExceeded)
 }
 
-// Progress is reported while a compaction runs.
-type Progress struct {
-	Phase        string // one of the Phase* constants
-	RecordsRead  int64  // log records read so far
-	RecordsTotal int64  // log records this compaction reads
-	BytesWritten int64  // bytes of blocks written so far
-	// BlocksWritten and BlocksTotal count the blocks this compaction
-	// writes. BlocksTotal is 0 until PhaseWriting, then an estimate from
-	// the slice: (records of the base + log records read) / records per
-	// block, an upper bound when records are updated or deleted (never below
-	// BlocksWritten); the final report of PhaseCommitting holds the exact
-	// count.
-	BlocksWritten, BlocksTotal int
-	// The plan, known from the first report on: the log offsets
-	// (OffsetStart, OffsetEnd] this compaction reads and the segment
-	// version it builds on.
-	OffsetStart, OffsetEnd int64
-	VersionBefore          int64
-}
-
-// The phases of a compaction, in order, as Progress.Phase names them.
-const (
-	PhaseReading       = "reading log"
-	PhaseMaterializing = "materializing"
-	PhaseWriting       = "writing blocks"
-	PhaseCommitting    = "committing"
-)
-
 // Options are per-call settings of Prepare and Compact.
 type Options struct {
 	// Progress, when set, is called after every log batch and every block
-	// write, from the calling goroutine.
-	Progress func(Progress)
+	// write, from the calling goroutine, with the plan (Planned) from the
+	// first report on. BlocksTotal is 0 until jobtype.PhaseWriting, then an
+	// estimate from the slice: (records of the base + operation records
+	// read) / records per block, an upper bound when records are updated or
+	// deleted (never below BlocksWritten); the final report, of
+	// jobtype.PhaseCommitting, holds the exact count.
+	Progress func(jobtype.Progress)
 	// CommitJob, used by Compact only, builds the job row written in the
 	// commit transaction from the result (so the job is SUCCEEDED
 	// atomically with the commit). It is not called when nothing is
@@ -214,8 +192,8 @@ type Result struct {
 	CollectionID   string
 	OffsetStart    int64 // compaction offset before; log records (OffsetStart, OffsetEnd] were compacted
 	OffsetEnd      int64
-	RecordsRead    int64 // log records read
-	RecordsWritten int64 // records in the blocks written
+	OpRecordsRead  int64 // operation records read from the log
+	RecordsWritten int64 // materialized records in the blocks written
 	BytesWritten   int64 // bytes of blocks and manifest written
 	BlocksWritten  int
 	BlocksReused   int
@@ -228,6 +206,21 @@ type Result struct {
 	// when positive, another compaction should follow at once.
 	Remaining int64
 	Note      string // "nothing to compact" when the backlog was empty
+}
+
+// Outcome is r in the vocabulary of jobs.
+func (r Result) Outcome() jobtype.Outcome {
+	return jobtype.Outcome{
+		OffsetStart:    r.OffsetStart,
+		OffsetEnd:      r.OffsetEnd,
+		OpRecordsRead:  r.OpRecordsRead,
+		RecordsWritten: r.RecordsWritten,
+		BytesWritten:   r.BytesWritten,
+		VersionBefore:  r.VersionBefore,
+		VersionAfter:   r.VersionAfter,
+		Remaining:      r.Remaining,
+		Note:           r.Note,
+	}
 }
 
 // NoteNothingToCompact is the Result.Note of a compaction with an empty backlog.
@@ -244,7 +237,11 @@ type Compactor struct {
 	// corrupt counts reads and compactions that met damaged data, by
 	// kind; nil without WithRegisterer.
 	corrupt *prometheus.CounterVec
-	pins    *pins
+	// query holds the query metrics; nil fields without WithRegisterer.
+	query queryMetrics
+	// index opens versions' vector indexes; nil: every query scans.
+	index IndexSource
+	pins  *pins
 	// readRetries counts reads run again on a fresh view because GC
 	// collected their version (see retryRead); none is expected at accepted
 	// settings.
@@ -369,12 +366,24 @@ func (c *Compactor) Prepare(ctx context.Context, collectionID string, opts Optio
 	}
 	var res Result
 	defer func() {
+		// A blob of the base version missing: data loss when that version
+		// is still current, else another compaction committed meanwhile
+		// (this one would lose its compare-and-swap).
+		if err != nil && errors.Is(err, segment.ErrNotExist) {
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.CommitTimeout)
+			defer cancel()
+			if lost, ok := c.dataLoss(rctx, collectionID, err); ok {
+				err = fmt.Errorf("compact %s: %w", collectionID, lost)
+			} else if !IsTransient(err) {
+				err = transient(err)
+			}
+		}
 		onDone(err)
 		if err != nil {
 			out = &Prepared{res: res} // ended: the figures so far
 		}
 	}()
-	report := func(p Progress) {
+	report := func(p jobtype.Progress) {
 		if opts.Progress != nil {
 			opts.Progress(p)
 		}
@@ -426,13 +435,13 @@ func (c *Compactor) Prepare(ctx context.Context, collectionID string, opts Optio
 	// next batch while this one sorts), grouping operation records by
 	// record id in sorted runs, spilled to disk past the memory budget.
 	begin("read log")
-	p := Progress{Phase: PhaseReading, RecordsTotal: total, OffsetStart: coll.CompactionOffset, OffsetEnd: end, VersionBefore: coll.SegmentVersion}
+	p := jobtype.Progress{Phase: jobtype.PhaseReading, OpRecordsTotal: total, Planned: true, OffsetStart: coll.CompactionOffset, OffsetEnd: end, VersionBefore: coll.SegmentVersion}
 	report(p)
 	runs := &runSet{dir: c.cfg.SpillDir, budget: c.cfg.MemoryBytes / 4}
 	defer runs.close()
 	if err := c.readRuns(ctx, collectionID, coll.CompactionOffset, end, runs, func(n int) {
-		res.RecordsRead += int64(n)
-		p.RecordsRead = res.RecordsRead
+		res.OpRecordsRead += int64(n)
+		p.OpRecordsRead = res.OpRecordsRead
 		report(p)
 	}); err != nil {
 		return nil, fmt.Errorf("compact %s: %w", collectionID, err)
@@ -442,7 +451,7 @@ func (c *Compactor) Prepare(ctx context.Context, collectionID string, opts Optio
 	// blocks, streaming: the runs are merged into per-id groups in id order,
 	// which the writer merge-joins with the base blocks one at a time.
 	begin("materialize")
-	p.Phase = PhaseMaterializing
+	p.Phase = jobtype.PhaseMaterializing
 	report(p)
 	var base *segment.Manifest
 	var baseRecords int64
@@ -459,9 +468,9 @@ func (c *Compactor) Prepare(ctx context.Context, collectionID string, opts Optio
 		}
 	}()
 	begin("write blocks")
-	p.Phase = PhaseWriting
+	p.Phase = jobtype.PhaseWriting
 	perBlock := int64(c.seg.MaxBlockRecords())
-	p.BlocksTotal = int((baseRecords + res.RecordsRead + perBlock - 1) / perBlock)
+	p.BlocksTotal = (baseRecords + res.OpRecordsRead + perBlock - 1) / perBlock
 	report(p)
 	onBlock := func(n int64) {
 		p.BytesWritten += n
@@ -471,7 +480,7 @@ func (c *Compactor) Prepare(ctx context.Context, collectionID string, opts Optio
 	}
 	var m *segment.Manifest
 	var stats segment.WriteStats
-	if changes, small, cerr := c.smallChanges(ctx, base, runs, res.RecordsRead); cerr != nil {
+	if changes, small, cerr := c.smallChanges(ctx, base, runs, res.OpRecordsRead); cerr != nil {
 		err = cerr
 	} else if small && c.seg.PreferDelta(base, changes) {
 		// Few changes over many blocks: one delta (DESIGN.md §7b).
@@ -509,9 +518,9 @@ func (c *Compactor) Prepare(ctx context.Context, collectionID string, opts Optio
 	}
 
 	// The final report holds the exact counts.
-	p.Phase = PhaseCommitting
+	p.Phase = jobtype.PhaseCommitting
 	p.BytesWritten = res.BytesWritten
-	p.BlocksWritten, p.BlocksTotal = stats.BlocksWritten, stats.BlocksWritten
+	p.BlocksWritten, p.BlocksTotal = int64(stats.BlocksWritten), int64(stats.BlocksWritten)
 	report(p)
 	return &Prepared{c: c, res: res, w: w, unpin: unpin, onDone: onDone, cm: catalog.Commit{
 		CollectionID:     collectionID,
@@ -579,7 +588,7 @@ func (p *Prepared) Commit(ctx context.Context, job *catalog.Job) (err error) {
 	}
 	c.purgeLog(ctx, id)
 	c.logger.Debug("compacted", "collection", id, "offset", cm.CompactionOffset, "version", cm.NewVersion,
-		"records_read", p.res.RecordsRead, "blocks_written", p.res.BlocksWritten, "blocks_reused", p.res.BlocksReused)
+		"records_read", p.res.OpRecordsRead, "blocks_written", p.res.BlocksWritten, "blocks_reused", p.res.BlocksReused)
 	return nil
 }
 
@@ -698,8 +707,8 @@ func blockBytes(m *segment.Manifest) int64 {
 }
 
 // classifyRead marks blob read failures transient unless the blob is missing
-// or cannot be decoded: those mean a damaged segment, which retrying does not
-// mend.
+// (Prepare then decides whether that is data loss) or cannot be decoded: a
+// damaged segment, which retrying does not mend.
 func classifyRead(err error) error {
 	if errors.Is(err, segment.ErrNotExist) || errors.Is(err, segment.ErrCorrupt) {
 		return err

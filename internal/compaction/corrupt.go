@@ -42,7 +42,8 @@ type Option func(*Compactor)
 
 // WithRegisterer registers the Compactor's metrics on reg:
 // compactor_corrupt_blocks_total{kind="block|delta|manifest|log_row"}, the reads
-// and compactions that failed on damaged stored data.
+// and compactions that failed on damaged stored data, and
+// compactor_query_duration_seconds{plan="exact|index"}.
 func WithRegisterer(reg prometheus.Registerer) Option {
 	return func(c *Compactor) {
 		v := promauto.With(reg).NewCounterVec(prometheus.CounterOpts{
@@ -53,6 +54,7 @@ func WithRegisterer(reg prometheus.Registerer) Option {
 			v.WithLabelValues(k)
 		}
 		c.corrupt = v
+		c.query = newQueryMetrics(reg)
 	}
 }
 

@@ -148,7 +148,7 @@ func TestCorruptDataFailsOnlyItsCollection(t *testing.T) {
 	}
 
 	// The healthy collection compacts and reads as if nothing happened.
-	if res, err := e.comp.Compact(e.ctx, good, Options{}); err != nil || res.RecordsRead != 1 {
+	if res, err := e.comp.Compact(e.ctx, good, Options{}); err != nil || res.OpRecordsRead != 1 {
 		t.Fatalf("compaction of the healthy collection: %+v, %v", res, err)
 	}
 	res, err := e.comp.GetRecords(e.ctx, good, ids)
@@ -172,5 +172,53 @@ compactor_corrupt_blocks_total{kind="manifest"} 3
 	}
 	if problems, err := testutil.GatherAndLint(e.reg); err != nil || len(problems) > 0 {
 		t.Errorf("lint: %v %v", problems, err)
+	}
+}
+
+// A block or manifest deleted from the blob store while the current version
+// lists it is data loss: reads and compactions fail with a non-transient
+// error naming the key (so that the manager dead-letters the collection
+// instead of retrying it for ever), counted by kind.
+func TestMissingBlobOfTheCurrentVersionIsDataLoss(t *testing.T) {
+	e := newCorruptEnv(t)
+	noBlock := e.collection("no-block", 20)
+	noManifest := e.collection("no-manifest", 20)
+
+	_, m := e.manifest(noBlock)
+	blockKey := m.Blocks[len(m.Blocks)-1].Key // the block the new record c-020 goes to
+	if err := e.blobs.Delete(e.ctx, blockKey); err != nil {
+		t.Fatal(err)
+	}
+	manifestKey, _ := e.manifest(noManifest)
+	if err := e.blobs.Delete(e.ctx, manifestKey); err != nil {
+		t.Fatal(err)
+	}
+	ids := []string{"c-001", "c-010", "c-019", "c-020"}
+	for _, c := range []struct{ id, kind, key string }{
+		{noBlock, segment.KindBlock, blockKey},
+		{noManifest, segment.KindManifest, manifestKey},
+	} {
+		_, err := e.comp.Compact(e.ctx, c.id, Options{})
+		wantCorrupt(t, "compaction without its "+c.kind, err, c.kind, c.id, c.key)
+		_, err = e.comp.GetRecords(e.ctx, c.id, ids)
+		wantCorrupt(t, "read by ids without its "+c.kind, err, c.kind, c.id, c.key)
+		_, err = e.comp.ListRecords(e.ctx, c.id, "", 100)
+		wantCorrupt(t, "paged read without its "+c.kind, err, c.kind, c.id, c.key)
+		if err == nil || !strings.Contains(err.Error(), "missing") {
+			t.Errorf("paged read without its %s: %v, want it said missing", c.kind, err)
+		}
+	}
+	if e.comp.readRetries.Load() != 0 {
+		t.Errorf("%d reads retried: the version read is the current one", e.comp.readRetries.Load())
+	}
+	if err := testutil.GatherAndCompare(e.reg, strings.NewReader(`
+# HELP compactor_corrupt_blocks_total Reads and compactions that failed on a corrupt segment block, delta, manifest or log row, by kind. A damaged blob counts at every read that meets it: any increase needs an operator (the log and the collection's last job name the collection and the blob).
+# TYPE compactor_corrupt_blocks_total counter
+compactor_corrupt_blocks_total{kind="block"} 3
+compactor_corrupt_blocks_total{kind="delta"} 0
+compactor_corrupt_blocks_total{kind="log_row"} 0
+compactor_corrupt_blocks_total{kind="manifest"} 3
+`), "compactor_corrupt_blocks_total"); err != nil {
+		t.Error(err)
 	}
 }

@@ -18,21 +18,54 @@ const MaxReadIDs = 10_000
 // removed while it read (it then reads the newer version).
 const readAttempts = 3
 
-// retryRead runs read, again on a fresh view when a blob of its version was
-// deleted meanwhile (segment.ErrNotExist). Errors after the last attempt are
-// returned. It is defence in depth: GC deletes a version's blobs only
-// Config.GCGrace after the version stopped being retained, and never while
-// a read of this process uses it, so a retry means a read on another
-// replica ran longer than the grace, or blobs went missing otherwise.
-func (c *Compactor) retryRead(collectionID string, read func() (ReadResult, error)) (ReadResult, error) {
+// retryRead runs read, again on a fresh view when a blob of the version it
+// read is missing (a *segment.MissingError) and that version is no longer
+// current: GC may have collected it. A blob missing from the version that
+// is still current is data loss (see dataLoss), returned at once. Errors
+// after the last attempt are returned. It is defence in depth: GC deletes
+// a version's blobs only Config.GCGrace after the version stopped being
+// retained, and never while a read of this process uses it, so a retry
+// means a read on another replica ran longer than the grace.
+func (c *Compactor) retryRead(ctx context.Context, collectionID string, read func() (ReadResult, error)) (ReadResult, error) {
 	for attempt := 1; ; attempt++ {
 		res, err := read()
-		if err == nil || attempt == readAttempts || !errors.Is(err, segment.ErrNotExist) {
+		if err == nil || !errors.Is(err, segment.ErrNotExist) {
+			return res, err
+		}
+		if lost, ok := c.dataLoss(ctx, collectionID, err); ok {
+			return res, lost
+		}
+		if attempt == readAttempts {
 			return res, err
 		}
 		c.readRetries.Add(1)
 		c.logger.Warn("read retried on the current version: a blob of the version it read is gone", "collection", collectionID, "attempt", attempt, "err", err)
 	}
+}
+
+// dataLoss re-checks a missing blob (a *segment.MissingError in err) against
+// the collection's current version, read again from the catalog: when that
+// version is the manifest that is missing or lists the blob, retrying
+// cannot bring it back, and dataLoss returns err with the missing blob as a
+// *segment.CorruptError (data loss naming the key, not transient) and true.
+// Otherwise (no missing blob, another version current now, the re-check
+// itself failed) it returns err and false.
+func (c *Compactor) dataLoss(ctx context.Context, collectionID string, err error) (error, bool) {
+	var missing *segment.MissingError
+	if !errors.As(err, &missing) {
+		return err, false
+	}
+	coll, cerr := c.cat.GetCollection(ctx, collectionID)
+	if cerr != nil || coll.SegmentVersion == 0 {
+		return err, false
+	}
+	if coll.ManifestKey != missing.Key {
+		m, merr := c.seg.ReadManifest(ctx, coll.ManifestKey)
+		if merr != nil || !m.References(missing.Key) {
+			return err, false
+		}
+	}
+	return missing.DataLoss(), true
 }
 
 // ReadResult is one answer of the read path.
@@ -57,7 +90,7 @@ type ReadResult struct {
 // corrupt block, manifest or log row) is an error CorruptKind recognises,
 // counted in compactor_corrupt_blocks_total.
 func (c *Compactor) GetRecords(ctx context.Context, collectionID string, ids []string) (ReadResult, error) {
-	res, err := c.retryRead(collectionID, func() (ReadResult, error) { return c.getRecords(ctx, collectionID, ids) })
+	res, err := c.retryRead(ctx, collectionID, func() (ReadResult, error) { return c.getRecords(ctx, collectionID, ids) })
 	c.noteCorrupt("read", collectionID, err)
 	return res, err
 }
@@ -136,7 +169,7 @@ func result(coll catalog.Collection, recs []materialize.Record, next string) Rea
 // or the collection. Every page reflects one snapshot: a segment version and
 // the log up to the log position the result names.
 func (c *Compactor) ListRecords(ctx context.Context, collectionID, after string, limit int) (ReadResult, error) {
-	res, err := c.retryRead(collectionID, func() (ReadResult, error) { return c.listRecords(ctx, collectionID, after, limit) })
+	res, err := c.retryRead(ctx, collectionID, func() (ReadResult, error) { return c.listRecords(ctx, collectionID, after, limit) })
 	c.noteCorrupt("read", collectionID, err)
 	return res, err
 }

@@ -10,8 +10,8 @@ import (
 	"github.com/compactorhq/compactor/internal/sampletest"
 )
 
-// debianRecords is the size of the collection of issue 10's paged-read
-// figure.
+// debianRecords is the size of the collection of the paged-read goal of
+// docs/performance.md.
 const debianRecords = 63_436
 
 // debianOps returns n ADD records made from the Debian sample's base load:

@@ -10,6 +10,8 @@ import (
 
 	"github.com/spf13/pflag"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/compactorhq/compactor/internal/clock"
 )
 
 // Config tunes the manager. DefaultConfig gives the documented defaults.
@@ -77,6 +79,12 @@ type Config struct {
 	// the executor's spans under it). Nil: no spans. Not a flag: the
 	// binary builds it from the OTEL_* environment.
 	TracerProvider trace.TracerProvider
+	// Clock is the process's clock (nil: the system's): its wall time for
+	// the times jobs record, its monotonic clock for durations, ETAs and
+	// the lease keeper's deadline, so that setting the system time never
+	// fails a live job nor records a negative duration. Leases themselves
+	// are timed by the catalog's database clock. Not a flag: tests set it.
+	Clock clock.Clock
 }
 
 // DefaultConfig returns the defaults.

@@ -86,7 +86,7 @@ func TestEndRow(t *testing.T) {
 		}
 	})
 	t.Run("the outcome and the class are applied", func(t *testing.T) {
-		o := Outcome{OffsetStart: 10, OffsetEnd: 20, RecordsRead: 10, RecordsWritten: 7, BytesWritten: 99, VersionBefore: 3, VersionAfter: 4, Note: "n"}
+		o := Outcome{OffsetStart: 10, OffsetEnd: 20, OpRecordsRead: 10, RecordsWritten: 7, BytesWritten: 99, VersionBefore: 3, VersionAfter: 4, Note: "n"}
 		got := endRow(claimed, o, endClass{State: catalog.JobSucceeded}, at)
 		want := claimed
 		want.State, want.FinishedAt, want.Note = catalog.JobSucceeded, at, "n"

@@ -251,7 +251,7 @@ func (s *memStore) RenewLease(_ context.Context, id, node string, lease time.Dur
 	p.UpdatedAt = now
 	j.LeaseExpiresAt, j.Progress = now.Add(lease), p
 	if p.Planned {
-		j.OffsetStart, j.OffsetEnd, j.VersionBefore, j.VersionAfter, j.RecordsRead = p.OffsetStart, p.OffsetEnd, p.VersionBefore, p.VersionBefore, p.RecordsRead
+		j.OffsetStart, j.OffsetEnd, j.VersionBefore, j.VersionAfter, j.RecordsRead = p.OffsetStart, p.OffsetEnd, p.VersionBefore, p.VersionBefore, p.OpRecordsRead
 	}
 	s.jobs[id] = j
 	return j.CancelRequested, nil
@@ -297,7 +297,7 @@ func (s *memStore) CancelJob(_ context.Context, id, note string) (catalog.Job, e
 // follow-up; s.mu must be held.
 func (s *memStore) interruptLocked(j catalog.Job, why string) catalog.Job {
 	j.State, j.FinishedAt, j.Error = catalog.JobFailed, time.Now().UTC().Truncate(time.Millisecond), why
-	j.VersionAfter, j.RecordsRead = j.VersionBefore, max(j.RecordsRead, j.Progress.RecordsRead)
+	j.VersionAfter, j.RecordsRead = j.VersionBefore, max(j.RecordsRead, j.Progress.OpRecordsRead)
 	j.LeaseOwner, j.LeaseExpiresAt = "", time.Time{}
 	s.jobs[j.ID] = j
 	if _, queued := s.activeOfLocked(j.CollectionID, catalog.JobQueued); !queued {
@@ -307,13 +307,13 @@ func (s *memStore) interruptLocked(j catalog.Job, why string) catalog.Job {
 	return j
 }
 
-func (s *memStore) ExpireLeases(context.Context) ([]catalog.Job, error) {
+func (s *memStore) ExpireLeases(_ context.Context, renewing []string) ([]catalog.Job, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := time.Now().UTC().Truncate(time.Millisecond)
 	var out []catalog.Job
 	for _, j := range s.jobs {
-		if j.State == catalog.JobRunning && j.LeaseExpiresAt.Before(now) {
+		if j.State == catalog.JobRunning && j.LeaseExpiresAt.Before(now) && !slices.Contains(renewing, j.ID) {
 			out = append(out, s.interruptLocked(j, "interrupted: lease of node "+j.Node+" expired"))
 		}
 	}
@@ -325,8 +325,8 @@ func (s *memStore) ReleaseNode(_ context.Context, node string) ([]catalog.Job, e
 	defer s.mu.Unlock()
 	var out []catalog.Job
 	for _, id := range slices.Clone(s.order) {
-		if j := s.jobs[id]; j.State == catalog.JobRunning && (j.LeaseOwner == node || j.Node == node) {
-			out = append(out, s.interruptLocked(j, "interrupted: node "+node+" restarted while the job ran"))
+		if j := s.jobs[id]; j.State == catalog.JobRunning && (j.LeaseOwner == node || strings.HasPrefix(j.LeaseOwner, node+"/") || j.Node == node) {
+			out = append(out, s.interruptLocked(j, "interrupted: the process stopped while the job ran"))
 		}
 	}
 	return out, nil
@@ -355,7 +355,9 @@ func (s *memStore) ListNodes(context.Context) ([]catalog.Node, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var out []catalog.Node
+	now := time.Now()
 	for _, n := range s.nodes {
+		n.Silence = max(now.Sub(n.HeartbeatAt), 0)
 		out = append(out, n)
 	}
 	slices.SortFunc(out, func(a, b catalog.Node) int { return cmp.Compare(a.Name, b.Name) })
@@ -526,7 +528,7 @@ func (f *fakeExec) Prepare(ctx context.Context, job catalog.Job, progress func(P
 		return nil, gerr
 	}
 	n := min(c.Backlog(), f.max)
-	progress(Progress{Phase: "reading log", RecordsTotal: n})
+	progress(Progress{Phase: "reading log", OpRecordsTotal: n})
 	if gate != nil && !committing {
 		select {
 		case <-gate:
@@ -540,14 +542,14 @@ func (f *fakeExec) Prepare(ctx context.Context, job catalog.Job, progress func(P
 	if err != nil {
 		return nil, err
 	}
-	o := Outcome{OffsetStart: c.CompactionOffset, OffsetEnd: c.CompactionOffset + n, RecordsRead: n,
+	o := Outcome{OffsetStart: c.CompactionOffset, OffsetEnd: c.CompactionOffset + n, OpRecordsRead: n,
 		VersionBefore: c.SegmentVersion, VersionAfter: c.SegmentVersion, Remaining: c.Backlog() - n}
 	if n == 0 {
 		o.Note = "nothing to compact"
 		return &fakePrepared{o: o}, nil
 	}
 	o.VersionAfter++
-	progress(Progress{Phase: "committing", RecordsRead: n, RecordsTotal: n})
+	progress(Progress{Phase: "committing", OpRecordsRead: n, OpRecordsTotal: n})
 	return &fakePrepared{o: o, commit: func(j catalog.Job) error {
 		if gate != nil { // a commit in flight: cancellation does not stop it
 			<-gate

@@ -13,12 +13,12 @@ import (
 // other replicas show). It cancels the job when an operator asked for it on
 // any replica (the cancel request comes back with the renewal), and when the
 // lease is lost: taken over by another replica, or not renewed within
-// Config.LeaseDuration (the catalog could not be reached), after which the
-// commit would be refused anyway.
+// Config.LeaseDuration by the monotonic clock (the catalog could not be
+// reached), after which the commit would be refused anyway.
 func (m *Manager) keepLease(ctx context.Context, r *run) {
 	t := time.NewTicker(m.cfg.RenewInterval)
 	defer t.Stop()
-	renewed := time.Now()
+	renewed := m.clk.Mono()
 	for {
 		select {
 		case <-ctx.Done():
@@ -26,7 +26,7 @@ func (m *Manager) keepLease(ctx context.Context, r *run) {
 		case <-t.C:
 		}
 		p := m.runs.progress(r)
-		cancel, err := m.store.RenewLease(ctx, r.job.ID, m.owner, m.cfg.LeaseDuration, jobProgress(p))
+		cancel, err := m.store.RenewLease(ctx, r.job.ID, m.owner, m.cfg.LeaseDuration, p)
 		switch {
 		case errors.Is(err, catalog.ErrLeaseLost):
 			r.cancel(errLeaseLost)
@@ -35,14 +35,14 @@ func (m *Manager) keepLease(ctx context.Context, r *run) {
 			if ctx.Err() != nil {
 				return
 			}
-			if time.Since(renewed) >= m.cfg.LeaseDuration {
+			if m.clk.Mono()-renewed >= m.cfg.LeaseDuration {
 				m.logger.Warn("job lease not renewed in time; stopping the job", "job", r.job.ID, "err", err)
 				r.cancel(errLeaseLost)
 				return
 			}
 			m.logger.Warn("renew job lease", "job", r.job.ID, "err", err)
 		default:
-			renewed = time.Now()
+			renewed = m.clk.Mono()
 			if cancel {
 				m.runs.cancelRun(r, "", errCancelRequested)
 			}

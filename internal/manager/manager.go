@@ -45,6 +45,8 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/compactorhq/compactor/internal/catalog"
+	"github.com/compactorhq/compactor/internal/clock"
+	"github.com/compactorhq/compactor/internal/jobtype"
 )
 
 // Store is what the manager needs from the catalog. *catalog.Catalog
@@ -63,7 +65,7 @@ type Store interface {
 	RenewLease(ctx context.Context, jobID, node string, lease time.Duration, p catalog.JobProgress) (bool, error)
 	FinishJob(ctx context.Context, node string, j catalog.Job) error
 	CancelJob(ctx context.Context, jobID, note string) (catalog.Job, error)
-	ExpireLeases(ctx context.Context) ([]catalog.Job, error)
+	ExpireLeases(ctx context.Context, renewing []string) ([]catalog.Job, error)
 	ReleaseNode(ctx context.Context, node string) ([]catalog.Job, error)
 	ListQueue(ctx context.Context, limit int) ([]catalog.Job, error)
 
@@ -82,35 +84,20 @@ type Store interface {
 	ReleaseLease(ctx context.Context, name, owner string) error
 }
 
-// Progress of a running job. The executor reports the phase and counters;
-// the manager adds Fraction and ETA (see tracker), computed from the rates
-// observed in this job.
-type Progress struct {
-	Phase        string // one of the Phase* constants
-	RecordsRead  int64  // log records read so far
-	RecordsTotal int64  // log records the job reads
-	BytesWritten int64  // bytes of blocks written so far
-	// BlocksWritten and BlocksTotal count the blocks the job writes;
-	// BlocksTotal is 0 while unknown (before the writing phase).
-	BlocksWritten, BlocksTotal int64
-	// Fraction is how much of the whole job is done, from 0 to 1 (every
-	// phase counts, each by its expected share of the job's time; below 1
-	// while the job runs). Set by the manager.
-	Fraction float64
-	// ETA is the estimated time to the job's end, meaningful only when
-	// ETAKnown; a known ETA is positive. Unknown until a phase has
-	// progressed enough to time it. Set by the manager.
-	ETA      time.Duration
-	ETAKnown bool
-	// Planned: the executor has read the collection, and the plan below is
-	// known. The manager keeps it on the job and persists it when the phase
-	// changes, so that a job interrupted by a crash or a lost lease still
-	// shows where it started and how far it got.
-	Planned       bool
-	OffsetStart   int64 // log offsets (OffsetStart, OffsetEnd] the job reads
-	OffsetEnd     int64
-	VersionBefore int64 // the segment version the job builds on
-}
+// The vocabulary of jobs (package jobtype), under the names the manager's
+// callers have used; each is the same type as jobtype's, not a copy.
+type (
+	// Progress of a running job (jobtype.Progress): the executor reports
+	// the phase, counters and plan; the manager adds Fraction and ETA
+	// (see tracker), computed from the rates observed in this job.
+	Progress = jobtype.Progress
+	// Outcome is what an executor reports of one job (jobtype.Outcome).
+	Outcome = jobtype.Outcome
+	// Estimate is what one job of a collection would do (jobtype.Estimate).
+	Estimate = jobtype.Estimate
+	// Enqueued is one result of Compact.
+	Enqueued = jobtype.Enqueued[Job]
+)
 
 // Notes of cancelled jobs (catalog.Job.Note).
 const (
@@ -118,23 +105,6 @@ const (
 	NoteCollectionDeleted = "collection deleted"
 	NoteShutdown          = "cancelled at shutdown"
 )
-
-// Outcome is what an executor reports of one compaction.
-type Outcome struct {
-	OffsetStart, OffsetEnd int64 // log offsets (start, end] compacted
-	RecordsRead            int64
-	RecordsWritten         int64
-	BytesWritten           int64
-	VersionBefore          int64
-	VersionAfter           int64 // == VersionBefore when nothing was committed
-	// Remaining is the backlog (records) left beyond OffsetEnd: when
-	// positive the manager queues a continuation job at once.
-	Remaining int64
-	Note      string
-}
-
-// Committed reports whether the compaction committed a new version.
-func (o Outcome) Committed() bool { return o.VersionAfter != o.VersionBefore }
 
 // Executor runs jobs in two phases, after River's execute and report:
 // Prepare does the work up to its commit, and the Prepared it returns is
@@ -205,12 +175,6 @@ type Job struct {
 	CancelRequested bool      // RUNNING, and an operator asked to cancel it
 }
 
-// Enqueued is one result of Compact.
-type Enqueued struct {
-	Job     Job
-	Created bool // false: an already queued job was returned
-}
-
 // Manager schedules and runs compactions. Create it with New, start it with
 // Run; Compact, Cancel, Get, List, Active and Watch may be called while it
 // runs.
@@ -245,9 +209,12 @@ type Manager struct {
 	logger  *slog.Logger
 	metrics *metrics
 	tracer  trace.Tracer
-	// clock is the services' clock: it times running jobs' phases for
-	// their fraction and ETA, and dates the plan and the history's
-	// retention (time.Now; tests set a fake one before Run).
+	// clk is the process's clock (Config.Clock), the one every service
+	// is given: its wall time for what rows record and the plan, its
+	// monotonic clock for durations. clock is its step-free time (the
+	// wall time at New advanced by the monotonic clock), which times
+	// running jobs' phases for their fraction and ETA.
+	clk     clock.Clock
 	clock   func() time.Time
 	started chan struct{} // closed once Run has recovered and accepts work
 
@@ -278,6 +245,10 @@ func New(store Store, exec Executor, cfg Config, reg prometheus.Registerer, logg
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
+	clk := cfg.Clock
+	if clk == nil {
+		clk = clock.System()
+	}
 	m := &Manager{
 		store:   store,
 		exec:    exec,
@@ -287,17 +258,17 @@ func New(store Store, exec Executor, cfg Config, reg prometheus.Registerer, logg
 		logger:  logger,
 		metrics: newMetrics(reg, cfg),
 		tracer:  tracerOf(cfg.TracerProvider),
-		clock:   time.Now,
+		clk:     clk,
+		clock:   clock.StepFree(clk),
 		started: make(chan struct{}),
 	}
-	clock := func() time.Time { return m.clock() } // tests may set m.clock after New
-	m.runs = newRunRegistry(clock)
-	m.events = newEventHub(store, m.runs, clock, logger, func(n int) {
+	m.runs = newRunRegistry(m.clock, clk.Mono)
+	m.events = newEventHub(store, m.runs, clk.Now, logger, func(n int) {
 		m.metrics.states.WithLabelValues(label(catalog.JobQueued)).Set(float64(n))
 	})
-	m.rescuer = &leaseRescuer{store: store, logger: logger, metrics: m.metrics, wake: m.runs.wake}
-	m.pruner = &historyPruner{store: store, keep: cfg.HistoryKeep, maxAge: cfg.HistoryMaxAge, clock: clock}
-	m.sched = &scheduler{store: store, cfg: cfg, clock: clock, metrics: m.metrics, logger: logger, pruner: m.pruner,
+	m.rescuer = &leaseRescuer{store: store, logger: logger, metrics: m.metrics, wake: m.runs.wake, renewing: m.runs.ids}
+	m.pruner = &historyPruner{store: store, keep: cfg.HistoryKeep, maxAge: cfg.HistoryMaxAge, clock: m.now}
+	m.sched = &scheduler{store: store, cfg: cfg, clock: m.now, metrics: m.metrics, logger: logger, pruner: m.pruner,
 		stopping: m.runs.isStopping, queued: m.changedJob}
 	th, _ := exec.(Throttler)
 	m.throughput = &throughputApplier{store: store, configured: cfg.MaxThroughput, throttle: th, gauge: m.metrics.maxThroughput, logger: logger}
@@ -377,8 +348,8 @@ func (m *Manager) Run(ctx context.Context) error {
 	return nil
 }
 
-// now is the clock's time as the catalog stores it.
-func (m *Manager) now() time.Time { return m.clock().UTC().Truncate(time.Millisecond) }
+// now is the wall time, as job rows record it.
+func (m *Manager) now() time.Time { return m.clk.Now().UTC().Truncate(time.Millisecond) }
 
 // schedulerLoop runs the scheduler every Config.Interval (with jitter)
 // until ctx ends.

@@ -10,7 +10,8 @@ import (
 // NodeStatus is a registered replica as surfaces show it.
 type NodeStatus struct {
 	catalog.Node
-	// Alive: it heartbeat within three heartbeat intervals.
+	// Alive: it heartbeat within three heartbeat intervals, by the
+	// catalog's clock (Node.Silence), not this replica's.
 	Alive bool
 	// Self: this process.
 	Self bool
@@ -38,18 +39,18 @@ func (m *Manager) heartbeatLoop(ctx context.Context, startedAt time.Time) {
 	}
 }
 
-// Nodes returns every registered replica by name; one whose last heartbeat
-// is older than three heartbeat intervals is shown as gone (Alive false).
+// Nodes returns every registered replica by name; one silent for more than
+// three heartbeat intervals by the catalog's clock is shown as gone (Alive
+// false).
 func (m *Manager) Nodes(ctx context.Context) ([]NodeStatus, error) {
 	nodes, err := m.store.ListNodes(ctx)
 	if err != nil {
 		return nil, err
 	}
-	now := time.Now()
 	out := make([]NodeStatus, len(nodes))
 	alive := 0
 	for i, n := range nodes {
-		out[i] = NodeStatus{Node: n, Alive: now.Sub(n.HeartbeatAt) <= 3*m.cfg.HeartbeatInterval, Self: n.Name == m.cfg.Node}
+		out[i] = NodeStatus{Node: n, Alive: n.Silence <= 3*m.cfg.HeartbeatInterval, Self: n.Name == m.cfg.Node}
 		if out[i].Alive {
 			alive++
 		}

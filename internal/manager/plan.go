@@ -25,15 +25,6 @@ const (
 	DecideEmpty        Decision = "empty" // nothing to compact
 )
 
-// Estimate is what one job of a collection would do, from its manifest and
-// its log.
-type Estimate struct {
-	Records         int64 // log records the job would read (at most --max-compaction-size)
-	BlocksTotal     int   // blocks of the current version
-	BlocksToRewrite int   // blocks whose id range the records touch
-	BytesToRewrite  int64 // bytes of those blocks, plus an estimate for new records
-}
-
 // Estimator is implemented by an Executor that can estimate a job without
 // running it (Plan uses it for the collections it would compact).
 type Estimator interface {

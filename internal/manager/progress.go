@@ -3,33 +3,22 @@ package manager
 import (
 	"time"
 
-	"github.com/compactorhq/compactor/internal/catalog"
-)
-
-// The phases of a job, in order, as Progress.Phase names them. The names
-// after PhaseStarting are the compaction's own (compaction.Phase*; a test of
-// internal/server keeps the two lists equal).
-const (
-	PhaseStarting      = "starting"
-	PhaseReading       = "reading log"
-	PhaseMaterializing = "materializing"
-	PhaseWriting       = "writing blocks"
-	PhaseCommitting    = "committing"
+	"github.com/compactorhq/compactor/internal/jobtype"
 )
 
 // phaseWeights is each phase's expected share of a job's time, in job order;
-// the shares sum to 1. They come from measured jobs (issue 11: reading the
+// the shares sum to 1. They come from measured jobs (reading the
 // log was 0.9 s of a 9.7 s job; writing blocks dominates, reading the blocks
 // a change touches while materializing comes second) and only shape the
 // fraction and the ETA before the job has timed a phase of its own.
 var phaseWeights = [...]struct {
-	phase  string
+	phase  jobtype.Phase
 	weight float64
 }{
-	{PhaseReading, 0.15},
-	{PhaseMaterializing, 0.20},
-	{PhaseWriting, 0.60},
-	{PhaseCommitting, 0.05},
+	{jobtype.PhaseReading, 0.15},
+	{jobtype.PhaseMaterializing, 0.20},
+	{jobtype.PhaseWriting, 0.60},
+	{jobtype.PhaseCommitting, 0.05},
 }
 
 // Thresholds of the ETA: a phase's rate is trusted once the phase has done
@@ -40,8 +29,8 @@ const (
 )
 
 // phaseIndex returns the position of phase in phaseWeights, -1 for
-// PhaseStarting and any unknown phase.
-func phaseIndex(phase string) int {
+// jobtype.PhaseStarting and any unknown phase.
+func phaseIndex(phase jobtype.Phase) int {
 	for i, w := range phaseWeights {
 		if w.phase == phase {
 			return i
@@ -55,11 +44,11 @@ func phaseIndex(phase string) int {
 // written while writing blocks. Materializing and committing have none.
 func withinPhase(p Progress) (float64, bool) {
 	switch p.Phase {
-	case PhaseReading:
-		if p.RecordsTotal > 0 {
-			return min(1, float64(p.RecordsRead)/float64(p.RecordsTotal)), true
+	case jobtype.PhaseReading:
+		if p.OpRecordsTotal > 0 {
+			return min(1, float64(p.OpRecordsRead)/float64(p.OpRecordsTotal)), true
 		}
-	case PhaseWriting:
+	case jobtype.PhaseWriting:
 		if p.BlocksTotal > 0 {
 			return min(1, float64(p.BlocksWritten)/float64(p.BlocksTotal)), true
 		}
@@ -153,12 +142,21 @@ func (t *tracker) estimate(now time.Time) (fraction float64, eta time.Duration, 
 	return fraction, eta, true
 }
 
+// endTime is the time run r ends at, as its row records it: its start plus
+// the time since its claim by the monotonic clock, so that its duration
+// (finished - started) is what elapsed, whatever the wall clock did
+// meanwhile (a step back never records a negative duration).
+func (m *Manager) endTime(r *run) time.Time {
+	return r.job.StartedAt.Add(max(m.clk.Mono()-r.claimed, 0)).UTC().Truncate(time.Millisecond)
+}
+
 // persistedProgress is the progress another replica persisted with its
-// job's lease, as seen at now: its ETA counts down from when it was
-// persisted, and is unknown once that count has run out.
-func persistedProgress(jp catalog.JobProgress, now time.Time) Progress {
+// job's lease (its counters, fraction and ETA; the plan is on the row), as
+// seen at now: its ETA counts down from when it was persisted, and is
+// unknown once that count has run out.
+func persistedProgress(jp Progress, now time.Time) Progress {
 	p := Progress{
-		Phase: jp.Phase, RecordsRead: jp.RecordsRead, RecordsTotal: jp.RecordsTotal, BytesWritten: jp.BytesWritten,
+		Phase: jp.Phase, OpRecordsRead: jp.OpRecordsRead, OpRecordsTotal: jp.OpRecordsTotal, BytesWritten: jp.BytesWritten,
 		BlocksWritten: jp.BlocksWritten, BlocksTotal: jp.BlocksTotal, Fraction: jp.Fraction,
 	}
 	if jp.ETAKnown {
@@ -171,13 +169,4 @@ func persistedProgress(jp catalog.JobProgress, now time.Time) Progress {
 		}
 	}
 	return p
-}
-
-// jobProgress is p as the catalog persists it with the lease.
-func jobProgress(p Progress) catalog.JobProgress {
-	return catalog.JobProgress{
-		Phase: p.Phase, RecordsRead: p.RecordsRead, RecordsTotal: p.RecordsTotal, BytesWritten: p.BytesWritten,
-		BlocksWritten: p.BlocksWritten, BlocksTotal: p.BlocksTotal, Fraction: p.Fraction, ETA: p.ETA, ETAKnown: p.ETAKnown,
-		Planned: p.Planned, OffsetStart: p.OffsetStart, OffsetEnd: p.OffsetEnd, VersionBefore: p.VersionBefore,
-	}
 }

@@ -6,19 +6,21 @@ import (
 	"time"
 
 	"github.com/compactorhq/compactor/internal/catalog"
+	"github.com/compactorhq/compactor/internal/jobtype"
 )
 
 // runRegistry holds this node's running jobs and the workers' wake-up
 // signal. It owns, under mu:
-//   - runs, and every field of each run but cancel and done (set once at
-//     registration);
+//   - runs, and every field of each run but cancel, done and claimed (set
+//     once at registration);
 //   - changed, closed and replaced by wake;
 //   - stopping, set once by stop.
 //
 // It calls no other service, so any service may call it under its own lock
 // (the event hub does: hub.mu, then runRegistry.mu).
 type runRegistry struct {
-	clock func() time.Time // times the runs' phases for fraction and ETA
+	clock func() time.Time     // times the runs' phases for fraction and ETA
+	mono  func() time.Duration // the monotonic clock, for the runs' claim times
 
 	mu       sync.Mutex
 	runs     map[string]*run // this node's RUNNING jobs, by id
@@ -38,15 +40,16 @@ type run struct {
 	// NoteCollectionDeleted.
 	cancelNote string
 	done       chan struct{} // closed when the job has ended and is persisted
+	claimed    time.Duration // the monotonic clock when it was claimed (see endTime)
 }
 
-func newRunRegistry(clock func() time.Time) *runRegistry {
-	return &runRegistry{clock: clock, runs: make(map[string]*run), changed: make(chan struct{})}
+func newRunRegistry(clock func() time.Time, mono func() time.Duration) *runRegistry {
+	return &runRegistry{clock: clock, mono: mono, runs: make(map[string]*run), changed: make(chan struct{})}
 }
 
 // add registers a run of job j and returns it with its snapshot.
 func (g *runRegistry) add(j catalog.Job, cancel context.CancelCauseFunc) (*run, Job) {
-	r := &run{job: j, progress: Progress{Phase: PhaseStarting}, cancel: cancel, done: make(chan struct{})}
+	r := &run{job: j, progress: Progress{Phase: jobtype.PhaseStarting}, cancel: cancel, done: make(chan struct{}), claimed: g.mono()}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	r.tracker.observe(r.progress, g.clock())
@@ -91,7 +94,7 @@ func (g *runRegistry) progressed(r *run, p Progress) (snap Job, persisted Progre
 	if p.Planned {
 		r.job.OffsetStart, r.job.OffsetEnd = p.OffsetStart, p.OffsetEnd
 		r.job.VersionBefore, r.job.VersionAfter = p.VersionBefore, p.VersionBefore
-		r.job.RecordsRead = p.RecordsRead
+		r.job.RecordsRead = p.OpRecordsRead
 	}
 	return g.snapshotLocked(r), g.progressLocked(r), phase
 }
@@ -146,6 +149,18 @@ func (g *runRegistry) view(j catalog.Job) Job {
 	}
 	p := persistedProgress(j.Progress, g.clock())
 	return Job{Job: j, Progress: &p, CancelRequested: j.CancelRequested}
+}
+
+// ids returns the ids of the jobs this node runs, whose leases its lease
+// keepers renew.
+func (g *runRegistry) ids() []string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	ids := make([]string, 0, len(g.runs))
+	for id := range g.runs {
+		ids = append(ids, id)
+	}
+	return ids
 }
 
 // local reports whether this node runs job id.

@@ -75,7 +75,7 @@ func (e *commitExec) Prepare(ctx context.Context, j catalog.Job, progress func(m
 	if err != nil {
 		return nil, err
 	}
-	progress(manager.Progress{Phase: "reading log", RecordsTotal: c.Backlog()})
+	progress(manager.Progress{Phase: "reading log", OpRecordsTotal: c.Backlog()})
 	if hold != nil && !frozen {
 		select {
 		case <-hold:
@@ -83,7 +83,7 @@ func (e *commitExec) Prepare(ctx context.Context, j catalog.Job, progress func(m
 			return nil, ctx.Err()
 		}
 	}
-	o := manager.Outcome{OffsetStart: c.CompactionOffset, OffsetEnd: c.LogPosition, RecordsRead: c.Backlog(),
+	o := manager.Outcome{OffsetStart: c.CompactionOffset, OffsetEnd: c.LogPosition, OpRecordsRead: c.Backlog(),
 		VersionBefore: c.SegmentVersion, VersionAfter: c.SegmentVersion}
 	if c.Backlog() == 0 {
 		o.Note = "nothing to compact"
@@ -361,4 +361,53 @@ func mustList(t *testing.T, m *manager.Manager, collectionID string) []manager.J
 		t.Fatal(err)
 	}
 	return jobs
+}
+
+// TestARestartedNodeEndsItsDeadJobsAtOnce: a node killed while its job ran
+// and restarted under the same name ends that job at its start, without
+// waiting for the job's lease, and the follow-up runs. On SQLite the
+// restarted process holds the process lock, so every RUNNING job is a dead
+// process's; on PostgreSQL the job is recognised by its lease owner, the
+// node's name and the dead process's token.
+func TestARestartedNodeEndsItsDeadJobsAtOnce(t *testing.T) {
+	run := func(t *testing.T, c *catalog.Catalog) {
+		id := collectionWithBacklog(t, c, "killed", 5)
+		if _, _, err := c.EnqueueJob(t.Context(), catalog.JobRequest{CollectionID: id, Trigger: catalog.TriggerScheduled}); err != nil {
+			t.Fatal(err)
+		}
+		// The killed process's claim, with a lease far from expiring.
+		dead, err := c.ClaimJob(t.Context(), "n1/0dead0ff", time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := startReplica(t, c, newCommitExec(c), "n1", nil)
+		// Started means the start has ended the dead jobs: no waiting.
+		got, err := c.GetJob(t.Context(), dead.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.State != catalog.JobFailed || got.Error != "interrupted: the process stopped while the job ran" {
+			t.Fatalf("the dead process's job is %s (%q) once the node restarted, want FAILED with the documented error", got.State, got.Error)
+		}
+		var followUp manager.Job
+		for _, j := range mustList(t, r.m, id) {
+			if j.Continues == dead.ID {
+				followUp = waitJob(t, r.m, j.ID)
+			}
+		}
+		if followUp.State != catalog.JobSucceeded || followUp.Node != "n1" {
+			t.Fatalf("follow-up %+v: want SUCCEEDED on n1", followUp)
+		}
+	}
+	t.Run("sqlite", func(t *testing.T) {
+		c, err := catalog.Open(t.Context(), catalog.Config{DSN: filepath.Join(t.TempDir(), "catalog.db"), Exclusive: true, Holder: "node n1"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.Close() })
+		run(t, c)
+	})
+	if base := catalogtest.PostgresBase(); base != "" {
+		t.Run("postgres", func(t *testing.T) { run(t, openCatalog(t, "postgres", catalogtest.PostgresSchema(t, base))) })
+	}
 }

@@ -9,7 +9,7 @@ import (
 
 // rescueStore is the slice of the Store the lease rescuer uses.
 type rescueStore interface {
-	ExpireLeases(ctx context.Context) ([]catalog.Job, error)
+	ExpireLeases(ctx context.Context, renewing []string) ([]catalog.Job, error)
 }
 
 // leaseRescuer takes over jobs whose lease expired (after River's
@@ -21,12 +21,16 @@ type leaseRescuer struct {
 	logger  *slog.Logger
 	metrics *metrics
 	wake    func() // the follow-ups are claimable
+	// renewing returns the jobs this node's lease keepers renew: a replica
+	// never expires a lease it is renewing (its keeper stops the job by the
+	// monotonic clock when it cannot renew).
+	renewing func() []string
 }
 
 // runOnce expires the leases past their time once and accounts the jobs
 // it interrupted.
 func (r *leaseRescuer) runOnce(ctx context.Context) {
-	expired, err := r.store.ExpireLeases(ctx)
+	expired, err := r.store.ExpireLeases(ctx, r.renewing())
 	if err != nil && ctx.Err() == nil {
 		r.logger.Warn("expire job leases", "err", err)
 	}

@@ -84,7 +84,7 @@ func (m *Manager) run(workCtx context.Context, j catalog.Job) {
 	if x.committed != nil {
 		e.row = *x.committed // as persisted with the commit
 	} else {
-		e.row = endRow(claimed, x.outcome, class, m.now())
+		e.row = endRow(claimed, x.outcome, class, m.endTime(r))
 	}
 	m.report(workCtx, e)
 }
@@ -140,7 +140,7 @@ func (m *Manager) execute(ctx context.Context, r *run) (x executed) {
 		return x // nothing to commit: the end is persisted by report
 	}
 	planned, _, _ := m.runs.job(r)
-	row := endRow(planned, x.outcome, endClass{State: catalog.JobSucceeded}, m.now())
+	row := endRow(planned, x.outcome, endClass{State: catalog.JobSucceeded}, m.endTime(r))
 	x.err = p.Commit(ctx, row)
 	x.outcome = p.Outcome()
 	if x.err == nil {
@@ -159,7 +159,7 @@ func (m *Manager) progressed(ctx context.Context, r *run, p Progress) {
 		// ends FAILED "interrupted" keeping it). Once per phase: a few
 		// writes per job, not one per batch; the lease keeper persists
 		// the counts in between.
-		if _, err := m.store.RenewLease(ctx, r.job.ID, m.owner, m.cfg.LeaseDuration, jobProgress(persisted)); err != nil && ctx.Err() == nil {
+		if _, err := m.store.RenewLease(ctx, r.job.ID, m.owner, m.cfg.LeaseDuration, persisted); err != nil && ctx.Err() == nil {
 			m.logger.Warn("persist progress of running job", "job", r.job.ID, "collection", r.job.CollectionID, "err", err)
 		}
 	}
@@ -230,7 +230,7 @@ func endRow(claimed catalog.Job, o Outcome, c endClass, at time.Time) catalog.Jo
 	j := claimed
 	if o != (Outcome{}) {
 		j.OffsetStart, j.OffsetEnd = o.OffsetStart, o.OffsetEnd
-		j.RecordsRead, j.RecordsWritten, j.BytesWritten = o.RecordsRead, o.RecordsWritten, o.BytesWritten
+		j.RecordsRead, j.RecordsWritten, j.BytesWritten = o.OpRecordsRead, o.RecordsWritten, o.BytesWritten
 		j.VersionBefore, j.VersionAfter = o.VersionBefore, o.VersionAfter
 		if o.Note != "" {
 			j.Note = o.Note

@@ -20,7 +20,7 @@ type floodExec struct {
 
 func (f floodExec) Prepare(ctx context.Context, j catalog.Job, progress func(Progress)) (Prepared, error) {
 	for i := range f.n {
-		progress(Progress{Phase: "reading log", RecordsRead: int64(i), RecordsTotal: int64(f.n)})
+		progress(Progress{Phase: "reading log", OpRecordsRead: int64(i), OpRecordsTotal: int64(f.n)})
 	}
 	return f.fakeExec.Prepare(ctx, j, progress)
 }
@@ -81,7 +81,7 @@ func TestWatcherThatDoesNotReadSurvivesAFloodOfProgress(t *testing.T) {
 func TestWatcherQueueKeepsOrderAndTheLatestProgressPerJob(t *testing.T) {
 	w := &watcher{notify: make(chan struct{}, 1)}
 	job := func(id string, state catalog.JobState, read int64) Job {
-		return Job{Job: catalog.Job{ID: id, State: state}, Progress: &Progress{RecordsRead: read}}
+		return Job{Job: catalog.Job{ID: id, State: state}, Progress: &Progress{OpRecordsRead: read}}
 	}
 	for _, ev := range []Event{
 		{EventChanged, job("a", catalog.JobRunning, 0)},
@@ -102,7 +102,7 @@ func TestWatcherQueueKeepsOrderAndTheLatestProgressPerJob(t *testing.T) {
 		if !ok {
 			break
 		}
-		got = append(got, ev.Job.ID+":"+string(ev.Job.State)+":"+string(rune('0'+ev.Job.Progress.RecordsRead)))
+		got = append(got, ev.Job.ID+":"+string(ev.Job.State)+":"+string(rune('0'+ev.Job.Progress.OpRecordsRead)))
 	}
 	want := []string{"a:RUNNING:0", "a:RUNNING:3", "b:RUNNING:0", "b:SUCCEEDED:9"}
 	if len(got) != len(want) {

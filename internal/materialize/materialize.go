@@ -259,7 +259,14 @@ type Limits struct {
 	MaxDocumentBytes int
 	// MaxMetadataKeys bounds the number of metadata keys (0: 256).
 	MaxMetadataKeys int
+	// MaxMetadataKeyBytes bounds the length of one metadata key, in bytes
+	// (0: DefaultMaxMetadataKeyBytes).
+	MaxMetadataKeyBytes int
 }
+
+// DefaultMaxMetadataKeyBytes is the longest metadata key Validate accepts
+// when Limits.MaxMetadataKeyBytes is 0, in bytes.
+const DefaultMaxMetadataKeyBytes = 256
 
 // ErrInvalidRecord is the sentinel every *InvalidRecordError matches with
 // errors.Is.
@@ -291,11 +298,13 @@ func (e *InvalidRecordError) Is(target error) bool { return target == ErrInvalid
 // an *InvalidRecordError for the first invalid record: an empty or oversized
 // id, an unknown op, a missing embedding on ADD or UPSERT, an empty embedding,
 // an embedding whose length differs from the dimension, a NaN or infinite
-// float, a non-scalar metadata value, or an oversized document.
+// float, a non-scalar metadata value, an empty or oversized metadata key, or
+// an oversized document.
 func Validate(ops []OperationRecord, lim Limits) (int, error) {
 	maxID := cmpOr(lim.MaxIDBytes, 1024)
 	maxDoc := cmpOr(lim.MaxDocumentBytes, 1<<20)
 	maxKeys := cmpOr(lim.MaxMetadataKeys, 256)
+	maxKey := cmpOr(lim.MaxMetadataKeyBytes, DefaultMaxMetadataKeyBytes)
 	dim := lim.Dimension
 	for i := range ops {
 		op := &ops[i]
@@ -343,6 +352,10 @@ func Validate(ops []OperationRecord, lim Limits) (int, error) {
 		for k, v := range op.Metadata {
 			if k == "" {
 				return 0, bad("metadata", "keys must not be empty")
+			}
+			if len(k) > maxKey {
+				// The key itself is not repeated: it is what is too long.
+				return 0, bad("metadata", "has a key of %d bytes, longer than the limit of %d", len(k), maxKey)
 			}
 			switch x := v.(type) {
 			case nil, string, bool:

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -152,6 +153,8 @@ func TestValidate(t *testing.T) {
 		{"NaN metadata", []OperationRecord{{Op: OpUpdate, ID: "a", Metadata: Metadata{"f": math.NaN()}}}, 0, "metadata.f", 0},
 		{"unknown op", []OperationRecord{{Op: 9, ID: "a"}}, 0, "op", 0},
 		{"empty embedding", []OperationRecord{{Op: OpAdd, ID: "a", Embedding: []float32{}}}, 0, "embedding", 0},
+		{"a metadata key of 1 MiB", []OperationRecord{{Op: OpUpdate, ID: "a", Metadata: Metadata{strings.Repeat("k", 1<<20): "v"}}}, 0, "metadata", 0},
+		{"a metadata key one byte over the limit", []OperationRecord{{Op: OpUpdate, ID: "a", Metadata: Metadata{strings.Repeat("k", DefaultMaxMetadataKeyBytes+1): "v"}}}, 0, "metadata", 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -169,6 +172,7 @@ func TestValidate(t *testing.T) {
 		{Op: OpDelete, ID: "a"},
 		{Op: OpUpdate, ID: "b", Metadata: Metadata{"k": nil, "s": "x", "n": 1.5, "b": true}},
 		{Op: OpAdd, ID: "c", Embedding: emb},
+		{Op: OpUpdate, ID: "d", Metadata: Metadata{strings.Repeat("k", DefaultMaxMetadataKeyBytes): 1.0}},
 	}, Limits{})
 	if err != nil || dim != 3 {
 		t.Fatalf("valid batch: dimension %d, %v; want 3, nil", dim, err)

@@ -15,11 +15,27 @@ import (
 	"github.com/compactorhq/compactor/internal/server"
 )
 
-// A corrupt block answers DATA_LOSS naming the collection and the block key
-// (relative to the bucket, never a server path) on every protocol; the
-// collection's compactions fail and dead-letter it after the usual count;
-// another collection compacts and reads as before; the metric counts it.
+// A corrupt block, and a block missing from the blob store while the
+// current version lists it, answer DATA_LOSS naming the collection and the
+// block key (relative to the bucket, never a server path) on every
+// protocol; the collection's compactions fail and dead-letter it after the
+// usual count; another collection compacts and reads as before; the metric
+// counts it.
 func TestCorruptBlockIsDataLossAndDeadLettersItsCollection(t *testing.T) {
+	t.Run("damaged", func(t *testing.T) {
+		testDataLoss(t, "corrupt block collections/%s/blocks/", func(path string) error {
+			return os.WriteFile(path, []byte("PAR1 damaged PAR1"), 0o600)
+		})
+	})
+	t.Run("deleted", func(t *testing.T) {
+		testDataLoss(t, "block collections/%s/blocks/", os.Remove)
+	})
+}
+
+// testDataLoss damages every block of a collection with damage, then checks
+// the answers as TestCorruptBlockIsDataLossAndDeadLettersItsCollection
+// says; named (with the collection id for %s) is what messages must hold.
+func testDataLoss(t *testing.T, named string, damage func(path string) error) {
 	f := newFixture(t, fixtureOptions{configure: func(c *server.Config) {
 		c.Segment.MaxBlockRecords, c.Segment.MinBlockRecords = 8, 2
 		c.Manager.DeadLetterAfter = 2
@@ -37,13 +53,13 @@ func TestCorruptBlockIsDataLossAndDeadLettersItsCollection(t *testing.T) {
 		t.Fatalf("blocks of the collection: %v, %v", blocks, err)
 	}
 	for _, b := range blocks {
-		if err := os.WriteFile(b, []byte("PAR1 damaged PAR1"), 0o600); err != nil {
+		if err := damage(b); err != nil {
 			t.Fatal(err)
 		}
 	}
 	wantNamed := func(what, msg string) {
 		t.Helper()
-		if !strings.Contains(msg, bad) || !strings.Contains(msg, "corrupt block collections/"+bad+"/blocks/") {
+		if !strings.Contains(msg, bad) || !strings.Contains(msg, fmt.Sprintf(named, bad)) {
 			t.Errorf("%s: %q does not name the collection and the block key", what, msg)
 		}
 		if strings.Contains(msg, f.cfg.DataDir) {

@@ -16,6 +16,7 @@ import (
 	"github.com/compactorhq/compactor/internal/compaction"
 	"github.com/compactorhq/compactor/internal/manager"
 	"github.com/compactorhq/compactor/internal/materialize"
+	"github.com/compactorhq/compactor/internal/where"
 )
 
 // ErrorInfo reasons (google.rpc.ErrorInfo, domain ErrorDomain) of
@@ -32,7 +33,7 @@ const (
 	ReasonBatchOverBacklogLimit = "BATCH_OVER_BACKLOG_LIMIT"
 	// ReasonStorageFull: a store is out of space (metadata "store": "catalog
 	// database" or "blob store"); retrying helps only once an operator has
-	// freed space (README "Disk full").
+	// freed space (docs/storage.md "Disk full").
 	ReasonStorageFull = "STORAGE_FULL"
 )
 
@@ -55,7 +56,20 @@ func toConnect(ctx context.Context, log *slog.Logger, procedure string, err erro
 	var backlog *catalog.BackpressureError
 	var full *catalog.StorageFullError
 	var reused *catalog.KeyReuseError
+	var badWhere *where.Error
+	var badQuery *compaction.QueryError
+	var badIndex *catalog.IndexSettingsError
 	switch {
+	case errors.As(err, &badWhere):
+		return invalidArgument(badWhere.Path, "%s", badWhere.Problem)
+	case errors.As(err, &badQuery):
+		return invalidArgument(badQuery.Field, "%s", badQuery.Problem)
+	case errors.As(err, &badIndex):
+		field := "index." + badIndex.Field
+		if badIndex.Field == "distance" {
+			field = "distance"
+		}
+		return invalidArgument(field, "%s", badIndex.Problem)
 	case errors.As(err, &full):
 		// The message names the store and what to do; the driver's or file
 		// system's detail (with server paths) stays in the log.

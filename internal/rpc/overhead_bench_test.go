@@ -21,7 +21,7 @@ import (
 	"github.com/compactorhq/compactor/internal/server"
 )
 
-// The RPC overhead benchmarks (issue 10, goal 5). Each serves the real
+// The RPC overhead benchmarks (docs/performance.md). Each serves the real
 // handler stack exactly as `compactor serve` wires it (server.Open: the
 // catalog, the manager, tracing, metrics and logging interceptors, auth,
 // CORS, the body read timeout, the production http.Server over plaintext

@@ -49,6 +49,7 @@ type Manager interface {
 // Catalog is what the handlers need of the catalog.
 type Catalog interface {
 	CreateCollection(ctx context.Context, name string, dimension int) (catalog.Collection, error)
+	CreateCollectionSpec(ctx context.Context, spec catalog.CollectionSpec) (catalog.Collection, error)
 	GetCollection(ctx context.Context, id string) (catalog.Collection, error)
 	// ListCollectionsPage returns up to limit collections named after
 	// after, by name (the page is cut in SQL).
@@ -58,12 +59,14 @@ type Catalog interface {
 	AppendLogKeyed(ctx context.Context, collectionID, key string, ops []materialize.OperationRecord, lim catalog.AppendLimits) (first, last int64, replayed bool, err error)
 }
 
-// Records is the read path and collection deletion (manager.Deleter: the
+// Records is the read path (reads by id, pages, nearest-neighbour
+// queries) and collection deletion (manager.Deleter: the
 // use case cancels the collection's jobs, deletes its storage and drops its
 // gauges).
 type Records interface {
 	GetRecords(ctx context.Context, collectionID string, ids []string) (compaction.ReadResult, error)
 	ListRecords(ctx context.Context, collectionID, after string, limit int) (compaction.ReadResult, error)
+	QueryRecords(ctx context.Context, collectionID string, q compaction.Query) (compaction.QueryResult, error)
 	DeleteCollection(ctx context.Context, collectionID string) (catalog.Collection, error)
 }
 
@@ -355,7 +358,11 @@ func (s *Service) CreateCollection(ctx context.Context, req *connect.Request[com
 	if d := req.Msg.GetDimension(); d < 0 || d > catalog.MaxDimension {
 		return nil, invalidArgument("dimension", "%d is outside 0..%d (0: fixed by the first write)", d, catalog.MaxDimension)
 	}
-	c, err := s.cat.CreateCollection(ctx, req.Msg.GetName(), int(req.Msg.GetDimension()))
+	spec, err := collectionSpec(req.Msg)
+	if err != nil {
+		return nil, err
+	}
+	c, err := s.cat.CreateCollectionSpec(ctx, spec)
 	if err != nil {
 		return nil, s.fail(ctx, compactorv1connect.CollectionServiceCreateCollectionProcedure, err)
 	}

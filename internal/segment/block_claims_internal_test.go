@@ -123,7 +123,7 @@ func TestRebuildBlockKeepsAValidBlockValid(t *testing.T) {
 	}
 }
 
-// The attack of issue 8: a block of under 1 KiB whose footer claims 2^26
+// A known attack: a block of under 1 KiB whose footer claims 2^26
 // rows made the decoder allocate gigabytes from the claim (fatal error: out
 // of memory, which recover cannot catch).
 func TestDecodeBlockRefusesARowCountItCannotHold(t *testing.T) {

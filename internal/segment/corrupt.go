@@ -1,6 +1,7 @@
 package segment
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -43,6 +44,12 @@ func (e *CorruptError) Error() string {
 	if len(detail) > maxCorruptDetail {
 		detail = strings.ToValidUTF8(detail[:maxCorruptDetail], "") + "…"
 	}
+	if errors.Is(e.Err, ErrNotExist) {
+		if e.CollectionID == "" {
+			return fmt.Sprintf("%s %s is missing: %s", e.Kind, e.Key, detail)
+		}
+		return fmt.Sprintf("collection %s: %s %s is missing: %s", e.CollectionID, e.Kind, e.Key, detail)
+	}
 	if e.CollectionID == "" {
 		return fmt.Sprintf("corrupt %s %s: %s", e.Kind, e.Key, detail)
 	}
@@ -53,6 +60,39 @@ func (e *CorruptError) Unwrap() error { return e.Err }
 
 // Is makes a CorruptError match ErrCorrupt.
 func (e *CorruptError) Is(target error) bool { return target == ErrCorrupt }
+
+// MissingError is a blob that a manifest lists (or a manifest that a
+// collection names) and that the blob store does not have. It matches
+// ErrNotExist and is not by itself damage: GC deletes the blobs of versions
+// that are no longer current, so a reader that opened such a version may
+// meet one gone. A caller that has checked that the version listing it is
+// still current turns it into data loss with DataLoss.
+type MissingError struct {
+	Kind         string // KindBlock, KindDelta or KindManifest
+	CollectionID string // "" when the key names none
+	Key          string // blob key, relative to the bucket
+	Err          error  // the blob store's error, matching ErrNotExist
+}
+
+func (e *MissingError) Error() string { return e.Err.Error() }
+func (e *MissingError) Unwrap() error { return e.Err }
+
+// DataLoss returns the missing blob as a *CorruptError (matching ErrCorrupt
+// and ErrNotExist) of its kind and key: for a blob that the current version
+// of its collection lists, which retrying does not bring back.
+func (e *MissingError) DataLoss() *CorruptError {
+	return &CorruptError{Kind: e.Kind, CollectionID: e.CollectionID, Key: e.Key,
+		Err: fmt.Errorf("the current version lists it but the blob store does not have it: %w", ErrNotExist)}
+}
+
+// getBlob reads the blob of kind at key; a missing blob is a *MissingError.
+func (s *Store) getBlob(ctx context.Context, kind, key string) ([]byte, error) {
+	data, err := s.blobs.Get(ctx, key)
+	if err != nil && errors.Is(err, ErrNotExist) {
+		return nil, &MissingError{Kind: kind, CollectionID: collectionOfKey(key), Key: key, Err: err}
+	}
+	return data, err
+}
 
 // corrupt returns a *CorruptError of the blob at key.
 func corrupt(kind, key string, err error) *CorruptError {

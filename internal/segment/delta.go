@@ -495,7 +495,7 @@ func (w *Writer) checkWrite(changes []Change, dimension int) error {
 // allows, or contradicts ref (size, record and tombstone counts, id range)
 // is a *CorruptError of KindDelta naming the key and the collection.
 func (s *Store) ReadDelta(ctx context.Context, ref DeltaRef) ([]Change, error) {
-	data, err := s.blobs.Get(ctx, ref.Key)
+	data, err := s.getBlob(ctx, KindDelta, ref.Key)
 	if err != nil {
 		return nil, fmt.Errorf("read delta %s: %w", ref.Key, err)
 	}
@@ -712,7 +712,7 @@ func (w *Writer) getFew(ctx context.Context, ids []string) (_ map[string]materia
 // says), then only the rows holding ids. A block of more than one row group
 // is read whole. Errors as ReadBlock's.
 func (s *Store) readBlockRows(ctx context.Context, ref BlockRef, ids []string) (map[string]materialize.Record, error) {
-	data, err := s.blobs.Get(ctx, ref.Key)
+	data, err := s.getBlob(ctx, KindBlock, ref.Key)
 	if err != nil {
 		return nil, fmt.Errorf("read block %s: %w", ref.Key, err)
 	}

@@ -35,30 +35,30 @@ func duckdbQuery(t *testing.T) string {
 	return filepath.Join(root, "tools/duckdb/query.mjs")
 }
 
-// readmeDeltaQuery returns the SQL block of README.md that follows the
+// readmeDeltaQuery returns the SQL block of docs/storage.md that follows the
 // delta-query marker.
 func readmeDeltaQuery(t *testing.T) string {
 	t.Helper()
-	data, err := os.ReadFile("../../README.md")
+	data, err := os.ReadFile("../../docs/storage.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, rest, ok := strings.Cut(string(data), "<!-- delta-query")
 	if !ok {
-		t.Fatal("README.md has no delta-query marker")
+		t.Fatal("docs/storage.md has no delta-query marker")
 	}
 	_, rest, ok = strings.Cut(rest, "```sql\n")
 	if !ok {
-		t.Fatal("README.md: no sql block after the delta-query marker")
+		t.Fatal("docs/storage.md: no sql block after the delta-query marker")
 	}
 	sql, _, ok := strings.Cut(rest, "```")
 	if !ok {
-		t.Fatal("README.md: unterminated sql block")
+		t.Fatal("docs/storage.md: unterminated sql block")
 	}
 	return sql
 }
 
-// TestDuckDBReadsAVersionWithDeltas runs the README's query for one version
+// TestDuckDBReadsAVersionWithDeltas runs docs/storage.md's query for one version
 // with deltas through DuckDB and compares its rows with Store.Scan.
 func TestDuckDBReadsAVersionWithDeltas(t *testing.T) {
 	query := duckdbQuery(t)

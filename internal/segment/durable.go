@@ -65,7 +65,7 @@ func (osFS) SyncDir(dir string) error {
 // many blobs (a Writer's blocks). Directories
 // it creates are fsynced into their parents the same way. A commit that
 // references a blob written this way can therefore never outlive the blob
-// at a power loss (README "Durability"). A temporary file left by a crash
+// at a power loss (docs/semantics.md "Durability"). A temporary file left by a crash
 // is an unreferenced blob that GC collects.
 //
 // Keys are slash-separated relative paths (fs.ValidPath) without

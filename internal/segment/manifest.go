@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -187,6 +188,11 @@ func decodeManifestAt(key string, data []byte) (*Manifest, error) {
 		}
 	}
 	return m, nil
+}
+
+// References reports whether m lists the blob at key (a block or a delta).
+func (m *Manifest) References(key string) bool {
+	return slices.Contains(m.blobKeys(), key)
 }
 
 // blobKeys returns the keys of the blobs m references: its blocks and its

@@ -79,7 +79,7 @@
 // rewrite (Writer.Write) folds every delta of its base into the blocks it
 // rewrites (older delta < newer delta < the write's changes), so a version
 // written by Write lists no deltas and keeps format version 1. GC keeps the
-// deltas of kept versions like their blocks. The README shows one DuckDB
+// deltas of kept versions like their blocks. docs/storage.md shows one DuckDB
 // query that reads a version with its deltas.
 package segment
 

@@ -57,7 +57,7 @@ func NewStore(b Blobs, cfg Config, now func() time.Time) *Store {
 // 256 MiB or is stored under another collection's or version's key is a
 // *CorruptError (matching ErrCorrupt) naming the key and the collection.
 func (s *Store) ReadManifest(ctx context.Context, key string) (*Manifest, error) {
-	data, err := s.blobs.Get(ctx, key)
+	data, err := s.getBlob(ctx, KindManifest, key)
 	if err != nil {
 		return nil, fmt.Errorf("read manifest %s: %w", key, err)
 	}
@@ -71,7 +71,7 @@ func (s *Store) ReadManifest(ctx context.Context, key string) (*Manifest, error)
 // naming the key and the collection. Get, Scan and Writer.Get return the
 // same errors.
 func (s *Store) ReadBlock(ctx context.Context, ref BlockRef) ([]materialize.Record, error) {
-	data, err := s.blobs.Get(ctx, ref.Key)
+	data, err := s.getBlob(ctx, KindBlock, ref.Key)
 	if err != nil {
 		return nil, fmt.Errorf("read block %s: %w", ref.Key, err)
 	}

@@ -68,7 +68,7 @@ type Config struct {
 
 	// PushKeyWindow is how long PushLogs idempotency keys are kept.
 	PushKeyWindow time.Duration
-	// CatalogReserveBytes is the SQLite catalog's space reserve (README
+	// CatalogReserveBytes is the SQLite catalog's space reserve (docs/storage.md
 	// "Disk full"); 0: none.
 	CatalogReserveBytes int64
 	// CORSOrigins may call the API from browsers (--cors-origin); empty:

@@ -79,8 +79,12 @@ type Collection struct {
 	MinCompactionSize int64 `protobuf:"varint,20,opt,name=min_compaction_size,json=minCompactionSize,proto3" json:"min_compaction_size,omitempty"`
 	// Its maximum uncompacted age override; unset: the server's.
 	MaxUncompactedAge *durationpb.Duration `protobuf:"bytes,21,opt,name=max_uncompacted_age,json=maxUncompactedAge,proto3" json:"max_uncompacted_age,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// The distance QueryRecords ranks by, fixed at creation.
+	Distance Distance `protobuf:"varint,22,opt,name=distance,proto3,enum=compactor.v1.Distance" json:"distance,omitempty"`
+	// The parameters of its vector index, fixed at creation.
+	Index         *IndexSettings `protobuf:"bytes,23,opt,name=index,proto3" json:"index,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Collection) Reset() {
@@ -260,6 +264,20 @@ func (x *Collection) GetMaxUncompactedAge() *durationpb.Duration {
 	return nil
 }
 
+func (x *Collection) GetDistance() Distance {
+	if x != nil {
+		return x.Distance
+	}
+	return Distance_DISTANCE_UNSPECIFIED
+}
+
+func (x *Collection) GetIndex() *IndexSettings {
+	if x != nil {
+		return x.Index
+	}
+	return nil
+}
+
 // Record is a materialized record of a collection.
 type Record struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -341,7 +359,12 @@ type CreateCollectionRequest struct {
 	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
 	// The embedding dimension; 0 leaves it to be fixed by the first write that
 	// carries an embedding.
-	Dimension     int32 `protobuf:"varint,2,opt,name=dimension,proto3" json:"dimension,omitempty"`
+	Dimension int32 `protobuf:"varint,2,opt,name=dimension,proto3" json:"dimension,omitempty"`
+	// The distance of its queries, fixed at creation; unspecified: cosine.
+	Distance Distance `protobuf:"varint,3,opt,name=distance,proto3,enum=compactor.v1.Distance" json:"distance,omitempty"`
+	// Its vector index parameters; unset or zero fields take the defaults
+	// (m 16, ef_construction 200, ef_search 100, enabled).
+	Index         *IndexSettings `protobuf:"bytes,4,opt,name=index,proto3" json:"index,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -388,6 +411,20 @@ func (x *CreateCollectionRequest) GetDimension() int32 {
 		return x.Dimension
 	}
 	return 0
+}
+
+func (x *CreateCollectionRequest) GetDistance() Distance {
+	if x != nil {
+		return x.Distance
+	}
+	return Distance_DISTANCE_UNSPECIFIED
+}
+
+func (x *CreateCollectionRequest) GetIndex() *IndexSettings {
+	if x != nil {
+		return x.Index
+	}
+	return nil
 }
 
 // Response of CollectionService.CreateCollection.
@@ -888,7 +925,7 @@ var File_compactor_v1_collection_proto protoreflect.FileDescriptor
 
 const file_compactor_v1_collection_proto_rawDesc = "" +
 	"\n" +
-	"\x1dcompactor/v1/collection.proto\x12\fcompactor.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xbe\a\n" +
+	"\x1dcompactor/v1/collection.proto\x12\fcompactor.v1\x1a\x18compactor/v1/query.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xa5\b\n" +
 	"\n" +
 	"Collection\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
@@ -915,16 +952,20 @@ const file_compactor_v1_collection_proto_rawDesc = "" +
 	"\n" +
 	"pause_time\x18\x13 \x01(\v2\x1a.google.protobuf.TimestampR\tpauseTime\x12.\n" +
 	"\x13min_compaction_size\x18\x14 \x01(\x03R\x11minCompactionSize\x12I\n" +
-	"\x13max_uncompacted_age\x18\x15 \x01(\v2\x19.google.protobuf.DurationR\x11maxUncompactedAge\"\x99\x01\n" +
+	"\x13max_uncompacted_age\x18\x15 \x01(\v2\x19.google.protobuf.DurationR\x11maxUncompactedAge\x122\n" +
+	"\bdistance\x18\x16 \x01(\x0e2\x16.compactor.v1.DistanceR\bdistance\x121\n" +
+	"\x05index\x18\x17 \x01(\v2\x1b.compactor.v1.IndexSettingsR\x05index\"\x99\x01\n" +
 	"\x06Record\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1c\n" +
 	"\tembedding\x18\x02 \x03(\x02R\tembedding\x12\x1f\n" +
 	"\bdocument\x18\x03 \x01(\tH\x00R\bdocument\x88\x01\x01\x123\n" +
 	"\bmetadata\x18\x04 \x01(\v2\x17.google.protobuf.StructR\bmetadataB\v\n" +
-	"\t_document\"K\n" +
+	"\t_document\"\xb2\x01\n" +
 	"\x17CreateCollectionRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1c\n" +
-	"\tdimension\x18\x02 \x01(\x05R\tdimension\"T\n" +
+	"\tdimension\x18\x02 \x01(\x05R\tdimension\x122\n" +
+	"\bdistance\x18\x03 \x01(\x0e2\x16.compactor.v1.DistanceR\bdistance\x121\n" +
+	"\x05index\x18\x04 \x01(\v2\x1b.compactor.v1.IndexSettingsR\x05index\"T\n" +
 	"\x18CreateCollectionResponse\x128\n" +
 	"\n" +
 	"collection\x18\x01 \x01(\v2\x18.compactor.v1.CollectionR\n" +
@@ -958,14 +999,15 @@ const file_compactor_v1_collection_proto_rawDesc = "" +
 	"\arecords\x18\x01 \x03(\v2\x14.compactor.v1.RecordR\arecords\x12&\n" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\x12'\n" +
 	"\x0fsegment_version\x18\x03 \x01(\x03R\x0esegmentVersion\x12!\n" +
-	"\flog_position\x18\x04 \x01(\x03R\vlogPosition2\xf3\x03\n" +
+	"\flog_position\x18\x04 \x01(\x03R\vlogPosition2\xcf\x04\n" +
 	"\x11CollectionService\x12a\n" +
 	"\x10CreateCollection\x12%.compactor.v1.CreateCollectionRequest\x1a&.compactor.v1.CreateCollectionResponse\x12]\n" +
 	"\rGetCollection\x12\".compactor.v1.GetCollectionRequest\x1a#.compactor.v1.GetCollectionResponse\"\x03\x90\x02\x01\x12c\n" +
 	"\x0fListCollections\x12$.compactor.v1.ListCollectionsRequest\x1a%.compactor.v1.ListCollectionsResponse\"\x03\x90\x02\x01\x12a\n" +
 	"\x10DeleteCollection\x12%.compactor.v1.DeleteCollectionRequest\x1a&.compactor.v1.DeleteCollectionResponse\x12T\n" +
 	"\n" +
-	"GetRecords\x12\x1f.compactor.v1.GetRecordsRequest\x1a .compactor.v1.GetRecordsResponse\"\x03\x90\x02\x01B\xb3\x01\n" +
+	"GetRecords\x12\x1f.compactor.v1.GetRecordsRequest\x1a .compactor.v1.GetRecordsResponse\"\x03\x90\x02\x01\x12Z\n" +
+	"\fQueryRecords\x12!.compactor.v1.QueryRecordsRequest\x1a\".compactor.v1.QueryRecordsResponse\"\x03\x90\x02\x01B\xb3\x01\n" +
 	"\x10com.compactor.v1B\x0fCollectionProtoP\x01Z=github.com/compactorhq/compactor/gen/compactor/v1;compactorv1\xa2\x02\x03CXX\xaa\x02\fCompactor.V1\xca\x02\fCompactor\\V1\xe2\x02\x18Compactor\\V1\\GPBMetadata\xea\x02\rCompactor::V1b\x06proto3"
 
 var (
@@ -996,7 +1038,11 @@ var file_compactor_v1_collection_proto_goTypes = []any{
 	(*GetRecordsResponse)(nil),       // 11: compactor.v1.GetRecordsResponse
 	(*timestamppb.Timestamp)(nil),    // 12: google.protobuf.Timestamp
 	(*durationpb.Duration)(nil),      // 13: google.protobuf.Duration
-	(*structpb.Struct)(nil),          // 14: google.protobuf.Struct
+	(Distance)(0),                    // 14: compactor.v1.Distance
+	(*IndexSettings)(nil),            // 15: compactor.v1.IndexSettings
+	(*structpb.Struct)(nil),          // 16: google.protobuf.Struct
+	(*QueryRecordsRequest)(nil),      // 17: compactor.v1.QueryRecordsRequest
+	(*QueryRecordsResponse)(nil),     // 18: compactor.v1.QueryRecordsResponse
 }
 var file_compactor_v1_collection_proto_depIdxs = []int32{
 	12, // 0: compactor.v1.Collection.dead_letter_time:type_name -> google.protobuf.Timestamp
@@ -1006,27 +1052,33 @@ var file_compactor_v1_collection_proto_depIdxs = []int32{
 	12, // 4: compactor.v1.Collection.update_time:type_name -> google.protobuf.Timestamp
 	12, // 5: compactor.v1.Collection.pause_time:type_name -> google.protobuf.Timestamp
 	13, // 6: compactor.v1.Collection.max_uncompacted_age:type_name -> google.protobuf.Duration
-	14, // 7: compactor.v1.Record.metadata:type_name -> google.protobuf.Struct
-	0,  // 8: compactor.v1.CreateCollectionResponse.collection:type_name -> compactor.v1.Collection
-	0,  // 9: compactor.v1.GetCollectionResponse.collection:type_name -> compactor.v1.Collection
-	0,  // 10: compactor.v1.ListCollectionsResponse.collections:type_name -> compactor.v1.Collection
-	0,  // 11: compactor.v1.DeleteCollectionResponse.collection:type_name -> compactor.v1.Collection
-	1,  // 12: compactor.v1.GetRecordsResponse.records:type_name -> compactor.v1.Record
-	2,  // 13: compactor.v1.CollectionService.CreateCollection:input_type -> compactor.v1.CreateCollectionRequest
-	4,  // 14: compactor.v1.CollectionService.GetCollection:input_type -> compactor.v1.GetCollectionRequest
-	6,  // 15: compactor.v1.CollectionService.ListCollections:input_type -> compactor.v1.ListCollectionsRequest
-	8,  // 16: compactor.v1.CollectionService.DeleteCollection:input_type -> compactor.v1.DeleteCollectionRequest
-	10, // 17: compactor.v1.CollectionService.GetRecords:input_type -> compactor.v1.GetRecordsRequest
-	3,  // 18: compactor.v1.CollectionService.CreateCollection:output_type -> compactor.v1.CreateCollectionResponse
-	5,  // 19: compactor.v1.CollectionService.GetCollection:output_type -> compactor.v1.GetCollectionResponse
-	7,  // 20: compactor.v1.CollectionService.ListCollections:output_type -> compactor.v1.ListCollectionsResponse
-	9,  // 21: compactor.v1.CollectionService.DeleteCollection:output_type -> compactor.v1.DeleteCollectionResponse
-	11, // 22: compactor.v1.CollectionService.GetRecords:output_type -> compactor.v1.GetRecordsResponse
-	18, // [18:23] is the sub-list for method output_type
-	13, // [13:18] is the sub-list for method input_type
-	13, // [13:13] is the sub-list for extension type_name
-	13, // [13:13] is the sub-list for extension extendee
-	0,  // [0:13] is the sub-list for field type_name
+	14, // 7: compactor.v1.Collection.distance:type_name -> compactor.v1.Distance
+	15, // 8: compactor.v1.Collection.index:type_name -> compactor.v1.IndexSettings
+	16, // 9: compactor.v1.Record.metadata:type_name -> google.protobuf.Struct
+	14, // 10: compactor.v1.CreateCollectionRequest.distance:type_name -> compactor.v1.Distance
+	15, // 11: compactor.v1.CreateCollectionRequest.index:type_name -> compactor.v1.IndexSettings
+	0,  // 12: compactor.v1.CreateCollectionResponse.collection:type_name -> compactor.v1.Collection
+	0,  // 13: compactor.v1.GetCollectionResponse.collection:type_name -> compactor.v1.Collection
+	0,  // 14: compactor.v1.ListCollectionsResponse.collections:type_name -> compactor.v1.Collection
+	0,  // 15: compactor.v1.DeleteCollectionResponse.collection:type_name -> compactor.v1.Collection
+	1,  // 16: compactor.v1.GetRecordsResponse.records:type_name -> compactor.v1.Record
+	2,  // 17: compactor.v1.CollectionService.CreateCollection:input_type -> compactor.v1.CreateCollectionRequest
+	4,  // 18: compactor.v1.CollectionService.GetCollection:input_type -> compactor.v1.GetCollectionRequest
+	6,  // 19: compactor.v1.CollectionService.ListCollections:input_type -> compactor.v1.ListCollectionsRequest
+	8,  // 20: compactor.v1.CollectionService.DeleteCollection:input_type -> compactor.v1.DeleteCollectionRequest
+	10, // 21: compactor.v1.CollectionService.GetRecords:input_type -> compactor.v1.GetRecordsRequest
+	17, // 22: compactor.v1.CollectionService.QueryRecords:input_type -> compactor.v1.QueryRecordsRequest
+	3,  // 23: compactor.v1.CollectionService.CreateCollection:output_type -> compactor.v1.CreateCollectionResponse
+	5,  // 24: compactor.v1.CollectionService.GetCollection:output_type -> compactor.v1.GetCollectionResponse
+	7,  // 25: compactor.v1.CollectionService.ListCollections:output_type -> compactor.v1.ListCollectionsResponse
+	9,  // 26: compactor.v1.CollectionService.DeleteCollection:output_type -> compactor.v1.DeleteCollectionResponse
+	11, // 27: compactor.v1.CollectionService.GetRecords:output_type -> compactor.v1.GetRecordsResponse
+	18, // 28: compactor.v1.CollectionService.QueryRecords:output_type -> compactor.v1.QueryRecordsResponse
+	23, // [23:29] is the sub-list for method output_type
+	17, // [17:23] is the sub-list for method input_type
+	17, // [17:17] is the sub-list for extension type_name
+	17, // [17:17] is the sub-list for extension extendee
+	0,  // [0:17] is the sub-list for field type_name
 }
 
 func init() { file_compactor_v1_collection_proto_init() }
@@ -1034,6 +1086,7 @@ func file_compactor_v1_collection_proto_init() {
 	if File_compactor_v1_collection_proto != nil {
 		return
 	}
+	file_compactor_v1_query_proto_init()
 	file_compactor_v1_collection_proto_msgTypes[1].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{

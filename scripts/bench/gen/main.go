@@ -1,5 +1,5 @@
 // Command gen writes the operation records of scripts/bench.sh (the anchor of
-// issue 10): a log of -n operation records with -dim-dimensional embeddings,
+// docs/performance.md): a log of -n operation records with -dim-dimensional embeddings,
 // deterministic by -seed, as the CLI's JSONL push format and as Parquet for
 // DuckDB, plus the two incremental changes the benchmark applies to the
 // compacted collection.

@@ -48,6 +48,9 @@ const (
 	// CollectionServiceGetRecordsProcedure is the fully-qualified name of the CollectionService's
 	// GetRecords RPC.
 	CollectionServiceGetRecordsProcedure = "/compactor.v1.CollectionService/GetRecords"
+	// CollectionServiceQueryRecordsProcedure is the fully-qualified name of the CollectionService's
+	// QueryRecords RPC.
+	CollectionServiceQueryRecordsProcedure = "/compactor.v1.CollectionService/QueryRecords"
 )
 
 // CollectionServiceClient is a client for the compactor.v1.CollectionService service.
@@ -74,6 +77,19 @@ type CollectionServiceClient interface {
 	// Errors: NOT_FOUND for an unknown collection; INVALID_ARGUMENT when ids are
 	// combined with page_size or page_token.
 	GetRecords(context.Context, *connect.Request[v1.GetRecordsRequest]) (*connect.Response[v1.GetRecordsResponse], error)
+	// QueryRecords returns, for each query embedding, the k records of the
+	// materialized view nearest to it by the collection's distance, sorted by
+	// distance, ties by id. It reads what GetRecords reads (the segment
+	// version plus the uncompacted log tail), so a query sees every record
+	// appended before it; an optional where filter (Chroma's syntax) and an
+	// id restriction select the records searched.
+	//
+	// Errors: NOT_FOUND for an unknown collection; INVALID_ARGUMENT naming the
+	// field for no embeddings, an embedding of another dimension than the
+	// collection's, k outside 1..1000, ef outside 0..10000, a where filter
+	// that does not parse (unknown operator, wrong-typed operand, empty $and),
+	// more than 10,000 ids; DATA_LOSS naming the blob for damaged stored data.
+	QueryRecords(context.Context, *connect.Request[v1.QueryRecordsRequest]) (*connect.Response[v1.QueryRecordsResponse], error)
 }
 
 // NewCollectionServiceClient constructs a client for the compactor.v1.CollectionService service. By
@@ -120,6 +136,13 @@ func NewCollectionServiceClient(httpClient connect.HTTPClient, baseURL string, o
 			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 			connect.WithClientOptions(opts...),
 		),
+		queryRecords: connect.NewClient[v1.QueryRecordsRequest, v1.QueryRecordsResponse](
+			httpClient,
+			baseURL+CollectionServiceQueryRecordsProcedure,
+			connect.WithSchema(collectionServiceMethods.ByName("QueryRecords")),
+			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -130,6 +153,7 @@ type collectionServiceClient struct {
 	listCollections  *connect.Client[v1.ListCollectionsRequest, v1.ListCollectionsResponse]
 	deleteCollection *connect.Client[v1.DeleteCollectionRequest, v1.DeleteCollectionResponse]
 	getRecords       *connect.Client[v1.GetRecordsRequest, v1.GetRecordsResponse]
+	queryRecords     *connect.Client[v1.QueryRecordsRequest, v1.QueryRecordsResponse]
 }
 
 // CreateCollection calls compactor.v1.CollectionService.CreateCollection.
@@ -157,6 +181,11 @@ func (c *collectionServiceClient) GetRecords(ctx context.Context, req *connect.R
 	return c.getRecords.CallUnary(ctx, req)
 }
 
+// QueryRecords calls compactor.v1.CollectionService.QueryRecords.
+func (c *collectionServiceClient) QueryRecords(ctx context.Context, req *connect.Request[v1.QueryRecordsRequest]) (*connect.Response[v1.QueryRecordsResponse], error) {
+	return c.queryRecords.CallUnary(ctx, req)
+}
+
 // CollectionServiceHandler is an implementation of the compactor.v1.CollectionService service.
 type CollectionServiceHandler interface {
 	// CreateCollection creates an empty collection with a new id.
@@ -181,6 +210,19 @@ type CollectionServiceHandler interface {
 	// Errors: NOT_FOUND for an unknown collection; INVALID_ARGUMENT when ids are
 	// combined with page_size or page_token.
 	GetRecords(context.Context, *connect.Request[v1.GetRecordsRequest]) (*connect.Response[v1.GetRecordsResponse], error)
+	// QueryRecords returns, for each query embedding, the k records of the
+	// materialized view nearest to it by the collection's distance, sorted by
+	// distance, ties by id. It reads what GetRecords reads (the segment
+	// version plus the uncompacted log tail), so a query sees every record
+	// appended before it; an optional where filter (Chroma's syntax) and an
+	// id restriction select the records searched.
+	//
+	// Errors: NOT_FOUND for an unknown collection; INVALID_ARGUMENT naming the
+	// field for no embeddings, an embedding of another dimension than the
+	// collection's, k outside 1..1000, ef outside 0..10000, a where filter
+	// that does not parse (unknown operator, wrong-typed operand, empty $and),
+	// more than 10,000 ids; DATA_LOSS naming the blob for damaged stored data.
+	QueryRecords(context.Context, *connect.Request[v1.QueryRecordsRequest]) (*connect.Response[v1.QueryRecordsResponse], error)
 }
 
 // NewCollectionServiceHandler builds an HTTP handler from the service implementation. It returns
@@ -223,6 +265,13 @@ func NewCollectionServiceHandler(svc CollectionServiceHandler, opts ...connect.H
 		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 		connect.WithHandlerOptions(opts...),
 	)
+	collectionServiceQueryRecordsHandler := connect.NewUnaryHandler(
+		CollectionServiceQueryRecordsProcedure,
+		svc.QueryRecords,
+		connect.WithSchema(collectionServiceMethods.ByName("QueryRecords")),
+		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/compactor.v1.CollectionService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case CollectionServiceCreateCollectionProcedure:
@@ -235,6 +284,8 @@ func NewCollectionServiceHandler(svc CollectionServiceHandler, opts ...connect.H
 			collectionServiceDeleteCollectionHandler.ServeHTTP(w, r)
 		case CollectionServiceGetRecordsProcedure:
 			collectionServiceGetRecordsHandler.ServeHTTP(w, r)
+		case CollectionServiceQueryRecordsProcedure:
+			collectionServiceQueryRecordsHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -262,4 +313,8 @@ func (UnimplementedCollectionServiceHandler) DeleteCollection(context.Context, *
 
 func (UnimplementedCollectionServiceHandler) GetRecords(context.Context, *connect.Request[v1.GetRecordsRequest]) (*connect.Response[v1.GetRecordsResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("compactor.v1.CollectionService.GetRecords is not implemented"))
+}
+
+func (UnimplementedCollectionServiceHandler) QueryRecords(context.Context, *connect.Request[v1.QueryRecordsRequest]) (*connect.Response[v1.QueryRecordsResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("compactor.v1.CollectionService.QueryRecords is not implemented"))
 }

@@ -1,0 +1,547 @@
+package compaction
+
+import (
+	"cmp"
+	"container/heap"
+	"context"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
+
+	"github.com/compactorhq/compactor/internal/catalog"
+	"github.com/compactorhq/compactor/internal/materialize"
+	"github.com/compactorhq/compactor/internal/segment"
+	"github.com/compactorhq/compactor/internal/vindex"
+	"github.com/compactorhq/compactor/internal/where"
+)
+
+// Bounds of one query.
+const (
+	MaxQueryK          = 1_000  // results per query embedding
+	MaxQueryEmbeddings = 100    // query embeddings in one QueryRecords
+	MaxQueryEf         = 10_000 // candidate list size of an index search
+	MaxQueryIDs        = MaxReadIDs
+)
+
+// Hit is one candidate of an index search: a record id of the indexed
+// version and its distance to the query (vindex.Hit's shape).
+type Hit struct {
+	ID       string
+	Distance float32
+}
+
+// Searcher is a segment version's vector index as a query uses it.
+//
+// Search returns up to k ids of the version nearest q (of the collection's
+// dimension) by the collection's distance, nearest first, ties by id,
+// among the ids allow accepts; it never returns an id allow rejects.
+// ef (>= k) is the candidate list size: larger finds more of the true
+// nearest at more cost. allow is called during the traversal (the filter
+// applies while searching, not after it), from the calling goroutine only;
+// nil accepts every id. It must be safe for concurrent Search calls.
+type Searcher interface {
+	Search(q []float32, k, ef int, allow func(id string) bool) []Hit
+}
+
+// MetadataSearcher is a Searcher that also knows the metadata of each
+// indexed record, so that a where filter can be evaluated during the
+// search. A Searcher without it serves unfiltered queries only; a filtered
+// query then scans.
+type MetadataSearcher interface {
+	Searcher
+	// Metadata returns the metadata of the indexed record id (nil when it
+	// has none); ok false when id is not in the index.
+	Metadata(id string) (md map[string]any, ok bool)
+}
+
+// SelectivityEstimator is implemented by an index that keeps metadata
+// statistics of its version: the fraction (0..1) of its records that f
+// matches, estimated; ok false when it cannot tell.
+type SelectivityEstimator interface {
+	Selectivity(f *where.Filter) (fraction float64, ok bool)
+}
+
+// IndexSource opens the vector index of a committed segment version.
+// Index returns nil (and no error) when the version has none (built before
+// indexing, with indexing disabled, or not built yet); a damaged index is
+// an error CorruptKind recognises, so the query answers DATA_LOSS naming
+// the blob. The Searcher stays valid while the caller holds the version's
+// pin.
+type IndexSource interface {
+	Index(ctx context.Context, coll catalog.Collection, m *segment.Manifest) (Searcher, error)
+}
+
+// WithIndexSource makes queries use the indexes src opens. Without it
+// every query scans.
+func WithIndexSource(src IndexSource) Option {
+	return func(c *Compactor) { c.index = src }
+}
+
+// MinIndexSelectivity is the estimated fraction of matching records below
+// which a filtered query scans the matching records exactly instead of
+// searching the graph with the filter: a graph search that rejects most
+// nodes walks far to find k accepted ones, and loses recall doing so.
+const MinIndexSelectivity = 0.01
+
+// Query is one QueryRecords request, validated by the caller for shape (k,
+// ef and counts in bounds); QueryRecords checks the dimensions.
+type Query struct {
+	// Embeddings are the query vectors, each of the collection's
+	// dimension.
+	Embeddings [][]float32
+	// K is the results per embedding, 1..MaxQueryK.
+	K int
+	// Where selects the records searched; nil: every record.
+	Where *where.Filter
+	// IDs restricts the search to these record ids; nil: every record.
+	IDs []string
+	// Ef is the candidate list size of an index search; 0: the
+	// collection's EfSearch.
+	Ef int
+	// Exact scans the matching records instead of using the index.
+	Exact bool
+}
+
+// QueryHit is one result: a materialized record and its distance.
+type QueryHit struct {
+	Record   materialize.Record
+	Distance float32
+}
+
+// QueryResult is the answer of QueryRecords.
+type QueryResult struct {
+	// Hits holds, per query embedding, at most K records nearest first,
+	// ties by id.
+	Hits [][]QueryHit
+	// SegmentVersion and LogPosition say what the query reflects: that
+	// segment version plus the log up to that offset.
+	SegmentVersion int64
+	LogPosition    int64
+	// Exact: the records were scanned (false: found through the index).
+	Exact bool
+}
+
+// QueryError is a query that cannot be answered as asked; it matches
+// catalog.ErrInvalidArgument. Field names the request field
+// ("embeddings[2]", "k").
+type QueryError struct {
+	Field   string
+	Problem string
+}
+
+func (e *QueryError) Error() string { return e.Field + ": " + e.Problem }
+
+// Is makes errors.Is(err, catalog.ErrInvalidArgument) hold.
+func (e *QueryError) Is(target error) bool { return target == catalog.ErrInvalidArgument }
+
+// queryMetrics are the query's metrics; nil fields without WithRegisterer.
+type queryMetrics struct {
+	duration *prometheus.HistogramVec
+}
+
+// query plans, the plan label of compactor_query_duration_seconds.
+const (
+	planExact = "exact"
+	planIndex = "index"
+)
+
+func newQueryMetrics(reg prometheus.Registerer) queryMetrics {
+	d := promauto.With(reg).NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "compactor_query_duration_seconds",
+		Help:    "Duration of QueryRecords calls that succeeded, by plan: exact (a scan of the matching records) or index (a vector index search merged with the log tail).",
+		Buckets: []float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10},
+	}, []string{"plan"})
+	d.WithLabelValues(planExact)
+	d.WithLabelValues(planIndex)
+	return queryMetrics{duration: d}
+}
+
+// QueryRecords returns, for each of q.Embeddings, the q.K records of
+// collectionID's materialized view nearest to it by the collection's
+// distance, that q.Where and q.IDs accept: nearest first, ties by id.
+//
+// It reads what GetRecords reads: in one catalog snapshot, the collection's
+// row and its uncompacted log tail, then the segment version current at
+// that snapshot (pinned), and applies the tail with the materialization
+// rules, so a query sees every record appended before it, and a tail
+// update or delete shadows the segment's record.
+//
+// Plan: an exact scan of segment blocks, deltas and tail when q.Exact, when
+// the collection's index is disabled or the version has none, when q.IDs is
+// set (the records are read by id), or when q.Where is set and the index
+// cannot filter during the search or estimates fewer than
+// MinIndexSelectivity of the records match. Otherwise the index is
+// searched with a filter that rejects ids the tail shadows, ids outside
+// q.IDs and records q.Where rejects, and its hits merge with the exact
+// results of the tail's records.
+//
+// Errors: catalog.ErrNotFound; a *QueryError (matching
+// catalog.ErrInvalidArgument) for an embedding of another dimension than
+// the collection's or a bound exceeded; storage errors; damaged stored data
+// is an error CorruptKind recognises.
+func (c *Compactor) QueryRecords(ctx context.Context, collectionID string, q Query) (QueryResult, error) {
+	if err := checkQuery(q); err != nil {
+		return QueryResult{}, err
+	}
+	start := time.Now()
+	var res QueryResult
+	_, err := c.retryRead(ctx, collectionID, func() (ReadResult, error) {
+		var err error
+		res, err = c.queryRecords(ctx, collectionID, q)
+		return ReadResult{}, err
+	})
+	c.noteCorrupt("query", collectionID, err)
+	if err != nil {
+		return QueryResult{}, err
+	}
+	if c.query.duration != nil {
+		plan := planIndex
+		if res.Exact {
+			plan = planExact
+		}
+		c.query.duration.WithLabelValues(plan).Observe(time.Since(start).Seconds())
+	}
+	return res, nil
+}
+
+func checkQuery(q Query) error {
+	switch {
+	case len(q.Embeddings) == 0:
+		return &QueryError{"embeddings", "give at least one query embedding"}
+	case len(q.Embeddings) > MaxQueryEmbeddings:
+		return &QueryError{"embeddings", fmt.Sprintf("%d query embeddings, more than the limit of %d", len(q.Embeddings), MaxQueryEmbeddings)}
+	case q.K < 1 || q.K > MaxQueryK:
+		return &QueryError{"k", fmt.Sprintf("%d is outside 1..%d", q.K, MaxQueryK)}
+	case q.Ef < 0 || q.Ef > MaxQueryEf:
+		return &QueryError{"ef", fmt.Sprintf("%d is outside 0..%d (0: the collection's ef_search)", q.Ef, MaxQueryEf)}
+	case len(q.IDs) > MaxQueryIDs:
+		return &QueryError{"ids", fmt.Sprintf("%d ids, more than the limit of %d", len(q.IDs), MaxQueryIDs)}
+	}
+	for i, e := range q.Embeddings {
+		if len(e) == 0 {
+			return &QueryError{fmt.Sprintf("embeddings[%d]", i), "is empty"}
+		}
+		if len(e) != len(q.Embeddings[0]) {
+			return &QueryError{fmt.Sprintf("embeddings[%d]", i), fmt.Sprintf("has %d dimensions, embeddings[0] has %d", len(e), len(q.Embeddings[0]))}
+		}
+		for j, v := range e {
+			if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+				return &QueryError{fmt.Sprintf("embeddings[%d]", i), fmt.Sprintf("value %d is not a finite number", j)}
+			}
+		}
+	}
+	return nil
+}
+
+func (c *Compactor) queryRecords(ctx context.Context, collectionID string, q Query) (QueryResult, error) {
+	ids := q.IDs
+	if ids != nil {
+		ids = slices.Clone(ids)
+		slices.Sort(ids)
+		ids = slices.Compact(ids)
+	}
+	// The tail and the row in one snapshot, as GetRecords reads them.
+	var tail catalog.Tail
+	var err error
+	if ids != nil {
+		tail, err = c.cat.ReadTailIDs(ctx, collectionID, ids)
+	} else {
+		tail, err = c.cat.ReadTailRange(ctx, collectionID, catalog.TailRange{Unbounded: true})
+	}
+	if err != nil {
+		return QueryResult{}, fmt.Errorf("query records of %s: %w", collectionID, err)
+	}
+	coll := tail.Collection
+	if dim := coll.Dimension; dim > 0 && len(q.Embeddings[0]) != dim {
+		return QueryResult{}, &QueryError{"embeddings[0]", fmt.Sprintf("has %d dimensions, the collection's dimension is %d", len(q.Embeddings[0]), dim)}
+	}
+	// The version was current at the snapshot, so it was not retired then
+	// (see getRecords).
+	release := c.pins.pin(collectionID, coll.ManifestKey, false)
+	defer release()
+	m, err := c.manifest(ctx, coll)
+	if err != nil {
+		return QueryResult{}, fmt.Errorf("query records of %s: %w", collectionID, err)
+	}
+	res := QueryResult{SegmentVersion: coll.SegmentVersion, LogPosition: coll.LogPosition, Exact: true}
+	s := newSearch(q, coll.Index.Distance)
+	if coll.Dimension == 0 {
+		// Nothing was ever written with an embedding: no record.
+		res.Hits = s.results()
+		return res, nil
+	}
+	switch {
+	case ids != nil:
+		err = c.scanIDs(ctx, m, ids, tail.Ops, s)
+	default:
+		idx, ok, ierr := c.planIndex(ctx, coll, m, q)
+		if ierr != nil {
+			return QueryResult{}, fmt.Errorf("query records of %s: %w", collectionID, ierr)
+		}
+		if ok {
+			res.Exact = false
+			err = c.searchIndex(ctx, coll, m, idx, tail.Ops, q, s)
+		} else {
+			err = c.scanAll(ctx, m, tail.Ops, s)
+		}
+	}
+	if err != nil {
+		return QueryResult{}, fmt.Errorf("query records of %s: %w", collectionID, err)
+	}
+	res.Hits = s.results()
+	return res, nil
+}
+
+// planIndex returns the index to search, or ok false to scan.
+func (c *Compactor) planIndex(ctx context.Context, coll catalog.Collection, m *segment.Manifest, q Query) (Searcher, bool, error) {
+	if q.Exact || c.index == nil || coll.Index.Disabled || m == nil {
+		return nil, false, nil
+	}
+	idx, err := c.index.Index(ctx, coll, m)
+	if err != nil || idx == nil {
+		return nil, false, err
+	}
+	if !q.Where.MatchAll() {
+		if _, ok := idx.(MetadataSearcher); !ok {
+			return nil, false, nil
+		}
+		if est, ok := idx.(SelectivityEstimator); ok {
+			if f, ok := est.Selectivity(q.Where); ok && f < MinIndexSelectivity {
+				return nil, false, nil
+			}
+		}
+	}
+	return idx, true, nil
+}
+
+// scanAll offers every record of the view (segment with its deltas,
+// merged in id order with the tail's operations) to s.
+func (c *Compactor) scanAll(ctx context.Context, m *segment.Manifest, ops []materialize.OperationRecord, s *search) error {
+	// ops are sorted by id then offset; each segment record meets the tail
+	// operations of its id, and tail-only ids are applied to nothing.
+	flushBefore := func(id string, inclusive bool) {
+		for len(ops) > 0 && (ops[0].ID < id || inclusive) {
+			n := runOf(ops)
+			if r := materialize.Apply(nil, ops[:n]); r != nil {
+				s.offer(r)
+			}
+			ops = ops[n:]
+		}
+	}
+	err := c.seg.Scan(ctx, m, "", func(r materialize.Record) bool {
+		flushBefore(r.ID, false)
+		if len(ops) > 0 && ops[0].ID == r.ID {
+			n := runOf(ops)
+			if v := materialize.Apply(&r, ops[:n]); v != nil {
+				s.offer(v)
+			}
+			ops = ops[n:]
+			return true
+		}
+		s.offer(&r)
+		return true
+	})
+	if err != nil {
+		return err
+	}
+	flushBefore("", true)
+	return ctx.Err()
+}
+
+// scanIDs offers the records of ids (sorted, unique) to s.
+func (c *Compactor) scanIDs(ctx context.Context, m *segment.Manifest, ids []string, ops []materialize.OperationRecord, s *search) error {
+	base, err := c.seg.Get(ctx, m, ids)
+	if err != nil {
+		return err
+	}
+	for _, id := range ids {
+		var cur *materialize.Record
+		if r, ok := base[id]; ok {
+			cur = &r
+		}
+		n := 0
+		for n < len(ops) && ops[n].ID == id {
+			n++
+		}
+		if n == 0 {
+			if cur != nil {
+				s.offer(cur)
+			}
+			continue
+		}
+		if r := materialize.Apply(cur, ops[:n]); r != nil {
+			s.offer(r)
+		}
+		ops = ops[n:]
+	}
+	return nil
+}
+
+// searchIndex asks idx for candidates per query embedding, with a filter
+// that rejects the ids the tail shadows and the records q.Where rejects,
+// reads the candidates' records, and merges them with the tail's records,
+// searched exactly.
+func (c *Compactor) searchIndex(ctx context.Context, coll catalog.Collection, m *segment.Manifest, idx Searcher, ops []materialize.OperationRecord, q Query, s *search) error {
+	shadowed := make(map[string]bool)
+	var tailIDs []string
+	for i := 0; i < len(ops); {
+		n := runOf(ops[i:])
+		shadowed[ops[i].ID] = true
+		tailIDs = append(tailIDs, ops[i].ID)
+		i += n
+	}
+	allow := func(id string) bool { return !shadowed[id] }
+	if !q.Where.MatchAll() {
+		ms := idx.(MetadataSearcher) // planIndex checked it
+		allow = func(id string) bool {
+			if shadowed[id] {
+				return false
+			}
+			md, ok := ms.Metadata(id)
+			return ok && q.Where.Match(md)
+		}
+	}
+	ef := q.Ef
+	if ef == 0 {
+		ef = coll.Index.EfSearch
+	}
+	ef = max(ef, q.K)
+	// Candidates of every query embedding, read once.
+	want := make(map[string]bool)
+	hits := make([][]Hit, len(q.Embeddings))
+	for i, e := range q.Embeddings {
+		hits[i] = idx.Search(e, q.K, ef, allow)
+		for _, h := range hits[i] {
+			want[h.ID] = true
+		}
+	}
+	// The tail's records: their segment values with the tail applied.
+	if err := c.scanIDs(ctx, m, tailIDs, ops, s); err != nil {
+		return err
+	}
+	if len(want) == 0 {
+		return nil
+	}
+	cand := make([]string, 0, len(want))
+	for id := range want {
+		cand = append(cand, id)
+	}
+	slices.Sort(cand)
+	recs, err := c.seg.Get(ctx, m, cand)
+	if err != nil {
+		return err
+	}
+	for i := range q.Embeddings {
+		for _, h := range hits[i] {
+			r, ok := recs[h.ID]
+			if !ok {
+				// The index names a record its version does not hold.
+				return fmt.Errorf("index of version %d returned record %q, which the version does not hold: %w", coll.SegmentVersion, h.ID, segment.ErrCorrupt)
+			}
+			s.offerOne(i, &r)
+		}
+	}
+	return nil
+}
+
+// runOf returns the number of leading operations of ops with ops[0]'s id.
+func runOf(ops []materialize.OperationRecord) int {
+	n := 1
+	for n < len(ops) && ops[n].ID == ops[0].ID {
+		n++
+	}
+	return n
+}
+
+// search keeps, per query embedding, the k nearest records offered that
+// its filter accepts.
+type search struct {
+	q     Query
+	dist  vindex.Distance
+	heaps []hitHeap
+}
+
+func newSearch(q Query, d vindex.Distance) *search {
+	if d == vindex.DistanceUnspecified {
+		d = vindex.DefaultDistance
+	}
+	s := &search{q: q, dist: d, heaps: make([]hitHeap, len(q.Embeddings))}
+	for i := range s.heaps {
+		s.heaps[i] = make(hitHeap, 0, q.K+1)
+	}
+	return s
+}
+
+// offer considers r (a materialized record) for every query embedding.
+func (s *search) offer(r *materialize.Record) {
+	if !s.q.Where.Match(r.Metadata) || len(r.Embedding) != len(s.q.Embeddings[0]) {
+		return
+	}
+	for i, e := range s.q.Embeddings {
+		s.push(i, r, s.dist.Between(e, r.Embedding))
+	}
+}
+
+// offerOne considers r for query embedding i only. The distance is
+// computed again, as the scan computes it, so that a record ranks the same
+// whichever plan found it.
+func (s *search) offerOne(i int, r *materialize.Record) {
+	if !s.q.Where.Match(r.Metadata) || len(r.Embedding) != len(s.q.Embeddings[i]) {
+		return
+	}
+	s.push(i, r, s.dist.Between(s.q.Embeddings[i], r.Embedding))
+}
+
+func (s *search) push(i int, r *materialize.Record, d float32) {
+	h := &s.heaps[i]
+	if len(*h) == s.q.K {
+		worst := (*h)[0]
+		if !nearer(d, r.ID, worst.Distance, worst.Record.ID) {
+			return
+		}
+		heap.Pop(h)
+	}
+	heap.Push(h, QueryHit{Record: *r, Distance: d})
+}
+
+// results returns the hits per query embedding, nearest first, ties by id.
+func (s *search) results() [][]QueryHit {
+	out := make([][]QueryHit, len(s.heaps))
+	for i, h := range s.heaps {
+		hits := []QueryHit(h)
+		slices.SortFunc(hits, func(a, b QueryHit) int {
+			return cmp.Or(cmp.Compare(a.Distance, b.Distance), strings.Compare(a.Record.ID, b.Record.ID))
+		})
+		out[i] = hits
+	}
+	return out
+}
+
+// nearer orders results: by distance, then by id.
+func nearer(d float32, id string, d2 float32, id2 string) bool {
+	if d != d2 {
+		return d < d2
+	}
+	return id < id2
+}
+
+// hitHeap is a max-heap of the k nearest so far: the farthest on top.
+type hitHeap []QueryHit
+
+func (h hitHeap) Len() int { return len(h) }
+func (h hitHeap) Less(i, j int) bool {
+	return nearer(h[j].Distance, h[j].Record.ID, h[i].Distance, h[i].Record.ID)
+}
+func (h hitHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *hitHeap) Push(x any)   { *h = append(*h, x.(QueryHit)) }
+func (h *hitHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
+}
