@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/compactorhq/compactor/internal/catalog"
+	"github.com/compactorhq/compactor/internal/jobtype"
 )
 
 func TestClassifyEnd(t *testing.T) {
@@ -154,6 +155,39 @@ func TestCancelBetweenPrepareAndCommitAborts(t *testing.T) {
 		}
 		if p := <-exec.prepared; p.o.VersionAfter != p.o.VersionBefore {
 			t.Fatalf("the prepared work was neither aborted nor committed: %+v", p.o)
+		}
+	})
+}
+
+// TestJobsRunOnTheExecutorOfTheirKind: the workers dispatch a claimed job
+// to the executor registered for its kind (WithExecutor), not to New's.
+func TestJobsRunOnTheExecutorOfTheirKind(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := newMemStore()
+		store.addCollection("a", 20, time.Now())
+		byNew, byKind := newFakeExec(store, 100), newFakeExec(store, 100)
+		m, err := New(store, byNew, testConfig(), nil, nil, WithExecutor(jobtype.KindCompaction, byKind))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error, 1)
+		go func() { done <- m.Run(ctx) }()
+		<-m.Started()
+		enq, err := m.Compact(t.Context(), []string{"a"}, false, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		if j, _ := m.Get(t.Context(), enq[0].Job.ID); j.State != catalog.JobSucceeded {
+			t.Fatalf("job %s, want SUCCEEDED", j.State)
+		}
+		if byKind.callsOf("a") != 1 || byNew.callsOf("a") != 0 {
+			t.Fatalf("calls: kind's executor %d, New's %d; want 1 and 0", byKind.callsOf("a"), byNew.callsOf("a"))
+		}
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatal(err)
 		}
 	})
 }

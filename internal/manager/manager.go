@@ -198,8 +198,11 @@ type Job struct {
 // started (closed once by Run). Lock order: the event hub's lock, then the
 // run registry's; no other service calls another under its lock.
 type Manager struct {
-	store  Store
-	exec   Executor
+	store Store
+	exec  Executor // the compaction jobs' executor, execs[jobtype.KindCompaction]
+	// execs are the executors by kind of job, which the workers dispatch
+	// each claimed job to (executorOf).
+	execs  map[jobtype.Kind]Executor
 	cfg    Config
 	policy failurePolicy
 	// owner holds this process's leases: the node's name and a token of
@@ -233,9 +236,10 @@ var (
 	errLeaseLost       = errors.New("lease lost")
 )
 
-// New returns a Manager. reg receives its metrics (nil: not registered);
-// logger nil discards logs.
-func New(store Store, exec Executor, cfg Config, reg prometheus.Registerer, logger *slog.Logger) (*Manager, error) {
+// New returns a Manager whose compaction jobs run on exec (more kinds of
+// job are added with WithExecutor). reg receives its metrics (nil: not
+// registered); logger nil discards logs.
+func New(store Store, exec Executor, cfg Config, reg prometheus.Registerer, logger *slog.Logger, opts ...Option) (*Manager, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -251,7 +255,6 @@ func New(store Store, exec Executor, cfg Config, reg prometheus.Registerer, logg
 	}
 	m := &Manager{
 		store:   store,
-		exec:    exec,
 		cfg:     cfg,
 		policy:  failurePolicy{base: cfg.BackoffBase, max: cfg.BackoffMax, deadLetterAfter: cfg.DeadLetterAfter},
 		owner:   cfg.Node + "/" + uuid.NewString()[:8],
@@ -261,7 +264,12 @@ func New(store Store, exec Executor, cfg Config, reg prometheus.Registerer, logg
 		clk:     clk,
 		clock:   clock.StepFree(clk),
 		started: make(chan struct{}),
+		execs:   map[jobtype.Kind]Executor{jobtype.KindCompaction: exec},
 	}
+	for _, o := range opts {
+		o(m)
+	}
+	m.exec = m.execs[jobtype.KindCompaction]
 	m.runs = newRunRegistry(m.clock, clk.Mono)
 	m.events = newEventHub(store, m.runs, clk.Now, logger, func(n int) {
 		m.metrics.states.WithLabelValues(label(catalog.JobQueued)).Set(float64(n))
@@ -270,10 +278,37 @@ func New(store Store, exec Executor, cfg Config, reg prometheus.Registerer, logg
 	m.pruner = &historyPruner{store: store, keep: cfg.HistoryKeep, maxAge: cfg.HistoryMaxAge, clock: m.now}
 	m.sched = &scheduler{store: store, cfg: cfg, clock: m.now, metrics: m.metrics, logger: logger, pruner: m.pruner,
 		stopping: m.runs.isStopping, queued: m.changedJob}
-	th, _ := exec.(Throttler)
+	th, _ := m.exec.(Throttler)
 	m.throughput = &throughputApplier{store: store, configured: cfg.MaxThroughput, throttle: th, gauge: m.metrics.maxThroughput, logger: logger}
 	m.enq = &enqueuer{store: store, timeout: cfg.PersistTimeout}
 	return m, nil
+}
+
+// Option configures a Manager at New.
+type Option func(*Manager)
+
+// WithExecutor runs the jobs of kind k on exec (replacing the executor of
+// that kind, if any): how a new kind of job plugs into the queue, the
+// lease, the failure policy, watch and the history, which it shares with
+// compactions.
+func WithExecutor(k jobtype.Kind, exec Executor) Option {
+	return func(m *Manager) { m.execs[k] = exec }
+}
+
+// ErrNoExecutor: a claimed job is of a kind no executor runs here.
+var ErrNoExecutor = errors.New("no executor for the job's kind")
+
+// kindOf is the kind of job j: every job is a compaction until the jobs
+// table records a kind (the next kind adds the column, and
+// catalog.JobRequest and catalog.Job carry it).
+func kindOf(catalog.Job) jobtype.Kind { return jobtype.KindCompaction }
+
+// executorOf returns the executor of job j's kind.
+func (m *Manager) executorOf(j catalog.Job) (Executor, error) {
+	if e, ok := m.execs[kindOf(j)]; ok {
+		return e, nil
+	}
+	return nil, fmt.Errorf("job %s of kind %q: %w", j.ID, kindOf(j), ErrNoExecutor)
 }
 
 // Node is the name of this replica on the jobs it runs.

@@ -65,7 +65,11 @@ func (m *Manager) run(workCtx context.Context, j catalog.Job) {
 	keeperCtx, stopKeeper := context.WithCancel(jobCtx)
 	keeperDone := make(chan struct{})
 	go func() { defer close(keeperDone); m.keepLease(keeperCtx, r) }()
-	x := m.execute(jobCtx, r)
+	exec, err := m.executorOf(j)
+	x := executed{err: err}
+	if err == nil {
+		x = m.execute(jobCtx, exec, r)
+	}
 	stopKeeper()
 	<-keeperDone
 
@@ -77,10 +81,10 @@ func (m *Manager) run(workCtx context.Context, j catalog.Job) {
 		CancelRequested: cancelReq,
 		CancelNote:      cancelNote,
 		Shutdown:        workCtx.Err() != nil,
-		Transient:       x.err != nil && m.exec.Transient(x.err),
+		Transient:       x.err != nil && exec != nil && exec.Transient(x.err),
 		Node:            m.cfg.Node,
 	})
-	e := &jobEnd{r: r, class: class, outcome: x.outcome, err: x.err, log: log, span: span}
+	e := &jobEnd{r: r, exec: exec, class: class, outcome: x.outcome, err: x.err, log: log, span: span}
 	if x.committed != nil {
 		e.row = *x.committed // as persisted with the commit
 	} else {
@@ -107,11 +111,11 @@ type executed struct {
 	err       error
 }
 
-// execute runs the job's work: the executor prepares it; unless ctx ended
-// meanwhile (then the prepared work is aborted), its commit writes the
-// job's row SUCCEEDED in the same transaction, fenced by the lease. A
-// panic fails the job with an error.
-func (m *Manager) execute(ctx context.Context, r *run) (x executed) {
+// execute runs the job's work on exec, the executor of its kind: it
+// prepares it; unless ctx ended meanwhile (then the prepared work is
+// aborted), its commit writes the job's row SUCCEEDED in the same
+// transaction, fenced by the lease. A panic fails the job with an error.
+func (m *Manager) execute(ctx context.Context, exec Executor, r *run) (x executed) {
 	defer func() {
 		if p := recover(); p != nil {
 			m.logger.Error("compaction panicked", "job", r.job.ID, "collection", r.job.CollectionID, "panic", p)
@@ -119,7 +123,7 @@ func (m *Manager) execute(ctx context.Context, r *run) (x executed) {
 		}
 	}()
 	claimed, _, _ := m.runs.job(r)
-	p, err := m.exec.Prepare(ctx, claimed, func(p Progress) { m.progressed(ctx, r, p) })
+	p, err := exec.Prepare(ctx, claimed, func(p Progress) { m.progressed(ctx, r, p) })
 	if p != nil {
 		x.outcome = p.Outcome()
 	}
@@ -249,6 +253,7 @@ func endRow(claimed catalog.Job, o Outcome, c endClass, at time.Time) catalog.Jo
 // jobEnd is one job's end as report carries it through its steps.
 type jobEnd struct {
 	r       *run
+	exec    Executor    // of the job's kind; nil when none runs it here
 	row     catalog.Job // the row the job ends with
 	class   endClass
 	outcome Outcome
@@ -361,12 +366,12 @@ func (m *Manager) queueContinuation(ctx context.Context, e *jobEnd) {
 // the grace period), with a deadline of its own: a large listing must not
 // starve the rest.
 func (m *Manager) collectGarbage(workCtx context.Context, e *jobEnd) {
-	if !e.committed() {
+	if !e.committed() || e.exec == nil {
 		return
 	}
 	ctx, cancel := context.WithTimeout(trace.ContextWithSpan(context.WithoutCancel(workCtx), e.span), gcTimeout)
 	defer cancel()
-	if err := m.exec.GC(ctx, e.row.CollectionID); err != nil {
+	if err := e.exec.GC(ctx, e.row.CollectionID); err != nil {
 		e.log.Warn("gc after compaction", "err", err)
 	}
 }
