@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -346,18 +347,101 @@ func (c *Catalog) ScanLog(ctx context.Context, id string, after, upTo int64, lim
 }
 
 // logPurgeChunk is how many log rows one transaction of PurgeLog deletes: small
-// enough that appends waiting for the catalog's single writer wait
-// milliseconds, not seconds.
-const logPurgeChunk = 2_000
+// enough that a write arriving while a chunk runs waits milliseconds, not
+// seconds.
+const logPurgeChunk = 1_000
+
+// purgeMaxYield is the longest PurgeLog waits before a chunk for the
+// foreground writes to pause (see writerGate), so that a steady stream of
+// writes slows the purge down without stopping it.
+const purgeMaxYield = time.Second
+
+// writerGate lets the log purge yield to foreground writes: writeTx counts
+// every write transaction from the moment it asks for the writer until it
+// ends, and the purge starts its next chunk only when none is counted (or
+// after purgeMaxYield). A small compaction committing behind a large one's
+// purge then waits for at most the one chunk in progress, not for the
+// purge. It sees the writes of this process only (PostgreSQL replicas do
+// not queue on one writer connection). The zero value is ready to use.
+type writerGate struct {
+	mu   sync.Mutex
+	busy int           // foreground write transactions waiting or running
+	idle chan struct{} // closed when busy drops to 0; nil while busy is 0
+	// trace, when set (tests), is called under mu with "enter" and
+	// "leave" for each foreground write, "yield" when the purge waits for
+	// them and "chunk" before each purge chunk.
+	trace func(event string)
+}
+
+func (g *writerGate) enter() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.note("enter")
+	if g.busy++; g.idle == nil {
+		g.idle = make(chan struct{})
+	}
+}
+
+func (g *writerGate) leave() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.note("leave")
+	if g.busy--; g.busy == 0 {
+		close(g.idle)
+		g.idle = nil
+	}
+}
+
+// note passes event to trace. g.mu is held.
+func (g *writerGate) note(event string) {
+	if g.trace != nil {
+		g.trace(event)
+	}
+}
+
+// yield returns once no foreground write is counted, maxWait has passed
+// or ctx is done (its error).
+func (g *writerGate) yield(ctx context.Context, maxWait time.Duration) error {
+	var expired <-chan time.Time
+	for {
+		g.mu.Lock()
+		idle := g.idle
+		if idle == nil {
+			g.note("chunk")
+			g.mu.Unlock()
+			return nil
+		}
+		g.note("yield")
+		g.mu.Unlock()
+		if expired == nil {
+			t := time.NewTimer(maxWait)
+			defer t.Stop()
+			expired = t.C
+		}
+		select {
+		case <-idle: // a write may have entered since: look again
+		case <-expired:
+			g.mu.Lock()
+			g.note("chunk")
+			g.mu.Unlock()
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
 
 // PurgeLog deletes the log rows of a collection at or below its committed
 // compaction offset, in transactions of at most logPurgeChunk rows (range
 // deletes on the (collection_id, log_offset) key), and returns the number of
-// rows deleted. It runs after a compaction's commit, off the commit's
-// critical path: every reader already ignores rows at or below the
-// compaction offset (ReadLog, ScanLog and ReadView read above it), so rows a
-// crash leaves behind are harmless, and the next purge of the collection
-// removes them. ErrNotFound when the collection does not exist.
+// rows deleted. Before each chunk it yields to the foreground writes of the
+// catalog (see writerGate): a purge of a million rows after a large
+// compaction does not make the small jobs that follow wait behind it. It
+// runs after a compaction's commit, off the commit's critical path: every
+// reader already ignores rows at or below the compaction offset (ReadLog,
+// ScanLog and ReadView read above it), so rows a crash leaves behind are
+// harmless, and the next purge of the collection removes them. ErrNotFound
+// when the collection does not exist.
 func (c *Catalog) PurgeLog(ctx context.Context, id string) (int64, error) {
 	var offset int64
 	err := c.r.QueryRowContext(ctx, c.d.q(`SELECT compaction_offset FROM collections WHERE id = ?`), id).Scan(&offset)
@@ -374,7 +458,12 @@ func (c *Catalog) PurgeLog(ctx context.Context, id string) (int64, error) {
 	var total int64
 	for lo := lowest.Int64; lowest.Valid && lo <= offset; lo += logPurgeChunk {
 		hi := min(lo+logPurgeChunk-1, offset)
-		err := c.writeTx(ctx, func(tx *sql.Tx) error {
+		if err := c.writers.yield(ctx, purgeMaxYield); err != nil {
+			return total, c.wrap(err, "purge log of collection %s up to offset %d", id, hi)
+		}
+		// On the writer directly: the purge's own transactions are not
+		// foreground writes it would wait for.
+		err := c.writeTxOn(ctx, c.w, func(tx *sql.Tx) error {
 			res, err := tx.ExecContext(ctx, c.d.q(`DELETE FROM log WHERE collection_id = ? AND log_offset >= ? AND log_offset <= ?`), id, lo, hi)
 			if err != nil {
 				return err

@@ -149,7 +149,9 @@ type envConfig struct {
 	// a sorted run spilled to a temp dir.
 	spill bool
 	// seg sets the delta fields of the segment.Config (the block sizes
-	// come from maxBlock and minBlock).
+	// come from maxBlock and minBlock). Its BlockCacheBytes 0 gives a
+	// decoded block cache of 256 KiB (small, so that reads also evict);
+	// negative: no cache.
 	seg segment.Config
 }
 
@@ -163,6 +165,12 @@ func newEnv(t testing.TB, ec envConfig) *env {
 	e.blobs = segmenttest.NewClocked(e.crash, e.clock.Now)
 	scfg := ec.seg
 	scfg.MaxBlockRecords, scfg.MinBlockRecords = ec.maxBlock, ec.minBlock
+	switch {
+	case scfg.BlockCacheBytes == 0:
+		scfg.BlockCacheBytes = 256 << 10
+	case scfg.BlockCacheBytes < 0:
+		scfg.BlockCacheBytes = 0
+	}
 	e.seg = segment.NewStore(e.blobs, scfg, e.clock.Now)
 	cfg := DefaultConfig()
 	cfg.MaxRecords, cfg.BatchRecords = ec.maxRecords, ec.batchRecords

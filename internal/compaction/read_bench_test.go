@@ -2,6 +2,7 @@ package compaction
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"syscall"
 	"testing"
 	"time"
@@ -33,40 +34,93 @@ func debianOps(tb testing.TB, n int) []materialize.OperationRecord {
 // BenchmarkGetRecordsPaged: one paged read of every record of a
 // 63,436-record collection made from the Debian sample, 1,000 records a
 // page (the CLI's page), with the records all in the uncompacted log tail
-// ("tail") and all in the segment after compaction ("segment"). Setup is
+// ("tail") and all in the segment after compaction ("segment", with the
+// default decoded block cache; "segment-nocache" without one). Setup is
 // not timed.
 func BenchmarkGetRecordsPaged(b *testing.B) {
 	ops := debianOps(b, debianRecords)
-	e := newEnv(b, envConfig{maxRecords: debianRecords, batchRecords: 5000, maxBlock: 4096, minBlock: 1024})
+	e := newEnv(b, readBenchConfig())
 	pushAll(b, e, ops)
-	read := func(b *testing.B) {
-		var pages, records int
-		cpu0 := cpuTime(b)
-		for b.Loop() {
-			after := ""
-			for {
-				res, err := e.comp.ListRecords(e.ctx, e.id, after, 1000)
+	read := func(comp *Compactor) func(b *testing.B) {
+		return func(b *testing.B) {
+			var pages, records int
+			cpu0 := cpuTime(b)
+			for b.Loop() {
+				after := ""
+				for {
+					res, err := comp.ListRecords(e.ctx, e.id, after, 1000)
+					if err != nil {
+						b.Fatal(err)
+					}
+					pages++
+					records += len(res.Records)
+					if res.Next == "" {
+						break
+					}
+					after = res.Next
+				}
+			}
+			if records != b.N*debianRecords {
+				b.Fatalf("read %d records in %d reads, want %d each", records, b.N, debianRecords)
+			}
+			b.ReportMetric((cpuTime(b)-cpu0).Seconds()/float64(b.N), "cpu-s/op")
+			b.ReportMetric(float64(pages)/float64(b.N), "pages/op")
+			b.ReportMetric(float64(records)/b.Elapsed().Seconds(), "records/s")
+		}
+	}
+	b.Run("tail", read(e.comp))
+	e.compactAll()
+	b.Run("segment", read(e.comp))
+	if u := uncachedReader(b, e); u != nil {
+		b.Run("segment-nocache", read(u))
+	}
+}
+
+// BenchmarkGetRecordsIDs: one GetRecords of 1,000 random ids (fixed seed)
+// of the 63,436-record Debian collection after compaction, every record in
+// the segment: "random" reads a new random id set each time, "same" the
+// same ids every time (with the default decoded block cache), and
+// "random-nocache" and "same-nocache" the same without a cache. Setup is
+// not timed.
+func BenchmarkGetRecordsIDs(b *testing.B) {
+	ops := debianOps(b, debianRecords)
+	e := newEnv(b, readBenchConfig())
+	pushAll(b, e, ops)
+	e.compactAll()
+	all := make([]string, len(ops))
+	for i, op := range ops {
+		all[i] = op.ID
+	}
+	r := rand.New(rand.NewPCG(20, 1))
+	pick := func() []string {
+		ids := make([]string, 1000)
+		for i := range ids {
+			ids[i] = all[r.IntN(len(all))]
+		}
+		return ids
+	}
+	read := func(comp *Compactor, next func() []string) func(b *testing.B) {
+		return func(b *testing.B) {
+			cpu0 := cpuTime(b)
+			for b.Loop() {
+				res, err := comp.GetRecords(e.ctx, e.id, next())
 				if err != nil {
 					b.Fatal(err)
 				}
-				pages++
-				records += len(res.Records)
-				if res.Next == "" {
-					break
+				if len(res.Records) == 0 {
+					b.Fatal("no records")
 				}
-				after = res.Next
 			}
+			b.ReportMetric((cpuTime(b)-cpu0).Seconds()/float64(b.N), "cpu-s/op")
 		}
-		if records != b.N*debianRecords {
-			b.Fatalf("read %d records in %d reads, want %d each", records, b.N, debianRecords)
-		}
-		b.ReportMetric((cpuTime(b)-cpu0).Seconds()/float64(b.N), "cpu-s/op")
-		b.ReportMetric(float64(pages)/float64(b.N), "pages/op")
-		b.ReportMetric(float64(records)/b.Elapsed().Seconds(), "records/s")
 	}
-	b.Run("tail", read)
-	e.compactAll()
-	b.Run("segment", read)
+	same := pick()
+	b.Run("random", read(e.comp, pick))
+	b.Run("same", read(e.comp, func() []string { return same }))
+	if u := uncachedReader(b, e); u != nil {
+		b.Run("random-nocache", read(u, pick))
+		b.Run("same-nocache", read(u, func() []string { return same }))
+	}
 }
 
 // cpuTime is the CPU time (user and system) the process has used: on a

@@ -38,6 +38,7 @@ import (
 	"os"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -80,8 +81,8 @@ type Store interface {
 
 	Heartbeat(ctx context.Context, n catalog.Node) error
 	ListNodes(ctx context.Context) ([]catalog.Node, error)
-	AcquireLease(ctx context.Context, name, owner string, ttl time.Duration) (bool, error)
-	ReleaseLease(ctx context.Context, name, owner string) error
+	AcquireLeaderLease(ctx context.Context, name, owner string, ttl time.Duration) (bool, error)
+	ReleaseLeaderLease(ctx context.Context, name, owner string) error
 }
 
 // The vocabulary of jobs (package jobtype), under the names the manager's
@@ -228,6 +229,8 @@ type Manager struct {
 	pruner     *historyPruner
 	throughput *throughputApplier
 	enq        *enqueuer
+
+	gate atomic.Pointer[func() error] // see SetClaimGate
 }
 
 // Causes of a job's cancellation, told apart at its end.
@@ -446,13 +449,14 @@ func (m *Manager) Compact(ctx context.Context, ids []string, all bool, reason st
 		return nil, fmt.Errorf("give either collection ids or all, not both or neither: %w", ErrInvalidArgument)
 	}
 	call := catalog.EnqueueCall{SkipMissing: all}
+	tp := traceParent(ctx) // the jobs' traces link to this request's
 	if all {
 		colls, err := m.store.ListCollections(ctx)
 		if err != nil {
 			return nil, fmt.Errorf("list collections: %w", err)
 		}
 		for _, c := range colls {
-			call.Requests = append(call.Requests, catalog.JobRequest{CollectionID: c.ID, Trigger: catalog.TriggerOneOff, Reason: reason})
+			call.Requests = append(call.Requests, catalog.JobRequest{CollectionID: c.ID, Trigger: catalog.TriggerOneOff, Reason: reason, TraceParent: tp})
 		}
 	} else {
 		seen := make(map[string]bool, len(ids))
@@ -461,7 +465,7 @@ func (m *Manager) Compact(ctx context.Context, ids []string, all bool, reason st
 				continue
 			}
 			seen[id] = true
-			call.Requests = append(call.Requests, catalog.JobRequest{CollectionID: id, Trigger: catalog.TriggerOneOff, Reason: reason})
+			call.Requests = append(call.Requests, catalog.JobRequest{CollectionID: id, Trigger: catalog.TriggerOneOff, Reason: reason, TraceParent: tp})
 		}
 	}
 	if m.runs.isStopping() {

@@ -30,7 +30,7 @@ func (m *Manager) worker(ctx, workCtx context.Context) {
 		if stopping || ctx.Err() != nil {
 			return
 		}
-		j, err := m.store.ClaimJob(ctx, m.owner, m.cfg.LeaseDuration)
+		j, err := m.claim(ctx)
 		if err == nil {
 			m.run(workCtx, j)
 			continue
@@ -352,7 +352,7 @@ func (m *Manager) queueContinuation(ctx context.Context, e *jobEnd) {
 	}
 	reason := fmt.Sprintf("continues job %.8s: %d records remain", e.row.ID, e.outcome.Remaining)
 	next, created, err := m.store.EnqueueJob(ctx, catalog.JobRequest{
-		CollectionID: e.row.CollectionID, Trigger: e.row.Trigger, Reason: reason, Continues: e.row.ID,
+		CollectionID: e.row.CollectionID, Trigger: e.row.Trigger, Reason: reason, Continues: e.row.ID, TraceParent: e.row.TraceParent,
 	})
 	if err != nil {
 		e.log.Error("queue continuation", "err", err)

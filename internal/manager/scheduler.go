@@ -22,8 +22,8 @@ type scheduleStore interface {
 	ListJobs(ctx context.Context, f catalog.JobFilter) ([]catalog.Job, error)
 	GetSetting(ctx context.Context, name string) (catalog.Setting, error)
 	EnqueueJob(ctx context.Context, r catalog.JobRequest) (catalog.Job, bool, error)
-	AcquireLease(ctx context.Context, name, owner string, ttl time.Duration) (bool, error)
-	ReleaseLease(ctx context.Context, name, owner string) error
+	AcquireLeaderLease(ctx context.Context, name, owner string, ttl time.Duration) (bool, error)
+	ReleaseLeaderLease(ctx context.Context, name, owner string) error
 }
 
 // scheduler turns backlogs into SCHEDULED jobs, on the replica that holds
@@ -50,7 +50,7 @@ type scheduler struct {
 // refreshes the backlog gauges from the catalog (other replicas' pushes and
 // commits included).
 func (s *scheduler) runOnce(ctx context.Context) {
-	held, err := s.store.AcquireLease(ctx, schedulerLease, s.cfg.Node, 3*s.cfg.Interval)
+	held, err := s.store.AcquireLeaderLease(ctx, schedulerLease, s.cfg.Node, 3*s.cfg.Interval)
 	s.mu.Lock()
 	switch {
 	case err != nil:
@@ -76,7 +76,7 @@ func (s *scheduler) runOnce(ctx context.Context) {
 // release gives up the leader lease (a clean shutdown), so that another
 // replica takes it at once.
 func (s *scheduler) release(ctx context.Context) error {
-	return s.store.ReleaseLease(ctx, schedulerLease, s.cfg.Node)
+	return s.store.ReleaseLeaderLease(ctx, schedulerLease, s.cfg.Node)
 }
 
 // schedule is Manager.Schedule.

@@ -198,8 +198,9 @@ func (h *eventHub) runOnce(ctx context.Context) (changed bool) {
 	// Jobs of other replicas that finished since the last poll, including
 	// those queued and finished between two polls (never seen active here):
 	// a watcher of their id must see the end. The window overlaps the last
-	// one by a second (replica clocks); an end already published is not
-	// published again.
+	// one by a second (replica clocks; the jobs seen active are read by id
+	// below, so a skewed clock cannot hide their ends); an end already
+	// published is not published again.
 	since := h.lastPoll.Add(-time.Second)
 	h.lastPoll = h.clock()
 	finished, err := h.store.ListJobs(ctx, catalog.JobFilter{FinishedSince: since})

@@ -46,16 +46,28 @@ type Config struct {
 	DeltaFoldRecords int
 	// MaxDeltas: a base listing this many deltas is folded (default 16).
 	MaxDeltas int
+
+	// BlockCacheBytes bounds the decoded blocks and deltas that reads
+	// (Store.Get, Store.Scan) keep in memory, in bytes of their estimated
+	// decoded size; 0 keeps none. DefaultConfig gives
+	// DefaultBlockCacheBytes; zero is not filled in.
+	BlockCacheBytes int64
 }
 
 // DefaultConfig returns the documented defaults (those NewStore fills in
 // for zero fields): blocks of 4096 records merged under 1024, deltas for
 // changes under 5% of the records of more than 4 blocks, folded past
-// max(4096, 10% of the records) rows or 16 deltas.
-func DefaultConfig() Config { return Config{}.withDefaults() }
+// max(4096, 10% of the records) rows or 16 deltas, and a decoded block
+// cache of DefaultBlockCacheBytes.
+func DefaultConfig() Config {
+	c := Config{}.withDefaults()
+	c.BlockCacheBytes = DefaultBlockCacheBytes
+	return c
+}
 
-// RegisterFlags registers --max-block-records and --min-block-records on fs
-// with c's values as defaults.
+// RegisterFlags registers the flags of c's fields (--max-block-records,
+// --min-block-records, the delta flags, --block-cache-bytes) on fs with
+// c's values as defaults.
 func (c *Config) RegisterFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&c.MaxBlockRecords, "max-block-records", c.MaxBlockRecords, "records at which a segment block is split")
 	fs.IntVar(&c.MinBlockRecords, "min-block-records", c.MinBlockRecords, "records under which a rewritten block is merged with a neighbour (at most half of --max-block-records)")
@@ -63,6 +75,7 @@ func (c *Config) RegisterFlags(fs *pflag.FlagSet) {
 	fs.Float64Var(&c.DeltaMaxFraction, "delta-max-fraction", c.DeltaMaxFraction, "changes under this fraction of the records of the blocks they touch are written as a delta (0 < f <= 1)")
 	fs.IntVar(&c.DeltaFoldRecords, "delta-fold-records", c.DeltaFoldRecords, "delta rows past which deltas are folded into blocks (0: the larger of --max-block-records and 10% of the collection's records)")
 	fs.IntVar(&c.MaxDeltas, "max-deltas", c.MaxDeltas, "deltas a segment version may list before they are folded into blocks")
+	fs.Int64Var(&c.BlockCacheBytes, "block-cache-bytes", c.BlockCacheBytes, "bytes of decoded segment blocks that reads keep in memory (estimated decoded size; 0 disables the cache)")
 }
 
 // Validate rejects sizes NewStore would clamp: MaxBlockRecords under 2,
@@ -79,6 +92,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("--delta-fold-records must be at least 0, got %d", c.DeltaFoldRecords)
 	case c.MaxDeltas < 1:
 		return fmt.Errorf("--max-deltas must be at least 1, got %d", c.MaxDeltas)
+	case c.BlockCacheBytes < 0:
+		return fmt.Errorf("--block-cache-bytes must be at least 0 (0 disables the cache), got %d", c.BlockCacheBytes)
 	}
 	return nil
 }

@@ -261,8 +261,13 @@ func (w *Writer) currentOf(ctx context.Context, changes []Change) (map[string]ma
 // readOverlay reads the deltas of m (all, or those want accepts) and
 // merges them, oldest first, so that the newest change of each id wins:
 // the result is sorted by unique id; a change with a nil Record is a
-// tombstone.
-func (s *Store) readOverlay(ctx context.Context, deltas []DeltaRef, want func(DeltaRef) bool) ([]Change, error) {
+// tombstone. cached reads the deltas through the decoded block cache (the
+// read path's: the changes are then shared and must not be modified).
+func (s *Store) readOverlay(ctx context.Context, deltas []DeltaRef, want func(DeltaRef) bool, cached bool) ([]Change, error) {
+	read := s.ReadDelta
+	if cached {
+		read = s.readDeltaCached
+	}
 	var out []Change
 	for _, d := range deltas {
 		if want != nil && !want(d) {
@@ -271,7 +276,7 @@ func (s *Store) readOverlay(ctx context.Context, deltas []DeltaRef, want func(De
 		if err := ctx.Err(); err != nil {
 			return nil, fmt.Errorf("read delta %s: %w", d.Key, err)
 		}
-		cs, err := s.ReadDelta(ctx, d)
+		cs, err := read(ctx, d)
 		if err != nil {
 			return nil, err
 		}
@@ -355,7 +360,7 @@ func (c *overlayCursor) rest(fn func(materialize.Record) bool) {
 
 // scanOverlay returns a cursor over the deltas of m with ids after after.
 func (s *Store) scanOverlay(ctx context.Context, m *Manifest, after string) (*overlayCursor, error) {
-	ov, err := s.readOverlay(ctx, m.Deltas, func(d DeltaRef) bool { return d.MaxID > after })
+	ov, err := s.readOverlay(ctx, m.Deltas, func(d DeltaRef) bool { return d.MaxID > after }, true)
 	if err != nil {
 		return nil, err
 	}
@@ -370,7 +375,7 @@ func (w *Writer) deltaOverlay(ctx context.Context) ([]Change, error) {
 		return nil, nil
 	}
 	if w.overlay == nil {
-		ov, err := w.s.readOverlay(ctx, w.base.Deltas, nil)
+		ov, err := w.s.readOverlay(ctx, w.base.Deltas, nil, false)
 		if err != nil {
 			return nil, err
 		}
@@ -820,7 +825,7 @@ func blockRows(ref BlockRef, data []byte, ids []string) (out map[string]material
 	cols := make([][][]parquet.Value, len(blockColumns)) // column → wanted row → values
 	for c, path := range blockColumns[1:] {
 		leaf, _ := f.Schema().Lookup(path...)
-		vs, err := columnRows(f.RowGroups()[0].ColumnChunks()[leaf.ColumnIndex], rows, n)
+		vs, err := columnRows(f.RowGroups()[0].ColumnChunks()[leaf.ColumnIndex], rows, n, len(path) > 1)
 		if err != nil {
 			return nil, fmt.Errorf("read column %s: %w", strings.Join(path, "."), err)
 		}
@@ -860,9 +865,11 @@ func blockRows(ref BlockRef, data []byte, ids []string) (out map[string]material
 
 // columnRows returns the values of the given rows (sorted, unique) of
 // chunk, a column of a block of total rows: every page is decoded once, and
-// only the wanted rows' values are read from it (Page.Slice). The pages'
-// row counts must add up to total.
-func columnRows(chunk parquet.ColumnChunk, rows []int64, total int64) ([][]parquet.Value, error) {
+// only the wanted rows' values are read from it (Page.Slice; one pass over
+// the page for a repeated column). The pages' row counts must add up to
+// total. repeated: the column is the embedding list's element (its values
+// carry repetition levels).
+func columnRows(chunk parquet.ColumnChunk, rows []int64, total int64, repeated bool) ([][]parquet.Value, error) {
 	out := make([][]parquet.Value, len(rows))
 	pages := chunk.Pages()
 	defer pages.Close()
@@ -879,6 +886,14 @@ func columnRows(chunk parquet.ColumnChunk, rows []int64, total int64) ([][]parqu
 		n := p.NumRows()
 		if n < 0 || n > total-base {
 			return nil, fmt.Errorf("page of %d rows after row %d of %d", n, base, total)
+		}
+		if repeated && next < len(rows) && rows[next] < base+n {
+			// Slicing a repeated page walks its levels from the start: one
+			// pass over the page takes every wanted row instead.
+			var err error
+			if next, err = repeatedRows(p, rows, next, base, out, vals); err != nil {
+				return nil, err
+			}
 		}
 		for ; next < len(rows) && rows[next] < base+n; next++ {
 			vr := p.Slice(rows[next]-base, rows[next]-base+1).Values()
@@ -905,4 +920,46 @@ func columnRows(chunk parquet.ColumnChunk, rows []int64, total int64) ([][]parqu
 		return nil, fmt.Errorf("pages hold %d rows, the block %d", base, total)
 	}
 	return out, nil
+}
+
+// repeatedRows reads the values of page p (holding the rows from base on)
+// in one pass, appending to out[i] the values of rows[i] for every i from
+// next on whose row p holds; it returns the first i whose row is past p.
+// A row starts at each value of repetition level 0.
+func repeatedRows(p parquet.Page, rows []int64, next int, base int64, out [][]parquet.Value, vals []parquet.Value) (int, error) {
+	vr := p.Values()
+	row := base - 1
+	end := base + p.NumRows()
+	for next < len(rows) && rows[next] < end {
+		k, err := vr.ReadValues(vals)
+		for _, v := range vals[:k] {
+			if v.RepetitionLevel() == 0 {
+				row++
+			}
+			for next < len(rows) && rows[next] < row {
+				next++
+			}
+			if next < len(rows) && rows[next] == row {
+				out[next] = append(out[next], v.Clone())
+			}
+		}
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return next, err
+		}
+		if k == 0 {
+			return next, fmt.Errorf("no progress at row %d", row)
+		}
+	}
+	if row >= end {
+		return next, fmt.Errorf("page of %d rows holds a row %d after row %d", p.NumRows(), row-base, base)
+	}
+	// Every wanted row before end was read; the loop stops at the first
+	// row past the page.
+	for next < len(rows) && rows[next] < end {
+		next++
+	}
+	return next, nil
 }

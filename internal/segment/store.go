@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/compactorhq/compactor/internal/materialize"
 )
@@ -41,15 +44,38 @@ type Store struct {
 	blobs Blobs
 	cfg   Config
 	now   func() time.Time
+	// cache holds decoded blocks and deltas for Get and Scan; nil when
+	// Config.BlockCacheBytes is 0.
+	cache *blockCache
+}
+
+// StoreOption configures NewStore.
+type StoreOption func(*storeOptions)
+
+type storeOptions struct{ reg prometheus.Registerer }
+
+// WithRegisterer registers the Store's metrics (the compactor_block_cache_*
+// series of its decoded block cache) on reg.
+func WithRegisterer(reg prometheus.Registerer) StoreOption {
+	return func(o *storeOptions) { o.reg = reg }
 }
 
 // NewStore returns a Store over b. now is the clock for manifest times and
-// GC (nil: time.Now). Zero Config fields take their defaults.
-func NewStore(b Blobs, cfg Config, now func() time.Time) *Store {
+// GC (nil: time.Now). Zero Config fields take their defaults, but for
+// BlockCacheBytes: 0 (or less) keeps no decoded block cache.
+func NewStore(b Blobs, cfg Config, now func() time.Time, opts ...StoreOption) *Store {
 	if now == nil {
 		now = time.Now
 	}
-	return &Store{blobs: b, cfg: cfg.withDefaults(), now: now}
+	var o storeOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	s := &Store{blobs: b, cfg: cfg.withDefaults(), now: now}
+	if cfg.BlockCacheBytes > 0 {
+		s.cache = newBlockCache(cfg.BlockCacheBytes, o.reg)
+	}
+	return s
 }
 
 // ReadManifest reads and decodes a manifest. Errors wrap ErrNotExist when
@@ -76,6 +102,33 @@ func (s *Store) ReadBlock(ctx context.Context, ref BlockRef) ([]materialize.Reco
 		return nil, fmt.Errorf("read block %s: %w", ref.Key, err)
 	}
 	return decodeBlockOf(ref, data)
+}
+
+// readBlockCached is ReadBlock through the decoded block cache (ReadBlock
+// itself when there is none). The records returned may be shared with
+// other readers: they must not be modified.
+func (s *Store) readBlockCached(ctx context.Context, ref BlockRef) ([]materialize.Record, error) {
+	if s.cache == nil {
+		return s.ReadBlock(ctx, ref)
+	}
+	v, err := s.cache.get(ctx, ref.Key, func() (any, error) { return s.ReadBlock(ctx, ref) }, recordsBytes)
+	if err != nil {
+		return nil, err
+	}
+	return v.([]materialize.Record), nil
+}
+
+// readDeltaCached is ReadDelta through the decoded block cache, as
+// readBlockCached.
+func (s *Store) readDeltaCached(ctx context.Context, ref DeltaRef) ([]Change, error) {
+	if s.cache == nil {
+		return s.ReadDelta(ctx, ref)
+	}
+	v, err := s.cache.get(ctx, ref.Key, func() (any, error) { return s.ReadDelta(ctx, ref) }, changesBytes)
+	if err != nil {
+		return nil, err
+	}
+	return v.([]Change), nil
 }
 
 // findRecord returns the record of recs (sorted by id) with id.
@@ -112,14 +165,17 @@ func idsByBlock(blocks []BlockRef, ids []string) (map[int][]string, []int) {
 // Get returns the records of m with the given ids (missing ids are absent
 // from the map), its deltas applied. It reads the deltas whose range holds
 // an id, and only the blocks whose range holds an id the deltas do not
-// decide. m nil: empty segment.
+// decide; of a block that is not in the decoded block cache and holds few
+// of the ids, only the id column and the rows of those ids are decoded.
+// The records may be shared with the cache and other readers: they must
+// not be modified. m nil: empty segment.
 func (s *Store) Get(ctx context.Context, m *Manifest, ids []string) (map[string]materialize.Record, error) {
 	out := make(map[string]materialize.Record)
 	if m == nil {
 		return out, nil
 	}
 	// Deltas first: the newest delta holding an id decides it.
-	if ov, err := s.readOverlay(ctx, m.Deltas, coversAny(ids)); err != nil {
+	if ov, err := s.readOverlay(ctx, m.Deltas, coversAny(ids), true); err != nil {
 		return nil, err
 	} else if len(ov) > 0 {
 		rest := make([]string, 0, len(ids))
@@ -134,23 +190,62 @@ func (s *Store) Get(ctx context.Context, m *Manifest, ids []string) (map[string]
 	}
 	byBlock, order := idsByBlock(m.Blocks, ids)
 	for _, i := range order {
-		recs, err := s.ReadBlock(ctx, m.Blocks[i])
-		if err != nil {
+		if err := s.getFromBlock(ctx, m.Blocks[i], byBlock[i], out); err != nil {
 			return nil, err
-		}
-		for _, id := range byBlock[i] {
-			if r, ok := findRecord(recs, id); ok {
-				out[id] = r
-			}
 		}
 	}
 	return out, nil
 }
 
+// sparseReadFraction: a Get that wants fewer than 1/sparseReadFraction of a
+// block's records, when the block is not cached, decodes only the id
+// column and the wanted rows (readBlockRows) and leaves the cache as it is;
+// one that wants more decodes the whole block into the cache.
+const sparseReadFraction = 8
+
+// getFromBlock adds to out the records of ids (sorted, inside ref's range)
+// that block ref holds: from the cache when it holds the block; else, for
+// few ids, from a decode of their rows alone; else from the whole block,
+// decoded into the cache.
+func (s *Store) getFromBlock(ctx context.Context, ref BlockRef, ids []string, out map[string]materialize.Record) error {
+	if v, ok := s.cache.peek(ref.Key); ok {
+		addFound(out, v.([]materialize.Record), ids)
+		return nil
+	}
+	if int64(len(ids))*sparseReadFraction < ref.Records {
+		s.cache.noteMiss()
+		found, err := s.readBlockRows(ctx, ref, ids)
+		if err != nil {
+			return err
+		}
+		maps.Copy(out, found)
+		return nil
+	}
+	recs, err := s.readBlockCached(ctx, ref)
+	if err != nil {
+		return err
+	}
+	addFound(out, recs, ids)
+	return nil
+}
+
+// addFound adds to out the records of recs (sorted by id) with the given
+// ids.
+func addFound(out map[string]materialize.Record, recs []materialize.Record, ids []string) {
+	for _, id := range ids {
+		if r, ok := findRecord(recs, id); ok {
+			out[id] = r
+		}
+	}
+}
+
 // Scan calls fn for the records of m with id > after, in id order, its
 // deltas applied, until fn returns false or the records end. It reads the
 // deltas whose range ends after after (held for the scan; their total is
-// bounded by Config.DeltaFoldRecords), then one block at a time.
+// bounded by Config.DeltaFoldRecords), then one block at a time, through
+// the decoded block cache, so that the pages of a paged read decode each
+// block once while it stays cached. The records may be shared with the
+// cache and other readers: fn must not modify them.
 func (s *Store) Scan(ctx context.Context, m *Manifest, after string, fn func(materialize.Record) bool) error {
 	if m == nil {
 		return nil
@@ -168,7 +263,7 @@ func (s *Store) Scan(ctx context.Context, m *Manifest, after string, fn func(mat
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("scan: %w", err)
 		}
-		recs, err := s.ReadBlock(ctx, ref)
+		recs, err := s.readBlockCached(ctx, ref)
 		if err != nil {
 			return err
 		}
