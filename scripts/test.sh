@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The project's test command (README, Quick start; .ci/run calls it). It
 # installs what is missing (Debian's Chromium and promtool when run as root;
-# the Go tools pinned in tools/go.mod; DuckDB from npm into tools/duckdb when
-# node is present), then checks, in order:
+# the Go tools pinned in tools/go.mod; DuckDB and axe-core from npm into
+# tools/duckdb and tools/axe when node is present), then checks, in order:
 #   generated code is fresh (scripts/generate.sh leaves `git status` clean),
 #   buf lint, buf format, buf breaking against the previous commit,
 #   gofmt, go vet (run in the background from the start, checked before
@@ -118,24 +118,28 @@ build_tools() {
 }
 step "build pinned tools" build_tools
 
-# DuckDB from npm (tools/duckdb, pinned by its package-lock.json) for the
-# tests that read blocks with it through tools/duckdb/query.mjs; those tests
-# skip when it is missing. Installed only when node and npm are present, and
-# only when node_modules is older than the lock file.
-install_duckdb() {
-	local dir=tools/duckdb
+# npm packages pinned by their package-lock.json, each in a folder of its
+# own under tools/: DuckDB (tools/duckdb) for the tests that read blocks with
+# it through tools/duckdb/query.mjs, and axe-core (tools/axe) for the
+# accessibility checks of the browser tests; the tests that use them skip
+# when they are missing (fail under CI=true for axe-core, as for the
+# browser). Installed only when node and npm are present, and only when
+# node_modules is older than the lock file.
+install_npm() { # install_npm DIR WHAT
+	local dir=$1 what=$2
 	if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
-		echo "note: node or npm is missing; DuckDB ($dir) not installed, the tests that use it skip"
+		echo "note: node or npm is missing; $what ($dir) not installed, the tests that use it skip"
 		return 0
 	fi
 	if [ -f "$dir/node_modules/.package-lock.json" ] && [ "$dir/node_modules/.package-lock.json" -nt "$dir/package-lock.json" ]; then
-		echo "DuckDB ($dir/node_modules) is up to date"
+		echo "$what ($dir/node_modules) is up to date"
 		return 0
 	fi
-	[ "${SKIP_INSTALL:-}" = 1 ] && { echo "note: SKIP_INSTALL=1: DuckDB ($dir) not installed"; return 0; }
+	[ "${SKIP_INSTALL:-}" = 1 ] && { echo "note: SKIP_INSTALL=1: $what ($dir) not installed"; return 0; }
 	npm ci --prefix "$dir" --no-audit --no-fund --loglevel=error >/dev/null
 }
-step "install DuckDB (npm)" install_duckdb
+step "install DuckDB (npm)" install_npm tools/duckdb DuckDB
+step "install axe-core (npm)" install_npm tools/axe axe-core
 
 # go vet, started at the top, ends before scripts/generate.sh rewrites
 # gen/ and web/ (vet must not read a file while it is rewritten).

@@ -19,8 +19,10 @@ import (
 // TestInBrowser loads the pages in headless Chromium and checks what only a
 // browser shows: the script connects to /events, a Source tick refreshes
 // the running job's progress in place, the strict content security policy
-// blocks nothing of ours (no console errors), and at 1280 and 390 px wide
-// no page scrolls sideways. It skips without Chromium. Set
+// blocks nothing of ours (no console errors), at 1400, 1280 and 390 px wide
+// no page scrolls sideways (and at 1280 px and more no table does), and
+// axe-core finds no serious or critical accessibility violation on any
+// page. It skips without Chromium. Set
 // WEB_SCREENSHOT_DIR to keep screenshots.
 func TestInBrowser(t *testing.T) {
 	browsertest.Require(t)
@@ -78,8 +80,9 @@ func TestInBrowser(t *testing.T) {
 		t.Errorf("the page reloaded instead of updating in place (%q, %v)", same, err)
 	}
 
-	for _, page := range []string{"/", "/collections", "/collections/" + webtest.Orders, "/jobs/" + webtest.Failed, "/jobs/" + webtest.RunningJob} {
-		for _, width := range []int64{1280, 390} {
+	axe := browsertest.RequireAxe(t)
+	for _, page := range []string{"/", "/collections", "/collections/" + webtest.Orders, "/jobs/" + webtest.Failed, "/jobs/" + webtest.RunningJob, "/plan"} {
+		for _, width := range []int64{1400, 1280, 390} {
 			if err := chromedp.Do(ctx,
 				chromedp.EmulateViewport(width, 844),
 				chromedp.Navigate(srv.URL+page),
@@ -93,6 +96,20 @@ func TestInBrowser(t *testing.T) {
 			}
 			if overflow {
 				t.Errorf("%s scrolls sideways at %d px", page, width)
+			}
+			if width >= 1280 {
+				// On a desktop screen no table needs its own sideways
+				// scrolling either (ids are shown short, times relative).
+				wide, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll(".table-wrap")].filter(w => w.scrollWidth > w.clientWidth).map(w => w.querySelector("table")?.dataset.testid || "?")`))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(wide) > 0 {
+					t.Errorf("%s at %d px: tables %v scroll sideways", page, width, wide)
+				}
+			}
+			if axe && width != 1400 {
+				browsertest.CheckAxe(t, ctx, page)
 			}
 			name := strings.ReplaceAll(strings.Trim(page, "/"), "/", "_")
 			if name == "" {

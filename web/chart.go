@@ -34,6 +34,19 @@ type chartView struct {
 	Dot       *pointView
 }
 
+// Role is the ARIA role of the chart's svg: "img" for a picture, "group"
+// when bars link to jobs (an image may not contain interactive elements;
+// each link is then named by its bar's title, and the axes are hidden from
+// assistive technology, the description summarizing them).
+func (c chartView) Role() string {
+	for _, b := range c.Bars {
+		if b.URL != "" {
+			return "group"
+		}
+	}
+	return "img"
+}
+
 type lineView struct{ X1, Y1, X2, Y2 string }
 
 type tickView struct {

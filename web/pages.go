@@ -203,7 +203,16 @@ func (h *handler) jobPage(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	v := buildJob(h.cfg.Now(), j, h.act(r))
+	var capBps int64
+	if j.State == StateRunning {
+		c, err := h.src.Controls(r.Context())
+		if err != nil {
+			h.fail(w, r, err)
+			return
+		}
+		capBps = c.MaxThroughput
+	}
+	v := buildJob(h.cfg.Now(), j, capBps, h.act(r))
 	h.render(w, r, http.StatusOK, h.meta(r, v.Title, "", true), jobMain(v))
 }
 

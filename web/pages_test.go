@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/compactorhq/compactor/web"
 	"github.com/compactorhq/compactor/web/webtest"
@@ -582,5 +583,36 @@ func TestStorageFiguresAndThroughput(t *testing.T) {
 		if bars := chart.ByTag("rect"); len(bars) != 1 || !strings.Contains(bars[0].Text(), "1.5 MiB") {
 			t.Errorf("throughput chart: %d bars (%v), want one of 1.5 MiB", len(bars), chart.Text())
 		}
+	}
+}
+
+// A throughput cap shows on the dashboard, and a running job writing blocks
+// under it says it is throttled (on the dashboard and its own page), so that
+// a slow job does not look stuck.
+func TestAThroughputCapAndTheJobsItThrottlesAreShown(t *testing.T) {
+	e := newEnv(t, web.Config{})
+	if p := e.get("/").page(t); len(p.ByTestID("throughput-cap")) != 0 || len(p.ByTestID("job-throttled")) != 0 {
+		t.Fatal("no cap is set, yet the dashboard shows one")
+	}
+	e.src.SetControls(web.Controls{MaxThroughput: 1 << 20, ThroughputOverride: true, ThroughputBy: "alice", ThroughputSince: webtest.Now.Add(-5 * time.Minute)})
+	p := e.get("/").page(t)
+	if got := p.One(t, "throughput-cap").Text(); !strings.Contains(got, "1.0 MiB/s") || !strings.Contains(got, "alice") || !strings.Contains(got, "5m ago") {
+		t.Errorf("cap on the dashboard: %q, want the cap, who set it and when", got)
+	}
+	var row *node
+	for _, r := range p.ByTestID("running-job") {
+		if r.Attrs["data-job-id"] == webtest.RunningJob {
+			row = r
+		}
+	}
+	if row == nil {
+		t.Fatal("no row of the running job")
+	}
+	if got := row.One(t, "job-throttled").Text(); got != "throttled to 1.0 MiB/s" {
+		t.Errorf("running job: %q, want throttled to 1.0 MiB/s", got)
+	}
+	jp := e.get("/jobs/" + webtest.RunningJob).page(t)
+	if got := jp.One(t, "job-progress-panel").One(t, "job-throttled").Text(); got != "throttled to 1.0 MiB/s" {
+		t.Errorf("job page: %q", got)
 	}
 }

@@ -186,6 +186,48 @@ type runProgress struct {
 	// yet (never "0s" while the job runs).
 	ETA      string
 	ETAKnown bool
+	// Throttled: the job writes blocks under a throughput cap, described by
+	// Cap ("1.0 MiB/s"); its progress moves at the cap's pace.
+	Throttled bool
+	Cap       string
+}
+
+// throttle marks p throttled when a cap (bytes per second, 0: none) is in
+// force while its job writes blocks, the phase the cap slows.
+func (p *runProgress) throttle(capBps int64) {
+	if capBps <= 0 || p.Phase != phaseWriting {
+		return
+	}
+	p.Throttled, p.Cap = true, fmtBytes(capBps)+"/s"
+}
+
+// phaseWriting is the phase whose blob writes a throughput cap slows.
+const phaseWriting = "writing blocks"
+
+// throughputView describes the throughput cap in force, for the dashboard.
+type throughputView struct {
+	Capped bool
+	Cap    string // "1.0 MiB/s"
+	Source string // "set for every node at run time by alice, 5m ago", "--max-throughput of this node"
+	Since  timeView
+}
+
+func newThroughputView(now time.Time, c Controls) throughputView {
+	if c.MaxThroughput <= 0 {
+		return throughputView{}
+	}
+	v := throughputView{Capped: true, Cap: fmtBytes(c.MaxThroughput) + "/s", Source: "--max-throughput of this node"}
+	if c.ThroughputOverride {
+		v.Source = "set for every node at run time"
+		if c.ThroughputBy != "" {
+			v.Source += " by " + c.ThroughputBy
+		}
+		if !c.ThroughputSince.IsZero() {
+			v.Since = newTimeView(now, c.ThroughputSince)
+			v.Source += ", " + v.Since.Rel
+		}
+	}
+	return v
 }
 
 // etaUnknown is the ETA text of a job whose ETA cannot be estimated.
@@ -319,6 +361,7 @@ type dashboardData struct {
 
 type dashboardView struct {
 	Tiles        []tileView
+	Throttle     throughputView
 	Running      []jobRow
 	Queue        []jobRow
 	QueueMore    int
@@ -401,6 +444,10 @@ func buildDashboard(now time.Time, d dashboardData) dashboardView {
 	v := dashboardView{Act: d.Act}
 
 	v.Running = jobRows(now, d.Running, names)
+	for i := range v.Running {
+		v.Running[i].Progress.throttle(d.Controls.MaxThroughput)
+	}
+	v.Throttle = newThroughputView(now, d.Controls)
 	v.Throughput = throughputChart(now, d.Succeeded)
 
 	queued := d.Queued // in run order, as the Source claims them
@@ -533,6 +580,7 @@ type sortHeader struct {
 
 type collectionRow struct {
 	ID               string
+	ShortID          string // the first 8 characters of ID, as the CLI accepts them
 	Name             string
 	URL              string
 	Dimension        string
@@ -554,6 +602,7 @@ type collectionRow struct {
 func newCollectionRow(now time.Time, c Collection) collectionRow {
 	return collectionRow{
 		ID:               c.ID,
+		ShortID:          shortID(c.ID),
 		Name:             c.Name,
 		URL:              collectionURL(c.ID),
 		Dimension:        strconv.Itoa(c.Dimension),
@@ -694,8 +743,11 @@ type jobView struct {
 	CancelURL string
 }
 
-func buildJob(now time.Time, j Job, act actView) jobView {
+// buildJob is the page of job j; capBps is the throughput cap in force
+// (bytes per second, 0: none), shown on a job it throttles.
+func buildJob(now time.Time, j Job, capBps int64, act actView) jobView {
 	r := newJobRow(now, j, nil)
+	r.Progress.throttle(capBps)
 	span := dash
 	if j.OffsetStart != 0 || j.OffsetEnd != 0 {
 		span = "(" + fmtCount(j.OffsetStart) + ", " + fmtCount(j.OffsetEnd) + "]"

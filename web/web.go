@@ -155,6 +155,15 @@ type Controls struct {
 	Reason string
 	By     string
 	Since  time.Time
+	// MaxThroughput is the cap on bytes per second written by compactions
+	// in force on the serving node; 0: none. A job writing blocks under a
+	// cap is throttled: its progress moves at the cap's pace.
+	MaxThroughput int64
+	// ThroughputOverride: the cap was set at run time for every node
+	// (ThroughputBy, ThroughputSince), not by the node's --max-throughput.
+	ThroughputOverride bool
+	ThroughputBy       string
+	ThroughputSince    time.Time
 }
 
 // PlanEntry is the scheduler's decision for one collection on its next run.

@@ -26,6 +26,7 @@ const demoCollection = "debian-bookworm"
 
 func newDemoCmd(s cli.Streams) *cobra.Command {
 	cfg := server.DefaultConfig()
+	cfg.ShutdownDelay = 0 // one local process, no load balancer to wait for
 	var logs logConfig
 	var dataDir string
 	var exitAfterLoad bool
@@ -121,7 +122,10 @@ func loadSample(ctx context.Context, s cli.Streams, base string) (string, error)
 			}
 		}
 		fmt.Fprintf(s.Out, "\n$ compactor %s\n", strings.Join(shown, " "))
-		return cli.Execute(ctx, newRoot(cli.Streams{In: stdin, Out: s.Out, Err: s.Err}), append(args, "--addr", base), cli.Streams{In: stdin, Out: s.Out, Err: s.Err})
+		// The demo's own server, whatever the user's client configuration
+		// file and COMPACTOR_CONTEXT say.
+		args = append(args, "--addr", base, "--config", os.DevNull, "--context", "")
+		return cli.Execute(ctx, newRoot(cli.Streams{In: stdin, Out: s.Out, Err: s.Err}), args, cli.Streams{In: stdin, Out: s.Out, Err: s.Err})
 	}
 	c := client.New(http.DefaultClient, base)
 	res, err := c.Collections.CreateCollection(ctx, connect.NewRequest(&compactorv1.CreateCollectionRequest{Name: demoCollection, Dimension: 64}))

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 
+	"github.com/KimMachineGun/automemlimit/memlimit"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
@@ -75,6 +76,14 @@ the environment variable COMPACTOR_<FLAG> (e.g. COMPACTOR_LISTEN).`,
 // serve runs the server until ctx ends. started, when set, is called with
 // the app and its address once it serves.
 func serve(ctx context.Context, cfg server.Config, logger *slog.Logger, started func(*server.App, net.Addr)) error {
+	// The Go memory limit follows the container's memory limit (cgroup),
+	// 90 % of it by default, unless GOMEMLIMIT is set; AUTOMEMLIMIT=off
+	// leaves it alone and AUTOMEMLIMIT=0.8 takes another ratio. The
+	// in-flight request bound is derived from it.
+	if _, err := memlimit.SetGoMemLimitWithOpts(memlimit.WithProvider(memlimit.FromCgroup),
+		memlimit.WithLogger(logger.With("component", "memlimit"))); err != nil {
+		logger.Warn("set the go memory limit from the container's", "err", err)
+	}
 	app, err := server.Open(ctx, cfg, logger)
 	if err != nil {
 		return err

@@ -269,6 +269,9 @@ type Job struct {
 	// most records one job may and left a backlog); "" for other jobs. Set
 	// at insertion, never updated.
 	Continues string
+	// TraceParent is the W3C traceparent of the request that queued the
+	// job ("" for none): the job's trace links to that request's.
+	TraceParent string
 
 	// Queue state (DESIGN.md §7a; see queue.go).
 

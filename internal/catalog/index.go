@@ -6,11 +6,12 @@ import (
 	"github.com/compactorhq/compactor/internal/vindex"
 )
 
-// Defaults and bounds of IndexSettings.
+// Defaults and bounds of IndexSettings: the defaults are the index's own;
+// the bounds are within the index's (vindex.MaxM, vindex.MaxEf).
 const (
-	DefaultIndexM              = 16
-	DefaultIndexEfConstruction = 200
-	DefaultIndexEfSearch       = 100
+	DefaultIndexM              = vindex.DefaultM
+	DefaultIndexEfConstruction = vindex.DefaultEfConstruction
+	DefaultIndexEfSearch       = vindex.DefaultEfSearch
 	MinIndexM                  = 2
 	MaxIndexM                  = 100
 	MaxIndexEf                 = 10_000 // ef_construction and ef_search

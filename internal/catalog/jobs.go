@@ -23,7 +23,7 @@ const jobColumns = `id, collection_id, trigger_type, state, reason, attempt, cre
 	error_text, note, node, continues,
 	priority, oldest_at, lease_owner, lease_expires_at, cancel_requested,
 	progress_phase, progress_read, progress_total, progress_bytes, progress_at,
-	progress_fraction, progress_eta_ms, progress_blocks_written, progress_blocks_total`
+	progress_fraction, progress_eta_ms, progress_blocks_written, progress_blocks_total, trace_parent`
 
 // jobReadColumns selects a job row (table alias j) in the order scanJob
 // reads it: jobColumns, then the name of the job's collection, joined in
@@ -34,7 +34,7 @@ const jobReadColumns = `j.id, j.collection_id, j.trigger_type, j.state, j.reason
 	j.error_text, j.note, j.node, j.continues,
 	j.priority, j.oldest_at, j.lease_owner, j.lease_expires_at, j.cancel_requested,
 	j.progress_phase, j.progress_read, j.progress_total, j.progress_bytes, j.progress_at,
-	j.progress_fraction, j.progress_eta_ms, j.progress_blocks_written, j.progress_blocks_total,
+	j.progress_fraction, j.progress_eta_ms, j.progress_blocks_written, j.progress_blocks_total, j.trace_parent,
 	COALESCE((SELECT cn.name FROM collections cn WHERE cn.id = j.collection_id), '')`
 
 func scanJob(s scanner) (Job, error) {
@@ -50,7 +50,7 @@ func scanJob(s scanner) (Job, error) {
 		&j.Error, &j.Note, &j.Node, &j.Continues,
 		&priority, msTime{&j.OldestAt}, &j.LeaseOwner, msTime{&j.LeaseExpiresAt}, &cancel,
 		&j.Progress.Phase, &j.Progress.RecordsRead, &j.Progress.RecordsTotal, &j.Progress.BytesWritten, msTime{&j.Progress.UpdatedAt},
-		&j.Progress.Fraction, &eta, &j.Progress.BlocksWritten, &j.Progress.BlocksTotal,
+		&j.Progress.Fraction, &eta, &j.Progress.BlocksWritten, &j.Progress.BlocksTotal, &j.TraceParent,
 		&j.CollectionName)
 	if err != nil {
 		return Job{}, err
@@ -98,7 +98,7 @@ func (c *Catalog) InsertJob(ctx context.Context, j Job) error {
 // insertJobQuery inserts a job row, last in enqueue order.
 func (c *Catalog) insertJobQuery() string {
 	return `INSERT INTO jobs (` + jobColumns + `, queue_seq)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ` + c.d.nextQueueSeq + `)`
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ` + c.d.nextQueueSeq + `)`
 }
 
 // execInsertJob inserts job j, placing it last in enqueue order. A second
@@ -116,7 +116,7 @@ func (c *Catalog) execInsertJob(ctx context.Context, tx *sql.Tx, j Job) error {
 		j.Error, j.Note, j.Node, j.Continues,
 		priorityOf(j), msOrNull(j.OldestAt), j.LeaseOwner, msOrNull(j.LeaseExpiresAt), cancel,
 		j.Progress.Phase, j.Progress.RecordsRead, j.Progress.RecordsTotal, j.Progress.BytesWritten, msOrNull(j.Progress.UpdatedAt),
-		j.Progress.Fraction, etaOrNull(j.Progress), j.Progress.BlocksWritten, j.Progress.BlocksTotal)
+		j.Progress.Fraction, etaOrNull(j.Progress), j.Progress.BlocksWritten, j.Progress.BlocksTotal, j.TraceParent)
 	switch c.d.kind(err) {
 	case kindUnique:
 		return fmt.Errorf("job id is taken, or collection %s has a %s job already: %w", j.CollectionID, j.State, ErrAlreadyExists)
@@ -168,6 +168,32 @@ func (c *Catalog) execUpdateJob(ctx context.Context, tx *sql.Tx, j Job) error {
 		return ErrNotFound
 	}
 	return nil
+}
+
+// JobIDsWithPrefix returns the ids of up to limit jobs whose id starts with
+// prefix (lowercase UUID characters: hex digits and dashes), in id order:
+// the lookup behind short job ids (the status page shows 8 characters).
+func (c *Catalog) JobIDsWithPrefix(ctx context.Context, prefix string, limit int) ([]string, error) {
+	// Every id character sorts below 'g' (digits, '-', 'a'..'f'), so the ids
+	// starting with prefix are the range [prefix, prefix+"g"): an index
+	// range on the primary key, with no LIKE pattern to escape.
+	rows, err := c.readQuery(ctx, `SELECT id FROM jobs WHERE id >= ? AND id < ? ORDER BY id LIMIT ?`, prefix, prefix+"g", limit)
+	if err != nil {
+		return nil, c.wrap(err, "list jobs with id prefix %s", prefix)
+	}
+	defer func() { _ = rows.Close() }()
+	var ids []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, c.wrap(err, "list jobs with id prefix %s", prefix)
+		}
+		ids = append(ids, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, c.wrap(err, "list jobs with id prefix %s", prefix)
+	}
+	return ids, nil
 }
 
 // GetJob returns one job. ErrNotFound when no such id.

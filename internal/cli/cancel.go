@@ -14,7 +14,8 @@ func newCancelCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
 		Use:   "cancel ID",
 		Short: "Cancel a compaction job",
-		Long: `Cancel a compaction job. A QUEUED job ends CANCELLED at once; a RUNNING job stops
+		Long: `Cancel a compaction job (ID: its id, or a unique start of it of at least 4
+characters, as "compactor job" takes). A QUEUED job ends CANCELLED at once; a RUNNING job stops
 at its next batch boundary, commits nothing and removes what it wrote (until
 then it shows "cancel requested"). A finished job cannot be cancelled
 (failed_precondition). -o json prints the Job object after the request.`,

@@ -346,6 +346,10 @@ func TestPushCompactGet(t *testing.T) {
 	if one.ID != job.ID || one.CollectionName != "debian" || one.State != "JOB_STATE_SUCCEEDED" {
 		t.Fatalf("job = %+v", one)
 	}
+	// The 8 characters the page and the jobs table show name the job too.
+	if short := decode[jobJSON](t, ok(t, addr, "-o", "json", "job", job.ID[:8]).stdout); short.ID != job.ID {
+		t.Fatalf("job %s = %+v, want job %s", job.ID[:8], short, job.ID)
+	}
 	detail := ok(t, addr, "job", job.ID).stdout
 	for _, want := range []string{"Records read:", "5217", "Log offsets:", "(0, 5217]", "Version:", "0 -> 1", "Reason:", "test load", "Duration:"} {
 		if !strings.Contains(detail, want) {
@@ -609,6 +613,7 @@ func TestErrors(t *testing.T) {
 	fails(t, addr, nil, 1, `collection "not-a-uuid" not found: the server has no collections`, "compact", "not-a-uuid")
 	fails(t, addr, nil, 1, "not_found", "job", "6a1b3c0e-8f1e-4a55-9f0e-5c1d2f3a4b5c")
 	fails(t, addr, nil, 1, "not_found", "cancel", "6a1b3c0e-8f1e-4a55-9f0e-5c1d2f3a4b5c")
+	fails(t, addr, nil, 1, `no job id starts with "6a1b3c0e"`, "job", "6a1b3c0e")
 	fails(t, addr, nil, 2, `--output "bogus"`, "--output", "bogus", "collections", "list")
 	fails(t, addr, nil, 2, `--protocol "carrier-pigeon"`, "--protocol", "carrier-pigeon", "jobs")
 	fails(t, addr, nil, 2, "unknown flag: --bogus", "jobs", "--bogus")

@@ -131,9 +131,10 @@ before or after the command's name: compactor --addr HOST:7070 jobs.
 Precedence: a flag, then its COMPACTOR_<FLAG> environment variable, then the
 named context of the client configuration file, then the default.
 
-Configuration file (--config, COMPACTOR_CONFIG, default ` + "~/.config/compactor/config.yaml" + `):
-named contexts, like kubectl's and gh's, chosen with --context or
-COMPACTOR_CONTEXT, else current-context:
+The client configuration file (--config, COMPACTOR_CONFIG, default
+~/.config/compactor/config.yaml) holds named contexts, like kubectl's and
+gh's, chosen with --context or COMPACTOR_CONTEXT, else current-context;
+relative paths in it are relative to the file:
 
   current-context: prod
   contexts:
@@ -284,7 +285,7 @@ func (g *globals) httpClient() (*http.Client, error) {
 		}
 		tc.RootCAs = pool
 	}
-	tc.InsecureSkipVerify = g.insecure //nolint:gosec // --insecure, documented as for tests
+	tc.InsecureSkipVerify = g.insecure // --insecure, documented as for tests only
 	var protocols http.Protocols
 	protocols.SetHTTP1(true)
 	protocols.SetHTTP2(true)

@@ -138,9 +138,11 @@ func (s *session) jobsTable(jobs []*compactorv1.Job) error {
 
 func newJobCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
-		Use:               "job ID",
-		Short:             "Show one compaction job with every field",
-		Long:              `Show one compaction job with every field. -o json prints a Job object.`,
+		Use:   "job ID",
+		Short: "Show one compaction job with every field",
+		Long: `Show one compaction job with every field. ID is the job's id or its first
+characters (at least 4) when they name one job only, such as the 8 that the
+status page and "compactor jobs" show. -o json prints a Job object.`,
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: completeJobs(g),
 		RunE: func(cmd *cobra.Command, args []string) error {

@@ -240,14 +240,24 @@ func jobFraction(p *compactorv1.Progress) (f float64, ok bool) {
 
 // etaText is "ETA 3.2s" from Progress.eta, or "ETA unknown" while the
 // server cannot estimate it (unset), never "ETA 0s" for an unknown one.
-func etaText(p *compactorv1.Progress) string {
-	switch {
-	case p.GetEta() == nil:
+func etaText(p *compactorv1.Progress) string { return etaTextAged(p, 0) }
+
+// etaTextAged is etaText for a progress report received age ago: its ETA
+// counts down from when it arrived, and once it has run out while the job
+// still runs (no newer report since) it is "ETA overdue by 12s", never a
+// stale "ETA <1s".
+func etaTextAged(p *compactorv1.Progress, age time.Duration) string {
+	if p.GetEta() == nil {
 		return "ETA unknown"
-	case p.GetEta().AsDuration() < time.Second:
+	}
+	left := p.GetEta().AsDuration() - max(age, 0)
+	switch {
+	case left <= -time.Second:
+		return "ETA overdue by " + format.Duration((-left).Round(time.Second))
+	case left < time.Second:
 		return "ETA <1s"
 	}
-	return "ETA " + format.Duration(p.GetEta().AsDuration())
+	return "ETA " + format.Duration(left)
 }
 
 // jobDetail is the one-cell summary of a job: its progress while running,

@@ -113,16 +113,18 @@ const barScale = 1000
 type barView struct {
 	p      *mpb.Progress
 	status *mpb.Bar                    // the last line, "jobs: 1 running, 2 queued"; it keeps the view rendering until close
-	mu     sync.Mutex                  // guards jobs, read by mpb's goroutine through the decorators
+	mu     sync.Mutex                  // guards jobs and seen, read by mpb's goroutine through the decorators
 	jobs   map[string]*compactorv1.Job // latest state of each job
+	seen   map[string]time.Time        // when each job's latest state arrived: its ETA counts down from then
 	bars   map[string]*mpb.Bar         // of the unfinished jobs
+	now    func() time.Time            // the clock of the countdown (time.Now; tests set it)
 }
 
 // newBarView draws on w; opts are for tests (an output that is not a
 // terminal renders when the view closes, or on a manual refresh).
 func newBarView(w io.Writer, opts ...mpb.ContainerOption) *barView {
 	opts = append([]mpb.ContainerOption{mpb.WithOutput(w), mpb.WithRefreshRate(150 * time.Millisecond)}, opts...)
-	v := &barView{p: mpb.New(opts...), jobs: map[string]*compactorv1.Job{}, bars: map[string]*mpb.Bar{}}
+	v := &barView{p: mpb.New(opts...), jobs: map[string]*compactorv1.Job{}, seen: map[string]time.Time{}, bars: map[string]*mpb.Bar{}, now: time.Now}
 	// Without a total, it never completes; a bar's priority is its place,
 	// the highest last.
 	v.status = v.p.New(0, mpb.NopStyle(), mpb.BarPriority(math.MaxInt),
@@ -159,6 +161,7 @@ func (v *barView) update(j *compactorv1.Job) {
 	v.mu.Lock()
 	prev, known := v.jobs[id]
 	v.jobs[id] = j
+	v.seen[id] = v.now()
 	v.mu.Unlock()
 	bar := v.bars[id]
 	if jobDone(j.GetState()) {
@@ -184,7 +187,7 @@ func (v *barView) update(j *compactorv1.Job) {
 			),
 			mpb.AppendDecorators(
 				decor.Any(func(decor.Statistics) string { return v.percent(id) }, decor.WC{W: 5}),
-				decor.Any(func(decor.Statistics) string { return "  " + etaText(v.job(id).GetProgress()) }),
+				decor.Any(func(decor.Statistics) string { return "  " + v.eta(id) }),
 			),
 		)
 		v.bars[id] = bar
@@ -208,6 +211,13 @@ func (v *barView) phase(id string) string {
 		s += " (cancel requested)"
 	}
 	return s
+}
+
+// eta is the ETA of job id counted down from when its latest state arrived.
+func (v *barView) eta(id string) string {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return etaTextAged(v.jobs[id].GetProgress(), v.now().Sub(v.seen[id]))
 }
 
 // percent is the fraction of job id done, "45%", or "" while unknown.

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -152,4 +153,89 @@ func TestPushBarCountsBytesOrLines(t *testing.T) {
 	if out := buf.String(); !strings.Contains(out, "push <stdin>") || !strings.Contains(out, "3 lines") {
 		t.Errorf("line bar:\n%s", out)
 	}
+}
+
+// An ETA counts down from when its report arrived; once it has run out
+// while the job still runs, it says so instead of "ETA <1s".
+func TestETACountsDownAndSaysWhenItHasRunOut(t *testing.T) {
+	p := &compactorv1.Progress{Eta: durationpb.New(5 * time.Second)}
+	for _, c := range []struct {
+		age  time.Duration
+		want string
+	}{
+		{0, "ETA 5.0s"},
+		{3 * time.Second, "ETA 2.0s"},
+		{4500 * time.Millisecond, "ETA <1s"},
+		{5500 * time.Millisecond, "ETA <1s"},
+		{39 * time.Second, "ETA overdue by 34s"},
+	} {
+		if got := etaTextAged(p, c.age); got != c.want {
+			t.Errorf("ETA 5s received %s ago: %q, want %q", c.age, got, c.want)
+		}
+	}
+	if got := etaTextAged(&compactorv1.Progress{}, time.Minute); got != "ETA unknown" {
+		t.Errorf("no ETA: %q", got)
+	}
+
+	// The terminal view: no newer report for 34 s after "ETA <1s".
+	var buf bytes.Buffer
+	v := newBarView(&buf, testBarOptions()...)
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	v.now = func() time.Time { return now }
+	j := fakeJob(fakeJob1, "one", compactorv1.JobState_JOB_STATE_RUNNING)
+	j.Progress = &compactorv1.Progress{Phase: "committing", Fraction: 0.96, Eta: durationpb.New(500 * time.Millisecond)}
+	v.update(j)
+	if got := v.eta(fakeJob1); got != "ETA <1s" {
+		t.Errorf("at once: %q", got)
+	}
+	now = now.Add(34 * time.Second)
+	if got := v.eta(fakeJob1); got != "ETA overdue by 34s" {
+		t.Errorf("34 s later: %q, want ETA overdue by 34s", got)
+	}
+	v.close()
+}
+
+// watch --progress prints one line when a running job's ETA runs out with
+// no newer report, and none when a newer report came first.
+func TestWatchSaysWhenARunningJobsETAHasRunOut(t *testing.T) {
+	type pending struct {
+		d time.Duration
+		f func()
+	}
+	var timers []pending
+	after := func(d time.Duration, f func()) func() bool {
+		timers = append(timers, pending{d, f})
+		return func() bool { return true }
+	}
+	var lines []string
+	w := newETAWatch(after, func(j *compactorv1.Job, by time.Duration) {
+		lines = append(lines, fmt.Sprintf("%s overdue by %s", j.GetId(), by))
+	})
+	j := fakeJob(fakeJob1, "one", compactorv1.JobState_JOB_STATE_RUNNING)
+	j.Progress = &compactorv1.Progress{Phase: "committing", Eta: durationpb.New(time.Second)}
+	printed := 0
+	w.seen(j, func() { printed++ })
+	if printed != 1 || len(timers) != 1 || timers[0].d != time.Second+etaGrace {
+		t.Fatalf("printed %d, timers %v; want the line and one timer at the ETA plus %s", printed, timers, etaGrace)
+	}
+	timers[0].f()
+	if len(lines) != 1 || lines[0] != fakeJob1+" overdue by "+etaGrace.String() {
+		t.Fatalf("lines %q, want one saying the ETA ran out", lines)
+	}
+
+	// A newer report supersedes the timer: when the old one fires anyway
+	// (it was already running), nothing is printed.
+	w.seen(j, func() {})
+	w.seen(j, func() {})
+	timers[1].f()
+	if len(lines) != 1 {
+		t.Errorf("a superseded timer printed %q", lines[1:])
+	}
+	done := fakeJob(fakeJob1, "one", compactorv1.JobState_JOB_STATE_SUCCEEDED)
+	w.seen(done, func() {})
+	timers[2].f()
+	if len(lines) != 1 || len(timers) != 3 {
+		t.Errorf("after the job ended: lines %q, %d timers", lines, len(timers))
+	}
+	w.stop()
 }

@@ -22,7 +22,7 @@ func TestQuery(t *testing.T) {
 	addr := startServer(t, nil)
 	id := createCollection(t, addr, "vectors", "--dimension", "2", "--distance", "l2", "--m", "24")
 	get := ok(t, addr, "collections", "get", "vectors").stdout
-	for _, want := range []string{"Distance:", "l2", "Vector index:", "m 24, ef_construction 200, ef_search 100"} {
+	for _, want := range []string{"Distance:", "l2", "Index settings:", "m 24, ef_construction 200, ef_search 100"} {
 		if !strings.Contains(get, want) {
 			t.Errorf("collections get lacks %q:\n%s", want, get)
 		}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -67,6 +68,17 @@ func (s *session) watch(ctx context.Context, opts watchOptions) error {
 	if !s.out.json {
 		fmt.Fprintf(s.out.w, "%-20s  %-9s  %-36s  %-24s  %-9s  %s\n", "TIME", "EVENT", "JOB", "COLLECTION", "STATE", "DETAIL")
 	}
+	line := func(event string, j *compactorv1.Job, detail string) error {
+		_, err := fmt.Fprintf(s.out.w, "%-20s  %-9s  %-36s  %-24s  %-9s  %s\n",
+			s.out.now().UTC().Format("2006-01-02T15:04:05Z"), event, j.GetId(),
+			ellipsize(collectionLabel(j), 24), stateName(j.GetState()), orDash(detail))
+		return err
+	}
+	etas := newETAWatch(s.afterFunc, func(j *compactorv1.Job, overdue time.Duration) {
+		_ = line("progress", j, fmt.Sprintf("%s, no progress report since; ETA overdue by %s",
+			strings.ToLower(stateName(j.GetState())), format.Duration(overdue.Round(time.Second))))
+	})
+	defer etas.stop()
 	err = s.watchJobs(ctx, opts.rc, func() *compactorv1.WatchCompactionsRequest {
 		return &compactorv1.WatchCompactionsRequest{CollectionId: id, IncludeProgress: opts.progress}
 	}, func(m *compactorv1.WatchCompactionsResponse) (bool, error) {
@@ -82,9 +94,8 @@ func (s *session) watch(ctx context.Context, opts watchOptions) error {
 		if jobDone(j.GetState()) {
 			detail = strings.TrimPrefix(strings.TrimPrefix(finishedText(j), stateName(j.GetState())), " ")
 		}
-		_, err := fmt.Fprintf(s.out.w, "%-20s  %-9s  %-36s  %-24s  %-9s  %s\n",
-			s.out.now().UTC().Format("2006-01-02T15:04:05Z"), eventName(m.GetType()), j.GetId(),
-			ellipsize(collectionLabel(j), 24), stateName(j.GetState()), orDash(detail))
+		var err error
+		etas.seen(j, func() { err = line(eventName(m.GetType()), j, detail) })
 		return false, err
 	}, s.out.note)
 	if interrupted(ctx, err) {
@@ -158,3 +169,72 @@ func (s *session) watchJobs(ctx context.Context, rc reconnect, req func() *compa
 	on func(*compactorv1.WatchCompactionsResponse) (stop bool, err error), note func(string, ...any)) error {
 	return unreachableError(s.c.api.Watch(ctx, rc.policy(note), req, on))
 }
+
+// etaGrace is how long past its ETA a running job may go without a report
+// before watch says the ETA has run out: the server's last report may have
+// just missed the job's end.
+const etaGrace = 2 * time.Second
+
+// etaWatch makes watch --progress say when a running job's ETA has run out
+// with no newer report (a phase without a counter, such as committing,
+// reports nothing until it ends): one line, printed etaGrace past the ETA,
+// instead of leaving the last line's "ETA <1s" to stand for as long as the
+// job takes. Lines of the stream and of the timers are serialized by mu.
+type etaWatch struct {
+	mu      sync.Mutex
+	after   func(time.Duration, func()) (stop func() bool)
+	overdue func(j *compactorv1.Job, by time.Duration)
+	timers  map[string]etaTimer // job id → its pending timer
+	gen     uint64              // numbers the timers, so that a superseded one that fires anyway does nothing
+}
+
+type etaTimer struct {
+	stop func() bool
+	gen  uint64
+}
+
+func newETAWatch(after func(time.Duration, func()) func() bool, overdue func(*compactorv1.Job, time.Duration)) *etaWatch {
+	return &etaWatch{after: after, overdue: overdue, timers: map[string]etaTimer{}}
+}
+
+// seen prints the line of j's latest state (print, under the lock) and
+// restarts j's timer: a running job with a known ETA gets one.
+func (w *etaWatch) seen(j *compactorv1.Job, print func()) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	print()
+	id := j.GetId()
+	if t, ok := w.timers[id]; ok {
+		t.stop()
+		delete(w.timers, id)
+	}
+	eta := j.GetProgress().GetEta()
+	if j.GetState() != compactorv1.JobState_JOB_STATE_RUNNING || eta == nil {
+		return
+	}
+	w.gen++
+	gen := w.gen
+	stop := w.after(eta.AsDuration()+etaGrace, func() {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		if t, ok := w.timers[id]; !ok || t.gen != gen {
+			return // superseded by a newer report
+		}
+		delete(w.timers, id)
+		w.overdue(j, etaGrace)
+	})
+	w.timers[id] = etaTimer{stop: stop, gen: gen}
+}
+
+// stop cancels every pending timer.
+func (w *etaWatch) stop() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for id, t := range w.timers {
+		t.stop()
+		delete(w.timers, id)
+	}
+}
+
+// afterFunc runs f after d on its own goroutine; the result stops it.
+func (s *session) afterFunc(d time.Duration, f func()) func() bool { return time.AfterFunc(d, f).Stop }

@@ -208,6 +208,26 @@ type Options struct {
 	CommitJob func(Result) *catalog.Job
 }
 
+// Catalog is what a Compactor uses of the catalog: a *catalog.Catalog, or
+// one wrapped (internal/storetrace traces each call).
+type Catalog interface {
+	GetCollection(ctx context.Context, id string) (catalog.Collection, error)
+	CreateCollection(ctx context.Context, name string, dimension int) (catalog.Collection, error)
+	CreateCollectionSpec(ctx context.Context, spec catalog.CollectionSpec) (catalog.Collection, error)
+	DeleteCollection(ctx context.Context, id string) (catalog.Collection, error)
+	AppendLog(ctx context.Context, id string, ops []materialize.OperationRecord, lim catalog.AppendLimits) (first, last int64, err error)
+	ReadLog(ctx context.Context, id string, after, upTo int64, limit int) ([]materialize.OperationRecord, error)
+	ScanLog(ctx context.Context, id string, after, upTo int64, limit int, fn func(offset int64, record []byte) error) (int, error)
+	ReadTailIDs(ctx context.Context, id string, ids []string) (catalog.Tail, error)
+	ReadTailRange(ctx context.Context, id string, r catalog.TailRange) (catalog.Tail, error)
+	PurgeLog(ctx context.Context, id string) (int64, error)
+	CommitCompaction(ctx context.Context, cm catalog.Commit) error
+	ListVersions(ctx context.Context, id string) ([]catalog.Version, error)
+	RetireVersions(ctx context.Context, id string, keep int, grace time.Duration) (catalog.Retention, error)
+	DeleteVersions(ctx context.Context, id string, versions []int64) error
+	ListJobs(ctx context.Context, f catalog.JobFilter) ([]catalog.Job, error)
+}
+
 // Result holds the figures of one compaction.
 type Result struct {
 	CollectionID   string
@@ -230,11 +250,18 @@ type Result struct {
 // NoteNothingToCompact is the Result.Note of a compaction with an empty backlog.
 const NoteNothingToCompact = "nothing to compact"
 
+// NoteNoChange is the Result.Note of a compaction whose operations left
+// every record as it was, so that it wrote no record (the version it
+// commits reuses every block): what a job reading N records and writing 0
+// means.
+const NoteNoChange = "no record changed: every operation read was ignored by the materialization rules " +
+	"(an ADD of an id already present is ignored, the first add wins; an UPDATE or DELETE of an absent id is ignored)"
+
 // Compactor compacts collections. It is safe for concurrent use; compactions
 // of the same collection racing are resolved at commit (one wins, the others
 // fail with catalog.ErrConflict and remove what they wrote).
 type Compactor struct {
-	cat    *catalog.Catalog
+	cat    Catalog
 	seg    *segment.Store
 	cfg    Config
 	logger *slog.Logger
@@ -245,6 +272,9 @@ type Compactor struct {
 	query queryMetrics
 	// index opens versions' vector indexes; nil: every query scans.
 	index IndexSource
+	// scans holds a token per exact query scan running (see
+	// MaxConcurrentScans).
+	scans chan struct{}
 	pins  *pins
 	// readRetries counts reads run again on a fresh view because GC
 	// collected their version (see retryRead); none is expected at accepted
@@ -293,14 +323,15 @@ func (c *Compactor) purgeLog(ctx context.Context, collectionID string) {
 func (c *Compactor) WaitPurges() { c.purgeWG.Wait() }
 
 // New returns a Compactor. logger nil discards logs.
-func New(cat *catalog.Catalog, seg *segment.Store, cfg Config, logger *slog.Logger, opts ...Option) (*Compactor, error) {
+func New(cat Catalog, seg *segment.Store, cfg Config, logger *slog.Logger, opts ...Option) (*Compactor, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	c := &Compactor{cat: cat, seg: seg, cfg: cfg, logger: logger, pins: newPins(), purges: make(map[string]bool)}
+	c := &Compactor{cat: cat, seg: seg, cfg: cfg, logger: logger, pins: newPins(), purges: make(map[string]bool),
+		scans: make(chan struct{}, MaxConcurrentScans)}
 	for _, o := range opts {
 		o(c)
 	}
@@ -461,6 +492,9 @@ func (c *Compactor) Compact(ctx context.Context, collectionID string, opts Optio
 	res.BlocksReused = stats.BlocksReused
 	res.VersionAfter = m.Version
 	res.RecordCount = m.RecordCount
+	if res.RecordsRead > 0 && res.RecordsWritten == 0 && stats.BlocksWritten == 0 && stats.DeltasWritten == 0 && stats.BlocksDropped == 0 && res.RecordCount == baseRecords {
+		res.Note = NoteNoChange
+	}
 
 	// 4. Commit: the last point where cancellation is honoured.
 	if err := ctx.Err(); err != nil {

@@ -212,6 +212,31 @@ func TestNothingToCompact(t *testing.T) {
 	}
 }
 
+func TestACompactionThatChangesNoRecordSaysWhy(t *testing.T) {
+	e := newEnv(t, envConfig{maxRecords: 100, batchRecords: 10, maxBlock: 8, minBlock: 2})
+	adds := func() {
+		for i := range 20 {
+			e.push(materialize.OperationRecord{Op: materialize.OpAdd, ID: fmt.Sprintf("r%02d", i), Embedding: emb(float32(i))})
+		}
+	}
+	adds()
+	if res := e.compact(); res.Note != "" || res.RecordsWritten != 20 {
+		t.Fatalf("first compaction %+v, want 20 records written and no note", res)
+	}
+	adds() // the same ids again: every ADD is ignored
+	res := e.compact()
+	if res.RecordsRead != 20 || res.RecordsWritten != 0 || res.Note != NoteNoChange {
+		t.Fatalf("compaction of duplicate ADDs %+v, want 20 read, 0 written and the note %q", res, NoteNoChange)
+	}
+	// Deleting records changes the collection although no record is written.
+	for i := range 20 {
+		e.push(materialize.OperationRecord{Op: materialize.OpDelete, ID: fmt.Sprintf("r%02d", i)})
+	}
+	if res := e.compact(); res.Note != "" {
+		t.Fatalf("compaction of deletes %+v, want no note", res)
+	}
+}
+
 // scenario builds the same state every time: a compacted base and a tail.
 func scenario(t *testing.T) *env {
 	e := newEnv(t, envConfig{maxRecords: 1000, batchRecords: 4, maxBlock: 6, minBlock: 2})

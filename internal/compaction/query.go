@@ -29,11 +29,8 @@ const (
 )
 
 // Hit is one candidate of an index search: a record id of the indexed
-// version and its distance to the query (vindex.Hit's shape).
-type Hit struct {
-	ID       string
-	Distance float32
-}
+// version and its distance to the query.
+type Hit = vindex.Hit
 
 // Searcher is a segment version's vector index as a query uses it.
 //
@@ -43,9 +40,11 @@ type Hit struct {
 // ef (>= k) is the candidate list size: larger finds more of the true
 // nearest at more cost. allow is called during the traversal (the filter
 // applies while searching, not after it), from the calling goroutine only;
-// nil accepts every id. It must be safe for concurrent Search calls.
+// nil accepts every id. Errors: a query the index cannot take (its
+// dimension). It must be safe for concurrent Search calls.
+// *vindex.Graph satisfies it.
 type Searcher interface {
-	Search(q []float32, k, ef int, allow func(id string) bool) []Hit
+	Search(q []float32, k, ef int, allow func(id string) bool) ([]Hit, error)
 }
 
 // MetadataSearcher is a Searcher that also knows the metadata of each
@@ -61,7 +60,10 @@ type MetadataSearcher interface {
 
 // SelectivityEstimator is implemented by an index that keeps metadata
 // statistics of its version: the fraction (0..1) of its records that f
-// matches, estimated; ok false when it cannot tell.
+// matches, estimated; ok false when it cannot tell. The statistics are a
+// where.Stats (additive, so a compaction keeps them by adding the records
+// it writes and removing those it replaces), and the estimate is
+// f.Selectivity(stats).
 type SelectivityEstimator interface {
 	Selectivity(f *where.Filter) (fraction float64, ok bool)
 }
@@ -82,10 +84,27 @@ func WithIndexSource(src IndexSource) Option {
 	return func(c *Compactor) { c.index = src }
 }
 
+// MaxConcurrentScans bounds the exact query scans of the whole collection
+// that run at once in a process: each decodes every block, so unbounded
+// they would take the CPU from compactions and from each other. A query
+// beyond it waits for a slot as long as its context allows.
+const MaxConcurrentScans = 4
+
+// acquireScan waits for a scan slot; the returned func frees it.
+func (c *Compactor) acquireScan(ctx context.Context) (func(), error) {
+	select {
+	case c.scans <- struct{}{}:
+		return func() { <-c.scans }, nil
+	case <-ctx.Done():
+		return nil, fmt.Errorf("wait for one of the %d scan slots (queries that scan run at most that many at once): %w", MaxConcurrentScans, ctx.Err())
+	}
+}
+
 // MinIndexSelectivity is the estimated fraction of matching records below
 // which a filtered query scans the matching records exactly instead of
-// searching the graph with the filter: a graph search that rejects most
-// nodes walks far to find k accepted ones, and loses recall doing so.
+// searching the graph with the filter (a graph search that rejects most
+// nodes walks far to find k accepted ones, and loses recall doing so),
+// for an index without a cost model of its own (see scanCostModel).
 const MinIndexSelectivity = 0.01
 
 // Query is one QueryRecords request, validated by the caller for shape (k,
@@ -174,8 +193,9 @@ func newQueryMetrics(reg prometheus.Registerer) queryMetrics {
 // Plan: an exact scan of segment blocks, deltas and tail when q.Exact, when
 // the collection's index is disabled or the version has none, when q.IDs is
 // set (the records are read by id), or when q.Where is set and the index
-// cannot filter during the search or estimates fewer than
-// MinIndexSelectivity of the records match. Otherwise the index is
+// cannot filter during the search or estimates so few matching records
+// that a scan of them is cheaper (its ScanCheaper, or fewer than
+// MinIndexSelectivity). Otherwise the index is
 // searched with a filter that rejects ids the tail shadows, ids outside
 // q.IDs and records q.Where rejects, and its hits merge with the exact
 // results of the tail's records.
@@ -287,7 +307,11 @@ func (c *Compactor) queryRecords(ctx context.Context, collectionID string, q Que
 			res.Exact = false
 			err = c.searchIndex(ctx, coll, m, idx, tail.Ops, q, s)
 		} else {
-			err = c.scanAll(ctx, m, tail.Ops, s)
+			var release func()
+			if release, err = c.acquireScan(ctx); err == nil {
+				err = c.scanAll(ctx, m, tail.Ops, s)
+				release()
+			}
 		}
 	}
 	if err != nil {
@@ -311,12 +335,33 @@ func (c *Compactor) planIndex(ctx context.Context, coll catalog.Collection, m *s
 			return nil, false, nil
 		}
 		if est, ok := idx.(SelectivityEstimator); ok {
-			if f, ok := est.Selectivity(q.Where); ok && f < MinIndexSelectivity {
+			if f, ok := est.Selectivity(q.Where); ok && scanCheaper(idx, f, q, coll.Index.EfSearch) {
 				return nil, false, nil
 			}
 		}
 	}
 	return idx, true, nil
+}
+
+// scanCostModel is an index that prices a filtered walk against a scan of
+// the records its filter accepts (*vindex.Graph: ScanCheaper).
+type scanCostModel interface {
+	Len() int
+	ScanCheaper(allowed, k, ef int) bool
+}
+
+// scanCheaper reports whether a filtered query that fraction of the
+// version's records match scans rather than searches: by the index's own
+// cost model when it has one, else below MinIndexSelectivity.
+func scanCheaper(idx Searcher, fraction float64, q Query, efSearch int) bool {
+	if m, ok := idx.(scanCostModel); ok {
+		ef := q.Ef
+		if ef == 0 {
+			ef = efSearch
+		}
+		return m.ScanCheaper(int(math.Ceil(fraction*float64(m.Len()))), q.K, ef)
+	}
+	return fraction < MinIndexSelectivity
 }
 
 // scanAll offers every record of the view (segment with its deltas,
@@ -415,7 +460,11 @@ func (c *Compactor) searchIndex(ctx context.Context, coll catalog.Collection, m 
 	want := make(map[string]bool)
 	hits := make([][]Hit, len(q.Embeddings))
 	for i, e := range q.Embeddings {
-		hits[i] = idx.Search(e, q.K, ef, allow)
+		h, err := idx.Search(e, q.K, ef, allow)
+		if err != nil {
+			return fmt.Errorf("search the index of version %d: %w", coll.SegmentVersion, err)
+		}
+		hits[i] = h
 		for _, h := range hits[i] {
 			want[h.ID] = true
 		}
@@ -545,3 +594,7 @@ func (h *hitHeap) Pop() any {
 	*h = old[:len(old)-1]
 	return x
 }
+
+var _ Searcher = (*vindex.Graph)(nil)
+
+var _ scanCostModel = (*vindex.Graph)(nil)

@@ -204,7 +204,7 @@ type fakeIndex struct {
 	allowed map[string]bool
 }
 
-func (f *fakeIndex) Search(q []float32, k, ef int, allow func(string) bool) []Hit {
+func (f *fakeIndex) Search(q []float32, k, ef int, allow func(string) bool) ([]Hit, error) {
 	var hs []Hit
 	for id, r := range f.recs {
 		f.asked[id] = true
@@ -215,7 +215,7 @@ func (f *fakeIndex) Search(q []float32, k, ef int, allow func(string) bool) []Hi
 		hs = append(hs, Hit{ID: id, Distance: f.d.Between(q, r.Embedding)})
 	}
 	slices.SortFunc(hs, func(a, b Hit) int { return cmp.Or(cmp.Compare(a.Distance, b.Distance), strings.Compare(a.ID, b.ID)) })
-	return hs[:min(k, len(hs))]
+	return hs[:min(k, len(hs))], nil
 }
 
 func (f *fakeIndex) Metadata(id string) (map[string]any, bool) {
@@ -318,6 +318,8 @@ func TestQueryPlan(t *testing.T) {
 		{"a version without an index scans", funcSource(func() Searcher { return nil }), plain, true},
 		{"a selective filter scans", funcSource(func() Searcher { return selective{idx, 0.001} }), filtered, true},
 		{"an unselective filter searches", funcSource(func() Searcher { return selective{idx, 0.5} }), filtered, false},
+		{"the index's cost model prefers a scan", funcSource(func() Searcher { return priced{selective{idx, 0.5}, true} }), filtered, true},
+		{"the index's cost model prefers the walk", funcSource(func() Searcher { return priced{selective{idx, 0.001}, false} }), filtered, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -350,7 +352,7 @@ func TestQueryPlan(t *testing.T) {
 
 type searcherOnly struct{ s Searcher }
 
-func (s searcherOnly) Search(q []float32, k, ef int, allow func(string) bool) []Hit {
+func (s searcherOnly) Search(q []float32, k, ef int, allow func(string) bool) ([]Hit, error) {
 	return s.s.Search(q, k, ef, allow)
 }
 
@@ -360,6 +362,15 @@ type selective struct {
 }
 
 func (s selective) Selectivity(*where.Filter) (float64, bool) { return s.f, true }
+
+// priced has a cost model that answers scan.
+type priced struct {
+	selective
+	scan bool
+}
+
+func (p priced) Len() int                            { return len(p.recs) }
+func (p priced) ScanCheaper(allowed, k, ef int) bool { return p.scan }
 
 type funcSource func() Searcher
 
@@ -396,5 +407,182 @@ func TestQueryDurationMetric(t *testing.T) {
 	}
 	if problems, err := testutil.GatherAndLint(reg); err != nil || len(problems) > 0 {
 		t.Errorf("lint: %v %v", problems, err)
+	}
+}
+
+// graphIndex is a real HNSW graph of a compacted version with the
+// metadata of its records, as an IndexSource would open it.
+type graphIndex struct {
+	*vindex.Graph
+	md map[string]map[string]any
+}
+
+func (g graphIndex) Metadata(id string) (map[string]any, bool) {
+	md, ok := g.md[id]
+	return md, ok
+}
+
+// With a real graph over the compacted version and a log tail that
+// updates, deletes and adds records, index-planned queries (filtered and
+// not) find the brute-force nearest of the model's view: recall@k counts a
+// hit as right when its distance is at most the k-th true distance.
+func TestIndexPlanWithAGraphReachesTheBruteForceAnswer(t *testing.T) {
+	r := rand.New(rand.NewPCG(23, 5))
+	e := newEnv(t, envConfig{maxRecords: 1000, batchRecords: 200, maxBlock: 32, minBlock: 8})
+	c, err := e.cat.CreateCollectionSpec(e.ctx, catalog.CollectionSpec{Name: "graph", Index: catalog.IndexSettings{Distance: vindex.DistanceL2}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.id = c.ID
+	const dim = 4
+	g := gen{r: r, ids: 300, dim: dim}
+	e.push(g.batch(600)...)
+	e.compactAll()
+	graph, err := vindex.New(vindex.Params{Dim: dim, Distance: vindex.DistanceL2, Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	idx := graphIndex{Graph: graph, md: map[string]map[string]any{}}
+	for _, id := range slices.Sorted(maps.Keys(e.model)) {
+		rec := e.model[id]
+		if err := graph.Insert(id, rec.Embedding); err != nil {
+			t.Fatal(err)
+		}
+		idx.md[id] = rec.Metadata
+	}
+	e.comp.index = funcSource(func() Searcher { return idx })
+	e.push(g.batch(40)...) // the tail the graph does not know
+
+	right, total := 0, 0
+	for _, fs := range queryFilters {
+		f, err := where.Parse([]byte(fs))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 10 {
+			qe := make([]float32, dim)
+			for j := range qe {
+				qe[j] = float32(r.IntN(200)-100) / 10
+			}
+			const k = 10
+			res, err := e.comp.QueryRecords(e.ctx, e.id, Query{Embeddings: [][]float32{qe}, K: k, Where: f, Ef: 200})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Exact {
+				t.Fatalf("where %q: scanned although the version has a graph", fs)
+			}
+			want := e.model.bruteForce(vindex.DistanceL2, qe, k, f, nil)
+			if len(res.Hits[0]) != len(want) {
+				t.Fatalf("where %q: %d hits, want %d", fs, len(res.Hits[0]), len(want))
+			}
+			for _, h := range res.Hits[0] {
+				cur, live := e.model[h.Record.ID]
+				if !live || !f.Match(cur.Metadata) || !reflect.DeepEqual(cur, h.Record) {
+					t.Fatalf("where %q: hit %s is not the live record the filter accepts: %v (live %v)", fs, h.Record.ID, h.Record, cur)
+				}
+				total++
+				if h.Distance <= want[len(want)-1].Distance {
+					right++
+				}
+			}
+		}
+	}
+	if recall := float64(right) / float64(total); recall < 0.99 {
+		t.Errorf("recall@10 = %.3f over %d hits, want at least 0.99", recall, total)
+	}
+}
+
+func mustWhere(tb testing.TB, s string) *where.Filter {
+	tb.Helper()
+	f, err := where.Parse([]byte(s))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return f
+}
+
+// Queries that run while compactions commit (and purge the tail rows they
+// compacted) answer the same as before: each reads one snapshot, the
+// segment version pinned with the tail after its offset.
+func TestQueriesDuringCompactionsSeeOneView(t *testing.T) {
+	r := rand.New(rand.NewPCG(29, 1))
+	e := newEnv(t, envConfig{maxRecords: 15, batchRecords: 5, maxBlock: 6, minBlock: 2})
+	g := gen{r: r, ids: 60, dim: 3}
+	e.push(g.batch(150)...)
+	f := mustWhere(t, `{"a": {"$gte": 3}}`)
+	qs := [][]float32{{1, 2, 3}, {-4, 0, 2}}
+	want := make([][]QueryHit, len(qs))
+	for i, q := range qs {
+		want[i] = e.model.bruteForce(vindex.DefaultDistance, q, 7, f, nil)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			res, err := e.comp.Compact(e.ctx, e.id, Options{})
+			if err != nil {
+				t.Errorf("compact: %v", err)
+				return
+			}
+			if res.Remaining == 0 {
+				return
+			}
+		}
+	}()
+	check := func(when string) {
+		res, err := e.comp.QueryRecords(e.ctx, e.id, Query{Embeddings: qs, K: 7, Where: f, Exact: true})
+		if err != nil {
+			t.Fatalf("%s: %v", when, err)
+		}
+		for i := range qs {
+			if len(want[i]) == 0 && len(res.Hits[i]) == 0 {
+				continue
+			}
+			if !reflect.DeepEqual(res.Hits[i], want[i]) {
+				t.Fatalf("%s: query %d at version %d:\n got%s\nwant%s", when, i, res.SegmentVersion, briefHits(res.Hits[i]), briefHits(want[i]))
+			}
+		}
+	}
+	for n := 0; ; n++ {
+		select {
+		case <-done:
+			check("after the compactions")
+			return
+		default:
+			check(fmt.Sprintf("query %d", n))
+		}
+	}
+}
+
+// At most MaxConcurrentScans exact scans run at once; one more waits for a
+// slot within its context, and runs once a slot frees.
+func TestScansWaitForASlot(t *testing.T) {
+	e := newEnv(t, envConfig{maxRecords: 100, batchRecords: 50, maxBlock: 8, minBlock: 2})
+	e.push(materialize.OperationRecord{Op: materialize.OpAdd, ID: "a", Embedding: []float32{0, 1}})
+	q := Query{Embeddings: [][]float32{{0, 1}}, K: 1}
+	for range MaxConcurrentScans {
+		e.comp.scans <- struct{}{} // scans in flight
+	}
+	ctx, cancel := context.WithCancel(e.ctx)
+	cancel()
+	if _, err := e.comp.QueryRecords(ctx, e.id, q); !errors.Is(err, context.Canceled) {
+		t.Fatalf("a scan with every slot taken and its context done: %v, want context.Canceled", err)
+	}
+	// A query by ids does not scan, so it needs no slot.
+	if res, err := e.comp.QueryRecords(e.ctx, e.id, Query{Embeddings: q.Embeddings, K: 1, IDs: []string{"a"}}); err != nil || len(res.Hits[0]) != 1 {
+		t.Fatalf("a query by ids with every slot taken: %v, %v", res.Hits, err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := e.comp.QueryRecords(e.ctx, e.id, q)
+		done <- err
+	}()
+	<-e.comp.scans // one scan ends
+	if err := <-done; err != nil {
+		t.Fatalf("the waiting scan: %v", err)
+	}
+	if n := len(e.comp.scans); n != MaxConcurrentScans-1 {
+		t.Errorf("%d slots taken after the scan, want %d", n, MaxConcurrentScans-1)
 	}
 }

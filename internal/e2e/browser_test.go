@@ -44,6 +44,7 @@ const (
 // saves full-page screenshots in the test's artifact directory.
 func TestBrowserLiveCompaction(t *testing.T) {
 	browsertest.Require(t)
+	browsertest.RequireAxe(t)
 	begin := time.Now()
 	// Every wait below ends at this deadline, derived from the test's own
 	// (go test -timeout): a busy machine is slow, not broken.
@@ -224,6 +225,8 @@ func TestBrowserLiveCompaction(t *testing.T) {
 		t.Log("wrote docs/screenshot.png")
 	}
 
+	browsertest.CheckAxe(t, ctx, "the dashboard")
+
 	// ---- the collection page and its charts ----
 	if err := chromedp.Do(ctx,
 		chromedp.EmulateViewport(1280, 900),
@@ -264,6 +267,7 @@ func TestBrowserLiveCompaction(t *testing.T) {
 	if charts.DurW < 200 || charts.BacklogW < 200 {
 		t.Errorf("charts drawn %.0f and %.0f px wide, want at least 200", charts.DurW, charts.BacklogW)
 	}
+	browsertest.CheckAxe(t, ctx, "the collection page")
 	screenshot(t, ctx, dir, "collection-1280.png", 1280)
 	screenshot(t, ctx, dir, "collection-390.png", 390)
 

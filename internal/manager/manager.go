@@ -32,6 +32,7 @@ import (
 	"os"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -73,8 +74,8 @@ type Store interface {
 
 	Heartbeat(ctx context.Context, n catalog.Node) error
 	ListNodes(ctx context.Context) ([]catalog.Node, error)
-	AcquireLease(ctx context.Context, name, owner string, ttl time.Duration) (bool, error)
-	ReleaseLease(ctx context.Context, name, owner string) error
+	AcquireLeaderLease(ctx context.Context, name, owner string, ttl time.Duration) (bool, error)
+	ReleaseLeaderLease(ctx context.Context, name, owner string) error
 }
 
 // Progress of a running job. The executor reports the phase and counters;
@@ -221,6 +222,8 @@ type Manager struct {
 	lastPoll  time.Time
 
 	enq enqueuer // group commit of Compact calls
+
+	gate atomic.Pointer[func() error] // see SetClaimGate
 }
 
 // run is one of this node's RUNNING jobs.
@@ -355,7 +358,7 @@ func (m *Manager) Run(ctx context.Context) error {
 	}
 	rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), m.cfg.PersistTimeout)
 	defer rcancel()
-	if err := m.store.ReleaseLease(rctx, schedulerLease, m.cfg.Node); err != nil {
+	if err := m.store.ReleaseLeaderLease(rctx, schedulerLease, m.cfg.Node); err != nil {
 		m.logger.Warn("release scheduler lease", "err", err)
 	}
 	m.mu.Lock()
@@ -406,13 +409,14 @@ func (m *Manager) Compact(ctx context.Context, ids []string, all bool, reason st
 		return nil, fmt.Errorf("give either collection ids or all, not both or neither: %w", ErrInvalidArgument)
 	}
 	call := catalog.EnqueueCall{SkipMissing: all}
+	tp := traceParent(ctx) // the jobs' traces link to this request's
 	if all {
 		colls, err := m.store.ListCollections(ctx)
 		if err != nil {
 			return nil, fmt.Errorf("list collections: %w", err)
 		}
 		for _, c := range colls {
-			call.Requests = append(call.Requests, catalog.JobRequest{CollectionID: c.ID, Trigger: catalog.TriggerOneOff, Reason: reason})
+			call.Requests = append(call.Requests, catalog.JobRequest{CollectionID: c.ID, Trigger: catalog.TriggerOneOff, Reason: reason, TraceParent: tp})
 		}
 	} else {
 		seen := make(map[string]bool, len(ids))
@@ -421,7 +425,7 @@ func (m *Manager) Compact(ctx context.Context, ids []string, all bool, reason st
 				continue
 			}
 			seen[id] = true
-			call.Requests = append(call.Requests, catalog.JobRequest{CollectionID: id, Trigger: catalog.TriggerOneOff, Reason: reason})
+			call.Requests = append(call.Requests, catalog.JobRequest{CollectionID: id, Trigger: catalog.TriggerOneOff, Reason: reason, TraceParent: tp})
 		}
 	}
 	if m.isStopping() {

@@ -26,7 +26,7 @@ func (m *Manager) worker(ctx, workCtx context.Context) {
 		if stopping || ctx.Err() != nil {
 			return
 		}
-		j, err := m.store.ClaimJob(ctx, m.owner, m.cfg.LeaseDuration)
+		j, err := m.claim(ctx)
 		if err == nil {
 			m.run(workCtx, j)
 			continue
@@ -167,7 +167,7 @@ func (m *Manager) run(workCtx context.Context, j catalog.Job) {
 	if final.State == catalog.JobSucceeded && outcome.Remaining > 0 {
 		reason := fmt.Sprintf("continues job %.8s: %d records remain", final.ID, outcome.Remaining)
 		next, created, cerr := m.store.EnqueueJob(pctx, catalog.JobRequest{
-			CollectionID: final.CollectionID, Trigger: final.Trigger, Reason: reason, Continues: final.ID,
+			CollectionID: final.CollectionID, Trigger: final.Trigger, Reason: reason, Continues: final.ID, TraceParent: final.TraceParent,
 		})
 		if cerr != nil {
 			log.Error("queue continuation", "err", cerr)

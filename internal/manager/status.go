@@ -102,8 +102,9 @@ func (m *Manager) pollStatus(ctx context.Context) {
 	// Jobs of other replicas that finished since the last poll, including
 	// those queued and finished between two polls (never seen active here):
 	// a watcher of their id must see the end. The window overlaps the last
-	// one by a second (replica clocks); an end already published is not
-	// published again.
+	// one by a second (replica clocks; the jobs seen active are read by id
+	// below, so a skewed clock cannot hide their ends); an end already
+	// published is not published again.
 	since := m.lastPoll.Add(-time.Second)
 	m.lastPoll = time.Now()
 	finished, err := m.store.ListJobs(ctx, catalog.JobFilter{FinishedSince: since})
@@ -112,6 +113,20 @@ func (m *Manager) pollStatus(ctx context.Context) {
 			m.logger.Warn("read finished jobs", "err", err)
 		}
 		finished = nil
+	}
+	// Jobs seen active that left the active set ended: their ends are
+	// published from their rows, whatever clock wrote their finish times.
+	have := make(map[string]bool, len(finished))
+	for _, j := range finished {
+		have[j.ID] = true
+	}
+	for _, id := range gone {
+		if have[id] {
+			continue
+		}
+		if j, err := m.store.GetJob(ctx, id); err == nil && j.State.Finished() {
+			finished = append(finished, j)
+		}
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()

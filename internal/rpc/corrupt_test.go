@@ -72,6 +72,9 @@ func testDataLoss(t *testing.T, named string, damage func(path string) error) {
 		wantNamed(p.name+": GetRecords by id", wantCode(t, err, connect.CodeDataLoss).Message())
 		_, err = c.colls.GetRecords(t.Context(), connect.NewRequest(&compactorv1.GetRecordsRequest{CollectionId: bad, PageSize: 10}))
 		wantNamed(p.name+": GetRecords paged", wantCode(t, err, connect.CodeDataLoss).Message())
+		_, err = c.colls.QueryRecords(t.Context(), connect.NewRequest(&compactorv1.QueryRecordsRequest{CollectionId: bad, K: 3,
+			Embeddings: []*compactorv1.QueryEmbedding{{Values: []float32{1, 2}}}}))
+		wantNamed(p.name+": QueryRecords", wantCode(t, err, connect.CodeDataLoss).Message())
 	}
 
 	push(t, c, bad, smallRecords(0, 1, 2)) // an update of r00000, in a damaged block
@@ -111,8 +114,8 @@ func testDataLoss(t *testing.T, named string, damage func(path string) error) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// 2 reads × 4 protocols, and the compactions.
-	want := fmt.Sprintf(`compactor_corrupt_blocks_total{kind="block"} %d`, 2*len(protocols)+f.cfg.Manager.DeadLetterAfter)
+	// 3 reads (2 GetRecords, 1 QueryRecords) × 4 protocols, and the compactions.
+	want := fmt.Sprintf(`compactor_corrupt_blocks_total{kind="block"} %d`, 3*len(protocols)+f.cfg.Manager.DeadLetterAfter)
 	if !strings.Contains(string(body), want) {
 		t.Errorf("/metrics lacks %q", want)
 	}

@@ -43,6 +43,11 @@ type Options struct {
 	// Interceptors run around every procedure, outside the metrics and
 	// logging interceptor (tracing, so that its span covers them).
 	Interceptors []connect.Interceptor
+	// Bodies, when set, bounds request bodies before they are read (one
+	// request's and all in flight together), inside the metrics and
+	// logging of refusals; nil: only MaxRequestBytes, as connect applies
+	// it.
+	Bodies *BodyLimiter
 	// Wrap, when set, wraps the HTTP handler of every service mounted,
 	// outside authentication (CORS, so that a preflight needs no token).
 	Wrap func(http.Handler) http.Handler
@@ -125,6 +130,9 @@ func Mount(mux *http.ServeMux, svc *Service, opts Options) *grpchealth.StaticChe
 	wrap := func(path string, h http.Handler) {
 		if opts.Token != "" {
 			h = auth.Wrap(h)
+		}
+		if opts.Bodies != nil {
+			h = opts.Bodies.Wrap(h)
 		}
 		outer(path, obs.refusals(h))
 	}

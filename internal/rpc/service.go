@@ -57,6 +57,9 @@ type Catalog interface {
 	CountPausedCollections(ctx context.Context) (int, error)
 	// AppendLogKeyed appends ops, once per idempotency key (key "": no key).
 	AppendLogKeyed(ctx context.Context, collectionID, key string, ops []materialize.OperationRecord, lim catalog.AppendLimits) (first, last int64, replayed bool, err error)
+	// JobIDsWithPrefix returns up to limit job ids starting with prefix
+	// (lowercase), in id order.
+	JobIDsWithPrefix(ctx context.Context, prefix string, limit int) ([]string, error)
 }
 
 // Records is the read path (reads by id, pages, nearest-neighbour
@@ -125,6 +128,61 @@ func checkID(field, id string) error {
 	return nil
 }
 
+// MinJobIDPrefix is the shortest start of a job id that GetCompaction and
+// CancelCompaction accept in place of the whole id (the status page and the
+// CLI's tables show the first 8 characters).
+const MinJobIDPrefix = 4
+
+// maxPrefixMatches is how many ids an ambiguous prefix's error lists.
+const maxPrefixMatches = 5
+
+// resolveJobID returns the job id that ref names: ref itself when it is a
+// whole id, else the one job whose id starts with ref (at least
+// MinJobIDPrefix hex digits or dashes, any case). No such job: NOT_FOUND;
+// several: INVALID_ARGUMENT listing some of them; anything else that is
+// not an id: INVALID_ARGUMENT naming job_id.
+func (s *Service) resolveJobID(ctx context.Context, procedure, ref string) (string, error) {
+	if _, err := uuid.Parse(ref); err == nil {
+		return ref, nil
+	}
+	if !isIDPrefix(ref) {
+		if ref == "" {
+			return "", invalidArgument("job_id", "is required")
+		}
+		return "", invalidArgument("job_id", "%q is not a job id (a UUID such as 0b6a3c0e-8f1e-4a55-9f0e-5c1d2f3a4b5c) nor its first %d or more characters", echo(ref), MinJobIDPrefix)
+	}
+	prefix := strings.ToLower(ref)
+	ids, err := s.cat.JobIDsWithPrefix(ctx, prefix, maxPrefixMatches+1)
+	if err != nil {
+		return "", s.fail(ctx, procedure, err)
+	}
+	switch len(ids) {
+	case 0:
+		return "", connect.NewError(connect.CodeNotFound, fmt.Errorf("job_id: no job id starts with %q", prefix))
+	case 1:
+		return ids[0], nil
+	}
+	more := ""
+	if len(ids) > maxPrefixMatches {
+		ids, more = ids[:maxPrefixMatches], " and more"
+	}
+	return "", invalidArgument("job_id", "%q is ambiguous: it starts the ids of several jobs (%s%s); give more characters", prefix, strings.Join(ids, ", "), more)
+}
+
+// isIDPrefix reports whether ref can be the start of an id: at least
+// MinJobIDPrefix and fewer than 36 characters, each a hex digit or a dash.
+func isIDPrefix(ref string) bool {
+	if len(ref) < MinJobIDPrefix || len(ref) >= 36 {
+		return false
+	}
+	for _, r := range ref {
+		if !('0' <= r && r <= '9' || 'a' <= r && r <= 'f' || 'A' <= r && r <= 'F' || r == '-') {
+			return false
+		}
+	}
+	return true
+}
+
 func pageSize(n int32) (int, error) {
 	switch {
 	case n < 0:
@@ -171,10 +229,11 @@ func (s *Service) Compact(ctx context.Context, req *connect.Request[compactorv1.
 
 // GetCompaction implements CompactionService.GetCompaction.
 func (s *Service) GetCompaction(ctx context.Context, req *connect.Request[compactorv1.GetCompactionRequest]) (*connect.Response[compactorv1.GetCompactionResponse], error) {
-	if err := checkID("job_id", req.Msg.GetJobId()); err != nil {
+	id, err := s.resolveJobID(ctx, compactorv1connect.CompactionServiceGetCompactionProcedure, req.Msg.GetJobId())
+	if err != nil {
 		return nil, err
 	}
-	j, err := s.mgr.Get(ctx, req.Msg.GetJobId())
+	j, err := s.mgr.Get(ctx, id)
 	if err != nil {
 		return nil, s.fail(ctx, compactorv1connect.CompactionServiceGetCompactionProcedure, err)
 	}
@@ -338,10 +397,11 @@ func (s *Service) WatchCompactions(ctx context.Context, req *connect.Request[com
 
 // CancelCompaction implements CompactionService.CancelCompaction.
 func (s *Service) CancelCompaction(ctx context.Context, req *connect.Request[compactorv1.CancelCompactionRequest]) (*connect.Response[compactorv1.CancelCompactionResponse], error) {
-	if err := checkID("job_id", req.Msg.GetJobId()); err != nil {
+	id, err := s.resolveJobID(ctx, compactorv1connect.CompactionServiceCancelCompactionProcedure, req.Msg.GetJobId())
+	if err != nil {
 		return nil, err
 	}
-	j, err := s.mgr.Cancel(ctx, req.Msg.GetJobId())
+	j, err := s.mgr.Cancel(ctx, id)
 	if err != nil {
 		return nil, s.fail(ctx, compactorv1connect.CompactionServiceCancelCompactionProcedure, err)
 	}

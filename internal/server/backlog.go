@@ -8,6 +8,7 @@ import (
 	"github.com/compactorhq/compactor/internal/catalog"
 	"github.com/compactorhq/compactor/internal/manager"
 	"github.com/compactorhq/compactor/internal/materialize"
+	"github.com/compactorhq/compactor/internal/storetrace"
 )
 
 // pushNotifier is the catalog as the API sees it, with one addition: after
@@ -15,7 +16,7 @@ import (
 // so that compactor_uncompacted_records follows pushes at once instead of at
 // the next scheduler run.
 type pushNotifier struct {
-	*catalog.Catalog
+	storetrace.Catalog
 	mgr *manager.Manager
 	log *slog.Logger
 }

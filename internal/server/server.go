@@ -10,11 +10,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync"
@@ -23,6 +25,7 @@ import (
 
 	"connectrpc.com/connect"
 	"connectrpc.com/grpchealth"
+	"github.com/KimMachineGun/automemlimit/memlimit"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -37,6 +40,7 @@ import (
 	"github.com/compactorhq/compactor/internal/manager"
 	"github.com/compactorhq/compactor/internal/rpc"
 	"github.com/compactorhq/compactor/internal/segment"
+	"github.com/compactorhq/compactor/internal/storetrace"
 	"github.com/compactorhq/compactor/web"
 )
 
@@ -53,15 +57,27 @@ type Config struct {
 	ProtectReads    bool
 	MaxBacklog      int64 // records per collection before PushLogs is refused
 	MaxRequestBytes int
+	// MaxInFlightRequestBytes bounds the bytes of request bodies held by
+	// all requests being served at once (--max-inflight-request-bytes);
+	// 0: derived from the memory the process is given (see
+	// InFlightRequestBytes).
+	MaxInFlightRequestBytes int64
 	// MaxWatchers bounds the WatchCompactions streams open at once.
 	MaxWatchers int
 	// ReadTimeout bounds the time to receive a request body (every request
 	// with a body except streams).
 	ReadTimeout   time.Duration
-	ShutdownGrace time.Duration // for in-flight HTTP requests
-	Segment       segment.Config
-	Compaction    compaction.Config
-	Manager       manager.Config
+	ShutdownGrace time.Duration // for in-flight HTTP requests and streams, after ShutdownDelay
+	// ShutdownDelay is how long the server goes on serving after a
+	// shutdown signal with readiness off, so that load balancers stop
+	// sending before it drains (--shutdown-delay).
+	ShutdownDelay time.Duration
+	// BlobProbeInterval is the period of the blob store probe behind
+	// readiness and claims (--blob-probe-interval).
+	BlobProbeInterval time.Duration
+	Segment           segment.Config
+	Compaction        compaction.Config
+	Manager           manager.Config
 	// Web holds the status page's own settings (refresh, trusted origins);
 	// its token and read protection come from Token and ProtectReads.
 	Web web.Config
@@ -77,6 +93,8 @@ type Config struct {
 	// DebugListen is the address of the pprof listener (--debug-listen);
 	// empty: none.
 	DebugListen string
+	// WrapBlobs, when set, wraps the blob store (fault injection in tests).
+	WrapBlobs func(segment.Blobs) segment.Blobs
 	// TracerProvider, when set, receives the spans of RPCs and jobs
 	// instead of the OTLP exporter the OTEL_* environment configures.
 	TracerProvider trace.TracerProvider
@@ -92,9 +110,13 @@ func DefaultConfig() Config {
 		MaxWatchers:     rpc.DefaultMaxWatchers,
 		ReadTimeout:     rpc.DefaultReadTimeout,
 		ShutdownGrace:   10 * time.Second,
-		Segment:         segment.DefaultConfig(),
-		Compaction:      compaction.DefaultConfig(),
-		Manager:         manager.DefaultConfig(),
+		// Kubernetes endpoints and most load balancers see a failed
+		// readiness check within a few seconds.
+		ShutdownDelay:     5 * time.Second,
+		BlobProbeInterval: 10 * time.Second,
+		Segment:           segment.DefaultConfig(),
+		Compaction:        compaction.DefaultConfig(),
+		Manager:           manager.DefaultConfig(),
 
 		PushKeyWindow: 24 * time.Hour,
 		// Room for deleting a collection on a full disk; tiny next to a
@@ -118,9 +140,12 @@ func (c *Config) RegisterFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&c.PushKeyWindow, "push-key-window", c.PushKeyWindow, "how long PushLogs idempotency keys are kept: a retry with the same key within it writes nothing")
 	fs.Int64Var(&c.CatalogReserveBytes, "catalog-reserve-bytes", c.CatalogReserveBytes, "bytes of the SQLite catalog's space reserve file, released to delete collections when the disk is full (0: none)")
 	fs.IntVar(&c.MaxRequestBytes, "max-request-bytes", c.MaxRequestBytes, "largest accepted request message, bytes (after decompression)")
+	fs.Int64Var(&c.MaxInFlightRequestBytes, "max-inflight-request-bytes", c.MaxInFlightRequestBytes, "bytes of request bodies all requests being served may hold together; beyond it requests are refused (RESOURCE_EXHAUSTED). 0: a quarter of the process's memory limit (GOMEMLIMIT, set from the container's limit) or else of the machine's memory, at least one --max-request-bytes")
 	fs.IntVar(&c.MaxWatchers, "max-watchers", c.MaxWatchers, "most WatchCompactions streams open at once; more are refused (RESOURCE_EXHAUSTED)")
 	fs.DurationVar(&c.ReadTimeout, "request-read-timeout", c.ReadTimeout, "time a client has to send a request body (unary calls and page forms; streams excepted)")
-	fs.DurationVar(&c.ShutdownGrace, "shutdown-grace", c.ShutdownGrace, "time in-flight requests get at shutdown")
+	fs.DurationVar(&c.ShutdownDelay, "shutdown-delay", c.ShutdownDelay, "time the server keeps serving after SIGTERM with /readyz answering 503, so that load balancers stop sending, before it drains (0: drain at once)")
+	fs.DurationVar(&c.ShutdownGrace, "shutdown-grace", c.ShutdownGrace, "time in-flight requests and streams get to finish once draining starts; then connections are closed")
+	fs.DurationVar(&c.BlobProbeInterval, "blob-probe-interval", c.BlobProbeInterval, "period of the blob store probe (a small write): two failures in a row make /readyz answer 503 and stop job claims until two succeed")
 	c.Segment.RegisterFlags(fs)
 	c.Compaction.RegisterFlags(fs)
 	c.Manager.RegisterFlags(fs)
@@ -172,12 +197,18 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("--catalog-reserve-bytes must not be negative, got %d", c.CatalogReserveBytes)
 	case c.MaxRequestBytes <= 0:
 		return fmt.Errorf("--max-request-bytes must be positive, got %d", c.MaxRequestBytes)
+	case c.MaxInFlightRequestBytes < 0:
+		return fmt.Errorf("--max-inflight-request-bytes must not be negative (0: derived from memory), got %d", c.MaxInFlightRequestBytes)
 	case c.MaxWatchers <= 0:
 		return fmt.Errorf("--max-watchers must be positive, got %d", c.MaxWatchers)
 	case c.ReadTimeout <= 0:
 		return fmt.Errorf("--request-read-timeout must be positive, got %s", c.ReadTimeout)
 	case c.ShutdownGrace < 0:
 		return fmt.Errorf("--shutdown-grace must not be negative, got %s", c.ShutdownGrace)
+	case c.ShutdownDelay < 0:
+		return fmt.Errorf("--shutdown-delay must not be negative, got %s", c.ShutdownDelay)
+	case c.BlobProbeInterval <= 0:
+		return fmt.Errorf("--blob-probe-interval must be positive, got %s", c.BlobProbeInterval)
 	}
 	if err := c.Segment.Validate(); err != nil {
 		return err
@@ -244,6 +275,12 @@ type App struct {
 	debug   atomic.Pointer[net.Addr] // bound address of the pprof listener
 	cert    *tls.Certificate         // the TLS key pair, loaded once by Open; nil: plaintext
 	backlog *backlogSampler
+	bodies  *rpc.BodyLimiter // bounds request bodies, of the API and the page
+	probe   *blobProbe       // the blob store's reachability, for readiness and claims
+	// draining is set when shutdown starts: readiness off, no more claims.
+	draining atomic.Bool
+	// after waits the shutdown delay (time.After; tests hold it).
+	after   func(time.Duration) <-chan time.Time
 	done    chan struct{} // closed when shutdown starts: ends the page's event streams
 	stopped sync.Once
 }
@@ -261,7 +298,7 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (_ *App, err err
 		return nil, err
 	}
 	cfg.Token, cfg.TokenFile = token, ""
-	a := &App{cfg: cfg, log: logger, mux: http.NewServeMux(), Registry: prometheus.NewRegistry(), done: make(chan struct{}), cert: cert}
+	a := &App{cfg: cfg, log: logger, mux: http.NewServeMux(), Registry: prometheus.NewRegistry(), done: make(chan struct{}), cert: cert, after: time.After}
 	defer func() {
 		if err != nil {
 			_ = a.Close()
@@ -299,13 +336,20 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (_ *App, err err
 		return nil, fmt.Errorf("--blob-url %s: %w", cfg.BlobURL, err)
 	}
 	a.closers = append(a.closers, closer.Close)
+	if cfg.WrapBlobs != nil {
+		blobs = cfg.WrapBlobs(blobs)
+	}
 	a.blobs = &spaceBlobs{Blobs: blobs, log: logger.With("component", "blobs")}
 	// Compactions' writes pass the node's throughput cap (--max-throughput,
 	// or the run-time override the manager applies).
 	throttle := segment.NewThrottle(cfg.Manager.MaxThroughput)
-	a.Segments = segment.NewStore(throttle.Wrap(a.blobs), cfg.Segment, nil, segment.WithRegisterer(a.Registry))
+	// Each blob call and each catalog call made under an RPC's or a job's
+	// span gets a span of its own (internal/storetrace); blob spans include
+	// the time a Put waited for the throughput cap.
+	a.Segments = segment.NewStore(storetrace.Blobs(throttle.Wrap(a.blobs)), cfg.Segment, nil, segment.WithRegisterer(a.Registry))
+	traced := storetrace.NewCatalog(a.Catalog)
 	storageFullGauge(a.Registry, map[string]func(context.Context) error{"catalog": a.Catalog.Writable, "blobs": a.blobs.writable})
-	a.Compactor, err = compaction.New(a.Catalog, a.Segments, cfg.Compaction, logger.With("component", "compaction"), compaction.WithRegisterer(a.Registry))
+	a.Compactor, err = compaction.New(traced, a.Segments, cfg.Compaction, logger.With("component", "compaction"), compaction.WithRegisterer(a.Registry))
 	if err != nil {
 		return nil, err
 	}
@@ -319,13 +363,15 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (_ *App, err err
 	if mcfg.Version == "" {
 		mcfg.Version = buildinfo.Get().Version
 	}
-	a.Manager, err = manager.New(a.Catalog, executor{c: a.Compactor, throttle: throttle}, mcfg, a.Registry, logger.With("component", "manager"))
+	a.Manager, err = manager.New(traced, executor{c: a.Compactor, throttle: throttle}, mcfg, a.Registry, logger.With("component", "manager"))
 	if err != nil {
 		return nil, err
 	}
+	a.probe = newBlobProbe(a.blobs, a.Manager.Node(), logger.With("component", "blobs"))
+	a.Manager.SetClaimGate(a.claimGate)
 	a.Deleter = manager.NewDeleter(a.Manager, collectionStorage{c: a.Compactor, blobDir: fileBlobDir(cfg.BlobURL), log: logger.With("component", "storage")})
 	recs := records{Compactor: a.Compactor, del: a.Deleter}
-	a.Service = rpc.NewService(a.Manager, a.Manager, pushNotifier{a.Catalog, a.Manager, logger.With("component", "rpc")}, recs,
+	a.Service = rpc.NewService(a.Manager, a.Manager, pushNotifier{traced, a.Manager, logger.With("component", "rpc")}, recs,
 		catalog.AppendLimits{MaxBacklog: cfg.MaxBacklog, KeyWindow: cfg.PushKeyWindow}, logger.With("component", "rpc"))
 	// Without a tracer (no OTLP export configured) no span would be
 	// recorded: the interceptor is left out instead of costing every call.
@@ -337,8 +383,12 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (_ *App, err err
 		}
 		interceptors = append(interceptors, traces)
 	}
+	inFlight := InFlightRequestBytes(cfg.MaxInFlightRequestBytes, cfg.MaxRequestBytes, processMemory())
+	a.bodies = rpc.NewBodyLimiter(cfg.MaxRequestBytes, inFlight, a.Registry)
+	logger.Info("request bounds", "max_request_bytes", cfg.MaxRequestBytes, "max_inflight_request_bytes", a.bodies.MaxInFlightBytes())
 	a.health = rpc.Mount(a.mux, a.Service, rpc.Options{
-		Token: cfg.Token, ProtectReads: cfg.ProtectReads, MaxRequestBytes: cfg.MaxRequestBytes,
+		Bodies: a.bodies,
+		Token:  cfg.Token, ProtectReads: cfg.ProtectReads, MaxRequestBytes: cfg.MaxRequestBytes,
 		MaxWatchers: cfg.MaxWatchers, Registerer: a.Registry, Logger: logger.With("component", "rpc"),
 		Interceptors: interceptors, Wrap: corsWrap(cfg.CORSOrigins),
 	})
@@ -349,6 +399,36 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (_ *App, err err
 		return nil, err
 	}
 	return a, nil
+}
+
+// InFlightRequestBytes returns the bound on the bytes of request bodies in
+// flight: configured when positive; else a quarter of memory (the bytes the
+// process is given; 0: unknown, then four largest requests), since a body
+// is held two or three times over while it is decoded and applied and the
+// rest of memory serves compactions and reads. Never under one largest
+// request (maxRequestBytes and rpc.BodySlack).
+func InFlightRequestBytes(configured int64, maxRequestBytes int, memory int64) int64 {
+	one := int64(maxRequestBytes) + rpc.BodySlack
+	switch {
+	case configured > 0:
+		return max(configured, one)
+	case memory > 0:
+		return max(memory/4, one)
+	}
+	return 4 * one
+}
+
+// processMemory returns the memory the process is given, in bytes: the Go
+// memory limit when one is set (GOMEMLIMIT, which serve sets from the
+// container's limit), else the machine's memory; 0 when unknown.
+func processMemory() int64 {
+	if limit := debug.SetMemoryLimit(-1); limit > 0 && limit < math.MaxInt64 {
+		return limit
+	}
+	if n, err := memlimit.FromSystem(); err == nil && n < math.MaxInt64 {
+		return int64(n)
+	}
+	return 0
 }
 
 // holder describes this process in the catalog's lock, for the error a
@@ -365,11 +445,21 @@ func holder(cfg Config) string {
 // within ReadTimeout (streams excepted).
 func (a *App) Handler() http.Handler { return rpc.BodyReadTimeout(a.mux, a.cfg.ReadTimeout) }
 
+// claimGate is the manager's claim gate: closed at shutdown and while the
+// blob store is unreachable (a job would fail on it).
+func (a *App) claimGate() error {
+	if a.draining.Load() {
+		return errShuttingDown
+	}
+	return a.probe.unreachable()
+}
+
 func (a *App) readyz(w http.ResponseWriter, r *http.Request) {
 	if !a.ready.Load() {
 		http.Error(w, "not ready: starting or shutting down", http.StatusServiceUnavailable)
 		return
 	}
+
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 	defer cancel()
 	if err := a.Catalog.Ping(ctx); err != nil {
@@ -389,14 +479,27 @@ func (a *App) readyz(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, notReady(catalog.StoreBlobs, err), http.StatusServiceUnavailable)
 		return
 	}
+	// The probe's last verdict: the blob store is not called here. A
+	// full store is said so, as above.
+	if err := a.probe.unreachable(); err != nil {
+		msg := "not ready: blob store unreachable (see the server log)"
+		var full *catalog.StorageFullError
+		if errors.As(err, &full) {
+			msg = notReady(catalog.StoreBlobs, err)
+		}
+		http.Error(w, msg, http.StatusServiceUnavailable)
+		return
+	}
 	_, _ = w.Write([]byte("ok\n"))
 }
 
 // Run serves on ln (nil: listen on cfg.Listen) and runs the manager until
-// ctx ends, then shuts down in order: readiness off and health NOT_SERVING,
-// HTTP server shutdown within ShutdownGrace (streams are cut after it), the
-// manager (running jobs finish or are cancelled), then storage is closed by
-// Close. started, when set, is called with the bound address once serving.
+// ctx ends, then shuts down in order: readiness off, health NOT_SERVING and
+// no more job claims; serving on for ShutdownDelay, so that load balancers
+// stop sending; then draining: streams are ended, the listener closed, and
+// in-flight requests get ShutdownGrace to finish (connections are closed
+// after it); then the manager (running jobs finish or are cancelled), and
+// storage is closed by Close. started, when set, is called with the bound address once serving.
 func (a *App) Run(ctx context.Context, ln net.Listener, started func(addr net.Addr)) error {
 	if ln == nil {
 		var err error
@@ -417,6 +520,10 @@ func (a *App) Run(ctx context.Context, ln net.Listener, started func(addr net.Ad
 	g.Go(func() error {
 		defer close(mgrDone)
 		return a.Manager.Run(mgrCtx)
+	})
+	g.Go(func() error {
+		a.probe.run(gctx, a.cfg.BlobProbeInterval)
+		return nil
 	})
 	g.Go(func() error {
 		var events <-chan manager.Event
@@ -476,14 +583,21 @@ func (a *App) Run(ctx context.Context, ln net.Listener, started func(addr net.Ad
 			started(ln.Addr())
 		}
 		<-gctx.Done()
-		a.log.Info("shutting down")
+		// Readiness goes first: load balancers stop sending while the
+		// server still serves for the shutdown delay; then it drains.
+		a.log.Info("shutting down: not ready, serving for the shutdown delay", "shutdown_delay", a.cfg.ShutdownDelay.String())
 		a.ready.Store(false)
-		a.stopped.Do(func() { close(a.done) })
-		a.Service.Drain() // end watch streams, or they hold Shutdown for its whole grace
+		a.draining.Store(true) // no more claims; running jobs go on
 		a.health.SetStatus("", grpchealth.StatusNotServing)
 		for _, s := range rpc.ServiceNames {
 			a.health.SetStatus(s, grpchealth.StatusNotServing)
 		}
+		if a.cfg.ShutdownDelay > 0 {
+			<-a.after(a.cfg.ShutdownDelay)
+		}
+		a.log.Info("draining requests", "shutdown_grace", a.cfg.ShutdownGrace.String())
+		a.stopped.Do(func() { close(a.done) })
+		a.Service.Drain() // end watch streams, or they hold Shutdown for its whole grace
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), a.cfg.ShutdownGrace)
 		defer cancel()
 		if err := srv.Shutdown(sctx); err != nil {

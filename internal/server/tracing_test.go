@@ -197,3 +197,100 @@ func TestAnOTLPProtocolOtherThanHTTPProtobufStopsTheStart(t *testing.T) {
 		t.Errorf("error %q does not name the variable and the supported protocol", err)
 	}
 }
+
+// The catalog and blob calls of RPCs and jobs are spans under them, and the
+// job's span links to the Compact request that queued it (its traceparent
+// is kept with the job in the catalog).
+func TestStorageCallsAreSpansAndAJobLinksToTheRequestThatQueuedIt(t *testing.T) {
+	rec := tracetest.NewSpanRecorder()
+	sig := endSignal{ended: make(chan string, 1000)}
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec), sdktrace.WithSpanProcessor(sig))
+	r := startApp(t, func(c *server.Config) { c.TracerProvider = tp })
+	id := r.createAndPush(t, "linked", 25)
+
+	sub, _, err := r.app.Manager.Watch(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := compactorv1connect.NewCompactionServiceClient(r.hc, r.base).Compact(t.Context(),
+		connect.NewRequest(&compactorv1.CompactRequest{CollectionIds: []string{id}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	jobID := res.Msg.GetJobs()[0].GetJob().GetId()
+	for ev := range sub.Events() {
+		if ev.Job.ID == jobID && ev.Job.State.Finished() {
+			break
+		}
+	}
+	for name := range sig.ended { // the job span ends after its GC
+		if name == "compaction job" {
+			break
+		}
+	}
+
+	spans := rec.Ended()
+	byID := map[string]sdktrace.ReadOnlySpan{}
+	for _, s := range spans {
+		byID[s.SpanContext().SpanID().String()] = s
+	}
+	// under reports whether s has an ancestor named parent.
+	under := func(s sdktrace.ReadOnlySpan, parent string) bool {
+		for p, ok := byID[s.Parent().SpanID().String()]; ok; p, ok = byID[p.Parent().SpanID().String()] {
+			if p.Name() == parent {
+				return true
+			}
+		}
+		return false
+	}
+	find := func(name, parent string) sdktrace.ReadOnlySpan {
+		t.Helper()
+		for _, s := range spans {
+			if s.Name() == name && under(s, parent) {
+				return s
+			}
+		}
+		t.Errorf("no span %q under %q among %v", name, parent, names(spans))
+		return nil
+	}
+	find("catalog CreateCollection", "compactor.v1.CollectionService/CreateCollection")
+	find("catalog AppendLog", "compactor.v1.LogService/PushLogs")
+	find("catalog EnqueueJobs", "compactor.v1.CompactionService/Compact")
+	find("catalog CommitCompaction", "compaction job")
+	find("catalog ScanLog", "compaction job")
+	find("catalog RetireVersions", "gc")
+	if s := find("blob put", "compaction job"); s != nil && s.SpanKind().String() != "client" {
+		t.Errorf("blob span kind %s, want client", s.SpanKind())
+	}
+
+	var req, job sdktrace.ReadOnlySpan
+	for _, s := range spans {
+		switch s.Name() {
+		case "compactor.v1.CompactionService/Compact":
+			req = s
+		case "compaction job":
+			job = s
+		}
+	}
+	if req == nil || job == nil {
+		t.Fatalf("no Compact or job span among %v", names(spans))
+	}
+	var linked bool
+	for _, l := range job.Links() {
+		linked = linked || l.SpanContext.SpanID() == req.SpanContext().SpanID() && l.SpanContext.TraceID() == req.SpanContext().TraceID()
+	}
+	if !linked {
+		t.Errorf("job span links %v, want a link to the Compact span %v", job.Links(), req.SpanContext())
+	}
+	if job.SpanContext().TraceID() == req.SpanContext().TraceID() {
+		t.Error("the job runs in the request's trace; want a trace of its own, linked")
+	}
+
+	// Outside any RPC or job (the manager's own loops), no span is made.
+	for _, s := range spans {
+		if s.Parent().IsValid() || s.Name() == "compaction job" || strings.Contains(s.Name(), "/") {
+			continue
+		}
+		t.Errorf("root span %q: storage calls outside RPCs and jobs make no spans", s.Name())
+	}
+}

@@ -110,7 +110,12 @@ func (s *webSource) Controls(ctx context.Context) (web.Controls, error) {
 	if err != nil {
 		return web.Controls{}, err
 	}
-	return web.Controls{Paused: p.Paused, Reason: p.Reason, By: p.By, Since: p.Since}, nil
+	t, err := s.mgr.MaxThroughput(ctx)
+	if err != nil {
+		return web.Controls{}, err
+	}
+	return web.Controls{Paused: p.Paused, Reason: p.Reason, By: p.By, Since: p.Since,
+		MaxThroughput: t.BytesPerSecond, ThroughputOverride: t.Override > 0, ThroughputBy: t.By, ThroughputSince: t.Since}, nil
 }
 
 // Plan returns the scheduler's plan, without estimates.
@@ -330,6 +335,6 @@ func (a *App) mountWeb() error {
 	if err != nil {
 		return fmt.Errorf("status page: %w", err)
 	}
-	a.mux.Handle("/", h)
+	a.mux.Handle("/", a.bodies.Wrap(h))
 	return nil
 }

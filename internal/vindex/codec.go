@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"math"
+	"slices"
 )
 
 // ErrCorrupt is matched by every Decode error about the bytes: a bad
@@ -18,7 +19,8 @@ var ErrCorrupt = errors.New("corrupt vector index")
 // A graph is stored as one graph blob, rewritten by every version, and a
 // list of vector chunk blobs, append-only: a successor's chunks are its
 // parent's, by reference, plus a chunk of the vectors inserted since (see
-// Encode). The vectors are the bulk (Dim × 4 bytes a node against about
+// Encode). A version adds at most one small chunk per compaction; a
+// rebuild starts a new list of full-size chunks. The vectors are the bulk (Dim × 4 bytes a node against about
 // 2M × 4 bytes of links), so a compaction that changes k of N records
 // writes the graph blob and k vectors, never the N vectors again. The
 // graph blob has to be rewritten: an insert changes the lists of its
@@ -73,31 +75,56 @@ type ChunkRef struct {
 // (a successor's list starts with its parent's).
 func (g *Graph) Chunks() []ChunkRef { return append([]ChunkRef(nil), g.chunks...) }
 
-// Encode returns the graph blob and the vector chunk blobs of the node
-// slots no earlier Encode of this graph or its ancestors put in a chunk,
-// in order (none when nothing was inserted), and appends them to Chunks.
-// The graph blob references every chunk, old and new, by position and
-// checksum. Encode changes the chunk list, so it needs the graph to itself
-// as Insert does.
-func (g *Graph) Encode() (graph []byte, chunks [][]byte) {
+// Encode hands put the vector chunk blobs of the node slots that no
+// earlier Encode of this graph or its ancestors put in a chunk, one at a
+// time and in order (each at most 32 MiB; none when nothing was
+// inserted), appends their references to Chunks, and returns
+// the graph blob, which references every chunk, old and new, by position
+// and checksum. The chunk put gets is valid only until put returns:
+// Encode reuses its buffer for the next chunk, so that encoding a large
+// collection holds one chunk's bytes at a time and leaves no garbage of
+// the vectors' size behind. When put fails, Encode returns its error and forgets the
+// chunks of this call, so a retry writes them again. Encode changes the
+// chunk list, so it needs the graph to itself as Insert does.
+func (g *Graph) Encode(put func(ref ChunkRef, chunk []byte) error) ([]byte, error) {
+	had := len(g.chunks)
 	done := 0
-	if len(g.chunks) > 0 {
-		last := g.chunks[len(g.chunks)-1]
+	if had > 0 {
+		last := g.chunks[had-1]
 		done = last.First + last.Count
 	}
-	per := max(1, chunkMaxBytes/(4*g.p.Dim))
+	maxBytes := chunkMaxBytes
+	if g.chunkBytes > 0 {
+		maxBytes = g.chunkBytes
+	}
+	per := max(1, maxBytes/(4*g.p.Dim))
+	var buf []byte
 	for first := done; first < len(g.ids); first += per {
 		count := min(per, len(g.ids)-first)
-		b, ref := g.encodeChunk(first, count)
-		chunks = append(chunks, b)
+		var ref ChunkRef
+		buf, ref = g.encodeChunk(buf[:0], first, count)
+		if err := put(ref, buf); err != nil {
+			g.chunks = g.chunks[:had]
+			return nil, fmt.Errorf("write vector chunk %d (slots %d+%d): %w", len(g.chunks), first, count, err)
+		}
 		g.chunks = append(g.chunks, ref)
 	}
-	return g.encodeGraph(), chunks
+	return g.encodeGraph(), nil
 }
 
-func (g *Graph) encodeChunk(first, count int) ([]byte, ChunkRef) {
+// encodeAll is Encode collecting the new chunks (tests and tools).
+func (g *Graph) encodeAll() ([]byte, [][]byte) {
+	var chunks [][]byte
+	b, _ := g.Encode(func(_ ChunkRef, c []byte) error { chunks = append(chunks, slices.Clone(c)); return nil })
+	return b, chunks
+}
+
+// encodeChunk appends to b (empty) the chunk blob of slots [first,
+// first+count).
+func (g *Graph) encodeChunk(b []byte, first, count int) ([]byte, ChunkRef) {
 	t := castagnoli()
-	b := make([]byte, chunkHeaderSize, chunkHeaderSize+count*g.p.Dim*4+4)
+	b = slices.Grow(b, chunkHeaderSize+count*g.p.Dim*4+4)
+	b = b[:chunkHeaderSize]
 	copy(b, chunkMagic[:])
 	le := binary.LittleEndian
 	le.PutUint16(b[4:], formatVersion)
@@ -118,7 +145,17 @@ func (g *Graph) encodeChunk(first, count int) ([]byte, ChunkRef) {
 func (g *Graph) encodeGraph() []byte {
 	t := castagnoli()
 	le := binary.LittleEndian
-	b := make([]byte, graphHeaderSize)
+	// The exact size first, so that the blob is one allocation.
+	size := graphHeaderSize + 4*12 + 12*len(g.chunks)
+	for n, id := range g.ids {
+		size += 2 + uvarintLen(uint64(len(id))) + len(id)
+		if g.state[n] != stateDropped {
+			for l := 0; l <= int(g.level[n]); l++ {
+				size += 1 + 4*int(g.links(int32(n), l)[0])
+			}
+		}
+	}
+	b := make([]byte, graphHeaderSize, size)
 	copy(b, graphMagic[:])
 	le.PutUint16(b[4:], formatVersion)
 	b[6] = byte(g.p.Distance)
@@ -181,6 +218,14 @@ func (g *Graph) encodeGraph() []byte {
 		return b
 	})
 	return b
+}
+
+func uvarintLen(x uint64) int {
+	n := 1
+	for ; x >= 0x80; x >>= 7 {
+		n++
+	}
+	return n
 }
 
 // corrupt returns an error wrapping ErrCorrupt.

@@ -29,7 +29,7 @@ func twoVersions(t testing.TB) (*Graph, []byte, [][]byte) {
 	rng := rand.New(rand.NewPCG(11, 11))
 	vecs := uniform(rng, 300, 6)
 	g := build(t, Params{Dim: 6, Distance: DistanceCosine, M: 4, EfConstruction: 20, Seed: 2}, vecs, 1)
-	_, chunks := g.Encode()
+	_, chunks := g.encodeAll()
 	s := g.Successor()
 	for i := range 40 {
 		s.Delete(idOf(i))
@@ -41,7 +41,7 @@ func twoVersions(t testing.TB) (*Graph, []byte, [][]byte) {
 	if err := s.InsertBatch([]string{idOf(60), "new"}, [][]float32{vecs[1], vecs[2]}, 1); err != nil {
 		t.Fatal(err)
 	}
-	blob, more := s.Encode()
+	blob, more := s.encodeAll()
 	if len(more) != 1 {
 		t.Fatalf("the successor wrote %d chunks, want 1 (its 2 new vectors)", len(more))
 	}
@@ -73,7 +73,7 @@ func TestEncodeDecodeRoundTrip(t *testing.T) {
 			t.Fatalf("decoded Search = %v, want %v", b, a)
 		}
 	}
-	again, more := d.Encode()
+	again, more := d.encodeAll()
 	if !bytes.Equal(again, blob) || len(more) != 0 {
 		t.Errorf("re-encoding the decoded graph differs (%d new chunks)", len(more))
 	}
@@ -82,7 +82,7 @@ func TestEncodeDecodeRoundTrip(t *testing.T) {
 	if err := s.Insert("later", q0()); err != nil {
 		t.Fatal(err)
 	}
-	if _, more := s.Encode(); len(more) != 1 || len(s.Chunks()) != 3 {
+	if _, more := s.encodeAll(); len(more) != 1 || len(s.Chunks()) != 3 {
 		t.Errorf("successor of a decoded graph: %d new chunks, %d in all; want 1, 3", len(more), len(s.Chunks()))
 	}
 }
@@ -90,18 +90,15 @@ func TestEncodeDecodeRoundTrip(t *testing.T) {
 func q0() []float32 { return []float32{1, 0, 0, 0, 0, 0} }
 
 func TestEncodeSplitsLargeBuildsIntoChunks(t *testing.T) {
-	const dim = 8192 // 32 KiB a vector: 1024 vectors a chunk
-	g, _ := New(Params{Dim: dim, M: 2, EfConstruction: 2})
-	v := make([]float32, dim)
-	for i := range 1500 {
-		v[0] = float32(i)
-		g.appendNode(idOf(i), v) // no links needed for the format
-	}
-	g.entry = 0
-	g.maxLevel = int(g.level[0])
-	_, chunks := g.Encode()
+	rng := rand.New(rand.NewPCG(13, 13))
+	g := build(t, Params{Dim: 8, Distance: DistanceL2, M: 4, EfConstruction: 8}, uniform(rng, 1500, 8), 1)
+	g.chunkBytes = 1024 * 8 * 4 // 1024 vectors a chunk
+	blob, chunks := g.encodeAll()
 	if refs := g.Chunks(); len(chunks) != 2 || refs[0].Count != 1024 || refs[1].Count != 476 {
 		t.Errorf("%d chunks %+v, want 1024 + 476 slots", len(chunks), refs)
+	}
+	if _, err := Decode(blob, chunksOf(chunks)); err != nil {
+		t.Error(err)
 	}
 }
 
@@ -154,11 +151,11 @@ func FuzzDecode(f *testing.F) {
 	_, blob, chunks := twoVersions(f)
 	f.Add(blob, bytes.Join(chunks, nil))
 	empty, _ := New(Params{Dim: 3})
-	eb, _ := empty.Encode()
+	eb, _ := empty.encodeAll()
 	f.Add(eb, []byte{})
 	small := build(f, Params{Dim: 2, Distance: DistanceL2, M: 2, EfConstruction: 4}, [][]float32{{0, 0}, {1, 0}, {0, 1}, {1, 1}}, 1)
 	small.Delete(idOf(2))
-	sb, sc := small.Encode()
+	sb, sc := small.encodeAll()
 	f.Add(sb, bytes.Join(sc, nil))
 	f.Fuzz(func(t *testing.T, graph, chunkBytes []byte) {
 		g, err := Decode(graph, func(i int, ref ChunkRef) ([]byte, error) {
@@ -178,6 +175,31 @@ func FuzzDecode(f *testing.F) {
 		if _, err := g.Search(q, 3, 10, nil); err != nil {
 			t.Fatal(err)
 		}
-		g.Encode()
+		g.encodeAll()
 	})
+}
+
+func TestEncodeForgetsTheChunksOfAFailedCall(t *testing.T) {
+	g := build(t, Params{Dim: 4, Distance: DistanceL2}, [][]float32{{1, 2, 3, 4}, {4, 3, 2, 1}}, 1)
+	boom := errors.New("store down")
+	if _, err := g.Encode(func(ChunkRef, []byte) error { return boom }); !errors.Is(err, boom) {
+		t.Fatalf("Encode with a failing put = %v, want it wrapped", err)
+	}
+	if n := len(g.Chunks()); n != 0 {
+		t.Fatalf("%d chunks recorded after a failed Encode", n)
+	}
+	blob, chunks := g.encodeAll()
+	if len(chunks) != 1 {
+		t.Fatalf("the retry wrote %d chunks, want 1", len(chunks))
+	}
+	if _, err := Decode(blob, chunksOf(chunks)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestEncodeSizesTheGraphBlobExactly(t *testing.T) {
+	g, blob, _ := twoVersions(t)
+	if again := g.encodeGraph(); cap(again) != len(again) || !bytes.Equal(again, blob) {
+		t.Errorf("graph blob of %d bytes in a buffer of %d", len(again), cap(again))
+	}
 }

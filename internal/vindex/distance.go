@@ -102,8 +102,12 @@ func dot(a, b []float32) float32 {
 // two add in the same order and agree to the bit.
 func l2(a, b []float32) float32 { return l2Within(a, b, maxFloat) }
 
-// l2block is the squared Euclidean distance, unrolled as dot is.
-func l2block(a, b []float32) float32 {
+// l2Within is the squared Euclidean distance with four accumulators,
+// unrolled by eight, that stops early once the partial sum (which only
+// grows) exceeds bound, checked every 32 dimensions: it then returns the
+// partial sum, a value above bound. The search uses it when only a
+// distance below its current bound matters.
+func l2Within(a, b []float32, bound float32) float32 {
 	b = b[:len(a)]
 	var s0, s1, s2, s3 float32
 	i := 0
@@ -115,29 +119,17 @@ func l2block(a, b []float32) float32 {
 		s1 += d1*d1 + d5*d5
 		s2 += d2*d2 + d6*d6
 		s3 += d3*d3 + d7*d7
+		if i&31 == 24 {
+			if p := (s0 + s1) + (s2 + s3); p > bound {
+				return p
+			}
+		}
 	}
 	for ; i < len(a); i++ {
 		d := a[i] - b[i]
 		s0 += d * d
 	}
 	return (s0 + s1) + (s2 + s3)
-}
-
-// l2Within is l2 that stops early, once the partial sum (which only
-// grows) exceeds bound, checked every 32 dimensions: then it returns the
-// partial sum, a value above bound. The search uses it when only a
-// distance below its current bound matters.
-func l2Within(a, b []float32, bound float32) float32 {
-	b = b[:len(a)]
-	var s float32
-	for len(a) >= 32 {
-		s += l2block(a[:32], b[:32])
-		if s > bound {
-			return s
-		}
-		a, b = a[32:], b[32:]
-	}
-	return s + l2block(a, b)
 }
 
 // ipDistance is 1 - a·b: the ip distance, and the cosine distance of

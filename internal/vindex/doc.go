@@ -50,15 +50,17 @@
 // and dropped slots pass RebuildFraction (30 %) of all slots, and
 // Compatible whether new parameters need a rebuild (a change of M,
 // ef_construction, distance, dimension or seed). A rebuild is New plus
-// InsertBatch of the live vectors. Stats counts vectors, tombstones,
+// InsertBatch of the live vectors: g.Rebuild(params, threads). Stats counts vectors, tombstones,
 // dropped slots, and what this graph inserted, deleted and repaired.
 //
 // # Persisted format
 //
-// Encode returns one graph blob (header, ids and states, adjacency, the
-// list of vector chunks; rewritten per version) and the vector chunk blobs
-// of the slots not yet in a chunk (append-only: a successor references
-// its parent's chunks and adds one for its new vectors). Decode takes the
+// Encode(put) hands put, one at a time, the vector chunk blobs of the
+// slots not yet in a chunk (append-only, at most 32 MiB each: a successor
+// references its parent's chunks and adds one for its new vectors), then
+// returns the graph blob (header, ids and states, adjacency, the list of
+// chunks; rewritten per version). The writer stores each chunk as a blob
+// and keeps their keys in order beside the graph blob's. Decode takes the
 // graph blob and a function that returns chunk i. Everything is
 // little-endian, versioned and CRC-32C-checked per section; Decode checks
 // every count and size against the bytes present before allocating and

@@ -169,7 +169,8 @@ type Graph struct {
 	tombstones, dropped         int
 	inserted, deleted, repaired int
 
-	chunks []ChunkRef // vector chunks already encoded (see Encode)
+	chunks     []ChunkRef // vector chunks already encoded (see Encode)
+	chunkBytes int        // a chunk's payload cap; 0: chunkMaxBytes (tests set less)
 
 	// Only during an insert batch: the global lock (entry point and top
 	// level) and per-node and per-page locks.

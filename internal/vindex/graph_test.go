@@ -261,8 +261,8 @@ func TestInsertRefusesBadVectors(t *testing.T) {
 func TestBuildIsDeterministicOnOneThread(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 5))
 	vecs := uniform(rng, 800, 8)
-	a, _ := build(t, Params{Dim: 8, Seed: 9}, vecs, 1).Encode()
-	b, _ := build(t, Params{Dim: 8, Seed: 9}, vecs, 1).Encode()
+	a, _ := build(t, Params{Dim: 8, Seed: 9}, vecs, 1).encodeAll()
+	b, _ := build(t, Params{Dim: 8, Seed: 9}, vecs, 1).encodeAll()
 	if !bytes.Equal(a, b) {
 		t.Error("two single-thread builds of the same vectors differ")
 	}
@@ -278,7 +278,7 @@ func TestSuccessorIsARebuildsEqualAndLeavesItsParentAlone(t *testing.T) {
 	for i, q := range queries {
 		before[i], _ = parent.Search(q, 10, 100, nil)
 	}
-	parentBlob, _ := parent.Encode()
+	parentBlob, _ := parent.encodeAll()
 
 	model := map[string][]float32{}
 	for i, v := range vecs {
@@ -344,7 +344,7 @@ func TestSuccessorIsARebuildsEqualAndLeavesItsParentAlone(t *testing.T) {
 			t.Fatalf("parent's answer changed after its successor was written")
 		}
 	}
-	if again, _ := parent.Encode(); !bytes.Equal(again, parentBlob) {
+	if again, _ := parent.encodeAll(); !bytes.Equal(again, parentBlob) {
 		t.Error("parent's encoding changed after its successor was written")
 	}
 	distinct := map[string]bool{}
@@ -428,6 +428,20 @@ func TestRepairDropsTombstonesAndKeepsRecall(t *testing.T) {
 	s.Repair(1)
 	if !s.NeedsRebuild() {
 		t.Errorf("NeedsRebuild false at %d dropped of %d slots", s.Stats().Dropped, s.Stats().Slots)
+	}
+	// A rebuild (here with a new M) holds the live vectors and nothing else.
+	r, err := s.Rebuild(Params{Dim: dim, Distance: DistanceL2, M: 8, Seed: 8}, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := r.Stats(); st.Vectors != s.Len() || st.Slots != s.Len() || r.NeedsRebuild() || r.Params().M != 8 {
+		t.Errorf("rebuilt Stats = %+v, want %d vectors in as many slots", st, s.Len())
+	}
+	if rr := recall(t, r, queries, 10, 200, nil); rr < 0.99 {
+		t.Errorf("recall@10 of the rebuild = %.4f, want ≥ 0.99", rr)
+	}
+	if _, err := s.Rebuild(Params{Dim: dim, Distance: DistanceCosine}, 1); !errors.Is(err, ErrInvalidParams) {
+		t.Errorf("Rebuild with another distance = %v, want ErrInvalidParams", err)
 	}
 	// Inserting after Repair still works and finds.
 	if err := s.Insert("late", vecs[1]); err != nil {

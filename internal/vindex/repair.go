@@ -1,6 +1,7 @@
 package vindex
 
 import (
+	"fmt"
 	"sync"
 )
 
@@ -130,4 +131,34 @@ func (g *Graph) Repair(threads int) int {
 	}
 	g.linkOrphans()
 	return dropped
+}
+
+// Rebuild returns a new graph with parameters p (zero fields take the
+// defaults; use g.Params() to keep g's) holding g's live vectors, built on
+// threads goroutines: the full rebuild that NeedsRebuild or new
+// parameters call for. It reclaims every tombstone and dropped slot; its
+// vector chunks are all new. p must keep g's dimension and distance (the
+// stored vectors are normalised for cosine): else an error wrapping
+// ErrInvalidParams. g is only read.
+func (g *Graph) Rebuild(p Params, threads int) (*Graph, error) {
+	p, err := p.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	if p.Dim != g.p.Dim || p.Distance != g.p.Distance {
+		return nil, fmt.Errorf("%w: a rebuild keeps dim %d and distance %v (got %d, %v)", ErrInvalidParams, g.p.Dim, g.p.Distance, p.Dim, p.Distance)
+	}
+	r := newGraph(p)
+	ids := make([]string, 0, len(g.byID))
+	vecs := make([][]float32, 0, len(g.byID))
+	for n, st := range g.state {
+		if st == stateLive {
+			ids = append(ids, g.ids[n])
+			vecs = append(vecs, g.vec(int32(n)))
+		}
+	}
+	if err := r.InsertBatch(ids, vecs, threads); err != nil {
+		return nil, err
+	}
+	return r, nil
 }

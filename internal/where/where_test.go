@@ -201,10 +201,15 @@ func FuzzParseWhere(f *testing.F) {
 		if s2 := w2.String(); s2 != s {
 			t.Fatalf("canonical form not stable: %s then %s", s, s2)
 		}
+		var st Stats
 		for _, md := range samples {
 			if w.Match(md) != w2.Match(md) {
 				t.Fatalf("%s and its canonical form %s disagree on %v", b, s, md)
 			}
+			st.Add(md)
+		}
+		if sel := w.Selectivity(&st); sel < 0 || sel > 1 || sel != sel {
+			t.Fatalf("Selectivity(%s) = %v, outside 0..1", s, sel)
 		}
 	})
 }

@@ -186,6 +186,13 @@ func (s *Source) Plan(context.Context) ([]web.PlanEntry, error) {
 }
 
 // Controls returns the global pause, as Pause and Resume left it.
+// SetControls replaces the global controls (pause and throughput cap).
+func (s *Source) SetControls(c web.Controls) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.controls = c
+}
+
 func (s *Source) Controls(context.Context) (web.Controls, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -760,7 +760,10 @@ func (x *CompactResult) GetCreated() bool {
 // Request of CompactionService.GetCompaction.
 type GetCompactionRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The job's id (a UUID).
+	// The job's id (a UUID), or its first 4 or more characters when they
+	// start the id of one job only (the status page shows 8): an ambiguous
+	// start is INVALID_ARGUMENT listing the jobs it names, an unknown one
+	// NOT_FOUND.
 	JobId         string `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1116,7 +1119,8 @@ func (x *WatchCompactionsResponse) GetJob() *Job {
 // Request of CompactionService.CancelCompaction.
 type CancelCompactionRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The job's id (a UUID).
+	// The job's id (a UUID), or a unique start of it, as in
+	// GetCompactionRequest.job_id.
 	JobId         string `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

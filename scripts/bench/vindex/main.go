@@ -28,6 +28,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -244,7 +245,11 @@ func run(args []string, stdout, stderr io.Writer) error {
 			uids[j], uvecs[j] = ids[l], base[(l+n/2)%n]
 		}
 		t0 := time.Now()
-		blob, chunks := g.Encode()
+		var chunks [][]byte
+		blob, err := g.Encode(func(_ vindex.ChunkRef, c []byte) error { chunks = append(chunks, slices.Clone(c)); return nil })
+		if err != nil {
+			return err
+		}
 		out["encode_s"] = time.Since(t0).Seconds()
 		chunkBytes := 0
 		for _, c := range chunks {
@@ -268,10 +273,10 @@ func run(args []string, stdout, stderr io.Writer) error {
 		up := time.Since(t0).Seconds()
 		out["upsert_s"], out["upsert_cpu_s"], out["upserts"] = up, cpu()-c0, u
 		out["upsert_of_build"] = up / build
-		blob2, more := s.Encode()
 		mb := 0
-		for _, c := range more {
-			mb += len(c)
+		blob2, err := s.Encode(func(_ vindex.ChunkRef, c []byte) error { mb += len(c); return nil })
+		if err != nil {
+			return err
 		}
 		out["successor_graph_blob_bytes"], out["successor_new_chunk_bytes"] = len(blob2), mb
 		out["successor_stats"] = s.Stats()
