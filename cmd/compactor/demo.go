@@ -26,6 +26,7 @@ const demoCollection = "debian-bookworm"
 
 func newDemoCmd(s cli.Streams) *cobra.Command {
 	cfg := server.DefaultConfig()
+	cfg.ShutdownDelay = 0 // one local process, no load balancer to wait for
 	var logs logConfig
 	var dataDir string
 	var exitAfterLoad bool

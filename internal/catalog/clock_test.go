@@ -89,7 +89,7 @@ func TestSkewedReplicaClocksDecideNoLease(t *testing.T) {
 		const ttl = 10 * time.Second
 		acquire := func(c *catalog.Catalog, owner string) bool {
 			t.Helper()
-			held, err := c.AcquireLease(ctx, "scheduler", owner, ttl)
+			held, err := c.AcquireLeaderLease(ctx, "scheduler", owner, ttl)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -183,10 +183,10 @@ func TestLeaseTimesComeFromThePostgresClock(t *testing.T) {
 	if got, err := ahead.ExpireLeases(ctx, nil); err != nil || len(got) != 0 {
 		t.Fatalf("the replica ahead took over %+v, %v", got, err)
 	}
-	if held, err := behind.AcquireLease(ctx, "scheduler", "behind", long); err != nil || !held {
-		t.Fatalf("AcquireLease by the replica behind: %v, %v", held, err)
+	if held, err := behind.AcquireLeaderLease(ctx, "scheduler", "behind", long); err != nil || !held {
+		t.Fatalf("AcquireLeaderLease by the replica behind: %v, %v", held, err)
 	}
-	if held, err := ahead.AcquireLease(ctx, "scheduler", "ahead", long); err != nil || held {
+	if held, err := ahead.AcquireLeaderLease(ctx, "scheduler", "ahead", long); err != nil || held {
 		t.Fatalf("the replica ahead took a live leader lease: %v, %v", held, err)
 	}
 	if err := behind.Heartbeat(ctx, catalog.Node{Name: "behind"}); err != nil {

@@ -3,7 +3,6 @@ package catalog
 import (
 	"context"
 	"database/sql"
-	"database/sql/driver"
 	"errors"
 	"fmt"
 	"strings"
@@ -222,10 +221,6 @@ func (c *Catalog) CountPausedCollections(ctx context.Context) (int, error) {
 // ErrNotFound when no such id.
 func (c *Catalog) DeleteCollection(ctx context.Context, id string) (Collection, error) {
 	var col Collection
-	tables := []string{"jobs", "versions", "push_keys", "log"}
-	if c.d.purgeLater {
-		tables = tables[:3]
-	}
 	del := func(tx *sql.Tx) error {
 		var err error
 		if col, err = c.queryCollection(ctx, tx, id); err != nil {
@@ -233,25 +228,18 @@ func (c *Catalog) DeleteCollection(ctx context.Context, id string) (Collection, 
 		}
 		// The foreign keys cascade too (where on); deleting explicitly keeps
 		// the behaviour independent of the foreign-key setting.
-		for _, table := range tables {
+		for _, table := range []string{"jobs", "versions", "push_keys"} {
 			if _, err := tx.ExecContext(ctx, c.d.q(`DELETE FROM `+table+` WHERE collection_id = ?`), id); err != nil {
 				return fmt.Errorf("delete %s rows: %w", table, err)
 			}
 		}
-		if c.d.purgeLater {
-			if _, err := tx.ExecContext(ctx, c.d.q(`INSERT INTO log_purges (collection_id, deleted_at) VALUES (?, ?)`), id, ms(c.now())); err != nil {
-				return fmt.Errorf("record log purge: %w", err)
-			}
+		if err := c.d.deleteLog(ctx, c, tx, id); err != nil {
+			return err
 		}
 		_, err = tx.ExecContext(ctx, c.d.q(`DELETE FROM collections WHERE id = ?`), id)
 		return err
 	}
-	run := func() error {
-		if !c.d.purgeLater {
-			return c.writeTx(ctx, del)
-		}
-		return c.withoutForeignKeys(ctx, del)
-	}
+	run := func() error { return c.d.deleteTx(ctx, c, del) }
 	err := run()
 	if c.storageFull(err) != nil && c.releaseReserve(ctx, "delete a collection", id) {
 		err = run()
@@ -259,13 +247,7 @@ func (c *Catalog) DeleteCollection(ctx context.Context, id string) (Collection, 
 	if err != nil {
 		return Collection{}, c.wrap(err, "delete collection %s", id)
 	}
-	if c.d.purgeLater {
-		// The collection is gone for every reader; rows left by a failure
-		// here are purged by the next delete or the next Open.
-		if err := c.purgeLogs(ctx); err != nil {
-			c.log.WarnContext(ctx, "purge log rows of deleted collections; retried at the next delete or start", "err", err)
-		}
-	}
+	c.d.deleted(ctx, c)
 	return col, nil
 }
 
@@ -286,144 +268,6 @@ func (c *Catalog) releaseReserve(ctx context.Context, what, id string) bool {
 	return released
 }
 
-// withoutForeignKeys runs fn in a write transaction on the writer
-// connection with SQLite's foreign keys off (so deleting a collection row
-// does not cascade to its log rows), and turns them on again.
-func (c *Catalog) withoutForeignKeys(ctx context.Context, fn func(tx *sql.Tx) error) error {
-	conn, err := c.w.Conn(ctx)
-	if err != nil {
-		return fmt.Errorf("take the writer connection: %w", err)
-	}
-	defer conn.Close()
-	if _, err := conn.ExecContext(ctx, `PRAGMA foreign_keys = OFF`); err != nil {
-		return fmt.Errorf("turn foreign keys off: %w", err)
-	}
-	defer func() {
-		if _, err := conn.ExecContext(context.WithoutCancel(ctx), `PRAGMA foreign_keys = ON`); err != nil {
-			c.log.ErrorContext(ctx, "turn foreign keys on again; dropping the connection", "err", err)
-			_ = conn.Raw(func(any) error { return driver.ErrBadConn })
-		}
-	}()
-	return c.writeTxOn(ctx, conn, fn)
-}
-
-// purgeChunk is the most log rows one purge transaction deletes; halved
-// down to 1 while a chunk does not fit in the free space.
-const purgeChunk = 4096
-
-// purgeLogs deletes the log rows of the collections in log_purges, in
-// transactions of at most purgeChunk rows, each followed by a checkpoint
-// that lets the next one reuse the write-ahead log's space, and removes a
-// collection from log_purges once its rows are gone.
-func (c *Catalog) purgeLogs(ctx context.Context) error {
-	var ids []string
-	err := c.readTx(ctx, func(tx *sql.Tx) error {
-		rows, err := tx.QueryContext(ctx, `SELECT collection_id FROM log_purges ORDER BY deleted_at`)
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
-			var id string
-			if err := rows.Scan(&id); err != nil {
-				return err
-			}
-			ids = append(ids, id)
-		}
-		return rows.Err()
-	})
-	if err != nil {
-		return c.wrap(err, "list log purges")
-	}
-	for _, id := range ids {
-		chunk := purgeChunk
-		for {
-			var n int64
-			err := c.writeTx(ctx, func(tx *sql.Tx) error {
-				res, err := tx.ExecContext(ctx, `DELETE FROM log WHERE rowid IN (SELECT rowid FROM log WHERE collection_id = ? LIMIT ?)`, id, chunk)
-				if err != nil {
-					return err
-				}
-				n, err = rowsAffected(res)
-				return err
-			})
-			if c.storageFull(err) != nil {
-				// Spend the reserve first, then try smaller chunks.
-				if c.releaseReserve(ctx, "purge the log of a deleted collection", id) {
-					continue
-				}
-				if chunk > 1 {
-					chunk /= 2
-					continue
-				}
-			}
-			if err != nil {
-				return c.wrap(err, "purge log rows of deleted collection %s", id)
-			}
-			// A passive checkpoint: when no reader holds an older
-			// snapshot, the next transaction writes the log from its start.
-			if _, err := c.w.ExecContext(ctx, `PRAGMA wal_checkpoint(PASSIVE)`); err != nil {
-				c.log.WarnContext(ctx, "checkpoint while purging log rows", "err", err)
-			}
-			if n < int64(chunk) {
-				break
-			}
-		}
-		err := c.writeTx(ctx, func(tx *sql.Tx) error {
-			_, err := tx.ExecContext(ctx, `DELETE FROM log_purges WHERE collection_id = ?`, id)
-			return err
-		})
-		if err != nil {
-			return c.wrap(err, "finish log purge of deleted collection %s", id)
-		}
-	}
-	if len(ids) > 0 {
-		return c.shrink(ctx)
-	}
-	return nil
-}
-
-// vacuumChunk is the most free pages one incremental vacuum returns.
-const vacuumChunk = 1024
-
-// shrink returns the database's free pages to the file system (SQLite
-// databases created with auto_vacuum = INCREMENTAL; a no-op for others), in
-// steps of vacuumChunk pages, each followed by a checkpoint, which
-// truncates the file: deleting a collection then frees space on the volume
-// for the blob store and the space reserve as well.
-func (c *Catalog) shrink(ctx context.Context) error {
-	var mode int
-	if err := c.w.QueryRowContext(ctx, `PRAGMA auto_vacuum`).Scan(&mode); err != nil {
-		return c.wrap(err, "read auto_vacuum")
-	}
-	if mode != 2 { // INCREMENTAL
-		return nil
-	}
-	for {
-		var free int64
-		if err := c.w.QueryRowContext(ctx, `PRAGMA freelist_count`).Scan(&free); err != nil {
-			return c.wrap(err, "read freelist_count")
-		}
-		if free == 0 {
-			return nil
-		}
-		// incremental_vacuum returns no row; Exec runs it to the end.
-		if _, err := c.w.ExecContext(ctx, fmt.Sprintf(`PRAGMA incremental_vacuum(%d)`, vacuumChunk)); err != nil {
-			return c.wrap(err, "return free pages to the file system")
-		}
-		if _, err := c.w.ExecContext(ctx, `PRAGMA wal_checkpoint(PASSIVE)`); err != nil {
-			return c.wrap(err, "checkpoint after incremental vacuum")
-		}
-		var after int64
-		if err := c.w.QueryRowContext(ctx, `PRAGMA freelist_count`).Scan(&after); err != nil {
-			return c.wrap(err, "read freelist_count")
-		}
-		if after >= free {
-			return nil // no progress (e.g. the vacuum failed silently): stop
-		}
-	}
-}
-
 // existsCollection reports whether a collection with id exists.
 func (c *Catalog) existsCollection(ctx context.Context, q querier, id string) (bool, error) {
 	var one int
@@ -432,58 +276,4 @@ func (c *Catalog) existsCollection(ctx context.Context, q querier, id string) (b
 		return false, nil
 	}
 	return err == nil, err
-}
-
-// RecordFailure counts one non-transient compaction failure against a
-// collection and dead-letters it when the consecutive count reaches
-// deadLetterAfter (> 0). It returns the new count and whether the collection
-// is dead-lettered.
-func (c *Catalog) RecordFailure(ctx context.Context, id string, deadLetterAfter int) (int, bool, error) {
-	if deadLetterAfter <= 0 {
-		return 0, false, fmt.Errorf("record failure of collection %s: dead-letter threshold %d must be positive: %w", id, deadLetterAfter, ErrInvalidArgument)
-	}
-	now := ms(c.now())
-	var (
-		failures int
-		dead     sql.NullInt64
-	)
-	err := c.writeTx(ctx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, c.d.q(`UPDATE collections SET
-				failure_count = failure_count + 1,
-				dead_lettered_at = CASE WHEN dead_lettered_at IS NULL AND failure_count + 1 >= ? THEN ? ELSE dead_lettered_at END,
-				updated_at = ?
-			WHERE id = ?`), deadLetterAfter, now, now, id)
-		if err != nil {
-			return err
-		}
-		if n, err := rowsAffected(res); err != nil {
-			return err
-		} else if n == 0 {
-			return ErrNotFound
-		}
-		return tx.QueryRowContext(ctx, c.d.q(`SELECT failure_count, dead_lettered_at FROM collections WHERE id = ?`), id).Scan(&failures, &dead)
-	})
-	if err != nil {
-		return 0, false, c.wrap(err, "record failure of collection %s", id)
-	}
-	return failures, dead.Valid, nil
-}
-
-// RecordSuccess resets the failure count and the dead-letter mark (for a job
-// that succeeded without a commit, e.g. with nothing to compact).
-func (c *Catalog) RecordSuccess(ctx context.Context, id string) error {
-	now := ms(c.now())
-	err := c.writeTx(ctx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, c.d.q(`UPDATE collections SET failure_count = 0, dead_lettered_at = NULL, retry_count = 0, retry_after = NULL, updated_at = ? WHERE id = ?`), now, id)
-		if err != nil {
-			return err
-		}
-		if n, err := rowsAffected(res); err != nil {
-			return err
-		} else if n == 0 {
-			return ErrNotFound
-		}
-		return nil
-	})
-	return c.wrap(err, "record success of collection %s", id)
 }

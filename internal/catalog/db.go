@@ -89,8 +89,8 @@ func openDialect(ctx context.Context, cfg Config, d *dialect) (*Catalog, error) 
 			return nil, fmt.Errorf("open %s catalog: %w", d.name, c.classify(err))
 		}
 	}
-	if d.reservePath != nil && cfg.ReserveBytes > 0 {
-		c.reserve = &reserve{path: d.reservePath(cfg.DSN), size: cfg.ReserveBytes}
+	if path := d.reservePath(cfg.DSN); path != "" && cfg.ReserveBytes > 0 {
+		c.reserve = &reserve{path: path, size: cfg.ReserveBytes}
 		if err := c.reserve.ensure(); err != nil {
 			code, full := IsNoSpace(err)
 			if !full {
@@ -106,19 +106,11 @@ func openDialect(ctx context.Context, cfg Config, d *dialect) (*Catalog, error) 
 		_ = c.Close()
 		return nil, fmt.Errorf("open %s catalog: %w", d.name, c.classify(err))
 	}
-	if d.check != nil {
-		if err := d.check(ctx, w); err != nil {
-			_ = c.Close()
-			return nil, fmt.Errorf("open %s catalog: %w", d.name, c.classify(err))
-		}
+	if err := d.check(ctx, w); err != nil {
+		_ = c.Close()
+		return nil, fmt.Errorf("open %s catalog: %w", d.name, c.classify(err))
 	}
-	if d.purgeLater {
-		// Finish the purges of collections deleted before a crash or while
-		// the disk was full.
-		if err := c.purgeLogs(ctx); err != nil {
-			logger.WarnContext(ctx, "purge log rows of deleted collections; retried at the next delete or start", "err", err)
-		}
-	}
+	d.opened(ctx, c)
 	// Index the log rows appended before record_id existed (tail.go);
 	// reads decode the rows left unfilled, so a failure only slows them.
 	if n, err := c.backfillRecordIDs(ctx); err != nil {
@@ -135,10 +127,7 @@ func takeLock(ctx context.Context, d *dialect, cfg Config, w *sql.DB, logger *sl
 	if holder == "" {
 		holder = defaultHolder()
 	}
-	if d.name != "sqlite" {
-		return nil, nil // replicas share a PostgreSQL catalog: its job queue is in the catalog
-	}
-	return sqliteLock(cfg.DSN, holder)
+	return d.lock(cfg.DSN, holder)
 }
 
 // Close closes the database connections.

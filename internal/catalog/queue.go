@@ -17,10 +17,12 @@ import (
 // The job queue in the catalog (DESIGN.md §7a). The jobs table is the queue
 // and the database keeps its invariants for every replica at once: partial
 // unique indexes allow at most one QUEUED and one RUNNING job per collection;
-// a worker claims the next job in one transaction (FOR UPDATE SKIP LOCKED on
-// PostgreSQL, the single write transaction on SQLite) with a lease it renews
-// while the job runs; a job's terminal update and its compaction commit are
-// fenced by the lease, so a node that lost its lease cannot commit. The
+// a worker claims the next job in one transaction (passing over rows locked
+// by others on PostgreSQL, the single write transaction on SQLite) with a
+// job lease it renews while the job runs; a job's terminal update and its
+// compaction commit are fenced by the job lease, so a node that lost it
+// cannot commit. (The leader lease of the scheduler is another thing: see
+// leader.go.) The
 // shape follows River's claim/rescue split and Mimir's compactor scheduler
 // (job tracker, lease manager).
 
@@ -93,19 +95,6 @@ type JobRequest struct {
 	// job (its trace links to it); "" for none. Kept by the job it creates,
 	// not by one that was queued already.
 	TraceParent string
-}
-
-// Node is one replica of compactor serve as registered in the catalog.
-type Node struct {
-	Name        string // unique per replica (host name by default)
-	Address     string // where its RPC port answers
-	Version     string // build version
-	StartedAt   time.Time
-	HeartbeatAt time.Time // last heartbeat, by the database's clock
-	// Silence is the time since the last heartbeat by the database's clock
-	// when ListNodes read it (no replica's own clock enters it); a node
-	// silent past its TTL is gone. Ignored by Heartbeat.
-	Silence time.Duration
 }
 
 // EnqueueJob queues a job for r.CollectionID unless one is queued already:
@@ -695,94 +684,6 @@ func (c *Catalog) ListQueue(ctx context.Context, limit int) ([]Job, error) {
 		return nil, c.wrap(err, "list queue")
 	}
 	return jobs, nil
-}
-
-// SetRetry stores a collection's retry state: its consecutive failures
-// (transient ones included) and the time before which no scheduled job of
-// it is claimed (zero: none). The failure policy that computes them lives
-// with the caller. Errors: ErrNotFound, ErrUnavailable.
-func (c *Catalog) SetRetry(ctx context.Context, collectionID string, retries int, retryAfter time.Time) error {
-	_, err := c.updateCollection(ctx, collectionID, `retry_count = ?, retry_after = ?`, retries, msOrNull(retryAfter))
-	return c.wrap(err, "set retry state of collection %s", collectionID)
-}
-
-// Heartbeat registers node n, or refreshes it: address, version and start
-// time as given, HeartbeatAt now by the database's clock. Errors: ErrInvalidArgument (empty name),
-// ErrUnavailable.
-func (c *Catalog) Heartbeat(ctx context.Context, n Node) error {
-	if n.Name == "" {
-		return fmt.Errorf("heartbeat: node name must not be empty: %w", ErrInvalidArgument)
-	}
-	err := c.writeTx(ctx, func(tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, c.d.q(`INSERT INTO nodes (name, address, version, started_at, heartbeat_at) VALUES (?, ?, ?, ?, `+c.d.clockMs+`)
-			ON CONFLICT (name) DO UPDATE SET address = excluded.address, version = excluded.version,
-				started_at = excluded.started_at, heartbeat_at = excluded.heartbeat_at`),
-			n.Name, n.Address, n.Version, ms(n.StartedAt), c.dbNow())
-		return err
-	})
-	return c.wrap(err, "heartbeat of node %s", n.Name)
-}
-
-// ListNodes returns the registered nodes by name, each with the time since
-// its last heartbeat by the database's clock (Node.Silence).
-func (c *Catalog) ListNodes(ctx context.Context) ([]Node, error) {
-	rows, err := c.readQuery(ctx, `SELECT name, address, version, started_at, heartbeat_at, `+c.d.clockMs+` - heartbeat_at FROM nodes ORDER BY name`, c.dbNow())
-	if err != nil {
-		return nil, c.wrap(err, "list nodes")
-	}
-	defer rows.Close()
-	nodes := []Node{}
-	for rows.Next() {
-		var (
-			n                          Node
-			started, lastBeat, silence int64
-		)
-		if err := rows.Scan(&n.Name, &n.Address, &n.Version, &started, &lastBeat, &silence); err != nil {
-			return nil, c.wrap(err, "list nodes")
-		}
-		n.StartedAt, n.HeartbeatAt, n.Silence = fromMs(started), fromMs(lastBeat), time.Duration(max(silence, 0))*time.Millisecond
-		nodes = append(nodes, n)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, c.wrap(err, "list nodes")
-	}
-	return nodes, nil
-}
-
-// AcquireLease takes or renews the named lease for owner until ttl from now
-// by the database's clock, and reports whether owner holds it: it does when no one held it, when
-// owner held it already, or when the holder's lease expired. Used for the
-// scheduler's leader lease. Errors: ErrInvalidArgument, ErrUnavailable.
-func (c *Catalog) AcquireLease(ctx context.Context, name, owner string, ttl time.Duration) (bool, error) {
-	if name == "" || owner == "" || ttl <= 0 {
-		return false, fmt.Errorf("acquire lease %q for %q for %s: name, owner and a positive ttl are required: %w", name, owner, ttl, ErrInvalidArgument)
-	}
-	dbNow := c.dbNow()
-	var holder string
-	err := c.writeTx(ctx, func(tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, c.d.q(`INSERT INTO leases (name, owner, expires_at) VALUES (?, ?, `+c.d.clockMs+` + ?)
-			ON CONFLICT (name) DO UPDATE SET owner = excluded.owner, expires_at = excluded.expires_at
-			WHERE leases.owner = excluded.owner OR leases.expires_at < `+c.d.clockMs),
-			name, owner, dbNow, ttl.Milliseconds(), dbNow)
-		if err != nil {
-			return err
-		}
-		return tx.QueryRowContext(ctx, c.d.q(`SELECT owner FROM leases WHERE name = ?`), name).Scan(&holder)
-	})
-	if err != nil {
-		return false, c.wrap(err, "acquire lease %s for %s", name, owner)
-	}
-	return holder == owner, nil
-}
-
-// ReleaseLease gives up the named lease if owner holds it (at shutdown, so
-// another replica takes it at once instead of after its expiry).
-func (c *Catalog) ReleaseLease(ctx context.Context, name, owner string) error {
-	err := c.writeTx(ctx, func(tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, c.d.q(`DELETE FROM leases WHERE name = ? AND owner = ?`), name, owner)
-		return err
-	})
-	return c.wrap(err, "release lease %s of %s", name, owner)
 }
 
 // priorityOf is the stored claim priority of j.

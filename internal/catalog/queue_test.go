@@ -420,7 +420,7 @@ func TestNodesAndLeaderLease(t *testing.T) {
 		const ttl = 10 * time.Second
 		acquire := func(owner string) bool {
 			t.Helper()
-			held, err := c.AcquireLease(ctx, "scheduler", owner, ttl)
+			held, err := c.AcquireLeaderLease(ctx, "scheduler", owner, ttl)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -433,13 +433,13 @@ func TestNodesAndLeaderLease(t *testing.T) {
 		if !acquire("n2") || acquire("n1") {
 			t.Fatal("n2 must take the lease once n1's expired")
 		}
-		if err := c.ReleaseLease(ctx, "scheduler", "n1"); err != nil { // not the holder: no effect
+		if err := c.ReleaseLeaderLease(ctx, "scheduler", "n1"); err != nil { // not the holder: no effect
 			t.Fatal(err)
 		}
 		if acquire("n1") {
 			t.Fatal("a release by a non-holder freed the lease")
 		}
-		if err := c.ReleaseLease(ctx, "scheduler", "n2"); err != nil {
+		if err := c.ReleaseLeaderLease(ctx, "scheduler", "n2"); err != nil {
 			t.Fatal(err)
 		}
 		if !acquire("n1") {

@@ -54,7 +54,7 @@ func (c *Catalog) CommitCompaction(ctx context.Context, cm Commit) error {
 		}
 		res, err := tx.ExecContext(ctx, c.d.q(`UPDATE collections SET
 				segment_version = ?, compaction_offset = ?, manifest_key = ?, record_count = ?,
-				failure_count = 0, dead_lettered_at = NULL, retry_count = 0, retry_after = NULL, last_compacted_at = ?, updated_at = ?
+				`+clearFailureState+`, last_compacted_at = ?, updated_at = ?
 			WHERE id = ? AND segment_version = ?`),
 			cm.NewVersion, cm.CompactionOffset, cm.ManifestKey, cm.RecordCount, now, now, cm.CollectionID, cm.BaseVersion)
 		if err != nil {

@@ -108,9 +108,9 @@ embedding dimension is --dimension, or, when 0, fixed by the first pushed
 record that carries an embedding.
 
 --distance (l2, cosine or ip; default cosine) ranks query results, and
---m, --ef-construction and --ef-search set its vector index (an HNSW graph
-built at compaction; defaults 16, 200 and 100); --no-index makes every
-query scan. All are fixed at creation. -o json prints the new Collection
+--m, --ef-construction and --ef-search are the parameters of its vector
+index (an HNSW graph per segment version; defaults 16, 200 and 100);
+--no-index makes every query scan. All are fixed at creation. -o json prints the new Collection
 object.`,
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: cobra.NoFileCompletions,

@@ -272,6 +272,9 @@ type Compactor struct {
 	query queryMetrics
 	// index opens versions' vector indexes; nil: every query scans.
 	index IndexSource
+	// scans holds a token per exact query scan running (see
+	// MaxConcurrentScans).
+	scans chan struct{}
 	pins  *pins
 	// readRetries counts reads run again on a fresh view because GC
 	// collected their version (see retryRead); none is expected at accepted
@@ -327,7 +330,8 @@ func New(cat Catalog, seg *segment.Store, cfg Config, logger *slog.Logger, opts 
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	c := &Compactor{cat: cat, seg: seg, cfg: cfg, logger: logger, pins: newPins(), purges: make(map[string]bool)}
+	c := &Compactor{cat: cat, seg: seg, cfg: cfg, logger: logger, pins: newPins(), purges: make(map[string]bool),
+		scans: make(chan struct{}, MaxConcurrentScans)}
 	for _, o := range opts {
 		o(c)
 	}

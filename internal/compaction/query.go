@@ -84,6 +84,22 @@ func WithIndexSource(src IndexSource) Option {
 	return func(c *Compactor) { c.index = src }
 }
 
+// MaxConcurrentScans bounds the exact query scans of the whole collection
+// that run at once in a process: each decodes every block, so unbounded
+// they would take the CPU from compactions and from each other. A query
+// beyond it waits for a slot as long as its context allows.
+const MaxConcurrentScans = 4
+
+// acquireScan waits for a scan slot; the returned func frees it.
+func (c *Compactor) acquireScan(ctx context.Context) (func(), error) {
+	select {
+	case c.scans <- struct{}{}:
+		return func() { <-c.scans }, nil
+	case <-ctx.Done():
+		return nil, fmt.Errorf("wait for one of the %d scan slots (queries that scan run at most that many at once): %w", MaxConcurrentScans, ctx.Err())
+	}
+}
+
 // MinIndexSelectivity is the estimated fraction of matching records below
 // which a filtered query scans the matching records exactly instead of
 // searching the graph with the filter (a graph search that rejects most
@@ -291,7 +307,11 @@ func (c *Compactor) queryRecords(ctx context.Context, collectionID string, q Que
 			res.Exact = false
 			err = c.searchIndex(ctx, coll, m, idx, tail.Ops, q, s)
 		} else {
-			err = c.scanAll(ctx, m, tail.Ops, s)
+			var release func()
+			if release, err = c.acquireScan(ctx); err == nil {
+				err = c.scanAll(ctx, m, tail.Ops, s)
+				release()
+			}
 		}
 	}
 	if err != nil {

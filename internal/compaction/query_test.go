@@ -501,3 +501,88 @@ func mustWhere(tb testing.TB, s string) *where.Filter {
 	}
 	return f
 }
+
+// Queries that run while compactions commit (and purge the tail rows they
+// compacted) answer the same as before: each reads one snapshot, the
+// segment version pinned with the tail after its offset.
+func TestQueriesDuringCompactionsSeeOneView(t *testing.T) {
+	r := rand.New(rand.NewPCG(29, 1))
+	e := newEnv(t, envConfig{maxRecords: 15, batchRecords: 5, maxBlock: 6, minBlock: 2})
+	g := gen{r: r, ids: 60, dim: 3}
+	e.push(g.batch(150)...)
+	f := mustWhere(t, `{"a": {"$gte": 3}}`)
+	qs := [][]float32{{1, 2, 3}, {-4, 0, 2}}
+	want := make([][]QueryHit, len(qs))
+	for i, q := range qs {
+		want[i] = e.model.bruteForce(vindex.DefaultDistance, q, 7, f, nil)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			res, err := e.comp.Compact(e.ctx, e.id, Options{})
+			if err != nil {
+				t.Errorf("compact: %v", err)
+				return
+			}
+			if res.Remaining == 0 {
+				return
+			}
+		}
+	}()
+	check := func(when string) {
+		res, err := e.comp.QueryRecords(e.ctx, e.id, Query{Embeddings: qs, K: 7, Where: f, Exact: true})
+		if err != nil {
+			t.Fatalf("%s: %v", when, err)
+		}
+		for i := range qs {
+			if len(want[i]) == 0 && len(res.Hits[i]) == 0 {
+				continue
+			}
+			if !reflect.DeepEqual(res.Hits[i], want[i]) {
+				t.Fatalf("%s: query %d at version %d:\n got%s\nwant%s", when, i, res.SegmentVersion, briefHits(res.Hits[i]), briefHits(want[i]))
+			}
+		}
+	}
+	for n := 0; ; n++ {
+		select {
+		case <-done:
+			check("after the compactions")
+			return
+		default:
+			check(fmt.Sprintf("query %d", n))
+		}
+	}
+}
+
+// At most MaxConcurrentScans exact scans run at once; one more waits for a
+// slot within its context, and runs once a slot frees.
+func TestScansWaitForASlot(t *testing.T) {
+	e := newEnv(t, envConfig{maxRecords: 100, batchRecords: 50, maxBlock: 8, minBlock: 2})
+	e.push(materialize.OperationRecord{Op: materialize.OpAdd, ID: "a", Embedding: []float32{0, 1}})
+	q := Query{Embeddings: [][]float32{{0, 1}}, K: 1}
+	for range MaxConcurrentScans {
+		e.comp.scans <- struct{}{} // scans in flight
+	}
+	ctx, cancel := context.WithCancel(e.ctx)
+	cancel()
+	if _, err := e.comp.QueryRecords(ctx, e.id, q); !errors.Is(err, context.Canceled) {
+		t.Fatalf("a scan with every slot taken and its context done: %v, want context.Canceled", err)
+	}
+	// A query by ids does not scan, so it needs no slot.
+	if res, err := e.comp.QueryRecords(e.ctx, e.id, Query{Embeddings: q.Embeddings, K: 1, IDs: []string{"a"}}); err != nil || len(res.Hits[0]) != 1 {
+		t.Fatalf("a query by ids with every slot taken: %v, %v", res.Hits, err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := e.comp.QueryRecords(e.ctx, e.id, q)
+		done <- err
+	}()
+	<-e.comp.scans // one scan ends
+	if err := <-done; err != nil {
+		t.Fatalf("the waiting scan: %v", err)
+	}
+	if n := len(e.comp.scans); n != MaxConcurrentScans-1 {
+		t.Errorf("%d slots taken after the scan, want %d", n, MaxConcurrentScans-1)
+	}
+}

@@ -13,6 +13,18 @@ func readBenchConfig() envConfig {
 		seg: segment.Config{BlockCacheBytes: segment.DefaultBlockCacheBytes}}
 }
 
+// cachedReader returns a Compactor over e's catalog and blobs whose
+// segment store has a new, empty decoded block cache of the default size.
+func cachedReader(tb testing.TB, e *env) *Compactor {
+	tb.Helper()
+	scfg := segment.Config{MaxBlockRecords: 4096, MinBlockRecords: 1024, BlockCacheBytes: segment.DefaultBlockCacheBytes}
+	c, err := New(e.cat, segment.NewStore(e.blobs, scfg, e.clock.Now), e.comp.cfg, nil)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return c
+}
+
 // uncachedReader returns a Compactor over e's catalog and blobs whose
 // segment store keeps no decoded block cache.
 func uncachedReader(tb testing.TB, e *env) *Compactor {

@@ -35,17 +35,19 @@ func debianOps(tb testing.TB, n int) []materialize.OperationRecord {
 // 63,436-record collection made from the Debian sample, 1,000 records a
 // page (the CLI's page), with the records all in the uncompacted log tail
 // ("tail") and all in the segment after compaction ("segment", with the
-// default decoded block cache; "segment-nocache" without one). Setup is
+// default decoded block cache, warm after the first read; "segment-cold"
+// with a new one for each read; "segment-nocache" without one). Setup is
 // not timed.
 func BenchmarkGetRecordsPaged(b *testing.B) {
 	ops := debianOps(b, debianRecords)
 	e := newEnv(b, readBenchConfig())
 	pushAll(b, e, ops)
-	read := func(comp *Compactor) func(b *testing.B) {
+	read := func(reader func() *Compactor) func(b *testing.B) {
 		return func(b *testing.B) {
 			var pages, records int
 			cpu0 := cpuTime(b)
 			for b.Loop() {
+				comp := reader()
 				after := ""
 				for {
 					res, err := comp.ListRecords(e.ctx, e.id, after, 1000)
@@ -68,11 +70,13 @@ func BenchmarkGetRecordsPaged(b *testing.B) {
 			b.ReportMetric(float64(records)/b.Elapsed().Seconds(), "records/s")
 		}
 	}
-	b.Run("tail", read(e.comp))
+	same := func(c *Compactor) func() *Compactor { return func() *Compactor { return c } }
+	b.Run("tail", read(same(e.comp)))
 	e.compactAll()
-	b.Run("segment", read(e.comp))
+	b.Run("segment", read(same(e.comp)))
 	if u := uncachedReader(b, e); u != nil {
-		b.Run("segment-nocache", read(u))
+		b.Run("segment-cold", read(func() *Compactor { return cachedReader(b, e) }))
+		b.Run("segment-nocache", read(same(u)))
 	}
 }
 

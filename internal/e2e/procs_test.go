@@ -231,7 +231,7 @@ func startReplica(t *testing.T, deadline time.Time, bin, name, catalogURL string
 		t.Fatal(err)
 	}
 	args := append([]string{"serve", "--listen", "127.0.0.1:0", "--data-dir", t.TempDir(),
-		"--catalog", catalogURL, "--blob-url", s3.blobURL, "--log-format", "text", "--node", name}, flags...)
+		"--catalog", catalogURL, "--blob-url", s3.blobURL, "--log-format", "text", "--node", name, "--shutdown-delay", "0"}, flags...)
 	r.cmd = exec.Command(bin, args...)
 	r.cmd.Env = append(os.Environ(), s3.env...)
 	r.cmd.Stdout, r.cmd.Stderr = logFile, logFile

@@ -66,7 +66,7 @@ func TestAWallClockStepNeitherFailsALiveJobNorMakesADurationNegative(t *testing.
 	exec.hold[id] = release
 	store := observed{Store: c, expired: make(chan struct{}, 1), renewed: make(chan struct{}, 1)}
 	r := startReplica(t, store, exec, "solo", func(cfg *manager.Config) {
-		cfg.LeaseDuration, cfg.RenewInterval, cfg.Clock = time.Second, 100*time.Millisecond, wall
+		cfg.LeaseDuration, cfg.RenewInterval, cfg.Clock = 5*time.Second, 100*time.Millisecond, wall
 	})
 	enq, err := r.m.Compact(t.Context(), []string{id}, false, "test")
 	if err != nil {
@@ -121,7 +121,9 @@ func TestReplicasWithSkewedClocksNeitherStealNorKeepLeases(t *testing.T) {
 		// The job ahead ignores cancellation until released: a process cut
 		// off from the catalog that cannot record its job's end.
 		ea.hold[idA], ea.frozen[idA], eb.hold[idB] = holdA, true, holdB
-		const lease = time.Second
+		// Long enough that a loaded machine renews in time: an expiry here
+		// would be the clock's doing.
+		const lease = 5 * time.Second
 		tune := func(c clock.Clock) func(*manager.Config) {
 			return func(cfg *manager.Config) {
 				cfg.LeaseDuration, cfg.RenewInterval, cfg.Clock = lease, 100*time.Millisecond, c

@@ -364,7 +364,7 @@ func (s *memStore) ListNodes(context.Context) ([]catalog.Node, error) {
 	return out, nil
 }
 
-func (s *memStore) AcquireLease(_ context.Context, name, owner string, ttl time.Duration) (bool, error) {
+func (s *memStore) AcquireLeaderLease(_ context.Context, name, owner string, ttl time.Duration) (bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := time.Now()
@@ -375,7 +375,7 @@ func (s *memStore) AcquireLease(_ context.Context, name, owner string, ttl time.
 	return true, nil
 }
 
-func (s *memStore) ReleaseLease(_ context.Context, name, owner string) error {
+func (s *memStore) ReleaseLeaderLease(_ context.Context, name, owner string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if l, ok := s.leases[name]; ok && l.owner == owner {

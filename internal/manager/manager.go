@@ -74,8 +74,8 @@ type Store interface {
 
 	Heartbeat(ctx context.Context, n catalog.Node) error
 	ListNodes(ctx context.Context) ([]catalog.Node, error)
-	AcquireLease(ctx context.Context, name, owner string, ttl time.Duration) (bool, error)
-	ReleaseLease(ctx context.Context, name, owner string) error
+	AcquireLeaderLease(ctx context.Context, name, owner string, ttl time.Duration) (bool, error)
+	ReleaseLeaderLease(ctx context.Context, name, owner string) error
 }
 
 // Progress of a running job. The executor reports the phase and counters;
@@ -358,7 +358,7 @@ func (m *Manager) Run(ctx context.Context) error {
 	}
 	rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), m.cfg.PersistTimeout)
 	defer rcancel()
-	if err := m.store.ReleaseLease(rctx, schedulerLease, m.cfg.Node); err != nil {
+	if err := m.store.ReleaseLeaderLease(rctx, schedulerLease, m.cfg.Node); err != nil {
 		m.logger.Warn("release scheduler lease", "err", err)
 	}
 	m.mu.Lock()

@@ -27,7 +27,7 @@ func (m *Manager) schedulerLoop(ctx context.Context) {
 			return
 		case <-timer.C:
 		}
-		held, err := m.store.AcquireLease(ctx, schedulerLease, m.cfg.Node, 3*m.cfg.Interval)
+		held, err := m.store.AcquireLeaderLease(ctx, schedulerLease, m.cfg.Node, 3*m.cfg.Interval)
 		switch {
 		case err != nil:
 			if ctx.Err() == nil {

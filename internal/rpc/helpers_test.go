@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -19,6 +20,7 @@ import (
 
 	compactorv1 "github.com/compactorhq/compactor/gen/compactor/v1"
 	"github.com/compactorhq/compactor/gen/compactor/v1/compactorv1connect"
+	"github.com/compactorhq/compactor/internal/segment"
 	"github.com/compactorhq/compactor/internal/server"
 	"github.com/compactorhq/compactor/internal/testutil"
 )
@@ -44,6 +46,8 @@ type fixture struct {
 	cfg  server.Config
 	srv  *httptest.Server
 	logs *testutil.SyncBuffer // everything the app and the HTTP server logged
+	// faults makes reads of chosen blobs fail (see faultBlobs).
+	faults *faultBlobs
 
 	shutdownOnce sync.Once
 	shutdown     func()
@@ -64,6 +68,8 @@ func newFixture(t *testing.T, o fixtureOptions) *fixture {
 	if o.configure != nil {
 		o.configure(&cfg)
 	}
+	faults := &faultBlobs{}
+	cfg.WrapBlobs = func(b segment.Blobs) segment.Blobs { faults.Blobs = b; return faults }
 	if err := cfg.Validate(); err != nil {
 		t.Fatalf("config: %v", err)
 	}
@@ -94,7 +100,7 @@ func newFixture(t *testing.T, o fixtureOptions) *fixture {
 	srv.Config.ErrorLog = log.New(logs, "http: ", 0)
 	srv.StartTLS()
 
-	f := &fixture{app: app, cfg: cfg, srv: srv, logs: logs}
+	f := &fixture{app: app, cfg: cfg, srv: srv, logs: logs, faults: faults}
 	f.shutdown = func() {
 		f.shutdownOnce.Do(func() {
 			// Streams still open end with their connections.
@@ -114,6 +120,22 @@ func newFixture(t *testing.T, o fixtureOptions) *fixture {
 	}
 	t.Cleanup(f.shutdown)
 	return f
+}
+
+// faultBlobs fails the reads of blobs whose key holds the substring set
+// with failGets, with an error the blob store gives for no known reason.
+type faultBlobs struct {
+	segment.Blobs
+	failing atomic.Pointer[string]
+}
+
+func (b *faultBlobs) failGets(substring string) { b.failing.Store(&substring) }
+
+func (b *faultBlobs) Get(ctx context.Context, key string) ([]byte, error) {
+	if s := b.failing.Load(); s != nil && strings.Contains(key, *s) {
+		return nil, fmt.Errorf("get %s: read: input/output error", key)
+	}
+	return b.Blobs.Get(ctx, key)
 }
 
 // clients of the three services.

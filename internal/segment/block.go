@@ -386,8 +386,8 @@ func decodeBlockOf(ref BlockRef, data []byte) ([]materialize.Record, error) {
 func recordOf(row *blockRow) (materialize.Record, error) {
 	rec := materialize.Record{ID: row.ID, Embedding: row.Embedding, Document: row.Document}
 	if row.Metadata != nil {
-		var m map[string]any
-		if err := json.Unmarshal([]byte(*row.Metadata), &m); err != nil {
+		m, err := decodeMetadata([]byte(*row.Metadata))
+		if err != nil {
 			return materialize.Record{}, fmt.Errorf("record %q: metadata: %w", row.ID, err)
 		}
 		rec.Metadata = m // nil for the JSON literal null

@@ -14,6 +14,7 @@ import (
 	"strings"
 
 	"github.com/parquet-go/parquet-go"
+	"github.com/parquet-go/parquet-go/encoding"
 
 	"github.com/compactorhq/compactor/internal/materialize"
 )
@@ -889,9 +890,14 @@ func columnRows(chunk parquet.ColumnChunk, rows []int64, total int64, repeated b
 		}
 		if repeated && next < len(rows) && rows[next] < base+n {
 			// Slicing a repeated page walks its levels from the start: one
-			// pass over the page takes every wanted row instead.
+			// pass over the page takes every wanted row instead, over its
+			// levels and floats when the page holds them plainly.
 			var err error
-			if next, err = repeatedRows(p, rows, next, base, out, vals); err != nil {
+			ok := false
+			if next, ok, err = floatListRows(p, rows, next, base, out); !ok && err == nil {
+				next, err = repeatedRows(p, rows, next, base, out, vals)
+			}
+			if err != nil {
 				return nil, err
 			}
 		}
@@ -962,4 +968,57 @@ func repeatedRows(p parquet.Page, rows []int64, next int, base int64, out [][]pa
 		next++
 	}
 	return next, nil
+}
+
+// embeddingMaxDefinition is the definition level of a present float of the
+// embedding list (optional group, repeated list, required element).
+const embeddingMaxDefinition = 2
+
+// floatListRows is repeatedRows over the page's levels and float data
+// directly, for a page of the embedding column whose values are plain
+// floats (not dictionary indexes); ok false, with nothing read, for any
+// other page.
+func floatListRows(p parquet.Page, rows []int64, next int, base int64, out [][]parquet.Value) (int, bool, error) {
+	data := p.Data()
+	if data.Kind() != encoding.Float {
+		return next, false, nil
+	}
+	floats := data.Float()
+	reps, defs := p.RepetitionLevels(), p.DefinitionLevels()
+	if len(reps) != len(defs) {
+		return next, false, nil
+	}
+	col := p.Column()
+	row, vi := base-1, 0
+	end := base + p.NumRows()
+	for i := range reps {
+		if reps[i] == 0 {
+			row++
+			if row >= end {
+				return next, true, fmt.Errorf("page of %d rows holds a row %d after row %d", p.NumRows(), row-base, base)
+			}
+			for next < len(rows) && rows[next] < row {
+				next++
+			}
+		}
+		def := defs[i]
+		var v parquet.Value
+		if def == embeddingMaxDefinition {
+			if vi >= len(floats) {
+				return next, true, fmt.Errorf("page of %d floats has more present values", len(floats))
+			}
+			v = parquet.FloatValue(floats[vi])
+			vi++
+		}
+		if next < len(rows) && rows[next] == row {
+			out[next] = append(out[next], v.Level(int(reps[i]), int(def), col))
+		}
+	}
+	if vi != len(floats) {
+		return next, true, fmt.Errorf("page of %d floats has %d present values", len(floats), vi)
+	}
+	for next < len(rows) && rows[next] < end {
+		next++
+	}
+	return next, true, nil
 }

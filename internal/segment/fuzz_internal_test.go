@@ -2,8 +2,10 @@ package segment
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"reflect"
 	"testing"
 	"time"
@@ -146,4 +148,63 @@ func mustEncode(t *testing.T, m *Manifest) []byte {
 		t.Fatal(err)
 	}
 	return data
+}
+
+// FuzzDecodeMetadata: decodeMetadata gives json.Unmarshal's result for
+// every input, and an error exactly when it does.
+func FuzzDecodeMetadata(f *testing.F) {
+	for _, s := range []string{
+		`{}`, `null`, `{"a":"b"}`, `{"a":1,"b":true,"c":false,"d":null}`, ` { "a" : -1.5e+3 , "b":"x y" } `,
+		`{"a":"\u00e9"}`, `{"a":"\n"}`, `{"a":[1]}`, `{"a":{"b":1}}`, `{"a":1,}`, `{"a":01}`, `{"a":1e400}`,
+		`{"a":-}`, `{"a":1.}`, `{"a":.5}`, `{"a":"b"}x`, `{"a":"b"`, `{"a" "b"}`, `[]`, `"s"`, `{"a":"\xff"}`,
+		`{"a":1,"a":2}`, `{"":""}`, `{"a":tru}`, `{"a":nulll}`, "{\"a\":\"\t\"}", `{"k":1E5,"l":-0}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		got, err := decodeMetadata(b)
+		var want map[string]any
+		werr := json.Unmarshal(b, &want)
+		if (err != nil) != (werr != nil) {
+			t.Fatalf("decodeMetadata(%q) error %v, json.Unmarshal %v", b, err, werr)
+		}
+		if err == nil && !reflect.DeepEqual(got, want) {
+			t.Fatalf("decodeMetadata(%q) = %#v, json.Unmarshal %#v", b, got, want)
+		}
+	})
+}
+
+// TestDecodeMetadataAgreesWithEncodingJSON runs the comparison of
+// FuzzDecodeMetadata over random mutations (fixed seed) of metadata as the
+// writer stores it: bytes replaced, inserted or cut.
+func TestDecodeMetadataAgreesWithEncodingJSON(t *testing.T) {
+	rng := rand.New(rand.NewPCG(20, 25))
+	alphabet := []byte(`{}[]":,.-+eE0123456789 \ntruefalsnul\xff\x01é`)
+	for range 20_000 {
+		m := map[string]any{"s": "a b", "n": rng.NormFloat64() * 1e3, "b": rng.IntN(2) == 0, "": "x", "z": float64(rng.IntN(100))}
+		b, err := json.Marshal(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range rng.IntN(3) {
+			if len(b) == 0 {
+				break
+			}
+			i := rng.IntN(len(b))
+			switch c := alphabet[rng.IntN(len(alphabet))]; rng.IntN(3) {
+			case 0:
+				b[i] = c
+			case 1:
+				b = append(b[:i], append([]byte{c}, b[i:]...)...)
+			default:
+				b = b[:i]
+			}
+		}
+		got, err := decodeMetadata(b)
+		var want map[string]any
+		werr := json.Unmarshal(b, &want)
+		if (err != nil) != (werr != nil) || err == nil && !reflect.DeepEqual(got, want) {
+			t.Fatalf("decodeMetadata(%q) = %#v, %v; json.Unmarshal %#v, %v", b, got, err, want, werr)
+		}
+	}
 }
