@@ -264,19 +264,20 @@ type App struct {
 	Service  *rpc.Service
 	Registry *prometheus.Registry
 
-	cfg     Config
-	log     *slog.Logger
-	mux     *http.ServeMux
-	health  *grpchealth.StaticChecker
-	ready   atomic.Bool
-	closers []func() error
-	blobs   *spaceBlobs
-	tracing tracing
-	debug   atomic.Pointer[net.Addr] // bound address of the pprof listener
-	cert    *tls.Certificate         // the TLS key pair, loaded once by Open; nil: plaintext
-	backlog *backlogSampler
-	bodies  *rpc.BodyLimiter // bounds request bodies, of the API and the page
-	probe   *blobProbe       // the blob store's reachability, for readiness and claims
+	cfg      Config
+	log      *slog.Logger
+	mux      *http.ServeMux
+	health   *grpchealth.StaticChecker
+	ready    atomic.Bool
+	closers  []func() error
+	blobs    *spaceBlobs
+	throttle *segment.Throttle // the cap on this node's compaction writes
+	tracing  tracing
+	debug    atomic.Pointer[net.Addr] // bound address of the pprof listener
+	cert     *tls.Certificate         // the TLS key pair, loaded once by Open; nil: plaintext
+	backlog  *backlogSampler
+	bodies   *rpc.BodyLimiter // bounds request bodies, of the API and the page
+	probe    *blobProbe       // the blob store's reachability, for readiness and claims
 	// draining is set when shutdown starts: readiness off, no more claims.
 	draining atomic.Bool
 	// after waits the shutdown delay (time.After; tests hold it).
@@ -343,6 +344,7 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (_ *App, err err
 	// Compactions' writes pass the node's throughput cap (--max-throughput,
 	// or the run-time override the manager applies).
 	throttle := segment.NewThrottle(cfg.Manager.MaxThroughput)
+	a.throttle = throttle
 	// Each blob call and each catalog call made under an RPC's or a job's
 	// span gets a span of its own (internal/storetrace); blob spans include
 	// the time a Put waited for the throughput cap.

@@ -10,6 +10,7 @@ import (
 	"github.com/compactorhq/compactor/internal/buildinfo"
 	"github.com/compactorhq/compactor/internal/catalog"
 	"github.com/compactorhq/compactor/internal/manager"
+	"github.com/compactorhq/compactor/internal/segment"
 	"github.com/compactorhq/compactor/internal/redact"
 	"github.com/compactorhq/compactor/web"
 )
@@ -22,6 +23,9 @@ type webSource struct {
 	mgr     *manager.Manager
 	cat     webCatalog
 	backlog *backlogSampler
+	// throttle is the cap this node's compactions write under (nil: none
+	// known); the setting behind it is read only while it caps.
+	throttle *segment.Throttle
 }
 
 // webCatalog is what the page reads of the catalog directly.
@@ -110,12 +114,16 @@ func (s *webSource) Controls(ctx context.Context) (web.Controls, error) {
 	if err != nil {
 		return web.Controls{}, err
 	}
+	c := web.Controls{Paused: p.Paused, Reason: p.Reason, By: p.By, Since: p.Since}
+	if s.throttle == nil || s.throttle.Limit() <= 0 {
+		return c, nil // no cap in force: no query for who set none
+	}
 	t, err := s.mgr.MaxThroughput(ctx)
 	if err != nil {
 		return web.Controls{}, err
 	}
-	return web.Controls{Paused: p.Paused, Reason: p.Reason, By: p.By, Since: p.Since,
-		MaxThroughput: t.BytesPerSecond, ThroughputOverride: t.Override > 0, ThroughputBy: t.By, ThroughputSince: t.Since}, nil
+	c.MaxThroughput, c.ThroughputOverride, c.ThroughputBy, c.ThroughputSince = t.BytesPerSecond, t.Override > 0, t.By, t.Since
+	return c, nil
 }
 
 // Plan returns the scheduler's plan, without estimates.
@@ -331,7 +339,7 @@ func (a *App) mountWeb() error {
 	cfg.Logger, cfg.Done = a.log, a.done // the page adds component=web
 	bi := buildinfo.Get()
 	cfg.Build = web.Build{Version: bi.Version, Revision: bi.Revision, Time: bi.Time, Modified: bi.Modified}
-	h, err := web.NewHandler(&webSource{mgr: a.Manager, cat: a.Catalog, backlog: a.backlog}, cfg)
+	h, err := web.NewHandler(&webSource{mgr: a.Manager, cat: a.Catalog, backlog: a.backlog, throttle: a.throttle}, cfg)
 	if err != nil {
 		return fmt.Errorf("status page: %w", err)
 	}
