@@ -12,6 +12,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/google/uuid"
+
+	"github.com/compactorhq/compactor/internal/jobtype"
 )
 
 // The job queue in the catalog (DESIGN.md §7a). The jobs table is the queue
@@ -55,30 +57,11 @@ const (
 const neverTime = int64(1<<63 - 1)
 
 // JobProgress is the progress of a RUNNING job as its owner last persisted
-// it with RenewLease.
-type JobProgress struct {
-	Phase        string // e.g. "reading log", "writing blocks"
-	RecordsRead  int64  // log records read so far
-	RecordsTotal int64  // log records the job reads; 0 when not known yet
-	BytesWritten int64  // bytes of blocks and manifest written so far
-	// BlocksWritten of BlocksTotal blocks the job writes (0: not known yet).
-	BlocksWritten, BlocksTotal int64
-	// Fraction of the whole job done (0 to 1) and the time left (ETA,
-	// meaningful only when ETAKnown), as the owner estimated them at
-	// UpdatedAt.
-	Fraction  float64
-	ETA       time.Duration
-	ETAKnown  bool
-	UpdatedAt time.Time
-	// Planned: the job knows its plan, and RenewLease stores it in the
-	// job's own columns (offset_start, offset_end, version_before, and
-	// version_after = version_before until a commit; records_read), so that
-	// a job interrupted by a crash or a lost lease keeps what was known.
-	Planned       bool
-	OffsetStart   int64
-	OffsetEnd     int64
-	VersionBefore int64
-}
+// it with RenewLease. With Planned set, RenewLease also stores the plan in
+// the job's own columns (offset_start, offset_end, version_before, and
+// version_after = version_before until a commit; records_read), so that a
+// job interrupted by a crash or a lost lease keeps what was known.
+type JobProgress = jobtype.Progress
 
 // JobRequest asks EnqueueJob for a QUEUED job.
 type JobRequest struct {
@@ -132,10 +115,7 @@ type EnqueueCall struct {
 
 // Enqueued is one job of an EnqueueCall: the job queued, or the one that
 // was queued already (Created false).
-type Enqueued struct {
-	Job     Job
-	Created bool
-}
+type Enqueued = jobtype.Enqueued[Job]
 
 // EnqueueOutcome is the result of one EnqueueCall: its jobs in the order of
 // its requests (missing collections left out with SkipMissing), or its
@@ -404,13 +384,13 @@ func (c *Catalog) ClaimJob(ctx context.Context, node string, lease time.Duration
 		name, _, _ := strings.Cut(node, "/")
 		job.State, job.StartedAt, job.Node = JobRunning, now, name
 		job.LeaseOwner = node
-		job.Progress = JobProgress{Phase: "starting", UpdatedAt: now}
+		job.Progress = JobProgress{Phase: jobtype.PhaseStarting, UpdatedAt: now}
 		var expires int64
 		err = tx.QueryRowContext(ctx, c.d.q(`UPDATE jobs SET state = ?, started_at = ?, node = ?, lease_owner = ?, lease_expires_at = `+c.d.clockMs+` + ?,
 				cancel_requested = 0, progress_phase = ?, progress_read = 0, progress_total = 0, progress_bytes = 0, progress_at = ?
 			WHERE id = ? AND state = ?
 			RETURNING lease_expires_at`),
-			string(JobRunning), ms(now), name, node, c.dbNow(), lease.Milliseconds(), job.Progress.Phase, ms(now), job.ID, string(JobQueued)).Scan(&expires)
+			string(JobRunning), ms(now), name, node, c.dbNow(), lease.Milliseconds(), string(job.Progress.Phase), ms(now), job.ID, string(JobQueued)).Scan(&expires)
 		if c.d.kind(err) == kindUnique || errors.Is(err, sql.ErrNoRows) {
 			// Another replica started a job of this collection after this
 			// transaction's snapshot (PostgreSQL), or claimed this one:
@@ -445,11 +425,11 @@ const claimOrder = `j.priority, COALESCE(j.oldest_at, ?), j.queue_seq, j.id`
 func (c *Catalog) RenewLease(ctx context.Context, jobID, node string, lease time.Duration, p JobProgress) (cancelRequested bool, err error) {
 	now, dbNow := ms(c.now()), c.dbNow()
 	var cancel int
-	plan, args := "", []any{dbNow, lease.Milliseconds(), p.Phase, p.RecordsRead, p.RecordsTotal, p.BytesWritten, now,
+	plan, args := "", []any{dbNow, lease.Milliseconds(), string(p.Phase), p.OpRecordsRead, p.OpRecordsTotal, p.BytesWritten, now,
 		p.Fraction, etaOrNull(p), p.BlocksWritten, p.BlocksTotal}
 	if p.Planned {
 		plan = `, offset_start = ?, offset_end = ?, version_before = ?, version_after = ?, records_read = ?`
-		args = append(args, p.OffsetStart, p.OffsetEnd, p.VersionBefore, p.VersionBefore, p.RecordsRead)
+		args = append(args, p.OffsetStart, p.OffsetEnd, p.VersionBefore, p.VersionBefore, p.OpRecordsRead)
 	}
 	args = append(args, jobID, string(JobRunning), node, dbNow)
 	err = c.writeTx(ctx, func(tx *sql.Tx) error {
@@ -589,7 +569,7 @@ func (c *Catalog) ExpireLeases(ctx context.Context, renewing []string) ([]Job, e
 			if err := c.execInterrupt(ctx, tx, *j); err != nil {
 				return err
 			}
-			j.VersionAfter, j.RecordsRead = j.VersionBefore, max(j.RecordsRead, j.Progress.RecordsRead)
+			j.VersionAfter, j.RecordsRead = j.VersionBefore, max(j.RecordsRead, j.Progress.OpRecordsRead)
 			j.LeaseOwner, j.LeaseExpiresAt = "", time.Time{}
 		}
 		return nil
@@ -635,7 +615,7 @@ func (c *Catalog) ReleaseNode(ctx context.Context, node string) ([]Job, error) {
 			if err := c.execInterrupt(ctx, tx, *j); err != nil {
 				return err
 			}
-			j.VersionAfter, j.RecordsRead = j.VersionBefore, max(j.RecordsRead, j.Progress.RecordsRead)
+			j.VersionAfter, j.RecordsRead = j.VersionBefore, max(j.RecordsRead, j.Progress.OpRecordsRead)
 			j.LeaseOwner, j.LeaseExpiresAt = "", time.Time{}
 		}
 		return nil

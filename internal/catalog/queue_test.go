@@ -171,7 +171,7 @@ func TestLeaseRenewCancelAndFencing(t *testing.T) {
 		job := mustClaim(t, c, "n1")
 
 		e.clock.Advance(lease / 2)
-		p := catalog.JobProgress{Phase: "writing blocks", RecordsRead: 6, RecordsTotal: 10, BytesWritten: 4096,
+		p := catalog.JobProgress{Phase: "writing blocks", OpRecordsRead: 6, OpRecordsTotal: 10, BytesWritten: 4096,
 			BlocksWritten: 1, BlocksTotal: 3, Fraction: 0.55, ETA: 2500 * time.Millisecond, ETAKnown: true}
 		cancel, err := c.RenewLease(ctx, job.ID, "n1", lease, p)
 		if err != nil || cancel {
@@ -259,7 +259,7 @@ func TestExpireLeasesTakesJobsOver(t *testing.T) {
 		alive := mustCreate(t, c, "live-node", 0)
 		mustEnqueue(t, c, catalog.JobRequest{CollectionID: dead.ID, Trigger: catalog.TriggerScheduled, Reason: "backlog"})
 		lost := mustClaim(t, c, "n1")
-		plan := catalog.JobProgress{Phase: "reading log", RecordsRead: 40, RecordsTotal: 50, Planned: true, OffsetStart: 100, OffsetEnd: 150, VersionBefore: 3}
+		plan := catalog.JobProgress{Phase: "reading log", OpRecordsRead: 40, OpRecordsTotal: 50, Planned: true, OffsetStart: 100, OffsetEnd: 150, VersionBefore: 3}
 		if _, err := c.RenewLease(ctx, lost.ID, "n1", lease, plan); err != nil {
 			t.Fatal(err)
 		}

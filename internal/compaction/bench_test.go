@@ -55,7 +55,7 @@ func BenchmarkCompactFull(b *testing.B) {
 		pushAll(b, e, ops)
 		b.StartTimer()
 		res := e.compact()
-		records += res.RecordsRead
+		records += res.OpRecordsRead
 		bytes += res.BytesWritten
 	}
 	report(b, records, bytes)
@@ -94,7 +94,7 @@ func benchIncremental(b *testing.B, id func(i, round int) string) {
 		pushAll(b, e, fresh)
 		b.StartTimer()
 		res := e.compact()
-		records += res.RecordsRead
+		records += res.OpRecordsRead
 		bytes += res.BytesWritten
 		blocks += res.BlocksWritten
 	}
@@ -131,7 +131,7 @@ func BenchmarkCompactFull1M(b *testing.B) {
 		peakHeap = max(peakHeap, stop())
 		peakRSS = max(peakRSS, readPeakRSS())
 		b.StartTimer()
-		records += res.RecordsRead
+		records += res.OpRecordsRead
 		bytes += res.BytesWritten
 		written += res.RecordsWritten
 		final += res.RecordCount

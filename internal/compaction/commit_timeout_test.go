@@ -36,8 +36,8 @@ func TestCommitIsBoundedByTheConfiguredTimeout(t *testing.T) {
 		t.Fatalf("after the failed commit: version %d, offset %d; want nothing committed", c.SegmentVersion, c.CompactionOffset)
 	}
 	e.check("after the commit past its timeout")
-	if res := e.compact(); res.VersionAfter != 1 || res.RecordsRead != 20 {
-		t.Fatalf("compact with the default timeout: version %d, %d records read; want 1 and 20", res.VersionAfter, res.RecordsRead)
+	if res := e.compact(); res.VersionAfter != 1 || res.OpRecordsRead != 20 {
+		t.Fatalf("compact with the default timeout: version %d, %d records read; want 1 and 20", res.VersionAfter, res.OpRecordsRead)
 	}
 	e.check("after compacting with the default timeout")
 }

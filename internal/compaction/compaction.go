@@ -34,6 +34,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/compactorhq/compactor/internal/catalog"
+	"github.com/compactorhq/compactor/internal/jobtype"
 	"github.com/compactorhq/compactor/internal/materialize"
 	"github.com/compactorhq/compactor/internal/segment"
 )
@@ -169,44 +170,20 @@ func IsTransient(err error) bool {
 		errors.Is(err, context.DeadlineExceeded)
 }
 
-// Progress is reported while a compaction runs.
-type Progress struct {
-	Phase        string // one of the Phase* constants
-	RecordsRead  int64  // log records read so far
-	RecordsTotal int64  // log records this compaction reads
-	BytesWritten int64  // bytes of blocks written so far
-	// BlocksWritten and BlocksTotal count the blocks this compaction
-	// writes. BlocksTotal is 0 until PhaseWriting, then an estimate from
-	// the slice: (records of the base + log records read) / records per
-	// block, an upper bound when records are updated or deleted (never below
-	// BlocksWritten); the final report of PhaseCommitting holds the exact
-	// count.
-	BlocksWritten, BlocksTotal int
-	// The plan, known from the first report on: the log offsets
-	// (OffsetStart, OffsetEnd] this compaction reads and the segment
-	// version it builds on.
-	OffsetStart, OffsetEnd int64
-	VersionBefore          int64
-}
-
-// The phases of a compaction, in order, as Progress.Phase names them.
-const (
-	PhaseReading       = "reading log"
-	PhaseMaterializing = "materializing"
-	PhaseWriting       = "writing blocks"
-	// PhaseIndexing (index.go) comes here, when the collection has
-	// indexing on.
-	PhaseCommitting = "committing"
-)
-
-// Options are per-call settings of Compact.
+// Options are per-call settings of Prepare and Compact.
 type Options struct {
 	// Progress, when set, is called after every log batch and every block
-	// write, from the calling goroutine.
-	Progress func(Progress)
-	// CommitJob, when set, builds the job row written in the commit
-	// transaction from the result (so the job is SUCCEEDED atomically with
-	// the commit). It is not called when nothing is committed.
+	// write, from the calling goroutine, with the plan (Planned) from the
+	// first report on. BlocksTotal is 0 until jobtype.PhaseWriting, then an
+	// estimate from the slice: (records of the base + operation records
+	// read) / records per block, an upper bound when records are updated or
+	// deleted (never below BlocksWritten); the final report, of
+	// jobtype.PhaseCommitting, holds the exact count.
+	Progress func(jobtype.Progress)
+	// CommitJob, used by Compact only, builds the job row written in the
+	// commit transaction from the result (so the job is SUCCEEDED
+	// atomically with the commit). It is not called when nothing is
+	// committed. Callers of Prepare pass the row to Prepared.Commit.
 	CommitJob func(Result) *catalog.Job
 }
 
@@ -235,18 +212,35 @@ type Result struct {
 	CollectionID   string
 	OffsetStart    int64 // compaction offset before; log records (OffsetStart, OffsetEnd] were compacted
 	OffsetEnd      int64
-	RecordsRead    int64 // log records read
-	RecordsWritten int64 // records in the blocks written
+	OpRecordsRead  int64 // operation records read from the log
+	RecordsWritten int64 // materialized records in the blocks written
 	BytesWritten   int64 // bytes of blocks and manifest written
 	BlocksWritten  int
 	BlocksReused   int
 	VersionBefore  int64
-	VersionAfter   int64 // == VersionBefore when nothing was committed
-	RecordCount    int64 // records in the collection after the compaction
+	// VersionAfter is the version committed, == VersionBefore when nothing
+	// was; of a Prepared, the version its Commit makes current.
+	VersionAfter int64
+	RecordCount  int64 // records in the collection after the compaction
 	// Remaining is the backlog (records) the snapshot held beyond OffsetEnd:
 	// when positive, another compaction should follow at once.
 	Remaining int64
 	Note      string // "nothing to compact" when the backlog was empty
+}
+
+// Outcome is r in the vocabulary of jobs.
+func (r Result) Outcome() jobtype.Outcome {
+	return jobtype.Outcome{
+		OffsetStart:    r.OffsetStart,
+		OffsetEnd:      r.OffsetEnd,
+		OpRecordsRead:  r.OpRecordsRead,
+		RecordsWritten: r.RecordsWritten,
+		BytesWritten:   r.BytesWritten,
+		VersionBefore:  r.VersionBefore,
+		VersionAfter:   r.VersionAfter,
+		Remaining:      r.Remaining,
+		Note:           r.Note,
+	}
 }
 
 // NoteNothingToCompact is the Result.Note of a compaction with an empty backlog.
@@ -347,33 +341,87 @@ func New(cat Catalog, seg *segment.Store, cfg Config, logger *slog.Logger, opts 
 	return c, nil
 }
 
-// Compact runs one compaction of collectionID: at most Config.MaxRecords log
-// records after the compaction offset. Errors: catalog.ErrNotFound (no such
-// collection), a context error when ctx ends (checked at every log batch and
-// block write; nothing committed, blobs written removed), catalog.ErrConflict
-// when another compaction committed first (blobs written removed), and
-// storage errors (transient ones match ErrTransient). Damaged stored data (a
-// corrupt block, manifest or log row, see CorruptKind) is not transient: it
-// fails every compaction of the collection, so the manager dead-letters it.
-// An empty backlog is not an error: the Result has Note NoteNothingToCompact.
-func (c *Compactor) Compact(ctx context.Context, collectionID string, opts Options) (res Result, err error) {
-	defer func() { c.noteCorrupt("compaction", collectionID, err) }()
+// Compact runs one compaction of collectionID: Prepare, then Commit (with
+// the row Options.CommitJob builds). Its errors are Prepare's and Commit's. An empty backlog is not an error: the Result has Note
+// NoteNothingToCompact.
+func (c *Compactor) Compact(ctx context.Context, collectionID string, opts Options) (Result, error) {
+	p, err := c.Prepare(ctx, collectionID, opts)
+	if err != nil {
+		return p.Result(), err
+	}
+	var job *catalog.Job
+	if opts.CommitJob != nil && p.Pending() {
+		job = opts.CommitJob(p.Result())
+	}
+	err = p.Commit(ctx, job)
+	return p.Result(), err
+}
+
+// Prepared is a compaction written up to its commit: the changed blocks and
+// the manifest of the new version are in the blob store, nothing is in the
+// catalog yet, and this process's GC spares the base version and the blobs
+// written. Exactly one of Commit and Abort ends it. It is not safe for
+// concurrent use.
+type Prepared struct {
+	c      *Compactor
+	res    Result
+	cm     catalog.Commit    // the commit, without its job row; zero when nothing to commit
+	w      *segment.Writer   // nil when nothing to commit
+	unpin  func()            // releases the GC pins; nil once ended
+	onDone func(error) error // counts damaged data met, once
+}
+
+// Result is the compaction's figures: of the prepared version until
+// Commit, then of what was committed.
+func (p *Prepared) Result() Result {
+	if p == nil {
+		return Result{}
+	}
+	return p.res
+}
+
+// Pending reports whether Commit has a version to commit (false for an
+// empty backlog, and once ended).
+func (p *Prepared) Pending() bool { return p != nil && p.w != nil && p.unpin != nil }
+
+// Prepare runs a compaction of collectionID up to its commit: it reads at
+// most Config.MaxRecords log records after the compaction offset,
+// materializes them against the current segment and writes the changed
+// blocks and the manifest. Errors: catalog.ErrNotFound (no such
+// collection), a context error when ctx ends (checked at every log batch
+// and block write, before the manifest and after it), and storage errors (transient
+// ones match ErrTransient); after an error the blobs written are removed
+// and the returned *Prepared has ended (its Result holds the figures so
+// far). Damaged stored data (a corrupt block,
+// manifest or log row, see CorruptKind) is not transient: it fails every
+// compaction of the collection, so the manager dead-letters it. An empty
+// backlog is not an error: the Result has Note NoteNothingToCompact, and
+// Commit commits nothing.
+func (c *Compactor) Prepare(ctx context.Context, collectionID string, opts Options) (out *Prepared, err error) {
+	onDone := func(err error) error {
+		c.noteCorrupt("compaction", collectionID, err)
+		return err
+	}
+	var res Result
 	defer func() {
 		// A blob of the base version missing: data loss when that version
 		// is still current, else another compaction committed meanwhile
 		// (this one would lose its compare-and-swap).
-		if err == nil || !errors.Is(err, segment.ErrNotExist) {
-			return
+		if err != nil && errors.Is(err, segment.ErrNotExist) {
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.CommitTimeout)
+			defer cancel()
+			if lost, ok := c.dataLoss(rctx, collectionID, err); ok {
+				err = fmt.Errorf("compact %s: %w", collectionID, lost)
+			} else if !IsTransient(err) {
+				err = transient(err)
+			}
 		}
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.CommitTimeout)
-		defer cancel()
-		if lost, ok := c.dataLoss(rctx, collectionID, err); ok {
-			err = fmt.Errorf("compact %s: %w", collectionID, lost)
-		} else if !IsTransient(err) {
-			err = transient(err)
+		onDone(err)
+		if err != nil {
+			out = &Prepared{res: res} // ended: the figures so far
 		}
 	}()
-	report := func(p Progress) {
+	report := func(p jobtype.Progress) {
 		if opts.Progress != nil {
 			opts.Progress(p)
 		}
@@ -394,11 +442,16 @@ func (c *Compactor) Compact(ctx context.Context, collectionID string, opts Optio
 	}()
 	coll, err := c.cat.GetCollection(ctx, collectionID)
 	if err != nil {
-		return Result{}, fmt.Errorf("compact %s: %w", collectionID, err)
+		return nil, fmt.Errorf("compact %s: %w", collectionID, err)
 	}
-	// Until it returns, this process's GC keeps the base version and the
-	// collection's orphans (the blobs this compaction writes).
-	defer c.pins.pin(collectionID, coll.ManifestKey, true)()
+	// Until the compaction ends (Commit or Abort), this process's GC keeps
+	// the base version and the collection's orphans (the blobs it writes).
+	unpin := c.pins.pin(collectionID, coll.ManifestKey, true)
+	defer func() {
+		if err != nil {
+			unpin()
+		}
+	}()
 	end := min(coll.LogPosition, coll.CompactionOffset+int64(c.cfg.MaxRecords))
 	res = Result{
 		CollectionID:  collectionID,
@@ -413,58 +466,53 @@ func (c *Compactor) Compact(ctx context.Context, collectionID string, opts Optio
 	if total <= 0 {
 		res.OffsetEnd = coll.CompactionOffset
 		res.Note = NoteNothingToCompact
-		return res, nil
+		return &Prepared{c: c, res: res, unpin: unpin, onDone: onDone}, nil
 	}
 
 	// 1. Read the log slice in batches (a reader goroutine fetches the
 	// next batch while this one sorts), grouping operation records by
 	// record id in sorted runs, spilled to disk past the memory budget.
 	begin("read log")
-	p := Progress{Phase: PhaseReading, RecordsTotal: total, OffsetStart: coll.CompactionOffset, OffsetEnd: end, VersionBefore: coll.SegmentVersion}
+	p := jobtype.Progress{Phase: jobtype.PhaseReading, OpRecordsTotal: total, Planned: true, OffsetStart: coll.CompactionOffset, OffsetEnd: end, VersionBefore: coll.SegmentVersion}
 	report(p)
 	runs := &runSet{dir: c.cfg.SpillDir, budget: c.cfg.MemoryBytes / 4}
 	defer runs.close()
 	if err := c.readRuns(ctx, collectionID, coll.CompactionOffset, end, runs, func(n int) {
-		res.RecordsRead += int64(n)
-		p.RecordsRead = res.RecordsRead
+		res.OpRecordsRead += int64(n)
+		p.OpRecordsRead = res.OpRecordsRead
 		report(p)
 	}); err != nil {
-		return res, fmt.Errorf("compact %s: %w", collectionID, err)
+		return nil, fmt.Errorf("compact %s: %w", collectionID, err)
 	}
 
 	// 2. Materialize against the current segment and write the changed
 	// blocks, streaming: the runs are merged into per-id groups in id order,
 	// which the writer merge-joins with the base blocks one at a time.
 	begin("materialize")
-	p.Phase = PhaseMaterializing
+	p.Phase = jobtype.PhaseMaterializing
 	report(p)
 	var base *segment.Manifest
 	var baseRecords int64
 	if coll.SegmentVersion > 0 {
 		if base, err = c.seg.ReadManifest(ctx, coll.ManifestKey); err != nil {
-			return res, fmt.Errorf("compact %s: read manifest of version %d: %w", collectionID, coll.SegmentVersion, classifyRead(err))
+			return nil, fmt.Errorf("compact %s: read manifest of version %d: %w", collectionID, coll.SegmentVersion, classifyRead(err))
 		}
 		baseRecords = base.RecordCount
 	}
 	ib, err := c.startIndex(ctx, coll, base)
 	if err != nil {
-		return res, fmt.Errorf("compact %s: %w", collectionID, err)
+		return nil, fmt.Errorf("compact %s: %w", collectionID, err)
 	}
 	w := c.seg.NewWriter(collectionID, base)
 	defer func() {
 		if err != nil {
-			// Must-finish cleanup: the caller's context may be cancelled.
-			actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.CommitTimeout)
-			defer cancel()
-			if aerr := w.Abort(actx); aerr != nil {
-				c.logger.Warn("remove blobs of failed compaction", "collection", collectionID, "err", aerr)
-			}
+			c.abortWriter(ctx, w, collectionID)
 		}
 	}()
 	begin("write blocks")
-	p.Phase = PhaseWriting
+	p.Phase = jobtype.PhaseWriting
 	perBlock := int64(c.seg.MaxBlockRecords())
-	p.BlocksTotal = int((baseRecords + res.RecordsRead + perBlock - 1) / perBlock)
+	p.BlocksTotal = (baseRecords + res.OpRecordsRead + perBlock - 1) / perBlock
 	report(p)
 	onBlock := func(n int64) {
 		p.BytesWritten += n
@@ -474,7 +522,7 @@ func (c *Compactor) Compact(ctx context.Context, collectionID string, opts Optio
 	}
 	var m *segment.Manifest
 	var stats segment.WriteStats
-	if changes, small, cerr := c.smallChanges(ctx, base, runs, res.RecordsRead); cerr != nil {
+	if changes, small, cerr := c.smallChanges(ctx, base, runs, res.OpRecordsRead); cerr != nil {
 		err = cerr
 	} else if small && c.seg.PreferDelta(base, changes) {
 		// Few changes over many blocks: one delta (DESIGN.md §7b).
@@ -487,26 +535,26 @@ func (c *Compactor) Compact(ctx context.Context, collectionID string, opts Optio
 		m, stats, err = w.WriteStream(ctx, changesOf(ctx, runs), segment.WriteOptions{CompactionOffset: end, Dimension: coll.Dimension, OnBlock: onBlock, OnChange: ib.onChange()})
 	}
 	if err != nil {
-		return res, fmt.Errorf("compact %s: write blocks: %w", collectionID, classifyWrite(ctx, err))
+		return nil, fmt.Errorf("compact %s: write blocks: %w", collectionID, classifyWrite(ctx, err))
 	}
 	if runs.spilled > 0 {
 		c.logger.Debug("spilled sorted runs", "collection", collectionID, "runs", runs.spilled, "bytes", runs.spilledBytes)
 	}
 	if err := ctx.Err(); err != nil {
-		return res, fmt.Errorf("compact %s: before manifest: %w", collectionID, err)
+		return nil, fmt.Errorf("compact %s: before manifest: %w", collectionID, err)
 	}
 	// 3. The version's vector index, durable before the manifest lists it.
 	if ib != nil {
 		begin("index")
-		p.Phase = PhaseIndexing
+		p.Phase = jobtype.PhaseIndexing
 		report(p)
 	}
 	if err := c.writeIndex(ctx, ib, w, m); err != nil {
-		return res, fmt.Errorf("compact %s: %w", collectionID, classifyWrite(ctx, err))
+		return nil, fmt.Errorf("compact %s: %w", collectionID, classifyWrite(ctx, err))
 	}
 	key, msize, err := w.WriteManifest(ctx, m)
 	if err != nil {
-		return res, fmt.Errorf("compact %s: write manifest: %w", collectionID, classifyWrite(ctx, err))
+		return nil, fmt.Errorf("compact %s: write manifest: %w", collectionID, classifyWrite(ctx, err))
 	}
 	res.RecordsWritten = stats.RecordsWritten
 	res.BytesWritten = stats.BytesWritten + msize
@@ -514,20 +562,22 @@ func (c *Compactor) Compact(ctx context.Context, collectionID string, opts Optio
 	res.BlocksReused = stats.BlocksReused
 	res.VersionAfter = m.Version
 	res.RecordCount = m.RecordCount
-	if res.RecordsRead > 0 && res.RecordsWritten == 0 && stats.BlocksWritten == 0 && stats.DeltasWritten == 0 && stats.BlocksDropped == 0 && res.RecordCount == baseRecords {
+	if res.OpRecordsRead > 0 && res.RecordsWritten == 0 && stats.BlocksWritten == 0 && stats.DeltasWritten == 0 && stats.BlocksDropped == 0 && res.RecordCount == baseRecords {
 		res.Note = NoteNoChange
 	}
 
-	// 4. Commit: the last point where cancellation is honoured.
+	// The last point where cancellation is honoured: what remains is the
+	// commit, which is not interrupted.
 	if err := ctx.Err(); err != nil {
-		return res, fmt.Errorf("compact %s: before commit: %w", collectionID, err)
+		return nil, fmt.Errorf("compact %s: before commit: %w", collectionID, err)
 	}
-	begin("commit")
-	p.Phase = PhaseCommitting
+
+	// The final report holds the exact counts.
+	p.Phase = jobtype.PhaseCommitting
 	p.BytesWritten = res.BytesWritten
-	p.BlocksWritten, p.BlocksTotal = stats.BlocksWritten, stats.BlocksWritten
+	p.BlocksWritten, p.BlocksTotal = int64(stats.BlocksWritten), int64(stats.BlocksWritten)
 	report(p)
-	cm := catalog.Commit{
+	return &Prepared{c: c, res: res, w: w, unpin: unpin, onDone: onDone, cm: catalog.Commit{
 		CollectionID:     collectionID,
 		BaseVersion:      coll.SegmentVersion,
 		NewVersion:       m.Version,
@@ -536,15 +586,43 @@ func (c *Compactor) Compact(ctx context.Context, collectionID string, opts Optio
 		RecordCount:      m.RecordCount,
 		SegmentBytes:     blockBytes(m),
 		BlockCount:       len(m.Blocks),
+	}}, nil
+}
+
+// Commit commits the prepared version in one catalog transaction:
+// compare-and-swap on the segment version, advance of the compaction
+// offset, and, when job is not nil, the job's row (fenced by its
+// LeaseOwner: only the lease holder commits). It is not interrupted by
+// ctx's end: once started it runs to completion or fails as a whole,
+// within Config.CommitTimeout. With nothing to commit it writes nothing and
+// returns nil. Errors: catalog.ErrConflict (another compaction committed
+// first), catalog.ErrLeaseLost, catalog.ErrNotFound (the collection was
+// deleted), storage errors; after an error the blobs written are removed,
+// unless the commit took effect although the call failed (then it returns
+// nil). Calling it on an ended Prepared is an error.
+func (p *Prepared) Commit(ctx context.Context, job *catalog.Job) (err error) {
+	if p == nil || p.unpin == nil {
+		return errors.New("commit of a compaction that has ended")
 	}
-	if opts.CommitJob != nil {
-		cm.Job = opts.CommitJob(res)
-		if cm.Job != nil {
-			cm.LeaseOwner = cm.Job.LeaseOwner // fenced: only the lease holder commits
+	c, id := p.c, p.res.CollectionID
+	defer p.end()
+	if p.w == nil {
+		return nil // nothing to commit
+	}
+	defer func() { p.onDone(err) }()
+	_, span := startSpan(ctx, "commit")
+	defer func() { endSpan(span, err) }()
+	defer func() {
+		if err != nil {
+			p.res.VersionAfter = p.res.VersionBefore
+			c.abortWriter(ctx, p.w, id)
 		}
+	}()
+	cm := p.cm
+	if job != nil {
+		cm.Job = job
+		cm.LeaseOwner = job.LeaseOwner // fenced: only the lease holder commits
 	}
-	// The commit itself is not interrupted half-way: once started it runs to
-	// completion or fails as a whole, within Config.CommitTimeout.
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.CommitTimeout)
 	defer cancel()
 	if err := c.cat.CommitCompaction(cctx, cm); err != nil {
@@ -554,19 +632,53 @@ func (c *Compactor) Compact(ctx context.Context, collectionID string, opts Optio
 		// Checked with a context of its own: cctx may have expired.
 		gctx, gcancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.CommitTimeout)
 		defer gcancel()
-		if c.committed(gctx, err, collectionID, m.Version, key) {
+		if c.committed(gctx, err, id, cm.NewVersion, cm.ManifestKey) {
 			// The transaction committed although the call failed (the
 			// connection dropped after COMMIT): the blobs are the current
 			// version and must stay.
-			c.logger.Warn("commit reported an error but took effect", "collection", collectionID, "version", m.Version, "err", err)
-			return res, nil
+			c.logger.Warn("commit reported an error but took effect", "collection", id, "version", cm.NewVersion, "err", err)
+			return nil
 		}
-		return res, fmt.Errorf("compact %s: commit version %d: %w", collectionID, m.Version, err)
+		return fmt.Errorf("compact %s: commit version %d: %w", id, cm.NewVersion, err)
 	}
-	c.purgeLog(ctx, collectionID)
-	c.logger.Debug("compacted", "collection", collectionID, "offset", end, "version", m.Version,
-		"records_read", res.RecordsRead, "blocks_written", stats.BlocksWritten, "blocks_reused", stats.BlocksReused)
-	return res, nil
+	c.purgeLog(ctx, id)
+	c.logger.Debug("compacted", "collection", id, "offset", cm.CompactionOffset, "version", cm.NewVersion,
+		"records_read", p.res.OpRecordsRead, "blocks_written", p.res.BlocksWritten, "blocks_reused", p.res.BlocksReused)
+	return nil
+}
+
+// Abort ends the compaction without committing: the blobs written are
+// removed (with a context of its own, bounded by Config.CommitTimeout: ctx
+// may have been cancelled). Aborting an ended Prepared does nothing. The
+// error is the blob store's.
+func (p *Prepared) Abort(ctx context.Context) error {
+	if p == nil || p.unpin == nil {
+		return nil
+	}
+	defer p.end()
+	p.res.VersionAfter = p.res.VersionBefore
+	if p.w == nil {
+		return nil
+	}
+	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.c.cfg.CommitTimeout)
+	defer cancel()
+	return p.w.Abort(actx)
+}
+
+// end releases the GC pins of an ended compaction.
+func (p *Prepared) end() {
+	p.unpin()
+	p.unpin = nil
+}
+
+// abortWriter removes the blobs w wrote, a must-finish cleanup with a
+// context of its own (ctx may be cancelled); a failure is logged.
+func (c *Compactor) abortWriter(ctx context.Context, w *segment.Writer, collectionID string) {
+	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.CommitTimeout)
+	defer cancel()
+	if aerr := w.Abort(actx); aerr != nil {
+		c.logger.Warn("remove blobs of failed compaction", "collection", collectionID, "err", aerr)
+	}
 }
 
 // committed reports whether a commit that returned err took effect anyway:
@@ -655,7 +767,7 @@ func blockBytes(m *segment.Manifest) int64 {
 }
 
 // classifyRead marks blob read failures transient unless the blob is missing
-// (Compact then decides whether that is data loss) or cannot be decoded: a
+// (Prepare then decides whether that is data loss) or cannot be decoded: a
 // damaged segment, which retrying does not mend.
 func classifyRead(err error) error {
 	if errors.Is(err, segment.ErrNotExist) || errors.Is(err, segment.ErrCorrupt) {

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/compactorhq/compactor/internal/catalog"
+	"github.com/compactorhq/compactor/internal/jobtype"
 	"github.com/compactorhq/compactor/internal/materialize"
 	"github.com/compactorhq/compactor/internal/segment"
 	"github.com/compactorhq/compactor/internal/segment/segmenttest"
@@ -66,7 +67,7 @@ func TestPropertyAgainstModel(t *testing.T) {
 					if res.OffsetEnd < before.CompactionOffset || e.coll().CompactionOffset != res.OffsetEnd {
 						t.Fatalf("step %d: offset moved from %d to %d (result %d)", step, before.CompactionOffset, e.coll().CompactionOffset, res.OffsetEnd)
 					}
-					if got, want := e.coll().RecordCount, int64(len(e.model)); res.RecordsRead > 0 && res.Remaining == 0 && got != want {
+					if got, want := e.coll().RecordCount, int64(len(e.model)); res.OpRecordsRead > 0 && res.Remaining == 0 && got != want {
 						t.Fatalf("step %d: record count %d after catching up, model has %d", step, got, want)
 					}
 					if n := e.deltaCount(); n > lastDeltas {
@@ -204,7 +205,7 @@ func TestMetadataNullDeletesOmittedKeyStays(t *testing.T) {
 func TestNothingToCompact(t *testing.T) {
 	e := newEnv(t, envConfig{maxRecords: 100, batchRecords: 10, maxBlock: 8, minBlock: 2})
 	res := e.compact()
-	if res.Note != NoteNothingToCompact || res.VersionAfter != 0 || res.RecordsRead != 0 {
+	if res.Note != NoteNothingToCompact || res.VersionAfter != 0 || res.OpRecordsRead != 0 {
 		t.Fatalf("result %+v, want nothing to compact", res)
 	}
 	if _, err := e.comp.Compact(e.ctx, "no-such-collection", Options{}); !errors.Is(err, catalog.ErrNotFound) {
@@ -225,7 +226,7 @@ func TestACompactionThatChangesNoRecordSaysWhy(t *testing.T) {
 	}
 	adds() // the same ids again: every ADD is ignored
 	res := e.compact()
-	if res.RecordsRead != 20 || res.RecordsWritten != 0 || res.Note != NoteNoChange {
+	if res.OpRecordsRead != 20 || res.RecordsWritten != 0 || res.Note != NoteNoChange {
 		t.Fatalf("compaction of duplicate ADDs %+v, want 20 read, 0 written and the note %q", res, NoteNoChange)
 	}
 	// Deleting records changes the collection although no record is written.
@@ -344,7 +345,7 @@ func TestCancellationAtEveryBatchBoundary(t *testing.T) {
 	// Count the progress reports (batch boundaries) of a full run.
 	e := scenario(t)
 	var boundaries int
-	if _, err := e.comp.Compact(e.ctx, e.id, Options{Progress: func(Progress) { boundaries++ }}); err != nil {
+	if _, err := e.comp.Compact(e.ctx, e.id, Options{Progress: func(jobtype.Progress) { boundaries++ }}); err != nil {
 		t.Fatal(err)
 	}
 	if boundaries < 4 {
@@ -358,10 +359,10 @@ func TestCancellationAtEveryBatchBoundary(t *testing.T) {
 			defer cancel()
 			var seen int
 			var phase string
-			_, err := e.comp.Compact(ctx, e.id, Options{Progress: func(p Progress) {
+			_, err := e.comp.Compact(ctx, e.id, Options{Progress: func(p jobtype.Progress) {
 				seen++
 				if seen == k {
-					phase = p.Phase
+					phase = string(p.Phase)
 					cancel()
 				}
 			}})

@@ -148,7 +148,7 @@ func TestCorruptDataFailsOnlyItsCollection(t *testing.T) {
 	}
 
 	// The healthy collection compacts and reads as if nothing happened.
-	if res, err := e.comp.Compact(e.ctx, good, Options{}); err != nil || res.RecordsRead != 1 {
+	if res, err := e.comp.Compact(e.ctx, good, Options{}); err != nil || res.OpRecordsRead != 1 {
 		t.Fatalf("compaction of the healthy collection: %+v, %v", res, err)
 	}
 	res, err := e.comp.GetRecords(e.ctx, good, ids)

@@ -67,7 +67,7 @@ func benchSpreadUpdates(b *testing.B, n int, seg segment.Config) {
 			folds++
 			foldTime += took
 		}
-		records += res.RecordsRead
+		records += res.OpRecordsRead
 		bytes += res.BytesWritten
 		b.StartTimer()
 	}

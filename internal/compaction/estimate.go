@@ -5,34 +5,23 @@ import (
 	"fmt"
 	"sort"
 
+	"github.com/compactorhq/compactor/internal/jobtype"
 	"github.com/compactorhq/compactor/internal/segment"
 )
-
-// Estimate is what the next compaction of a collection would do, from its
-// manifest and its log, without writing anything.
-type Estimate struct {
-	Records         int64 // log records the job would read (at most MaxRecords)
-	BlocksTotal     int   // blocks of the current version
-	BlocksToRewrite int   // blocks whose id range holds an id of those records
-	// BytesToRewrite is the bytes of those blocks plus, for ids outside
-	// every block, the version's mean bytes per record times their count (0
-	// before the first version).
-	BytesToRewrite int64
-}
 
 // Estimate reads the log slice the next compaction of collectionID would
 // read (its ids only matter) and the current manifest, and counts the blocks
 // that compaction would rewrite. Cost: one manifest read and a log read of
 // at most MaxRecords records. Errors: the catalog's (ErrNotFound for an
 // unknown collection) and the segment store's (a corrupt manifest).
-func (c *Compactor) Estimate(ctx context.Context, collectionID string) (Estimate, error) {
+func (c *Compactor) Estimate(ctx context.Context, collectionID string) (jobtype.Estimate, error) {
 	coll, err := c.cat.GetCollection(ctx, collectionID)
 	if err != nil {
-		return Estimate{}, fmt.Errorf("estimate %s: %w", collectionID, err)
+		return jobtype.Estimate{}, fmt.Errorf("estimate %s: %w", collectionID, err)
 	}
 	end := min(coll.LogPosition, coll.CompactionOffset+int64(c.cfg.MaxRecords))
-	est := Estimate{Records: max(0, end-coll.CompactionOffset)}
-	if est.Records == 0 {
+	est := jobtype.Estimate{OpRecords: max(0, end-coll.CompactionOffset)}
+	if est.OpRecords == 0 {
 		return est, nil
 	}
 	var blocks []segment.BlockRef
@@ -40,7 +29,7 @@ func (c *Compactor) Estimate(ctx context.Context, collectionID string) (Estimate
 	if coll.ManifestKey != "" {
 		m, err := c.seg.ReadManifest(ctx, coll.ManifestKey)
 		if err != nil {
-			return Estimate{}, fmt.Errorf("estimate %s: read manifest: %w", collectionID, err)
+			return jobtype.Estimate{}, fmt.Errorf("estimate %s: read manifest: %w", collectionID, err)
 		}
 		blocks = m.Blocks
 		var bytes, records int64
@@ -57,7 +46,7 @@ func (c *Compactor) Estimate(ctx context.Context, collectionID string) (Estimate
 	for after := coll.CompactionOffset; after < end; {
 		ops, err := c.cat.ReadLog(ctx, collectionID, after, end, c.cfg.BatchRecords)
 		if err != nil {
-			return Estimate{}, fmt.Errorf("estimate %s: read log after offset %d: %w", collectionID, after, err)
+			return jobtype.Estimate{}, fmt.Errorf("estimate %s: read log after offset %d: %w", collectionID, after, err)
 		}
 		if len(ops) == 0 {
 			break // compacted meanwhile

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/compactorhq/compactor/internal/jobtype"
 	"github.com/compactorhq/compactor/internal/materialize"
 )
 
@@ -18,7 +19,7 @@ func TestEstimateCountsTheBlocksTheNextCompactionRewrites(t *testing.T) {
 		}
 		return ops
 	}
-	if est, err := e.comp.Estimate(e.ctx, e.id); err != nil || est != (Estimate{}) {
+	if est, err := e.comp.Estimate(e.ctx, e.id); err != nil || est != (jobtype.Estimate{}) {
 		t.Fatalf("estimate of an empty collection: %+v, %v", est, err)
 	}
 	var base []int
@@ -30,7 +31,7 @@ func TestEstimateCountsTheBlocksTheNextCompactionRewrites(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if est.Records != 100 || est.BlocksTotal != 0 || est.BlocksToRewrite != 0 || est.BytesToRewrite != 0 {
+	if est.OpRecords != 100 || est.BlocksTotal != 0 || est.BlocksToRewrite != 0 || est.BytesToRewrite != 0 {
 		t.Fatalf("estimate before the first version: %+v", est)
 	}
 	e.compactAll()
@@ -50,7 +51,7 @@ func TestEstimateCountsTheBlocksTheNextCompactionRewrites(t *testing.T) {
 	for _, b := range m.Blocks {
 		total, records = total+b.Bytes, records+b.Records
 	}
-	want := Estimate{Records: 4, BlocksTotal: len(m.Blocks), BlocksToRewrite: 2, BytesToRewrite: first.Bytes + last.Bytes + total/records}
+	want := jobtype.Estimate{OpRecords: 4, BlocksTotal: len(m.Blocks), BlocksToRewrite: 2, BytesToRewrite: first.Bytes + last.Bytes + total/records}
 	if first.MaxID < "id-010" || last.MinID > "id-990" || last.MaxID != "id-990" {
 		t.Fatalf("test setup: blocks %+v do not have the assumed ranges", m.Blocks)
 	}

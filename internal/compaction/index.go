@@ -53,10 +53,6 @@ import (
 // metadata in every version, since the graph blob is rewritten per
 // version), and unfiltered queries never pay for it.
 
-// PhaseIndexing is the Progress.Phase of the index build, between
-// PhaseWriting and PhaseCommitting.
-const PhaseIndexing = "indexing"
-
 // DefaultIndexCacheBytes is the default budget of the in-process cache of
 // decoded vector indexes (WithIndexCacheBytes).
 const DefaultIndexCacheBytes = 1 << 30

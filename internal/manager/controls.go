@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/compactorhq/compactor/internal/catalog"
@@ -27,7 +26,14 @@ type PauseState struct {
 // SchedulerPause returns the global pause. A catalog error is returned as
 // is; a pause never set reads as not paused.
 func (m *Manager) SchedulerPause(ctx context.Context) (PauseState, error) {
-	s, err := m.store.GetSetting(ctx, catalog.SettingSchedulerPaused)
+	return readPause(ctx, m.store)
+}
+
+// readPause reads the global pause from the catalog's settings.
+func readPause(ctx context.Context, store interface {
+	GetSetting(ctx context.Context, name string) (catalog.Setting, error)
+}) (PauseState, error) {
+	s, err := store.GetSetting(ctx, catalog.SettingSchedulerPaused)
 	if errors.Is(err, catalog.ErrNotFound) {
 		return PauseState{}, nil
 	}
@@ -89,84 +95,4 @@ func (m *Manager) SetCollectionSettings(ctx context.Context, collectionID string
 		return catalog.Collection{}, fmt.Errorf("set settings of collection %s: %w", collectionID, err)
 	}
 	return c, nil
-}
-
-// thresholds returns the scheduler's effective thresholds for c: its
-// overrides, else the server's.
-func (m *Manager) thresholds(c catalog.Collection) (minSize int64, maxAge time.Duration) {
-	minSize, maxAge = m.cfg.MinCompactionSize, m.cfg.MaxAge
-	if c.Settings.MinCompactionSize > 0 {
-		minSize = c.Settings.MinCompactionSize
-	}
-	if c.Settings.MaxUncompactedAge > 0 {
-		maxAge = c.Settings.MaxUncompactedAge
-	}
-	return minSize, maxAge
-}
-
-// Throttler is implemented by an Executor whose compactions can be capped
-// in bytes written per second; the manager applies the cap in force.
-type Throttler interface {
-	SetMaxThroughput(bytesPerSecond int64)
-}
-
-// Throughput is the cap on bytes per second written by compactions.
-type Throughput struct {
-	// Cap in force on this node, in bytes per second; 0: none.
-	BytesPerSecond int64
-	// Override is the cap an operator set for every node at run time (it
-	// wins over each node's --max-throughput); 0: none set.
-	Override int64
-	By       string
-	Since    time.Time
-}
-
-// MaxThroughput returns the throughput cap in force on this node and the
-// run-time override behind it, if any.
-func (m *Manager) MaxThroughput(ctx context.Context) (Throughput, error) {
-	s, err := m.store.GetSetting(ctx, catalog.SettingMaxThroughput)
-	if errors.Is(err, catalog.ErrNotFound) {
-		return Throughput{BytesPerSecond: m.cfg.MaxThroughput}, nil
-	}
-	if err != nil {
-		return Throughput{}, fmt.Errorf("read the throughput cap: %w", err)
-	}
-	override, perr := strconv.ParseInt(s.Value, 10, 64)
-	if perr != nil || override < 0 {
-		return Throughput{}, fmt.Errorf("setting %s holds %q, not a number of bytes per second", s.Name, s.Value)
-	}
-	t := Throughput{BytesPerSecond: m.cfg.MaxThroughput, Override: override, By: s.UpdatedBy, Since: s.UpdatedAt}
-	if override > 0 {
-		t.BytesPerSecond = override
-	}
-	return t, nil
-}
-
-// SetMaxThroughput sets the cap on bytes per second written by the
-// compactions of every node (each node applies it within
-// Config.PollInterval; this one at once); 0 removes the override, and each
-// node's --max-throughput applies again. Errors: ErrInvalidArgument for a
-// negative cap, store errors.
-func (m *Manager) SetMaxThroughput(ctx context.Context, bytesPerSecond int64, by string) (Throughput, error) {
-	if bytesPerSecond < 0 {
-		return Throughput{}, fmt.Errorf("throughput cap %d must not be negative: %w", bytesPerSecond, ErrInvalidArgument)
-	}
-	if _, err := m.store.PutSetting(ctx, catalog.Setting{Name: catalog.SettingMaxThroughput, Value: strconv.FormatInt(bytesPerSecond, 10), UpdatedBy: by}); err != nil {
-		return Throughput{}, fmt.Errorf("set the throughput cap: %w", err)
-	}
-	m.logger.Info("throughput cap set", "bytes_per_second", bytesPerSecond, "by", by)
-	return m.applyThroughput(ctx)
-}
-
-// applyThroughput reads the cap in force and applies it to the executor.
-func (m *Manager) applyThroughput(ctx context.Context) (Throughput, error) {
-	t, err := m.MaxThroughput(ctx)
-	if err != nil {
-		return Throughput{}, err
-	}
-	if th, ok := m.exec.(Throttler); ok {
-		th.SetMaxThroughput(t.BytesPerSecond)
-	}
-	m.metrics.maxThroughput.Set(float64(t.BytesPerSecond))
-	return t, nil
 }

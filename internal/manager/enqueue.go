@@ -3,6 +3,7 @@ package manager
 import (
 	"context"
 	"sync"
+	"time"
 
 	"github.com/compactorhq/compactor/internal/catalog"
 )
@@ -17,8 +18,13 @@ const maxEnqueueBatch = 512
 // first caller to find no write in flight leads, writing every call
 // pending (its own included); calls that arrive meanwhile wait, and when
 // the write ends one of them leads the next. Each call stays all or
-// nothing (catalog.EnqueueJobs).
+// nothing (catalog.EnqueueJobs). It owns pending and busy, under mu.
 type enqueuer struct {
+	store interface {
+		EnqueueJobs(ctx context.Context, calls []catalog.EnqueueCall) ([]catalog.EnqueueOutcome, error)
+	}
+	timeout time.Duration // Config.PersistTimeout
+
 	mu      sync.Mutex
 	pending []*enqueueWait
 	busy    bool // a leader is writing
@@ -36,15 +42,14 @@ type enqueueWait struct {
 // ctx ends before its call is taken into a write gets ctx's error and
 // nothing is enqueued; once taken, the write (bounded by
 // Config.PersistTimeout) completes and its result is returned.
-func (m *Manager) enqueue(ctx context.Context, call catalog.EnqueueCall) catalog.EnqueueOutcome {
+func (e *enqueuer) enqueue(ctx context.Context, call catalog.EnqueueCall) catalog.EnqueueOutcome {
 	w := &enqueueWait{call: call, done: make(chan struct{}), lead: make(chan struct{}, 1)}
-	e := &m.enq
 	e.mu.Lock()
 	e.pending = append(e.pending, w)
 	if !e.busy {
 		e.busy = true
 		e.mu.Unlock()
-		m.leadEnqueue(ctx)
+		e.lead(ctx)
 		<-w.done
 		return w.out
 	}
@@ -53,7 +58,7 @@ func (m *Manager) enqueue(ctx context.Context, call catalog.EnqueueCall) catalog
 	case <-w.done:
 		return w.out
 	case <-w.lead:
-		m.leadEnqueue(ctx)
+		e.lead(ctx)
 		<-w.done
 		return w.out
 	case <-ctx.Done():
@@ -64,7 +69,7 @@ func (m *Manager) enqueue(ctx context.Context, call catalog.EnqueueCall) catalog
 		// Chosen to lead as ctx ended: lead anyway, or the calls behind
 		// would wait for ever.
 		e.mu.Unlock()
-		m.leadEnqueue(ctx)
+		e.lead(ctx)
 		<-w.done
 		return w.out
 	default:
@@ -81,10 +86,9 @@ func (m *Manager) enqueue(ctx context.Context, call catalog.EnqueueCall) catalog
 	return w.out
 }
 
-// leadEnqueue writes one batch of pending calls, then hands the lead to
-// the next pending call, if any.
-func (m *Manager) leadEnqueue(ctx context.Context) {
-	e := &m.enq
+// lead writes one batch of pending calls, then hands the lead to the next
+// pending call, if any.
+func (e *enqueuer) lead(ctx context.Context) {
 	e.mu.Lock()
 	n := min(len(e.pending), maxEnqueueBatch)
 	batch := e.pending[:n:n]
@@ -96,15 +100,15 @@ func (m *Manager) leadEnqueue(ctx context.Context) {
 		calls[i] = w.call
 	}
 	// Detached from the leader's ctx: the batch holds other callers' calls.
-	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.cfg.PersistTimeout)
-	outs, err := m.store.EnqueueJobs(wctx, calls)
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.timeout)
+	outs, err := e.store.EnqueueJobs(wctx, calls)
 	if err != nil && len(calls) > 1 {
 		// The batch failed as a whole (e.g. a race with another replica
 		// on one collection): each call alone, so that one call's failure
 		// stays its own.
 		outs, err = make([]catalog.EnqueueOutcome, len(calls)), nil
 		for i, call := range calls {
-			one, cerr := m.store.EnqueueJobs(wctx, []catalog.EnqueueCall{call})
+			one, cerr := e.store.EnqueueJobs(wctx, []catalog.EnqueueCall{call})
 			if cerr != nil {
 				outs[i] = catalog.EnqueueOutcome{Err: cerr}
 				continue

@@ -251,7 +251,7 @@ func (s *memStore) RenewLease(_ context.Context, id, node string, lease time.Dur
 	p.UpdatedAt = now
 	j.LeaseExpiresAt, j.Progress = now.Add(lease), p
 	if p.Planned {
-		j.OffsetStart, j.OffsetEnd, j.VersionBefore, j.VersionAfter, j.RecordsRead = p.OffsetStart, p.OffsetEnd, p.VersionBefore, p.VersionBefore, p.RecordsRead
+		j.OffsetStart, j.OffsetEnd, j.VersionBefore, j.VersionAfter, j.RecordsRead = p.OffsetStart, p.OffsetEnd, p.VersionBefore, p.VersionBefore, p.OpRecordsRead
 	}
 	s.jobs[id] = j
 	return j.CancelRequested, nil
@@ -297,7 +297,7 @@ func (s *memStore) CancelJob(_ context.Context, id, note string) (catalog.Job, e
 // follow-up; s.mu must be held.
 func (s *memStore) interruptLocked(j catalog.Job, why string) catalog.Job {
 	j.State, j.FinishedAt, j.Error = catalog.JobFailed, time.Now().UTC().Truncate(time.Millisecond), why
-	j.VersionAfter, j.RecordsRead = j.VersionBefore, max(j.RecordsRead, j.Progress.RecordsRead)
+	j.VersionAfter, j.RecordsRead = j.VersionBefore, max(j.RecordsRead, j.Progress.OpRecordsRead)
 	j.LeaseOwner, j.LeaseExpiresAt = "", time.Time{}
 	s.jobs[j.ID] = j
 	if _, queued := s.activeOfLocked(j.CollectionID, catalog.JobQueued); !queued {
@@ -508,7 +508,8 @@ func newFakeExec(s *memStore, max int64) *fakeExec {
 		panics: map[string]bool{}, commits: map[string]bool{}, calls: map[string]int{}, started: make(chan string, 100)}
 }
 
-func (f *fakeExec) Execute(ctx context.Context, id string, progress func(Progress), finish func(Outcome) catalog.Job) (Outcome, error) {
+func (f *fakeExec) Prepare(ctx context.Context, job catalog.Job, progress func(Progress)) (Prepared, error) {
+	id := job.CollectionID
 	f.mu.Lock()
 	f.calls[id]++
 	gate := f.gate[id]
@@ -524,49 +525,75 @@ func (f *fakeExec) Execute(ctx context.Context, id string, progress func(Progres
 	}
 	c, gerr := f.store.GetCollection(ctx, id)
 	if gerr != nil {
-		return Outcome{}, gerr
+		return nil, gerr
 	}
 	n := min(c.Backlog(), f.max)
-	progress(Progress{Phase: "reading log", RecordsTotal: n})
-	if gate != nil && committing {
-		<-gate
-	} else if gate != nil {
+	progress(Progress{Phase: "reading log", OpRecordsTotal: n})
+	if gate != nil && !committing {
 		select {
 		case <-gate:
 		case <-ctx.Done():
-			return Outcome{}, ctx.Err()
+			return nil, ctx.Err()
 		}
 	}
 	if panics {
 		panic("boom")
 	}
 	if err != nil {
-		return Outcome{}, err
+		return nil, err
 	}
-	o := Outcome{OffsetStart: c.CompactionOffset, OffsetEnd: c.CompactionOffset + n, RecordsRead: n,
+	o := Outcome{OffsetStart: c.CompactionOffset, OffsetEnd: c.CompactionOffset + n, OpRecordsRead: n,
 		VersionBefore: c.SegmentVersion, VersionAfter: c.SegmentVersion, Remaining: c.Backlog() - n}
 	if n == 0 {
 		o.Note = "nothing to compact"
-		return o, nil
+		return &fakePrepared{o: o}, nil
 	}
 	o.VersionAfter++
-	progress(Progress{Phase: "committing", RecordsRead: n, RecordsTotal: n})
-	// The commit: offset, version and the finished job in one step.
-	j := finish(o)
-	f.store.mu.Lock()
-	if err := f.store.finishLocked(j.LeaseOwner, j); err != nil {
-		f.store.mu.Unlock()
-		return Outcome{}, err
+	progress(Progress{Phase: "committing", OpRecordsRead: n, OpRecordsTotal: n})
+	return &fakePrepared{o: o, commit: func(j catalog.Job) error {
+		if gate != nil { // a commit in flight: cancellation does not stop it
+			<-gate
+		}
+		// The commit: offset, version and the finished job in one step.
+		f.store.mu.Lock()
+		defer f.store.mu.Unlock()
+		if err := f.store.finishLocked(j.LeaseOwner, j); err != nil {
+			return err
+		}
+		cc := f.store.colls[id]
+		cc.CompactionOffset += n
+		cc.SegmentVersion++
+		cc.FailureCount, cc.DeadLetteredAt, cc.RetryCount, cc.RetryAfter = 0, time.Time{}, 0, time.Time{}
+		if cc.Backlog() == 0 {
+			cc.OldestUncompactedAt = time.Time{}
+		}
+		return nil
+	}}, nil
+}
+
+// fakePrepared is a Prepared of the test executors: commit (nil when
+// nothing is to be committed) commits it.
+type fakePrepared struct {
+	o      Outcome
+	commit func(catalog.Job) error
+}
+
+func (p *fakePrepared) Outcome() Outcome { return p.o }
+
+func (p *fakePrepared) Commit(_ context.Context, j catalog.Job) error {
+	if p.commit == nil {
+		return nil
 	}
-	cc := f.store.colls[id]
-	cc.CompactionOffset += n
-	cc.SegmentVersion++
-	cc.FailureCount, cc.DeadLetteredAt, cc.RetryCount, cc.RetryAfter = 0, time.Time{}, 0, time.Time{}
-	if cc.Backlog() == 0 {
-		cc.OldestUncompactedAt = time.Time{}
+	if err := p.commit(j); err != nil {
+		p.o.VersionAfter = p.o.VersionBefore
+		return err
 	}
-	f.store.mu.Unlock()
-	return o, nil
+	return nil
+}
+
+func (p *fakePrepared) Abort(context.Context) error {
+	p.o.VersionAfter = p.o.VersionBefore
+	return nil
 }
 
 func (f *fakeExec) Transient(err error) bool {

@@ -25,10 +25,8 @@ func (m *Manager) keepLease(ctx context.Context, r *run) {
 			return
 		case <-t.C:
 		}
-		m.mu.Lock()
-		p := m.progressLocked(r)
-		m.mu.Unlock()
-		cancel, err := m.store.RenewLease(ctx, r.job.ID, m.owner, m.cfg.LeaseDuration, jobProgress(p))
+		p := m.runs.progress(r)
+		cancel, err := m.store.RenewLease(ctx, r.job.ID, m.owner, m.cfg.LeaseDuration, p)
 		switch {
 		case errors.Is(err, catalog.ErrLeaseLost):
 			r.cancel(errLeaseLost)
@@ -46,10 +44,7 @@ func (m *Manager) keepLease(ctx context.Context, r *run) {
 		default:
 			renewed = m.clk.Mono()
 			if cancel {
-				m.mu.Lock()
-				r.cancelReq = true
-				m.mu.Unlock()
-				r.cancel(errCancelRequested)
+				m.runs.cancelRun(r, "", errCancelRequested)
 			}
 		}
 	}

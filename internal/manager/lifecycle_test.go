@@ -14,17 +14,17 @@ import (
 // real executor's do.
 type planExec struct{ *fakeExec }
 
-func (p planExec) Execute(ctx context.Context, id string, progress func(Progress), finish func(Outcome) catalog.Job) (Outcome, error) {
-	c, err := p.store.GetCollection(ctx, id)
+func (p planExec) Prepare(ctx context.Context, j catalog.Job, progress func(Progress)) (Prepared, error) {
+	c, err := p.store.GetCollection(ctx, j.CollectionID)
 	if err != nil {
-		return Outcome{}, err
+		return nil, err
 	}
-	return p.fakeExec.Execute(ctx, id, func(pr Progress) {
+	return p.fakeExec.Prepare(ctx, j, func(pr Progress) {
 		pr.Planned = true
 		pr.OffsetStart, pr.OffsetEnd = c.CompactionOffset, c.CompactionOffset+min(c.Backlog(), p.max)
 		pr.VersionBefore = c.SegmentVersion
 		progress(pr)
-	}, finish)
+	})
 }
 
 // runManager runs a Manager over any Store and Executor inside the test's

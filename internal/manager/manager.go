@@ -9,14 +9,20 @@
 // database keeps at most one QUEUED and one RUNNING job per collection, a
 // worker claims a job with a lease that its lease keeper renews while the
 // job runs (persisting progress), and a job's commit is fenced by that
-// lease. The parts, after Mimir's compactor scheduler and River:
-//   - runner.go: a worker's loop, claim → execute → outcome → policy → end;
+// lease. The parts, after Mimir's compactor scheduler and River (Manager
+// documents which service owns which state):
+//   - runner.go: a worker's loop and a job's life: claim, prepare, commit
+//     or abort, classify the end, report it;
+//   - registry.go: this node's running jobs;
 //   - lease.go: the lease keeper of a running job;
 //   - policy.go: the failure policy;
 //   - scheduler.go: the scheduler, run by the replica holding the leader
-//     lease, which also takes over jobs whose lease expired;
-//   - watch.go: change events for watchers, from this node's jobs at once
-//     and from other replicas' through the catalog;
+//     lease, and the history pruner it runs;
+//   - rescuer.go: takes over jobs whose lease expired;
+//   - status.go and watch.go: change events for watchers, from this node's
+//     jobs at once and from other replicas' through the catalog;
+//   - throughput.go: the throughput cap in force;
+//   - enqueue.go: the group commit of one-off requests;
 //   - nodes.go: this replica's registration and heartbeat.
 //
 // The manager knows nothing of HTTP, Connect or the segment format: it
@@ -41,6 +47,7 @@ import (
 
 	"github.com/compactorhq/compactor/internal/catalog"
 	"github.com/compactorhq/compactor/internal/clock"
+	"github.com/compactorhq/compactor/internal/jobtype"
 )
 
 // Store is what the manager needs from the catalog. *catalog.Catalog
@@ -78,35 +85,20 @@ type Store interface {
 	ReleaseLeaderLease(ctx context.Context, name, owner string) error
 }
 
-// Progress of a running job. The executor reports the phase and counters;
-// the manager adds Fraction and ETA (see tracker), computed from the rates
-// observed in this job.
-type Progress struct {
-	Phase        string // one of the Phase* constants
-	RecordsRead  int64  // log records read so far
-	RecordsTotal int64  // log records the job reads
-	BytesWritten int64  // bytes of blocks written so far
-	// BlocksWritten and BlocksTotal count the blocks the job writes;
-	// BlocksTotal is 0 while unknown (before the writing phase).
-	BlocksWritten, BlocksTotal int64
-	// Fraction is how much of the whole job is done, from 0 to 1 (every
-	// phase counts, each by its expected share of the job's time; below 1
-	// while the job runs). Set by the manager.
-	Fraction float64
-	// ETA is the estimated time to the job's end, meaningful only when
-	// ETAKnown; a known ETA is positive. Unknown until a phase has
-	// progressed enough to time it. Set by the manager.
-	ETA      time.Duration
-	ETAKnown bool
-	// Planned: the executor has read the collection, and the plan below is
-	// known. The manager keeps it on the job and persists it when the phase
-	// changes, so that a job interrupted by a crash or a lost lease still
-	// shows where it started and how far it got.
-	Planned       bool
-	OffsetStart   int64 // log offsets (OffsetStart, OffsetEnd] the job reads
-	OffsetEnd     int64
-	VersionBefore int64 // the segment version the job builds on
-}
+// The vocabulary of jobs (package jobtype), under the names the manager's
+// callers have used; each is the same type as jobtype's, not a copy.
+type (
+	// Progress of a running job (jobtype.Progress): the executor reports
+	// the phase, counters and plan; the manager adds Fraction and ETA
+	// (see tracker), computed from the rates observed in this job.
+	Progress = jobtype.Progress
+	// Outcome is what an executor reports of one job (jobtype.Outcome).
+	Outcome = jobtype.Outcome
+	// Estimate is what one job of a collection would do (jobtype.Estimate).
+	Estimate = jobtype.Estimate
+	// Enqueued is one result of Compact.
+	Enqueued = jobtype.Enqueued[Job]
+)
 
 // Notes of cancelled jobs (catalog.Job.Note).
 const (
@@ -115,38 +107,44 @@ const (
 	NoteShutdown          = "cancelled at shutdown"
 )
 
-// Outcome is what an executor reports of one compaction.
-type Outcome struct {
-	OffsetStart, OffsetEnd int64 // log offsets (start, end] compacted
-	RecordsRead            int64
-	RecordsWritten         int64
-	BytesWritten           int64
-	VersionBefore          int64
-	VersionAfter           int64 // == VersionBefore when nothing was committed
-	// Remaining is the backlog (records) left beyond OffsetEnd: when
-	// positive the manager queues a continuation job at once.
-	Remaining int64
-	Note      string
-}
-
-// Committed reports whether the compaction committed a new version.
-func (o Outcome) Committed() bool { return o.VersionAfter != o.VersionBefore }
-
-// Executor runs compactions. The manager calls Execute from its workers, one
+// Executor runs jobs in two phases, after River's execute and report:
+// Prepare does the work up to its commit, and the Prepared it returns is
+// ended by the manager with Commit (the fenced transaction that also writes
+// the job's row) or Abort. The manager calls Prepare from its workers, one
 // job per collection at a time across every replica.
 type Executor interface {
-	// Execute compacts collectionID, calling progress as it goes. When it
-	// commits, it writes the job row finish(outcome) returns in the commit
-	// transaction, fenced by the row's LeaseOwner (catalog.Commit). It must
-	// return promptly (at a batch boundary) with ctx's error when ctx ends,
-	// having committed nothing.
-	Execute(ctx context.Context, collectionID string, progress func(Progress), finish func(Outcome) catalog.Job) (Outcome, error)
+	// Prepare does job j's work up to its commit (for a compaction: read
+	// the log slice, write the changed blocks and the manifest), calling
+	// progress as it goes, from the calling goroutine. It must return
+	// promptly (at a batch boundary) with ctx's error when ctx ends. On
+	// error, what it wrote is removed, and the Prepared it returns (which
+	// may be nil) has ended: its Outcome holds the figures so far.
+	Prepare(ctx context.Context, j catalog.Job, progress func(Progress)) (Prepared, error)
 	// Transient reports whether err says nothing about the collection
 	// (storage unavailable, a lost compare-and-swap or lease, shutdown):
 	// such failures back off but never count toward the dead-letter state.
 	Transient(err error) bool
 	// GC removes superseded versions and orphan blocks of a collection.
 	GC(ctx context.Context, collectionID string) error
+}
+
+// Prepared is a job's work done up to its commit. The manager calls
+// exactly one of Commit and Abort, and Commit only when Outcome().Committed()
+// (there is something to commit).
+type Prepared interface {
+	// Outcome is the job's figures: what Commit would commit until it is
+	// called, then what was committed (VersionAfter == VersionBefore when
+	// nothing was).
+	Outcome() Outcome
+	// Commit commits the work and writes the job's row j (SUCCEEDED,
+	// finished) in the same transaction, fenced by j.LeaseOwner. It is not
+	// interrupted by ctx's end. Errors: catalog.ErrLeaseLost,
+	// catalog.ErrConflict (another commit won), storage errors; after an
+	// error nothing is committed and what Prepare wrote is removed.
+	Commit(ctx context.Context, j catalog.Job) error
+	// Abort removes what Prepare wrote; nothing is committed. Its error is
+	// the storage's (logged by the manager).
+	Abort(ctx context.Context) error
 }
 
 // Sentinel errors of the manager; they match with errors.Is.
@@ -178,18 +176,34 @@ type Job struct {
 	CancelRequested bool      // RUNNING, and an operator asked to cancel it
 }
 
-// Enqueued is one result of Compact.
-type Enqueued struct {
-	Job     Job
-	Created bool // false: an already queued job was returned
-}
-
 // Manager schedules and runs compactions. Create it with New, start it with
 // Run; Compact, Cancel, Get, List, Active and Watch may be called while it
 // runs.
+//
+// It is the facade the adapters call over services that each own their
+// state, under their own lock, with the slice of the Store they use and
+// the one injected clock (after Mimir's compactor scheduler and River's
+// maintenance services):
+//   - runs (runRegistry): this node's running jobs and the workers' wake-up
+//     signal; the workers (runner.go) and the lease keepers use it;
+//   - events (eventHub): watchers, and the cross-replica status it polls
+//     (seen, published, lastPoll);
+//   - rescuer (leaseRescuer): takes over jobs whose lease expired;
+//   - sched (scheduler): the leader lease, the plan, the scheduled
+//     enqueues; it runs the pruner;
+//   - pruner (historyPruner): the job history's retention;
+//   - throughput (throughputApplier): the throughput cap in force;
+//   - enq (enqueuer): the group commit of Compact calls.
+//
+// The Manager's own fields are set by New and never change, except
+// started (closed once by Run). Lock order: the event hub's lock, then the
+// run registry's; no other service calls another under its lock.
 type Manager struct {
-	store  Store
-	exec   Executor
+	store Store
+	exec  Executor // the compaction jobs' executor, execs[jobtype.KindCompaction]
+	// execs are the executors by kind of job, which the workers dispatch
+	// each claimed job to (executorOf).
+	execs  map[jobtype.Kind]Executor
 	cfg    Config
 	policy failurePolicy
 	// owner holds this process's leases: the node's name and a token of
@@ -199,45 +213,24 @@ type Manager struct {
 	logger  *slog.Logger
 	metrics *metrics
 	tracer  trace.Tracer
-	// clk is the process's clock (Config.Clock). clock is its step-free
-	// time (the wall time at New advanced by the monotonic clock), which
-	// times running jobs' phases for their fraction and ETA.
-	clk   clock.Clock
-	clock func() time.Time
+	// clk is the process's clock (Config.Clock), the one every service
+	// is given: its wall time for what rows record and the plan, its
+	// monotonic clock for durations. clock is its step-free time (the
+	// wall time at New advanced by the monotonic clock), which times
+	// running jobs' phases for their fraction and ETA.
+	clk     clock.Clock
+	clock   func() time.Time
+	started chan struct{} // closed once Run has recovered and accepts work
 
-	mu       sync.Mutex
-	runs     map[string]*run // this node's RUNNING jobs, by id
-	changed  chan struct{}   // closed and replaced when a job may be claimable
-	watchers map[*watcher]struct{}
-	running  bool          // Run is accepting work
-	started  chan struct{} // closed once Run has recovered and accepts work
-	stopping bool
-	// seen is the last status of the active jobs read from the catalog, by
-	// id, so that the status poller publishes other replicas' changes;
-	// published holds the jobs whose end was published, with their finish
-	// time, so that it is published once; lastPoll is the time of the last
-	// poll.
-	seen      map[string]catalog.Job
-	published map[string]time.Time
-	lastPoll  time.Time
-
-	enq enqueuer // group commit of Compact calls
+	runs       *runRegistry
+	events     *eventHub
+	rescuer    *leaseRescuer
+	sched      *scheduler
+	pruner     *historyPruner
+	throughput *throughputApplier
+	enq        *enqueuer
 
 	gate atomic.Pointer[func() error] // see SetClaimGate
-}
-
-// run is one of this node's RUNNING jobs.
-type run struct {
-	job       catalog.Job // as claimed; the outcome is applied at the end
-	progress  Progress    // as the executor last reported it
-	tracker   tracker     // times its phases for the fraction and the ETA
-	cancel    context.CancelCauseFunc
-	cancelReq bool // an operator cancelled it, or its collection is being deleted
-	// cancelNote is the note it ends with when cancelReq: NoteCancelled or
-	// NoteCollectionDeleted.
-	cancelNote string
-	done       chan struct{} // closed when the job has ended and is persisted
-	claimed    time.Duration // the monotonic clock when it was claimed (see endTime)
 }
 
 // Causes of a job's cancellation, told apart at its end.
@@ -246,9 +239,10 @@ var (
 	errLeaseLost       = errors.New("lease lost")
 )
 
-// New returns a Manager. reg receives its metrics (nil: not registered);
-// logger nil discards logs.
-func New(store Store, exec Executor, cfg Config, reg prometheus.Registerer, logger *slog.Logger) (*Manager, error) {
+// New returns a Manager whose compaction jobs run on exec (more kinds of
+// job are added with WithExecutor). reg receives its metrics (nil: not
+// registered); logger nil discards logs.
+func New(store Store, exec Executor, cfg Config, reg prometheus.Registerer, logger *slog.Logger, opts ...Option) (*Manager, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -262,34 +256,66 @@ func New(store Store, exec Executor, cfg Config, reg prometheus.Registerer, logg
 	if clk == nil {
 		clk = clock.System()
 	}
-	return &Manager{
-		store:     store,
-		exec:      exec,
-		cfg:       cfg,
-		policy:    failurePolicy{base: cfg.BackoffBase, max: cfg.BackoffMax, deadLetterAfter: cfg.DeadLetterAfter},
-		owner:     cfg.Node + "/" + uuid.NewString()[:8],
-		logger:    logger,
-		metrics:   newMetrics(reg, cfg),
-		tracer:    tracerOf(cfg.TracerProvider),
-		clk:       clk,
-		clock:     clock.StepFree(clk),
-		runs:      make(map[string]*run),
-		changed:   make(chan struct{}),
-		started:   make(chan struct{}),
-		watchers:  make(map[*watcher]struct{}),
-		seen:      make(map[string]catalog.Job),
-		published: make(map[string]time.Time),
-	}, nil
+	m := &Manager{
+		store:   store,
+		cfg:     cfg,
+		policy:  failurePolicy{base: cfg.BackoffBase, max: cfg.BackoffMax, deadLetterAfter: cfg.DeadLetterAfter},
+		owner:   cfg.Node + "/" + uuid.NewString()[:8],
+		logger:  logger,
+		metrics: newMetrics(reg, cfg),
+		tracer:  tracerOf(cfg.TracerProvider),
+		clk:     clk,
+		clock:   clock.StepFree(clk),
+		started: make(chan struct{}),
+		execs:   map[jobtype.Kind]Executor{jobtype.KindCompaction: exec},
+	}
+	for _, o := range opts {
+		o(m)
+	}
+	m.exec = m.execs[jobtype.KindCompaction]
+	m.runs = newRunRegistry(m.clock, clk.Mono)
+	m.events = newEventHub(store, m.runs, clk.Now, logger, func(n int) {
+		m.metrics.states.WithLabelValues(label(catalog.JobQueued)).Set(float64(n))
+	})
+	m.rescuer = &leaseRescuer{store: store, logger: logger, metrics: m.metrics, wake: m.runs.wake, renewing: m.runs.ids}
+	m.pruner = &historyPruner{store: store, keep: cfg.HistoryKeep, maxAge: cfg.HistoryMaxAge, clock: m.now}
+	m.sched = &scheduler{store: store, cfg: cfg, clock: m.now, metrics: m.metrics, logger: logger, pruner: m.pruner,
+		stopping: m.runs.isStopping, queued: m.changedJob}
+	th, _ := m.exec.(Throttler)
+	m.throughput = &throughputApplier{store: store, configured: cfg.MaxThroughput, throttle: th, gauge: m.metrics.maxThroughput, logger: logger}
+	m.enq = &enqueuer{store: store, timeout: cfg.PersistTimeout}
+	return m, nil
+}
+
+// Option configures a Manager at New.
+type Option func(*Manager)
+
+// WithExecutor runs the jobs of kind k on exec (replacing the executor of
+// that kind, if any): how a new kind of job plugs into the queue, the
+// lease, the failure policy, watch and the history, which it shares with
+// compactions.
+func WithExecutor(k jobtype.Kind, exec Executor) Option {
+	return func(m *Manager) { m.execs[k] = exec }
+}
+
+// ErrNoExecutor: a claimed job is of a kind no executor runs here.
+var ErrNoExecutor = errors.New("no executor for the job's kind")
+
+// kindOf is the kind of job j: every job is a compaction until the jobs
+// table records a kind (the next kind adds the column, and
+// catalog.JobRequest and catalog.Job carry it).
+func kindOf(catalog.Job) jobtype.Kind { return jobtype.KindCompaction }
+
+// executorOf returns the executor of job j's kind.
+func (m *Manager) executorOf(j catalog.Job) (Executor, error) {
+	if e, ok := m.execs[kindOf(j)]; ok {
+		return e, nil
+	}
+	return nil, fmt.Errorf("job %s of kind %q: %w", j.ID, kindOf(j), ErrNoExecutor)
 }
 
 // Node is the name of this replica on the jobs it runs.
 func (m *Manager) Node() string { return m.cfg.Node }
-
-// signalLocked wakes this node's idle workers; m.mu must be held.
-func (m *Manager) signalLocked() {
-	close(m.changed)
-	m.changed = make(chan struct{})
-}
 
 // Run registers the node, ends the jobs a previous process of this node
 // left RUNNING (FAILED "interrupted", with a follow-up queued), then runs
@@ -307,7 +333,7 @@ func (m *Manager) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("release jobs of node %s: %w", m.cfg.Node, err)
 	}
-	m.interrupted(interrupted)
+	m.rescuer.interrupted(interrupted)
 	// The backlog gauges start from the catalog, not from the first
 	// scheduler run an interval later.
 	if colls, err := m.store.ListCollections(ctx); err == nil {
@@ -320,13 +346,10 @@ func (m *Manager) Run(ctx context.Context) error {
 	workCtx, cancelWork := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelWork()
 
-	m.mu.Lock()
-	m.running = true
-	m.lastPoll = time.Now()
+	m.events.start()
 	close(m.started)
-	m.mu.Unlock()
-	m.pollStatus(ctx) // the first snapshot, so that watchers start from it
-	if _, err := m.applyThroughput(ctx); err != nil {
+	m.events.runOnce(ctx) // the first snapshot, so that watchers start from it
+	if _, err := m.throughput.runOnce(ctx); err != nil {
 		m.logger.Warn("apply the throughput cap", "err", err)
 	}
 
@@ -339,10 +362,8 @@ func (m *Manager) Run(ctx context.Context) error {
 	wg.Go(func() { m.statusLoop(ctx) })
 
 	<-ctx.Done()
-	m.mu.Lock()
-	m.stopping = true
-	m.signalLocked()
-	m.mu.Unlock()
+	m.events.stop()
+	m.runs.stop()
 
 	// Let running jobs finish, then cancel what is left.
 	finished := make(chan struct{})
@@ -358,36 +379,55 @@ func (m *Manager) Run(ctx context.Context) error {
 	}
 	rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), m.cfg.PersistTimeout)
 	defer rcancel()
-	if err := m.store.ReleaseLeaderLease(rctx, schedulerLease, m.cfg.Node); err != nil {
+	if err := m.sched.release(rctx); err != nil {
 		m.logger.Warn("release scheduler lease", "err", err)
 	}
-	m.mu.Lock()
-	m.running = false
-	for w := range m.watchers {
-		delete(m.watchers, w) // a later publish (a Cancel after Run) sends to no one
-		w.close()
-	}
-	m.mu.Unlock()
+	m.events.closeAll() // a later publish (a Cancel after Run) sends to no one
 	return nil
-}
-
-// interrupted accounts jobs that ended "interrupted" (this node's after a
-// restart, or any node's whose lease expired).
-func (m *Manager) interrupted(jobs []catalog.Job) {
-	for _, j := range jobs {
-		m.logger.Warn("job interrupted", "job", j.ID, "collection", j.CollectionID, "node", j.Node, "err", j.Error)
-		// Counted, but not timed: its "duration" would span the outage.
-		m.metrics.jobs.WithLabelValues(label(j.Trigger), label(j.State)).Inc()
-	}
-	if len(jobs) > 0 {
-		m.mu.Lock()
-		m.signalLocked() // their follow-ups are queued
-		m.mu.Unlock()
-	}
 }
 
 // now is the wall time, as job rows record it.
 func (m *Manager) now() time.Time { return m.clk.Now().UTC().Truncate(time.Millisecond) }
+
+// schedulerLoop runs the scheduler every Config.Interval (with jitter)
+// until ctx ends.
+func (m *Manager) schedulerLoop(ctx context.Context) {
+	timer := time.NewTimer(jitter(m.cfg.Interval))
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-timer.C:
+		}
+		m.sched.runOnce(ctx)
+		timer.Reset(jitter(m.cfg.Interval))
+	}
+}
+
+// statusLoop keeps this replica's view of the other replicas fresh
+// (DESIGN.md §7a: cross-replica status from the catalog, by bounded
+// polling): every Config.PollInterval it runs the lease rescuer, the event
+// hub's poll (waking the workers when another replica changed a job) and
+// the throughput applier, until ctx ends.
+func (m *Manager) statusLoop(ctx context.Context) {
+	t := time.NewTicker(m.cfg.PollInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		m.rescuer.runOnce(ctx)
+		if m.events.runOnce(ctx) {
+			m.runs.wake() // jobs another replica queued may be claimable here
+		}
+		if _, err := m.throughput.runOnce(ctx); err != nil && ctx.Err() == nil {
+			m.logger.Warn("apply the throughput cap", "err", err)
+		}
+	}
+}
 
 // Started is closed once Run has recovered the previous process's jobs and
 // accepts work.
@@ -428,7 +468,7 @@ func (m *Manager) Compact(ctx context.Context, ids []string, all bool, reason st
 			call.Requests = append(call.Requests, catalog.JobRequest{CollectionID: id, Trigger: catalog.TriggerOneOff, Reason: reason, TraceParent: tp})
 		}
 	}
-	if m.isStopping() {
+	if m.runs.isStopping() {
 		return nil, ErrStopped
 	}
 	if len(call.Requests) == 0 {
@@ -436,7 +476,7 @@ func (m *Manager) Compact(ctx context.Context, ids []string, all bool, reason st
 	}
 	// One transaction checks every id and queues every job, shared with
 	// concurrent calls (see enqueuer).
-	res := m.enqueue(ctx, call)
+	res := m.enq.enqueue(ctx, call)
 	if missing := (*catalog.MissingCollectionsError)(nil); errors.As(res.Err, &missing) {
 		return nil, &NotFoundError{IDs: missing.IDs}
 	}
@@ -451,22 +491,11 @@ func (m *Manager) Compact(ctx context.Context, ids []string, all bool, reason st
 	return out, nil
 }
 
-// isStopping reports whether Run is shutting down or has returned; before
-// Run, jobs may be queued (they run once it starts).
-func (m *Manager) isStopping() bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.stopping
-}
-
 // changedJob publishes a change this node made to a job that it does not
 // run (queued, cancelled while queued) and wakes the workers.
 func (m *Manager) changedJob(j catalog.Job) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.seenLocked(j)
-	m.sendLocked(Event{Kind: EventChanged, Job: Job{Job: j}})
-	m.signalLocked()
+	m.events.changed(j)
+	m.runs.wake()
 }
 
 // Cancel cancels a job on any replica: a QUEUED one ends CANCELLED at once;
@@ -511,16 +540,7 @@ func (m *Manager) CancelForDeletion(ctx context.Context, collectionID string) er
 
 // cancel is Cancel with the note the job ends with.
 func (m *Manager) cancel(ctx context.Context, jobID, note string) (Job, error) {
-	m.mu.Lock()
-	r := m.runs[jobID]
-	if r != nil {
-		if !r.cancelReq || note == NoteCollectionDeleted { // the deletion is the stronger reason
-			r.cancelNote = note
-		}
-		r.cancelReq = true
-		r.cancel(errCancelRequested)
-	}
-	m.mu.Unlock()
+	r := m.runs.requestCancel(jobID, note, errCancelRequested)
 	j, err := m.store.CancelJob(ctx, jobID, note)
 	switch {
 	case errors.Is(err, catalog.ErrJobFinished):
@@ -612,7 +632,7 @@ func (m *Manager) Get(ctx context.Context, jobID string) (Job, error) {
 	if err != nil {
 		return Job{}, err // the store's error names the job
 	}
-	return m.view(j), nil
+	return m.runs.view(j), nil
 }
 
 // List returns jobs matching f from the history, newest first, with the
@@ -624,7 +644,7 @@ func (m *Manager) List(ctx context.Context, f catalog.JobFilter) ([]Job, error) 
 	}
 	out := make([]Job, len(rows))
 	for i, j := range rows {
-		out[i] = m.view(j)
+		out[i] = m.runs.view(j)
 	}
 	return out, nil
 }
@@ -643,7 +663,7 @@ func (m *Manager) Active(ctx context.Context) ([]Job, error) {
 	}
 	out := make([]Job, 0, len(running)+len(queued))
 	for i := len(running) - 1; i >= 0; i-- { // ListJobs is newest first
-		out = append(out, m.view(running[i]))
+		out = append(out, m.runs.view(running[i]))
 	}
 	return append(out, queued...), nil
 }
@@ -660,38 +680,4 @@ func (m *Manager) Queue(ctx context.Context) ([]Job, error) {
 		out[i] = Job{Job: j}
 	}
 	return out, nil
-}
-
-// view is j as surfaces see it: a RUNNING job of this node with its live
-// progress, another's with the progress persisted with its lease.
-func (m *Manager) view(j catalog.Job) Job {
-	if j.State != catalog.JobRunning {
-		return Job{Job: j}
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.viewLocked(j)
-}
-
-// viewLocked is view for callers that hold m.mu.
-func (m *Manager) viewLocked(j catalog.Job) Job {
-	if j.State != catalog.JobRunning {
-		return Job{Job: j}
-	}
-	if r, ok := m.runs[j.ID]; ok {
-		return m.snapshotLocked(r)
-	}
-	p := persistedProgress(j.Progress, m.clock())
-	return Job{Job: j, Progress: &p, CancelRequested: j.CancelRequested}
-}
-
-// snapshotLocked copies a run for callers, with its fraction and ETA at
-// this instant; m.mu must be held.
-func (m *Manager) snapshotLocked(r *run) Job {
-	p := m.progressLocked(r)
-	j := Job{Job: r.job, CancelRequested: r.cancelReq || r.job.CancelRequested}
-	if r.job.State == catalog.JobRunning {
-		j.Progress = &p
-	}
-	return j
 }

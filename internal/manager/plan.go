@@ -25,15 +25,6 @@ const (
 	DecideEmpty        Decision = "empty" // nothing to compact
 )
 
-// Estimate is what one job of a collection would do, from its manifest and
-// its log.
-type Estimate struct {
-	Records         int64 // log records the job would read (at most --max-compaction-size)
-	BlocksTotal     int   // blocks of the current version
-	BlocksToRewrite int   // blocks whose id range the records touch
-	BytesToRewrite  int64 // bytes of those blocks, plus an estimate for new records
-}
-
 // Estimator is implemented by an Executor that can estimate a job without
 // running it (Plan uses it for the collections it would compact).
 type Estimator interface {
@@ -76,7 +67,7 @@ const maxEstimates = 50
 // collections it would compact (up to 50) carry an Estimate from their
 // manifest and log when the executor implements Estimator.
 func (m *Manager) Plan(ctx context.Context, estimate bool) (Plan, error) {
-	p, err := m.plan(ctx)
+	p, err := m.sched.plan(ctx)
 	if err != nil {
 		return Plan{}, err
 	}
@@ -102,16 +93,16 @@ func (m *Manager) Plan(ctx context.Context, estimate bool) (Plan, error) {
 
 // plan decides, for every collection, what the scheduler does: the one
 // place its rules are written (Schedule and Plan both use it).
-func (m *Manager) plan(ctx context.Context) (Plan, error) {
-	pause, err := m.SchedulerPause(ctx)
+func (s *scheduler) plan(ctx context.Context) (Plan, error) {
+	pause, err := readPause(ctx, s.store)
 	if err != nil {
 		return Plan{}, err
 	}
-	colls, err := m.store.ListCollections(ctx)
+	colls, err := s.store.ListCollections(ctx)
 	if err != nil {
 		return Plan{}, fmt.Errorf("list collections: %w", err)
 	}
-	active, err := m.store.ListJobs(ctx, catalog.JobFilter{States: []catalog.JobState{catalog.JobQueued, catalog.JobRunning}})
+	active, err := s.store.ListJobs(ctx, catalog.JobFilter{States: []catalog.JobState{catalog.JobQueued, catalog.JobRunning}})
 	if err != nil {
 		return Plan{}, fmt.Errorf("list active jobs: %w", err)
 	}
@@ -121,12 +112,12 @@ func (m *Manager) plan(ctx context.Context) (Plan, error) {
 			state[j.CollectionID] = j.State
 		}
 	}
-	now := m.now()
+	now := s.clock().UTC().Truncate(time.Millisecond)
 	p := Plan{At: now, Pause: pause}
 	var run, rest []PlanEntry
 	for _, c := range colls {
 		e := PlanEntry{Collection: c}
-		e.MinCompactionSize, e.MaxUncompactedAge = m.thresholds(c)
+		e.MinCompactionSize, e.MaxUncompactedAge = s.thresholds(c)
 		age := time.Duration(0)
 		if !c.OldestUncompactedAt.IsZero() {
 			age = now.Sub(c.OldestUncompactedAt)
@@ -175,4 +166,17 @@ func cmpText(s string) string {
 		return "no reason given"
 	}
 	return s
+}
+
+// thresholds returns the scheduler's effective thresholds for c: its
+// overrides, else the server's.
+func (s *scheduler) thresholds(c catalog.Collection) (minSize int64, maxAge time.Duration) {
+	minSize, maxAge = s.cfg.MinCompactionSize, s.cfg.MaxAge
+	if c.Settings.MinCompactionSize > 0 {
+		minSize = c.Settings.MinCompactionSize
+	}
+	if c.Settings.MaxUncompactedAge > 0 {
+		maxAge = c.Settings.MaxUncompactedAge
+	}
+	return minSize, maxAge
 }

@@ -3,19 +3,7 @@ package manager
 import (
 	"time"
 
-	"github.com/compactorhq/compactor/internal/catalog"
-)
-
-// The phases of a job, in order, as Progress.Phase names them. The names
-// after PhaseStarting are the compaction's own (compaction.Phase*; a test of
-// internal/server keeps the two lists equal).
-const (
-	PhaseStarting      = "starting"
-	PhaseReading       = "reading log"
-	PhaseMaterializing = "materializing"
-	PhaseWriting       = "writing blocks"
-	PhaseIndexing      = "indexing"
-	PhaseCommitting    = "committing"
+	"github.com/compactorhq/compactor/internal/jobtype"
 )
 
 // phaseWeights is each phase's expected share of a job's time, in job order;
@@ -27,14 +15,14 @@ const (
 // before the job has timed a phase of its own. A job of a collection
 // without an index skips the indexing phase.
 var phaseWeights = [...]struct {
-	phase  string
+	phase  jobtype.Phase
 	weight float64
 }{
-	{PhaseReading, 0.15},
-	{PhaseMaterializing, 0.15},
-	{PhaseWriting, 0.50},
-	{PhaseIndexing, 0.15},
-	{PhaseCommitting, 0.05},
+	{jobtype.PhaseReading, 0.15},
+	{jobtype.PhaseMaterializing, 0.15},
+	{jobtype.PhaseWriting, 0.50},
+	{jobtype.PhaseIndexing, 0.15},
+	{jobtype.PhaseCommitting, 0.05},
 }
 
 // Thresholds of the ETA: a phase's rate is trusted once the phase has done
@@ -45,8 +33,8 @@ const (
 )
 
 // phaseIndex returns the position of phase in phaseWeights, -1 for
-// PhaseStarting and any unknown phase.
-func phaseIndex(phase string) int {
+// jobtype.PhaseStarting and any unknown phase.
+func phaseIndex(phase jobtype.Phase) int {
 	for i, w := range phaseWeights {
 		if w.phase == phase {
 			return i
@@ -60,11 +48,11 @@ func phaseIndex(phase string) int {
 // written while writing blocks. Materializing and committing have none.
 func withinPhase(p Progress) (float64, bool) {
 	switch p.Phase {
-	case PhaseReading:
-		if p.RecordsTotal > 0 {
-			return min(1, float64(p.RecordsRead)/float64(p.RecordsTotal)), true
+	case jobtype.PhaseReading:
+		if p.OpRecordsTotal > 0 {
+			return min(1, float64(p.OpRecordsRead)/float64(p.OpRecordsTotal)), true
 		}
-	case PhaseWriting:
+	case jobtype.PhaseWriting:
 		if p.BlocksTotal > 0 {
 			return min(1, float64(p.BlocksWritten)/float64(p.BlocksTotal)), true
 		}
@@ -74,7 +62,7 @@ func withinPhase(p Progress) (float64, bool) {
 
 // tracker follows one running job's phases to estimate its fraction and
 // ETA from the rates observed in that job. It is not safe for concurrent
-// use (the manager guards it with m.mu).
+// use (the run registry guards it).
 type tracker struct {
 	last       Progress
 	lastAt     time.Time       // when last was reported
@@ -166,21 +154,13 @@ func (m *Manager) endTime(r *run) time.Time {
 	return r.job.StartedAt.Add(max(m.clk.Mono()-r.claimed, 0)).UTC().Truncate(time.Millisecond)
 }
 
-// progressLocked is run r's progress as surfaces see it: the executor's
-// last report with the fraction and the ETA at this instant; m.mu must be
-// held.
-func (m *Manager) progressLocked(r *run) Progress {
-	p := r.progress
-	p.Fraction, p.ETA, p.ETAKnown = r.tracker.estimate(m.clock())
-	return p
-}
-
 // persistedProgress is the progress another replica persisted with its
-// job's lease, as seen at now: its ETA counts down from when it was
-// persisted, and is unknown once that count has run out.
-func persistedProgress(jp catalog.JobProgress, now time.Time) Progress {
+// job's lease (its counters, fraction and ETA; the plan is on the row), as
+// seen at now: its ETA counts down from when it was persisted, and is
+// unknown once that count has run out.
+func persistedProgress(jp Progress, now time.Time) Progress {
 	p := Progress{
-		Phase: jp.Phase, RecordsRead: jp.RecordsRead, RecordsTotal: jp.RecordsTotal, BytesWritten: jp.BytesWritten,
+		Phase: jp.Phase, OpRecordsRead: jp.OpRecordsRead, OpRecordsTotal: jp.OpRecordsTotal, BytesWritten: jp.BytesWritten,
 		BlocksWritten: jp.BlocksWritten, BlocksTotal: jp.BlocksTotal, Fraction: jp.Fraction,
 	}
 	if jp.ETAKnown {
@@ -193,13 +173,4 @@ func persistedProgress(jp catalog.JobProgress, now time.Time) Progress {
 		}
 	}
 	return p
-}
-
-// jobProgress is p as the catalog persists it with the lease.
-func jobProgress(p Progress) catalog.JobProgress {
-	return catalog.JobProgress{
-		Phase: p.Phase, RecordsRead: p.RecordsRead, RecordsTotal: p.RecordsTotal, BytesWritten: p.BytesWritten,
-		BlocksWritten: p.BlocksWritten, BlocksTotal: p.BlocksTotal, Fraction: p.Fraction, ETA: p.ETA, ETAKnown: p.ETAKnown,
-		Planned: p.Planned, OffsetStart: p.OffsetStart, OffsetEnd: p.OffsetEnd, VersionBefore: p.VersionBefore,
-	}
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/compactorhq/compactor/internal/catalog"
+	"github.com/compactorhq/compactor/internal/jobtype"
 )
 
 // at is a fixed clock: clock0 plus d.
@@ -16,21 +17,21 @@ func at(d time.Duration) time.Time { return clock0.Add(d) }
 
 func TestTrackerFractionCoversTheWholeJobAndReachesOneOnlyAtTheEnd(t *testing.T) {
 	var tr tracker
-	tr.observe(Progress{Phase: PhaseStarting}, at(0))
+	tr.observe(Progress{Phase: jobtype.PhaseStarting}, at(0))
 	steps := []struct {
 		p    Progress
 		when time.Duration
 		want float64
 	}{
-		{Progress{Phase: PhaseReading, RecordsTotal: 100}, 0, 0},
-		{Progress{Phase: PhaseReading, RecordsRead: 50, RecordsTotal: 100}, time.Second, 0.075},
-		{Progress{Phase: PhaseReading, RecordsRead: 100, RecordsTotal: 100}, 2 * time.Second, 0.15},
-		{Progress{Phase: PhaseMaterializing, RecordsRead: 100, RecordsTotal: 100}, 2 * time.Second, 0.15},
-		{Progress{Phase: PhaseWriting, RecordsRead: 100, RecordsTotal: 100, BlocksTotal: 4}, 4 * time.Second, 0.30},
-		{Progress{Phase: PhaseWriting, RecordsRead: 100, RecordsTotal: 100, BlocksWritten: 2, BlocksTotal: 4}, 7 * time.Second, 0.55},
-		{Progress{Phase: PhaseWriting, RecordsRead: 100, RecordsTotal: 100, BlocksWritten: 4, BlocksTotal: 4}, 10 * time.Second, 0.80},
-		{Progress{Phase: PhaseIndexing, RecordsRead: 100, RecordsTotal: 100, BlocksWritten: 4, BlocksTotal: 4}, 10 * time.Second, 0.80},
-		{Progress{Phase: PhaseCommitting, RecordsRead: 100, RecordsTotal: 100, BlocksWritten: 4, BlocksTotal: 4}, 10 * time.Second, 0.95},
+		{Progress{Phase: jobtype.PhaseReading, OpRecordsTotal: 100}, 0, 0},
+		{Progress{Phase: jobtype.PhaseReading, OpRecordsRead: 50, OpRecordsTotal: 100}, time.Second, 0.075},
+		{Progress{Phase: jobtype.PhaseReading, OpRecordsRead: 100, OpRecordsTotal: 100}, 2 * time.Second, 0.15},
+		{Progress{Phase: jobtype.PhaseMaterializing, OpRecordsRead: 100, OpRecordsTotal: 100}, 2 * time.Second, 0.15},
+		{Progress{Phase: jobtype.PhaseWriting, OpRecordsRead: 100, OpRecordsTotal: 100, BlocksTotal: 4}, 4 * time.Second, 0.30},
+		{Progress{Phase: jobtype.PhaseWriting, OpRecordsRead: 100, OpRecordsTotal: 100, BlocksWritten: 2, BlocksTotal: 4}, 7 * time.Second, 0.55},
+		{Progress{Phase: jobtype.PhaseWriting, OpRecordsRead: 100, OpRecordsTotal: 100, BlocksWritten: 4, BlocksTotal: 4}, 10 * time.Second, 0.80},
+		{Progress{Phase: jobtype.PhaseIndexing, OpRecordsRead: 100, OpRecordsTotal: 100, BlocksWritten: 4, BlocksTotal: 4}, 10 * time.Second, 0.80},
+		{Progress{Phase: jobtype.PhaseCommitting, OpRecordsRead: 100, OpRecordsTotal: 100, BlocksWritten: 4, BlocksTotal: 4}, 10 * time.Second, 0.95},
 	}
 	prev := 0.0
 	for _, s := range steps {
@@ -48,30 +49,30 @@ func TestTrackerFractionCoversTheWholeJobAndReachesOneOnlyAtTheEnd(t *testing.T)
 
 func TestTrackerETAIsUnknownUntilAPhaseIsTimedThenFromThisJobsRates(t *testing.T) {
 	var tr tracker
-	tr.observe(Progress{Phase: PhaseStarting}, at(0))
+	tr.observe(Progress{Phase: jobtype.PhaseStarting}, at(0))
 	if _, _, known := tr.estimate(at(0)); known {
 		t.Fatal("starting: ETA known, want unknown")
 	}
-	tr.observe(Progress{Phase: PhaseReading, RecordsTotal: 1000}, at(0))
-	tr.observe(Progress{Phase: PhaseReading, RecordsRead: 10, RecordsTotal: 1000}, at(100*time.Millisecond))
+	tr.observe(Progress{Phase: jobtype.PhaseReading, OpRecordsTotal: 1000}, at(0))
+	tr.observe(Progress{Phase: jobtype.PhaseReading, OpRecordsRead: 10, OpRecordsTotal: 1000}, at(100*time.Millisecond))
 	if _, _, known := tr.estimate(at(100 * time.Millisecond)); known {
 		t.Fatal("1% read: ETA known, want unknown")
 	}
 	// 30% of the log in 3 s: reading takes 10 s, which is 15% of the job
 	// by weight, so the job takes 66.7 s; 63.7 s are left.
-	tr.observe(Progress{Phase: PhaseReading, RecordsRead: 300, RecordsTotal: 1000}, at(3*time.Second))
+	tr.observe(Progress{Phase: jobtype.PhaseReading, OpRecordsRead: 300, OpRecordsTotal: 1000}, at(3*time.Second))
 	_, eta, known := tr.estimate(at(3 * time.Second))
 	if !known || eta < 63*time.Second || eta > 64*time.Second {
 		t.Fatalf("30%% read in 3 s: ETA %s (known %v), want about 63.7 s", eta, known)
 	}
 	// Read at the end of the log: the rest of the job remains; never 0.
-	tr.observe(Progress{Phase: PhaseReading, RecordsRead: 1000, RecordsTotal: 1000}, at(10*time.Second))
+	tr.observe(Progress{Phase: jobtype.PhaseReading, OpRecordsRead: 1000, OpRecordsTotal: 1000}, at(10*time.Second))
 	if _, eta, known := tr.estimate(at(10 * time.Second)); !known || eta <= 0 {
 		t.Fatalf("log read: ETA %s (known %v), want the later phases' time", eta, known)
 	}
 	// Materializing has no counter: its expected share, from the reading
 	// rate (10 s per 0.15), counts down; once overrun the ETA is unknown.
-	tr.observe(Progress{Phase: PhaseMaterializing, RecordsRead: 1000, RecordsTotal: 1000}, at(10*time.Second))
+	tr.observe(Progress{Phase: jobtype.PhaseMaterializing, OpRecordsRead: 1000, OpRecordsTotal: 1000}, at(10*time.Second))
 	_, eta, known = tr.estimate(at(12 * time.Second))
 	if want := 66666*time.Millisecond - 12*time.Second; !known || eta < want-time.Second || eta > want+time.Second {
 		t.Fatalf("materializing for 2 s: ETA %s (known %v), want about %s", eta, known, want)
@@ -80,8 +81,8 @@ func TestTrackerETAIsUnknownUntilAPhaseIsTimedThenFromThisJobsRates(t *testing.T
 		t.Fatalf("materializing overran its expected 10 s: ETA %s, want unknown", eta)
 	}
 	// Writing, timed by its own counter: half the blocks in 10 s.
-	tr.observe(Progress{Phase: PhaseWriting, BlocksTotal: 10}, at(30*time.Second))
-	tr.observe(Progress{Phase: PhaseWriting, BlocksWritten: 5, BlocksTotal: 10}, at(40*time.Second))
+	tr.observe(Progress{Phase: jobtype.PhaseWriting, BlocksTotal: 10}, at(30*time.Second))
+	tr.observe(Progress{Phase: jobtype.PhaseWriting, BlocksWritten: 5, BlocksTotal: 10}, at(40*time.Second))
 	_, eta, known = tr.estimate(at(40 * time.Second))
 	// 10 s left writing, plus indexing and committing: (10 + 20 + 20) s
 	// for 0.8 of the weight gives 0.2 × 62.5 s = 12.5 s.
@@ -91,7 +92,7 @@ func TestTrackerETAIsUnknownUntilAPhaseIsTimedThenFromThisJobsRates(t *testing.T
 }
 
 func TestPersistedProgressCountsDownAndBecomesUnknown(t *testing.T) {
-	jp := catalog.JobProgress{Phase: PhaseWriting, Fraction: 0.5, ETA: 10 * time.Second, ETAKnown: true, UpdatedAt: at(0), BlocksWritten: 1, BlocksTotal: 2}
+	jp := catalog.JobProgress{Phase: jobtype.PhaseWriting, Fraction: 0.5, ETA: 10 * time.Second, ETAKnown: true, UpdatedAt: at(0), BlocksWritten: 1, BlocksTotal: 2}
 	if p := persistedProgress(jp, at(4*time.Second)); !p.ETAKnown || p.ETA != 6*time.Second || p.Fraction != 0.5 || p.BlocksTotal != 2 {
 		t.Fatalf("4 s after: %+v, want ETA 6 s", p)
 	}
@@ -112,7 +113,7 @@ type phasedExec struct {
 	gate  chan struct{}
 }
 
-func (p phasedExec) Execute(ctx context.Context, id string, progress func(Progress), finish func(Outcome) catalog.Job) (Outcome, error) {
+func (p phasedExec) Prepare(ctx context.Context, _ catalog.Job, progress func(Progress)) (Prepared, error) {
 	for _, s := range p.steps {
 		progress(s)
 		time.Sleep(time.Second)
@@ -121,7 +122,7 @@ func (p phasedExec) Execute(ctx context.Context, id string, progress func(Progre
 	case <-p.gate:
 	case <-ctx.Done():
 	}
-	return Outcome{}, ctx.Err()
+	return nil, ctx.Err()
 }
 
 // TestRunningJobShowsItsPhaseFractionAndETA: Get and the lease's persisted
@@ -133,10 +134,10 @@ func TestRunningJobShowsItsPhaseFractionAndETA(t *testing.T) {
 		store.addCollection("a", 100, time.Now())
 		gate := make(chan struct{})
 		exec := phasedExec{fakeExec: newFakeExec(store, 1000), gate: gate, steps: []Progress{
-			{Phase: PhaseReading, RecordsTotal: 100},
-			{Phase: PhaseReading, RecordsRead: 50, RecordsTotal: 100},
-			{Phase: PhaseReading, RecordsRead: 100, RecordsTotal: 100},
-			{Phase: PhaseMaterializing, RecordsRead: 100, RecordsTotal: 100},
+			{Phase: jobtype.PhaseReading, OpRecordsTotal: 100},
+			{Phase: jobtype.PhaseReading, OpRecordsRead: 50, OpRecordsTotal: 100},
+			{Phase: jobtype.PhaseReading, OpRecordsRead: 100, OpRecordsTotal: 100},
+			{Phase: jobtype.PhaseMaterializing, OpRecordsRead: 100, OpRecordsTotal: 100},
 		}}
 		cfg := testConfig()
 		m := runManager(t, store, exec, cfg)
@@ -152,7 +153,7 @@ func TestRunningJobShowsItsPhaseFractionAndETA(t *testing.T) {
 		if err != nil || j.Progress == nil {
 			t.Fatalf("Get: %v, progress %v", err, j.Progress)
 		}
-		if j.Progress.Phase != PhaseReading || j.Progress.ETAKnown || j.Progress.Fraction != 0 {
+		if j.Progress.Phase != jobtype.PhaseReading || j.Progress.ETAKnown || j.Progress.Fraction != 0 {
 			t.Fatalf("first report: %+v, want reading, fraction 0, ETA unknown", *j.Progress)
 		}
 		// Reading took 3 s (its last report came at 2 s, the next phase at
@@ -162,7 +163,7 @@ func TestRunningJobShowsItsPhaseFractionAndETA(t *testing.T) {
 		synctest.Wait()
 		j, _ = m.Get(t.Context(), id)
 		p := *j.Progress
-		if p.Phase != PhaseMaterializing || p.Fraction < 0.15-1e-9 || p.Fraction > 0.15+1e-9 {
+		if p.Phase != jobtype.PhaseMaterializing || p.Fraction < 0.15-1e-9 || p.Fraction > 0.15+1e-9 {
 			t.Fatalf("materializing: %+v, want fraction 0.15", p)
 		}
 		if !p.ETAKnown || p.ETA < 16*time.Second || p.ETA > 17*time.Second {
@@ -175,7 +176,7 @@ func TestRunningJobShowsItsPhaseFractionAndETA(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if row.Progress.Phase != PhaseMaterializing || row.Progress.Fraction < 0.15-1e-9 || !row.Progress.ETAKnown || row.Progress.ETA <= 0 {
+		if row.Progress.Phase != jobtype.PhaseMaterializing || row.Progress.Fraction < 0.15-1e-9 || !row.Progress.ETAKnown || row.Progress.ETA <= 0 {
 			t.Fatalf("persisted progress %+v, want materializing, fraction 0.15 and a known ETA", row.Progress)
 		}
 		close(gate)

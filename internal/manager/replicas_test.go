@@ -65,46 +65,68 @@ func newCommitExec(cat *catalog.Catalog) *commitExec {
 		started: make(chan string, 100), commits: map[string]error{}}
 }
 
-func (e *commitExec) Execute(ctx context.Context, id string, progress func(manager.Progress), finish func(manager.Outcome) catalog.Job) (manager.Outcome, error) {
+func (e *commitExec) Prepare(ctx context.Context, j catalog.Job, progress func(manager.Progress)) (manager.Prepared, error) {
+	id := j.CollectionID
 	e.mu.Lock()
 	hold, frozen := e.hold[id], e.frozen[id]
 	e.mu.Unlock()
 	e.started <- id
 	c, err := e.cat.GetCollection(ctx, id)
 	if err != nil {
-		return manager.Outcome{}, err
+		return nil, err
 	}
-	progress(manager.Progress{Phase: "reading log", RecordsTotal: c.Backlog()})
-	if hold != nil {
-		if frozen {
-			<-hold
-		} else {
-			select {
-			case <-hold:
-			case <-ctx.Done():
-				return manager.Outcome{}, ctx.Err()
-			}
+	progress(manager.Progress{Phase: "reading log", OpRecordsTotal: c.Backlog()})
+	if hold != nil && !frozen {
+		select {
+		case <-hold:
+		case <-ctx.Done():
+			return nil, ctx.Err()
 		}
 	}
-	o := manager.Outcome{OffsetStart: c.CompactionOffset, OffsetEnd: c.LogPosition, RecordsRead: c.Backlog(),
+	o := manager.Outcome{OffsetStart: c.CompactionOffset, OffsetEnd: c.LogPosition, OpRecordsRead: c.Backlog(),
 		VersionBefore: c.SegmentVersion, VersionAfter: c.SegmentVersion}
 	if c.Backlog() == 0 {
 		o.Note = "nothing to compact"
-		return o, nil
+		return &commitPrepared{o: o}, nil
 	}
 	o.VersionAfter++
-	j := finish(o)
-	err = e.cat.CommitCompaction(context.WithoutCancel(ctx), catalog.Commit{
-		CollectionID: id, BaseVersion: c.SegmentVersion, NewVersion: o.VersionAfter, ManifestKey: fmt.Sprint(id, "/v", o.VersionAfter),
-		CompactionOffset: c.LogPosition, RecordCount: c.Backlog(), Job: &j, LeaseOwner: j.LeaseOwner,
-	})
-	e.mu.Lock()
-	e.commits[id] = err
-	e.mu.Unlock()
-	if err != nil {
-		return manager.Outcome{VersionBefore: c.SegmentVersion, VersionAfter: c.SegmentVersion}, err
+	return &commitPrepared{o: o, commit: func(j catalog.Job) error {
+		if hold != nil { // frozen: a process that stopped and came back
+			<-hold
+		}
+		err := e.cat.CommitCompaction(context.WithoutCancel(ctx), catalog.Commit{
+			CollectionID: id, BaseVersion: c.SegmentVersion, NewVersion: o.VersionAfter, ManifestKey: fmt.Sprint(id, "/v", o.VersionAfter),
+			CompactionOffset: c.LogPosition, RecordCount: c.Backlog(), Job: &j, LeaseOwner: j.LeaseOwner,
+		})
+		e.mu.Lock()
+		e.commits[id] = err
+		e.mu.Unlock()
+		return err
+	}}, nil
+}
+
+// commitPrepared is commitExec's Prepared.
+type commitPrepared struct {
+	o      manager.Outcome
+	commit func(catalog.Job) error
+}
+
+func (p *commitPrepared) Outcome() manager.Outcome { return p.o }
+
+func (p *commitPrepared) Commit(_ context.Context, j catalog.Job) error {
+	if p.commit == nil {
+		return nil
 	}
-	return o, nil
+	if err := p.commit(j); err != nil {
+		p.o = manager.Outcome{VersionBefore: p.o.VersionBefore, VersionAfter: p.o.VersionBefore}
+		return err
+	}
+	return nil
+}
+
+func (p *commitPrepared) Abort(context.Context) error {
+	p.o.VersionAfter = p.o.VersionBefore
+	return nil
 }
 
 func (e *commitExec) Transient(err error) bool {

@@ -5,12 +5,19 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/compactorhq/compactor/internal/catalog"
 )
+
+// A job's life on this node, after River's job executor (execute, then
+// reportResult): a worker claims the job (worker), runs it under its lease
+// (run: execute = prepare, then commit or abort), classifies how it ended
+// (classifyEnd, a pure function), builds the row it ends with once
+// (endRow), and reports the end in one ordered list of steps (report).
 
 // worker claims jobs from the queue in the catalog and runs them, one at a
 // time, until ctx ends. An idle worker wakes when this node queues a job,
@@ -19,10 +26,7 @@ func (m *Manager) worker(ctx, workCtx context.Context) {
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	for {
-		m.mu.Lock()
-		changed := m.changed
-		stopping := m.stopping
-		m.mu.Unlock()
+		changed, stopping := m.runs.idle()
 		if stopping || ctx.Err() != nil {
 			return
 		}
@@ -44,9 +48,8 @@ func (m *Manager) worker(ctx, workCtx context.Context) {
 	}
 }
 
-// run executes one claimed job: execute under the lease keeper, decide the
-// outcome, apply the failure policy, persist the end (fenced by the lease),
-// queue a continuation, publish, and collect garbage after a commit.
+// run executes one claimed job under its lease keeper, then reports its
+// end. workCtx ends at the end of the shutdown grace period.
 func (m *Manager) run(workCtx context.Context, j catalog.Job) {
 	jobCtx, cancel := context.WithCancelCause(workCtx)
 	defer cancel(nil)
@@ -56,196 +59,332 @@ func (m *Manager) run(workCtx context.Context, j catalog.Job) {
 	if sc := span.SpanContext(); sc.IsValid() {
 		log = log.With("trace_id", sc.TraceID().String())
 	}
-	r := &run{job: j, progress: Progress{Phase: PhaseStarting}, cancel: cancel, done: make(chan struct{}), claimed: m.clk.Mono()}
-	m.mu.Lock()
-	r.tracker.observe(r.progress, m.clock())
-	m.runs[j.ID] = r
-	delete(m.seen, j.ID)
-	m.publishRunLocked(r, EventChanged)
-	m.mu.Unlock()
-	m.metrics.queueWait.Observe(j.StartedAt.Sub(j.CreatedAt).Seconds())
-	m.metrics.running.Inc()
+	r := m.begin(j, cancel)
 	defer m.metrics.running.Dec()
 
 	keeperCtx, stopKeeper := context.WithCancel(jobCtx)
 	keeperDone := make(chan struct{})
 	go func() { defer close(keeperDone); m.keepLease(keeperCtx, r) }()
-
-	var committed catalog.Job // the row written with the commit, if any
-	finish := func(o Outcome) catalog.Job {
-		m.mu.Lock()
-		defer m.mu.Unlock()
-		c := r.job
-		applyOutcome(&c, o)
-		c.State, c.FinishedAt = catalog.JobSucceeded, m.endTime(r)
-		committed = c
-		return c
+	exec, err := m.executorOf(j)
+	x := executed{err: err}
+	if err == nil {
+		x = m.execute(jobCtx, exec, r)
 	}
-	outcome, err := m.execute(jobCtx, r, finish)
 	stopKeeper()
 	<-keeperDone
 
-	m.mu.Lock()
-	final := r.job
-	if outcome != (Outcome{}) { // an executor that failed early knows nothing: keep the plan
-		applyOutcome(&final, outcome)
+	claimed, cancelReq, cancelNote := m.runs.job(r)
+	class := classifyEnd(endFacts{
+		Err:             x.err,
+		Cause:           context.Cause(jobCtx),
+		Committed:       x.committed != nil,
+		CancelRequested: cancelReq,
+		CancelNote:      cancelNote,
+		Shutdown:        workCtx.Err() != nil,
+		Transient:       x.err != nil && exec != nil && exec.Transient(x.err),
+		Node:            m.cfg.Node,
+	})
+	e := &jobEnd{r: r, exec: exec, class: class, outcome: x.outcome, err: x.err, log: log, span: span}
+	if x.committed != nil {
+		e.row = *x.committed // as persisted with the commit
+	} else {
+		e.row = endRow(claimed, x.outcome, class, m.endTime(r))
 	}
-	final.FinishedAt = m.endTime(r)
-	if err == nil && outcome.Committed() {
-		final.FinishedAt = committed.FinishedAt // as persisted
-	}
-	cause := context.Cause(jobCtx)
-	var transient bool
-	switch {
-	case err == nil:
-		final.State = catalog.JobSucceeded
-	case errors.Is(cause, errLeaseLost):
-		final.State, final.Error = catalog.JobFailed, fmt.Sprintf("interrupted: node %s lost the job's lease", m.cfg.Node)
-	case r.cancelReq || errors.Is(cause, errCancelRequested):
-		final.State, final.Note = catalog.JobCancelled, cmp.Or(r.cancelNote, NoteCancelled)
-	case workCtx.Err() != nil:
-		final.State, final.Note = catalog.JobCancelled, NoteShutdown
-	default:
-		final.State, final.Error = catalog.JobFailed, err.Error()
-		transient = m.exec.Transient(err)
-		if transient {
-			final.Note = "transient failure"
-		}
-	}
-	m.mu.Unlock()
+	m.report(workCtx, e)
+}
 
-	// Persist the end. A committed success already wrote the row in the
-	// commit transaction; everything else is written here, fenced by the
-	// lease, with a context that outlives shutdown.
-	// Bounded by Config.PersistTimeout: these writes may queue behind
-	// another job's commit.
-	pctx, pcancel := context.WithTimeout(context.WithoutCancel(workCtx), m.cfg.PersistTimeout)
-	defer pcancel()
-	// A committed success is this node's: its commit was fenced by the
-	// lease. A lease keeper that renews after the commit finds the job no
-	// longer RUNNING and reports the lease lost; that must not drop the
-	// job's end (its continuation, its success) on the floor.
-	committedOK := err == nil && outcome.Committed()
-	lost := !committedOK && (errors.Is(cause, errLeaseLost) || errors.Is(err, catalog.ErrLeaseLost))
-	if !committedOK && !lost {
-		if perr := m.store.FinishJob(pctx, m.owner, final); errors.Is(perr, catalog.ErrLeaseLost) || errors.Is(perr, catalog.ErrNotFound) {
-			lost = true
-		} else if perr != nil {
-			log.Error("persist finished job", "err", perr)
+// begin registers this node's run of job j and publishes its start.
+func (m *Manager) begin(j catalog.Job, cancel context.CancelCauseFunc) *run {
+	r, snap := m.runs.add(j, cancel)
+	m.events.started(snap)
+	m.metrics.queueWait.Observe(j.StartedAt.Sub(j.CreatedAt).Seconds())
+	m.metrics.running.Inc()
+	return r
+}
+
+// executed is what execute did.
+type executed struct {
+	outcome Outcome
+	// committed is the row written with the commit, nil when nothing was
+	// committed.
+	committed *catalog.Job
+	err       error
+}
+
+// execute runs the job's work on exec, the executor of its kind: it
+// prepares it; unless ctx ended meanwhile (then the prepared work is
+// aborted), its commit writes the job's row SUCCEEDED in the same
+// transaction, fenced by the lease. A panic fails the job with an error.
+func (m *Manager) execute(ctx context.Context, exec Executor, r *run) (x executed) {
+	defer func() {
+		if p := recover(); p != nil {
+			m.logger.Error("compaction panicked", "job", r.job.ID, "collection", r.job.CollectionID, "panic", p)
+			x.err = fmt.Errorf("compaction panicked: %v", p)
+		}
+	}()
+	claimed, _, _ := m.runs.job(r)
+	p, err := exec.Prepare(ctx, claimed, func(p Progress) { m.progressed(ctx, r, p) })
+	if p != nil {
+		x.outcome = p.Outcome()
+	}
+	if err != nil {
+		x.err = err
+		return x
+	}
+	if err := ctx.Err(); err != nil {
+		// The last point where cancellation is honoured.
+		if aerr := p.Abort(ctx); aerr != nil {
+			m.logger.Warn("abort prepared job", "job", r.job.ID, "collection", r.job.CollectionID, "err", aerr)
+		}
+		x.outcome = p.Outcome()
+		x.err = fmt.Errorf("before commit: %w", err)
+		return x
+	}
+	if !x.outcome.Committed() {
+		return x // nothing to commit: the end is persisted by report
+	}
+	planned, _, _ := m.runs.job(r)
+	row := endRow(planned, x.outcome, endClass{State: catalog.JobSucceeded}, m.endTime(r))
+	x.err = p.Commit(ctx, row)
+	x.outcome = p.Outcome()
+	if x.err == nil {
+		x.committed = &row
+	}
+	return x
+}
+
+// progressed takes a progress report of run r's executor: it keeps the
+// plan on the job, publishes the progress and, once per phase, persists it.
+func (m *Manager) progressed(ctx context.Context, r *run, p Progress) {
+	snap, persisted, phase := m.runs.progressed(r, p)
+	m.events.progress(snap)
+	if p.Planned && phase {
+		// What is known so far survives a crash or a lost lease (the row
+		// ends FAILED "interrupted" keeping it). Once per phase: a few
+		// writes per job, not one per batch; the lease keeper persists
+		// the counts in between.
+		if _, err := m.store.RenewLease(ctx, r.job.ID, m.owner, m.cfg.LeaseDuration, persisted); err != nil && ctx.Err() == nil {
+			m.logger.Warn("persist progress of running job", "job", r.job.ID, "collection", r.job.CollectionID, "err", err)
 		}
 	}
-	if lost {
-		// Another replica took the job over (or its collection was
-		// deleted): it ends there; this node records nothing of it.
-		log.Warn("job lease lost; the job is left to the replica that took it over", "err", err)
-		m.ended(r, final, false)
+}
+
+// endFacts are what a job's end is classified by.
+type endFacts struct {
+	Err       error // the execution's error, nil on success
+	Cause     error // the cause of the job context's end, nil while it runs
+	Committed bool  // the commit took effect (and wrote the row)
+	// CancelRequested: an operator cancelled the job (or its collection is
+	// being deleted), ending with CancelNote ("" for NoteCancelled).
+	CancelRequested bool
+	CancelNote      string
+	Shutdown        bool   // the shutdown grace period ended
+	Transient       bool   // the executor says Err is transient
+	Node            string // this node's name, for the text of a lost lease
+}
+
+// endClass is how a job ended.
+type endClass struct {
+	State       catalog.JobState
+	Note, Error string // set on the row when not empty
+	// Transient: a failure that backs off but does not count toward the
+	// dead-letter state.
+	Transient bool
+	// Persist: report writes the row (FinishJob, fenced by the lease);
+	// false when the commit wrote it, or the lease was lost.
+	Persist bool
+	// Lost: another replica took the job over (or it was deleted); this
+	// node records nothing of it, and the job ends there.
+	Lost bool
+}
+
+// classifyEnd decides how a job ended, from the facts of its run alone. A
+// committed success is this node's whatever else happened: its commit was
+// fenced by the lease, and a lease keeper that renews after the commit
+// finds the job no longer RUNNING and reports the lease lost, which must
+// not drop the job's end (its continuation, its success) on the floor.
+func classifyEnd(f endFacts) endClass {
+	var c endClass
+	switch {
+	case f.Err == nil:
+		c.State = catalog.JobSucceeded
+	case errors.Is(f.Cause, errLeaseLost):
+		c.State, c.Error = catalog.JobFailed, fmt.Sprintf("interrupted: node %s lost the job's lease", f.Node)
+	case f.CancelRequested || errors.Is(f.Cause, errCancelRequested):
+		c.State, c.Note = catalog.JobCancelled, cmp.Or(f.CancelNote, NoteCancelled)
+	case f.Shutdown:
+		c.State, c.Note = catalog.JobCancelled, NoteShutdown
+	default:
+		c.State, c.Error, c.Transient = catalog.JobFailed, f.Err.Error(), f.Transient
+		if c.Transient {
+			c.Note = "transient failure"
+		}
+	}
+	committed := f.Err == nil && f.Committed
+	c.Lost = !committed && (errors.Is(f.Cause, errLeaseLost) || errors.Is(f.Err, catalog.ErrLeaseLost))
+	c.Persist = !committed && !c.Lost
+	return c
+}
+
+// endRow is the row a job ends with: the claimed row (with the plan its
+// progress reported), the executor's outcome (an executor that failed
+// early knows nothing: the plan stays), and the class of its end, finished
+// at the given time.
+func endRow(claimed catalog.Job, o Outcome, c endClass, at time.Time) catalog.Job {
+	j := claimed
+	if o != (Outcome{}) {
+		j.OffsetStart, j.OffsetEnd = o.OffsetStart, o.OffsetEnd
+		j.RecordsRead, j.RecordsWritten, j.BytesWritten = o.OpRecordsRead, o.RecordsWritten, o.BytesWritten
+		j.VersionBefore, j.VersionAfter = o.VersionBefore, o.VersionAfter
+		if o.Note != "" {
+			j.Note = o.Note
+		}
+	}
+	j.State, j.FinishedAt = c.State, at
+	if c.Note != "" {
+		j.Note = c.Note
+	}
+	if c.Error != "" {
+		j.Error = c.Error
+	}
+	return j
+}
+
+// jobEnd is one job's end as report carries it through its steps.
+type jobEnd struct {
+	r       *run
+	exec    Executor    // of the job's kind; nil when none runs it here
+	row     catalog.Job // the row the job ends with
+	class   endClass
+	outcome Outcome
+	err     error
+	log     *slog.Logger
+	span    trace.Span
+}
+
+// committed reports whether the job committed a new version.
+func (e *jobEnd) committed() bool { return e.err == nil && e.outcome.Committed() }
+
+// report reports a job's end, in order: persist the row (unless the commit
+// did, or the lease was lost: then only this node's run ends); the failure
+// policy; metrics, log and span; the backlog gauges; the continuation of a
+// backlog larger than one job; publish the end; then garbage collection.
+// The writes are bounded by Config.PersistTimeout (they may queue behind
+// another job's commit) with a context that outlives shutdown.
+func (m *Manager) report(workCtx context.Context, e *jobEnd) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(workCtx), m.cfg.PersistTimeout)
+	defer cancel()
+	if !m.persist(ctx, e) {
+		e.log.Warn("job lease lost; the job is left to the replica that took it over", "err", e.err)
+		m.ended(e.r, e.row, false)
 		return
 	}
-	switch final.State {
+	m.applyPolicy(ctx, e)
+	m.observe(e)
+	m.refreshBacklogAfter(ctx, e)
+	m.queueContinuation(ctx, e)
+	m.ended(e.r, e.row, true)
+	m.collectGarbage(workCtx, e)
+}
+
+// persist writes the end's row when the commit did not, fenced by the
+// lease; it reports false when the job is not this node's to end (the
+// lease was lost, or the job or its collection is gone). A failure to
+// write is logged: the end goes on (the lease expires, and the job ends
+// "interrupted" on any replica).
+func (m *Manager) persist(ctx context.Context, e *jobEnd) bool {
+	if e.class.Lost {
+		return false
+	}
+	if !e.class.Persist {
+		return true
+	}
+	err := m.store.FinishJob(ctx, m.owner, e.row)
+	if errors.Is(err, catalog.ErrLeaseLost) || errors.Is(err, catalog.ErrNotFound) {
+		return false
+	}
+	if err != nil {
+		e.log.Error("persist finished job", "err", err)
+	}
+	return true
+}
+
+// applyPolicy applies the failure policy to the job's collection.
+func (m *Manager) applyPolicy(ctx context.Context, e *jobEnd) {
+	switch e.row.State {
 	case catalog.JobSucceeded:
-		m.policy.succeeded(pctx, m.store, final, outcome.Committed(), log)
-		log.Info("compaction succeeded", "records_read", final.RecordsRead, "version", final.VersionAfter,
-			"duration", final.FinishedAt.Sub(final.StartedAt))
+		m.policy.succeeded(ctx, m.store, e.row, e.outcome.Committed(), e.log)
 	case catalog.JobFailed:
-		m.policy.failed(pctx, m.store, final, transient, log)
-		log.Warn("compaction failed", "err", err, "transient", transient)
+		m.policy.failed(ctx, m.store, e.row, e.class.Transient, e.log)
+	}
+}
+
+// observe logs the end once, counts it and records it on the job's span.
+func (m *Manager) observe(e *jobEnd) {
+	switch e.row.State {
+	case catalog.JobSucceeded:
+		e.log.Info("compaction succeeded", "records_read", e.row.RecordsRead, "version", e.row.VersionAfter,
+			"duration", e.row.FinishedAt.Sub(e.row.StartedAt))
+	case catalog.JobFailed:
+		e.log.Warn("compaction failed", "err", e.err, "transient", e.class.Transient)
 	default:
-		log.Info("compaction cancelled", "note", final.Note)
+		e.log.Info("compaction cancelled", "note", e.row.Note)
 	}
-	m.metrics.finished(final, err)
-	endJobSpan(span, final, err)
-	// Before the end is published, so that whoever sees it reads the new
-	// backlog too.
-	if berr := m.RefreshBacklog(pctx, final.CollectionID); berr != nil {
-		log.Warn("read backlog after job", "err", berr)
-	}
+	m.metrics.finished(e.row, e.err)
+	endJobSpan(e.span, e.row, e.err)
+}
 
-	// Continuation: a backlog larger than one job goes on at once. It is
-	// queued before the end of this job is published, so a watcher that
-	// sees the end finds the continuation already there. At shutdown it is
-	// still queued (persisted), and the next start runs it.
-	if final.State == catalog.JobSucceeded && outcome.Remaining > 0 {
-		reason := fmt.Sprintf("continues job %.8s: %d records remain", final.ID, outcome.Remaining)
-		next, created, cerr := m.store.EnqueueJob(pctx, catalog.JobRequest{
-			CollectionID: final.CollectionID, Trigger: final.Trigger, Reason: reason, Continues: final.ID, TraceParent: final.TraceParent,
-		})
-		if cerr != nil {
-			log.Error("queue continuation", "err", cerr)
-		} else if created {
-			m.changedJob(next)
-		}
+// refreshBacklogAfter updates the backlog gauges before the end is
+// published, so that whoever sees it reads the new backlog too.
+func (m *Manager) refreshBacklogAfter(ctx context.Context, e *jobEnd) {
+	if err := m.RefreshBacklog(ctx, e.row.CollectionID); err != nil {
+		e.log.Warn("read backlog after job", "err", err)
 	}
-	m.ended(r, final, true)
+}
 
-	// GC after the continuation is queued (it may run on another worker
-	// meanwhile: GC spares blobs younger than the grace period), with a
-	// deadline of its own: a large listing must not starve the rest.
-	if err == nil && outcome.Committed() {
-		gctx, gcancel := context.WithTimeout(trace.ContextWithSpan(context.WithoutCancel(workCtx), span), gcTimeout)
-		defer gcancel()
-		if gerr := m.exec.GC(gctx, final.CollectionID); gerr != nil {
-			log.Warn("gc after compaction", "err", gerr)
-		}
+// queueContinuation queues the follow-up of a success that left a backlog
+// larger than one job, at once. It is queued before the end is published,
+// so a watcher that sees the end finds the continuation already there. At
+// shutdown it is still queued (persisted), and the next start runs it.
+func (m *Manager) queueContinuation(ctx context.Context, e *jobEnd) {
+	if e.row.State != catalog.JobSucceeded || e.outcome.Remaining <= 0 {
+		return
+	}
+	reason := fmt.Sprintf("continues job %.8s: %d records remain", e.row.ID, e.outcome.Remaining)
+	next, created, err := m.store.EnqueueJob(ctx, catalog.JobRequest{
+		CollectionID: e.row.CollectionID, Trigger: e.row.Trigger, Reason: reason, Continues: e.row.ID, TraceParent: e.row.TraceParent,
+	})
+	if err != nil {
+		e.log.Error("queue continuation", "err", err)
+	} else if created {
+		m.changedJob(next)
+	}
+}
+
+// collectGarbage runs GC after a commit, once the continuation is queued
+// (it may run on another worker meanwhile: GC spares blobs younger than
+// the grace period), with a deadline of its own: a large listing must not
+// starve the rest.
+func (m *Manager) collectGarbage(workCtx context.Context, e *jobEnd) {
+	if !e.committed() || e.exec == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(trace.ContextWithSpan(context.WithoutCancel(workCtx), e.span), gcTimeout)
+	defer cancel()
+	if err := e.exec.GC(ctx, e.row.CollectionID); err != nil {
+		e.log.Warn("gc after compaction", "err", err)
 	}
 }
 
 // gcTimeout bounds the GC pass after a compaction.
 const gcTimeout = 5 * time.Minute
 
-// ended removes a run that ended from this node's running jobs and, when
-// publish is set, publishes its end.
+// ended publishes, when publish is set, the end of a run, then removes it
+// from this node's running jobs (in that order: the status poller skips
+// this node's runs, and then finds the end published).
 func (m *Manager) ended(r *run, final catalog.Job, publish bool) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	r.job = final
-	delete(m.runs, final.ID)
-	close(r.done)
 	if publish {
-		m.seenLocked(final)
-		m.sendLocked(Event{Kind: EventChanged, Job: Job{Job: final}})
+		m.events.changed(final)
 	}
-	m.signalLocked()
-}
-
-// execute calls the executor, turning a panic into an error of this job.
-func (m *Manager) execute(ctx context.Context, r *run, finish func(Outcome) catalog.Job) (o Outcome, err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			m.logger.Error("compaction panicked", "job", r.job.ID, "collection", r.job.CollectionID, "panic", p)
-			err = fmt.Errorf("compaction panicked: %v", p)
-		}
-	}()
-	progress := func(p Progress) {
-		m.mu.Lock()
-		phase := r.progress.Phase != p.Phase
-		r.progress = p
-		r.tracker.observe(p, m.clock())
-		if p.Planned {
-			r.job.OffsetStart, r.job.OffsetEnd = p.OffsetStart, p.OffsetEnd
-			r.job.VersionBefore, r.job.VersionAfter = p.VersionBefore, p.VersionBefore
-			r.job.RecordsRead = p.RecordsRead
-		}
-		m.publishRunLocked(r, EventProgress)
-		persisted := m.progressLocked(r)
-		m.mu.Unlock()
-		if p.Planned && phase {
-			// What is known so far survives a crash or a lost lease (the
-			// row ends FAILED "interrupted" keeping it). Once per phase: a
-			// few writes per job, not one per batch; the lease keeper
-			// persists the counts in between.
-			if _, err := m.store.RenewLease(ctx, r.job.ID, m.owner, m.cfg.LeaseDuration, jobProgress(persisted)); err != nil && ctx.Err() == nil {
-				m.logger.Warn("persist progress of running job", "job", r.job.ID, "collection", r.job.CollectionID, "err", err)
-			}
-		}
-	}
-	return m.exec.Execute(ctx, r.job.CollectionID, progress, finish)
-}
-
-func applyOutcome(j *catalog.Job, o Outcome) {
-	j.OffsetStart, j.OffsetEnd = o.OffsetStart, o.OffsetEnd
-	j.RecordsRead, j.RecordsWritten, j.BytesWritten = o.RecordsRead, o.RecordsWritten, o.BytesWritten
-	j.VersionBefore, j.VersionAfter = o.VersionBefore, o.VersionAfter
-	if o.Note != "" {
-		j.Note = o.Note
-	}
+	m.runs.remove(r, final)
 }

@@ -3,7 +3,9 @@ package manager
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
+	"sync"
 	"time"
 
 	"github.com/compactorhq/compactor/internal/catalog"
@@ -14,55 +16,73 @@ import (
 // expires (its holder stopped renewing) or is released (a clean shutdown).
 const schedulerLease = "scheduler"
 
-// schedulerLoop runs the scheduler every Config.Interval (with jitter) while
-// this replica holds the leader lease, until ctx ends. The lease lasts three
-// intervals and is renewed on every run.
-func (m *Manager) schedulerLoop(ctx context.Context) {
-	timer := time.NewTimer(jitter(m.cfg.Interval))
-	defer timer.Stop()
-	leader := false
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-timer.C:
+// scheduleStore is the slice of the Store the scheduler uses.
+type scheduleStore interface {
+	ListCollections(ctx context.Context) ([]catalog.Collection, error)
+	ListJobs(ctx context.Context, f catalog.JobFilter) ([]catalog.Job, error)
+	GetSetting(ctx context.Context, name string) (catalog.Setting, error)
+	EnqueueJob(ctx context.Context, r catalog.JobRequest) (catalog.Job, bool, error)
+	AcquireLeaderLease(ctx context.Context, name, owner string, ttl time.Duration) (bool, error)
+	ReleaseLeaderLease(ctx context.Context, name, owner string) error
+}
+
+// scheduler turns backlogs into SCHEDULED jobs, on the replica that holds
+// the leader lease (after River's maintenance services under the leader):
+// runOnce renews the lease and, while it is held, plans and queues, then
+// runs the history pruner. It owns leader (under mu); the rest is set at
+// construction.
+type scheduler struct {
+	store    scheduleStore
+	cfg      Config // Interval, Node, MinCompactionSize, MaxAge
+	clock    func() time.Time
+	metrics  *metrics
+	logger   *slog.Logger
+	pruner   *historyPruner
+	stopping func() bool         // the manager is shutting down: queue nothing more
+	queued   func(j catalog.Job) // publishes a job it queued and wakes the workers
+
+	mu     sync.Mutex
+	leader bool // this replica held the leader lease at the last run
+}
+
+// runOnce renews or acquires the leader lease (it lasts three intervals),
+// then, as the leader, runs the scheduler; a replica that is not the leader
+// refreshes the backlog gauges from the catalog (other replicas' pushes and
+// commits included).
+func (s *scheduler) runOnce(ctx context.Context) {
+	held, err := s.store.AcquireLeaderLease(ctx, schedulerLease, s.cfg.Node, 3*s.cfg.Interval)
+	s.mu.Lock()
+	switch {
+	case err != nil:
+		if ctx.Err() == nil {
+			s.logger.Warn("acquire scheduler lease", "err", err)
 		}
-		held, err := m.store.AcquireLeaderLease(ctx, schedulerLease, m.cfg.Node, 3*m.cfg.Interval)
-		switch {
-		case err != nil:
-			if ctx.Err() == nil {
-				m.logger.Warn("acquire scheduler lease", "err", err)
-			}
-		case held != leader:
-			leader = held
-			m.logger.Info("scheduler leadership changed", "leader", leader)
+	case held != s.leader:
+		s.leader = held
+		s.logger.Info("scheduler leadership changed", "leader", held)
+	}
+	leader := s.leader && err == nil
+	s.mu.Unlock()
+	s.metrics.leader.Set(boolGauge(leader))
+	if leader {
+		if err := s.schedule(ctx); err != nil && ctx.Err() == nil {
+			s.logger.Warn("scheduler run", "err", err)
 		}
-		m.metrics.leader.Set(boolGauge(leader && err == nil))
-		if leader && err == nil {
-			if err := m.Schedule(ctx); err != nil && ctx.Err() == nil {
-				m.logger.Warn("scheduler run", "err", err)
-			}
-		} else if colls, err := m.store.ListCollections(ctx); err == nil {
-			// Not the leader: the backlog gauges still follow the catalog,
-			// including other replicas' pushes and commits.
-			m.metrics.backlogs.replace(colls)
-		}
-		timer.Reset(jitter(m.cfg.Interval))
+	} else if colls, err := s.store.ListCollections(ctx); err == nil {
+		s.metrics.backlogs.replace(colls)
 	}
 }
 
-// Schedule runs the scheduler once: it queues a SCHEDULED job for every
-// collection the plan decides to run (DecideRun: a backlog that reaches its
-// minimum compaction size, or an oldest uncompacted record older than its
-// maximum age; not paused, dead-lettered, backing off, or with a job queued
-// or running), oldest backlog first. It also refreshes the backlog, pause
-// and dead-letter gauges and prunes the job history. Running it on two
-// replicas at once queues no duplicate (the catalog keeps one QUEUED job
-// per collection), so it is safe outside the leader lease. It returns the
-// store's error, having queued what it could.
-func (m *Manager) Schedule(ctx context.Context) error {
-	m.metrics.schedulerRuns.Inc()
-	p, err := m.plan(ctx)
+// release gives up the leader lease (a clean shutdown), so that another
+// replica takes it at once.
+func (s *scheduler) release(ctx context.Context) error {
+	return s.store.ReleaseLeaderLease(ctx, schedulerLease, s.cfg.Node)
+}
+
+// schedule is Manager.Schedule.
+func (s *scheduler) schedule(ctx context.Context) error {
+	s.metrics.schedulerRuns.Inc()
+	p, err := s.plan(ctx)
 	if err != nil {
 		return err
 	}
@@ -74,29 +94,62 @@ func (m *Manager) Schedule(ctx context.Context) error {
 			paused++
 		}
 	}
-	m.metrics.backlogs.replace(colls)
-	m.metrics.collectionsPaused.Set(float64(paused))
-	m.metrics.schedulerPaused.Set(boolGauge(p.Pause.Paused))
+	s.metrics.backlogs.replace(colls)
+	s.metrics.collectionsPaused.Set(float64(paused))
+	s.metrics.schedulerPaused.Set(boolGauge(p.Pause.Paused))
 
 	for _, e := range p.Entries {
-		if e.Decision != DecideRun || m.isStopping() {
+		if e.Decision != DecideRun || s.stopping() {
 			continue
 		}
-		j, created, err := m.store.EnqueueJob(ctx, catalog.JobRequest{
+		j, created, err := s.store.EnqueueJob(ctx, catalog.JobRequest{
 			CollectionID: e.Collection.ID, Trigger: catalog.TriggerScheduled, Reason: e.Reason, OldestAt: e.Collection.OldestUncompactedAt,
 		})
 		if err != nil {
 			return fmt.Errorf("queue job for collection %s: %w", e.Collection.ID, err)
 		}
 		if created {
-			m.changedJob(j)
+			s.queued(j)
 		}
 	}
-
-	if _, err := m.store.PruneJobs(ctx, m.cfg.HistoryKeep, p.At.Add(-m.cfg.HistoryMaxAge)); err != nil {
-		return fmt.Errorf("prune job history: %w", err)
+	if _, err := s.pruner.runOnce(ctx); err != nil {
+		return err
 	}
 	return nil
+}
+
+// Schedule runs the scheduler once: it queues a SCHEDULED job for every
+// collection the plan decides to run (DecideRun: a backlog that reaches its
+// minimum compaction size, or an oldest uncompacted record older than its
+// maximum age; not paused, dead-lettered, backing off, or with a job queued
+// or running), oldest backlog first. It also refreshes the backlog, pause
+// and dead-letter gauges and prunes the job history. Running it on two
+// replicas at once queues no duplicate (the catalog keeps one QUEUED job
+// per collection), so it is safe outside the leader lease. It returns the
+// store's error, having queued what it could.
+func (m *Manager) Schedule(ctx context.Context) error { return m.sched.schedule(ctx) }
+
+// pruneStore is the slice of the Store the history pruner uses.
+type pruneStore interface {
+	PruneJobs(ctx context.Context, keep int, olderThan time.Time) (int, error)
+}
+
+// historyPruner keeps the job history within its retention: the newest
+// keep finished jobs, none older than maxAge. It has no state of its own.
+type historyPruner struct {
+	store  pruneStore
+	keep   int
+	maxAge time.Duration
+	clock  func() time.Time
+}
+
+// runOnce prunes the history once and returns how many jobs it removed.
+func (p *historyPruner) runOnce(ctx context.Context) (int, error) {
+	n, err := p.store.PruneJobs(ctx, p.keep, p.clock().Add(-p.maxAge))
+	if err != nil {
+		return n, fmt.Errorf("prune job history: %w", err)
+	}
+	return n, nil
 }
 
 // cmpTime orders times with the zero time last.

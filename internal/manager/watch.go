@@ -30,8 +30,8 @@ type Event struct {
 // watcher. The queue grows on demand; an idle watcher holds no buffer.
 const MaxPendingEvents = 1024
 
-// watcher is one subscription's queue. Events are appended by send (under
-// the manager's lock, then w.mu) and handed to the reader's channel by the
+// watcher is one subscription's queue. Events are appended by the event
+// hub's send (under the hub's lock, then w.mu) and handed to the reader's channel by the
 // watcher's pump goroutine, which ends with the watcher.
 type watcher struct {
 	out    chan Event    // unbuffered; closed by the pump when the watcher ends
@@ -162,49 +162,18 @@ func (s *Subscription) Lagged() bool {
 // subscription costs one goroutine and its queue; callers that serve
 // untrusted clients bound how many they open.
 func (m *Manager) Watch(ctx context.Context) (*Subscription, []Job, error) {
-	m.mu.Lock()
-	if !m.running || m.stopping {
-		m.mu.Unlock()
-		return nil, nil, ErrStopped
+	w, err := m.events.subscribe()
+	if err != nil {
+		return nil, nil, err
 	}
-	w := newWatcher()
-	m.watchers[w] = struct{}{}
-	m.mu.Unlock()
 	// Events between registration and the snapshot are in the queue too;
 	// a reader sees them as changes after the snapshot, which is harmless
 	// (each carries the full job).
 	snapshot, err := m.Active(ctx)
 	if err != nil {
-		m.mu.Lock()
-		delete(m.watchers, w)
-		w.close()
-		m.mu.Unlock()
+		m.events.unsubscribe(w)
 		return nil, nil, err
 	}
-	context.AfterFunc(ctx, func() {
-		m.mu.Lock()
-		defer m.mu.Unlock()
-		if _, ok := m.watchers[w]; ok {
-			delete(m.watchers, w)
-			w.close()
-		}
-	})
+	context.AfterFunc(ctx, func() { m.events.unsubscribe(w) })
 	return &Subscription{w: w}, snapshot, nil
-}
-
-// publishRunLocked sends a change or the progress of this node's running job r
-// to every watcher; m.mu must be held.
-func (m *Manager) publishRunLocked(r *run, kind EventKind) {
-	m.sendLocked(Event{Kind: kind, Job: m.snapshotLocked(r)})
-}
-
-// sendLocked queues ev for every watcher without blocking; a watcher whose queue
-// is full is dropped. m.mu must be held.
-func (m *Manager) sendLocked(ev Event) {
-	for w := range m.watchers {
-		if !w.push(ev) {
-			delete(m.watchers, w)
-			w.close()
-		}
-	}
 }

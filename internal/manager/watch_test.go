@@ -18,11 +18,11 @@ type floodExec struct {
 	n int
 }
 
-func (f floodExec) Execute(ctx context.Context, id string, progress func(Progress), finish func(Outcome) catalog.Job) (Outcome, error) {
+func (f floodExec) Prepare(ctx context.Context, j catalog.Job, progress func(Progress)) (Prepared, error) {
 	for i := range f.n {
-		progress(Progress{Phase: "reading log", RecordsRead: int64(i), RecordsTotal: int64(f.n)})
+		progress(Progress{Phase: "reading log", OpRecordsRead: int64(i), OpRecordsTotal: int64(f.n)})
 	}
-	return f.fakeExec.Execute(ctx, id, progress, finish)
+	return f.fakeExec.Prepare(ctx, j, progress)
 }
 
 func TestWatcherThatDoesNotReadSurvivesAFloodOfProgress(t *testing.T) {
@@ -81,7 +81,7 @@ func TestWatcherThatDoesNotReadSurvivesAFloodOfProgress(t *testing.T) {
 func TestWatcherQueueKeepsOrderAndTheLatestProgressPerJob(t *testing.T) {
 	w := &watcher{notify: make(chan struct{}, 1)}
 	job := func(id string, state catalog.JobState, read int64) Job {
-		return Job{Job: catalog.Job{ID: id, State: state}, Progress: &Progress{RecordsRead: read}}
+		return Job{Job: catalog.Job{ID: id, State: state}, Progress: &Progress{OpRecordsRead: read}}
 	}
 	for _, ev := range []Event{
 		{EventChanged, job("a", catalog.JobRunning, 0)},
@@ -102,7 +102,7 @@ func TestWatcherQueueKeepsOrderAndTheLatestProgressPerJob(t *testing.T) {
 		if !ok {
 			break
 		}
-		got = append(got, ev.Job.ID+":"+string(ev.Job.State)+":"+string(rune('0'+ev.Job.Progress.RecordsRead)))
+		got = append(got, ev.Job.ID+":"+string(ev.Job.State)+":"+string(rune('0'+ev.Job.Progress.OpRecordsRead)))
 	}
 	want := []string{"a:RUNNING:0", "a:RUNNING:3", "b:RUNNING:0", "b:SUCCEEDED:9"}
 	if len(got) != len(want) {
@@ -122,4 +122,43 @@ func TestWatcherQueueKeepsOrderAndTheLatestProgressPerJob(t *testing.T) {
 	if w.push(Event{EventChanged, job("c", catalog.JobQueued, 0)}) || !w.lagged {
 		t.Fatal("a watcher more than MaxPendingEvents changes behind was kept")
 	}
+}
+
+// TestWatcherSeesTheEndOfAnotherReplicasJobWhoseFinishTimeIsOld: a job of
+// another replica that the poller saw running, and that ended with a
+// finish time older than the poller's window (taken before a commit that
+// waited for a busy catalog), still reaches the watchers as ended.
+func TestWatcherSeesTheEndOfAnotherReplicasJobWhoseFinishTimeIsOld(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := newMemStore()
+		store.addCollection("a", 10, time.Now())
+		started := time.Now().UTC().Truncate(time.Millisecond)
+		store.put(catalog.Job{ID: "elsewhere", CollectionID: "a", State: catalog.JobRunning, Node: "other", LeaseOwner: "other/1",
+			LeaseExpiresAt: started.Add(time.Hour), CreatedAt: started, StartedAt: started})
+		h := start(t, store, newFakeExec(store, 100), testConfig())
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		sub, _, err := h.m.Watch(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(10 * time.Second) // several polls see it running
+		store.mu.Lock()
+		j := store.jobs["elsewhere"]
+		j.State, j.FinishedAt, j.LeaseOwner = catalog.JobSucceeded, started, ""
+		store.jobs["elsewhere"] = j
+		store.mu.Unlock()
+		time.Sleep(3 * time.Second)
+		synctest.Wait()
+		for {
+			select {
+			case ev := <-sub.Events():
+				if ev.Job.ID == "elsewhere" && ev.Job.State == catalog.JobSucceeded {
+					return
+				}
+			default:
+				t.Fatal("the end of the other replica's job was not published")
+			}
+		}
+	})
 }

@@ -147,7 +147,7 @@ func (s *Service) PlanCompactions(ctx context.Context, req *connect.Request[comp
 			RetryTime: ts(e.RetryAfter), EstimateError: e.EstimateError,
 		}
 		if x := e.Estimate; x != nil {
-			pe.Estimate = &compactorv1.JobEstimate{Records: x.Records, BlocksTotal: int32(x.BlocksTotal), BlocksToRewrite: int32(x.BlocksToRewrite), BytesToRewrite: x.BytesToRewrite}
+			pe.Estimate = &compactorv1.JobEstimate{Records: x.OpRecords, BlocksTotal: int32(x.BlocksTotal), BlocksToRewrite: int32(x.BlocksToRewrite), BytesToRewrite: x.BytesToRewrite}
 		}
 		out.Entries = append(out.Entries, pe)
 	}

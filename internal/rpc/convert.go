@@ -13,6 +13,7 @@ import (
 
 	compactorv1 "github.com/compactorhq/compactor/gen/compactor/v1"
 	"github.com/compactorhq/compactor/internal/catalog"
+	"github.com/compactorhq/compactor/internal/jobtype"
 	"github.com/compactorhq/compactor/internal/manager"
 	"github.com/compactorhq/compactor/internal/materialize"
 	"github.com/compactorhq/compactor/internal/redact"
@@ -95,9 +96,9 @@ func jobToProto(j manager.Job) *compactorv1.Job {
 
 // progressToProto converts a running job's progress; an unknown ETA stays
 // unset (never 0).
-func progressToProto(pr manager.Progress) *compactorv1.Progress {
+func progressToProto(pr jobtype.Progress) *compactorv1.Progress {
 	out := &compactorv1.Progress{
-		RecordsRead: pr.RecordsRead, RecordsTotal: pr.RecordsTotal, BytesWritten: pr.BytesWritten, Phase: pr.Phase,
+		RecordsRead: pr.OpRecordsRead, RecordsTotal: pr.OpRecordsTotal, BytesWritten: pr.BytesWritten, Phase: string(pr.Phase),
 		Fraction: pr.Fraction, BlocksWritten: pr.BlocksWritten, BlocksTotal: pr.BlocksTotal,
 	}
 	if pr.ETAKnown && pr.ETA > 0 {

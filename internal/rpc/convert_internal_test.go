@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/compactorhq/compactor/internal/catalog"
+	"github.com/compactorhq/compactor/internal/jobtype"
 	"github.com/compactorhq/compactor/internal/manager"
 )
 
@@ -30,11 +31,11 @@ func TestEchoIDsNamesTenAndCountsTheRest(t *testing.T) {
 }
 
 func TestProgressLeavesAnUnknownETAUnset(t *testing.T) {
-	known := progressToProto(manager.Progress{Phase: manager.PhaseWriting, Fraction: 0.5, ETA: 1500 * time.Millisecond, ETAKnown: true, BlocksWritten: 2, BlocksTotal: 4})
+	known := progressToProto(jobtype.Progress{Phase: jobtype.PhaseWriting, Fraction: 0.5, ETA: 1500 * time.Millisecond, ETAKnown: true, BlocksWritten: 2, BlocksTotal: 4})
 	if known.GetEta().AsDuration() != 1500*time.Millisecond || known.GetFraction() != 0.5 || known.GetBlocksWritten() != 2 || known.GetBlocksTotal() != 4 {
 		t.Fatalf("known ETA: got %v", known)
 	}
-	unknown := progressToProto(manager.Progress{Phase: manager.PhaseMaterializing, Fraction: 0.2})
+	unknown := progressToProto(jobtype.Progress{Phase: jobtype.PhaseMaterializing, Fraction: 0.2})
 	if unknown.Eta != nil {
 		t.Fatalf("unknown ETA: got eta %v, want unset", unknown.GetEta())
 	}

@@ -20,33 +20,21 @@ type executor struct {
 // SetMaxThroughput implements manager.Throttler.
 func (e executor) SetMaxThroughput(bytesPerSecond int64) { e.throttle.SetLimit(bytesPerSecond) }
 
-func outcomeOf(r compaction.Result) manager.Outcome {
-	return manager.Outcome{
-		OffsetStart:    r.OffsetStart,
-		OffsetEnd:      r.OffsetEnd,
-		RecordsRead:    r.RecordsRead,
-		RecordsWritten: r.RecordsWritten,
-		BytesWritten:   r.BytesWritten,
-		VersionBefore:  r.VersionBefore,
-		VersionAfter:   r.VersionAfter,
-		Remaining:      r.Remaining,
-		Note:           r.Note,
-	}
+// Prepare implements manager.Executor: a compaction up to its manifest.
+func (e executor) Prepare(ctx context.Context, j catalog.Job, progress func(manager.Progress)) (manager.Prepared, error) {
+	p, err := e.c.Prepare(ctx, j.CollectionID, compaction.Options{Progress: progress})
+	return prepared{p}, err
 }
 
-func (e executor) Execute(ctx context.Context, collectionID string, progress func(manager.Progress), finish func(manager.Outcome) catalog.Job) (manager.Outcome, error) {
-	res, err := e.c.Compact(ctx, collectionID, compaction.Options{
-		Progress: func(p compaction.Progress) {
-			progress(manager.Progress{Phase: p.Phase, RecordsRead: p.RecordsRead, RecordsTotal: p.RecordsTotal, BytesWritten: p.BytesWritten,
-				BlocksWritten: int64(p.BlocksWritten), BlocksTotal: int64(p.BlocksTotal), Planned: true, OffsetStart: p.OffsetStart, OffsetEnd: p.OffsetEnd, VersionBefore: p.VersionBefore})
-		},
-		CommitJob: func(r compaction.Result) *catalog.Job {
-			j := finish(outcomeOf(r))
-			return &j
-		},
-	})
-	return outcomeOf(res), err
-}
+// prepared adapts a compaction.Prepared to the manager's Prepared.
+type prepared struct{ p *compaction.Prepared }
+
+func (p prepared) Outcome() manager.Outcome { return p.p.Result().Outcome() }
+
+// Commit writes the job's row j in the commit transaction.
+func (p prepared) Commit(ctx context.Context, j catalog.Job) error { return p.p.Commit(ctx, &j) }
+
+func (p prepared) Abort(ctx context.Context) error { return p.p.Abort(ctx) }
 
 // Transient: compaction's transient errors, and a full store (catalog or
 // blob store), which says nothing about the collection: the job is retried
@@ -62,9 +50,5 @@ func (e executor) GC(ctx context.Context, collectionID string) error {
 
 // Estimate implements manager.Estimator for plan previews.
 func (e executor) Estimate(ctx context.Context, collectionID string) (manager.Estimate, error) {
-	x, err := e.c.Estimate(ctx, collectionID)
-	if err != nil {
-		return manager.Estimate{}, err
-	}
-	return manager.Estimate{Records: x.Records, BlocksTotal: x.BlocksTotal, BlocksToRewrite: x.BlocksToRewrite, BytesToRewrite: x.BytesToRewrite}, nil
+	return e.c.Estimate(ctx, collectionID)
 }

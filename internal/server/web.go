@@ -49,8 +49,8 @@ func webJob(j manager.Job) web.Job {
 		BytesWritten: j.BytesWritten, VersionBefore: j.VersionBefore, VersionAfter: j.VersionAfter,
 	}
 	if p := j.Progress; p != nil {
-		w.RecordsRead, w.RecordsTotal, w.BytesWritten = p.RecordsRead, p.RecordsTotal, p.BytesWritten
-		w.Phase, w.Fraction, w.ETA, w.ETAKnown = p.Phase, p.Fraction, p.ETA, p.ETAKnown
+		w.RecordsRead, w.RecordsTotal, w.BytesWritten = p.OpRecordsRead, p.OpRecordsTotal, p.BytesWritten
+		w.Phase, w.Fraction, w.ETA, w.ETAKnown = string(p.Phase), p.Fraction, p.ETA, p.ETAKnown
 		w.BlocksWritten, w.BlocksTotal = p.BlocksWritten, p.BlocksTotal
 	}
 	return w

@@ -46,7 +46,7 @@ func TestDebianEmbeddingsReachRecallWithTies(t *testing.T) {
 	if len(base) != 2500 || len(queries) != 200 {
 		t.Fatalf("testdata holds %d and %d vectors, want 2500 and 200", len(base), len(queries))
 	}
-	g := build(t, Params{Dim: 64, Distance: DistanceCosine, EfConstruction: 100, Seed: 1}, base, 2)
+	g := build(t, Params{Dim: 64, Distance: DistanceCosine, EfConstruction: 100, Seed: 1}, base, 1)
 	if r := recall(t, g, queries, 10, 100, nil); r < 0.99 {
 		t.Errorf("recall@10 at ef 100 on the Debian embeddings = %.4f, want ≥ 0.99", r)
 	}

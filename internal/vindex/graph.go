@@ -469,9 +469,9 @@ func (g *Graph) InsertBatch(ids []string, vecs [][]float32, threads int) error {
 // two near-duplicate vectors inserted at the same time by two goroutines
 // do not see each other, and later the heuristic keeps only one of them in
 // any list (the other is nearer to it than to the list's owner). Each
-// orphan is added to the list of its nearest out-neighbour, in place of
-// that list's farthest entry that other nodes also link to when the list
-// is full. The cost is one pass over the layer-0 lists (reads only; it
+// orphan is added to the list of its nearest out-neighbour that can take
+// it: one with room, or else in place of that list's farthest entry that
+// other nodes also link to. The cost is one pass over the layer-0 lists (reads only; it
 // writes, and so copies, only the pages of the lists it changes).
 func (g *Graph) linkOrphans() int {
 	n := len(g.ids)
@@ -495,37 +495,57 @@ func (g *Graph) linkOrphans() int {
 		if len(own) == 0 {
 			continue
 		}
+		// Try its out-neighbours nearest first: the first with room, or
+		// with an entry that other nodes also link to, takes it.
 		vx := g.vec(x)
-		best, bd := own[0], g.dist(vx, g.vec(own[0]))
-		for _, m := range own[1:] {
-			if d := g.dist(vx, g.vec(m)); d < bd {
-				best, bd = m, d
+		cands := make([]cand, len(own))
+		for i, m := range own {
+			cands[i] = cand{d: g.dist(vx, g.vec(m)), n: m}
+		}
+		sortCands(cands)
+		linked := false
+		for _, c := range cands {
+			if linked = g.linkInto(c.n, x, indeg); linked {
+				break
 			}
 		}
-		ms := g.linksW(best, 0)
-		if cnt := int(ms[0]); cnt < g.m0 {
-			ms[1+cnt] = x
-			ms[0]++
-		} else {
-			vb := g.vec(best)
-			worst, wd := -1, float32(-1)
-			for i, o := range ms[1 : 1+cnt] {
-				if indeg[o] > 1 {
-					if d := g.dist(vb, g.vec(o)); d > wd {
-						worst, wd = i, d
-					}
-				}
-			}
-			if worst < 0 {
-				continue
-			}
-			indeg[ms[1+worst]]--
-			ms[1+worst] = x
+		if !linked {
+			continue
 		}
 		indeg[x]++
 		fixed++
 	}
 	return fixed
+}
+
+// linkInto adds x to m's layer-0 list: appended when there is room, else
+// in place of the entry farthest from m that other nodes also link to.
+// It reports false when every entry is some node's only in-link.
+func (g *Graph) linkInto(m, x int32, indeg []int32) bool {
+	ms := g.links(m, 0)
+	cnt := int(ms[0])
+	if cnt < g.m0 {
+		ms = g.linksW(m, 0)
+		ms[1+cnt] = x
+		ms[0]++
+		return true
+	}
+	vm := g.vec(m)
+	worst, wd := -1, float32(-1)
+	for i, o := range ms[1 : 1+cnt] {
+		if indeg[o] > 1 {
+			if d := g.dist(vm, g.vec(o)); d > wd {
+				worst, wd = i, d
+			}
+		}
+	}
+	if worst < 0 {
+		return false
+	}
+	ms = g.linksW(m, 0)
+	indeg[ms[1+worst]]--
+	ms[1+worst] = x
+	return true
 }
 
 // appendNode adds a live node slot for id with a copy of vec (normalised

@@ -1,0 +1,109 @@
+// Package jobtype is the vocabulary of jobs that every layer shares (after
+// River's rivertype): the kinds of job, the phases of a run, its progress,
+// its outcome, an estimate of a job not yet run, and the result of a
+// request to enqueue one. It imports nothing of the project, so the
+// catalog, the compaction, the manager and the adapters all import it and
+// pass its values across without conversion; the RPC and page adapters
+// convert them once, at their edges.
+//
+// Counters name what they count: operation records are the log's (what
+// clients pushed and a job reads, OpRecords*), records are the materialized
+// ones a job writes into a segment (Records*).
+package jobtype
+
+import "time"
+
+// Kind names a kind of job; the manager dispatches a job to the executor
+// of its kind.
+type Kind string
+
+// Kinds of job.
+const (
+	// KindCompaction materializes a collection's log into a new segment
+	// version (the only kind so far; a job row without a kind is one).
+	KindCompaction Kind = "compaction"
+)
+
+// Phase is the step a running job is in, as its progress reports it.
+type Phase string
+
+// The phases of a compaction, in order. PhaseStarting is the manager's,
+// from the claim until the executor's first report.
+const (
+	PhaseStarting      Phase = "starting"
+	PhaseReading       Phase = "reading log"
+	PhaseMaterializing Phase = "materializing"
+	PhaseWriting       Phase = "writing blocks"
+	// PhaseIndexing builds the version's vector index (skipped by a
+	// collection with indexing off).
+	PhaseIndexing   Phase = "indexing"
+	PhaseCommitting Phase = "committing"
+)
+
+// Progress of a running job. The executor reports the phase, the counters
+// and the plan; the manager adds Fraction and ETA, computed from the rates
+// observed in the job; the catalog persists it with the job's lease
+// (UpdatedAt), which is what other replicas show.
+type Progress struct {
+	Phase          Phase
+	OpRecordsRead  int64 // operation records read from the log so far
+	OpRecordsTotal int64 // operation records the job reads; 0 while unknown
+	BytesWritten   int64 // bytes of blocks (and manifest) written so far
+	// BlocksWritten and BlocksTotal count the blocks the job writes;
+	// BlocksTotal is 0 while unknown (before the writing phase).
+	BlocksWritten, BlocksTotal int64
+	// Fraction is how much of the whole job is done, from 0 to 1 (below 1
+	// while the job runs). Set by the manager.
+	Fraction float64
+	// ETA is the estimated time to the job's end, meaningful only when
+	// ETAKnown; a known ETA is positive. Set by the manager.
+	ETA      time.Duration
+	ETAKnown bool
+	// UpdatedAt is when the progress was persisted; zero for a live report.
+	UpdatedAt time.Time
+	// Planned: the executor has read the collection, and the plan below is
+	// known. The manager keeps it on the job and persists it when the
+	// phase changes, so that a job interrupted by a crash or a lost lease
+	// still shows where it started and how far it got.
+	Planned       bool
+	OffsetStart   int64 // log offsets (OffsetStart, OffsetEnd] the job reads
+	OffsetEnd     int64
+	VersionBefore int64 // the segment version the job builds on
+}
+
+// Outcome is what a job did.
+type Outcome struct {
+	OffsetStart, OffsetEnd int64 // log offsets (start, end] the job covered
+	OpRecordsRead          int64 // operation records read from the log
+	RecordsWritten         int64 // materialized records in the blocks written
+	BytesWritten           int64 // bytes of blocks and manifest written
+	VersionBefore          int64
+	VersionAfter           int64 // == VersionBefore when nothing was committed
+	// Remaining is the backlog (operation records) left beyond OffsetEnd:
+	// when positive the manager queues a continuation job at once.
+	Remaining int64
+	Note      string
+}
+
+// Committed reports whether the job committed (or, before its commit,
+// would commit) a new version.
+func (o Outcome) Committed() bool { return o.VersionAfter != o.VersionBefore }
+
+// Estimate is what the next job of a collection would do, from its
+// manifest and its log, without writing anything.
+type Estimate struct {
+	OpRecords       int64 // operation records the job would read (at most the job's maximum)
+	BlocksTotal     int   // blocks of the current version
+	BlocksToRewrite int   // blocks whose id range holds an id of those records
+	// BytesToRewrite is the bytes of those blocks plus, for ids outside
+	// every block, the version's mean bytes per record times their count
+	// (0 before the first version).
+	BytesToRewrite int64
+}
+
+// Enqueued is one job a request to enqueue returned, as J (the catalog's
+// row, or the manager's view of it).
+type Enqueued[J any] struct {
+	Job     J
+	Created bool // false: an already queued job was returned
+}

@@ -1,0 +1,193 @@
+package manager
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/compactorhq/compactor/internal/catalog"
+	"github.com/compactorhq/compactor/internal/jobtype"
+)
+
+func TestClassifyEnd(t *testing.T) {
+	boom := errors.New("disk on fire")
+	lostErr := fmt.Errorf("commit: %w", catalog.ErrLeaseLost)
+	for _, tc := range []struct {
+		name string
+		in   endFacts
+		want endClass
+	}{
+		{"a committed success was written by its commit",
+			endFacts{Committed: true},
+			endClass{State: catalog.JobSucceeded}},
+		{"a success that committed nothing is persisted here",
+			endFacts{},
+			endClass{State: catalog.JobSucceeded, Persist: true}},
+		{"a lease renewed after the commit (found lost) keeps the success",
+			endFacts{Committed: true, Cause: errLeaseLost},
+			endClass{State: catalog.JobSucceeded}},
+		{"a cancel that arrived after the commit keeps the success",
+			endFacts{Committed: true, CancelRequested: true, Cause: errCancelRequested},
+			endClass{State: catalog.JobSucceeded}},
+		{"a success with nothing committed while the lease was lost is left to the other replica",
+			endFacts{Cause: errLeaseLost},
+			endClass{State: catalog.JobSucceeded, Lost: true}},
+		{"a lost lease ends the job interrupted, recorded by the replica that took it over",
+			endFacts{Err: context.Canceled, Cause: errLeaseLost, Transient: true},
+			endClass{State: catalog.JobFailed, Error: "interrupted: node n1 lost the job's lease", Lost: true}},
+		{"a commit refused for the lease is lost too",
+			endFacts{Err: lostErr, Transient: true},
+			endClass{State: catalog.JobFailed, Error: lostErr.Error(), Note: "transient failure", Transient: true, Lost: true}},
+		{"an operator's cancel ends it cancelled",
+			endFacts{Err: context.Canceled, Cause: errCancelRequested, CancelRequested: true},
+			endClass{State: catalog.JobCancelled, Note: NoteCancelled, Persist: true}},
+		{"a cancel seen at a lease renewal ends it cancelled",
+			endFacts{Err: context.Canceled, Cause: errCancelRequested},
+			endClass{State: catalog.JobCancelled, Note: NoteCancelled, Persist: true}},
+		{"a deletion's cancel says so",
+			endFacts{Err: context.Canceled, CancelRequested: true, CancelNote: NoteCollectionDeleted},
+			endClass{State: catalog.JobCancelled, Note: NoteCollectionDeleted, Persist: true}},
+		{"a cancel requested while the job failed otherwise wins",
+			endFacts{Err: boom, CancelRequested: true},
+			endClass{State: catalog.JobCancelled, Note: NoteCancelled, Persist: true}},
+		{"the end of the shutdown grace period cancels, not fails",
+			endFacts{Err: context.Canceled, Cause: context.Canceled, Shutdown: true, Transient: true},
+			endClass{State: catalog.JobCancelled, Note: NoteShutdown, Persist: true}},
+		{"a failure counts toward the dead-letter state",
+			endFacts{Err: boom},
+			endClass{State: catalog.JobFailed, Error: boom.Error(), Persist: true}},
+		{"a transient failure backs off only",
+			endFacts{Err: boom, Transient: true},
+			endClass{State: catalog.JobFailed, Error: boom.Error(), Note: "transient failure", Transient: true, Persist: true}},
+		{"a failed commit is a failure, whatever Committed says",
+			endFacts{Err: boom, Committed: true},
+			endClass{State: catalog.JobFailed, Error: boom.Error(), Persist: true}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.in.Node = "n1"
+			if got := classifyEnd(tc.in); got != tc.want {
+				t.Fatalf("classifyEnd(%+v)\n got %+v\nwant %+v", tc.in, got, tc.want)
+			}
+		})
+	}
+}
+
+func TestEndRow(t *testing.T) {
+	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	claimed := catalog.Job{ID: "j", State: catalog.JobRunning, Note: "", OffsetStart: 10, OffsetEnd: 20, VersionBefore: 3, VersionAfter: 3, RecordsRead: 4}
+	t.Run("an executor that failed early keeps the plan", func(t *testing.T) {
+		got := endRow(claimed, Outcome{}, endClass{State: catalog.JobFailed, Error: "boom"}, at)
+		want := claimed
+		want.State, want.Error, want.FinishedAt = catalog.JobFailed, "boom", at
+		if got != want {
+			t.Fatalf("got %+v\nwant %+v", got, want)
+		}
+	})
+	t.Run("the outcome and the class are applied", func(t *testing.T) {
+		o := Outcome{OffsetStart: 10, OffsetEnd: 20, OpRecordsRead: 10, RecordsWritten: 7, BytesWritten: 99, VersionBefore: 3, VersionAfter: 4, Note: "n"}
+		got := endRow(claimed, o, endClass{State: catalog.JobSucceeded}, at)
+		want := claimed
+		want.State, want.FinishedAt, want.Note = catalog.JobSucceeded, at, "n"
+		want.RecordsRead, want.RecordsWritten, want.BytesWritten, want.VersionAfter = 10, 7, 99, 4
+		if got != want {
+			t.Fatalf("got %+v\nwant %+v", got, want)
+		}
+	})
+	t.Run("a cancel's note wins over the outcome's", func(t *testing.T) {
+		got := endRow(claimed, Outcome{Note: "nothing to compact"}, endClass{State: catalog.JobCancelled, Note: NoteShutdown}, at)
+		if got.Note != NoteShutdown || got.State != catalog.JobCancelled {
+			t.Fatalf("got %s %q", got.State, got.Note)
+		}
+	})
+}
+
+// lateExec prepares as fakeExec does, then holds the prepared work on gate
+// (ignoring cancellation) before handing it to the manager.
+type lateExec struct {
+	*fakeExec
+	gate     chan struct{}
+	prepared chan *fakePrepared
+}
+
+func (l lateExec) Prepare(ctx context.Context, j catalog.Job, progress func(Progress)) (Prepared, error) {
+	p, err := l.fakeExec.Prepare(ctx, j, progress)
+	if err != nil {
+		return p, err
+	}
+	<-l.gate
+	l.prepared <- p.(*fakePrepared)
+	return p, nil
+}
+
+// TestCancelBetweenPrepareAndCommitAborts: a job cancelled once its work is
+// prepared is not committed: the manager aborts what was prepared, and the
+// job ends CANCELLED with its collection untouched.
+func TestCancelBetweenPrepareAndCommitAborts(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := newMemStore()
+		store.addCollection("a", 20, time.Now())
+		exec := lateExec{fakeExec: newFakeExec(store, 100), gate: make(chan struct{}), prepared: make(chan *fakePrepared, 1)}
+		m := runManager(t, store, exec, testConfig())
+		enq, err := m.Compact(t.Context(), []string{"a"}, false, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait() // prepared, held on the gate
+		res := make(chan error, 1)
+		go func() {
+			_, err := m.Cancel(t.Context(), enq[0].Job.ID)
+			res <- err
+		}()
+		synctest.Wait()
+		close(exec.gate)
+		if err := <-res; err != nil {
+			t.Fatalf("Cancel: %v", err)
+		}
+		j, err := m.Get(t.Context(), enq[0].Job.ID)
+		if err != nil || j.State != catalog.JobCancelled {
+			t.Fatalf("job %s, %v; want CANCELLED", j.State, err)
+		}
+		if c := store.collection("a"); c.SegmentVersion != 0 || c.CompactionOffset != 0 {
+			t.Fatalf("the cancelled job committed: version %d, offset %d", c.SegmentVersion, c.CompactionOffset)
+		}
+		if p := <-exec.prepared; p.o.VersionAfter != p.o.VersionBefore {
+			t.Fatalf("the prepared work was neither aborted nor committed: %+v", p.o)
+		}
+	})
+}
+
+// TestJobsRunOnTheExecutorOfTheirKind: the workers dispatch a claimed job
+// to the executor registered for its kind (WithExecutor), not to New's.
+func TestJobsRunOnTheExecutorOfTheirKind(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := newMemStore()
+		store.addCollection("a", 20, time.Now())
+		byNew, byKind := newFakeExec(store, 100), newFakeExec(store, 100)
+		m, err := New(store, byNew, testConfig(), nil, nil, WithExecutor(jobtype.KindCompaction, byKind))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error, 1)
+		go func() { done <- m.Run(ctx) }()
+		<-m.Started()
+		enq, err := m.Compact(t.Context(), []string{"a"}, false, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		if j, _ := m.Get(t.Context(), enq[0].Job.ID); j.State != catalog.JobSucceeded {
+			t.Fatalf("job %s, want SUCCEEDED", j.State)
+		}
+		if byKind.callsOf("a") != 1 || byNew.callsOf("a") != 0 {
+			t.Fatalf("calls: kind's executor %d, New's %d; want 1 and 0", byKind.callsOf("a"), byNew.callsOf("a"))
+		}
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	})
+}
