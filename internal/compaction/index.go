@@ -346,7 +346,7 @@ func (c *Compactor) buildFullIndex(ctx context.Context, p vindex.Params, m *segm
 		return nil
 	}
 	var ferr error
-	err = c.seg.Scan(ctx, m, "", func(r materialize.Record) bool {
+	err = c.seg.ScanUncached(ctx, m, func(r materialize.Record) bool {
 		if len(r.Embedding) == 0 {
 			return true
 		}
@@ -545,7 +545,7 @@ func (v *versionIndex) loadMetadata(ctx context.Context) error {
 	}
 	meta := make(map[string]map[string]any, e.g.Len())
 	stats := &where.Stats{}
-	err := v.seg.Scan(ctx, v.m, "", func(r materialize.Record) bool {
+	err := v.seg.ScanUncached(ctx, v.m, func(r materialize.Record) bool {
 		md := map[string]any(r.Metadata)
 		meta[r.ID] = md
 		stats.Add(md)

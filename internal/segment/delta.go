@@ -361,8 +361,8 @@ func (c *overlayCursor) rest(fn func(materialize.Record) bool) {
 }
 
 // scanOverlay returns a cursor over the deltas of m with ids after after.
-func (s *Store) scanOverlay(ctx context.Context, m *Manifest, after string) (*overlayCursor, error) {
-	ov, err := s.readOverlay(ctx, m.Deltas, func(d DeltaRef) bool { return d.MaxID > after }, true)
+func (s *Store) scanOverlay(ctx context.Context, m *Manifest, after string, cached bool) (*overlayCursor, error) {
+	ov, err := s.readOverlay(ctx, m.Deltas, func(d DeltaRef) bool { return d.MaxID > after }, cached)
 	if err != nil {
 		return nil, err
 	}

@@ -247,11 +247,23 @@ func addFound(out map[string]materialize.Record, recs []materialize.Record, ids 
 // block once while it stays cached. The records may be shared with the
 // cache and other readers: fn must not modify them.
 func (s *Store) Scan(ctx context.Context, m *Manifest, after string, fn func(materialize.Record) bool) error {
+	return s.scan(ctx, m, after, fn, true)
+}
+
+// ScanUncached is Scan reading the blocks and deltas from the blob store
+// without the decoded block cache (neither using nor filling it): for one
+// pass over a whole version (an index build) that would evict what reads
+// revisit. fn may keep the records.
+func (s *Store) ScanUncached(ctx context.Context, m *Manifest, fn func(materialize.Record) bool) error {
+	return s.scan(ctx, m, "", fn, false)
+}
+
+func (s *Store) scan(ctx context.Context, m *Manifest, after string, fn func(materialize.Record) bool, cached bool) error {
 	if m == nil {
 		return nil
 	}
 	// The deltas' records merge into the blocks' in id order.
-	ov, err := s.scanOverlay(ctx, m, after)
+	ov, err := s.scanOverlay(ctx, m, after, cached)
 	if err != nil {
 		return err
 	}
@@ -263,7 +275,12 @@ func (s *Store) Scan(ctx context.Context, m *Manifest, after string, fn func(mat
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("scan: %w", err)
 		}
-		recs, err := s.readBlockCached(ctx, ref)
+		var recs []materialize.Record
+		if cached {
+			recs, err = s.readBlockCached(ctx, ref)
+		} else {
+			recs, err = s.ReadBlock(ctx, ref)
+		}
 		if err != nil {
 			return err
 		}

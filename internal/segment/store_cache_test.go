@@ -128,3 +128,24 @@ func TestStoreCachedReadsFollowEachVersion(t *testing.T) {
 		t.Errorf("Get of version 2 = %v, %v", got, err)
 	}
 }
+
+// ScanUncached returns what Scan returns without filling the cache: a
+// Scan after it reads every block from the blob store again.
+func TestStoreScanUncachedLeavesTheCacheAlone(t *testing.T) {
+	rng := rand.New(rand.NewPCG(20, 23))
+	s, blobs := NewStore(t, segment.Config{MaxBlockRecords: 100, BlockCacheBytes: 1 << 20})
+	recs := records(rng, "k%04d", 1000, 4) // 10 blocks
+	m, _, _ := commit(t, s, nil, upserts(recs))
+	var got []materialize.Record
+	if err := s.ScanUncached(context.Background(), m, func(r materialize.Record) bool { got = append(got, r); return true }); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, recs) {
+		t.Fatalf("uncached scan: %d records, want the %d written", len(got), len(recs))
+	}
+	blobs.Reset()
+	scanAll(t, s, m)
+	if blobs.Gets() != 10 {
+		t.Errorf("a scan after the uncached one read %d blobs, want all 10 blocks", blobs.Gets())
+	}
+}
