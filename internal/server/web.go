@@ -10,8 +10,8 @@ import (
 	"github.com/compactorhq/compactor/internal/buildinfo"
 	"github.com/compactorhq/compactor/internal/catalog"
 	"github.com/compactorhq/compactor/internal/manager"
-	"github.com/compactorhq/compactor/internal/segment"
 	"github.com/compactorhq/compactor/internal/redact"
+	"github.com/compactorhq/compactor/internal/segment"
 	"github.com/compactorhq/compactor/web"
 )
 
