@@ -454,10 +454,17 @@ func testSmall(t *testing.T, c clients) string {
 	if res.Msg.GetSegmentVersion() != j.GetVersionAfter() || res.Msg.GetLogPosition() != 28 {
 		t.Errorf("read reflects version %d and position %d, want %d and 28", res.Msg.GetSegmentVersion(), res.Msg.GetLogPosition(), j.GetVersionAfter())
 	}
+	// Both reads of an unknown collection say so, in those words (not the
+	// step of the read that found it missing).
+	notFound := "collection " + unknownID(5) + " not found"
 	_, err = c.colls.GetRecords(ctx, connect.NewRequest(&compactorv1.GetRecordsRequest{CollectionId: unknownID(5)}))
-	wantCode(t, err, connect.CodeNotFound)
+	if ce := wantCode(t, err, connect.CodeNotFound); ce.Message() != notFound {
+		t.Errorf("paged read of an unknown collection: %q, want %q", ce.Message(), notFound)
+	}
 	_, err = c.colls.GetRecords(ctx, connect.NewRequest(&compactorv1.GetRecordsRequest{CollectionId: unknownID(5), Ids: []string{"a"}}))
-	wantCode(t, err, connect.CodeNotFound)
+	if ce := wantCode(t, err, connect.CodeNotFound); ce.Message() != notFound {
+		t.Errorf("read by ids of an unknown collection: %q, want %q", ce.Message(), notFound)
+	}
 	return coll.GetId()
 }
 

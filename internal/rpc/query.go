@@ -112,7 +112,7 @@ func (s *Service) QueryRecords(ctx context.Context, req *connect.Request[compact
 	}
 	res, err := s.recs.QueryRecords(ctx, m.GetCollectionId(), q)
 	if err != nil {
-		return nil, s.fail(ctx, proc, err)
+		return nil, s.fail(ctx, proc, collectionNotFound(m.GetCollectionId(), err))
 	}
 	out := &compactorv1.QueryRecordsResponse{SegmentVersion: res.SegmentVersion, LogPosition: res.LogPosition, Exact: res.Exact,
 		Results: make([]*compactorv1.QueryResult, len(res.Hits))}

@@ -196,7 +196,9 @@ func TestQueryRecords(t *testing.T) {
 				_, err := c.colls.QueryRecords(ctx, connect.NewRequest(&compactorv1.QueryRecordsRequest{CollectionId: "nope", Embeddings: one, K: 1}))
 				wantViolation(t, err, "collection_id", "not a valid id")
 				_, err = c.colls.QueryRecords(ctx, connect.NewRequest(&compactorv1.QueryRecordsRequest{CollectionId: unknownID(7), Embeddings: one, K: 1}))
-				wantCode(t, err, connect.CodeNotFound)
+				if ce := wantCode(t, err, connect.CodeNotFound); ce.Message() != "collection "+unknownID(7)+" not found" {
+					t.Errorf("query of an unknown collection: %q, want it to say the collection is not found", ce.Message())
+				}
 			})
 
 			t.Run("bad settings at creation name the field", func(t *testing.T) {

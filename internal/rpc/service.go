@@ -514,7 +514,7 @@ func (s *Service) GetRecords(ctx context.Context, req *connect.Request[compactor
 		res, err = s.recs.ListRecords(ctx, m.GetCollectionId(), after, size)
 	}
 	if err != nil {
-		return nil, s.fail(ctx, proc, err)
+		return nil, s.fail(ctx, proc, collectionNotFound(m.GetCollectionId(), err))
 	}
 	out := &compactorv1.GetRecordsResponse{NextPageToken: encodeToken(tokenRecords, res.Next), SegmentVersion: res.SegmentVersion, LogPosition: res.LogPosition}
 	for _, r := range res.Records {
@@ -557,4 +557,15 @@ func (s *Service) PushLogs(ctx context.Context, req *connect.Request[compactorv1
 		return nil, s.fail(ctx, compactorv1connect.LogServicePushLogsProcedure, err)
 	}
 	return connect.NewResponse(&compactorv1.PushLogsResponse{FirstOffset: first, LastOffset: last, Count: int32(last - first + 1), Replayed: replayed}), nil
+}
+
+// collectionNotFound replaces a read's catalog.ErrNotFound, which names the
+// step of the read that met it ("read log tail of collection …"), with the
+// one thing a caller can act on: the collection does not exist. A read's
+// only lookup that can miss is the collection's; other errors pass.
+func collectionNotFound(id string, err error) error {
+	if errors.Is(err, catalog.ErrNotFound) {
+		return connect.NewError(connect.CodeNotFound, fmt.Errorf("collection %s not found", echo(id)))
+	}
+	return err
 }
