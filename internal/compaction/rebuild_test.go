@@ -3,8 +3,8 @@ package compaction
 import (
 	"context"
 	"errors"
-	"math"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"runtime"
 	"slices"
