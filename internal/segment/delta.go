@@ -186,6 +186,11 @@ func (w *Writer) WriteDelta(ctx context.Context, changes []Change, compactionOff
 	m.Index = nil // the base's index is not this version's: the caller sets one
 	rows := make([]Change, 0, len(changes))
 	var ref DeltaRef
+	// The version's digest moves by what the delta changes in the view:
+	// minus each current record it replaces or deletes, plus each record
+	// it holds. A base without a digest gives a version without one.
+	view, viewErr := ParseDigest(w.base.Digest)
+	var recDigest, tombDigest Digest
 	for _, ch := range changes {
 		cur, ok := current[ch.ID]
 		switch {
@@ -196,13 +201,24 @@ func (w *Writer) WriteDelta(ctx context.Context, changes []Change, compactionOff
 		case ch.Record == nil:
 			m.RecordCount--
 			ref.Tombstones++
+			tombDigest = tombDigest.Add(tombstoneHash(ch.ID))
 		default:
 			if !ok {
 				m.RecordCount++
 			}
 			ref.Records++
+			h := RecordHash(ch.Record)
+			recDigest = recDigest.Add(h)
+			view = view.Add(h)
+		}
+		if ok {
+			view = view.Sub(RecordHash(&cur))
 		}
 		rows = append(rows, ch)
+	}
+	m.Digest = ""
+	if viewErr == nil {
+		m.Digest = view.String()
 	}
 	stats.BlocksReused = len(m.Blocks)
 	if len(rows) > 0 {
@@ -216,10 +232,25 @@ func (w *Writer) WriteDelta(ctx context.Context, changes []Change, compactionOff
 		ref.Key = newDeltaKey(w.collectionID)
 		ref.MinID, ref.MaxID = rows[0].ID, rows[len(rows)-1].ID
 		ref.Bytes = int64(len(data))
+		ref.Digest, ref.TombstoneDigest, ref.Checksum = recDigest.String(), tombDigest.String(), Checksum(data)
 		// Recorded before the Put: a Put that fails may still have written.
 		w.written = append(w.written, ref.Key)
 		if err := w.s.blobs.Put(ctx, ref.Key, data); err != nil {
 			return nil, stats, fmt.Errorf("put delta %s: %w", ref.Key, err)
+		}
+		if err := w.readBack(ctx, KindDelta, ref.Key, ref.Checksum, func(back []byte) (Digest, error) {
+			cs, err := decodeDeltaOf(ref, back)
+			var d Digest
+			for _, c := range cs {
+				if c.Record != nil {
+					d = d.Add(RecordHash(c.Record))
+				} else {
+					d = d.Add(tombstoneHash(c.ID))
+				}
+			}
+			return d, err
+		}, recDigest.Add(tombDigest)); err != nil {
+			return nil, stats, err
 		}
 		m.Deltas = append(m.Deltas, ref)
 		m.FormatVersion = formatVersionDeltas
