@@ -154,18 +154,18 @@ type DeltaRef struct {
 // Manifest is one segment version: an ordered list of blocks, and the
 // deltas that override them.
 type Manifest struct {
-	FormatVersion    int        `json:"format_version"` // 1, or 2 when it lists deltas
-	CollectionID     string     `json:"collection_id"`
-	Version          int64      `json:"version"`
-	CompactionOffset int64      `json:"compaction_offset"` // last log offset materialized into it
-	Dimension        int        `json:"dimension"`
-	RecordCount      int64      `json:"record_count"` // records of the version, deltas applied
+	FormatVersion    int    `json:"format_version"` // 1, or 2 when it lists deltas
+	CollectionID     string `json:"collection_id"`
+	Version          int64  `json:"version"`
+	CompactionOffset int64  `json:"compaction_offset"` // last log offset materialized into it
+	Dimension        int    `json:"dimension"`
+	RecordCount      int64  `json:"record_count"` // records of the version, deltas applied
 	// Digest is the Digest of the version's records, deltas applied (the
 	// sum of its blocks' digests when it lists no deltas); empty when the
 	// version or one of the blocks it reuses was written before digests.
-	Digest string `json:"digest,omitempty"`
-	CreatedAt        time.Time  `json:"created_at"`
-	Blocks           []BlockRef `json:"blocks"` // sorted by MinID, disjoint ranges
+	Digest    string     `json:"digest,omitempty"`
+	CreatedAt time.Time  `json:"created_at"`
+	Blocks    []BlockRef `json:"blocks"` // sorted by MinID, disjoint ranges
 	// Deltas override the blocks, oldest first: per id, the newest delta
 	// holding it wins, and a tombstone there means the id is absent.
 	Deltas []DeltaRef `json:"deltas,omitempty"`
