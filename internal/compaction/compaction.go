@@ -197,6 +197,7 @@ type Catalog interface {
 	AppendLog(ctx context.Context, id string, ops []materialize.OperationRecord, lim catalog.AppendLimits) (first, last int64, err error)
 	ReadLog(ctx context.Context, id string, after, upTo int64, limit int) ([]materialize.OperationRecord, error)
 	ScanLog(ctx context.Context, id string, after, upTo int64, limit int, fn func(offset int64, record []byte) error) (int, error)
+	ScanKeptLog(ctx context.Context, id string, after, upTo int64, limit int, fn func(offset int64, record []byte) error) (int, error)
 	ReadTailIDs(ctx context.Context, id string, ids []string) (catalog.Tail, error)
 	ReadTailRange(ctx context.Context, id string, r catalog.TailRange) (catalog.Tail, error)
 	PurgeLog(ctx context.Context, id string) (int64, error)
@@ -272,6 +273,9 @@ type Compactor struct {
 	// index build's metrics (nil without WithRegisterer).
 	indexes *indexCache
 	indexm  *indexMetrics
+	// verifym counts verifications (verify.go); nil fields without
+	// WithRegisterer.
+	verifym verifyMetrics
 	// scans holds a token per exact query scan running (see
 	// MaxConcurrentScans).
 	scans chan struct{}
@@ -400,6 +404,7 @@ func (p *Prepared) Pending() bool { return p != nil && p.w != nil && p.unpin != 
 func (c *Compactor) Prepare(ctx context.Context, collectionID string, opts Options) (out *Prepared, err error) {
 	onDone := func(err error) error {
 		c.noteCorrupt("compaction", collectionID, err)
+		c.noteVerification(collectionID, err)
 		return err
 	}
 	var res Result
@@ -782,9 +787,11 @@ func classifyWrite(ctx context.Context, err error) error {
 	if ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
 		return err
 	}
-	if _, ok := CorruptKind(err); ok || errors.Is(err, segment.ErrBlockTooLarge) {
+	if _, ok := CorruptKind(err); ok || errors.Is(err, segment.ErrBlockTooLarge) || errors.Is(err, segment.ErrVerification) {
 		// Write reads the blocks it rewrites; a block too large to be
-		// read back fails again at every attempt.
+		// read back fails again at every attempt; a write that fails its
+		// verification (blobs that do not read back as written, or
+		// records lost or altered) is not retried blindly.
 		return err
 	}
 	return transient(err)
