@@ -205,6 +205,7 @@ type Catalog interface {
 	ListVersions(ctx context.Context, id string) ([]catalog.Version, error)
 	RetireVersions(ctx context.Context, id string, keep int, grace time.Duration) (catalog.Retention, error)
 	DeleteVersions(ctx context.Context, id string, versions []int64) error
+	RecordVerification(ctx context.Context, id string, version int64, problem string) error
 	ListJobs(ctx context.Context, f catalog.JobFilter) ([]catalog.Job, error)
 }
 
@@ -591,6 +592,7 @@ func (c *Compactor) Prepare(ctx context.Context, collectionID string, opts Optio
 		RecordCount:      m.RecordCount,
 		SegmentBytes:     blockBytes(m),
 		BlockCount:       len(m.Blocks),
+		Digest:           m.Digest,
 	}}, nil
 }
 

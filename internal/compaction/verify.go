@@ -197,7 +197,15 @@ func (c *Compactor) Verify(ctx context.Context, collectionID string, opts Verify
 	if err != nil {
 		return res, fmt.Errorf("verify %s version %d: %w", collectionID, v.Version, classifyRead(err))
 	}
-	if len(rep.Problems) == 0 && opts.Replay {
+	// The catalog's copy of the digest, written by the commit, against
+	// the manifest's.
+	if v.Digest != "" && rep.DigestRecorded {
+		if d, err := segment.ParseDigest(v.Digest); err != nil || d != rep.Digest {
+			res.Problems = append(res.Problems, segment.Problem{Kind: segment.KindManifest, Key: v.ManifestKey,
+				What: fmt.Sprintf("the catalog records digest %s for version %d, its records digest to %s", v.Digest, v.Version, rep.Digest)})
+		}
+	}
+	if len(res.Problems) == 0 && opts.Replay {
 		var prev *catalog.Version
 		if i > 0 {
 			prev = &kept[i-1]
@@ -206,10 +214,18 @@ func (c *Compactor) Verify(ctx context.Context, collectionID string, opts Verify
 			return res, err
 		}
 	}
-	if err := res.Err(phase); err != nil {
-		return res, err
+	verr := res.Err(phase)
+	problem := ""
+	if verr != nil {
+		problem = verr.Error()
 	}
-	return res, nil
+	// Recorded with a context of its own: the outcome is known.
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.CommitTimeout)
+	defer cancel()
+	if err := c.cat.RecordVerification(rctx, collectionID, v.Version, problem); err != nil && !errors.Is(err, catalog.ErrNotFound) {
+		c.logger.Warn("record verification", "collection", collectionID, "version", v.Version, "err", err)
+	}
+	return res, verr
 }
 
 func joinVersions(vs []int64) string {

@@ -170,6 +170,18 @@ func TestVerifyChecksAKeptVersionAndReplaysItFromTheLog(t *testing.T) {
 	if res.Replayed != true || res.ReplayDigest == res.Digest {
 		t.Errorf("result %+v", res)
 	}
+	// The catalog keeps the digest the commit recorded and the outcome of
+	// the last verification of each version.
+	vs, err := e.cat.ListVersions(e.ctx, id)
+	if err != nil || len(vs) != 2 {
+		t.Fatalf("versions: %v %v", vs, err)
+	}
+	if vs[0].Digest != res.Digest.String() || vs[0].VerifiedAt.IsZero() || !strings.Contains(vs[0].VerifyError, "replayed from version 1") {
+		t.Errorf("version 2 row: digest %q (want %s), verified at %v, error %q", vs[0].Digest, res.Digest, vs[0].VerifiedAt, vs[0].VerifyError)
+	}
+	if vs[1].VerifiedAt.IsZero() || vs[1].VerifyError != "" {
+		t.Errorf("version 1 row: verified at %v, error %q", vs[1].VerifiedAt, vs[1].VerifyError)
+	}
 	// Without the replay the version's own blobs are fine.
 	if _, err := e.comp.Verify(e.ctx, id, VerifyOptions{}); err != nil {
 		t.Errorf("verify without replay: %v", err)
