@@ -458,18 +458,35 @@ func (c *Compactor) Prepare(ctx context.Context, collectionID string, opts Optio
 			unpin()
 		}
 	}()
-	end := min(coll.LogPosition, coll.CompactionOffset+int64(c.cfg.MaxRecords))
+	// The slice starts at the compaction offset, over the current version;
+	// when the current version failed verification, at the offset of the
+	// newest earlier kept version that verifies, over that version
+	// (repair.go).
+	from, baseKey, baseVersion, scan := coll.CompactionOffset, coll.ManifestKey, coll.SegmentVersion, c.cat.ScanLog
+	rb, err := c.repairBase(ctx, coll)
+	if err != nil {
+		return nil, fmt.Errorf("compact %s: %w", collectionID, err)
+	}
+	if rb != nil {
+		from, baseKey, baseVersion, scan = rb.CompactionOffset, rb.ManifestKey, rb.Version, c.cat.ScanKeptLog
+		defer c.pins.pin(collectionID, rb.ManifestKey, false)()
+	}
+	end := min(coll.LogPosition, from+int64(c.cfg.MaxRecords))
+	if end < coll.CompactionOffset {
+		return nil, fmt.Errorf("compact %s: version %d failed verification; rebuilding it from version %d needs log offsets (%d, %d], more than --max-compaction-size %d records",
+			collectionID, coll.SegmentVersion, baseVersion, from, coll.CompactionOffset, c.cfg.MaxRecords)
+	}
 	res = Result{
 		CollectionID:  collectionID,
-		OffsetStart:   coll.CompactionOffset,
+		OffsetStart:   from,
 		OffsetEnd:     end,
 		VersionBefore: coll.SegmentVersion,
 		VersionAfter:  coll.SegmentVersion,
 		RecordCount:   coll.RecordCount,
 		Remaining:     coll.LogPosition - end,
 	}
-	total := end - coll.CompactionOffset
-	if total <= 0 {
+	total := end - from
+	if total <= 0 && rb == nil {
 		res.OffsetEnd = coll.CompactionOffset
 		res.Note = NoteNothingToCompact
 		return &Prepared{c: c, res: res, unpin: unpin, onDone: onDone}, nil
@@ -479,15 +496,18 @@ func (c *Compactor) Prepare(ctx context.Context, collectionID string, opts Optio
 	// next batch while this one sorts), grouping operation records by
 	// record id in sorted runs, spilled to disk past the memory budget.
 	begin("read log")
-	p := jobtype.Progress{Phase: jobtype.PhaseReading, OpRecordsTotal: total, Planned: true, OffsetStart: coll.CompactionOffset, OffsetEnd: end, VersionBefore: coll.SegmentVersion}
+	p := jobtype.Progress{Phase: jobtype.PhaseReading, OpRecordsTotal: total, Planned: true, OffsetStart: from, OffsetEnd: end, VersionBefore: coll.SegmentVersion}
 	report(p)
 	runs := &runSet{dir: c.cfg.SpillDir, budget: c.cfg.MemoryBytes / 4}
 	defer runs.close()
-	if err := c.readRuns(ctx, collectionID, coll.CompactionOffset, end, runs, func(n int) {
-		res.OpRecordsRead += int64(n)
-		p.OpRecordsRead = res.OpRecordsRead
-		report(p)
-	}); err != nil {
+	if total > 0 {
+		err = c.readRunsFrom(ctx, scan, collectionID, from, end, runs, func(n int) {
+			res.OpRecordsRead += int64(n)
+			p.OpRecordsRead = res.OpRecordsRead
+			report(p)
+		})
+	}
+	if err != nil {
 		return nil, fmt.Errorf("compact %s: %w", collectionID, err)
 	}
 
@@ -499,11 +519,15 @@ func (c *Compactor) Prepare(ctx context.Context, collectionID string, opts Optio
 	report(p)
 	var base *segment.Manifest
 	var baseRecords int64
-	if coll.SegmentVersion > 0 {
-		if base, err = c.seg.ReadManifest(ctx, coll.ManifestKey); err != nil {
-			return nil, fmt.Errorf("compact %s: read manifest of version %d: %w", collectionID, coll.SegmentVersion, classifyRead(err))
+	if baseVersion > 0 {
+		if base, err = c.seg.ReadManifest(ctx, baseKey); err != nil {
+			return nil, fmt.Errorf("compact %s: read manifest of version %d: %w", collectionID, baseVersion, classifyRead(err))
 		}
 		baseRecords = base.RecordCount
+		if rb != nil {
+			// The writer numbers the new version after its base's.
+			base.Version = coll.SegmentVersion
+		}
 	}
 	ib, err := c.startIndex(ctx, coll, base)
 	if err != nil {
@@ -570,6 +594,9 @@ func (c *Compactor) Prepare(ctx context.Context, collectionID string, opts Optio
 	res.RecordCount = m.RecordCount
 	if res.OpRecordsRead > 0 && res.RecordsWritten == 0 && stats.BlocksWritten == 0 && stats.DeltasWritten == 0 && stats.BlocksDropped == 0 && res.RecordCount == baseRecords {
 		res.Note = NoteNoChange
+	}
+	if rb != nil {
+		res.Note = fmt.Sprintf("version %d failed verification: rebuilt from version %d and log offsets (%d, %d]", coll.SegmentVersion, rb.Version, from, end)
 	}
 
 	// The last point where cancellation is honoured: what remains is the

@@ -217,3 +217,85 @@ func TestVerifyFindsADamagedBlockAndSaysWhenItCannotReplay(t *testing.T) {
 		t.Errorf("scrub failures counted %v, want 1", got)
 	}
 }
+
+// A version that failed verification is rebuilt by the next compaction
+// from the newest earlier kept version that verifies and the log after it:
+// the damaged block is rewritten, the view is whole again, and the new
+// version verifies.
+func TestTheNextCompactionRebuildsAVersionThatFailedVerification(t *testing.T) {
+	e := newCorruptEnv(t)
+	var err error
+	e.reg = prometheus.NewRegistry()
+	if e.comp, err = New(keptLog{e.cat}, e.seg, DefaultConfig(), nil, WithRegisterer(e.reg)); err != nil {
+		t.Fatal(err)
+	}
+	id := e.collection("repaired", 20) // version 1: c-000..c-019; c-020 in the log
+	if _, _, err := e.cat.AppendLog(e.ctx, id, []materialize.OperationRecord{
+		{Op: materialize.OpUpsert, ID: "c-001", Embedding: []float32{11}},
+		{Op: materialize.OpDelete, ID: "c-009"},
+	}, catalog.AppendLimits{}); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := e.comp.Compact(e.ctx, id, Options{}); err != nil || res.VersionAfter != 2 {
+		t.Fatalf("compaction: %+v %v", res, err)
+	}
+	want, err := e.comp.ListRecords(e.ctx, id, "", 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Damage the block version 2 wrote for c-001 (version 1 does not share
+	// it), found by the scrub.
+	_, m2 := e.manifest(id)
+	_, m1 := func() (string, *segment.Manifest) {
+		vs, _ := e.cat.ListVersions(e.ctx, id)
+		m, err := e.seg.ReadManifest(e.ctx, vs[1].ManifestKey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return vs[1].ManifestKey, m
+	}()
+	k := m2.Blocks[0].Key
+	if m1.References(k) {
+		t.Fatalf("precondition: block %s is version 1's too", k)
+	}
+	data, err := e.blobs.Get(e.ctx, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data[len(data)/2] ^= 0x20
+	if err := e.blobs.Put(e.ctx, k, data); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.comp.Verify(e.ctx, id, VerifyOptions{Phase: VerifyPhaseScrub}); !errors.Is(err, segment.ErrVerification) {
+		t.Fatalf("scrub: %v, want a verification failure", err)
+	}
+	// The next compaction, with one more record.
+	if _, _, err := e.cat.AppendLog(e.ctx, id, []materialize.OperationRecord{{Op: materialize.OpUpsert, ID: "c-050", Embedding: []float32{50}}}, catalog.AppendLimits{}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := e.comp.Compact(e.ctx, id, Options{})
+	if err != nil || res.VersionAfter != 3 || res.OffsetStart != 20 || !strings.Contains(res.Note, "version 2 failed verification: rebuilt from version 1") {
+		t.Fatalf("compaction: %+v %v, want version 3 rebuilt from version 1 and the log after offset 20", res, err)
+	}
+	got, err := e.comp.ListRecords(e.ctx, id, "", 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantIDs, gotIDs := []string{}, []string{}
+	for _, r := range want.Records {
+		wantIDs = append(wantIDs, r.ID)
+	}
+	wantIDs = append(wantIDs, "c-050")
+	for _, r := range got.Records {
+		gotIDs = append(gotIDs, r.ID)
+	}
+	if !slices.Equal(gotIDs, wantIDs) || got.Records[1].Embedding[0] != 11 {
+		t.Errorf("records after the rebuild %v, want %v (c-001 updated)", gotIDs, wantIDs)
+	}
+	if _, m3 := e.manifest(id); m3.References(k) {
+		t.Errorf("version 3 still lists the damaged block %s", k)
+	}
+	if vr, err := e.comp.Verify(e.ctx, id, VerifyOptions{Replay: true}); err != nil || !vr.Replayed {
+		t.Errorf("verify of the rebuilt version: %+v %v", vr, err)
+	}
+}
