@@ -327,7 +327,7 @@ func TestAWriteWhoseBlobsDoNotReadBackFails(t *testing.T) {
 			r := newRecord(rand.New(rand.NewPCG(1, 1)), "id-0002", 4)
 			var err error
 			if kind == "blocks" {
-				_, _, err = w.Write(ctx, []segment.Change{{ID: r.ID, Record: &r}}, 3, 4, nil)
+				_, _, err = w.WriteBlocks(ctx, []segment.Change{{ID: r.ID, Record: &r}}, 3, 4, nil)
 			} else {
 				_, _, err = w.WriteDelta(ctx, []segment.Change{{ID: r.ID, Record: &r}, {ID: "id-0400"}, {ID: "id-0600"}, {ID: "id-0800"}, {ID: "id-0990"}}, 3, 4)
 			}
@@ -344,7 +344,7 @@ func TestAWriteWhoseBlobsDoNotReadBackFails(t *testing.T) {
 			off := segment.NewStore(corruptingBlobs{blobs, "collections/" + testCollection + "/" + kind + "/"}, segment.Config{MaxBlockRecords: 100, NoReadBack: true}, nil)
 			w = off.NewWriter(testCollection, base)
 			if kind == "blocks" {
-				_, _, err = w.Write(ctx, []segment.Change{{ID: r.ID, Record: &r}}, 3, 4, nil)
+				_, _, err = w.WriteBlocks(ctx, []segment.Change{{ID: r.ID, Record: &r}}, 3, 4, nil)
 			} else {
 				_, _, err = w.WriteDelta(ctx, []segment.Change{{ID: r.ID, Record: &r}, {ID: "id-0990"}}, 3, 4)
 			}
@@ -370,7 +370,7 @@ func TestAWriterThatDropsARecordFailsVerification(t *testing.T) {
 	})
 	w := s.NewWriter(testCollection, base)
 	r := newRecord(rand.New(rand.NewPCG(1, 1)), "id-0002", 4)
-	_, _, err := w.Write(ctx, []segment.Change{{ID: r.ID, Record: &r}}, 3, 4, nil)
+	_, _, err := w.WriteBlocks(ctx, []segment.Change{{ID: r.ID, Record: &r}}, 3, 4, nil)
 	var ve *segment.VerificationError
 	if !errors.As(err, &ve) || ve.Phase != "compaction" || dropped == "" || !strings.Contains(err.Error(), "the blocks written hold 99 records") {
 		t.Fatalf("write dropping %q: %v, want a verification failure", dropped, err)
@@ -378,7 +378,7 @@ func TestAWriterThatDropsARecordFailsVerification(t *testing.T) {
 	// The same write without the fault passes.
 	segment.SetDropRecord(s, nil)
 	w = s.NewWriter(testCollection, base)
-	if _, _, err := w.Write(ctx, []segment.Change{{ID: r.ID, Record: &r}}, 3, 4, nil); err != nil {
+	if _, _, err := w.WriteBlocks(ctx, []segment.Change{{ID: r.ID, Record: &r}}, 3, 4, nil); err != nil {
 		t.Fatal(err)
 	}
 }
