@@ -262,6 +262,10 @@ type Job struct {
 	// verify); "" is read as compaction. The catalog stores any non-empty
 	// kind; the manager fails a job of a kind no executor of its node runs.
 	Kind JobKind
+	// Params is what a job of a kind other than compaction is asked to
+	// do, a JSON object of the kind's parameters ("" for none; an index
+	// rebuild's is jobtype.IndexRebuildParams). Set at insertion.
+	Params string
 	// CollectionName is the collection's name as read with the job (a join,
 	// not a column of the job row); "" once the collection is deleted.
 	CollectionName string
@@ -352,4 +356,8 @@ type Commit struct {
 	// ErrLeaseLost, writing nothing, unless Job is RUNNING under this node's
 	// unexpired lease (a node that lost its lease cannot commit).
 	LeaseOwner string
+	// Index, when set, becomes the collection's vector index parameters
+	// (M and EfConstruction; the distance, EfSearch and Disabled are
+	// kept) in the same transaction: an index rebuild with new parameters.
+	Index *IndexSettings
 }

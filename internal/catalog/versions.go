@@ -66,6 +66,12 @@ func (c *Catalog) CommitCompaction(ctx context.Context, cm Commit) error {
 		} else if n != 1 { // cannot happen while the row is locked; kept as a guard
 			return &ConflictError{CollectionID: cm.CollectionID, Expected: cm.BaseVersion, Actual: -1}
 		}
+		if ix := cm.Index; ix != nil {
+			if _, err := tx.ExecContext(ctx, c.d.q(`UPDATE collections SET index_m = ?, index_ef_construction = ? WHERE id = ?`),
+				ix.M, ix.EfConstruction, cm.CollectionID); err != nil {
+				return fmt.Errorf("update index settings: %w", err)
+			}
+		}
 		_, err = tx.ExecContext(ctx, c.d.q(`INSERT INTO versions (collection_id, version, manifest_key, compaction_offset, record_count, segment_bytes, block_count, created_at, digest)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`), cm.CollectionID, cm.NewVersion, cm.ManifestKey, cm.CompactionOffset, cm.RecordCount, cm.SegmentBytes, cm.BlockCount, now, cm.Digest)
 		if err != nil {
@@ -92,6 +98,11 @@ func validateCommit(cm Commit) error {
 		return fmt.Errorf("negative compaction offset %d: %w", cm.CompactionOffset, ErrInvalidArgument)
 	case cm.RecordCount < 0:
 		return fmt.Errorf("negative record count %d: %w", cm.RecordCount, ErrInvalidArgument)
+	}
+	if ix := cm.Index; ix != nil {
+		if err := ix.WithDefaults().Validate(); err != nil {
+			return err
+		}
 	}
 	if cm.Job != nil {
 		if cm.Job.CollectionID != cm.CollectionID {

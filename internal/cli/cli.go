@@ -138,6 +138,7 @@ func Commands(s Streams) []*cobra.Command {
 		newResumeCmd(g),
 		newPlanCmd(g),
 		newThrottleCmd(g),
+		newIndexCmd(g),
 	}
 	for _, c := range cmds {
 		g.register(c, allFlags)

@@ -16,6 +16,7 @@
 package compaction
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -183,6 +184,9 @@ type Options struct {
 	// atomically with the commit). It is not called when nothing is
 	// committed. Callers of Prepare pass the row to Prepared.Commit.
 	CommitJob func(Result) *catalog.Job
+	// JobID is the id of the job the compaction runs as, recorded with the
+	// vector index it builds ("" for none).
+	JobID string
 }
 
 // Catalog is what a Compactor uses of the catalog: a *catalog.Catalog, or
@@ -372,6 +376,9 @@ type Prepared struct {
 	w      *segment.Writer   // nil when nothing to commit
 	unpin  func()            // releases the GC pins; nil once ended
 	onDone func(error) error // counts damaged data met, once
+	// what names the work in Commit's errors: "compact" ("" too), or
+	// "rebuild the index of".
+	what string
 }
 
 // Result is the compaction's figures: of the prepared version until
@@ -494,7 +501,8 @@ func (c *Compactor) Prepare(ctx context.Context, collectionID string, opts Optio
 	// next batch while this one sorts), grouping operation records by
 	// record id in sorted runs, spilled to disk past the memory budget.
 	begin("read log")
-	p := jobtype.Progress{Phase: jobtype.PhaseReading, OpRecordsTotal: total, Planned: true, OffsetStart: from, OffsetEnd: end, VersionBefore: coll.SegmentVersion}
+	p := jobtype.Progress{Phase: jobtype.PhaseReading, OpRecordsTotal: total, Planned: true, OffsetStart: from, OffsetEnd: end,
+		VersionBefore: coll.SegmentVersion, NoIndexing: coll.Index.Disabled}
 	report(p)
 	runs := &runSet{dir: c.cfg.SpillDir, budget: c.cfg.MemoryBytes / 4}
 	defer runs.close()
@@ -530,6 +538,9 @@ func (c *Compactor) Prepare(ctx context.Context, collectionID string, opts Optio
 	ib, err := c.startIndex(ctx, coll, base)
 	if err != nil {
 		return nil, fmt.Errorf("compact %s: %w", collectionID, err)
+	}
+	if ib != nil {
+		ib.job = opts.JobID
 	}
 	w := c.seg.NewWriter(collectionID, base)
 	defer func() {
@@ -668,7 +679,7 @@ func (p *Prepared) Commit(ctx context.Context, job *catalog.Job) (err error) {
 			c.logger.Warn("commit reported an error but took effect", "collection", id, "version", cm.NewVersion, "err", err)
 			return nil
 		}
-		return fmt.Errorf("compact %s: commit version %d: %w", id, cm.NewVersion, err)
+		return fmt.Errorf("%s %s: commit version %d: %w", cmp.Or(p.what, "compact"), id, cm.NewVersion, err)
 	}
 	c.purgeLog(ctx, id)
 	c.logger.Debug("compacted", "collection", id, "offset", cm.CompactionOffset, "version", cm.NewVersion,

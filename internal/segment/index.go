@@ -61,10 +61,14 @@ type IndexRef struct {
 	Vectors    int `json:"vectors"`
 	Tombstones int `json:"tombstones"`
 	Dropped    int `json:"dropped"`
-	// Build says how the compaction that wrote it got it: "full" (built
-	// from every record), "incremental" (a successor of the previous
-	// version's), or "repaired" (incremental, then tombstones re-linked).
+	// Build says how the job that wrote it got it: "full" (built from
+	// every record), "incremental" (a successor of the previous version's),
+	// "repaired" (incremental, then tombstones re-linked), or "rebuild" (an
+	// index rebuild job: every record, the blocks unchanged).
 	Build string `json:"build"`
+	// Job is the id of the job that built it ("" when not known: written
+	// before this field, or by a compaction run outside the queue).
+	Job string `json:"job,omitempty"`
 	// BuiltAt is when it was written; BuildSeconds how long the index
 	// phase of its compaction took.
 	BuiltAt      time.Time `json:"built_at"`

@@ -37,6 +37,7 @@ import (
 	"github.com/compactorhq/compactor/internal/buildinfo"
 	"github.com/compactorhq/compactor/internal/catalog"
 	"github.com/compactorhq/compactor/internal/compaction"
+	"github.com/compactorhq/compactor/internal/jobtype"
 	"github.com/compactorhq/compactor/internal/manager"
 	"github.com/compactorhq/compactor/internal/rpc"
 	"github.com/compactorhq/compactor/internal/segment"
@@ -365,7 +366,9 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (_ *App, err err
 	if mcfg.Version == "" {
 		mcfg.Version = buildinfo.Get().Version
 	}
-	a.Manager, err = manager.New(traced, executor{c: a.Compactor, throttle: throttle}, mcfg, a.Registry, logger.With("component", "manager"))
+	exec := executor{c: a.Compactor, throttle: throttle}
+	a.Manager, err = manager.New(traced, exec, mcfg, a.Registry, logger.With("component", "manager"),
+		manager.WithExecutor(jobtype.KindIndexRebuild, rebuildExecutor{exec}))
 	if err != nil {
 		return nil, err
 	}
