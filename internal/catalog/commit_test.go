@@ -82,6 +82,14 @@ func TestCommitCompactionCommitsEverythingAtOnce(t *testing.T) {
 		if versions, err = c.ListVersions(ctx, col.ID); err != nil || versions[0].VerifyError != "verification failed: block b: digest" || !versions[0].VerifiedAt.Equal(verifiedAt) {
 			t.Errorf("after a failed verification: %+v %v", versions, err)
 		}
+		// The scrub's next versions: never verified ones by their commit
+		// time, the others by their last verification.
+		if vs, err := c.VersionsToScrub(ctx, verifiedAt.Add(time.Millisecond), 10); err != nil || len(vs) != 1 || vs[0].Version != 1 || !vs[0].VerifiedAt.Equal(verifiedAt) {
+			t.Errorf("versions to scrub: %+v %v", vs, err)
+		}
+		if vs, err := c.VersionsToScrub(ctx, verifiedAt, 10); err != nil || len(vs) != 0 {
+			t.Errorf("versions to scrub before the verification: %+v %v", vs, err)
+		}
 		if err := c.RecordVerification(ctx, col.ID, 1, ""); err != nil {
 			t.Fatal(err)
 		}

@@ -161,6 +161,42 @@ func (c *Catalog) RecordVerification(ctx context.Context, id string, version int
 	return c.wrap(err, "record verification of collection %s", id)
 }
 
+// VersionsToScrub returns up to limit (<= 0: 100) retained versions, of
+// every collection, last verified (or, never verified, committed: the
+// commit's read-back check verified it) before before, the longest ago
+// first: what the background scrub verifies next. Only CollectionID,
+// Version, CreatedAt and VerifiedAt are set.
+func (c *Catalog) VersionsToScrub(ctx context.Context, before time.Time, limit int) ([]Version, error) {
+	if limit <= 0 {
+		limit = 100
+	}
+	var vs []Version
+	err := c.readTx(ctx, func(tx *sql.Tx) error {
+		vs = nil
+		rows, err := tx.QueryContext(ctx, c.d.q(`SELECT collection_id, version, created_at, verified_at FROM versions
+			WHERE retired_at IS NULL AND COALESCE(verified_at, created_at) < ?
+			ORDER BY COALESCE(verified_at, created_at), collection_id, version LIMIT ?`), ms(before), limit)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var v Version
+			var createdAt int64
+			if err := rows.Scan(&v.CollectionID, &v.Version, &createdAt, msTime{&v.VerifiedAt}); err != nil {
+				return err
+			}
+			v.CreatedAt = fromMs(createdAt)
+			vs = append(vs, v)
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, c.wrap(err, "list versions to scrub")
+	}
+	return vs, nil
+}
+
 // maxVerifyError bounds the text RecordVerification keeps.
 const maxVerifyError = 4096
 

@@ -88,6 +88,9 @@ type VerifyOptions struct {
 	// bytes (progress, and a rate limit: it may wait); an error it returns
 	// ends Verify.
 	OnBlob func(ctx context.Context, kind, key string, bytes int64) error
+	// OnManifest, when set, is called once the version's manifest is read,
+	// with the number of blobs to read after it.
+	OnManifest func(blobs int)
 	// OnLog, when set, is called after each batch of log records the
 	// replay reads, with the records read so far and the slice's size.
 	OnLog func(read, total int64)
@@ -192,7 +195,7 @@ func (c *Compactor) Verify(ctx context.Context, collectionID string, opts Verify
 	res.CompactedUpTo = v.CompactionOffset
 	// This process's GC keeps the version while it is read.
 	defer c.pins.pin(collectionID, v.ManifestKey, false)()
-	rep, err := c.seg.Verify(ctx, v.ManifestKey, segment.VerifyOptions{OnBlob: opts.OnBlob})
+	rep, err := c.seg.Verify(ctx, v.ManifestKey, segment.VerifyOptions{OnBlob: opts.OnBlob, OnManifest: opts.OnManifest})
 	res.VerifyReport = rep
 	if err != nil {
 		return res, fmt.Errorf("verify %s version %d: %w", collectionID, v.Version, classifyRead(err))

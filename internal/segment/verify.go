@@ -68,6 +68,10 @@ type VerifyOptions struct {
 	// key and size in bytes (progress, and a rate limit: it may wait). An
 	// error it returns ends Verify with that error.
 	OnBlob func(ctx context.Context, kind, key string, bytes int64) error
+	// OnManifest, when set, is called once the manifest is read, with the
+	// number of blobs Verify is to read after it (blocks, deltas, index
+	// blobs).
+	OnManifest func(blobs int)
 }
 
 // VerifyReport is what Store.Verify checked and found.
@@ -156,6 +160,13 @@ func (s *Store) Verify(ctx context.Context, manifestKey string, opts VerifyOptio
 		return rep, damage(KindManifest, manifestKey, err)
 	}
 	rep.CollectionID, rep.Version = m.CollectionID, m.Version
+	if opts.OnManifest != nil {
+		n := len(m.Blocks) + len(m.Deltas)
+		if m.Index != nil {
+			n += 1 + len(m.Index.Chunks)
+		}
+		opts.OnManifest(n)
+	}
 
 	// The deltas first: a read applies them over the blocks.
 	var overlay []Change
