@@ -21,7 +21,8 @@
 //     distances), from -clients concurrent clients over Connect (binary
 //     protobuf, HTTP/1.1, one connection each), -requests each, cycling
 //     through the queries: p50, p99 and max latency as each client sees
-//     it, and queries per second; after one warm-up query;
+//     it, queries per second, and the server's CPU time per query (from
+//     /proc/PID/stat); after one warm-up query;
 //  4. recall@10 of those answers against an exact scan computed here (a hit
 //     counts when its distance, recomputed in float64, is at most the 10th
 //     exact distance);
@@ -111,7 +112,10 @@ type compaction struct {
 
 type latency struct {
 	P50ms, P99ms, MaxMs, QPS float64
-	Load                     float64
+	// ServerCPUms is the server's CPU time (user + system) per query, in
+	// milliseconds: what the load stretches least.
+	ServerCPUms float64
+	Load        float64
 }
 
 type filtered struct {
@@ -209,7 +213,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	note("QueryRecords from %d clients, %d requests each", *clients, *requests)
 	answers := make([][]string, len(queries))
 	var answersMu sync.Mutex
-	lat, err := concurrent(*clients, *requests, func(c, r int) error {
+	lat, err := concurrent(*pid, *clients, *requests, func(c, r int) error {
 		qi := (c*(*requests) + r) % len(queries)
 		ids, err := query(ctx, cl, coll, queries[qi], nil)
 		if err != nil {
@@ -242,7 +246,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 			return fmt.Errorf("warm-up filtered query: %w", err)
 		}
 		got := make([][]string, len(fq))
-		lat, err := concurrent(1, len(fq), func(_, r int) error {
+		lat, err := concurrent(*pid, 1, len(fq), func(_, r int) error {
 			ids, err := query(ctx, cl, coll, fq[r], where)
 			got[r] = ids
 			return err
@@ -285,7 +289,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 		rq := queries[:min(len(queries), *recallQueries)]
 		t := exactKth(base, rq, nil)
 		got := make([][]string, len(rq))
-		if _, err := concurrent(1, len(rq), func(_, r int) error {
+		if _, err := concurrent(*pid, 1, len(rq), func(_, r int) error {
 			ids, err := query(ctx, cl, coll, rq[r], nil)
 			got[r] = ids
 			return err
@@ -343,7 +347,8 @@ func query(ctx context.Context, cl *client.Client, coll string, q []float32, whe
 
 // concurrent runs do(client, request) for requests requests on each of
 // clients goroutines and returns the latencies' percentiles.
-func concurrent(clients, requests int, do func(c, r int) error) (latency, error) {
+func concurrent(pid, clients, requests int, do func(c, r int) error) (latency, error) {
+	cpu0 := processCPU(pid)
 	lats := make([][]time.Duration, clients)
 	errs := make([]error, clients)
 	var wg sync.WaitGroup
@@ -370,7 +375,39 @@ func concurrent(clients, requests int, do func(c, r int) error) (latency, error)
 	ms := func(p float64) float64 {
 		return float64(all[min(len(all)-1, int(math.Ceil(p*float64(len(all))))-1)]) / 1e6
 	}
-	return latency{P50ms: ms(0.50), P99ms: ms(0.99), MaxMs: ms(1), QPS: float64(len(all)) / wall.Seconds(), Load: load()}, nil
+	l := latency{P50ms: ms(0.50), P99ms: ms(0.99), MaxMs: ms(1), QPS: float64(len(all)) / wall.Seconds(), Load: load()}
+	if cpu1 := processCPU(pid); cpu0 >= 0 && cpu1 >= 0 {
+		l.ServerCPUms = (cpu1 - cpu0) * 1e3 / float64(len(all))
+	}
+	return l, nil
+}
+
+// processCPU is process pid's user + system CPU time in seconds, -1 when
+// unreadable (or pid is 0).
+func processCPU(pid int) float64 {
+	if pid <= 0 {
+		return -1
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return -1
+	}
+	// The fields after the command's closing parenthesis: utime and stime
+	// are the 12th and 13th, in clock ticks (100 a second on Linux).
+	rest := string(b)
+	if i := strings.LastIndexByte(rest, ')'); i >= 0 {
+		rest = rest[i+1:]
+	}
+	f := strings.Fields(rest)
+	if len(f) < 13 {
+		return -1
+	}
+	ut, err1 := strconv.ParseFloat(f[11], 64)
+	st, err2 := strconv.ParseFloat(f[12], 64)
+	if err1 != nil || err2 != nil {
+		return -1
+	}
+	return (ut + st) / 100
 }
 
 // compact runs one compaction job of coll and waits for it; it returns the
@@ -602,11 +639,11 @@ func report(w io.Writer, kind string, f figures) {
 	fmt.Fprintf(w, "| … peak RSS of the server (VmHWM) | %d MiB | |\n", f.Full.PeakRSS>>20)
 	fmt.Fprintf(w, "| QueryRecords, %d clients × %d: p50 / p99 / max | %.2f / %.2f / %.1f ms | %.1f |\n",
 		f.Clients, f.Requests, f.Query.P50ms, f.Query.P99ms, f.Query.MaxMs, f.Query.Load)
-	fmt.Fprintf(w, "| … queries/s | %.0f | |\n", f.Query.QPS)
+	fmt.Fprintf(w, "| … queries/s; the server's CPU time per query | %.0f; %.2f ms | |\n", f.Query.QPS, f.Query.ServerCPUms)
 	fmt.Fprintf(w, "| … recall@10 | %.4f | |\n", f.Recall)
 	for _, x := range f.Filtered {
-		fmt.Fprintf(w, "| filtered %.1f %% (%d records), 1 client: recall@10, p50 / p99 | %.4f, %.2f / %.2f ms | %.1f |\n",
-			100*x.Selectivity, x.Allowed, x.Recall, x.Latency.P50ms, x.Latency.P99ms, x.Latency.Load)
+		fmt.Fprintf(w, "| filtered %.1f %% (%d records), 1 client: recall@10, p50 / p99, server CPU per query | %.4f, %.2f / %.2f ms, %.2f ms | %.1f |\n",
+			100*x.Selectivity, x.Allowed, x.Recall, x.Latency.P50ms, x.Latency.P99ms, x.Latency.ServerCPUms, x.Latency.Load)
 	}
 	if f.Upserts > 0 {
 		fmt.Fprintf(w, "| %d upserts: compaction job | %.2f s | %.1f |\n", f.Upserts, f.Upsert.JobSeconds, f.Upsert.Load)
