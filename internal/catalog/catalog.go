@@ -197,6 +197,15 @@ type Version struct {
 	// retained. Its blobs are deleted only once it has been retired for
 	// longer than the GC grace period (see RetireVersions).
 	RetiredAt time.Time
+	// Digest is the version's record digest as its compaction recorded it
+	// (segment.Digest text, 32 hex digits); "" for a version committed
+	// before digests, or without one.
+	Digest string
+	// VerifiedAt is when a verify job or the scrub last checked the
+	// version (zero: never); VerifyError what that check found wrong ("":
+	// it verified).
+	VerifiedAt  time.Time
+	VerifyError string
 }
 
 // Retention is the outcome of RetireVersions: every version row of the
@@ -338,6 +347,7 @@ type Commit struct {
 	RecordCount      int64  // records in the new version
 	SegmentBytes     int64  // bytes of the new version's blocks
 	BlockCount       int    // blocks the new version's manifest lists
+	Digest           string // the new version's record digest ("" : none recorded)
 	// Job, when non-nil, is written in the same transaction (typically in
 	// state SUCCEEDED with its figures), so a committed compaction and its
 	// finished job are never seen apart.

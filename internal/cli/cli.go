@@ -139,6 +139,7 @@ func Commands(s Streams) []*cobra.Command {
 		newPlanCmd(g),
 		newThrottleCmd(g),
 		newIndexCmd(g),
+		newVerifyCmd(g),
 	}
 	for _, c := range cmds {
 		g.register(c, allFlags)

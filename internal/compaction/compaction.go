@@ -23,7 +23,6 @@ import (
 	"log/slog"
 	"math"
 	"os"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -208,6 +207,7 @@ type Catalog interface {
 	AppendLog(ctx context.Context, id string, ops []materialize.OperationRecord, lim catalog.AppendLimits) (first, last int64, err error)
 	ReadLog(ctx context.Context, id string, after, upTo int64, limit int) ([]materialize.OperationRecord, error)
 	ScanLog(ctx context.Context, id string, after, upTo int64, limit int, fn func(offset int64, record []byte) error) (int, error)
+	ScanKeptLog(ctx context.Context, id string, after, upTo int64, limit int, fn func(offset int64, record []byte) error) (int, error)
 	ReadTailIDs(ctx context.Context, id string, ids []string) (catalog.Tail, error)
 	ReadTailRange(ctx context.Context, id string, r catalog.TailRange) (catalog.Tail, error)
 	PurgeLog(ctx context.Context, id string) (int64, error)
@@ -215,6 +215,7 @@ type Catalog interface {
 	ListVersions(ctx context.Context, id string) ([]catalog.Version, error)
 	RetireVersions(ctx context.Context, id string, keep int, grace time.Duration) (catalog.Retention, error)
 	DeleteVersions(ctx context.Context, id string, versions []int64) error
+	RecordVerification(ctx context.Context, id string, version int64, problem string) error
 	ListJobs(ctx context.Context, f catalog.JobFilter) ([]catalog.Job, error)
 }
 
@@ -283,6 +284,9 @@ type Compactor struct {
 	// index build's metrics (nil without WithRegisterer).
 	indexes *indexCache
 	indexm  *indexMetrics
+	// verifym counts verifications (verify.go); nil fields without
+	// WithRegisterer.
+	verifym verifyMetrics
 	// scans holds a token per exact query scan running (see
 	// MaxConcurrentScans).
 	scans chan struct{}
@@ -415,6 +419,7 @@ func (p *Prepared) Pending() bool { return p != nil && p.w != nil && p.unpin != 
 func (c *Compactor) Prepare(ctx context.Context, collectionID string, opts Options) (out *Prepared, err error) {
 	onDone := func(err error) error {
 		c.noteCorrupt("compaction", collectionID, err)
+		c.noteVerification(collectionID, err)
 		return err
 	}
 	var res Result
@@ -467,18 +472,35 @@ func (c *Compactor) Prepare(ctx context.Context, collectionID string, opts Optio
 			unpin()
 		}
 	}()
-	end := min(coll.LogPosition, coll.CompactionOffset+int64(c.cfg.MaxRecords))
+	// The slice starts at the compaction offset, over the current version;
+	// when the current version failed verification, at the offset of the
+	// newest earlier kept version that verifies, over that version
+	// (repair.go).
+	from, baseKey, baseVersion, scan := coll.CompactionOffset, coll.ManifestKey, coll.SegmentVersion, c.cat.ScanLog
+	rb, err := c.repairBase(ctx, coll)
+	if err != nil {
+		return nil, fmt.Errorf("compact %s: %w", collectionID, err)
+	}
+	if rb != nil {
+		from, baseKey, baseVersion, scan = rb.CompactionOffset, rb.ManifestKey, rb.Version, c.cat.ScanKeptLog
+		defer c.pins.pin(collectionID, rb.ManifestKey, false)()
+	}
+	end := min(coll.LogPosition, from+int64(c.cfg.MaxRecords))
+	if end < coll.CompactionOffset {
+		return nil, fmt.Errorf("compact %s: version %d failed verification; rebuilding it from version %d needs log offsets (%d, %d], more than --max-compaction-size %d records",
+			collectionID, coll.SegmentVersion, baseVersion, from, coll.CompactionOffset, c.cfg.MaxRecords)
+	}
 	res = Result{
 		CollectionID:  collectionID,
-		OffsetStart:   coll.CompactionOffset,
+		OffsetStart:   from,
 		OffsetEnd:     end,
 		VersionBefore: coll.SegmentVersion,
 		VersionAfter:  coll.SegmentVersion,
 		RecordCount:   coll.RecordCount,
 		Remaining:     coll.LogPosition - end,
 	}
-	total := end - coll.CompactionOffset
-	if total <= 0 {
+	total := end - from
+	if total <= 0 && rb == nil {
 		res.OffsetEnd = coll.CompactionOffset
 		res.Note = NoteNothingToCompact
 		return &Prepared{c: c, res: res, unpin: unpin, onDone: onDone}, nil
@@ -488,16 +510,19 @@ func (c *Compactor) Prepare(ctx context.Context, collectionID string, opts Optio
 	// next batch while this one sorts), grouping operation records by
 	// record id in sorted runs, spilled to disk past the memory budget.
 	begin("read log")
-	p := jobtype.Progress{Phase: jobtype.PhaseReading, OpRecordsTotal: total, Planned: true, OffsetStart: coll.CompactionOffset, OffsetEnd: end,
+	p := jobtype.Progress{Phase: jobtype.PhaseReading, OpRecordsTotal: total, Planned: true, OffsetStart: from, OffsetEnd: end,
 		VersionBefore: coll.SegmentVersion, NoIndexing: coll.Index.Disabled}
 	report(p)
 	runs := &runSet{dir: c.cfg.SpillDir, budget: c.cfg.MemoryBytes / 4}
 	defer runs.close()
-	if err := c.readRuns(ctx, collectionID, coll.CompactionOffset, end, runs, func(n int) {
-		res.OpRecordsRead += int64(n)
-		p.OpRecordsRead = res.OpRecordsRead
-		report(p)
-	}); err != nil {
+	if total > 0 {
+		err = c.readRunsFrom(ctx, scan, collectionID, from, end, runs, func(n int) {
+			res.OpRecordsRead += int64(n)
+			p.OpRecordsRead = res.OpRecordsRead
+			report(p)
+		})
+	}
+	if err != nil {
 		return nil, fmt.Errorf("compact %s: %w", collectionID, err)
 	}
 
@@ -509,11 +534,15 @@ func (c *Compactor) Prepare(ctx context.Context, collectionID string, opts Optio
 	report(p)
 	var base *segment.Manifest
 	var baseRecords int64
-	if coll.SegmentVersion > 0 {
-		if base, err = c.seg.ReadManifest(ctx, coll.ManifestKey); err != nil {
-			return nil, fmt.Errorf("compact %s: read manifest of version %d: %w", collectionID, coll.SegmentVersion, classifyRead(err))
+	if baseVersion > 0 {
+		if base, err = c.seg.ReadManifest(ctx, baseKey); err != nil {
+			return nil, fmt.Errorf("compact %s: read manifest of version %d: %w", collectionID, baseVersion, classifyRead(err))
 		}
 		baseRecords = base.RecordCount
+		if rb != nil {
+			// The writer numbers the new version after its base's.
+			base.Version = coll.SegmentVersion
+		}
 	}
 	ib, err := c.startIndex(ctx, coll, base)
 	if err != nil {
@@ -539,22 +568,19 @@ func (c *Compactor) Prepare(ctx context.Context, collectionID string, opts Optio
 		p.BlocksTotal = max(p.BlocksTotal, p.BlocksWritten)
 		report(p)
 	}
-	var m *segment.Manifest
-	var stats segment.WriteStats
-	if changes, small, cerr := c.smallChanges(ctx, base, runs, res.OpRecordsRead); cerr != nil {
-		err = cerr
-	} else if small && c.seg.PreferDelta(base, changes) {
-		// Few changes over many blocks: one delta (DESIGN.md §7b).
-		p.BlocksTotal = 0
-		report(p)
-		m, stats, err = c.writeDelta(ctx, w, changes, end, coll.Dimension, ib.onChange())
-	} else if small {
-		m, stats, err = w.WriteFrom(ctx, slices.All(changes), segment.WriteOptions{CompactionOffset: end, Dimension: coll.Dimension, OnBlock: onBlock, OnChange: ib.onChange()})
-	} else {
-		m, stats, err = w.WriteStream(ctx, changesOf(ctx, runs), segment.WriteOptions{CompactionOffset: end, Dimension: coll.Dimension, OnBlock: onBlock, OnChange: ib.onChange()})
-	}
+	// The writer decides whether the slice becomes a delta (few changes
+	// over many blocks, DESIGN.md §7b) or rewritten blocks.
+	m, stats, err := w.Write(ctx, changesOf(ctx, runs), segment.WriteOptions{
+		CompactionOffset: end, Dimension: coll.Dimension, OnBlock: onBlock, OnChange: ib.onChange(),
+		OnKind: func(k segment.WriteKind) {
+			if k == segment.WroteDelta {
+				p.BlocksTotal = 0 // no block is written
+				report(p)
+			}
+		},
+	})
 	if err != nil {
-		return nil, fmt.Errorf("compact %s: write blocks: %w", collectionID, classifyWrite(ctx, err))
+		return nil, fmt.Errorf("compact %s: write segment: %w", collectionID, classifyWrite(ctx, err))
 	}
 	if runs.spilled > 0 {
 		c.logger.Debug("spilled sorted runs", "collection", collectionID, "runs", runs.spilled, "bytes", runs.spilledBytes)
@@ -584,6 +610,9 @@ func (c *Compactor) Prepare(ctx context.Context, collectionID string, opts Optio
 	if res.OpRecordsRead > 0 && res.RecordsWritten == 0 && stats.BlocksWritten == 0 && stats.DeltasWritten == 0 && stats.BlocksDropped == 0 && res.RecordCount == baseRecords {
 		res.Note = NoteNoChange
 	}
+	if rb != nil {
+		res.Note = fmt.Sprintf("version %d failed verification: rebuilt from version %d and log offsets (%d, %d]", coll.SegmentVersion, rb.Version, from, end)
+	}
 
 	// The last point where cancellation is honoured: what remains is the
 	// commit, which is not interrupted.
@@ -605,6 +634,7 @@ func (c *Compactor) Prepare(ctx context.Context, collectionID string, opts Optio
 		RecordCount:      m.RecordCount,
 		SegmentBytes:     blockBytes(m),
 		BlockCount:       len(m.Blocks),
+		Digest:           m.Digest,
 	}}, nil
 }
 
@@ -713,69 +743,6 @@ func (c *Compactor) committed(ctx context.Context, err error, collectionID strin
 	return gerr == nil && coll.SegmentVersion == version && coll.ManifestKey == key
 }
 
-// smallChanges returns the log slice's changes (one per record id, with
-// its operation records, in id order) when the slice may be written as a
-// delta: the base has blocks, deltas are on and the slice holds at most
-// segment.MaxDeltaChanges operation records (so it is small enough to
-// hold). small is false, and nothing is read, otherwise: the slice
-// streams into the blocks.
-func (c *Compactor) smallChanges(ctx context.Context, base *segment.Manifest, runs *runSet, opRecords int64) (changes []segment.Change, small bool, err error) {
-	if base == nil || len(base.Blocks) == 0 || opRecords > c.seg.MaxDeltaChanges(base) {
-		return nil, false, nil
-	}
-	for ch, err := range changesOf(ctx, runs) {
-		if err != nil {
-			return nil, false, err
-		}
-		changes = append(changes, ch)
-	}
-	return changes, true, nil
-}
-
-// writeDelta materializes changes (with operation records) against their
-// current records and writes them as one delta over the writer's base.
-// onChange (nil: none) is told each record changed, as the writer's
-// WriteOptions.OnChange is.
-func (c *Compactor) writeDelta(ctx context.Context, w *segment.Writer, changes []segment.Change, end int64, dimension int, onChange func(string, *materialize.Record)) (*segment.Manifest, segment.WriteStats, error) {
-	ids := make([]string, len(changes))
-	for i, ch := range changes {
-		ids[i] = ch.ID
-	}
-	current, err := w.Get(ctx, ids)
-	if err != nil {
-		return nil, segment.WriteStats{}, err
-	}
-	out := changes[:0]
-	for _, ch := range changes {
-		var cur *materialize.Record
-		if r, ok := current[ch.ID]; ok {
-			cur = &r
-		}
-		next := ch.Record
-		if ch.Ops != nil {
-			next = materialize.ApplyOwning(cur, ch.Ops)
-		}
-		if cur == nil && next == nil {
-			continue // absent before and after: nothing to write
-		}
-		if onChange != nil {
-			onChange(ch.ID, next)
-		}
-		out = append(out, segment.Change{ID: ch.ID, Record: next})
-	}
-	return w.WriteDelta(ctx, out, end, cmp.Or(dimension, dimensionOf(out)))
-}
-
-// dimensionOf returns the embedding length of the first record in changes.
-func dimensionOf(changes []segment.Change) int {
-	for _, ch := range changes {
-		if ch.Record != nil && len(ch.Record.Embedding) > 0 {
-			return len(ch.Record.Embedding)
-		}
-	}
-	return 0
-}
-
 // blockBytes is the size of m's blocks, in bytes.
 func blockBytes(m *segment.Manifest) int64 {
 	var n int64
@@ -801,9 +768,11 @@ func classifyWrite(ctx context.Context, err error) error {
 	if ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
 		return err
 	}
-	if _, ok := CorruptKind(err); ok || errors.Is(err, segment.ErrBlockTooLarge) {
+	if _, ok := CorruptKind(err); ok || errors.Is(err, segment.ErrBlockTooLarge) || errors.Is(err, segment.ErrVerification) {
 		// Write reads the blocks it rewrites; a block too large to be
-		// read back fails again at every attempt.
+		// read back fails again at every attempt; a write that fails its
+		// verification (blobs that do not read back as written, or
+		// records lost or altered) is not retried blindly.
 		return err
 	}
 	return transient(err)

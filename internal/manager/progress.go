@@ -41,6 +41,15 @@ var indexRebuildWeights = []phaseWeight{
 	{jobtype.PhaseCommitting, 0.05},
 }
 
+// verifyWeights are the phases of a verify job: re-reading the version's
+// blobs (its counter: blobs checked), then, with replay, re-materializing
+// the version from the log (operation records read). A job without replay
+// ends after the first.
+var verifyWeights = []phaseWeight{
+	{jobtype.PhaseVerifying, 0.6},
+	{jobtype.PhaseReplaying, 0.4},
+}
+
 // without returns ws without phase, the other shares scaled to sum to 1.
 func without(ws []phaseWeight, phase jobtype.Phase) []phaseWeight {
 	var out []phaseWeight
@@ -62,6 +71,8 @@ func weightsOf(k jobtype.Kind, noIndexing bool) []phaseWeight {
 	switch {
 	case k == jobtype.KindIndexRebuild:
 		return indexRebuildWeights
+	case k == jobtype.KindVerify:
+		return verifyWeights
 	case noIndexing:
 		return compactionNoIndexWeights
 	}
@@ -92,11 +103,11 @@ func phaseIndex(ws []phaseWeight, phase jobtype.Phase) int {
 // job counts them). Materializing and committing have none.
 func withinPhase(p Progress) (float64, bool) {
 	switch p.Phase {
-	case jobtype.PhaseReading:
+	case jobtype.PhaseReading, jobtype.PhaseReplaying:
 		if p.OpRecordsTotal > 0 {
 			return min(1, float64(p.OpRecordsRead)/float64(p.OpRecordsTotal)), true
 		}
-	case jobtype.PhaseWriting:
+	case jobtype.PhaseWriting, jobtype.PhaseVerifying:
 		if p.BlocksTotal > 0 {
 			return min(1, float64(p.BlocksWritten)/float64(p.BlocksTotal)), true
 		}

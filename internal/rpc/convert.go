@@ -136,6 +136,10 @@ func jobToProto(j manager.Job) *compactorv1.Job {
 		ip, _ := jobtype.DecodeIndexRebuildParams(j.Params)
 		p.IndexRebuild = &compactorv1.IndexRebuildParams{M: int32(ip.M), EfConstruction: int32(ip.EfConstruction)}
 	}
+	if j.Kind == jobtype.KindVerify {
+		vp, _ := jobtype.DecodeVerifyParams(j.Params)
+		p.Verify = &compactorv1.VerifyParams{Version: vp.Version, Replay: vp.Replay, Scrub: vp.Scrub}
+	}
 	return p
 }
 

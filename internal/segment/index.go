@@ -36,6 +36,9 @@ const (
 type BlobRef struct {
 	Key   string `json:"key"`
 	Bytes int64  `json:"bytes"`
+	// Checksum is the SHA-256 of the blob (64 hex digits); empty before
+	// checksums were recorded.
+	Checksum string `json:"sha256,omitempty"`
 }
 
 // IndexRef is a version's vector index (package vindex): its graph blob
@@ -152,7 +155,7 @@ func (w *Writer) PutIndexBlob(ctx context.Context, kind IndexBlobKind, data []by
 	if err := w.s.blobs.Put(ctx, key, data); err != nil {
 		return BlobRef{}, fmt.Errorf("put index blob %s: %w", key, err)
 	}
-	return BlobRef{Key: key, Bytes: int64(len(data))}, nil
+	return BlobRef{Key: key, Bytes: int64(len(data)), Checksum: Checksum(data)}, nil
 }
 
 // ReadIndexBlob reads an index blob a manifest lists. A missing blob is a

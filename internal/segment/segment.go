@@ -64,8 +64,8 @@
 // # Deltas
 //
 // A write whose changes are few but spread over many blocks need not rewrite
-// them (Store.PreferDelta, Config): Writer.WriteDelta writes the changes as
-// one delta, a Parquet file under
+// them: Writer.Write decides (its documentation gives the rule, Config its
+// settings) and then writes the changes as one delta, a Parquet file under
 //
 //	collections/<collection id>/deltas/<uuid>.parquet
 //
@@ -76,9 +76,9 @@
 // the records with the deltas applied. Reads (Store.Get, Store.Scan,
 // Writer.Get) merge them on read: per id, the newest delta holding it wins
 // and a tombstone hides it; else the block owning the id holds it. A block
-// rewrite (Writer.Write) folds every delta of its base into the blocks it
-// rewrites (older delta < newer delta < the write's changes), so a version
-// written by Write lists no deltas and keeps format version 1. GC keeps the
+// rewrite (a Write of kind WroteBlocks) folds every delta of its base into
+// the blocks it rewrites (older delta < newer delta < the write's changes),
+// so a version written by it lists no deltas and keeps format version 1. GC keeps the
 // deltas of kept versions like their blocks. docs/storage.md shows one DuckDB
 // query that reads a version with its deltas.
 package segment
@@ -124,6 +124,12 @@ type BlockRef struct {
 	MaxID   string `json:"max_id"`
 	Records int64  `json:"records"`
 	Bytes   int64  `json:"bytes"`
+	// Digest is the Digest of the block's records (32 hex digits); empty
+	// in a manifest written before digests ("no digest recorded").
+	Digest string `json:"digest,omitempty"`
+	// Checksum is the SHA-256 of the block file (64 hex digits); empty
+	// before digests.
+	Checksum string `json:"sha256,omitempty"`
 }
 
 // DeltaRef is a manifest's entry for one delta: a Parquet file of rows
@@ -136,19 +142,30 @@ type DeltaRef struct {
 	Records    int64  `json:"records"`    // rows that are records (deleted false)
 	Tombstones int64  `json:"tombstones"` // rows that delete their id (deleted true)
 	Bytes      int64  `json:"bytes"`
+	// Digest is the Digest of the delta's records (rows with deleted
+	// false), TombstoneDigest that of its tombstones (each hashed as a
+	// record with its id and nothing else), Checksum the SHA-256 of the
+	// file; empty before digests.
+	Digest          string `json:"digest,omitempty"`
+	TombstoneDigest string `json:"tombstone_digest,omitempty"`
+	Checksum        string `json:"sha256,omitempty"`
 }
 
 // Manifest is one segment version: an ordered list of blocks, and the
 // deltas that override them.
 type Manifest struct {
-	FormatVersion    int        `json:"format_version"` // 1, or 2 when it lists deltas
-	CollectionID     string     `json:"collection_id"`
-	Version          int64      `json:"version"`
-	CompactionOffset int64      `json:"compaction_offset"` // last log offset materialized into it
-	Dimension        int        `json:"dimension"`
-	RecordCount      int64      `json:"record_count"` // records of the version, deltas applied
-	CreatedAt        time.Time  `json:"created_at"`
-	Blocks           []BlockRef `json:"blocks"` // sorted by MinID, disjoint ranges
+	FormatVersion    int    `json:"format_version"` // 1, or 2 when it lists deltas
+	CollectionID     string `json:"collection_id"`
+	Version          int64  `json:"version"`
+	CompactionOffset int64  `json:"compaction_offset"` // last log offset materialized into it
+	Dimension        int    `json:"dimension"`
+	RecordCount      int64  `json:"record_count"` // records of the version, deltas applied
+	// Digest is the Digest of the version's records, deltas applied (the
+	// sum of its blocks' digests when it lists no deltas); empty when the
+	// version or one of the blocks it reuses was written before digests.
+	Digest    string     `json:"digest,omitempty"`
+	CreatedAt time.Time  `json:"created_at"`
+	Blocks    []BlockRef `json:"blocks"` // sorted by MinID, disjoint ranges
 	// Deltas override the blocks, oldest first: per id, the newest delta
 	// holding it wins, and a tombstone there means the id is absent.
 	Deltas []DeltaRef `json:"deltas,omitempty"`
@@ -168,17 +185,23 @@ type Change struct {
 	ID     string
 	Record *materialize.Record
 	Ops    []materialize.OperationRecord
+	// folded: a delta of the base holds ID, and was is its value there
+	// (nil: a tombstone), the base version's record that OnChange compares
+	// with when the deltas are folded into blocks (foldDeltaStream).
+	folded bool
+	was    *materialize.Record
 }
 
-// WriteStats are the figures of one Writer.Write.
-type WriteStats struct {
-	BlocksWritten  int   // new block files
-	BlocksReused   int   // blocks of the base carried over by reference
-	BlocksDropped  int   // blocks of the base not in the new version
-	RecordsWritten int64 // records in the blocks written
-	BytesWritten   int64 // bytes of the blocks and delta written (manifest excluded)
-	DeltasWritten  int   // delta files written (Writer.WriteDelta: 0 or 1)
-	DeltasFolded   int   // deltas of the base folded into the blocks written
+// WriteReport is what one Writer.Write did: the kind of write and its figures.
+type WriteReport struct {
+	Kind           WriteKind // WroteBlocks or WroteDelta
+	BlocksWritten  int       // new block files
+	BlocksReused   int       // blocks of the base carried over by reference
+	BlocksDropped  int       // blocks of the base not in the new version
+	RecordsWritten int64     // records in the blocks written, or rows (records and tombstones) of the delta
+	BytesWritten   int64     // bytes of the blocks and delta written (manifest excluded)
+	DeltasWritten  int       // delta files written (0 or 1, WroteDelta only)
+	DeltasFolded   int       // deltas of the base folded into the blocks written
 }
 
 // GCPlan says what one GC pass over a collection may delete (Store.GC).

@@ -54,6 +54,9 @@ const (
 	// CompactionServiceRebuildIndexProcedure is the fully-qualified name of the CompactionService's
 	// RebuildIndex RPC.
 	CompactionServiceRebuildIndexProcedure = "/compactor.v1.CompactionService/RebuildIndex"
+	// CompactionServiceVerifyCollectionProcedure is the fully-qualified name of the CompactionService's
+	// VerifyCollection RPC.
+	CompactionServiceVerifyCollectionProcedure = "/compactor.v1.CompactionService/VerifyCollection"
 )
 
 // CompactionServiceClient is a client for the compactor.v1.CompactionService service.
@@ -113,6 +116,27 @@ type CompactionServiceClient interface {
 	// for an unknown collection; FAILED_PRECONDITION for a collection created
 	// with indexing off.
 	RebuildIndex(context.Context, *connect.Request[v1.RebuildIndexRequest]) (*connect.Response[v1.RebuildIndexResponse], error)
+	// VerifyCollection queues a job of kind JOB_KIND_VERIFY for a collection: it
+	// re-reads every blob of a kept segment version (the current one, or
+	// version) and checks the manifest, each blob's SHA-256 checksum, each
+	// block's and delta's record count and digest, and the version's count and
+	// digest; with replay, it also re-materializes the version from the
+	// previous kept version and the log between them and compares the digests.
+	// It commits nothing. It runs in the queue with the compactions (one job of
+	// a collection at a time), is listed, watched and cancelled like them, and
+	// reports the phases "verifying" (blocks_written of blocks_total: blobs
+	// checked) and "replaying" (records_read of records_total). The job ends
+	// FAILED with an error starting "verification failed", naming each blob
+	// that is wrong, when the version does not verify; SUCCEEDED with a note
+	// saying what was checked (and why it was not replayed, when it was not)
+	// otherwise. A collection with a verify job queued already gets that job
+	// back (created = false) with its own parameters.
+	//
+	// Errors: INVALID_ARGUMENT for a malformed collection_id or a negative
+	// version; NOT_FOUND for an unknown collection, or a version that is not
+	// kept (the message names the kept ones); FAILED_PRECONDITION for a
+	// collection with nothing compacted yet.
+	VerifyCollection(context.Context, *connect.Request[v1.VerifyCollectionRequest]) (*connect.Response[v1.VerifyCollectionResponse], error)
 }
 
 // NewCompactionServiceClient constructs a client for the compactor.v1.CompactionService service. By
@@ -172,6 +196,12 @@ func NewCompactionServiceClient(httpClient connect.HTTPClient, baseURL string, o
 			connect.WithSchema(compactionServiceMethods.ByName("RebuildIndex")),
 			connect.WithClientOptions(opts...),
 		),
+		verifyCollection: connect.NewClient[v1.VerifyCollectionRequest, v1.VerifyCollectionResponse](
+			httpClient,
+			baseURL+CompactionServiceVerifyCollectionProcedure,
+			connect.WithSchema(compactionServiceMethods.ByName("VerifyCollection")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -184,6 +214,7 @@ type compactionServiceClient struct {
 	cancelCompaction *connect.Client[v1.CancelCompactionRequest, v1.CancelCompactionResponse]
 	listNodes        *connect.Client[v1.ListNodesRequest, v1.ListNodesResponse]
 	rebuildIndex     *connect.Client[v1.RebuildIndexRequest, v1.RebuildIndexResponse]
+	verifyCollection *connect.Client[v1.VerifyCollectionRequest, v1.VerifyCollectionResponse]
 }
 
 // Compact calls compactor.v1.CompactionService.Compact.
@@ -219,6 +250,11 @@ func (c *compactionServiceClient) ListNodes(ctx context.Context, req *connect.Re
 // RebuildIndex calls compactor.v1.CompactionService.RebuildIndex.
 func (c *compactionServiceClient) RebuildIndex(ctx context.Context, req *connect.Request[v1.RebuildIndexRequest]) (*connect.Response[v1.RebuildIndexResponse], error) {
 	return c.rebuildIndex.CallUnary(ctx, req)
+}
+
+// VerifyCollection calls compactor.v1.CompactionService.VerifyCollection.
+func (c *compactionServiceClient) VerifyCollection(ctx context.Context, req *connect.Request[v1.VerifyCollectionRequest]) (*connect.Response[v1.VerifyCollectionResponse], error) {
+	return c.verifyCollection.CallUnary(ctx, req)
 }
 
 // CompactionServiceHandler is an implementation of the compactor.v1.CompactionService service.
@@ -278,6 +314,27 @@ type CompactionServiceHandler interface {
 	// for an unknown collection; FAILED_PRECONDITION for a collection created
 	// with indexing off.
 	RebuildIndex(context.Context, *connect.Request[v1.RebuildIndexRequest]) (*connect.Response[v1.RebuildIndexResponse], error)
+	// VerifyCollection queues a job of kind JOB_KIND_VERIFY for a collection: it
+	// re-reads every blob of a kept segment version (the current one, or
+	// version) and checks the manifest, each blob's SHA-256 checksum, each
+	// block's and delta's record count and digest, and the version's count and
+	// digest; with replay, it also re-materializes the version from the
+	// previous kept version and the log between them and compares the digests.
+	// It commits nothing. It runs in the queue with the compactions (one job of
+	// a collection at a time), is listed, watched and cancelled like them, and
+	// reports the phases "verifying" (blocks_written of blocks_total: blobs
+	// checked) and "replaying" (records_read of records_total). The job ends
+	// FAILED with an error starting "verification failed", naming each blob
+	// that is wrong, when the version does not verify; SUCCEEDED with a note
+	// saying what was checked (and why it was not replayed, when it was not)
+	// otherwise. A collection with a verify job queued already gets that job
+	// back (created = false) with its own parameters.
+	//
+	// Errors: INVALID_ARGUMENT for a malformed collection_id or a negative
+	// version; NOT_FOUND for an unknown collection, or a version that is not
+	// kept (the message names the kept ones); FAILED_PRECONDITION for a
+	// collection with nothing compacted yet.
+	VerifyCollection(context.Context, *connect.Request[v1.VerifyCollectionRequest]) (*connect.Response[v1.VerifyCollectionResponse], error)
 }
 
 // NewCompactionServiceHandler builds an HTTP handler from the service implementation. It returns
@@ -333,6 +390,12 @@ func NewCompactionServiceHandler(svc CompactionServiceHandler, opts ...connect.H
 		connect.WithSchema(compactionServiceMethods.ByName("RebuildIndex")),
 		connect.WithHandlerOptions(opts...),
 	)
+	compactionServiceVerifyCollectionHandler := connect.NewUnaryHandler(
+		CompactionServiceVerifyCollectionProcedure,
+		svc.VerifyCollection,
+		connect.WithSchema(compactionServiceMethods.ByName("VerifyCollection")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/compactor.v1.CompactionService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case CompactionServiceCompactProcedure:
@@ -349,6 +412,8 @@ func NewCompactionServiceHandler(svc CompactionServiceHandler, opts ...connect.H
 			compactionServiceListNodesHandler.ServeHTTP(w, r)
 		case CompactionServiceRebuildIndexProcedure:
 			compactionServiceRebuildIndexHandler.ServeHTTP(w, r)
+		case CompactionServiceVerifyCollectionProcedure:
+			compactionServiceVerifyCollectionHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -384,4 +449,8 @@ func (UnimplementedCompactionServiceHandler) ListNodes(context.Context, *connect
 
 func (UnimplementedCompactionServiceHandler) RebuildIndex(context.Context, *connect.Request[v1.RebuildIndexRequest]) (*connect.Response[v1.RebuildIndexResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("compactor.v1.CompactionService.RebuildIndex is not implemented"))
+}
+
+func (UnimplementedCompactionServiceHandler) VerifyCollection(context.Context, *connect.Request[v1.VerifyCollectionRequest]) (*connect.Response[v1.VerifyCollectionResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("compactor.v1.CompactionService.VerifyCollection is not implemented"))
 }
