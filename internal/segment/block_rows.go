@@ -1,7 +1,6 @@
 package segment
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -99,15 +98,9 @@ func blockRows(ref BlockRef, data []byte, ids []string) (out map[string]material
 	if _, err := inspectBlock(data, ref.Records, MaxBlockDecodeBytes); err != nil {
 		return nil, err
 	}
-	f, err := parquet.OpenFile(bytes.NewReader(data), int64(len(data)),
-		parquet.SkipPageIndex(true), parquet.SkipBloomFilters(true))
+	f, err := openParquet(data, blockColumns)
 	if err != nil {
-		return nil, fmt.Errorf("open parquet: %w", err)
-	}
-	for _, path := range blockColumns {
-		if _, ok := f.Schema().Lookup(path...); !ok {
-			return nil, fmt.Errorf("parquet schema lacks column %q", path)
-		}
+		return nil, err
 	}
 	if len(f.RowGroups()) != 1 {
 		recs, err := decodeBlock(data, ref.Records)

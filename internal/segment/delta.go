@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
-	"strings"
 
 	"github.com/parquet-go/parquet-go"
 )
@@ -62,22 +61,12 @@ func checkDeltas(m *Manifest, blockRecords int64) error {
 	keys := make(map[string]bool, len(m.Deltas))
 	var records int64
 	for i, d := range m.Deltas {
-		name, ok := strings.CutPrefix(d.Key, prefix)
-		switch {
-		case !ok || !strings.HasSuffix(name, ".parquet") || strings.ContainsAny(name, "/\\") || strings.HasPrefix(name, "."):
-			return fmt.Errorf("delta %d: key %q is not a delta key under %s", i, d.Key, prefix)
-		case keys[d.Key]:
-			return fmt.Errorf("delta %d: key %s listed twice", i, d.Key)
-		case d.Records < 0 || d.Tombstones < 0 || d.Records > maxBlockRecords || d.Tombstones > maxBlockRecords-d.Records || d.Records+d.Tombstones < 1:
-			return fmt.Errorf("delta %s: %d records and %d tombstones, rows outside 1..%d", d.Key, d.Records, d.Tombstones, maxBlockRecords)
-		case d.Bytes < 0:
-			return fmt.Errorf("delta %s: %d bytes", d.Key, d.Bytes)
-		case d.MinID == "":
-			return fmt.Errorf("delta %s: empty min id", d.Key)
-		case d.MinID > d.MaxID:
-			return fmt.Errorf("delta %s: min id %q > max id %q", d.Key, d.MinID, d.MaxID)
+		if err := checkRef("delta", i, d.Key, prefix, keys, d.Bytes, d.MinID, d.MaxID); err != nil {
+			return err
 		}
-		keys[d.Key] = true
+		if d.Records < 0 || d.Tombstones < 0 || d.Records > maxBlockRecords || d.Tombstones > maxBlockRecords-d.Records || d.Records+d.Tombstones < 1 {
+			return fmt.Errorf("delta %s: %d records and %d tombstones, rows outside 1..%d", d.Key, d.Records, d.Tombstones, maxBlockRecords)
+		}
 		records += d.Records
 	}
 	if m.RecordCount < 0 || m.RecordCount > blockRecords+records {
@@ -181,16 +170,9 @@ func decodeDelta(data []byte, wantRows int64) (cs []Change, err error) {
 	if err != nil {
 		return nil, err
 	}
-	f, err := parquet.OpenFile(bytes.NewReader(data), int64(len(data)),
-		parquet.SkipPageIndex(true), parquet.SkipBloomFilters(true))
+	f, err := openParquet(data, deltaColumns)
 	if err != nil {
-		return nil, fmt.Errorf("open parquet: %w", err)
-	}
-	schema := f.Schema()
-	for _, path := range deltaColumns {
-		if _, ok := schema.Lookup(path...); !ok {
-			return nil, fmt.Errorf("parquet schema lacks column %q", path)
-		}
+		return nil, err
 	}
 	r := parquet.NewGenericReader[deltaRow](f)
 	defer r.Close()
