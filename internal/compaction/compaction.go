@@ -16,6 +16,7 @@
 package compaction
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -184,6 +185,9 @@ type Options struct {
 	// atomically with the commit). It is not called when nothing is
 	// committed. Callers of Prepare pass the row to Prepared.Commit.
 	CommitJob func(Result) *catalog.Job
+	// JobID is the id of the job the compaction runs as, recorded with the
+	// vector index it builds ("" for none).
+	JobID string
 }
 
 // Catalog is what a Compactor uses of the catalog: a *catalog.Catalog, or
@@ -196,6 +200,7 @@ type Catalog interface {
 	AppendLog(ctx context.Context, id string, ops []materialize.OperationRecord, lim catalog.AppendLimits) (first, last int64, err error)
 	ReadLog(ctx context.Context, id string, after, upTo int64, limit int) ([]materialize.OperationRecord, error)
 	ScanLog(ctx context.Context, id string, after, upTo int64, limit int, fn func(offset int64, record []byte) error) (int, error)
+	ScanKeptLog(ctx context.Context, id string, after, upTo int64, limit int, fn func(offset int64, record []byte) error) (int, error)
 	ReadTailIDs(ctx context.Context, id string, ids []string) (catalog.Tail, error)
 	ReadTailRange(ctx context.Context, id string, r catalog.TailRange) (catalog.Tail, error)
 	PurgeLog(ctx context.Context, id string) (int64, error)
@@ -203,6 +208,7 @@ type Catalog interface {
 	ListVersions(ctx context.Context, id string) ([]catalog.Version, error)
 	RetireVersions(ctx context.Context, id string, keep int, grace time.Duration) (catalog.Retention, error)
 	DeleteVersions(ctx context.Context, id string, versions []int64) error
+	RecordVerification(ctx context.Context, id string, version int64, problem string) error
 	ListJobs(ctx context.Context, f catalog.JobFilter) ([]catalog.Job, error)
 }
 
@@ -274,6 +280,9 @@ type Compactor struct {
 	// index build's metrics (nil without WithRegisterer).
 	indexes *indexCache
 	indexm  *indexMetrics
+	// verifym counts verifications (verify.go); nil fields without
+	// WithRegisterer.
+	verifym verifyMetrics
 	// scans holds a token per exact query scan running (see
 	// MaxConcurrentScans).
 	scans chan struct{}
@@ -371,6 +380,9 @@ type Prepared struct {
 	w      *segment.Writer   // nil when nothing to commit
 	unpin  func()            // releases the GC pins; nil once ended
 	onDone func(error) error // counts damaged data met, once
+	// what names the work in Commit's errors: "compact" ("" too), or
+	// "rebuild the index of".
+	what string
 }
 
 // Result is the compaction's figures: of the prepared version until
@@ -402,6 +414,7 @@ func (p *Prepared) Pending() bool { return p != nil && p.w != nil && p.unpin != 
 func (c *Compactor) Prepare(ctx context.Context, collectionID string, opts Options) (out *Prepared, err error) {
 	onDone := func(err error) error {
 		c.noteCorrupt("compaction", collectionID, err)
+		c.noteVerification(collectionID, err)
 		return err
 	}
 	var res Result
@@ -458,18 +471,35 @@ func (c *Compactor) Prepare(ctx context.Context, collectionID string, opts Optio
 			unpin()
 		}
 	}()
-	end := min(coll.LogPosition, coll.CompactionOffset+int64(c.cfg.MaxRecords))
+	// The slice starts at the compaction offset, over the current version;
+	// when the current version failed verification, at the offset of the
+	// newest earlier kept version that verifies, over that version
+	// (repair.go).
+	from, baseKey, baseVersion, scan := coll.CompactionOffset, coll.ManifestKey, coll.SegmentVersion, c.cat.ScanLog
+	rb, err := c.repairBase(ctx, coll)
+	if err != nil {
+		return nil, fmt.Errorf("compact %s: %w", collectionID, err)
+	}
+	if rb != nil {
+		from, baseKey, baseVersion, scan = rb.CompactionOffset, rb.ManifestKey, rb.Version, c.cat.ScanKeptLog
+		defer c.pins.pin(collectionID, rb.ManifestKey, false)()
+	}
+	end := min(coll.LogPosition, from+int64(c.cfg.MaxRecords))
+	if end < coll.CompactionOffset {
+		return nil, fmt.Errorf("compact %s: version %d failed verification; rebuilding it from version %d needs log offsets (%d, %d], more than --max-compaction-size %d records",
+			collectionID, coll.SegmentVersion, baseVersion, from, coll.CompactionOffset, c.cfg.MaxRecords)
+	}
 	res = Result{
 		CollectionID:  collectionID,
-		OffsetStart:   coll.CompactionOffset,
+		OffsetStart:   from,
 		OffsetEnd:     end,
 		VersionBefore: coll.SegmentVersion,
 		VersionAfter:  coll.SegmentVersion,
 		RecordCount:   coll.RecordCount,
 		Remaining:     coll.LogPosition - end,
 	}
-	total := end - coll.CompactionOffset
-	if total <= 0 {
+	total := end - from
+	if total <= 0 && rb == nil {
 		res.OffsetEnd = coll.CompactionOffset
 		res.Note = NoteNothingToCompact
 		return &Prepared{c: c, res: res, unpin: unpin, onDone: onDone}, nil
@@ -478,15 +508,19 @@ func (c *Compactor) Prepare(ctx context.Context, collectionID string, opts Optio
 	// Reading the log: the slice in batches (a reader goroutine fetches
 	// the next batch while this one sorts), its operation records grouped
 	// by record id in sorted runs, spilled to disk past the memory budget.
-	p = jobtype.Progress{OpRecordsTotal: total, Planned: true, OffsetStart: coll.CompactionOffset, OffsetEnd: end, VersionBefore: coll.SegmentVersion}
+	p = jobtype.Progress{OpRecordsTotal: total, Planned: true, OffsetStart: from, OffsetEnd: end,
+		VersionBefore: coll.SegmentVersion, NoIndexing: coll.Index.Disabled}
 	enter(jobtype.PhaseReading)
 	runs := &runSet{dir: c.cfg.SpillDir, budget: c.cfg.MemoryBytes / 4}
 	defer runs.close()
-	if err := c.readRuns(ctx, collectionID, coll.CompactionOffset, end, runs, func(n int) {
-		res.OpRecordsRead += int64(n)
-		p.OpRecordsRead = res.OpRecordsRead
-		report(p)
-	}); err != nil {
+	if total > 0 {
+		err = c.readRunsFrom(ctx, scan, collectionID, from, end, runs, func(n int) {
+			res.OpRecordsRead += int64(n)
+			p.OpRecordsRead = res.OpRecordsRead
+			report(p)
+		})
+	}
+	if err != nil {
 		return nil, fmt.Errorf("compact %s: %w", collectionID, err)
 	}
 
@@ -495,17 +529,24 @@ func (c *Compactor) Prepare(ctx context.Context, collectionID string, opts Optio
 	// the writer first gathers as many as a delta may take, then decides
 	// between a delta and blocks (segment.Writer.Write).
 	enter(jobtype.PhaseMaterializing)
-	base, err := c.readBase(ctx, coll)
+	base, err := c.readBase(ctx, baseVersion, baseKey)
 	if err != nil {
 		return nil, fmt.Errorf("compact %s: %w", collectionID, err)
 	}
 	var baseRecords int64
 	if base != nil {
 		baseRecords = base.RecordCount
+		if rb != nil {
+			// The writer numbers the new version after its base's.
+			base.Version = coll.SegmentVersion
+		}
 	}
 	ib, err := c.startIndex(ctx, coll, base)
 	if err != nil {
 		return nil, fmt.Errorf("compact %s: %w", collectionID, err)
+	}
+	if ib != nil {
+		ib.job = opts.JobID
 	}
 	w := c.seg.NewWriter(collectionID, base)
 	defer func() {
@@ -562,6 +603,9 @@ func (c *Compactor) Prepare(ctx context.Context, collectionID string, opts Optio
 	if res.OpRecordsRead > 0 && res.RecordsWritten == 0 && stats.BlocksWritten == 0 && stats.DeltasWritten == 0 && stats.BlocksDropped == 0 && res.RecordCount == baseRecords {
 		res.Note = NoteNoChange
 	}
+	if rb != nil {
+		res.Note = fmt.Sprintf("version %d failed verification: rebuilt from version %d and log offsets (%d, %d]", coll.SegmentVersion, rb.Version, from, end)
+	}
 
 	// The last point where cancellation is honoured: what remains is the
 	// commit, which is not interrupted.
@@ -586,19 +630,21 @@ func (c *Compactor) Prepare(ctx context.Context, collectionID string, opts Optio
 		RecordCount:      m.RecordCount,
 		SegmentBytes:     blockBytes(m),
 		BlockCount:       len(m.Blocks),
+		Digest:           m.Digest,
 	}}, nil
 }
 
-// readBase reads the manifest of coll's current segment version, the base
-// of a compaction; nil before the first compaction. A blob read failure is
-// transient unless the manifest is missing or damaged (classifyRead).
-func (c *Compactor) readBase(ctx context.Context, coll catalog.Collection) (*segment.Manifest, error) {
-	if coll.SegmentVersion == 0 {
+// readBase reads the manifest key of segment version, the base of a
+// compaction; nil for version 0 (before the first compaction). A blob read
+// failure is transient unless the manifest is missing or damaged
+// (classifyRead).
+func (c *Compactor) readBase(ctx context.Context, version int64, key string) (*segment.Manifest, error) {
+	if version == 0 {
 		return nil, nil
 	}
-	m, err := c.seg.ReadManifest(ctx, coll.ManifestKey)
+	m, err := c.seg.ReadManifest(ctx, key)
 	if err != nil {
-		return nil, fmt.Errorf("read manifest of version %d: %w", coll.SegmentVersion, classifyRead(err))
+		return nil, fmt.Errorf("read manifest of version %d: %w", version, classifyRead(err))
 	}
 	return m, nil
 }
@@ -653,7 +699,7 @@ func (p *Prepared) Commit(ctx context.Context, job *catalog.Job) (err error) {
 			c.logger.Warn("commit reported an error but took effect", "collection", id, "version", cm.NewVersion, "err", err)
 			return nil
 		}
-		return fmt.Errorf("compact %s: commit version %d: %w", id, cm.NewVersion, err)
+		return fmt.Errorf("%s %s: commit version %d: %w", cmp.Or(p.what, "compact"), id, cm.NewVersion, err)
 	}
 	c.purgeLog(ctx, id)
 	c.logger.Debug("compacted", "collection", id, "offset", cm.CompactionOffset, "version", cm.NewVersion,
@@ -733,9 +779,11 @@ func classifyWrite(ctx context.Context, err error) error {
 	if ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
 		return err
 	}
-	if _, ok := CorruptKind(err); ok || errors.Is(err, segment.ErrBlockTooLarge) {
+	if _, ok := CorruptKind(err); ok || errors.Is(err, segment.ErrBlockTooLarge) || errors.Is(err, segment.ErrVerification) {
 		// Write reads the blocks it rewrites; a block too large to be
-		// read back fails again at every attempt.
+		// read back fails again at every attempt; a write that fails its
+		// verification (blobs that do not read back as written, or
+		// records lost or altered) is not retried blindly.
 		return err
 	}
 	return transient(err)

@@ -32,6 +32,9 @@ type Writer struct {
 	overlay *[]Change
 	// onChange is WriteOptions.OnChange of the write running.
 	onChange func(id string, r *materialize.Record)
+	// check holds the figures of the write's verification (digest.go's
+	// identity: what was written = what was consumed + what changed).
+	check writeCheck
 }
 
 // NewWriter starts a new version of collectionID over base (nil: the
@@ -57,6 +60,7 @@ func (w *Writer) load(ctx context.Context, i int) ([]materialize.Record, error) 
 		return nil, err
 	}
 	w.loaded[i] = recs
+	w.check.consume(w.base.Blocks[i], i, recs)
 	return recs, nil
 }
 
@@ -248,6 +252,53 @@ func prefixed(first []Change, next func() (Change, error, bool)) func() (Change,
 		}
 		return next()
 	}
+}
+
+// readBack is the read-back check of one blob this writer put (unless
+// Config.NoReadBack): it reads the blob at key again from the blob store
+// (not from any cache), checks its SHA-256 against checksum, decodes and
+// digests it with decode, and compares the digest with want, the digest of
+// the records the writer meant to write. A blob that is missing, does not
+// decode or digests differently is a *VerificationError of phase
+// "compaction" naming the key; a failure to read is returned as it is.
+func (w *Writer) readBack(ctx context.Context, kind, key, checksum string, decode func([]byte) (Digest, error), want Digest) error {
+	if w.s.cfg.NoReadBack {
+		return nil
+	}
+	fail := func(format string, args ...any) error {
+		return &VerificationError{CollectionID: w.collectionID, Version: w.newVersion(), Phase: "compaction",
+			Problems: []Problem{{Kind: kind, Key: key, What: "read back after the write: " + fmt.Sprintf(format, args...)}}}
+	}
+	back, err := w.s.blobs.Get(ctx, key)
+	if errors.Is(err, ErrNotExist) {
+		return fail("missing from the blob store")
+	}
+	if err != nil {
+		return fmt.Errorf("read back %s %s: %w", kind, key, err)
+	}
+	if got := Checksum(back); got != checksum {
+		return fail("SHA-256 %s written, %s read", checksum, got)
+	}
+	got, err := decode(back)
+	if err != nil {
+		var ce *CorruptError
+		if errors.As(err, &ce) {
+			return fail("%v", ce.Err)
+		}
+		return fail("%v", err)
+	}
+	if got != want {
+		return fail("records written digest to %s, the records read to %s", want, got)
+	}
+	return nil
+}
+
+// newVersion is the version this writer builds.
+func (w *Writer) newVersion() int64 {
+	if w.base == nil {
+		return 1
+	}
+	return w.base.Version + 1
 }
 
 // WriteManifest writes m under a new unique key and returns the key and its
