@@ -179,12 +179,13 @@ func IsTransient(err error) bool {
 
 // Options are per-call settings of Prepare and Compact.
 type Options struct {
-	// Progress, when set, is called after every log batch and every block
-	// write, from the calling goroutine, with the plan (Planned) from the
-	// first report on. BlocksTotal is 0 until jobtype.PhaseWriting, then an
-	// estimate from the slice: (records of the base + operation records
-	// read) / records per block, an upper bound when records are updated or
-	// deleted (never below BlocksWritten); the final report, of
+	// Progress, when set, is called as each phase starts and after every
+	// log batch and every block write, from the calling goroutine, with the
+	// plan (Planned) from the first report on. BlocksTotal is 0 until
+	// jobtype.PhaseWriting, then an estimate from the slice: (records of the
+	// base + operation records read) / records per block, an upper bound
+	// when records are updated or deleted (never below BlocksWritten), or 0
+	// when the writer writes a delta; the final report, of
 	// jobtype.PhaseCommitting, holds the exact count.
 	Progress func(jobtype.Progress)
 	// CommitJob, used by Compact only, builds the job row written in the
@@ -238,6 +239,9 @@ type Result struct {
 	// when positive, another compaction should follow at once.
 	Remaining int64
 	Note      string // "nothing to compact" when the backlog was empty
+	// WriteKind is what the writer wrote: segment.WroteBlocks or
+	// segment.WroteDelta; empty when nothing was written.
+	WriteKind segment.WriteKind
 }
 
 // Outcome is r in the vocabulary of jobs.
@@ -446,18 +450,22 @@ func (c *Compactor) Prepare(ctx context.Context, collectionID string, opts Optio
 			opts.Progress(p)
 		}
 	}
-	// Each step has a span, a child of the caller's (the job's) span in
-	// ctx; without one they are no-ops.
-	var step trace.Span
-	begin := func(name string) {
-		if step != nil {
-			step.End()
+	// Each phase (jobtype.Phase) is reported as it starts and has a span
+	// named after it, a child of the caller's (the job's) span in ctx;
+	// without one the spans are no-ops.
+	var p jobtype.Progress
+	var span trace.Span
+	enter := func(ph jobtype.Phase) {
+		if span != nil {
+			span.End()
 		}
-		_, step = startSpan(ctx, name)
+		_, span = startSpan(ctx, string(ph))
+		p.Phase = ph
+		report(p)
 	}
 	defer func() {
-		if step != nil {
-			endSpan(step, err)
+		if span != nil {
+			endSpan(span, err)
 		}
 	}()
 	coll, err := c.cat.GetCollection(ctx, collectionID)
@@ -506,13 +514,12 @@ func (c *Compactor) Prepare(ctx context.Context, collectionID string, opts Optio
 		return &Prepared{c: c, res: res, unpin: unpin, onDone: onDone}, nil
 	}
 
-	// 1. Read the log slice in batches (a reader goroutine fetches the
-	// next batch while this one sorts), grouping operation records by
-	// record id in sorted runs, spilled to disk past the memory budget.
-	begin("read log")
-	p := jobtype.Progress{Phase: jobtype.PhaseReading, OpRecordsTotal: total, Planned: true, OffsetStart: from, OffsetEnd: end,
+	// Reading the log: the slice in batches (a reader goroutine fetches
+	// the next batch while this one sorts), its operation records grouped
+	// by record id in sorted runs, spilled to disk past the memory budget.
+	p = jobtype.Progress{OpRecordsTotal: total, Planned: true, OffsetStart: from, OffsetEnd: end,
 		VersionBefore: coll.SegmentVersion, NoIndexing: coll.Index.Disabled}
-	report(p)
+	enter(jobtype.PhaseReading)
 	runs := &runSet{dir: c.cfg.SpillDir, budget: c.cfg.MemoryBytes / 4}
 	defer runs.close()
 	if total > 0 {
@@ -526,18 +533,17 @@ func (c *Compactor) Prepare(ctx context.Context, collectionID string, opts Optio
 		return nil, fmt.Errorf("compact %s: %w", collectionID, err)
 	}
 
-	// 2. Materialize against the current segment and write the changed
-	// blocks, streaming: the runs are merged into per-id groups in id order,
-	// which the writer merge-joins with the base blocks one at a time.
-	begin("materialize")
-	p.Phase = jobtype.PhaseMaterializing
-	report(p)
-	var base *segment.Manifest
+	// Materializing: the runs merged into one change per record id, in id
+	// order, folded by the writer onto the current segment's records;
+	// the writer first gathers as many as a delta may take, then decides
+	// between a delta and blocks (segment.Writer.Write).
+	enter(jobtype.PhaseMaterializing)
+	base, err := c.readBase(ctx, baseVersion, baseKey)
+	if err != nil {
+		return nil, fmt.Errorf("compact %s: %w", collectionID, err)
+	}
 	var baseRecords int64
-	if baseVersion > 0 {
-		if base, err = c.seg.ReadManifest(ctx, baseKey); err != nil {
-			return nil, fmt.Errorf("compact %s: read manifest of version %d: %w", collectionID, baseVersion, classifyRead(err))
-		}
+	if base != nil {
 		baseRecords = base.RecordCount
 		if rb != nil {
 			// The writer numbers the new version after its base's.
@@ -557,42 +563,38 @@ func (c *Compactor) Prepare(ctx context.Context, collectionID string, opts Optio
 			c.abortWriter(ctx, w, collectionID)
 		}
 	}()
-	begin("write blocks")
-	p.Phase = jobtype.PhaseWriting
-	perBlock := int64(c.seg.MaxBlockRecords())
-	p.BlocksTotal = (baseRecords + res.OpRecordsRead + perBlock - 1) / perBlock
-	report(p)
+	// Writing blocks: from the writer's decision on, the changed blocks
+	// (or the one delta) are written, the materializing streaming on
+	// into them.
+	onKind := func(k segment.WriteKind) {
+		if k == segment.WroteBlocks {
+			perBlock := int64(c.seg.MaxBlockRecords())
+			p.BlocksTotal = (baseRecords + res.OpRecordsRead + perBlock - 1) / perBlock
+		}
+		enter(jobtype.PhaseWriting)
+	}
 	onBlock := func(n int64) {
 		p.BytesWritten += n
 		p.BlocksWritten++
 		p.BlocksTotal = max(p.BlocksTotal, p.BlocksWritten)
 		report(p)
 	}
-	// The writer decides whether the slice becomes a delta (few changes
-	// over many blocks, DESIGN.md §7b) or rewritten blocks.
 	m, stats, err := w.Write(ctx, changesOf(ctx, runs), segment.WriteOptions{
-		CompactionOffset: end, Dimension: coll.Dimension, OnBlock: onBlock, OnChange: ib.onChange(),
-		OnKind: func(k segment.WriteKind) {
-			if k == segment.WroteDelta {
-				p.BlocksTotal = 0 // no block is written
-				report(p)
-			}
-		},
-	})
+		CompactionOffset: end, Dimension: coll.Dimension, OnKind: onKind, OnBlock: onBlock, OnChange: ib.onChange()})
 	if err != nil {
 		return nil, fmt.Errorf("compact %s: write segment: %w", collectionID, classifyWrite(ctx, err))
 	}
+	res.WriteKind = stats.Kind
 	if runs.spilled > 0 {
 		c.logger.Debug("spilled sorted runs", "collection", collectionID, "runs", runs.spilled, "bytes", runs.spilledBytes)
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("compact %s: before manifest: %w", collectionID, err)
 	}
-	// 3. The version's vector index, durable before the manifest lists it.
+	// Indexing: the version's vector index, durable before the manifest
+	// lists it.
 	if ib != nil {
-		begin("index")
-		p.Phase = jobtype.PhaseIndexing
-		report(p)
+		enter(jobtype.PhaseIndexing)
 	}
 	if err := c.writeIndex(ctx, ib, w, m); err != nil {
 		return nil, fmt.Errorf("compact %s: %w", collectionID, classifyWrite(ctx, err))
@@ -620,7 +622,10 @@ func (c *Compactor) Prepare(ctx context.Context, collectionID string, opts Optio
 		return nil, fmt.Errorf("compact %s: before commit: %w", collectionID, err)
 	}
 
-	// The final report holds the exact counts.
+	// Committing (Prepared.Commit, a span of its own): the final report
+	// holds the exact counts.
+	span.End()
+	span = nil
 	p.Phase = jobtype.PhaseCommitting
 	p.BytesWritten = res.BytesWritten
 	p.BlocksWritten, p.BlocksTotal = int64(stats.BlocksWritten), int64(stats.BlocksWritten)
@@ -636,6 +641,21 @@ func (c *Compactor) Prepare(ctx context.Context, collectionID string, opts Optio
 		BlockCount:       len(m.Blocks),
 		Digest:           m.Digest,
 	}}, nil
+}
+
+// readBase reads the manifest key of segment version, the base of a
+// compaction; nil for version 0 (before the first compaction). A blob read
+// failure is transient unless the manifest is missing or damaged
+// (classifyRead).
+func (c *Compactor) readBase(ctx context.Context, version int64, key string) (*segment.Manifest, error) {
+	if version == 0 {
+		return nil, nil
+	}
+	m, err := c.seg.ReadManifest(ctx, key)
+	if err != nil {
+		return nil, fmt.Errorf("read manifest of version %d: %w", version, classifyRead(err))
+	}
+	return m, nil
 }
 
 // Commit commits the prepared version in one catalog transaction:
@@ -659,7 +679,7 @@ func (p *Prepared) Commit(ctx context.Context, job *catalog.Job) (err error) {
 		return nil // nothing to commit
 	}
 	defer func() { p.onDone(err) }()
-	_, span := startSpan(ctx, "commit")
+	_, span := startSpan(ctx, string(jobtype.PhaseCommitting))
 	defer func() { endSpan(span, err) }()
 	defer func() {
 		if err != nil {
@@ -692,7 +712,7 @@ func (p *Prepared) Commit(ctx context.Context, job *catalog.Job) (err error) {
 	}
 	c.purgeLog(ctx, id)
 	c.logger.Debug("compacted", "collection", id, "offset", cm.CompactionOffset, "version", cm.NewVersion,
-		"records_read", p.res.OpRecordsRead, "blocks_written", p.res.BlocksWritten, "blocks_reused", p.res.BlocksReused)
+		"records_read", p.res.OpRecordsRead, "wrote", p.res.WriteKind, "blocks_written", p.res.BlocksWritten, "blocks_reused", p.res.BlocksReused)
 	return nil
 }
 
