@@ -70,7 +70,10 @@ type JobRequest struct {
 	CollectionID string
 	// Kind of the job; "" is a compaction. Deduplication is per
 	// collection and kind.
-	Kind    JobKind
+	Kind JobKind
+	// Params of the job (Job.Params), kept by the job it creates, not by
+	// one that was queued already.
+	Params  string
 	Trigger Trigger
 	Reason  string
 	// OldestAt is the append time of the collection's oldest uncompacted
@@ -347,7 +350,7 @@ func (c *Catalog) execEnqueueLocked(ctx context.Context, tx *sql.Tx, call Enqueu
 		job := Job{
 			ID: id, CollectionID: r.CollectionID, CollectionName: ci.name, Kind: key.kind, Trigger: r.Trigger, State: JobQueued, Reason: r.Reason,
 			Attempt: ci.retries + 1, CreatedAt: now, Continues: r.Continues, OldestAt: fromMs(ms(r.OldestAt)),
-			TraceParent: r.TraceParent,
+			TraceParent: r.TraceParent, Params: r.Params,
 		}
 		if err := c.execInsertJob(ctx, tx, job); err != nil {
 			return nil, err
@@ -444,7 +447,7 @@ func (c *Catalog) RenewLease(ctx context.Context, jobID, node string, lease time
 	now, dbNow := ms(c.now()), c.dbNow()
 	var cancel int
 	plan, args := "", []any{dbNow, lease.Milliseconds(), string(p.Phase), p.OpRecordsRead, p.OpRecordsTotal, p.BytesWritten, now,
-		p.Fraction, etaOrNull(p), p.BlocksWritten, p.BlocksTotal}
+		p.Fraction, etaOrNull(p), p.BlocksWritten, p.BlocksTotal, p.VectorsIndexed, p.VectorsTotal}
 	if p.Planned {
 		plan = `, offset_start = ?, offset_end = ?, version_before = ?, version_after = ?, records_read = ?`
 		args = append(args, p.OffsetStart, p.OffsetEnd, p.VersionBefore, p.VersionBefore, p.OpRecordsRead)
@@ -453,7 +456,8 @@ func (c *Catalog) RenewLease(ctx context.Context, jobID, node string, lease time
 	err = c.writeTx(ctx, func(tx *sql.Tx) error {
 		return tx.QueryRowContext(ctx, c.d.q(`UPDATE jobs SET lease_expires_at = `+c.d.clockMs+` + ?,
 				progress_phase = ?, progress_read = ?, progress_total = ?, progress_bytes = ?, progress_at = ?,
-				progress_fraction = ?, progress_eta_ms = ?, progress_blocks_written = ?, progress_blocks_total = ?`+plan+`
+				progress_fraction = ?, progress_eta_ms = ?, progress_blocks_written = ?, progress_blocks_total = ?,
+				progress_vectors = ?, progress_vectors_total = ?`+plan+`
 			WHERE id = ? AND state = ? AND lease_owner = ? AND lease_expires_at >= `+c.d.clockMs+`
 			RETURNING cancel_requested`), args...).Scan(&cancel)
 	})
@@ -582,22 +586,32 @@ func (c *Catalog) ExpireLeases(ctx context.Context, renewing []string) ([]Job, e
 		if err != nil {
 			return err
 		}
-		for i := range jobs {
-			j := &jobs[i]
-			j.State, j.FinishedAt, j.Error = JobFailed, now, fmt.Sprintf(interruptedLease, cmp.Or(j.Node, j.LeaseOwner))
-			if err := c.execInterrupt(ctx, tx, *j); err != nil {
-				return err
-			}
-			j.VersionAfter, j.RecordsRead = j.VersionBefore, max(j.RecordsRead, j.Progress.OpRecordsRead)
-			j.LeaseOwner, j.LeaseExpiresAt = "", time.Time{}
-		}
-		return nil
+		return c.interruptJobs(ctx, tx, jobs, now, func(j *Job) string {
+			return fmt.Sprintf(interruptedLease, cmp.Or(j.Node, j.LeaseOwner))
+		})
 	})
 	if err != nil {
 		return nil, c.wrap(err, "expire job leases")
 	}
 	// Not logged here: the caller (the manager) logs each job it gets.
 	return jobs, nil
+}
+
+// interruptJobs ends each of jobs (RUNNING, read in tx) FAILED at now with
+// the error text why gives it (execInterrupt, which also queues its
+// follow-up), and updates jobs to what was written: no lease, the figures
+// its owner persisted.
+func (c *Catalog) interruptJobs(ctx context.Context, tx *sql.Tx, jobs []Job, now time.Time, why func(*Job) string) error {
+	for i := range jobs {
+		j := &jobs[i]
+		j.State, j.FinishedAt, j.Error = JobFailed, now, why(j)
+		if err := c.execInterrupt(ctx, tx, *j); err != nil {
+			return err
+		}
+		j.VersionAfter, j.RecordsRead = j.VersionBefore, max(j.RecordsRead, j.Progress.OpRecordsRead)
+		j.LeaseOwner, j.LeaseExpiresAt = "", time.Time{}
+	}
+	return nil
 }
 
 // ReleaseNode ends, as a process starts, the RUNNING jobs that a previous
@@ -628,16 +642,7 @@ func (c *Catalog) ReleaseNode(ctx context.Context, node string) ([]Job, error) {
 		if err != nil {
 			return err
 		}
-		for i := range jobs {
-			j := &jobs[i]
-			j.State, j.FinishedAt, j.Error = JobFailed, now, interrupted
-			if err := c.execInterrupt(ctx, tx, *j); err != nil {
-				return err
-			}
-			j.VersionAfter, j.RecordsRead = j.VersionBefore, max(j.RecordsRead, j.Progress.OpRecordsRead)
-			j.LeaseOwner, j.LeaseExpiresAt = "", time.Time{}
-		}
-		return nil
+		return c.interruptJobs(ctx, tx, jobs, now, func(*Job) string { return interrupted })
 	})
 	if err != nil {
 		return nil, c.wrap(err, "release jobs of node %s", node)
@@ -658,11 +663,11 @@ func (c *Catalog) execInterrupt(ctx context.Context, tx *sql.Tx, j Job) error {
 	if err != nil {
 		return fmt.Errorf("interrupt job %s: %w", j.ID, err)
 	}
-	_, err = tx.ExecContext(ctx, c.d.q(`INSERT INTO jobs (id, collection_id, kind, trigger_type, state, reason, attempt, created_at,
+	_, err = tx.ExecContext(ctx, c.d.q(`INSERT INTO jobs (id, collection_id, kind, params, trigger_type, state, reason, attempt, created_at,
 			continues, priority, oldest_at, queue_seq)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, `+c.d.nextQueueSeq+`)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, `+c.d.nextQueueSeq+`)
 		ON CONFLICT DO NOTHING`),
-		uuid.NewString(), j.CollectionID, string(kindOrDefault(j.Kind)), string(j.Trigger), string(JobQueued), j.Reason, j.Attempt+1, ms(j.FinishedAt),
+		uuid.NewString(), j.CollectionID, string(kindOrDefault(j.Kind)), j.Params, string(j.Trigger), string(JobQueued), j.Reason, j.Attempt+1, ms(j.FinishedAt),
 		j.ID, priorityOf(j), msOrNull(j.OldestAt))
 	if err != nil {
 		return fmt.Errorf("queue follow-up of interrupted job %s: %w", j.ID, err)

@@ -16,6 +16,7 @@
 package compaction
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -77,12 +78,17 @@ type Config struct {
 	// compaction commits, so the default (10 min) is far above what a
 	// maximum-size commit takes on a busy machine (seconds).
 	CommitTimeout time.Duration
+	// IndexCacheBytes bounds, in bytes (estimated: vectors and links), the
+	// decoded vector indexes kept in process for queries and the next
+	// compaction, least recently used out first; the index used last stays
+	// even when it alone is over the bound. 0 keeps only that one.
+	IndexCacheBytes int64
 }
 
 // DefaultConfig returns the defaults documented on the flags.
 func DefaultConfig() Config {
 	return Config{MaxRecords: 10_000_000, BatchRecords: 10_000, MemoryBytes: 256 << 20, SpillDir: os.TempDir(),
-		VersionsToKeep: 2, GCGrace: time.Hour, CommitTimeout: 10 * time.Minute}
+		VersionsToKeep: 2, GCGrace: time.Hour, CommitTimeout: 10 * time.Minute, IndexCacheBytes: DefaultIndexCacheBytes}
 }
 
 // RegisterFlags registers the compaction flags on fs with c's values as
@@ -95,6 +101,7 @@ func (c *Config) RegisterFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&c.VersionsToKeep, "versions-to-keep", c.VersionsToKeep, "segment versions retained per collection by GC")
 	fs.DurationVar(&c.GCGrace, "gc-grace", c.GCGrace, fmt.Sprintf("how long GC waits after a segment version stops being retained before deleting its blobs: the longest a read may take (at least %s)", MinGCGrace))
 	fs.DurationVar(&c.CommitTimeout, "commit-timeout", c.CommitTimeout, "longest a compaction's commit (and the clean-up after a failed one) may take; neither cancel nor shutdown interrupts it")
+	fs.Var((*byteSize)(&c.IndexCacheBytes), "index-cache-bytes", "bytes (estimated: vectors and links) of decoded vector indexes kept in memory for queries and the next compaction, e.g. 1GiB; least recently used out first, the last one used always kept")
 }
 
 // Validate rejects zero or negative sizes and a GC grace under MinGCGrace.
@@ -114,6 +121,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("--gc-grace must be at least %s (GC may delete a superseded version's blocks that long after it stops being retained, so it bounds how long a read may take), got %s", MinGCGrace, c.GCGrace)
 	case c.CommitTimeout <= 0:
 		return fmt.Errorf("--commit-timeout must be positive, got %s", c.CommitTimeout)
+	case c.IndexCacheBytes < 0:
+		return fmt.Errorf("--index-cache-bytes must not be negative, got %d", c.IndexCacheBytes)
 	}
 	return nil
 }
@@ -170,12 +179,13 @@ func IsTransient(err error) bool {
 
 // Options are per-call settings of Prepare and Compact.
 type Options struct {
-	// Progress, when set, is called after every log batch and every block
-	// write, from the calling goroutine, with the plan (Planned) from the
-	// first report on. BlocksTotal is 0 until jobtype.PhaseWriting, then an
-	// estimate from the slice: (records of the base + operation records
-	// read) / records per block, an upper bound when records are updated or
-	// deleted (never below BlocksWritten); the final report, of
+	// Progress, when set, is called as each phase starts and after every
+	// log batch and every block write, from the calling goroutine, with the
+	// plan (Planned) from the first report on. BlocksTotal is 0 until
+	// jobtype.PhaseWriting, then an estimate from the slice: (records of the
+	// base + operation records read) / records per block, an upper bound
+	// when records are updated or deleted (never below BlocksWritten), or 0
+	// when the writer writes a delta; the final report, of
 	// jobtype.PhaseCommitting, holds the exact count.
 	Progress func(jobtype.Progress)
 	// CommitJob, used by Compact only, builds the job row written in the
@@ -183,6 +193,9 @@ type Options struct {
 	// atomically with the commit). It is not called when nothing is
 	// committed. Callers of Prepare pass the row to Prepared.Commit.
 	CommitJob func(Result) *catalog.Job
+	// JobID is the id of the job the compaction runs as, recorded with the
+	// vector index it builds ("" for none).
+	JobID string
 }
 
 // Catalog is what a Compactor uses of the catalog: a *catalog.Catalog, or
@@ -195,6 +208,7 @@ type Catalog interface {
 	AppendLog(ctx context.Context, id string, ops []materialize.OperationRecord, lim catalog.AppendLimits) (first, last int64, err error)
 	ReadLog(ctx context.Context, id string, after, upTo int64, limit int) ([]materialize.OperationRecord, error)
 	ScanLog(ctx context.Context, id string, after, upTo int64, limit int, fn func(offset int64, record []byte) error) (int, error)
+	ScanKeptLog(ctx context.Context, id string, after, upTo int64, limit int, fn func(offset int64, record []byte) error) (int, error)
 	ReadTailIDs(ctx context.Context, id string, ids []string) (catalog.Tail, error)
 	ReadTailRange(ctx context.Context, id string, r catalog.TailRange) (catalog.Tail, error)
 	PurgeLog(ctx context.Context, id string) (int64, error)
@@ -202,6 +216,7 @@ type Catalog interface {
 	ListVersions(ctx context.Context, id string) ([]catalog.Version, error)
 	RetireVersions(ctx context.Context, id string, keep int, grace time.Duration) (catalog.Retention, error)
 	DeleteVersions(ctx context.Context, id string, versions []int64) error
+	RecordVerification(ctx context.Context, id string, version int64, problem string) error
 	ListJobs(ctx context.Context, f catalog.JobFilter) ([]catalog.Job, error)
 }
 
@@ -224,6 +239,9 @@ type Result struct {
 	// when positive, another compaction should follow at once.
 	Remaining int64
 	Note      string // "nothing to compact" when the backlog was empty
+	// WriteKind is what the writer wrote: segment.WroteBlocks or
+	// segment.WroteDelta; empty when nothing was written.
+	WriteKind segment.WriteKind
 }
 
 // Outcome is r in the vocabulary of jobs.
@@ -270,6 +288,9 @@ type Compactor struct {
 	// index build's metrics (nil without WithRegisterer).
 	indexes *indexCache
 	indexm  *indexMetrics
+	// verifym counts verifications (verify.go); nil fields without
+	// WithRegisterer.
+	verifym verifyMetrics
 	// scans holds a token per exact query scan running (see
 	// MaxConcurrentScans).
 	scans chan struct{}
@@ -330,6 +351,7 @@ func New(cat Catalog, seg *segment.Store, cfg Config, logger *slog.Logger, opts 
 	}
 	c := &Compactor{cat: cat, seg: seg, cfg: cfg, logger: logger, pins: newPins(), purges: make(map[string]bool),
 		scans: make(chan struct{}, MaxConcurrentScans), indexes: newIndexCache()}
+	c.indexes.budget = cfg.IndexCacheBytes
 	for _, o := range opts {
 		o(c)
 	}
@@ -367,6 +389,9 @@ type Prepared struct {
 	w      *segment.Writer   // nil when nothing to commit
 	unpin  func()            // releases the GC pins; nil once ended
 	onDone func(error) error // counts damaged data met, once
+	// what names the work in Commit's errors: "compact" ("" too), or
+	// "rebuild the index of".
+	what string
 }
 
 // Result is the compaction's figures: of the prepared version until
@@ -398,6 +423,7 @@ func (p *Prepared) Pending() bool { return p != nil && p.w != nil && p.unpin != 
 func (c *Compactor) Prepare(ctx context.Context, collectionID string, opts Options) (out *Prepared, err error) {
 	onDone := func(err error) error {
 		c.noteCorrupt("compaction", collectionID, err)
+		c.noteVerification(collectionID, err)
 		return err
 	}
 	var res Result
@@ -424,18 +450,22 @@ func (c *Compactor) Prepare(ctx context.Context, collectionID string, opts Optio
 			opts.Progress(p)
 		}
 	}
-	// Each step has a span, a child of the caller's (the job's) span in
-	// ctx; without one they are no-ops.
-	var step trace.Span
-	begin := func(name string) {
-		if step != nil {
-			step.End()
+	// Each phase (jobtype.Phase) is reported as it starts and has a span
+	// named after it, a child of the caller's (the job's) span in ctx;
+	// without one the spans are no-ops.
+	var p jobtype.Progress
+	var span trace.Span
+	enter := func(ph jobtype.Phase) {
+		if span != nil {
+			span.End()
 		}
-		_, step = startSpan(ctx, name)
+		_, span = startSpan(ctx, string(ph))
+		p.Phase = ph
+		report(p)
 	}
 	defer func() {
-		if step != nil {
-			endSpan(step, err)
+		if span != nil {
+			endSpan(span, err)
 		}
 	}()
 	coll, err := c.cat.GetCollection(ctx, collectionID)
@@ -450,56 +480,82 @@ func (c *Compactor) Prepare(ctx context.Context, collectionID string, opts Optio
 			unpin()
 		}
 	}()
-	end := min(coll.LogPosition, coll.CompactionOffset+int64(c.cfg.MaxRecords))
+	// The slice starts at the compaction offset, over the current version;
+	// when the current version failed verification, at the offset of the
+	// newest earlier kept version that verifies, over that version
+	// (repair.go).
+	from, baseKey, baseVersion, scan := coll.CompactionOffset, coll.ManifestKey, coll.SegmentVersion, c.cat.ScanLog
+	rb, err := c.repairBase(ctx, coll)
+	if err != nil {
+		return nil, fmt.Errorf("compact %s: %w", collectionID, err)
+	}
+	if rb != nil {
+		from, baseKey, baseVersion, scan = rb.CompactionOffset, rb.ManifestKey, rb.Version, c.cat.ScanKeptLog
+		defer c.pins.pin(collectionID, rb.ManifestKey, false)()
+	}
+	end := min(coll.LogPosition, from+int64(c.cfg.MaxRecords))
+	if end < coll.CompactionOffset {
+		return nil, fmt.Errorf("compact %s: version %d failed verification; rebuilding it from version %d needs log offsets (%d, %d], more than --max-compaction-size %d records",
+			collectionID, coll.SegmentVersion, baseVersion, from, coll.CompactionOffset, c.cfg.MaxRecords)
+	}
 	res = Result{
 		CollectionID:  collectionID,
-		OffsetStart:   coll.CompactionOffset,
+		OffsetStart:   from,
 		OffsetEnd:     end,
 		VersionBefore: coll.SegmentVersion,
 		VersionAfter:  coll.SegmentVersion,
 		RecordCount:   coll.RecordCount,
 		Remaining:     coll.LogPosition - end,
 	}
-	total := end - coll.CompactionOffset
-	if total <= 0 {
+	total := end - from
+	if total <= 0 && rb == nil {
 		res.OffsetEnd = coll.CompactionOffset
 		res.Note = NoteNothingToCompact
 		return &Prepared{c: c, res: res, unpin: unpin, onDone: onDone}, nil
 	}
 
-	// 1. Read the log slice in batches (a reader goroutine fetches the
-	// next batch while this one sorts), grouping operation records by
-	// record id in sorted runs, spilled to disk past the memory budget.
-	begin("read log")
-	p := jobtype.Progress{Phase: jobtype.PhaseReading, OpRecordsTotal: total, Planned: true, OffsetStart: coll.CompactionOffset, OffsetEnd: end, VersionBefore: coll.SegmentVersion}
-	report(p)
+	// Reading the log: the slice in batches (a reader goroutine fetches
+	// the next batch while this one sorts), its operation records grouped
+	// by record id in sorted runs, spilled to disk past the memory budget.
+	p = jobtype.Progress{OpRecordsTotal: total, Planned: true, OffsetStart: from, OffsetEnd: end,
+		VersionBefore: coll.SegmentVersion, NoIndexing: coll.Index.Disabled}
+	enter(jobtype.PhaseReading)
 	runs := &runSet{dir: c.cfg.SpillDir, budget: c.cfg.MemoryBytes / 4}
 	defer runs.close()
-	if err := c.readRuns(ctx, collectionID, coll.CompactionOffset, end, runs, func(n int) {
-		res.OpRecordsRead += int64(n)
-		p.OpRecordsRead = res.OpRecordsRead
-		report(p)
-	}); err != nil {
+	if total > 0 {
+		err = c.readRunsFrom(ctx, scan, collectionID, from, end, runs, func(n int) {
+			res.OpRecordsRead += int64(n)
+			p.OpRecordsRead = res.OpRecordsRead
+			report(p)
+		})
+	}
+	if err != nil {
 		return nil, fmt.Errorf("compact %s: %w", collectionID, err)
 	}
 
-	// 2. Materialize against the current segment and write the changed
-	// blocks, streaming: the runs are merged into per-id groups in id order,
-	// which the writer merge-joins with the base blocks one at a time.
-	begin("materialize")
-	p.Phase = jobtype.PhaseMaterializing
-	report(p)
-	var base *segment.Manifest
+	// Materializing: the runs merged into one change per record id, in id
+	// order, folded by the writer onto the current segment's records;
+	// the writer first gathers as many as a delta may take, then decides
+	// between a delta and blocks (segment.Writer.Write).
+	enter(jobtype.PhaseMaterializing)
+	base, err := c.readBase(ctx, baseVersion, baseKey)
+	if err != nil {
+		return nil, fmt.Errorf("compact %s: %w", collectionID, err)
+	}
 	var baseRecords int64
-	if coll.SegmentVersion > 0 {
-		if base, err = c.seg.ReadManifest(ctx, coll.ManifestKey); err != nil {
-			return nil, fmt.Errorf("compact %s: read manifest of version %d: %w", collectionID, coll.SegmentVersion, classifyRead(err))
-		}
+	if base != nil {
 		baseRecords = base.RecordCount
+		if rb != nil {
+			// The writer numbers the new version after its base's.
+			base.Version = coll.SegmentVersion
+		}
 	}
 	ib, err := c.startIndex(ctx, coll, base)
 	if err != nil {
 		return nil, fmt.Errorf("compact %s: %w", collectionID, err)
+	}
+	if ib != nil {
+		ib.job = opts.JobID
 	}
 	w := c.seg.NewWriter(collectionID, base)
 	defer func() {
@@ -507,42 +563,38 @@ func (c *Compactor) Prepare(ctx context.Context, collectionID string, opts Optio
 			c.abortWriter(ctx, w, collectionID)
 		}
 	}()
-	begin("write blocks")
-	p.Phase = jobtype.PhaseWriting
-	perBlock := int64(c.seg.MaxBlockRecords())
-	p.BlocksTotal = (baseRecords + res.OpRecordsRead + perBlock - 1) / perBlock
-	report(p)
+	// Writing blocks: from the writer's decision on, the changed blocks
+	// (or the one delta) are written, the materializing streaming on
+	// into them.
+	onKind := func(k segment.WriteKind) {
+		if k == segment.WroteBlocks {
+			perBlock := int64(c.seg.MaxBlockRecords())
+			p.BlocksTotal = (baseRecords + res.OpRecordsRead + perBlock - 1) / perBlock
+		}
+		enter(jobtype.PhaseWriting)
+	}
 	onBlock := func(n int64) {
 		p.BytesWritten += n
 		p.BlocksWritten++
 		p.BlocksTotal = max(p.BlocksTotal, p.BlocksWritten)
 		report(p)
 	}
-	// The writer decides whether the slice becomes a delta (few changes
-	// over many blocks, DESIGN.md §7b) or rewritten blocks.
 	m, stats, err := w.Write(ctx, changesOf(ctx, runs), segment.WriteOptions{
-		CompactionOffset: end, Dimension: coll.Dimension, OnBlock: onBlock, OnChange: ib.onChange(),
-		OnKind: func(k segment.WriteKind) {
-			if k == segment.WroteDelta {
-				p.BlocksTotal = 0 // no block is written
-				report(p)
-			}
-		},
-	})
+		CompactionOffset: end, Dimension: coll.Dimension, OnKind: onKind, OnBlock: onBlock, OnChange: ib.onChange()})
 	if err != nil {
 		return nil, fmt.Errorf("compact %s: write segment: %w", collectionID, classifyWrite(ctx, err))
 	}
+	res.WriteKind = stats.Kind
 	if runs.spilled > 0 {
 		c.logger.Debug("spilled sorted runs", "collection", collectionID, "runs", runs.spilled, "bytes", runs.spilledBytes)
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("compact %s: before manifest: %w", collectionID, err)
 	}
-	// 3. The version's vector index, durable before the manifest lists it.
+	// Indexing: the version's vector index, durable before the manifest
+	// lists it.
 	if ib != nil {
-		begin("index")
-		p.Phase = jobtype.PhaseIndexing
-		report(p)
+		enter(jobtype.PhaseIndexing)
 	}
 	if err := c.writeIndex(ctx, ib, w, m); err != nil {
 		return nil, fmt.Errorf("compact %s: %w", collectionID, classifyWrite(ctx, err))
@@ -560,6 +612,9 @@ func (c *Compactor) Prepare(ctx context.Context, collectionID string, opts Optio
 	if res.OpRecordsRead > 0 && res.RecordsWritten == 0 && stats.BlocksWritten == 0 && stats.DeltasWritten == 0 && stats.BlocksDropped == 0 && res.RecordCount == baseRecords {
 		res.Note = NoteNoChange
 	}
+	if rb != nil {
+		res.Note = fmt.Sprintf("version %d failed verification: rebuilt from version %d and log offsets (%d, %d]", coll.SegmentVersion, rb.Version, from, end)
+	}
 
 	// The last point where cancellation is honoured: what remains is the
 	// commit, which is not interrupted.
@@ -567,7 +622,10 @@ func (c *Compactor) Prepare(ctx context.Context, collectionID string, opts Optio
 		return nil, fmt.Errorf("compact %s: before commit: %w", collectionID, err)
 	}
 
-	// The final report holds the exact counts.
+	// Committing (Prepared.Commit, a span of its own): the final report
+	// holds the exact counts.
+	span.End()
+	span = nil
 	p.Phase = jobtype.PhaseCommitting
 	p.BytesWritten = res.BytesWritten
 	p.BlocksWritten, p.BlocksTotal = int64(stats.BlocksWritten), int64(stats.BlocksWritten)
@@ -581,7 +639,23 @@ func (c *Compactor) Prepare(ctx context.Context, collectionID string, opts Optio
 		RecordCount:      m.RecordCount,
 		SegmentBytes:     blockBytes(m),
 		BlockCount:       len(m.Blocks),
+		Digest:           m.Digest,
 	}}, nil
+}
+
+// readBase reads the manifest key of segment version, the base of a
+// compaction; nil for version 0 (before the first compaction). A blob read
+// failure is transient unless the manifest is missing or damaged
+// (classifyRead).
+func (c *Compactor) readBase(ctx context.Context, version int64, key string) (*segment.Manifest, error) {
+	if version == 0 {
+		return nil, nil
+	}
+	m, err := c.seg.ReadManifest(ctx, key)
+	if err != nil {
+		return nil, fmt.Errorf("read manifest of version %d: %w", version, classifyRead(err))
+	}
+	return m, nil
 }
 
 // Commit commits the prepared version in one catalog transaction:
@@ -605,7 +679,7 @@ func (p *Prepared) Commit(ctx context.Context, job *catalog.Job) (err error) {
 		return nil // nothing to commit
 	}
 	defer func() { p.onDone(err) }()
-	_, span := startSpan(ctx, "commit")
+	_, span := startSpan(ctx, string(jobtype.PhaseCommitting))
 	defer func() { endSpan(span, err) }()
 	defer func() {
 		if err != nil {
@@ -634,11 +708,11 @@ func (p *Prepared) Commit(ctx context.Context, job *catalog.Job) (err error) {
 			c.logger.Warn("commit reported an error but took effect", "collection", id, "version", cm.NewVersion, "err", err)
 			return nil
 		}
-		return fmt.Errorf("compact %s: commit version %d: %w", id, cm.NewVersion, err)
+		return fmt.Errorf("%s %s: commit version %d: %w", cmp.Or(p.what, "compact"), id, cm.NewVersion, err)
 	}
 	c.purgeLog(ctx, id)
 	c.logger.Debug("compacted", "collection", id, "offset", cm.CompactionOffset, "version", cm.NewVersion,
-		"records_read", p.res.OpRecordsRead, "blocks_written", p.res.BlocksWritten, "blocks_reused", p.res.BlocksReused)
+		"records_read", p.res.OpRecordsRead, "wrote", p.res.WriteKind, "blocks_written", p.res.BlocksWritten, "blocks_reused", p.res.BlocksReused)
 	return nil
 }
 
@@ -714,9 +788,11 @@ func classifyWrite(ctx context.Context, err error) error {
 	if ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
 		return err
 	}
-	if _, ok := CorruptKind(err); ok || errors.Is(err, segment.ErrBlockTooLarge) {
+	if _, ok := CorruptKind(err); ok || errors.Is(err, segment.ErrBlockTooLarge) || errors.Is(err, segment.ErrVerification) {
 		// Write reads the blocks it rewrites; a block too large to be
-		// read back fails again at every attempt.
+		// read back fails again at every attempt; a write that fails its
+		// verification (blobs that do not read back as written, or
+		// records lost or altered) is not retried blindly.
 		return err
 	}
 	return transient(err)

@@ -17,6 +17,7 @@ import (
 	"github.com/compactorhq/compactor/internal/manager"
 	"github.com/compactorhq/compactor/internal/materialize"
 	"github.com/compactorhq/compactor/internal/redact"
+	"github.com/compactorhq/compactor/internal/segment"
 )
 
 func ts(t time.Time) *timestamppb.Timestamp {
@@ -130,6 +131,15 @@ func jobToProto(j manager.Job) *compactorv1.Job {
 	if pr := j.Progress; pr != nil {
 		p.Progress = progressToProto(*pr)
 	}
+	if j.Kind == jobtype.KindIndexRebuild {
+		// Params the server wrote; a row it cannot read shows none.
+		ip, _ := jobtype.DecodeIndexRebuildParams(j.Params)
+		p.IndexRebuild = &compactorv1.IndexRebuildParams{M: int32(ip.M), EfConstruction: int32(ip.EfConstruction)}
+	}
+	if j.Kind == jobtype.KindVerify {
+		vp, _ := jobtype.DecodeVerifyParams(j.Params)
+		p.Verify = &compactorv1.VerifyParams{Version: vp.Version, Replay: vp.Replay, Scrub: vp.Scrub}
+	}
 	return p
 }
 
@@ -139,11 +149,25 @@ func progressToProto(pr jobtype.Progress) *compactorv1.Progress {
 	out := &compactorv1.Progress{
 		RecordsRead: pr.OpRecordsRead, RecordsTotal: pr.OpRecordsTotal, BytesWritten: pr.BytesWritten, Phase: string(pr.Phase),
 		Fraction: pr.Fraction, BlocksWritten: pr.BlocksWritten, BlocksTotal: pr.BlocksTotal,
+		VectorsIndexed: pr.VectorsIndexed, VectorsTotal: pr.VectorsTotal,
 	}
 	if pr.ETAKnown && pr.ETA > 0 {
 		out.Eta = durationpb.New(pr.ETA)
 	}
 	return out
+}
+
+// indexFiguresToProto converts a version's index reference; nil for none.
+func indexFiguresToProto(ix *segment.IndexRef) *compactorv1.IndexFigures {
+	if ix == nil {
+		return nil
+	}
+	return &compactorv1.IndexFigures{
+		M: int32(ix.M), EfConstruction: int32(ix.EfConstruction), EfSearch: int32(ix.EfSearch),
+		Vectors: int64(ix.Vectors), Tombstones: int64(ix.Tombstones), EncodedBytes: ix.Bytes(),
+		Build: ix.Build, BuildTime: ts(ix.BuiltAt), BuildDuration: durationpb.New(time.Duration(ix.BuildSeconds * float64(time.Second))),
+		JobId: ix.Job,
+	}
 }
 
 func collectionToProto(c catalog.Collection) *compactorv1.Collection {
