@@ -142,6 +142,16 @@ type Estimate struct {
 	// every block, the version's mean bytes per record times their count
 	// (0 before the first version).
 	BytesToRewrite int64
+	// The vector index work, when the collection has indexing on
+	// (Indexed): VectorsToInsert counts the operation records that carry
+	// an embedding (ADD, UPSERT, an UPDATE with one) and VectorsToDelete
+	// the DELETEs, upper bounds of the vectors an incremental build
+	// inserts and tombstones; IndexFullBuild says the job builds the index
+	// from every record instead, and IndexFullBuildReason why.
+	Indexed                          bool
+	VectorsToInsert, VectorsToDelete int64
+	IndexFullBuild                   bool
+	IndexFullBuildReason             string
 }
 
 // Enqueued is one job a request to enqueue returned, as J (the catalog's
