@@ -44,7 +44,6 @@ import (
 	"bufio"
 	"cmp"
 	"context"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -66,6 +65,7 @@ import (
 	"github.com/compactorhq/compactor/client"
 	compactorv1 "github.com/compactorhq/compactor/gen/compactor/v1"
 	"github.com/compactorhq/compactor/internal/vindex"
+	"github.com/compactorhq/compactor/scripts/bench/vecset"
 )
 
 func main() {
@@ -159,11 +159,11 @@ func run(args []string, stdout, stderr io.Writer) error {
 	if m.Distance != "l2" {
 		return fmt.Errorf("vector set %s has distance %s; this benchmark runs l2 sets", *kind, m.Distance)
 	}
-	base, err := readF32(filepath.Join(*dir, *kind+".base.f32"), m.Dim)
+	base, err := vecset.ReadF32(vecset.BasePath(*dir, *kind), m.Dim)
 	if err != nil {
 		return err
 	}
-	queries, err := readF32(filepath.Join(*dir, *kind+".query.f32"), m.Dim)
+	queries, err := vecset.ReadF32(vecset.QueryPath(*dir, *kind), m.Dim)
 	if err != nil {
 		return err
 	}
@@ -578,31 +578,6 @@ func exact(q, x []float32) float64 {
 		s += d * d
 	}
 	return s
-}
-
-func readF32(path string, dim int) ([][]float32, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if st.Size()%int64(4*dim) != 0 {
-		return nil, fmt.Errorf("%s: %d bytes, not rows of %d float32", path, st.Size(), dim)
-	}
-	rows := int(st.Size() / int64(4*dim))
-	flat := make([]float32, rows*dim)
-	if err := binary.Read(bufio.NewReaderSize(f, 1<<20), binary.LittleEndian, flat); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	out := make([][]float32, rows)
-	for i := range out {
-		out[i] = flat[i*dim : (i+1)*dim : (i+1)*dim]
-	}
-	return out, nil
 }
 
 func load() float64 {
