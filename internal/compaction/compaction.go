@@ -78,12 +78,17 @@ type Config struct {
 	// compaction commits, so the default (10 min) is far above what a
 	// maximum-size commit takes on a busy machine (seconds).
 	CommitTimeout time.Duration
+	// IndexCacheBytes bounds, in bytes (estimated: vectors and links), the
+	// decoded vector indexes kept in process for queries and the next
+	// compaction, least recently used out first; the index used last stays
+	// even when it alone is over the bound. 0 keeps only that one.
+	IndexCacheBytes int64
 }
 
 // DefaultConfig returns the defaults documented on the flags.
 func DefaultConfig() Config {
 	return Config{MaxRecords: 10_000_000, BatchRecords: 10_000, MemoryBytes: 256 << 20, SpillDir: os.TempDir(),
-		VersionsToKeep: 2, GCGrace: time.Hour, CommitTimeout: 10 * time.Minute}
+		VersionsToKeep: 2, GCGrace: time.Hour, CommitTimeout: 10 * time.Minute, IndexCacheBytes: DefaultIndexCacheBytes}
 }
 
 // RegisterFlags registers the compaction flags on fs with c's values as
@@ -96,6 +101,7 @@ func (c *Config) RegisterFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&c.VersionsToKeep, "versions-to-keep", c.VersionsToKeep, "segment versions retained per collection by GC")
 	fs.DurationVar(&c.GCGrace, "gc-grace", c.GCGrace, fmt.Sprintf("how long GC waits after a segment version stops being retained before deleting its blobs: the longest a read may take (at least %s)", MinGCGrace))
 	fs.DurationVar(&c.CommitTimeout, "commit-timeout", c.CommitTimeout, "longest a compaction's commit (and the clean-up after a failed one) may take; neither cancel nor shutdown interrupts it")
+	fs.Var((*byteSize)(&c.IndexCacheBytes), "index-cache-bytes", "bytes (estimated: vectors and links) of decoded vector indexes kept in memory for queries and the next compaction, e.g. 1GiB; least recently used out first, the last one used always kept")
 }
 
 // Validate rejects zero or negative sizes and a GC grace under MinGCGrace.
@@ -115,6 +121,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("--gc-grace must be at least %s (GC may delete a superseded version's blocks that long after it stops being retained, so it bounds how long a read may take), got %s", MinGCGrace, c.GCGrace)
 	case c.CommitTimeout <= 0:
 		return fmt.Errorf("--commit-timeout must be positive, got %s", c.CommitTimeout)
+	case c.IndexCacheBytes < 0:
+		return fmt.Errorf("--index-cache-bytes must not be negative, got %d", c.IndexCacheBytes)
 	}
 	return nil
 }
@@ -343,6 +351,7 @@ func New(cat Catalog, seg *segment.Store, cfg Config, logger *slog.Logger, opts 
 	}
 	c := &Compactor{cat: cat, seg: seg, cfg: cfg, logger: logger, pins: newPins(), purges: make(map[string]bool),
 		scans: make(chan struct{}, MaxConcurrentScans), indexes: newIndexCache()}
+	c.indexes.budget = cfg.IndexCacheBytes
 	for _, o := range opts {
 		o(c)
 	}
