@@ -10,6 +10,7 @@ import (
 
 	"github.com/compactorhq/compactor/internal/catalog"
 	"github.com/compactorhq/compactor/internal/jobtype"
+	"github.com/compactorhq/compactor/internal/segment"
 	"github.com/compactorhq/compactor/internal/vindex"
 )
 
