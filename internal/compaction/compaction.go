@@ -428,18 +428,7 @@ func (c *Compactor) Prepare(ctx context.Context, collectionID string, opts Optio
 	}
 	var res Result
 	defer func() {
-		// A blob of the base version missing: data loss when that version
-		// is still current, else another compaction committed meanwhile
-		// (this one would lose its compare-and-swap).
-		if err != nil && errors.Is(err, segment.ErrNotExist) {
-			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.CommitTimeout)
-			defer cancel()
-			if lost, ok := c.dataLoss(rctx, collectionID, err); ok {
-				err = fmt.Errorf("compact %s: %w", collectionID, lost)
-			} else if !IsTransient(err) {
-				err = transient(err)
-			}
-		}
+		err = c.missingBlob(ctx, "compact", collectionID, err)
 		onDone(err)
 		if err != nil {
 			out = &Prepared{res: res} // ended: the figures so far
@@ -641,6 +630,28 @@ func (c *Compactor) Prepare(ctx context.Context, collectionID string, opts Optio
 		BlockCount:       len(m.Blocks),
 		Digest:           m.Digest,
 	}}, nil
+}
+
+// missingBlob classifies err, the end of work (what: "compact", "rebuild
+// the index of") on collectionID, when it says a blob of the base version
+// is missing: data loss when that version is still current (an error
+// saying so, not transient), else transient (another compaction committed
+// meanwhile, and this one would lose its compare-and-swap). Any other err
+// is returned as it is. The check reads the catalog with a context of its
+// own, bounded by Config.CommitTimeout (ctx may have ended).
+func (c *Compactor) missingBlob(ctx context.Context, what, collectionID string, err error) error {
+	if err == nil || !errors.Is(err, segment.ErrNotExist) {
+		return err
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.CommitTimeout)
+	defer cancel()
+	if lost, ok := c.dataLoss(rctx, collectionID, err); ok {
+		return fmt.Errorf("%s %s: %w", what, collectionID, lost)
+	}
+	if !IsTransient(err) {
+		return transient(err)
+	}
+	return err
 }
 
 // readBase reads the manifest key of segment version, the base of a
