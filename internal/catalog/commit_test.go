@@ -68,7 +68,7 @@ func TestCommitCompactionCommitsEverythingAtOnce(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		equal(t, "versions", versions, []catalog.Version{{CollectionID: col.ID, Version: 1, ManifestKey: cm.ManifestKey, CompactionOffset: 6, RecordCount: 5, SegmentBytes: 8192, BlockCount: 2, CreatedAt: now}})
+		equal(t, "versions", versions, []catalog.Version{{CollectionID: col.ID, Version: 1, ManifestKey: cm.ManifestKey, CompactionOffset: 6, RecordCount: 5, SegmentBytes: 8192, BlockCount: 2, CreatedAt: now, JobID: job.ID}})
 		stored, err := c.GetJob(ctx, job.ID)
 		if err != nil {
 			t.Fatal(err)

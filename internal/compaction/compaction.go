@@ -202,6 +202,8 @@ type Catalog interface {
 	PurgeLog(ctx context.Context, id string) (int64, error)
 	CommitCompaction(ctx context.Context, cm catalog.Commit) error
 	ListVersions(ctx context.Context, id string) ([]catalog.Version, error)
+	GetVersion(ctx context.Context, id string, version int64) (catalog.Version, error)
+	CommitRollback(ctx context.Context, rb catalog.Rollback) error
 	RetireVersions(ctx context.Context, id string, keep int, grace time.Duration) (catalog.Retention, error)
 	DeleteVersions(ctx context.Context, id string, versions []int64) error
 	ListJobs(ctx context.Context, f catalog.JobFilter) ([]catalog.Job, error)
@@ -280,41 +282,52 @@ type Compactor struct {
 	// collected their version (see retryRead); none is expected at accepted
 	// settings.
 	readRetries atomic.Int64
-	// purges are the log purges running after commits, by collection.
+	// purges are the log purges running, by collection: true when another
+	// was asked for while it ran (it then runs again).
 	purgeMu sync.Mutex
 	purges  map[string]bool
 	purgeWG sync.WaitGroup
 }
 
 // purgeLog deletes, on a goroutine of its own, the log rows of
-// collectionID at or below its compaction offset (catalog.PurgeLog), off
-// the job's critical path: the commit has already made them invisible. At
-// most one purge per collection runs; one that finds another running
-// leaves the rows to it or to the next commit's purge (which removes
-// everything at or below the offset, also rows a crash left behind). It is
-// bounded by Config.CommitTimeout and not interrupted by cancellation;
-// failures are logged.
+// collectionID that no kept version needs (catalog.PurgeLog: at or below
+// the oldest kept version's compaction offset), off the job's critical
+// path: the commit has already made the rows at or below the current
+// offset invisible. At most one purge per collection runs; a call while one
+// runs makes it run once more when done, since the bound may have moved (a
+// commit, or GC retiring versions). It is bounded by Config.CommitTimeout
+// and not interrupted by cancellation; failures are logged.
 func (c *Compactor) purgeLog(ctx context.Context, collectionID string) {
 	c.purgeMu.Lock()
 	defer c.purgeMu.Unlock()
-	if c.purges[collectionID] {
+	if _, running := c.purges[collectionID]; running {
+		c.purges[collectionID] = true // again, once this one ends
 		return
 	}
-	c.purges[collectionID] = true
+	c.purges[collectionID] = false
 	c.purgeWG.Add(1)
-	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.CommitTimeout)
 	go func() {
 		defer c.purgeWG.Done()
-		defer cancel()
-		n, err := c.cat.PurgeLog(pctx, collectionID)
-		c.purgeMu.Lock()
-		delete(c.purges, collectionID)
-		c.purgeMu.Unlock()
-		if err != nil && !errors.Is(err, catalog.ErrNotFound) {
-			c.logger.Warn("purge compacted log rows", "collection", collectionID, "err", err)
-			return
+		for {
+			pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.CommitTimeout)
+			n, err := c.cat.PurgeLog(pctx, collectionID)
+			cancel()
+			switch {
+			case err != nil && !errors.Is(err, catalog.ErrNotFound):
+				c.logger.Warn("purge compacted log rows", "collection", collectionID, "err", err)
+			case err == nil:
+				c.logger.Debug("purged compacted log rows", "collection", collectionID, "rows", n)
+			}
+			c.purgeMu.Lock()
+			again := c.purges[collectionID] && err == nil
+			if !again {
+				delete(c.purges, collectionID)
+				c.purgeMu.Unlock()
+				return
+			}
+			c.purges[collectionID] = false
+			c.purgeMu.Unlock()
 		}
-		c.logger.Debug("purged compacted log rows", "collection", collectionID, "rows", n)
 	}()
 }
 
