@@ -11,7 +11,10 @@
 # 1,000,000) it generates the records once (scripts/bench/gen: 70 % ADDs of new
 # ids, 20 % UPDATEs and 10 % DELETEs of live ids, 128-dim embeddings rounded to
 # 3 decimals, seed 1; about 60 % end as rows) and pushes them once into a
-# template data directory (not timed). Then, BENCH_ROUNDS times (default 3),
+# template data directory (not timed), into two collections: bench-N, created
+# with --no-index (what DuckDB is paired with: both materialize, neither
+# builds a vector index), and bench-N-indexed, the same records with the
+# default vector index. Then, BENCH_ROUNDS times (default 3),
 # for each size in turn, product and DuckDB back to back (the order alternates
 # between rounds):
 #   product  a copy of the template (a fresh data dir holding the pushed log),
@@ -27,7 +30,10 @@
 #            (append.jsonl) and 1,000 UPDATEs spread over the id order
 #            (updates.jsonl), each pushed then compacted (job duration, and
 #            as % of the full compaction); then a paged GetRecords read of the
-#            whole collection (scripts/bench/read, 1,000 per page).
+#            whole collection (scripts/bench/read, 1,000 per page); then
+#            (BENCH_INDEXED=1) the full compaction of bench-N-indexed: the
+#            same materialization plus the index build, with its CPU time
+#            and peak RSS.
 #   DuckDB   node tools/duckdb/query.mjs running the materialization below on
 #            ops.parquet (the same records with their log offsets) into one
 #            Parquet file sorted by id, zstd: the statement's time and the
@@ -79,6 +85,9 @@
 #                   2-core machine the goals were set on); a figure measured
 #                   above it reads "loaded: no verdict"
 #   BENCH_DIM, BENCH_SEED  embedding dimension (128), generator seed (1)
+#   BENCH_INDEXED   1 (default) also compacts bench-N-indexed in each pair
+#                   (at 1,000,000 op records the index build takes minutes);
+#                   0 skips it
 #   BENCH_VINDEX    1 (default) also runs scripts/bench/vindex.sh at the end: the
 #                   vector index against hnswlib (its own BENCH_VINDEX_*
 #                   variables); 0 skips it
@@ -106,6 +115,8 @@ WAIT=${BENCH_WAIT:-3600}
 DIM=${BENCH_DIM:-128}
 SEED=${BENCH_SEED:-1}
 MAX_LOAD=${BENCH_MAX_LOAD:-1.0}
+INDEXED=${BENCH_INDEXED:-1}
+[[ $INDEXED == 0 || $INDEXED == 1 ]] || { echo "bench: BENCH_INDEXED takes 0 or 1, got '$INDEXED'" >&2; exit 1; }
 if [[ -z ${BENCH_DEFAULTS+x} ]]; then
 	BENCH_DEFAULTS=
 	for n in $SIZES; do ((n > 100000)) && BENCH_DEFAULTS+="$n "; done
@@ -268,11 +279,17 @@ for n in $SIZES; do
 	"$TMP/bin/gen" -n "$n" -dim "$DIM" -seed "$SEED" -out "$d"
 	note "$n operation records: pushing into the template data dir (not timed)"
 	start_server "$TMP/template-$n" "$TMP/server.log"
-	id=$(cc -o json collections create "bench-$n" --dimension "$DIM" | python3 -c 'import json,sys; print(json.load(sys.stdin)["id"])')
-	t0=$(now)
-	cc push --collection "$id" "$d/ops.jsonl" >"$TMP/push.log" 2>&1 || die "push of $d/ops.jsonl failed: $(tail -5 "$TMP/push.log")"
-	note "$n operation records: pushed in $(since "$t0") s"
-	echo "$id" >"$d/collection"
+	# bench-N has no vector index: the materialization DuckDB is paired
+	# with. bench-N-indexed holds the same records with the default index.
+	for c in collection collection-indexed; do
+		flags=(--no-index) name=bench-$n
+		[[ $c == collection ]] || flags=() name=bench-$n-indexed
+		id=$(cc -o json collections create "$name" --dimension "$DIM" "${flags[@]}" | python3 -c 'import json,sys; print(json.load(sys.stdin)["id"])')
+		t0=$(now)
+		cc push --collection "$id" "$d/ops.jsonl" >"$TMP/push.log" 2>&1 || die "push of $d/ops.jsonl failed: $(tail -5 "$TMP/push.log")"
+		note "$n operation records: pushed into $name in $(since "$t0") s"
+		echo "$id" >"$d/$c"
+	done
 	stop_server
 done
 
@@ -303,6 +320,17 @@ product() { # product SIZE ROUND
 	done
 	note "round $r, $n: product: paged read of the compacted collection"
 	record "$(read_all | with kind='"read_after"' size="$n" round="$r")"
+	if [[ $INDEXED == 1 ]]; then
+		cid=$(cat "$d/collection-indexed")
+		echo 5 >"/proc/$server_pid/clear_refs" || true
+		note "round $r, $n: product: full compaction of the same records with the vector index"
+		load=$(load1)
+		cpu0=$(cpu_s)
+		compact_jobs "$TMP/indexed.jobs"
+		cpu=$(python3 -c 'import sys; print("%.3f" % (float(sys.argv[2]) - float(sys.argv[1])))' "$cpu0" "$(cpu_s)")
+		record "$(jobs_summary "$TMP/indexed.jobs" | with kind='"full_indexed"' size="$n" round="$r" cpu_s="$cpu" load="$load" rss_kb="$(rss_kb)")"
+		cid=$(cat "$d/collection")
+	fi
 	stop_server
 	rm -rf "$run"
 }

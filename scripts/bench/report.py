@@ -154,6 +154,12 @@ for n in sizes:
     rss = [r["rss_kb"] * 1024 for r in full]
     add("| 1. peak RSS ≤ 512 MB (%s op records) | %s | | %.1f× the goal | %s | %s |" % (
         format(n, ","), span(rss, mb), max(rss) / 512e6, load_cell(n, full), verdict(max(rss) <= 512e6, n, full)))
+    ix = of("full_indexed", n)
+    if ix:
+        share = pairs(ix, full, job, job)
+        add("| the same records with the vector index (the default): full compaction, no goal against DuckDB (it builds no index; the index is measured against hnswlib by scripts/bench/vindex.sh) | %s (job), CPU %s, peak RSS %s | | %s of the compaction without the index | %s | |" % (
+            span([job(r) for r in ix]), span([r["cpu_s"] for r in ix]), span([r["rss_kb"] * 1024 for r in ix], mb),
+            ratio(share), load_cell(n, ix)))
     bw = [r["bytes_written"] for r in full]
     blk = [r["blocks_bytes"] for r in full]
     br = pairs(full, duck, lambda r: r["bytes_written"], lambda r: r["bytes"])
