@@ -3,16 +3,17 @@
 // current segment with the rules of package materialize, write the changed
 // blocks and a new manifest (copy-on-write), and commit in one catalog
 // transaction (compare-and-swap on the segment version, advance of the
-// compaction offset, the job's end); the compacted log rows are purged
-// afterwards, off the job's critical path. The log slice is streamed: sorted
+// compaction offset, the job's end); the log rows no kept version needs are
+// purged afterwards, off the job's critical path. The log slice is streamed: sorted
 // runs of operation records (spilled to disk past Config.MemoryBytes) are
 // merged by record id and merge-joined with the base blocks, one at a time,
 // into blocks encoded in parallel.
 //
 // It also holds the read path (segment + uncompacted log tail, materialized
 // with the same rules, so a read returns the same records before and after a
-// compaction) and the garbage collection of superseded versions and orphan
-// blocks.
+// compaction; or one kept version alone), the version history and rollback
+// (versions.go), and the garbage collection of superseded versions and
+// orphan blocks.
 package compaction
 
 import (
