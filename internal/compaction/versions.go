@@ -25,18 +25,17 @@ type VersionInfo struct {
 // every version row the catalog holds (the current one, those retained by
 // --versions-to-keep, and retired ones GC has not collected yet, which are
 // not Kept). Errors: catalog.ErrNotFound.
+//
+// The current version is the newest row: every commit, a rollback's too,
+// takes the next number, and GC never deletes the current version's row.
 func (c *Compactor) ListVersions(ctx context.Context, collectionID string) ([]VersionInfo, error) {
-	coll, err := c.cat.GetCollection(ctx, collectionID)
-	if err != nil {
-		return nil, fmt.Errorf("list versions of %s: %w", collectionID, err)
-	}
 	vs, err := c.cat.ListVersions(ctx, collectionID)
 	if err != nil {
 		return nil, fmt.Errorf("list versions of %s: %w", collectionID, err)
 	}
 	out := make([]VersionInfo, len(vs))
 	for i, v := range vs {
-		out[i] = VersionInfo{Version: v, Current: v.Version == coll.SegmentVersion}
+		out[i] = VersionInfo{Version: v, Current: i == 0}
 	}
 	return out, nil
 }
