@@ -98,7 +98,14 @@ func (e *env) badCompaction(r *rand.Rand) int64 {
 		}
 	}
 	w := e.seg.NewWriter(e.id, base)
-	m, _, err := w.Write(e.ctx, changes, coll.LogPosition, coll.Dimension, nil)
+	seq := func(yield func(segment.Change, error) bool) {
+		for _, ch := range changes {
+			if !yield(ch, nil) {
+				return
+			}
+		}
+	}
+	m, _, err := w.Write(e.ctx, seq, segment.WriteOptions{CompactionOffset: coll.LogPosition, Dimension: coll.Dimension})
 	if err != nil {
 		e.t.Fatal(err)
 	}
