@@ -73,6 +73,7 @@ const (
 	KindCompaction   = "compaction"
 	KindIndexRebuild = "index_rebuild"
 	KindVerify       = "verify"
+	KindRollback     = "rollback"
 )
 
 // Sentinel errors a Source returns (wrapped or not; they are matched with

@@ -284,6 +284,11 @@ type Rollback struct {
 	ManifestKey     string
 	Reason          string // the operator's, kept in the history
 	By              string // who asked, as the request named them
+	// JobID, when set, is the id of the job row of kind rollback that
+	// records the rollback in the job history, written SUCCEEDED in the
+	// same transaction (see CommitRollback); Node names the node on it.
+	JobID string
+	Node  string
 }
 
 // JobState is the lifecycle state of a compaction job (DESIGN.md §5).

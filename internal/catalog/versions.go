@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/compactorhq/compactor/internal/jobtype"
 )
 
 // CommitCompaction commits a compaction in one transaction: compare-and-swap
@@ -276,8 +278,11 @@ func (c *Catalog) keptVersion(ctx context.Context, q querier, id string, version
 // takes rb.ManifestKey and rb.ToVersion's compaction offset (which moves
 // back: every log record after it is read again by the next compaction),
 // record count and storage figures; the new version row records the
-// rollback (RollbackOf, Reason, CreatedBy). The failure count and
-// dead-letter mark are left as they are.
+// rollback (RollbackOf, Reason, CreatedBy) and, with rb.JobID set, its
+// job: a row of kind rollback, SUCCEEDED, with the versions before and
+// after, the log offsets compacted again (OffsetStart, OffsetEnd] and a
+// note, so that the rollback is in the job history too. The failure count
+// and dead-letter mark are left as they are.
 //
 // Errors: ErrNotFound (no collection); *VersionNotFoundError (ToVersion not
 // kept); *ConflictError (the current version is not BaseVersion);
@@ -356,11 +361,26 @@ func (c *Catalog) CommitRollback(ctx context.Context, rb Rollback) error {
 		}
 		_, err = tx.ExecContext(ctx, c.d.q(`INSERT INTO versions (collection_id, version, manifest_key, compaction_offset, record_count, segment_bytes, block_count, created_at,
 				job_id, offset_start, rollback_of, reason, created_by)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, '', ?, ?, ?, ?)`),
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
 			rb.CollectionID, rb.NewVersion, rb.ManifestKey, to.CompactionOffset, to.RecordCount, to.SegmentBytes, to.BlockCount, now,
-			offset, to.Version, rb.Reason, rb.By)
+			rb.JobID, offset, to.Version, rb.Reason, rb.By)
 		if err != nil {
 			return fmt.Errorf("insert version %d: %w", rb.NewVersion, err)
+		}
+		if rb.JobID == "" {
+			return nil
+		}
+		at := fromMs(now)
+		note := fmt.Sprintf("rolled back to version %d: its segment and compaction offset %d are current again; the log records (%d, %d] are compacted again",
+			to.Version, to.CompactionOffset, to.CompactionOffset, offset)
+		if rb.By != "" {
+			note += "; asked by " + rb.By
+		}
+		j := Job{ID: rb.JobID, CollectionID: rb.CollectionID, Kind: jobtype.KindRollback, Trigger: TriggerOneOff, State: JobSucceeded,
+			Reason: rb.Reason, Attempt: 1, CreatedAt: at, StartedAt: at, FinishedAt: at,
+			OffsetStart: to.CompactionOffset, OffsetEnd: offset, VersionBefore: version, VersionAfter: rb.NewVersion, Note: note, Node: rb.Node}
+		if err := c.execInsertJob(ctx, tx, j); err != nil {
+			return fmt.Errorf("insert rollback job %s: %w", rb.JobID, err)
 		}
 		return nil
 	})

@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/compactorhq/compactor/internal/catalog"
+	"github.com/compactorhq/compactor/internal/jobtype"
 )
 
 // commitAt commits version v of collection id at compaction offset off, with
@@ -125,7 +126,7 @@ func TestCommitRollback(t *testing.T) {
 		}
 		now := ms(e.clock.Advance(time.Second))
 		rb := catalog.Rollback{CollectionID: col.ID, BaseVersion: 2, NewVersion: 3, ToVersion: 1, FromManifestKey: "m1", ManifestKey: "m3",
-			Reason: "bad compaction", By: "alice@host"}
+			Reason: "bad compaction", By: "alice@host", JobID: uuid.NewString(), Node: "n1"}
 		if err := c.CommitRollback(ctx, rb); err != nil {
 			t.Fatalf("CommitRollback: %v", err)
 		}
@@ -139,7 +140,17 @@ func TestCommitRollback(t *testing.T) {
 			t.Fatal(err)
 		}
 		equal(t, "rollback version row", vs[0], catalog.Version{CollectionID: col.ID, Version: 3, ManifestKey: "m3", CompactionOffset: 4, RecordCount: 1,
-			SegmentBytes: 100, BlockCount: 1, CreatedAt: now, OffsetStart: 8, RollbackOf: 1, Reason: "bad compaction", CreatedBy: "alice@host"})
+			SegmentBytes: 100, BlockCount: 1, CreatedAt: now, OffsetStart: 8, RollbackOf: 1, Reason: "bad compaction", CreatedBy: "alice@host", JobID: rb.JobID})
+		// The job history has it: a finished job of kind rollback.
+		j, err := c.GetJob(ctx, rb.JobID)
+		if err != nil {
+			t.Fatalf("the rollback's job: %v", err)
+		}
+		equal(t, "rollback job", []any{j.Kind, j.State, j.Trigger, j.Reason, j.OffsetStart, j.OffsetEnd, j.VersionBefore, j.VersionAfter, j.Node, j.FinishedAt, j.CollectionName},
+			[]any{jobtype.KindRollback, catalog.JobSucceeded, catalog.TriggerOneOff, "bad compaction", int64(4), int64(8), int64(2), int64(3), "n1", now, col.Name})
+		if !strings.Contains(j.Note, "rolled back to version 1") || !strings.Contains(j.Note, "(4, 8] are compacted again") || !strings.Contains(j.Note, "asked by alice@host") {
+			t.Errorf("rollback job note %q", j.Note)
+		}
 		// A compaction continues from the rollback: offset 4 onwards.
 		if err := c.CommitCompaction(ctx, catalog.Commit{CollectionID: col.ID, BaseVersion: 3, NewVersion: 4, ManifestKey: "m4", CompactionOffset: 10}); err != nil {
 			t.Fatalf("compaction after the rollback: %v", err)

@@ -109,6 +109,9 @@ func TestVersionsGetAtVersionAndRollback(t *testing.T) {
 	if !strings.Contains(table, "rollback to 1 by ops: second compaction is bad") || !strings.Contains(table, "(6, 4]") {
 		t.Errorf("versions after the rollback:\n%s", table)
 	}
+	if jobs := ok(t, addr, "jobs", "--collection", "history").stdout; !strings.Contains(jobs, "ROLLBACK") {
+		t.Errorf("the job history lacks the rollback:\n%s", jobs)
+	}
 	fails(t, addr, nil, 1, "already the current version", "rollback", "history", "--to-version", "3", "--yes")
 	out := ok(t, addr, "-o", "json", "rollback", "history", "--to-version", "2", "-y").stdout
 	if !strings.Contains(out, `"replaced_version": "3"`) || !strings.Contains(out, `"rollback_of": "2"`) {

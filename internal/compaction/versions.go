@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/compactorhq/compactor/internal/catalog"
 	"github.com/compactorhq/compactor/internal/materialize"
 	"github.com/compactorhq/compactor/internal/segment"
@@ -177,6 +179,7 @@ type RollbackRequest struct {
 	ToVersion int64  // the kept version whose segment becomes current again
 	Reason    string // the operator's, kept in the version history
 	By        string // who asks, as the caller names them
+	Node      string // the node that runs it, named on its job
 }
 
 // RollbackResult is what a rollback did.
@@ -186,6 +189,9 @@ type RollbackResult struct {
 	Version catalog.Version
 	// Replaced is the version that was current before.
 	Replaced int64
+	// JobID is the rollback's job (kind rollback, SUCCEEDED), which
+	// records it in the job history.
+	JobID string
 	// Reread is how many operation records after the restored version's
 	// compaction offset the next compaction reads again.
 	Reread int64
@@ -201,6 +207,10 @@ type RollbackResult struct {
 // req.ToVersion are undone without losing a write. It does not queue that
 // compaction (the scheduler does, or a one-off; pause the collection first
 // to keep it at the restored version).
+//
+// The rollback is recorded in the version history (the new version's
+// RollbackOf, Reason and By) and in the job history, as a job of kind
+// rollback finished in the same transaction (RollbackResult.JobID).
 //
 // It is fenced like a compaction's commit (catalog.CommitRollback: the
 // compare-and-swap on the segment version and no job of the collection
@@ -255,7 +265,8 @@ func (c *Compactor) Rollback(ctx context.Context, collectionID string, req Rollb
 		return fail(classifyWrite(ctx, err))
 	}
 	rb := catalog.Rollback{CollectionID: collectionID, BaseVersion: coll.SegmentVersion, NewVersion: cp.Version, ToVersion: to.Version,
-		FromManifestKey: to.ManifestKey, ManifestKey: key, Reason: strings.TrimSpace(req.Reason), By: strings.TrimSpace(req.By)}
+		FromManifestKey: to.ManifestKey, ManifestKey: key, Reason: strings.TrimSpace(req.Reason), By: strings.TrimSpace(req.By),
+		JobID: uuid.NewString(), Node: req.Node}
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.CommitTimeout)
 	defer cancel()
 	if err := c.cat.CommitRollback(cctx, rb); err != nil {
@@ -279,5 +290,5 @@ func (c *Compactor) Rollback(ctx context.Context, collectionID string, req Rollb
 	}
 	c.logger.Info("rolled back", "collection", collectionID, "to_version", to.Version, "version", rb.NewVersion,
 		"replaced", coll.SegmentVersion, "compaction_offset", to.CompactionOffset, "backlog", after.Backlog(), "by", rb.By, "reason", rb.Reason)
-	return RollbackResult{Collection: after, Version: v, Replaced: coll.SegmentVersion, Reread: max(0, coll.CompactionOffset-to.CompactionOffset)}, nil
+	return RollbackResult{Collection: after, Version: v, Replaced: coll.SegmentVersion, Reread: max(0, coll.CompactionOffset-to.CompactionOffset), JobID: rb.JobID}, nil
 }

@@ -171,7 +171,8 @@ func TestRollbackKeepsLaterWrites(t *testing.T) {
 				t.Fatalf("after the rollback: offset %d, records %d, backlog %d; want version %d's offset %d and records %d, backlog %d",
 					after.CompactionOffset, after.RecordCount, after.Backlog(), first, v1.CompactionOffset, v1.RecordCount, before.LogPosition-v1.CompactionOffset)
 			}
-			if rb.Version.Reason != "compaction 2 dropped records" || rb.Version.CreatedBy != "alice" || rb.Reread != before.CompactionOffset-v1.CompactionOffset {
+			if rb.Version.Reason != "compaction 2 dropped records" || rb.Version.CreatedBy != "alice" || rb.Reread != before.CompactionOffset-v1.CompactionOffset ||
+				rb.JobID == "" || rb.Version.JobID != rb.JobID {
 				t.Fatalf("rollback row %+v, reread %d", rb.Version, rb.Reread)
 			}
 			e.check("after the rollback")

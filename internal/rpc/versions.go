@@ -60,6 +60,7 @@ func (s *Service) RollbackCollection(ctx context.Context, req *connect.Request[c
 		Version:            versionToProto(compaction.VersionInfo{Version: res.Version, Current: true}),
 		ReplacedVersion:    res.Replaced,
 		RecordsToRecompact: res.Reread,
+		JobId:              res.JobID,
 	}), nil
 }
 

@@ -150,11 +150,19 @@ func TestVersionsAndRollback(t *testing.T) {
 				got.GetCollection().GetSegmentVersion() != 3 || got.GetCollection().GetCompactionOffset() != 10 || got.GetCollection().GetBacklog() != 10 {
 				t.Fatalf("rollback response: %v", got)
 			}
+			rj, err := c.jobs.GetCompaction(ctx, connect.NewRequest(&compactorv1.GetCompactionRequest{JobId: got.GetJobId()}))
+			if err != nil {
+				t.Fatalf("the rollback's job %q: %v", got.GetJobId(), err)
+			}
+			if j := rj.Msg.GetJob(); j.GetKind() != compactorv1.JobKind_JOB_KIND_ROLLBACK || j.GetState() != compactorv1.JobState_JOB_STATE_SUCCEEDED ||
+				j.GetReason() != "version 2 is bad" || j.GetVersionBefore() != 2 || j.GetVersionAfter() != 3 || j.GetOffsetStart() != 10 || j.GetOffsetEnd() != 15 {
+				t.Errorf("the rollback's job: %v", j)
+			}
 			sameRecords(t, "the view after the rollback", allRecords(t, c, id, 4), view)
 			sameRecords(t, "version 3 alone is version 1", recordsAt(t, c, id, 3, 4), at1)
 			vs = versionsOf(t, c, id)
 			if v3 := vs.GetVersions()[0]; v3.GetVersion() != 3 || v3.GetRollbackOf() != 1 || v3.GetReason() != "version 2 is bad" || v3.GetCreatedBy() != "alice@"+p.name ||
-				v3.GetJobId() != "" || v3.GetOffsetStart() != 15 || v3.GetCompactionOffset() != 10 || !v3.GetCurrent() {
+				v3.GetJobId() != got.GetJobId() || v3.GetOffsetStart() != 15 || v3.GetCompactionOffset() != 10 || !v3.GetCurrent() {
 				t.Errorf("version 3 in the history: %v", v3)
 			}
 

@@ -1381,8 +1381,11 @@ type RollbackCollectionResponse struct {
 	// the versions before it) after the restored version's compaction
 	// offset, which the next compaction reads again.
 	RecordsToRecompact int64 `protobuf:"varint,4,opt,name=records_to_recompact,json=recordsToRecompact,proto3" json:"records_to_recompact,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// The rollback's job (kind JOB_KIND_ROLLBACK, SUCCEEDED), which records it
+	// in the job history (GetCompaction, ListCompactions).
+	JobId         string `protobuf:"bytes,5,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RollbackCollectionResponse) Reset() {
@@ -1441,6 +1444,13 @@ func (x *RollbackCollectionResponse) GetRecordsToRecompact() int64 {
 		return x.RecordsToRecompact
 	}
 	return 0
+}
+
+func (x *RollbackCollectionResponse) GetJobId() string {
+	if x != nil {
+		return x.JobId
+	}
+	return ""
 }
 
 var File_compactor_v1_collection_proto protoreflect.FileDescriptor
@@ -1560,14 +1570,15 @@ const file_compactor_v1_collection_proto_rawDesc = "" +
 	"\n" +
 	"to_version\x18\x02 \x01(\x03R\ttoVersion\x12\x16\n" +
 	"\x06reason\x18\x03 \x01(\tR\x06reason\x12\x1a\n" +
-	"\boperator\x18\x04 \x01(\tR\boperator\"\xeb\x01\n" +
+	"\boperator\x18\x04 \x01(\tR\boperator\"\x82\x02\n" +
 	"\x1aRollbackCollectionResponse\x128\n" +
 	"\n" +
 	"collection\x18\x01 \x01(\v2\x18.compactor.v1.CollectionR\n" +
 	"collection\x126\n" +
 	"\aversion\x18\x02 \x01(\v2\x1c.compactor.v1.SegmentVersionR\aversion\x12)\n" +
 	"\x10replaced_version\x18\x03 \x01(\x03R\x0freplacedVersion\x120\n" +
-	"\x14records_to_recompact\x18\x04 \x01(\x03R\x12recordsToRecompact*;\n" +
+	"\x14records_to_recompact\x18\x04 \x01(\x03R\x12recordsToRecompact\x12\x15\n" +
+	"\x06job_id\x18\x05 \x01(\tR\x05jobId*;\n" +
 	"\x13VersionVerification\x12$\n" +
 	" VERSION_VERIFICATION_UNSPECIFIED\x10\x002\x94\x06\n" +
 	"\x11CollectionService\x12a\n" +
