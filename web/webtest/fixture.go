@@ -23,6 +23,7 @@ const (
 	Nothing        = "a0000008-0000-4000-8000-000000000000" // Debian, nothing to compact
 	OldFailure     = "a0000009-0000-4000-8000-000000000000" // Hostile, failed 2 days ago
 	OlderSuccess   = "a0000010-0000-4000-8000-000000000000" // Orders, 3 h ago
+	Rollback       = "a0000011-0000-4000-8000-000000000000" // Orders' rollback to version 10 (a version's job only)
 
 	HostileName   = "<script>alert(1)</script>"
 	HostileReason = "He said \"stop\"\nthen <b>left</b> & 'went' <img src=x onerror=alert(2)>"
@@ -50,7 +51,7 @@ func Fixture() *Source {
 			// Version 12 rolled back to 10, undoing 11; 9 retired.
 			Versions: []web.CollectionVersion{
 				{Version: 12, CreatedAt: ago(5 * time.Minute), OffsetStart: 60500, CompactionOffset: 60000, RecordCount: 50000, SegmentBytes: 8650752, BlockCount: 13,
-					Current: true, Kept: true, RollbackOf: 10, Reason: "version 11 dropped records", CreatedBy: "alice@ops"},
+					Current: true, Kept: true, RollbackOf: 10, Reason: "version 11 dropped records", CreatedBy: "alice@ops", JobID: Rollback},
 				{Version: 11, CreatedAt: ago(time.Hour), OffsetStart: 60000, CompactionOffset: 60500, JobID: Succeeded, RecordCount: 49000, SegmentBytes: 8400000, BlockCount: 13,
 					Kept: true, Digest: "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08", Verification: "verified"},
 				{Version: 10, CreatedAt: ago(3 * time.Hour), OffsetStart: 59000, CompactionOffset: 60000, JobID: OlderSuccess, RecordCount: 50000, SegmentBytes: 8650752, BlockCount: 13, Kept: true},
