@@ -135,6 +135,12 @@ func TestCommitRollback(t *testing.T) {
 			[]any{int64(3), int64(4), "m3", int64(1), int64(6), int64(10)})
 		equal(t, "oldest uncompacted is the first row after version 1", got.OldestUncompactedAt.IsZero(), false)
 		equal(t, "the log after version 1 is read again", offsets(mustReadLog(t, c, col.ID, 0, math.MaxInt64, 0)), span(5, 10))
+		// A purge now (the rollback's offset is the lowest) deletes nothing
+		// the backlog needs.
+		if n, err := c.PurgeLog(ctx, col.ID); err != nil || n != 0 {
+			t.Fatalf("PurgeLog after the rollback: %d rows, %v; want 0", n, err)
+		}
+		equal(t, "the log after the purge", offsets(mustReadLog(t, c, col.ID, 0, math.MaxInt64, 0)), span(5, 10))
 		vs, err := c.ListVersions(ctx, col.ID)
 		if err != nil {
 			t.Fatal(err)
