@@ -254,6 +254,8 @@ func checkQuery(q Query) error {
 		return &QueryError{"k", fmt.Sprintf("%d is outside 1..%d", q.K, MaxQueryK)}
 	case q.Ef < 0 || q.Ef > MaxQueryEf:
 		return &QueryError{"ef", fmt.Sprintf("%d is outside 0..%d (0: the collection's ef_search)", q.Ef, MaxQueryEf)}
+	case q.Version < 0:
+		return &QueryError{"version", fmt.Sprintf("%d: versions start at 1 (0: the current view)", q.Version)}
 	case len(q.IDs) > MaxQueryIDs:
 		return &QueryError{"ids", fmt.Sprintf("%d ids, more than the limit of %d", len(q.IDs), MaxQueryIDs)}
 	}
