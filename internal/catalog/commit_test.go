@@ -101,7 +101,7 @@ func TestCommitCompactionCommitsEverythingAtOnce(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		done.CollectionName = col.Name // read with the job
+		done.CollectionName = col.Name     // read with the job
 		done.Kind = jobtype.KindCompaction // a job written without a kind reads as a compaction
 		equal(t, "job", stored, done)
 
