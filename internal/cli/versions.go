@@ -26,8 +26,8 @@ and retired versions GC has not collected yet.
 The table shows each version's number, when it was committed, the log offsets
 it covers, its records, size and blocks, the job that wrote it (or the
 rollback that made it, with its reason and who asked), its state (current,
-kept or retired), and its digest and verification as its manifest records
-them. -o json prints the ListVersionsResponse: {"versions": [SegmentVersion,
+kept or retired), its record digest, and the outcome of its last
+verification (verified, failed or unknown: never verified; compactor verify). -o json prints the ListVersionsResponse: {"versions": [SegmentVersion,
 ...], "current_version", "oldest_kept_version"}.`,
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: completeCollections(g, 1),
@@ -110,7 +110,7 @@ func (s *session) printVersions(res *compactorv1.ListVersionsResponse) error {
 	for _, v := range res.GetVersions() {
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%s\t%d\t%s\t%s\t%s\t%s\n", v.GetVersion(), s.out.fmtTime(v.GetCreateTime()), versionOffsets(v),
 			v.GetRecordCount(), format.Bytes(v.GetSegmentBytes()), v.GetBlockCount(), versionState(v),
-			orDash(ellipsize(v.GetDigest(), 16)), verificationName(v.GetVerification()), versionOrigin(v))
+			orDash(ellipsize(v.GetDigest(), 12)), verificationName(v.GetVerification()), versionOrigin(v))
 	}
 	return tw.Flush()
 }

@@ -8,6 +8,7 @@ import (
 
 	compactorv1 "github.com/compactorhq/compactor/gen/compactor/v1"
 	"github.com/compactorhq/compactor/gen/compactor/v1/compactorv1connect"
+	"github.com/compactorhq/compactor/internal/catalog"
 	"github.com/compactorhq/compactor/internal/compaction"
 )
 
@@ -82,5 +83,20 @@ func versionToProto(v compaction.VersionInfo) *compactorv1.SegmentVersion {
 		RollbackOf:       v.RollbackOf,
 		Reason:           v.Reason,
 		CreatedBy:        v.CreatedBy,
+		Digest:           v.Digest,
+		Verification:     verificationToProto(v.Version),
+		VerifyTime:       ts(v.VerifiedAt),
+		VerifyError:      v.VerifyError,
 	}
+}
+
+// verificationToProto is the outcome of v's last verification.
+func verificationToProto(v catalog.Version) compactorv1.VersionVerification {
+	switch {
+	case v.VerifiedAt.IsZero():
+		return compactorv1.VersionVerification_VERSION_VERIFICATION_UNSPECIFIED
+	case v.VerifyError != "":
+		return compactorv1.VersionVerification_VERSION_VERIFICATION_FAILED
+	}
+	return compactorv1.VersionVerification_VERSION_VERIFICATION_VERIFIED
 }

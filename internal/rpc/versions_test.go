@@ -139,6 +139,20 @@ func TestVersionsAndRollback(t *testing.T) {
 			_, err = c.colls.ListVersions(ctx, connect.NewRequest(&compactorv1.ListVersionsRequest{CollectionId: "nope"}))
 			wantViolation(t, err, "collection_id")
 
+			// Version 2 verifies, replayed from version 1 and the log after
+			// it, which the catalog keeps for that (and for rollbacks).
+			if v1.GetDigest() == "" || v2.GetDigest() == "" || v2.GetVerification() != compactorv1.VersionVerification_VERSION_VERIFICATION_UNSPECIFIED {
+				t.Errorf("digests and verification before a verify: %v / %v", v1, v2)
+			}
+			vr, err := c.jobs.VerifyCollection(ctx, connect.NewRequest(&compactorv1.VerifyCollectionRequest{CollectionId: id, Version: 2, Replay: true}))
+			if err != nil {
+				t.Fatalf("verify version 2: %v", err)
+			}
+			wantSucceeded(t, waitJob(t, c, vr.Msg.GetJob().GetId()))
+			if v := versionsOf(t, c, id).GetVersions()[0]; v.GetVerification() != compactorv1.VersionVerification_VERSION_VERIFICATION_VERIFIED || v.GetVerifyTime() == nil || v.GetVerifyError() != "" {
+				t.Errorf("version 2 after its verification: %v", v)
+			}
+
 			// Roll back to version 1: the view keeps every write.
 			rb, err := c.colls.RollbackCollection(ctx, connect.NewRequest(&compactorv1.RollbackCollectionRequest{CollectionId: id, ToVersion: 1,
 				Reason: "version 2 is bad", Operator: "alice@" + p.name}))
@@ -162,7 +176,8 @@ func TestVersionsAndRollback(t *testing.T) {
 			sameRecords(t, "version 3 alone is version 1", recordsAt(t, c, id, 3, 4), at1)
 			vs = versionsOf(t, c, id)
 			if v3 := vs.GetVersions()[0]; v3.GetVersion() != 3 || v3.GetRollbackOf() != 1 || v3.GetReason() != "version 2 is bad" || v3.GetCreatedBy() != "alice@"+p.name ||
-				v3.GetJobId() != got.GetJobId() || v3.GetOffsetStart() != 15 || v3.GetCompactionOffset() != 10 || !v3.GetCurrent() {
+				v3.GetJobId() != got.GetJobId() || v3.GetOffsetStart() != 15 || v3.GetCompactionOffset() != 10 || !v3.GetCurrent() ||
+				v3.GetDigest() != v1.GetDigest() || v3.GetVerification() != compactorv1.VersionVerification_VERSION_VERIFICATION_UNSPECIFIED {
 				t.Errorf("version 3 in the history: %v", v3)
 			}
 

@@ -235,9 +235,21 @@ func webVersions(c catalog.Collection, vs []catalog.Version) []web.CollectionVer
 			Version: v.Version, CreatedAt: v.CreatedAt, OffsetStart: v.OffsetStart, CompactionOffset: v.CompactionOffset,
 			JobID: v.JobID, RecordCount: v.RecordCount, SegmentBytes: v.SegmentBytes, BlockCount: v.BlockCount,
 			Current: v.Version == c.SegmentVersion, Kept: v.Kept(), RollbackOf: v.RollbackOf, Reason: v.Reason, CreatedBy: v.CreatedBy,
+			Digest: v.Digest, Verification: webVerification(v),
 		}
 	}
 	return out
+}
+
+// webVerification is "verified", "failed: <what>" or "" (never verified).
+func webVerification(v catalog.Version) string {
+	switch {
+	case v.VerifiedAt.IsZero():
+		return ""
+	case v.VerifyError != "":
+		return "failed: " + redact.Paths(v.VerifyError)
+	}
+	return "verified"
 }
 
 // webIndexSettings is the page's view of a collection's index settings.

@@ -24,22 +24,31 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
-// VersionVerification says whether a version's blobs were checked against
-// the digests its manifest records.
+// VersionVerification is the outcome of the last verification of a version
+// (a verify job or the background scrub).
 type VersionVerification int32
 
 const (
-	// Not known: no check recorded (or no digests in the manifest).
+	// Not known: the version was never verified.
 	VersionVerification_VERSION_VERIFICATION_UNSPECIFIED VersionVerification = 0
+	// The last verification found the version's blobs, counts and digests
+	// as its commit recorded them.
+	VersionVerification_VERSION_VERIFICATION_VERIFIED VersionVerification = 1
+	// The last verification failed; verify_error says what it found.
+	VersionVerification_VERSION_VERIFICATION_FAILED VersionVerification = 2
 )
 
 // Enum value maps for VersionVerification.
 var (
 	VersionVerification_name = map[int32]string{
 		0: "VERSION_VERIFICATION_UNSPECIFIED",
+		1: "VERSION_VERIFICATION_VERIFIED",
+		2: "VERSION_VERIFICATION_FAILED",
 	}
 	VersionVerification_value = map[string]int32{
 		"VERSION_VERIFICATION_UNSPECIFIED": 0,
+		"VERSION_VERIFICATION_VERIFIED":    1,
+		"VERSION_VERIFICATION_FAILED":      2,
 	}
 )
 
@@ -1136,11 +1145,16 @@ type SegmentVersion struct {
 	Reason string `protobuf:"bytes,14,opt,name=reason,proto3" json:"reason,omitempty"`
 	// Who asked for a rollback, as the request named them.
 	CreatedBy string `protobuf:"bytes,15,opt,name=created_by,json=createdBy,proto3" json:"created_by,omitempty"`
-	// The version's digest, as its manifest records it (hex); empty when the
-	// manifest records none.
+	// The version's record digest as its commit recorded it (32 hex digits;
+	// a rollback's is the restored version's); empty for a version committed
+	// before digests.
 	Digest string `protobuf:"bytes,16,opt,name=digest,proto3" json:"digest,omitempty"`
-	// Whether its blobs were verified against the digests.
-	Verification  VersionVerification `protobuf:"varint,17,opt,name=verification,proto3,enum=compactor.v1.VersionVerification" json:"verification,omitempty"`
+	// The outcome of its last verification.
+	Verification VersionVerification `protobuf:"varint,17,opt,name=verification,proto3,enum=compactor.v1.VersionVerification" json:"verification,omitempty"`
+	// When it was last verified; unset when never.
+	VerifyTime *timestamppb.Timestamp `protobuf:"bytes,18,opt,name=verify_time,json=verifyTime,proto3" json:"verify_time,omitempty"`
+	// What its last verification found wrong; empty when it verified.
+	VerifyError   string `protobuf:"bytes,19,opt,name=verify_error,json=verifyError,proto3" json:"verify_error,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1292,6 +1306,20 @@ func (x *SegmentVersion) GetVerification() VersionVerification {
 		return x.Verification
 	}
 	return VersionVerification_VERSION_VERIFICATION_UNSPECIFIED
+}
+
+func (x *SegmentVersion) GetVerifyTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.VerifyTime
+	}
+	return nil
+}
+
+func (x *SegmentVersion) GetVerifyError() string {
+	if x != nil {
+		return x.VerifyError
+	}
+	return ""
 }
 
 // Request of CollectionService.RollbackCollection.
@@ -1540,7 +1568,7 @@ const file_compactor_v1_collection_proto_rawDesc = "" +
 	"\x14ListVersionsResponse\x128\n" +
 	"\bversions\x18\x01 \x03(\v2\x1c.compactor.v1.SegmentVersionR\bversions\x12'\n" +
 	"\x0fcurrent_version\x18\x02 \x01(\x03R\x0ecurrentVersion\x12.\n" +
-	"\x13oldest_kept_version\x18\x03 \x01(\x03R\x11oldestKeptVersion\"\xfc\x04\n" +
+	"\x13oldest_kept_version\x18\x03 \x01(\x03R\x11oldestKeptVersion\"\xdc\x05\n" +
 	"\x0eSegmentVersion\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\x03R\aversion\x12;\n" +
 	"\vcreate_time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
@@ -1564,7 +1592,10 @@ const file_compactor_v1_collection_proto_rawDesc = "" +
 	"\n" +
 	"created_by\x18\x0f \x01(\tR\tcreatedBy\x12\x16\n" +
 	"\x06digest\x18\x10 \x01(\tR\x06digest\x12E\n" +
-	"\fverification\x18\x11 \x01(\x0e2!.compactor.v1.VersionVerificationR\fverification\"\x93\x01\n" +
+	"\fverification\x18\x11 \x01(\x0e2!.compactor.v1.VersionVerificationR\fverification\x12;\n" +
+	"\vverify_time\x18\x12 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"verifyTime\x12!\n" +
+	"\fverify_error\x18\x13 \x01(\tR\vverifyError\"\x93\x01\n" +
 	"\x19RollbackCollectionRequest\x12#\n" +
 	"\rcollection_id\x18\x01 \x01(\tR\fcollectionId\x12\x1d\n" +
 	"\n" +
@@ -1578,9 +1609,11 @@ const file_compactor_v1_collection_proto_rawDesc = "" +
 	"\aversion\x18\x02 \x01(\v2\x1c.compactor.v1.SegmentVersionR\aversion\x12)\n" +
 	"\x10replaced_version\x18\x03 \x01(\x03R\x0freplacedVersion\x120\n" +
 	"\x14records_to_recompact\x18\x04 \x01(\x03R\x12recordsToRecompact\x12\x15\n" +
-	"\x06job_id\x18\x05 \x01(\tR\x05jobId*;\n" +
+	"\x06job_id\x18\x05 \x01(\tR\x05jobId*\x7f\n" +
 	"\x13VersionVerification\x12$\n" +
-	" VERSION_VERIFICATION_UNSPECIFIED\x10\x002\x94\x06\n" +
+	" VERSION_VERIFICATION_UNSPECIFIED\x10\x00\x12!\n" +
+	"\x1dVERSION_VERIFICATION_VERIFIED\x10\x01\x12\x1f\n" +
+	"\x1bVERSION_VERIFICATION_FAILED\x10\x022\x94\x06\n" +
 	"\x11CollectionService\x12a\n" +
 	"\x10CreateCollection\x12%.compactor.v1.CreateCollectionRequest\x1a&.compactor.v1.CreateCollectionResponse\x12]\n" +
 	"\rGetCollection\x12\".compactor.v1.GetCollectionRequest\x1a#.compactor.v1.GetCollectionResponse\"\x03\x90\x02\x01\x12c\n" +
@@ -1656,29 +1689,30 @@ var file_compactor_v1_collection_proto_depIdxs = []int32{
 	18, // 18: compactor.v1.SegmentVersion.create_time:type_name -> google.protobuf.Timestamp
 	18, // 19: compactor.v1.SegmentVersion.retire_time:type_name -> google.protobuf.Timestamp
 	0,  // 20: compactor.v1.SegmentVersion.verification:type_name -> compactor.v1.VersionVerification
-	1,  // 21: compactor.v1.RollbackCollectionResponse.collection:type_name -> compactor.v1.Collection
-	15, // 22: compactor.v1.RollbackCollectionResponse.version:type_name -> compactor.v1.SegmentVersion
-	3,  // 23: compactor.v1.CollectionService.CreateCollection:input_type -> compactor.v1.CreateCollectionRequest
-	5,  // 24: compactor.v1.CollectionService.GetCollection:input_type -> compactor.v1.GetCollectionRequest
-	7,  // 25: compactor.v1.CollectionService.ListCollections:input_type -> compactor.v1.ListCollectionsRequest
-	9,  // 26: compactor.v1.CollectionService.DeleteCollection:input_type -> compactor.v1.DeleteCollectionRequest
-	11, // 27: compactor.v1.CollectionService.GetRecords:input_type -> compactor.v1.GetRecordsRequest
-	23, // 28: compactor.v1.CollectionService.QueryRecords:input_type -> compactor.v1.QueryRecordsRequest
-	13, // 29: compactor.v1.CollectionService.ListVersions:input_type -> compactor.v1.ListVersionsRequest
-	16, // 30: compactor.v1.CollectionService.RollbackCollection:input_type -> compactor.v1.RollbackCollectionRequest
-	4,  // 31: compactor.v1.CollectionService.CreateCollection:output_type -> compactor.v1.CreateCollectionResponse
-	6,  // 32: compactor.v1.CollectionService.GetCollection:output_type -> compactor.v1.GetCollectionResponse
-	8,  // 33: compactor.v1.CollectionService.ListCollections:output_type -> compactor.v1.ListCollectionsResponse
-	10, // 34: compactor.v1.CollectionService.DeleteCollection:output_type -> compactor.v1.DeleteCollectionResponse
-	12, // 35: compactor.v1.CollectionService.GetRecords:output_type -> compactor.v1.GetRecordsResponse
-	24, // 36: compactor.v1.CollectionService.QueryRecords:output_type -> compactor.v1.QueryRecordsResponse
-	14, // 37: compactor.v1.CollectionService.ListVersions:output_type -> compactor.v1.ListVersionsResponse
-	17, // 38: compactor.v1.CollectionService.RollbackCollection:output_type -> compactor.v1.RollbackCollectionResponse
-	31, // [31:39] is the sub-list for method output_type
-	23, // [23:31] is the sub-list for method input_type
-	23, // [23:23] is the sub-list for extension type_name
-	23, // [23:23] is the sub-list for extension extendee
-	0,  // [0:23] is the sub-list for field type_name
+	18, // 21: compactor.v1.SegmentVersion.verify_time:type_name -> google.protobuf.Timestamp
+	1,  // 22: compactor.v1.RollbackCollectionResponse.collection:type_name -> compactor.v1.Collection
+	15, // 23: compactor.v1.RollbackCollectionResponse.version:type_name -> compactor.v1.SegmentVersion
+	3,  // 24: compactor.v1.CollectionService.CreateCollection:input_type -> compactor.v1.CreateCollectionRequest
+	5,  // 25: compactor.v1.CollectionService.GetCollection:input_type -> compactor.v1.GetCollectionRequest
+	7,  // 26: compactor.v1.CollectionService.ListCollections:input_type -> compactor.v1.ListCollectionsRequest
+	9,  // 27: compactor.v1.CollectionService.DeleteCollection:input_type -> compactor.v1.DeleteCollectionRequest
+	11, // 28: compactor.v1.CollectionService.GetRecords:input_type -> compactor.v1.GetRecordsRequest
+	23, // 29: compactor.v1.CollectionService.QueryRecords:input_type -> compactor.v1.QueryRecordsRequest
+	13, // 30: compactor.v1.CollectionService.ListVersions:input_type -> compactor.v1.ListVersionsRequest
+	16, // 31: compactor.v1.CollectionService.RollbackCollection:input_type -> compactor.v1.RollbackCollectionRequest
+	4,  // 32: compactor.v1.CollectionService.CreateCollection:output_type -> compactor.v1.CreateCollectionResponse
+	6,  // 33: compactor.v1.CollectionService.GetCollection:output_type -> compactor.v1.GetCollectionResponse
+	8,  // 34: compactor.v1.CollectionService.ListCollections:output_type -> compactor.v1.ListCollectionsResponse
+	10, // 35: compactor.v1.CollectionService.DeleteCollection:output_type -> compactor.v1.DeleteCollectionResponse
+	12, // 36: compactor.v1.CollectionService.GetRecords:output_type -> compactor.v1.GetRecordsResponse
+	24, // 37: compactor.v1.CollectionService.QueryRecords:output_type -> compactor.v1.QueryRecordsResponse
+	14, // 38: compactor.v1.CollectionService.ListVersions:output_type -> compactor.v1.ListVersionsResponse
+	17, // 39: compactor.v1.CollectionService.RollbackCollection:output_type -> compactor.v1.RollbackCollectionResponse
+	32, // [32:40] is the sub-list for method output_type
+	24, // [24:32] is the sub-list for method input_type
+	24, // [24:24] is the sub-list for extension type_name
+	24, // [24:24] is the sub-list for extension extendee
+	0,  // [0:24] is the sub-list for field type_name
 }
 
 func init() { file_compactor_v1_collection_proto_init() }
