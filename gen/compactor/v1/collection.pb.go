@@ -139,7 +139,11 @@ type Collection struct {
 	// The distance QueryRecords ranks by, fixed at creation.
 	Distance Distance `protobuf:"varint,22,opt,name=distance,proto3,enum=compactor.v1.Distance" json:"distance,omitempty"`
 	// The parameters of its vector index, fixed at creation.
-	Index         *IndexSettings `protobuf:"bytes,23,opt,name=index,proto3" json:"index,omitempty"`
+	Index *IndexSettings `protobuf:"bytes,23,opt,name=index,proto3" json:"index,omitempty"`
+	// The current version's vector index as written: its parameters and figures;
+	// set by GetCollection only (it reads the version's manifest), unset before
+	// the first version and with indexing off.
+	IndexFigures  *IndexFigures `protobuf:"bytes,24,opt,name=index_figures,json=indexFigures,proto3" json:"index_figures,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -331,6 +335,13 @@ func (x *Collection) GetDistance() Distance {
 func (x *Collection) GetIndex() *IndexSettings {
 	if x != nil {
 		return x.Index
+	}
+	return nil
+}
+
+func (x *Collection) GetIndexFigures() *IndexFigures {
+	if x != nil {
+		return x.IndexFigures
 	}
 	return nil
 }
@@ -1481,11 +1492,136 @@ func (x *RollbackCollectionResponse) GetJobId() string {
 	return ""
 }
 
+// IndexFigures describe the vector index of a collection's current segment
+// version, as the job that built it wrote it.
+type IndexFigures struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The HNSW parameters it was built with.
+	M              int32 `protobuf:"varint,1,opt,name=m,proto3" json:"m,omitempty"`
+	EfConstruction int32 `protobuf:"varint,2,opt,name=ef_construction,json=efConstruction,proto3" json:"ef_construction,omitempty"`
+	EfSearch       int32 `protobuf:"varint,3,opt,name=ef_search,json=efSearch,proto3" json:"ef_search,omitempty"`
+	// Live vectors, in vectors.
+	Vectors int64 `protobuf:"varint,4,opt,name=vectors,proto3" json:"vectors,omitempty"`
+	// Deleted vectors still linked in the graph, in vectors.
+	Tombstones int64 `protobuf:"varint,5,opt,name=tombstones,proto3" json:"tombstones,omitempty"`
+	// Bytes of its blobs (graph and vector chunks), in bytes.
+	EncodedBytes int64 `protobuf:"varint,6,opt,name=encoded_bytes,json=encodedBytes,proto3" json:"encoded_bytes,omitempty"`
+	// How it was built: "full", "incremental", "repaired" or "rebuild".
+	Build string `protobuf:"bytes,7,opt,name=build,proto3" json:"build,omitempty"`
+	// When it was built, and how long its build took.
+	BuildTime     *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=build_time,json=buildTime,proto3" json:"build_time,omitempty"`
+	BuildDuration *durationpb.Duration   `protobuf:"bytes,9,opt,name=build_duration,json=buildDuration,proto3" json:"build_duration,omitempty"`
+	// The id of the job that built it; empty when not recorded.
+	JobId         string `protobuf:"bytes,10,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *IndexFigures) Reset() {
+	*x = IndexFigures{}
+	mi := &file_compactor_v1_collection_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *IndexFigures) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*IndexFigures) ProtoMessage() {}
+
+func (x *IndexFigures) ProtoReflect() protoreflect.Message {
+	mi := &file_compactor_v1_collection_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use IndexFigures.ProtoReflect.Descriptor instead.
+func (*IndexFigures) Descriptor() ([]byte, []int) {
+	return file_compactor_v1_collection_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *IndexFigures) GetM() int32 {
+	if x != nil {
+		return x.M
+	}
+	return 0
+}
+
+func (x *IndexFigures) GetEfConstruction() int32 {
+	if x != nil {
+		return x.EfConstruction
+	}
+	return 0
+}
+
+func (x *IndexFigures) GetEfSearch() int32 {
+	if x != nil {
+		return x.EfSearch
+	}
+	return 0
+}
+
+func (x *IndexFigures) GetVectors() int64 {
+	if x != nil {
+		return x.Vectors
+	}
+	return 0
+}
+
+func (x *IndexFigures) GetTombstones() int64 {
+	if x != nil {
+		return x.Tombstones
+	}
+	return 0
+}
+
+func (x *IndexFigures) GetEncodedBytes() int64 {
+	if x != nil {
+		return x.EncodedBytes
+	}
+	return 0
+}
+
+func (x *IndexFigures) GetBuild() string {
+	if x != nil {
+		return x.Build
+	}
+	return ""
+}
+
+func (x *IndexFigures) GetBuildTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.BuildTime
+	}
+	return nil
+}
+
+func (x *IndexFigures) GetBuildDuration() *durationpb.Duration {
+	if x != nil {
+		return x.BuildDuration
+	}
+	return nil
+}
+
+func (x *IndexFigures) GetJobId() string {
+	if x != nil {
+		return x.JobId
+	}
+	return ""
+}
+
 var File_compactor_v1_collection_proto protoreflect.FileDescriptor
 
 const file_compactor_v1_collection_proto_rawDesc = "" +
 	"\n" +
-	"\x1dcompactor/v1/collection.proto\x12\fcompactor.v1\x1a\x18compactor/v1/query.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xa5\b\n" +
+	"\x1dcompactor/v1/collection.proto\x12\fcompactor.v1\x1a\x18compactor/v1/query.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xe6\b\n" +
 	"\n" +
 	"Collection\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
@@ -1514,7 +1650,8 @@ const file_compactor_v1_collection_proto_rawDesc = "" +
 	"\x13min_compaction_size\x18\x14 \x01(\x03R\x11minCompactionSize\x12I\n" +
 	"\x13max_uncompacted_age\x18\x15 \x01(\v2\x19.google.protobuf.DurationR\x11maxUncompactedAge\x122\n" +
 	"\bdistance\x18\x16 \x01(\x0e2\x16.compactor.v1.DistanceR\bdistance\x121\n" +
-	"\x05index\x18\x17 \x01(\v2\x1b.compactor.v1.IndexSettingsR\x05index\"\x99\x01\n" +
+	"\x05index\x18\x17 \x01(\v2\x1b.compactor.v1.IndexSettingsR\x05index\x12?\n" +
+	"\rindex_figures\x18\x18 \x01(\v2\x1a.compactor.v1.IndexFiguresR\findexFigures\"\x99\x01\n" +
 	"\x06Record\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1c\n" +
 	"\tembedding\x18\x02 \x03(\x02R\tembedding\x12\x1f\n" +
@@ -1609,7 +1746,22 @@ const file_compactor_v1_collection_proto_rawDesc = "" +
 	"\aversion\x18\x02 \x01(\v2\x1c.compactor.v1.SegmentVersionR\aversion\x12)\n" +
 	"\x10replaced_version\x18\x03 \x01(\x03R\x0freplacedVersion\x120\n" +
 	"\x14records_to_recompact\x18\x04 \x01(\x03R\x12recordsToRecompact\x12\x15\n" +
-	"\x06job_id\x18\x05 \x01(\tR\x05jobId*\x7f\n" +
+	"\x06job_id\x18\x05 \x01(\tR\x05jobId\"\xeb\x02\n" +
+	"\fIndexFigures\x12\f\n" +
+	"\x01m\x18\x01 \x01(\x05R\x01m\x12'\n" +
+	"\x0fef_construction\x18\x02 \x01(\x05R\x0eefConstruction\x12\x1b\n" +
+	"\tef_search\x18\x03 \x01(\x05R\befSearch\x12\x18\n" +
+	"\avectors\x18\x04 \x01(\x03R\avectors\x12\x1e\n" +
+	"\n" +
+	"tombstones\x18\x05 \x01(\x03R\n" +
+	"tombstones\x12#\n" +
+	"\rencoded_bytes\x18\x06 \x01(\x03R\fencodedBytes\x12\x14\n" +
+	"\x05build\x18\a \x01(\tR\x05build\x129\n" +
+	"\n" +
+	"build_time\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\tbuildTime\x12@\n" +
+	"\x0ebuild_duration\x18\t \x01(\v2\x19.google.protobuf.DurationR\rbuildDuration\x12\x15\n" +
+	"\x06job_id\x18\n" +
+	" \x01(\tR\x05jobId*\x7f\n" +
 	"\x13VersionVerification\x12$\n" +
 	" VERSION_VERIFICATION_UNSPECIFIED\x10\x00\x12!\n" +
 	"\x1dVERSION_VERIFICATION_VERIFIED\x10\x01\x12\x1f\n" +
@@ -1639,7 +1791,7 @@ func file_compactor_v1_collection_proto_rawDescGZIP() []byte {
 }
 
 var file_compactor_v1_collection_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_compactor_v1_collection_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
+var file_compactor_v1_collection_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
 var file_compactor_v1_collection_proto_goTypes = []any{
 	(VersionVerification)(0),           // 0: compactor.v1.VersionVerification
 	(*Collection)(nil),                 // 1: compactor.v1.Collection
@@ -1659,60 +1811,64 @@ var file_compactor_v1_collection_proto_goTypes = []any{
 	(*SegmentVersion)(nil),             // 15: compactor.v1.SegmentVersion
 	(*RollbackCollectionRequest)(nil),  // 16: compactor.v1.RollbackCollectionRequest
 	(*RollbackCollectionResponse)(nil), // 17: compactor.v1.RollbackCollectionResponse
-	(*timestamppb.Timestamp)(nil),      // 18: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),        // 19: google.protobuf.Duration
-	(Distance)(0),                      // 20: compactor.v1.Distance
-	(*IndexSettings)(nil),              // 21: compactor.v1.IndexSettings
-	(*structpb.Struct)(nil),            // 22: google.protobuf.Struct
-	(*QueryRecordsRequest)(nil),        // 23: compactor.v1.QueryRecordsRequest
-	(*QueryRecordsResponse)(nil),       // 24: compactor.v1.QueryRecordsResponse
+	(*IndexFigures)(nil),               // 18: compactor.v1.IndexFigures
+	(*timestamppb.Timestamp)(nil),      // 19: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),        // 20: google.protobuf.Duration
+	(Distance)(0),                      // 21: compactor.v1.Distance
+	(*IndexSettings)(nil),              // 22: compactor.v1.IndexSettings
+	(*structpb.Struct)(nil),            // 23: google.protobuf.Struct
+	(*QueryRecordsRequest)(nil),        // 24: compactor.v1.QueryRecordsRequest
+	(*QueryRecordsResponse)(nil),       // 25: compactor.v1.QueryRecordsResponse
 }
 var file_compactor_v1_collection_proto_depIdxs = []int32{
-	18, // 0: compactor.v1.Collection.dead_letter_time:type_name -> google.protobuf.Timestamp
-	18, // 1: compactor.v1.Collection.oldest_uncompacted_time:type_name -> google.protobuf.Timestamp
-	18, // 2: compactor.v1.Collection.last_compaction_time:type_name -> google.protobuf.Timestamp
-	18, // 3: compactor.v1.Collection.create_time:type_name -> google.protobuf.Timestamp
-	18, // 4: compactor.v1.Collection.update_time:type_name -> google.protobuf.Timestamp
-	18, // 5: compactor.v1.Collection.pause_time:type_name -> google.protobuf.Timestamp
-	19, // 6: compactor.v1.Collection.max_uncompacted_age:type_name -> google.protobuf.Duration
-	20, // 7: compactor.v1.Collection.distance:type_name -> compactor.v1.Distance
-	21, // 8: compactor.v1.Collection.index:type_name -> compactor.v1.IndexSettings
-	22, // 9: compactor.v1.Record.metadata:type_name -> google.protobuf.Struct
-	20, // 10: compactor.v1.CreateCollectionRequest.distance:type_name -> compactor.v1.Distance
-	21, // 11: compactor.v1.CreateCollectionRequest.index:type_name -> compactor.v1.IndexSettings
-	1,  // 12: compactor.v1.CreateCollectionResponse.collection:type_name -> compactor.v1.Collection
-	1,  // 13: compactor.v1.GetCollectionResponse.collection:type_name -> compactor.v1.Collection
-	1,  // 14: compactor.v1.ListCollectionsResponse.collections:type_name -> compactor.v1.Collection
-	1,  // 15: compactor.v1.DeleteCollectionResponse.collection:type_name -> compactor.v1.Collection
-	2,  // 16: compactor.v1.GetRecordsResponse.records:type_name -> compactor.v1.Record
-	15, // 17: compactor.v1.ListVersionsResponse.versions:type_name -> compactor.v1.SegmentVersion
-	18, // 18: compactor.v1.SegmentVersion.create_time:type_name -> google.protobuf.Timestamp
-	18, // 19: compactor.v1.SegmentVersion.retire_time:type_name -> google.protobuf.Timestamp
-	0,  // 20: compactor.v1.SegmentVersion.verification:type_name -> compactor.v1.VersionVerification
-	18, // 21: compactor.v1.SegmentVersion.verify_time:type_name -> google.protobuf.Timestamp
-	1,  // 22: compactor.v1.RollbackCollectionResponse.collection:type_name -> compactor.v1.Collection
-	15, // 23: compactor.v1.RollbackCollectionResponse.version:type_name -> compactor.v1.SegmentVersion
-	3,  // 24: compactor.v1.CollectionService.CreateCollection:input_type -> compactor.v1.CreateCollectionRequest
-	5,  // 25: compactor.v1.CollectionService.GetCollection:input_type -> compactor.v1.GetCollectionRequest
-	7,  // 26: compactor.v1.CollectionService.ListCollections:input_type -> compactor.v1.ListCollectionsRequest
-	9,  // 27: compactor.v1.CollectionService.DeleteCollection:input_type -> compactor.v1.DeleteCollectionRequest
-	11, // 28: compactor.v1.CollectionService.GetRecords:input_type -> compactor.v1.GetRecordsRequest
-	23, // 29: compactor.v1.CollectionService.QueryRecords:input_type -> compactor.v1.QueryRecordsRequest
-	13, // 30: compactor.v1.CollectionService.ListVersions:input_type -> compactor.v1.ListVersionsRequest
-	16, // 31: compactor.v1.CollectionService.RollbackCollection:input_type -> compactor.v1.RollbackCollectionRequest
-	4,  // 32: compactor.v1.CollectionService.CreateCollection:output_type -> compactor.v1.CreateCollectionResponse
-	6,  // 33: compactor.v1.CollectionService.GetCollection:output_type -> compactor.v1.GetCollectionResponse
-	8,  // 34: compactor.v1.CollectionService.ListCollections:output_type -> compactor.v1.ListCollectionsResponse
-	10, // 35: compactor.v1.CollectionService.DeleteCollection:output_type -> compactor.v1.DeleteCollectionResponse
-	12, // 36: compactor.v1.CollectionService.GetRecords:output_type -> compactor.v1.GetRecordsResponse
-	24, // 37: compactor.v1.CollectionService.QueryRecords:output_type -> compactor.v1.QueryRecordsResponse
-	14, // 38: compactor.v1.CollectionService.ListVersions:output_type -> compactor.v1.ListVersionsResponse
-	17, // 39: compactor.v1.CollectionService.RollbackCollection:output_type -> compactor.v1.RollbackCollectionResponse
-	32, // [32:40] is the sub-list for method output_type
-	24, // [24:32] is the sub-list for method input_type
-	24, // [24:24] is the sub-list for extension type_name
-	24, // [24:24] is the sub-list for extension extendee
-	0,  // [0:24] is the sub-list for field type_name
+	19, // 0: compactor.v1.Collection.dead_letter_time:type_name -> google.protobuf.Timestamp
+	19, // 1: compactor.v1.Collection.oldest_uncompacted_time:type_name -> google.protobuf.Timestamp
+	19, // 2: compactor.v1.Collection.last_compaction_time:type_name -> google.protobuf.Timestamp
+	19, // 3: compactor.v1.Collection.create_time:type_name -> google.protobuf.Timestamp
+	19, // 4: compactor.v1.Collection.update_time:type_name -> google.protobuf.Timestamp
+	19, // 5: compactor.v1.Collection.pause_time:type_name -> google.protobuf.Timestamp
+	20, // 6: compactor.v1.Collection.max_uncompacted_age:type_name -> google.protobuf.Duration
+	21, // 7: compactor.v1.Collection.distance:type_name -> compactor.v1.Distance
+	22, // 8: compactor.v1.Collection.index:type_name -> compactor.v1.IndexSettings
+	18, // 9: compactor.v1.Collection.index_figures:type_name -> compactor.v1.IndexFigures
+	23, // 10: compactor.v1.Record.metadata:type_name -> google.protobuf.Struct
+	21, // 11: compactor.v1.CreateCollectionRequest.distance:type_name -> compactor.v1.Distance
+	22, // 12: compactor.v1.CreateCollectionRequest.index:type_name -> compactor.v1.IndexSettings
+	1,  // 13: compactor.v1.CreateCollectionResponse.collection:type_name -> compactor.v1.Collection
+	1,  // 14: compactor.v1.GetCollectionResponse.collection:type_name -> compactor.v1.Collection
+	1,  // 15: compactor.v1.ListCollectionsResponse.collections:type_name -> compactor.v1.Collection
+	1,  // 16: compactor.v1.DeleteCollectionResponse.collection:type_name -> compactor.v1.Collection
+	2,  // 17: compactor.v1.GetRecordsResponse.records:type_name -> compactor.v1.Record
+	15, // 18: compactor.v1.ListVersionsResponse.versions:type_name -> compactor.v1.SegmentVersion
+	19, // 19: compactor.v1.SegmentVersion.create_time:type_name -> google.protobuf.Timestamp
+	19, // 20: compactor.v1.SegmentVersion.retire_time:type_name -> google.protobuf.Timestamp
+	0,  // 21: compactor.v1.SegmentVersion.verification:type_name -> compactor.v1.VersionVerification
+	19, // 22: compactor.v1.SegmentVersion.verify_time:type_name -> google.protobuf.Timestamp
+	1,  // 23: compactor.v1.RollbackCollectionResponse.collection:type_name -> compactor.v1.Collection
+	15, // 24: compactor.v1.RollbackCollectionResponse.version:type_name -> compactor.v1.SegmentVersion
+	19, // 25: compactor.v1.IndexFigures.build_time:type_name -> google.protobuf.Timestamp
+	20, // 26: compactor.v1.IndexFigures.build_duration:type_name -> google.protobuf.Duration
+	3,  // 27: compactor.v1.CollectionService.CreateCollection:input_type -> compactor.v1.CreateCollectionRequest
+	5,  // 28: compactor.v1.CollectionService.GetCollection:input_type -> compactor.v1.GetCollectionRequest
+	7,  // 29: compactor.v1.CollectionService.ListCollections:input_type -> compactor.v1.ListCollectionsRequest
+	9,  // 30: compactor.v1.CollectionService.DeleteCollection:input_type -> compactor.v1.DeleteCollectionRequest
+	11, // 31: compactor.v1.CollectionService.GetRecords:input_type -> compactor.v1.GetRecordsRequest
+	24, // 32: compactor.v1.CollectionService.QueryRecords:input_type -> compactor.v1.QueryRecordsRequest
+	13, // 33: compactor.v1.CollectionService.ListVersions:input_type -> compactor.v1.ListVersionsRequest
+	16, // 34: compactor.v1.CollectionService.RollbackCollection:input_type -> compactor.v1.RollbackCollectionRequest
+	4,  // 35: compactor.v1.CollectionService.CreateCollection:output_type -> compactor.v1.CreateCollectionResponse
+	6,  // 36: compactor.v1.CollectionService.GetCollection:output_type -> compactor.v1.GetCollectionResponse
+	8,  // 37: compactor.v1.CollectionService.ListCollections:output_type -> compactor.v1.ListCollectionsResponse
+	10, // 38: compactor.v1.CollectionService.DeleteCollection:output_type -> compactor.v1.DeleteCollectionResponse
+	12, // 39: compactor.v1.CollectionService.GetRecords:output_type -> compactor.v1.GetRecordsResponse
+	25, // 40: compactor.v1.CollectionService.QueryRecords:output_type -> compactor.v1.QueryRecordsResponse
+	14, // 41: compactor.v1.CollectionService.ListVersions:output_type -> compactor.v1.ListVersionsResponse
+	17, // 42: compactor.v1.CollectionService.RollbackCollection:output_type -> compactor.v1.RollbackCollectionResponse
+	35, // [35:43] is the sub-list for method output_type
+	27, // [27:35] is the sub-list for method input_type
+	27, // [27:27] is the sub-list for extension type_name
+	27, // [27:27] is the sub-list for extension extendee
+	0,  // [0:27] is the sub-list for field type_name
 }
 
 func init() { file_compactor_v1_collection_proto_init() }
@@ -1729,7 +1885,7 @@ func file_compactor_v1_collection_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_compactor_v1_collection_proto_rawDesc), len(file_compactor_v1_collection_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   17,
+			NumMessages:   18,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
