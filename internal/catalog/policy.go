@@ -92,7 +92,9 @@ type CollectionPolicy struct {
 }
 
 // HasObjective reports whether p states a freshness objective.
-func (p CollectionPolicy) HasObjective() bool { return p.ObjectiveMaxAge > 0 || p.ObjectiveMaxBacklog > 0 }
+func (p CollectionPolicy) HasObjective() bool {
+	return p.ObjectiveMaxAge > 0 || p.ObjectiveMaxBacklog > 0
+}
 
 // PolicyUpdate changes the fields of a CollectionPolicy that are set (nil:
 // unchanged). A zero value clears: no windows (the server's), no
