@@ -327,6 +327,7 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (_ *App, err err
 	a.Catalog, err = catalog.Open(ctx, catalog.Config{
 		Driver: driver, DSN: cfg.CatalogDSN, Exclusive: true, Holder: holder(cfg),
 		ReserveBytes: cfg.CatalogReserveBytes, Logger: logger.With("component", "catalog"),
+		PriorityAging: cfg.Manager.PriorityAging,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("--catalog %s: %w", where, err)
