@@ -261,4 +261,3 @@ compactor_freshness_objective_breached{collection="risky"} 0
 }
 
 func ptr[T any](v T) *T { return &v }
-
