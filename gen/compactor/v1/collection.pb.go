@@ -24,6 +24,66 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// PriorityClass orders a collection's scheduled jobs against other
+// collections' (one-off jobs go first whatever the class). A queued job's
+// rank improves with the time it waits (the server's --priority-aging), so
+// that no class waits forever.
+type PriorityClass int32
+
+const (
+	// Unset: normal (in a request, leave the class unchanged).
+	PriorityClass_PRIORITY_CLASS_UNSPECIFIED PriorityClass = 0
+	// Claimed before normal and low jobs of equal wait.
+	PriorityClass_PRIORITY_CLASS_CRITICAL PriorityClass = 1
+	// The default.
+	PriorityClass_PRIORITY_CLASS_NORMAL PriorityClass = 2
+	// Claimed after critical and normal jobs of equal wait.
+	PriorityClass_PRIORITY_CLASS_LOW PriorityClass = 3
+)
+
+// Enum value maps for PriorityClass.
+var (
+	PriorityClass_name = map[int32]string{
+		0: "PRIORITY_CLASS_UNSPECIFIED",
+		1: "PRIORITY_CLASS_CRITICAL",
+		2: "PRIORITY_CLASS_NORMAL",
+		3: "PRIORITY_CLASS_LOW",
+	}
+	PriorityClass_value = map[string]int32{
+		"PRIORITY_CLASS_UNSPECIFIED": 0,
+		"PRIORITY_CLASS_CRITICAL":    1,
+		"PRIORITY_CLASS_NORMAL":      2,
+		"PRIORITY_CLASS_LOW":         3,
+	}
+)
+
+func (x PriorityClass) Enum() *PriorityClass {
+	p := new(PriorityClass)
+	*p = x
+	return p
+}
+
+func (x PriorityClass) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (PriorityClass) Descriptor() protoreflect.EnumDescriptor {
+	return file_compactor_v1_collection_proto_enumTypes[0].Descriptor()
+}
+
+func (PriorityClass) Type() protoreflect.EnumType {
+	return &file_compactor_v1_collection_proto_enumTypes[0]
+}
+
+func (x PriorityClass) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use PriorityClass.Descriptor instead.
+func (PriorityClass) EnumDescriptor() ([]byte, []int) {
+	return file_compactor_v1_collection_proto_rawDescGZIP(), []int{0}
+}
+
 // Collection is a set of records written through a write-ahead log and
 // compacted into versioned segments.
 type Collection struct {
@@ -82,9 +142,19 @@ type Collection struct {
 	// The distance QueryRecords ranks by, fixed at creation.
 	Distance Distance `protobuf:"varint,22,opt,name=distance,proto3,enum=compactor.v1.Distance" json:"distance,omitempty"`
 	// The parameters of its vector index, fixed at creation.
-	Index         *IndexSettings `protobuf:"bytes,23,opt,name=index,proto3" json:"index,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Index *IndexSettings `protobuf:"bytes,23,opt,name=index,proto3" json:"index,omitempty"`
+	// Its priority class (ControlService.SetCollectionPolicy).
+	Priority PriorityClass `protobuf:"varint,24,opt,name=priority,proto3,enum=compactor.v1.PriorityClass" json:"priority,omitempty"`
+	// Its compaction windows ("Mon-Fri 01:00-05:00 Europe/Berlin"); empty:
+	// the server's --compaction-window.
+	CompactionWindows []string `protobuf:"bytes,25,rep,name=compaction_windows,json=compactionWindows,proto3" json:"compaction_windows,omitempty"`
+	// Its freshness objective for the age of the oldest uncompacted record;
+	// unset: none.
+	ObjectiveMaxAge *durationpb.Duration `protobuf:"bytes,26,opt,name=objective_max_age,json=objectiveMaxAge,proto3" json:"objective_max_age,omitempty"`
+	// Its freshness objective for the backlog (records); 0: none.
+	ObjectiveMaxBacklog int64 `protobuf:"varint,27,opt,name=objective_max_backlog,json=objectiveMaxBacklog,proto3" json:"objective_max_backlog,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
 }
 
 func (x *Collection) Reset() {
@@ -276,6 +346,34 @@ func (x *Collection) GetIndex() *IndexSettings {
 		return x.Index
 	}
 	return nil
+}
+
+func (x *Collection) GetPriority() PriorityClass {
+	if x != nil {
+		return x.Priority
+	}
+	return PriorityClass_PRIORITY_CLASS_UNSPECIFIED
+}
+
+func (x *Collection) GetCompactionWindows() []string {
+	if x != nil {
+		return x.CompactionWindows
+	}
+	return nil
+}
+
+func (x *Collection) GetObjectiveMaxAge() *durationpb.Duration {
+	if x != nil {
+		return x.ObjectiveMaxAge
+	}
+	return nil
+}
+
+func (x *Collection) GetObjectiveMaxBacklog() int64 {
+	if x != nil {
+		return x.ObjectiveMaxBacklog
+	}
+	return 0
 }
 
 // Record is a materialized record of a collection.
@@ -925,7 +1023,8 @@ var File_compactor_v1_collection_proto protoreflect.FileDescriptor
 
 const file_compactor_v1_collection_proto_rawDesc = "" +
 	"\n" +
-	"\x1dcompactor/v1/collection.proto\x12\fcompactor.v1\x1a\x18compactor/v1/query.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xa5\b\n" +
+	"\x1dcompactor/v1/collection.proto\x12\fcompactor.v1\x1a\x18compactor/v1/query.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x88\n" +
+	"\n" +
 	"\n" +
 	"Collection\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
@@ -954,7 +1053,11 @@ const file_compactor_v1_collection_proto_rawDesc = "" +
 	"\x13min_compaction_size\x18\x14 \x01(\x03R\x11minCompactionSize\x12I\n" +
 	"\x13max_uncompacted_age\x18\x15 \x01(\v2\x19.google.protobuf.DurationR\x11maxUncompactedAge\x122\n" +
 	"\bdistance\x18\x16 \x01(\x0e2\x16.compactor.v1.DistanceR\bdistance\x121\n" +
-	"\x05index\x18\x17 \x01(\v2\x1b.compactor.v1.IndexSettingsR\x05index\"\x99\x01\n" +
+	"\x05index\x18\x17 \x01(\v2\x1b.compactor.v1.IndexSettingsR\x05index\x127\n" +
+	"\bpriority\x18\x18 \x01(\x0e2\x1b.compactor.v1.PriorityClassR\bpriority\x12-\n" +
+	"\x12compaction_windows\x18\x19 \x03(\tR\x11compactionWindows\x12E\n" +
+	"\x11objective_max_age\x18\x1a \x01(\v2\x19.google.protobuf.DurationR\x0fobjectiveMaxAge\x122\n" +
+	"\x15objective_max_backlog\x18\x1b \x01(\x03R\x13objectiveMaxBacklog\"\x99\x01\n" +
 	"\x06Record\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1c\n" +
 	"\tembedding\x18\x02 \x03(\x02R\tembedding\x12\x1f\n" +
@@ -999,7 +1102,12 @@ const file_compactor_v1_collection_proto_rawDesc = "" +
 	"\arecords\x18\x01 \x03(\v2\x14.compactor.v1.RecordR\arecords\x12&\n" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\x12'\n" +
 	"\x0fsegment_version\x18\x03 \x01(\x03R\x0esegmentVersion\x12!\n" +
-	"\flog_position\x18\x04 \x01(\x03R\vlogPosition2\xcf\x04\n" +
+	"\flog_position\x18\x04 \x01(\x03R\vlogPosition*\x7f\n" +
+	"\rPriorityClass\x12\x1e\n" +
+	"\x1aPRIORITY_CLASS_UNSPECIFIED\x10\x00\x12\x1b\n" +
+	"\x17PRIORITY_CLASS_CRITICAL\x10\x01\x12\x19\n" +
+	"\x15PRIORITY_CLASS_NORMAL\x10\x02\x12\x16\n" +
+	"\x12PRIORITY_CLASS_LOW\x10\x032\xcf\x04\n" +
 	"\x11CollectionService\x12a\n" +
 	"\x10CreateCollection\x12%.compactor.v1.CreateCollectionRequest\x1a&.compactor.v1.CreateCollectionResponse\x12]\n" +
 	"\rGetCollection\x12\".compactor.v1.GetCollectionRequest\x1a#.compactor.v1.GetCollectionResponse\"\x03\x90\x02\x01\x12c\n" +
@@ -1022,63 +1130,67 @@ func file_compactor_v1_collection_proto_rawDescGZIP() []byte {
 	return file_compactor_v1_collection_proto_rawDescData
 }
 
+var file_compactor_v1_collection_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
 var file_compactor_v1_collection_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
 var file_compactor_v1_collection_proto_goTypes = []any{
-	(*Collection)(nil),               // 0: compactor.v1.Collection
-	(*Record)(nil),                   // 1: compactor.v1.Record
-	(*CreateCollectionRequest)(nil),  // 2: compactor.v1.CreateCollectionRequest
-	(*CreateCollectionResponse)(nil), // 3: compactor.v1.CreateCollectionResponse
-	(*GetCollectionRequest)(nil),     // 4: compactor.v1.GetCollectionRequest
-	(*GetCollectionResponse)(nil),    // 5: compactor.v1.GetCollectionResponse
-	(*ListCollectionsRequest)(nil),   // 6: compactor.v1.ListCollectionsRequest
-	(*ListCollectionsResponse)(nil),  // 7: compactor.v1.ListCollectionsResponse
-	(*DeleteCollectionRequest)(nil),  // 8: compactor.v1.DeleteCollectionRequest
-	(*DeleteCollectionResponse)(nil), // 9: compactor.v1.DeleteCollectionResponse
-	(*GetRecordsRequest)(nil),        // 10: compactor.v1.GetRecordsRequest
-	(*GetRecordsResponse)(nil),       // 11: compactor.v1.GetRecordsResponse
-	(*timestamppb.Timestamp)(nil),    // 12: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),      // 13: google.protobuf.Duration
-	(Distance)(0),                    // 14: compactor.v1.Distance
-	(*IndexSettings)(nil),            // 15: compactor.v1.IndexSettings
-	(*structpb.Struct)(nil),          // 16: google.protobuf.Struct
-	(*QueryRecordsRequest)(nil),      // 17: compactor.v1.QueryRecordsRequest
-	(*QueryRecordsResponse)(nil),     // 18: compactor.v1.QueryRecordsResponse
+	(PriorityClass)(0),               // 0: compactor.v1.PriorityClass
+	(*Collection)(nil),               // 1: compactor.v1.Collection
+	(*Record)(nil),                   // 2: compactor.v1.Record
+	(*CreateCollectionRequest)(nil),  // 3: compactor.v1.CreateCollectionRequest
+	(*CreateCollectionResponse)(nil), // 4: compactor.v1.CreateCollectionResponse
+	(*GetCollectionRequest)(nil),     // 5: compactor.v1.GetCollectionRequest
+	(*GetCollectionResponse)(nil),    // 6: compactor.v1.GetCollectionResponse
+	(*ListCollectionsRequest)(nil),   // 7: compactor.v1.ListCollectionsRequest
+	(*ListCollectionsResponse)(nil),  // 8: compactor.v1.ListCollectionsResponse
+	(*DeleteCollectionRequest)(nil),  // 9: compactor.v1.DeleteCollectionRequest
+	(*DeleteCollectionResponse)(nil), // 10: compactor.v1.DeleteCollectionResponse
+	(*GetRecordsRequest)(nil),        // 11: compactor.v1.GetRecordsRequest
+	(*GetRecordsResponse)(nil),       // 12: compactor.v1.GetRecordsResponse
+	(*timestamppb.Timestamp)(nil),    // 13: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),      // 14: google.protobuf.Duration
+	(Distance)(0),                    // 15: compactor.v1.Distance
+	(*IndexSettings)(nil),            // 16: compactor.v1.IndexSettings
+	(*structpb.Struct)(nil),          // 17: google.protobuf.Struct
+	(*QueryRecordsRequest)(nil),      // 18: compactor.v1.QueryRecordsRequest
+	(*QueryRecordsResponse)(nil),     // 19: compactor.v1.QueryRecordsResponse
 }
 var file_compactor_v1_collection_proto_depIdxs = []int32{
-	12, // 0: compactor.v1.Collection.dead_letter_time:type_name -> google.protobuf.Timestamp
-	12, // 1: compactor.v1.Collection.oldest_uncompacted_time:type_name -> google.protobuf.Timestamp
-	12, // 2: compactor.v1.Collection.last_compaction_time:type_name -> google.protobuf.Timestamp
-	12, // 3: compactor.v1.Collection.create_time:type_name -> google.protobuf.Timestamp
-	12, // 4: compactor.v1.Collection.update_time:type_name -> google.protobuf.Timestamp
-	12, // 5: compactor.v1.Collection.pause_time:type_name -> google.protobuf.Timestamp
-	13, // 6: compactor.v1.Collection.max_uncompacted_age:type_name -> google.protobuf.Duration
-	14, // 7: compactor.v1.Collection.distance:type_name -> compactor.v1.Distance
-	15, // 8: compactor.v1.Collection.index:type_name -> compactor.v1.IndexSettings
-	16, // 9: compactor.v1.Record.metadata:type_name -> google.protobuf.Struct
-	14, // 10: compactor.v1.CreateCollectionRequest.distance:type_name -> compactor.v1.Distance
-	15, // 11: compactor.v1.CreateCollectionRequest.index:type_name -> compactor.v1.IndexSettings
-	0,  // 12: compactor.v1.CreateCollectionResponse.collection:type_name -> compactor.v1.Collection
-	0,  // 13: compactor.v1.GetCollectionResponse.collection:type_name -> compactor.v1.Collection
-	0,  // 14: compactor.v1.ListCollectionsResponse.collections:type_name -> compactor.v1.Collection
-	0,  // 15: compactor.v1.DeleteCollectionResponse.collection:type_name -> compactor.v1.Collection
-	1,  // 16: compactor.v1.GetRecordsResponse.records:type_name -> compactor.v1.Record
-	2,  // 17: compactor.v1.CollectionService.CreateCollection:input_type -> compactor.v1.CreateCollectionRequest
-	4,  // 18: compactor.v1.CollectionService.GetCollection:input_type -> compactor.v1.GetCollectionRequest
-	6,  // 19: compactor.v1.CollectionService.ListCollections:input_type -> compactor.v1.ListCollectionsRequest
-	8,  // 20: compactor.v1.CollectionService.DeleteCollection:input_type -> compactor.v1.DeleteCollectionRequest
-	10, // 21: compactor.v1.CollectionService.GetRecords:input_type -> compactor.v1.GetRecordsRequest
-	17, // 22: compactor.v1.CollectionService.QueryRecords:input_type -> compactor.v1.QueryRecordsRequest
-	3,  // 23: compactor.v1.CollectionService.CreateCollection:output_type -> compactor.v1.CreateCollectionResponse
-	5,  // 24: compactor.v1.CollectionService.GetCollection:output_type -> compactor.v1.GetCollectionResponse
-	7,  // 25: compactor.v1.CollectionService.ListCollections:output_type -> compactor.v1.ListCollectionsResponse
-	9,  // 26: compactor.v1.CollectionService.DeleteCollection:output_type -> compactor.v1.DeleteCollectionResponse
-	11, // 27: compactor.v1.CollectionService.GetRecords:output_type -> compactor.v1.GetRecordsResponse
-	18, // 28: compactor.v1.CollectionService.QueryRecords:output_type -> compactor.v1.QueryRecordsResponse
-	23, // [23:29] is the sub-list for method output_type
-	17, // [17:23] is the sub-list for method input_type
-	17, // [17:17] is the sub-list for extension type_name
-	17, // [17:17] is the sub-list for extension extendee
-	0,  // [0:17] is the sub-list for field type_name
+	13, // 0: compactor.v1.Collection.dead_letter_time:type_name -> google.protobuf.Timestamp
+	13, // 1: compactor.v1.Collection.oldest_uncompacted_time:type_name -> google.protobuf.Timestamp
+	13, // 2: compactor.v1.Collection.last_compaction_time:type_name -> google.protobuf.Timestamp
+	13, // 3: compactor.v1.Collection.create_time:type_name -> google.protobuf.Timestamp
+	13, // 4: compactor.v1.Collection.update_time:type_name -> google.protobuf.Timestamp
+	13, // 5: compactor.v1.Collection.pause_time:type_name -> google.protobuf.Timestamp
+	14, // 6: compactor.v1.Collection.max_uncompacted_age:type_name -> google.protobuf.Duration
+	15, // 7: compactor.v1.Collection.distance:type_name -> compactor.v1.Distance
+	16, // 8: compactor.v1.Collection.index:type_name -> compactor.v1.IndexSettings
+	0,  // 9: compactor.v1.Collection.priority:type_name -> compactor.v1.PriorityClass
+	14, // 10: compactor.v1.Collection.objective_max_age:type_name -> google.protobuf.Duration
+	17, // 11: compactor.v1.Record.metadata:type_name -> google.protobuf.Struct
+	15, // 12: compactor.v1.CreateCollectionRequest.distance:type_name -> compactor.v1.Distance
+	16, // 13: compactor.v1.CreateCollectionRequest.index:type_name -> compactor.v1.IndexSettings
+	1,  // 14: compactor.v1.CreateCollectionResponse.collection:type_name -> compactor.v1.Collection
+	1,  // 15: compactor.v1.GetCollectionResponse.collection:type_name -> compactor.v1.Collection
+	1,  // 16: compactor.v1.ListCollectionsResponse.collections:type_name -> compactor.v1.Collection
+	1,  // 17: compactor.v1.DeleteCollectionResponse.collection:type_name -> compactor.v1.Collection
+	2,  // 18: compactor.v1.GetRecordsResponse.records:type_name -> compactor.v1.Record
+	3,  // 19: compactor.v1.CollectionService.CreateCollection:input_type -> compactor.v1.CreateCollectionRequest
+	5,  // 20: compactor.v1.CollectionService.GetCollection:input_type -> compactor.v1.GetCollectionRequest
+	7,  // 21: compactor.v1.CollectionService.ListCollections:input_type -> compactor.v1.ListCollectionsRequest
+	9,  // 22: compactor.v1.CollectionService.DeleteCollection:input_type -> compactor.v1.DeleteCollectionRequest
+	11, // 23: compactor.v1.CollectionService.GetRecords:input_type -> compactor.v1.GetRecordsRequest
+	18, // 24: compactor.v1.CollectionService.QueryRecords:input_type -> compactor.v1.QueryRecordsRequest
+	4,  // 25: compactor.v1.CollectionService.CreateCollection:output_type -> compactor.v1.CreateCollectionResponse
+	6,  // 26: compactor.v1.CollectionService.GetCollection:output_type -> compactor.v1.GetCollectionResponse
+	8,  // 27: compactor.v1.CollectionService.ListCollections:output_type -> compactor.v1.ListCollectionsResponse
+	10, // 28: compactor.v1.CollectionService.DeleteCollection:output_type -> compactor.v1.DeleteCollectionResponse
+	12, // 29: compactor.v1.CollectionService.GetRecords:output_type -> compactor.v1.GetRecordsResponse
+	19, // 30: compactor.v1.CollectionService.QueryRecords:output_type -> compactor.v1.QueryRecordsResponse
+	25, // [25:31] is the sub-list for method output_type
+	19, // [19:25] is the sub-list for method input_type
+	19, // [19:19] is the sub-list for extension type_name
+	19, // [19:19] is the sub-list for extension extendee
+	0,  // [0:19] is the sub-list for field type_name
 }
 
 func init() { file_compactor_v1_collection_proto_init() }
@@ -1093,13 +1205,14 @@ func file_compactor_v1_collection_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_compactor_v1_collection_proto_rawDesc), len(file_compactor_v1_collection_proto_rawDesc)),
-			NumEnums:      0,
+			NumEnums:      1,
 			NumMessages:   12,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
 		GoTypes:           file_compactor_v1_collection_proto_goTypes,
 		DependencyIndexes: file_compactor_v1_collection_proto_depIdxs,
+		EnumInfos:         file_compactor_v1_collection_proto_enumTypes,
 		MessageInfos:      file_compactor_v1_collection_proto_msgTypes,
 	}.Build()
 	File_compactor_v1_collection_proto = out.File
