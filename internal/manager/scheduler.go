@@ -71,8 +71,13 @@ func (s *scheduler) runOnce(ctx context.Context) {
 		if err := s.schedule(ctx); err != nil && ctx.Err() == nil {
 			s.logger.Warn("scheduler run", "err", err)
 		}
-	} else if colls, err := s.store.ListCollections(ctx); err == nil {
-		s.metrics.backlogs.replace(colls)
+	} else {
+		// The leader exports freshness; a replica that lost the lease drops
+		// its series so that none goes stale.
+		s.metrics.freshness.replace(nil)
+		if colls, err := s.store.ListCollections(ctx); err == nil {
+			s.metrics.backlogs.replace(colls)
+		}
 	}
 }
 
