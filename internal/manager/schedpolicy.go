@@ -66,6 +66,9 @@ func (f Freshness) Breached() bool { return f.Objective() && f.Debt >= 1 }
 // AtRisk reports whether the debt has reached AtRiskDebt.
 func (f Freshness) AtRisk() bool { return f.Objective() && f.Debt >= AtRiskDebt }
 
+// FreshnessOf is c's freshness against its objectives at now.
+func FreshnessOf(c catalog.Collection, now time.Time) Freshness { return freshnessOf(c, now) }
+
 // freshnessOf is c's freshness at now.
 func freshnessOf(c catalog.Collection, now time.Time) Freshness {
 	f := Freshness{MaxAge: c.Policy.ObjectiveMaxAge, MaxBacklog: c.Policy.ObjectiveMaxBacklog, Backlog: max(c.Backlog(), 0)}
