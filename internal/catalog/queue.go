@@ -702,8 +702,8 @@ func (c *Catalog) execInterrupt(ctx context.Context, tx *sql.Tx, j Job) error {
 }
 
 // ListQueue returns up to limit QUEUED jobs (0: 1000) in the order ClaimJob
-// takes them (ignoring backoff and running collections, which only delay a
-// job).
+// takes them now (ignoring backoff, start bounds and running collections,
+// which only delay a job).
 func (c *Catalog) ListQueue(ctx context.Context, limit int) ([]Job, error) {
 	if limit <= 0 || limit > maxListJobs {
 		limit = maxListJobs
