@@ -119,6 +119,34 @@ func TestScheduledJobsStartOnlyInsideTheirWindow(t *testing.T) {
 	if !e.Window.Own || e.Window.Windows[0] != "Thu 12:00-13:00 Europe/Berlin" || !e.Window.NextStart.Equal(at(t, "2026-12-03T11:00:00Z")) {
 		t.Errorf("own window: %+v; want Thursday 11:00Z", e.Window)
 	}
+	// Its job waits for Thursday's window; once its own windows are
+	// removed it follows the server's.
+	if err := m.Schedule(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if e := planEntry(t, m, own); e.Decision != manager.DecideOutsideWindow {
+		t.Errorf("own window closed: %s; want outside the window", e.Decision)
+	}
+	clk.Advance(29*time.Hour + 30*time.Minute) // Thursday 11:00Z = 12:00 in Berlin
+	if err := m.Schedule(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var ownJob catalog.Job
+	if q, _ := c.ListQueue(ctx, 0); len(q) == 1 && q[0].CollectionID == own {
+		ownJob = q[0]
+	}
+	if !ownJob.StartBefore.Equal(at(t, "2026-12-03T12:00:00Z")) {
+		t.Fatalf("own window open: job %+v; want one bounded by 13:00 Berlin", ownJob)
+	}
+	if _, err := m.SetCollectionPolicy(ctx, own, catalog.PolicyUpdate{Windows: &[]string{}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Schedule(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if j, _ := c.GetJob(ctx, ownJob.ID); !j.StartAfter.Equal(at(t, "2026-12-04T01:00:00Z")) || !j.StartBefore.Equal(at(t, "2026-12-04T05:00:00Z")) {
+		t.Errorf("after its windows were removed: bounds %v..%v; want the server's next window, Friday 01:00-05:00", j.StartAfter, j.StartBefore)
+	}
 	_, err = m.SetCollectionPolicy(ctx, own, catalog.PolicyUpdate{Windows: &[]string{"Thu 12:00-13:00 Mars/Olympus"}})
 	if !errors.Is(err, manager.ErrInvalidArgument) || !strings.Contains(err.Error(), "Mars/Olympus") {
 		t.Errorf("a window with an unknown zone: %v; want ErrInvalidArgument naming the zone", err)
