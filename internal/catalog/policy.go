@@ -89,6 +89,10 @@ type CollectionPolicy struct {
 	// ObjectiveMaxBacklog: the objective "at most this many uncompacted
 	// records"; 0: none.
 	ObjectiveMaxBacklog int64
+	// ThroughputShare: the fraction (0 < share <= 1) of the throughput cap
+	// its compactions may write while other compactions write on the same
+	// node; 0: none.
+	ThroughputShare float64
 }
 
 // HasObjective reports whether p states a freshness objective.
@@ -104,6 +108,7 @@ type PolicyUpdate struct {
 	Windows             *[]string
 	ObjectiveMaxAge     *time.Duration
 	ObjectiveMaxBacklog *int64
+	ThroughputShare     *float64
 }
 
 // Bounds of a collection's windows.
@@ -117,7 +122,7 @@ const (
 // stored as given (the manager parses them first). Errors:
 // ErrInvalidArgument (an unknown class, more than 16 windows, a window over
 // 128 bytes or with a line break, a negative objective, an age objective
-// under one second), ErrNotFound, ErrUnavailable.
+// under one second, a throughput share outside [0, 1]), ErrNotFound, ErrUnavailable.
 func (c *Catalog) UpdateCollectionPolicy(ctx context.Context, id string, u PolicyUpdate) (Collection, error) {
 	fail := func(format string, args ...any) (Collection, error) {
 		return Collection{}, fmt.Errorf("collection %s: %s: %w", id, fmt.Sprintf(format, args...), ErrInvalidArgument)
@@ -157,6 +162,17 @@ func (c *Catalog) UpdateCollectionPolicy(ctx context.Context, id string, u Polic
 		}
 		set, args = append(set, "objective_max_backlog = ?"), append(args, nullIfZero(*u.ObjectiveMaxBacklog))
 	}
+	if u.ThroughputShare != nil {
+		sh := *u.ThroughputShare
+		if !(sh >= 0 && sh <= 1) { // NaN fails too
+			return fail("throughput share %v must be 0 (none) or in (0, 1]", sh)
+		}
+		var v any
+		if sh > 0 {
+			v = sh
+		}
+		set, args = append(set, "throughput_share = ?"), append(args, v)
+	}
 	if len(set) == 0 {
 		return c.GetCollection(ctx, id)
 	}
@@ -176,7 +192,10 @@ func nullIfZero(v int64) any {
 }
 
 // scanPolicy fills p from its columns.
-func scanPolicy(p *CollectionPolicy, rank int64, windows string, maxAgeMs, maxBacklog *int64) {
+func scanPolicy(p *CollectionPolicy, rank int64, windows string, maxAgeMs, maxBacklog *int64, share *float64) {
+	if share != nil {
+		p.ThroughputShare = *share
+	}
 	p.Priority = priorityOfRank(rank)
 	p.Windows = nil
 	if windows != "" {

@@ -20,24 +20,24 @@ func TestUpdateCollectionPolicyStoresChangesAndClears(t *testing.T) {
 		}
 		got, err := c.UpdateCollectionPolicy(ctx, col.ID, catalog.PolicyUpdate{
 			Priority: ptr(catalog.PriorityLow), Windows: &[]string{"Mon-Fri 01:00-05:00 Europe/Berlin", "Sat 00:00-24:00"},
-			ObjectiveMaxAge: ptr(10 * time.Minute), ObjectiveMaxBacklog: ptr(int64(50_000)),
+			ObjectiveMaxAge: ptr(10 * time.Minute), ObjectiveMaxBacklog: ptr(int64(50_000)), ThroughputShare: ptr(0.25),
 		})
 		if err != nil {
 			t.Fatal(err)
 		}
 		want := catalog.CollectionPolicy{Priority: catalog.PriorityLow, Windows: []string{"Mon-Fri 01:00-05:00 Europe/Berlin", "Sat 00:00-24:00"},
-			ObjectiveMaxAge: 10 * time.Minute, ObjectiveMaxBacklog: 50_000}
+			ObjectiveMaxAge: 10 * time.Minute, ObjectiveMaxBacklog: 50_000, ThroughputShare: 0.25}
 		for what, p := range map[string]catalog.CollectionPolicy{"returned": got.Policy, "read back": mustGet(t, c, col.ID).Policy} {
-			if p.Priority != want.Priority || !slices.Equal(p.Windows, want.Windows) || p.ObjectiveMaxAge != want.ObjectiveMaxAge || p.ObjectiveMaxBacklog != want.ObjectiveMaxBacklog {
+			if p.Priority != want.Priority || !slices.Equal(p.Windows, want.Windows) || p.ObjectiveMaxAge != want.ObjectiveMaxAge || p.ObjectiveMaxBacklog != want.ObjectiveMaxBacklog || p.ThroughputShare != want.ThroughputShare {
 				t.Errorf("%s policy %+v; want %+v", what, p, want)
 			}
 		}
 		// Only the fields given change; zero values clear.
-		got, err = c.UpdateCollectionPolicy(ctx, col.ID, catalog.PolicyUpdate{Windows: &[]string{}, ObjectiveMaxAge: ptr(time.Duration(0))})
+		got, err = c.UpdateCollectionPolicy(ctx, col.ID, catalog.PolicyUpdate{Windows: &[]string{}, ObjectiveMaxAge: ptr(time.Duration(0)), ThroughputShare: ptr(0.0)})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if p := got.Policy; p.Priority != catalog.PriorityLow || p.Windows != nil || p.ObjectiveMaxAge != 0 || p.ObjectiveMaxBacklog != 50_000 {
+		if p := got.Policy; p.Priority != catalog.PriorityLow || p.Windows != nil || p.ObjectiveMaxAge != 0 || p.ObjectiveMaxBacklog != 50_000 || p.ThroughputShare != 0 {
 			t.Errorf("after clearing windows and the age objective: %+v", p)
 		}
 		for name, bad := range map[string]catalog.PolicyUpdate{
@@ -46,6 +46,8 @@ func TestUpdateCollectionPolicyStoresChangesAndClears(t *testing.T) {
 			"age under a second":  {ObjectiveMaxAge: ptr(time.Millisecond)},
 			"window with newline": {Windows: &[]string{"01:00-02:00\n03:00-04:00"}},
 			"too many windows":    {Windows: ptr(slices.Repeat([]string{"01:00-02:00"}, 17))},
+			"share over one":      {ThroughputShare: ptr(1.5)},
+			"negative share":      {ThroughputShare: ptr(-0.1)},
 		} {
 			_, err := c.UpdateCollectionPolicy(ctx, col.ID, bad)
 			wantErr(t, name, err, catalog.ErrInvalidArgument)

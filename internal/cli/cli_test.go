@@ -946,9 +946,10 @@ func TestPauseResumePlanAndSettings(t *testing.T) {
 	}
 	fails(t, addr, nil, 1, "invalid_argument", "collections", "set", id, "--max-uncompacted-age", "1ms")
 	got = ok(t, addr, "collections", "set", id, "--priority", "low", "--compaction-window", "Mon-Fri 01:00-05:00 Europe/Berlin",
-		"--compaction-window", "Sat,Sun 00:00-24:00", "--objective-max-age", "10m", "--objective-max-backlog", "50000").stdout
+		"--compaction-window", "Sat,Sun 00:00-24:00", "--objective-max-age", "10m", "--objective-max-backlog", "50000",
+		"--throughput-share", "0.25").stdout
 	for _, want := range []string{"Priority:", "low", "Mon-Fri 01:00-05:00 Europe/Berlin; Sat,Sun 00:00-24:00",
-		"oldest record at most 10m0s, at most 50000 records", "1 records"} {
+		"oldest record at most 10m0s, at most 50000 records", "1 records", "25 % of the throughput cap"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("collections set with a policy printed no %q (the thresholds must stay):\n%s", want, got)
 		}

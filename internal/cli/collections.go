@@ -170,6 +170,14 @@ func collectionsList(cmd *cobra.Command, g *globals) error {
 }
 
 // printCollection prints every field of c.
+// shareText is a collection's throughput share.
+func shareText(f float64) string {
+	if f <= 0 {
+		return "none"
+	}
+	return strconv.FormatFloat(f*100, 'f', -1, 64) + " % of the throughput cap while others write"
+}
+
 // windowsText lists a collection's compaction windows.
 func windowsText(ws []string) string {
 	if len(ws) == 0 {
@@ -233,6 +241,7 @@ func (s *session) printCollection(c *compactorv1.Collection) error {
 		{"Priority", priorityName(c.GetPriority())},
 		{"Compaction windows", windowsText(c.GetCompactionWindows())},
 		{"Freshness objectives", objectivesText(c)},
+		{"Throughput share", shareText(c.GetThroughputShare())},
 		{"Distance", distanceName(c.GetDistance())},
 		{"Index settings", indexText(c.GetIndex())},
 		{"Created", o.fmtTime(c.GetCreateTime())},

@@ -228,6 +228,7 @@ func newCollectionsSetCmd(g *globals) *cobra.Command {
 		priority            string
 		windows             []string
 		noWindows           bool
+		share               float64
 	)
 	cmd := &cobra.Command{
 		Use:   "set COLLECTION",
@@ -248,6 +249,9 @@ Scheduling policy (only the flags given change):
   --objective-max-age D             objective: oldest uncompacted record at most D
   --objective-max-backlog N         objective: at most N uncompacted records
                                     (0 removes an objective)
+  --throughput-share F              at most this fraction (0 < F <= 1) of the
+                                    throughput cap while other compactions write
+                                    on the node (0 removes it)
 -o json prints the Collection.`,
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: completeCollections(g, 1),
@@ -286,6 +290,12 @@ Scheduling policy (only the flags given change):
 			}
 			if f.Changed("objective-max-backlog") {
 				policy.ObjectiveMaxBacklog, hasPolicy = &objBacklog, true
+			}
+			if f.Changed("throughput-share") {
+				if !(share >= 0 && share <= 1) {
+					return UsageError(cmd, fmt.Errorf("--throughput-share must be 0 (none) or a fraction in (0, 1], got %v", share))
+				}
+				policy.ThroughputShare, hasPolicy = &share, true
 			}
 			s, err := newSession(cmd, g)
 			if err != nil {
@@ -329,6 +339,7 @@ Scheduling policy (only the flags given change):
 	cmd.Flags().BoolVar(&noWindows, "no-compaction-windows", false, "remove the collection's compaction windows (the server's apply)")
 	cmd.Flags().DurationVar(&objAge, "objective-max-age", 0, "freshness objective: the oldest uncompacted record at most this old; 0 removes it")
 	cmd.Flags().Int64Var(&objBacklog, "objective-max-backlog", 0, "freshness objective: at most this many uncompacted records; 0 removes it")
+	cmd.Flags().Float64Var(&share, "throughput-share", 0, "fraction (0 < F <= 1) of the throughput cap this collection's compactions may write while others write on the node; 0 removes it")
 	_ = cmd.RegisterFlagCompletionFunc("priority", cobra.FixedCompletions([]string{"critical", "normal", "low"}, cobra.ShellCompDirectiveNoFileComp))
 	return cmd
 }

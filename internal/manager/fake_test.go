@@ -661,6 +661,9 @@ func (s *memStore) UpdateCollectionPolicy(_ context.Context, id string, u catalo
 	if u.ObjectiveMaxBacklog != nil {
 		c.Policy.ObjectiveMaxBacklog = *u.ObjectiveMaxBacklog
 	}
+	if u.ThroughputShare != nil {
+		c.Policy.ThroughputShare = *u.ThroughputShare
+	}
 	return *c, nil
 }
 

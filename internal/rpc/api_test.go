@@ -975,13 +975,13 @@ func testControls(t *testing.T, c clients) {
 	pol, err := c.ctl.SetCollectionPolicy(ctx, connect.NewRequest(&compactorv1.SetCollectionPolicyRequest{
 		CollectionId: coll.GetId(), Priority: compactorv1.PriorityClass_PRIORITY_CLASS_LOW,
 		CompactionWindows: &compactorv1.CompactionWindows{Windows: []string{"Mon-Fri 01:00-05:00 Europe/Berlin"}},
-		ObjectiveMaxAge:   durationpb.New(10 * time.Minute), ObjectiveMaxBacklog: proto.Int64(50_000),
+		ObjectiveMaxAge:   durationpb.New(10 * time.Minute), ObjectiveMaxBacklog: proto.Int64(50_000), ThroughputShare: proto.Float64(0.25),
 	}))
 	if err != nil {
 		t.Fatalf("SetCollectionPolicy: %v", err)
 	}
 	if got := pol.Msg.GetCollection(); got.GetPriority() != compactorv1.PriorityClass_PRIORITY_CLASS_LOW ||
-		len(got.GetCompactionWindows()) != 1 || got.GetObjectiveMaxAge().AsDuration() != 10*time.Minute || got.GetObjectiveMaxBacklog() != 50_000 {
+		len(got.GetCompactionWindows()) != 1 || got.GetObjectiveMaxAge().AsDuration() != 10*time.Minute || got.GetObjectiveMaxBacklog() != 50_000 || got.GetThroughputShare() != 0.25 {
 		t.Fatalf("collection after SetCollectionPolicy: %v", got)
 	}
 	pol, err = c.ctl.SetCollectionPolicy(ctx, connect.NewRequest(&compactorv1.SetCollectionPolicyRequest{
@@ -1003,6 +1003,7 @@ func testControls(t *testing.T, c clients) {
 		{CollectionId: coll.GetId(), Priority: compactorv1.PriorityClass(9)},
 		{CollectionId: coll.GetId(), ObjectiveMaxAge: durationpb.New(time.Millisecond)},
 		{CollectionId: coll.GetId(), ObjectiveMaxBacklog: proto.Int64(-1)},
+		{CollectionId: coll.GetId(), ThroughputShare: proto.Float64(1.5)},
 		{CollectionId: "not-a-uuid"},
 	} {
 		_, err = c.ctl.SetCollectionPolicy(ctx, connect.NewRequest(bad))

@@ -229,6 +229,13 @@ func (s *Service) SetCollectionPolicy(ctx context.Context, req *connect.Request[
 		}
 		u.ObjectiveMaxBacklog = &n
 	}
+	if m.ThroughputShare != nil {
+		sh := m.GetThroughputShare()
+		if !(sh >= 0 && sh <= 1) {
+			return nil, invalidArgument("throughput_share", "is %v; want 0 (none) or a fraction in (0, 1]", sh)
+		}
+		u.ThroughputShare = &sh
+	}
 	c, err := s.ctl.SetCollectionPolicy(ctx, m.GetCollectionId(), u)
 	if err != nil {
 		return nil, s.fail(ctx, compactorv1connect.ControlServiceSetCollectionPolicyProcedure, err)

@@ -134,6 +134,7 @@ func collectionToProto(c catalog.Collection) *compactorv1.Collection {
 		Priority:              priorityToProto[c.Policy.Priority],
 		CompactionWindows:     c.Policy.Windows,
 		ObjectiveMaxBacklog:   c.Policy.ObjectiveMaxBacklog,
+		ThroughputShare:       c.Policy.ThroughputShare,
 	}
 	if c.Settings.MaxUncompactedAge > 0 {
 		p.MaxUncompactedAge = durationpb.New(c.Settings.MaxUncompactedAge)

@@ -15,13 +15,29 @@ import (
 type executor struct {
 	c        *compaction.Compactor
 	throttle *segment.Throttle // caps the bytes per second compactions write
+	// collections reads a job's collection for its throughput share.
+	collections interface {
+		GetCollection(ctx context.Context, id string) (catalog.Collection, error)
+	}
 }
 
 // SetMaxThroughput implements manager.Throttler.
 func (e executor) SetMaxThroughput(bytesPerSecond int64) { e.throttle.SetLimit(bytesPerSecond) }
 
 // Prepare implements manager.Executor: a compaction up to its manifest.
+// Its writes count toward the throttle's writers, and a collection with a
+// throughput share writes at most that share of the cap while another
+// compaction writes on this node.
 func (e executor) Prepare(ctx context.Context, j catalog.Job, progress func(manager.Progress)) (manager.Prepared, error) {
+	leave := e.throttle.Enter()
+	defer leave()
+	if e.collections != nil {
+		// A failed read is the compaction's to report: it reads the
+		// collection first.
+		if c, err := e.collections.GetCollection(ctx, j.CollectionID); err == nil {
+			ctx = e.throttle.WithShare(ctx, c.Policy.ThroughputShare)
+		}
+	}
 	p, err := e.c.Prepare(ctx, j.CollectionID, compaction.Options{Progress: progress})
 	return prepared{p}, err
 }

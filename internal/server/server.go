@@ -366,7 +366,7 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (_ *App, err err
 	if mcfg.Version == "" {
 		mcfg.Version = buildinfo.Get().Version
 	}
-	a.Manager, err = manager.New(traced, executor{c: a.Compactor, throttle: throttle}, mcfg, a.Registry, logger.With("component", "manager"))
+	a.Manager, err = manager.New(traced, executor{c: a.Compactor, throttle: throttle, collections: a.Catalog}, mcfg, a.Registry, logger.With("component", "manager"))
 	if err != nil {
 		return nil, err
 	}

@@ -153,8 +153,12 @@ type Collection struct {
 	ObjectiveMaxAge *durationpb.Duration `protobuf:"bytes,26,opt,name=objective_max_age,json=objectiveMaxAge,proto3" json:"objective_max_age,omitempty"`
 	// Its freshness objective for the backlog (records); 0: none.
 	ObjectiveMaxBacklog int64 `protobuf:"varint,27,opt,name=objective_max_backlog,json=objectiveMaxBacklog,proto3" json:"objective_max_backlog,omitempty"`
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	// Its throughput share: the fraction (0 < share <= 1) of the throughput
+	// cap its compactions may write while another compaction writes on the
+	// same node; 0: none.
+	ThroughputShare float64 `protobuf:"fixed64,28,opt,name=throughput_share,json=throughputShare,proto3" json:"throughput_share,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *Collection) Reset() {
@@ -372,6 +376,13 @@ func (x *Collection) GetObjectiveMaxAge() *durationpb.Duration {
 func (x *Collection) GetObjectiveMaxBacklog() int64 {
 	if x != nil {
 		return x.ObjectiveMaxBacklog
+	}
+	return 0
+}
+
+func (x *Collection) GetThroughputShare() float64 {
+	if x != nil {
+		return x.ThroughputShare
 	}
 	return 0
 }
@@ -1023,7 +1034,7 @@ var File_compactor_v1_collection_proto protoreflect.FileDescriptor
 
 const file_compactor_v1_collection_proto_rawDesc = "" +
 	"\n" +
-	"\x1dcompactor/v1/collection.proto\x12\fcompactor.v1\x1a\x18compactor/v1/query.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x88\n" +
+	"\x1dcompactor/v1/collection.proto\x12\fcompactor.v1\x1a\x18compactor/v1/query.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xb3\n" +
 	"\n" +
 	"\n" +
 	"Collection\x12\x0e\n" +
@@ -1057,7 +1068,8 @@ const file_compactor_v1_collection_proto_rawDesc = "" +
 	"\bpriority\x18\x18 \x01(\x0e2\x1b.compactor.v1.PriorityClassR\bpriority\x12-\n" +
 	"\x12compaction_windows\x18\x19 \x03(\tR\x11compactionWindows\x12E\n" +
 	"\x11objective_max_age\x18\x1a \x01(\v2\x19.google.protobuf.DurationR\x0fobjectiveMaxAge\x122\n" +
-	"\x15objective_max_backlog\x18\x1b \x01(\x03R\x13objectiveMaxBacklog\"\x99\x01\n" +
+	"\x15objective_max_backlog\x18\x1b \x01(\x03R\x13objectiveMaxBacklog\x12)\n" +
+	"\x10throughput_share\x18\x1c \x01(\x01R\x0fthroughputShare\"\x99\x01\n" +
 	"\x06Record\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1c\n" +
 	"\tembedding\x18\x02 \x03(\x02R\tembedding\x12\x1f\n" +

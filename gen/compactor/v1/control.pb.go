@@ -126,8 +126,12 @@ type SetCollectionPolicyRequest struct {
 	// The new backlog objective (records); unset leaves it unchanged, 0
 	// removes it.
 	ObjectiveMaxBacklog *int64 `protobuf:"varint,5,opt,name=objective_max_backlog,json=objectiveMaxBacklog,proto3,oneof" json:"objective_max_backlog,omitempty"`
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	// The new throughput share, 0 < share <= 1: the fraction of the
+	// throughput cap its compactions may write while another compaction
+	// writes on the same node; unset leaves it unchanged, 0 removes it.
+	ThroughputShare *float64 `protobuf:"fixed64,6,opt,name=throughput_share,json=throughputShare,proto3,oneof" json:"throughput_share,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *SetCollectionPolicyRequest) Reset() {
@@ -191,6 +195,13 @@ func (x *SetCollectionPolicyRequest) GetObjectiveMaxAge() *durationpb.Duration {
 func (x *SetCollectionPolicyRequest) GetObjectiveMaxBacklog() int64 {
 	if x != nil && x.ObjectiveMaxBacklog != nil {
 		return *x.ObjectiveMaxBacklog
+	}
+	return 0
+}
+
+func (x *SetCollectionPolicyRequest) GetThroughputShare() float64 {
+	if x != nil && x.ThroughputShare != nil {
+		return *x.ThroughputShare
 	}
 	return 0
 }
@@ -1388,14 +1399,16 @@ var File_compactor_v1_control_proto protoreflect.FileDescriptor
 
 const file_compactor_v1_control_proto_rawDesc = "" +
 	"\n" +
-	"\x1acompactor/v1/control.proto\x12\fcompactor.v1\x1a\x1dcompactor/v1/collection.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xe4\x02\n" +
+	"\x1acompactor/v1/control.proto\x12\fcompactor.v1\x1a\x1dcompactor/v1/collection.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xa9\x03\n" +
 	"\x1aSetCollectionPolicyRequest\x12#\n" +
 	"\rcollection_id\x18\x01 \x01(\tR\fcollectionId\x127\n" +
 	"\bpriority\x18\x02 \x01(\x0e2\x1b.compactor.v1.PriorityClassR\bpriority\x12N\n" +
 	"\x12compaction_windows\x18\x03 \x01(\v2\x1f.compactor.v1.CompactionWindowsR\x11compactionWindows\x12E\n" +
 	"\x11objective_max_age\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\x0fobjectiveMaxAge\x127\n" +
-	"\x15objective_max_backlog\x18\x05 \x01(\x03H\x00R\x13objectiveMaxBacklog\x88\x01\x01B\x18\n" +
-	"\x16_objective_max_backlog\"-\n" +
+	"\x15objective_max_backlog\x18\x05 \x01(\x03H\x00R\x13objectiveMaxBacklog\x88\x01\x01\x12.\n" +
+	"\x10throughput_share\x18\x06 \x01(\x01H\x01R\x0fthroughputShare\x88\x01\x01B\x18\n" +
+	"\x16_objective_max_backlogB\x13\n" +
+	"\x11_throughput_share\"-\n" +
 	"\x11CompactionWindows\x12\x18\n" +
 	"\awindows\x18\x01 \x03(\tR\awindows\"W\n" +
 	"\x1bSetCollectionPolicyResponse\x128\n" +

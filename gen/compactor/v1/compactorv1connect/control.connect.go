@@ -99,8 +99,9 @@ type ControlServiceClient interface {
 	// fields that are set change.
 	//
 	// Errors: INVALID_ARGUMENT for a malformed id, a window that does not
-	// parse (naming its bad part), more than 16 windows, a negative objective
-	// or an age objective under one second; NOT_FOUND for an unknown
+	// parse (naming its bad part), more than 16 windows, a negative objective,
+	// an age objective under one second or a throughput share outside
+	// [0, 1]; NOT_FOUND for an unknown
 	// collection.
 	SetCollectionPolicy(context.Context, *connect.Request[v1.SetCollectionPolicyRequest]) (*connect.Response[v1.SetCollectionPolicyResponse], error)
 }
@@ -252,8 +253,9 @@ type ControlServiceHandler interface {
 	// fields that are set change.
 	//
 	// Errors: INVALID_ARGUMENT for a malformed id, a window that does not
-	// parse (naming its bad part), more than 16 windows, a negative objective
-	// or an age objective under one second; NOT_FOUND for an unknown
+	// parse (naming its bad part), more than 16 windows, a negative objective,
+	// an age objective under one second or a throughput share outside
+	// [0, 1]; NOT_FOUND for an unknown
 	// collection.
 	SetCollectionPolicy(context.Context, *connect.Request[v1.SetCollectionPolicyRequest]) (*connect.Response[v1.SetCollectionPolicyResponse], error)
 }
