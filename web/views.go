@@ -874,6 +874,7 @@ func buildCollection(now time.Time, c Collection, jobs []Job, history []Point, a
 			{Key: "priority", Label: "Priority", Value: cmp.Or(c.Priority, "normal")},
 			{Key: "windows", Label: "Compaction windows", Value: overrideText(len(c.Windows) > 0, strings.Join(c.Windows, "; "))},
 			{Key: "objectives", Label: "Freshness objectives", Value: objectivesText(c)},
+			{Key: "throughput_share", Label: "Throughput share", Value: shareText(c.ThroughputShare)},
 			{Key: "freshness_debt", Label: "Freshness debt", Value: debtText(c.FreshnessDebt)},
 			timeField("last_compacted", "Last compacted", row.LastCompacted),
 			timeField("created", "Created", row.Created),
@@ -964,6 +965,14 @@ func fmtWhen(now, t time.Time) string {
 		return t.Format("15:04 UTC")
 	}
 	return t.Format("Mon 2 Jan 15:04 UTC")
+}
+
+// shareText is a collection's throughput share in words.
+func shareText(f float64) string {
+	if f <= 0 {
+		return "none"
+	}
+	return strconv.FormatFloat(f*100, 'f', -1, 64) + " % of the throughput cap while others write"
 }
 
 // objectivesText lists a collection's freshness objectives.

@@ -148,6 +148,9 @@ type Collection struct {
 	Windows             []string
 	ObjectiveMaxAge     time.Duration
 	ObjectiveMaxBacklog int64
+	// ThroughputShare: the fraction of the throughput cap its compactions
+	// may write while others write on the node; 0: none.
+	ThroughputShare float64
 	// FreshnessDebt is how close it is to breaking an objective (the
 	// larger of age and backlog over their objectives; 1 and more:
 	// broken), as the Source computed it; 0 without objectives.

@@ -67,7 +67,7 @@ func webCollection(c catalog.Collection, f catalog.StorageFigures) web.Collectio
 		SegmentBytes: f.SegmentBytes, BlockCount: f.BlockCount, VersionsKept: f.VersionsKept,
 		Index:    webIndexSettings(c.Index),
 		Priority: c.Policy.Priority.String(), Windows: c.Policy.Windows,
-		ObjectiveMaxAge: c.Policy.ObjectiveMaxAge, ObjectiveMaxBacklog: c.Policy.ObjectiveMaxBacklog,
+		ObjectiveMaxAge: c.Policy.ObjectiveMaxAge, ObjectiveMaxBacklog: c.Policy.ObjectiveMaxBacklog, ThroughputShare: c.Policy.ThroughputShare,
 		FreshnessDebt: manager.FreshnessOf(c, time.Now()).Debt,
 	}
 }

@@ -47,7 +47,7 @@ func Fixture() *Source {
 			SegmentBytes: 8650752, BlockCount: 13, VersionsKept: 3,
 			Index: web.CollectionIndex{Distance: "cosine", M: 16, EfConstruction: 200, EfSearch: 100, Built: true,
 				Vectors: 50000, Tombstones: 1250, Bytes: 15400000, Build: "incremental", BuiltAt: ago(5 * time.Minute), BuildSeconds: 0.84},
-			Priority: "critical", ObjectiveMaxBacklog: 1000, FreshnessDebt: 1.2,
+			Priority: "critical", ObjectiveMaxBacklog: 1000, FreshnessDebt: 1.2, ThroughputShare: 0.5,
 		},
 		{
 			ID: Hostile, Name: HostileName, Dimension: 8, Backlog: 300, RecordCount: 10, SegmentVersion: 2,
