@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/compactorhq/compactor/internal/catalog"
+	"github.com/compactorhq/compactor/internal/jobtype"
 )
 
 // Decision says what the scheduler does with a collection on its next run.
@@ -20,7 +21,7 @@ const (
 	DecideBackingOff    Decision = "backing-off"    // a failure's retry delay has not passed
 	DecideOutsideWindow Decision = "outside-window" // it would run, but its compaction windows are closed
 	DecideRunning       Decision = "running"        // a job of it is running
-	DecideQueued        Decision = "queued"         // a job of it is queued already
+	DecideQueued        Decision = "queued"         // a compaction of it is queued already
 	DecideBelow         Decision = "below-thresholds"
 	DecideEmpty         Decision = "empty" // nothing to compact
 )
@@ -64,7 +65,7 @@ type Plan struct {
 	// queue them (priority class, then freshness debt, then oldest backlog
 	// first), then the others by name.
 	Entries []PlanEntry
-	// queued are the QUEUED jobs the plan was made with.
+	// queued are the QUEUED compactions the plan was made with.
 	queued []catalog.Job
 }
 
@@ -118,12 +119,18 @@ func (s *scheduler) plan(ctx context.Context) (Plan, error) {
 	}
 	now := s.clock().UTC().Truncate(time.Millisecond)
 	p := Plan{At: now, Pause: pause}
+	// A running job of any kind holds the collection (one runs at a time);
+	// only a queued compaction makes another one redundant.
 	state := make(map[string]catalog.JobState, len(active))
+	running := make(map[string]jobtype.Kind, len(active))
 	for _, j := range active {
-		if state[j.CollectionID] != catalog.JobRunning {
+		if j.State == catalog.JobRunning {
+			running[j.CollectionID] = kindOf(j)
+		}
+		if state[j.CollectionID] != catalog.JobRunning && (j.State == catalog.JobRunning || kindOf(j) == jobtype.KindCompaction) {
 			state[j.CollectionID] = j.State
 		}
-		if j.State == catalog.JobQueued {
+		if j.State == catalog.JobQueued && kindOf(j) == jobtype.KindCompaction {
 			p.queued = append(p.queued, j)
 		}
 	}
@@ -143,8 +150,11 @@ func (s *scheduler) plan(ctx context.Context) (Plan, error) {
 			e.Decision, e.Reason = DecideEmpty, "nothing to compact"
 		case state[c.ID] == catalog.JobRunning:
 			e.Decision, e.Reason = DecideRunning, "a job of it is running"
+			if k := running[c.ID]; k != jobtype.KindCompaction {
+				e.Reason = fmt.Sprintf("a job of it is running (%s)", k)
+			}
 		case state[c.ID] == catalog.JobQueued:
-			e.Decision, e.Reason = DecideQueued, "a job of it is queued"
+			e.Decision, e.Reason = DecideQueued, "a compaction of it is queued"
 		case pause.Paused:
 			e.Decision, e.Reason = DecideSchedPaused, "automatic compaction is paused: "+cmpText(pause.Reason)
 		case c.Paused():

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/compactorhq/compactor/internal/catalog"
+	"github.com/compactorhq/compactor/internal/jobtype"
 	"github.com/compactorhq/compactor/internal/window"
 )
 
@@ -116,7 +117,7 @@ func (s *scheduler) schedule(ctx context.Context) error {
 		}
 		after, before := startBounds(e.Window)
 		j, created, err := s.store.EnqueueJob(ctx, catalog.JobRequest{
-			CollectionID: e.Collection.ID, Trigger: catalog.TriggerScheduled, Reason: e.Reason, OldestAt: e.Collection.OldestUncompactedAt,
+			CollectionID: e.Collection.ID, Kind: jobtype.KindCompaction, Trigger: catalog.TriggerScheduled, Reason: e.Reason, OldestAt: e.Collection.OldestUncompactedAt,
 			StartAfter: after, StartBefore: before,
 		})
 		if err != nil {
