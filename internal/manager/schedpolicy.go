@@ -209,7 +209,7 @@ func (m *Manager) requeueForWindow(ctx context.Context, e *jobEnd) {
 	}
 	after, before := startBounds(w)
 	next, created, err := m.store.EnqueueJob(ctx, catalog.JobRequest{
-		CollectionID: e.row.CollectionID, Trigger: catalog.TriggerScheduled, OldestAt: c.OldestUncompactedAt,
+		CollectionID: e.row.CollectionID, Kind: e.row.Kind, Trigger: catalog.TriggerScheduled, OldestAt: c.OldestUncompactedAt,
 		Reason:     fmt.Sprintf("queued again: job %.8s stopped when its compaction window closed", e.row.ID),
 		StartAfter: after, StartBefore: before, TraceParent: e.row.TraceParent,
 	})
