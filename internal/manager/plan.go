@@ -139,7 +139,7 @@ func (s *scheduler) plan(ctx context.Context) (Plan, error) {
 		e := PlanEntry{Collection: c, Priority: c.Policy.Priority, Freshness: freshnessOf(c, now)}
 		e.MinCompactionSize, e.MaxUncompactedAge = s.thresholds(c)
 		if e.Window, err = s.windowState(c, now); err != nil {
-			return Plan{}, err
+			s.logger.Warn("read compaction windows", "collection", c.ID, "err", err)
 		}
 		age := time.Duration(0)
 		if !c.OldestUncompactedAt.IsZero() {

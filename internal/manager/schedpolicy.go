@@ -104,31 +104,31 @@ func (w WindowState) Restricted() bool { return len(w.Windows) > 0 }
 
 // windowsOf returns the windows in force for c: its own, else the
 // server's. A stored window that no longer parses (not possible through
-// the API, which parses first) is an error naming the collection.
+// the API, which parses first) is an error naming the collection, and the
+// server's windows apply meanwhile, so that one bad row does not stop the
+// scheduling of every collection.
 func (s *scheduler) windowsOf(c catalog.Collection) (window.Set, bool, error) {
 	if len(c.Policy.Windows) == 0 {
 		return s.windows, false, nil
 	}
 	set, err := window.ParseSet(c.Policy.Windows)
 	if err != nil {
-		return nil, true, fmt.Errorf("collection %s: %w", c.ID, err)
+		return s.windows, false, fmt.Errorf("collection %s: stored compaction windows: %w; the server's apply", c.ID, err)
 	}
 	return set, true, nil
 }
 
-// windowState is c's WindowState at now.
+// windowState is c's WindowState at now; its error is windowsOf's, with
+// the state of the server's windows.
 func (s *scheduler) windowState(c catalog.Collection, now time.Time) (WindowState, error) {
 	set, own, err := s.windowsOf(c)
-	if err != nil {
-		return WindowState{}, err
-	}
 	w := WindowState{Windows: set.Strings(), Own: own, Open: true}
 	if set.Always() {
-		return w, nil
+		return w, err
 	}
 	w.NextStart, w.NextEnd, _ = set.Next(now)
 	w.Open = !w.NextStart.After(now)
-	return w, nil
+	return w, err
 }
 
 // startBounds are the bounds a queued scheduled job of a collection in
