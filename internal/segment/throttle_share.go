@@ -46,6 +46,14 @@ func (t *Throttle) WithShare(ctx context.Context, fraction float64) context.Cont
 	return context.WithValue(ctx, shareKey{}, &share{fraction: fraction, lim: rate.NewLimiter(rate.Inf, minBurst)})
 }
 
+// ShareOf returns the throughput share ctx carries (WithShare), 0 for none.
+func ShareOf(ctx context.Context) float64 {
+	if s, _ := ctx.Value(shareKey{}).(*share); s != nil {
+		return s.fraction
+	}
+	return 0
+}
+
 // shareLimit is the bytes per second a share of t allows now: fraction of
 // the cap while another compaction writes, 0 (no limit of its own) when
 // there is no cap or it writes alone.

@@ -31,15 +31,22 @@ func (e executor) SetMaxThroughput(bytesPerSecond int64) { e.throttle.SetLimit(b
 func (e executor) Prepare(ctx context.Context, j catalog.Job, progress func(manager.Progress)) (manager.Prepared, error) {
 	leave := e.throttle.Enter()
 	defer leave()
-	if e.collections != nil {
-		// A failed read is the compaction's to report: it reads the
-		// collection first.
-		if c, err := e.collections.GetCollection(ctx, j.CollectionID); err == nil {
-			ctx = e.throttle.WithShare(ctx, c.Policy.ThroughputShare)
-		}
-	}
-	p, err := e.c.Prepare(ctx, j.CollectionID, compaction.Options{Progress: progress})
+	p, err := e.c.Prepare(e.shareContext(ctx, j), j.CollectionID, compaction.Options{Progress: progress})
 	return prepared{p}, err
+}
+
+// shareContext is ctx carrying the throughput share of job j's collection,
+// if it has one. A failed read is the compaction's to report (it reads the
+// collection first): the job then runs without a share.
+func (e executor) shareContext(ctx context.Context, j catalog.Job) context.Context {
+	if e.collections == nil {
+		return ctx
+	}
+	c, err := e.collections.GetCollection(ctx, j.CollectionID)
+	if err != nil {
+		return ctx
+	}
+	return e.throttle.WithShare(ctx, c.Policy.ThroughputShare)
 }
 
 // prepared adapts a compaction.Prepared to the manager's Prepared.
