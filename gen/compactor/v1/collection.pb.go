@@ -143,20 +143,24 @@ type Collection struct {
 	Distance Distance `protobuf:"varint,22,opt,name=distance,proto3,enum=compactor.v1.Distance" json:"distance,omitempty"`
 	// The parameters of its vector index, fixed at creation.
 	Index *IndexSettings `protobuf:"bytes,23,opt,name=index,proto3" json:"index,omitempty"`
+	// The current version's vector index as written: its parameters and figures;
+	// set by GetCollection only (it reads the version's manifest), unset before
+	// the first version and with indexing off.
+	IndexFigures *IndexFigures `protobuf:"bytes,24,opt,name=index_figures,json=indexFigures,proto3" json:"index_figures,omitempty"`
 	// Its priority class (ControlService.SetCollectionPolicy).
-	Priority PriorityClass `protobuf:"varint,24,opt,name=priority,proto3,enum=compactor.v1.PriorityClass" json:"priority,omitempty"`
+	Priority PriorityClass `protobuf:"varint,25,opt,name=priority,proto3,enum=compactor.v1.PriorityClass" json:"priority,omitempty"`
 	// Its compaction windows ("Mon-Fri 01:00-05:00 Europe/Berlin"); empty:
 	// the server's --compaction-window.
-	CompactionWindows []string `protobuf:"bytes,25,rep,name=compaction_windows,json=compactionWindows,proto3" json:"compaction_windows,omitempty"`
+	CompactionWindows []string `protobuf:"bytes,26,rep,name=compaction_windows,json=compactionWindows,proto3" json:"compaction_windows,omitempty"`
 	// Its freshness objective for the age of the oldest uncompacted record;
 	// unset: none.
-	ObjectiveMaxAge *durationpb.Duration `protobuf:"bytes,26,opt,name=objective_max_age,json=objectiveMaxAge,proto3" json:"objective_max_age,omitempty"`
+	ObjectiveMaxAge *durationpb.Duration `protobuf:"bytes,27,opt,name=objective_max_age,json=objectiveMaxAge,proto3" json:"objective_max_age,omitempty"`
 	// Its freshness objective for the backlog (records); 0: none.
-	ObjectiveMaxBacklog int64 `protobuf:"varint,27,opt,name=objective_max_backlog,json=objectiveMaxBacklog,proto3" json:"objective_max_backlog,omitempty"`
+	ObjectiveMaxBacklog int64 `protobuf:"varint,28,opt,name=objective_max_backlog,json=objectiveMaxBacklog,proto3" json:"objective_max_backlog,omitempty"`
 	// Its throughput share: the fraction (0 < share <= 1) of the throughput
 	// cap its compactions may write while another compaction writes on the
 	// same node; 0: none.
-	ThroughputShare float64 `protobuf:"fixed64,28,opt,name=throughput_share,json=throughputShare,proto3" json:"throughput_share,omitempty"`
+	ThroughputShare float64 `protobuf:"fixed64,29,opt,name=throughput_share,json=throughputShare,proto3" json:"throughput_share,omitempty"`
 	unknownFields   protoimpl.UnknownFields
 	sizeCache       protoimpl.SizeCache
 }
@@ -348,6 +352,13 @@ func (x *Collection) GetDistance() Distance {
 func (x *Collection) GetIndex() *IndexSettings {
 	if x != nil {
 		return x.Index
+	}
+	return nil
+}
+
+func (x *Collection) GetIndexFigures() *IndexFigures {
+	if x != nil {
+		return x.IndexFigures
 	}
 	return nil
 }
@@ -1030,11 +1041,136 @@ func (x *GetRecordsResponse) GetLogPosition() int64 {
 	return 0
 }
 
+// IndexFigures describe the vector index of a collection's current segment
+// version, as the job that built it wrote it.
+type IndexFigures struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The HNSW parameters it was built with.
+	M              int32 `protobuf:"varint,1,opt,name=m,proto3" json:"m,omitempty"`
+	EfConstruction int32 `protobuf:"varint,2,opt,name=ef_construction,json=efConstruction,proto3" json:"ef_construction,omitempty"`
+	EfSearch       int32 `protobuf:"varint,3,opt,name=ef_search,json=efSearch,proto3" json:"ef_search,omitempty"`
+	// Live vectors, in vectors.
+	Vectors int64 `protobuf:"varint,4,opt,name=vectors,proto3" json:"vectors,omitempty"`
+	// Deleted vectors still linked in the graph, in vectors.
+	Tombstones int64 `protobuf:"varint,5,opt,name=tombstones,proto3" json:"tombstones,omitempty"`
+	// Bytes of its blobs (graph and vector chunks), in bytes.
+	EncodedBytes int64 `protobuf:"varint,6,opt,name=encoded_bytes,json=encodedBytes,proto3" json:"encoded_bytes,omitempty"`
+	// How it was built: "full", "incremental", "repaired" or "rebuild".
+	Build string `protobuf:"bytes,7,opt,name=build,proto3" json:"build,omitempty"`
+	// When it was built, and how long its build took.
+	BuildTime     *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=build_time,json=buildTime,proto3" json:"build_time,omitempty"`
+	BuildDuration *durationpb.Duration   `protobuf:"bytes,9,opt,name=build_duration,json=buildDuration,proto3" json:"build_duration,omitempty"`
+	// The id of the job that built it; empty when not recorded.
+	JobId         string `protobuf:"bytes,10,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *IndexFigures) Reset() {
+	*x = IndexFigures{}
+	mi := &file_compactor_v1_collection_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *IndexFigures) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*IndexFigures) ProtoMessage() {}
+
+func (x *IndexFigures) ProtoReflect() protoreflect.Message {
+	mi := &file_compactor_v1_collection_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use IndexFigures.ProtoReflect.Descriptor instead.
+func (*IndexFigures) Descriptor() ([]byte, []int) {
+	return file_compactor_v1_collection_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *IndexFigures) GetM() int32 {
+	if x != nil {
+		return x.M
+	}
+	return 0
+}
+
+func (x *IndexFigures) GetEfConstruction() int32 {
+	if x != nil {
+		return x.EfConstruction
+	}
+	return 0
+}
+
+func (x *IndexFigures) GetEfSearch() int32 {
+	if x != nil {
+		return x.EfSearch
+	}
+	return 0
+}
+
+func (x *IndexFigures) GetVectors() int64 {
+	if x != nil {
+		return x.Vectors
+	}
+	return 0
+}
+
+func (x *IndexFigures) GetTombstones() int64 {
+	if x != nil {
+		return x.Tombstones
+	}
+	return 0
+}
+
+func (x *IndexFigures) GetEncodedBytes() int64 {
+	if x != nil {
+		return x.EncodedBytes
+	}
+	return 0
+}
+
+func (x *IndexFigures) GetBuild() string {
+	if x != nil {
+		return x.Build
+	}
+	return ""
+}
+
+func (x *IndexFigures) GetBuildTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.BuildTime
+	}
+	return nil
+}
+
+func (x *IndexFigures) GetBuildDuration() *durationpb.Duration {
+	if x != nil {
+		return x.BuildDuration
+	}
+	return nil
+}
+
+func (x *IndexFigures) GetJobId() string {
+	if x != nil {
+		return x.JobId
+	}
+	return ""
+}
+
 var File_compactor_v1_collection_proto protoreflect.FileDescriptor
 
 const file_compactor_v1_collection_proto_rawDesc = "" +
 	"\n" +
-	"\x1dcompactor/v1/collection.proto\x12\fcompactor.v1\x1a\x18compactor/v1/query.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xb3\n" +
+	"\x1dcompactor/v1/collection.proto\x12\fcompactor.v1\x1a\x18compactor/v1/query.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xf4\n" +
 	"\n" +
 	"\n" +
 	"Collection\x12\x0e\n" +
@@ -1064,12 +1200,13 @@ const file_compactor_v1_collection_proto_rawDesc = "" +
 	"\x13min_compaction_size\x18\x14 \x01(\x03R\x11minCompactionSize\x12I\n" +
 	"\x13max_uncompacted_age\x18\x15 \x01(\v2\x19.google.protobuf.DurationR\x11maxUncompactedAge\x122\n" +
 	"\bdistance\x18\x16 \x01(\x0e2\x16.compactor.v1.DistanceR\bdistance\x121\n" +
-	"\x05index\x18\x17 \x01(\v2\x1b.compactor.v1.IndexSettingsR\x05index\x127\n" +
-	"\bpriority\x18\x18 \x01(\x0e2\x1b.compactor.v1.PriorityClassR\bpriority\x12-\n" +
-	"\x12compaction_windows\x18\x19 \x03(\tR\x11compactionWindows\x12E\n" +
-	"\x11objective_max_age\x18\x1a \x01(\v2\x19.google.protobuf.DurationR\x0fobjectiveMaxAge\x122\n" +
-	"\x15objective_max_backlog\x18\x1b \x01(\x03R\x13objectiveMaxBacklog\x12)\n" +
-	"\x10throughput_share\x18\x1c \x01(\x01R\x0fthroughputShare\"\x99\x01\n" +
+	"\x05index\x18\x17 \x01(\v2\x1b.compactor.v1.IndexSettingsR\x05index\x12?\n" +
+	"\rindex_figures\x18\x18 \x01(\v2\x1a.compactor.v1.IndexFiguresR\findexFigures\x127\n" +
+	"\bpriority\x18\x19 \x01(\x0e2\x1b.compactor.v1.PriorityClassR\bpriority\x12-\n" +
+	"\x12compaction_windows\x18\x1a \x03(\tR\x11compactionWindows\x12E\n" +
+	"\x11objective_max_age\x18\x1b \x01(\v2\x19.google.protobuf.DurationR\x0fobjectiveMaxAge\x122\n" +
+	"\x15objective_max_backlog\x18\x1c \x01(\x03R\x13objectiveMaxBacklog\x12)\n" +
+	"\x10throughput_share\x18\x1d \x01(\x01R\x0fthroughputShare\"\x99\x01\n" +
 	"\x06Record\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1c\n" +
 	"\tembedding\x18\x02 \x03(\x02R\tembedding\x12\x1f\n" +
@@ -1114,7 +1251,22 @@ const file_compactor_v1_collection_proto_rawDesc = "" +
 	"\arecords\x18\x01 \x03(\v2\x14.compactor.v1.RecordR\arecords\x12&\n" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\x12'\n" +
 	"\x0fsegment_version\x18\x03 \x01(\x03R\x0esegmentVersion\x12!\n" +
-	"\flog_position\x18\x04 \x01(\x03R\vlogPosition*\x7f\n" +
+	"\flog_position\x18\x04 \x01(\x03R\vlogPosition\"\xeb\x02\n" +
+	"\fIndexFigures\x12\f\n" +
+	"\x01m\x18\x01 \x01(\x05R\x01m\x12'\n" +
+	"\x0fef_construction\x18\x02 \x01(\x05R\x0eefConstruction\x12\x1b\n" +
+	"\tef_search\x18\x03 \x01(\x05R\befSearch\x12\x18\n" +
+	"\avectors\x18\x04 \x01(\x03R\avectors\x12\x1e\n" +
+	"\n" +
+	"tombstones\x18\x05 \x01(\x03R\n" +
+	"tombstones\x12#\n" +
+	"\rencoded_bytes\x18\x06 \x01(\x03R\fencodedBytes\x12\x14\n" +
+	"\x05build\x18\a \x01(\tR\x05build\x129\n" +
+	"\n" +
+	"build_time\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\tbuildTime\x12@\n" +
+	"\x0ebuild_duration\x18\t \x01(\v2\x19.google.protobuf.DurationR\rbuildDuration\x12\x15\n" +
+	"\x06job_id\x18\n" +
+	" \x01(\tR\x05jobId*\x7f\n" +
 	"\rPriorityClass\x12\x1e\n" +
 	"\x1aPRIORITY_CLASS_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17PRIORITY_CLASS_CRITICAL\x10\x01\x12\x19\n" +
@@ -1143,7 +1295,7 @@ func file_compactor_v1_collection_proto_rawDescGZIP() []byte {
 }
 
 var file_compactor_v1_collection_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_compactor_v1_collection_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
+var file_compactor_v1_collection_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
 var file_compactor_v1_collection_proto_goTypes = []any{
 	(PriorityClass)(0),               // 0: compactor.v1.PriorityClass
 	(*Collection)(nil),               // 1: compactor.v1.Collection
@@ -1158,51 +1310,55 @@ var file_compactor_v1_collection_proto_goTypes = []any{
 	(*DeleteCollectionResponse)(nil), // 10: compactor.v1.DeleteCollectionResponse
 	(*GetRecordsRequest)(nil),        // 11: compactor.v1.GetRecordsRequest
 	(*GetRecordsResponse)(nil),       // 12: compactor.v1.GetRecordsResponse
-	(*timestamppb.Timestamp)(nil),    // 13: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),      // 14: google.protobuf.Duration
-	(Distance)(0),                    // 15: compactor.v1.Distance
-	(*IndexSettings)(nil),            // 16: compactor.v1.IndexSettings
-	(*structpb.Struct)(nil),          // 17: google.protobuf.Struct
-	(*QueryRecordsRequest)(nil),      // 18: compactor.v1.QueryRecordsRequest
-	(*QueryRecordsResponse)(nil),     // 19: compactor.v1.QueryRecordsResponse
+	(*IndexFigures)(nil),             // 13: compactor.v1.IndexFigures
+	(*timestamppb.Timestamp)(nil),    // 14: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),      // 15: google.protobuf.Duration
+	(Distance)(0),                    // 16: compactor.v1.Distance
+	(*IndexSettings)(nil),            // 17: compactor.v1.IndexSettings
+	(*structpb.Struct)(nil),          // 18: google.protobuf.Struct
+	(*QueryRecordsRequest)(nil),      // 19: compactor.v1.QueryRecordsRequest
+	(*QueryRecordsResponse)(nil),     // 20: compactor.v1.QueryRecordsResponse
 }
 var file_compactor_v1_collection_proto_depIdxs = []int32{
-	13, // 0: compactor.v1.Collection.dead_letter_time:type_name -> google.protobuf.Timestamp
-	13, // 1: compactor.v1.Collection.oldest_uncompacted_time:type_name -> google.protobuf.Timestamp
-	13, // 2: compactor.v1.Collection.last_compaction_time:type_name -> google.protobuf.Timestamp
-	13, // 3: compactor.v1.Collection.create_time:type_name -> google.protobuf.Timestamp
-	13, // 4: compactor.v1.Collection.update_time:type_name -> google.protobuf.Timestamp
-	13, // 5: compactor.v1.Collection.pause_time:type_name -> google.protobuf.Timestamp
-	14, // 6: compactor.v1.Collection.max_uncompacted_age:type_name -> google.protobuf.Duration
-	15, // 7: compactor.v1.Collection.distance:type_name -> compactor.v1.Distance
-	16, // 8: compactor.v1.Collection.index:type_name -> compactor.v1.IndexSettings
-	0,  // 9: compactor.v1.Collection.priority:type_name -> compactor.v1.PriorityClass
-	14, // 10: compactor.v1.Collection.objective_max_age:type_name -> google.protobuf.Duration
-	17, // 11: compactor.v1.Record.metadata:type_name -> google.protobuf.Struct
-	15, // 12: compactor.v1.CreateCollectionRequest.distance:type_name -> compactor.v1.Distance
-	16, // 13: compactor.v1.CreateCollectionRequest.index:type_name -> compactor.v1.IndexSettings
-	1,  // 14: compactor.v1.CreateCollectionResponse.collection:type_name -> compactor.v1.Collection
-	1,  // 15: compactor.v1.GetCollectionResponse.collection:type_name -> compactor.v1.Collection
-	1,  // 16: compactor.v1.ListCollectionsResponse.collections:type_name -> compactor.v1.Collection
-	1,  // 17: compactor.v1.DeleteCollectionResponse.collection:type_name -> compactor.v1.Collection
-	2,  // 18: compactor.v1.GetRecordsResponse.records:type_name -> compactor.v1.Record
-	3,  // 19: compactor.v1.CollectionService.CreateCollection:input_type -> compactor.v1.CreateCollectionRequest
-	5,  // 20: compactor.v1.CollectionService.GetCollection:input_type -> compactor.v1.GetCollectionRequest
-	7,  // 21: compactor.v1.CollectionService.ListCollections:input_type -> compactor.v1.ListCollectionsRequest
-	9,  // 22: compactor.v1.CollectionService.DeleteCollection:input_type -> compactor.v1.DeleteCollectionRequest
-	11, // 23: compactor.v1.CollectionService.GetRecords:input_type -> compactor.v1.GetRecordsRequest
-	18, // 24: compactor.v1.CollectionService.QueryRecords:input_type -> compactor.v1.QueryRecordsRequest
-	4,  // 25: compactor.v1.CollectionService.CreateCollection:output_type -> compactor.v1.CreateCollectionResponse
-	6,  // 26: compactor.v1.CollectionService.GetCollection:output_type -> compactor.v1.GetCollectionResponse
-	8,  // 27: compactor.v1.CollectionService.ListCollections:output_type -> compactor.v1.ListCollectionsResponse
-	10, // 28: compactor.v1.CollectionService.DeleteCollection:output_type -> compactor.v1.DeleteCollectionResponse
-	12, // 29: compactor.v1.CollectionService.GetRecords:output_type -> compactor.v1.GetRecordsResponse
-	19, // 30: compactor.v1.CollectionService.QueryRecords:output_type -> compactor.v1.QueryRecordsResponse
-	25, // [25:31] is the sub-list for method output_type
-	19, // [19:25] is the sub-list for method input_type
-	19, // [19:19] is the sub-list for extension type_name
-	19, // [19:19] is the sub-list for extension extendee
-	0,  // [0:19] is the sub-list for field type_name
+	14, // 0: compactor.v1.Collection.dead_letter_time:type_name -> google.protobuf.Timestamp
+	14, // 1: compactor.v1.Collection.oldest_uncompacted_time:type_name -> google.protobuf.Timestamp
+	14, // 2: compactor.v1.Collection.last_compaction_time:type_name -> google.protobuf.Timestamp
+	14, // 3: compactor.v1.Collection.create_time:type_name -> google.protobuf.Timestamp
+	14, // 4: compactor.v1.Collection.update_time:type_name -> google.protobuf.Timestamp
+	14, // 5: compactor.v1.Collection.pause_time:type_name -> google.protobuf.Timestamp
+	15, // 6: compactor.v1.Collection.max_uncompacted_age:type_name -> google.protobuf.Duration
+	16, // 7: compactor.v1.Collection.distance:type_name -> compactor.v1.Distance
+	17, // 8: compactor.v1.Collection.index:type_name -> compactor.v1.IndexSettings
+	13, // 9: compactor.v1.Collection.index_figures:type_name -> compactor.v1.IndexFigures
+	0,  // 10: compactor.v1.Collection.priority:type_name -> compactor.v1.PriorityClass
+	15, // 11: compactor.v1.Collection.objective_max_age:type_name -> google.protobuf.Duration
+	18, // 12: compactor.v1.Record.metadata:type_name -> google.protobuf.Struct
+	16, // 13: compactor.v1.CreateCollectionRequest.distance:type_name -> compactor.v1.Distance
+	17, // 14: compactor.v1.CreateCollectionRequest.index:type_name -> compactor.v1.IndexSettings
+	1,  // 15: compactor.v1.CreateCollectionResponse.collection:type_name -> compactor.v1.Collection
+	1,  // 16: compactor.v1.GetCollectionResponse.collection:type_name -> compactor.v1.Collection
+	1,  // 17: compactor.v1.ListCollectionsResponse.collections:type_name -> compactor.v1.Collection
+	1,  // 18: compactor.v1.DeleteCollectionResponse.collection:type_name -> compactor.v1.Collection
+	2,  // 19: compactor.v1.GetRecordsResponse.records:type_name -> compactor.v1.Record
+	14, // 20: compactor.v1.IndexFigures.build_time:type_name -> google.protobuf.Timestamp
+	15, // 21: compactor.v1.IndexFigures.build_duration:type_name -> google.protobuf.Duration
+	3,  // 22: compactor.v1.CollectionService.CreateCollection:input_type -> compactor.v1.CreateCollectionRequest
+	5,  // 23: compactor.v1.CollectionService.GetCollection:input_type -> compactor.v1.GetCollectionRequest
+	7,  // 24: compactor.v1.CollectionService.ListCollections:input_type -> compactor.v1.ListCollectionsRequest
+	9,  // 25: compactor.v1.CollectionService.DeleteCollection:input_type -> compactor.v1.DeleteCollectionRequest
+	11, // 26: compactor.v1.CollectionService.GetRecords:input_type -> compactor.v1.GetRecordsRequest
+	19, // 27: compactor.v1.CollectionService.QueryRecords:input_type -> compactor.v1.QueryRecordsRequest
+	4,  // 28: compactor.v1.CollectionService.CreateCollection:output_type -> compactor.v1.CreateCollectionResponse
+	6,  // 29: compactor.v1.CollectionService.GetCollection:output_type -> compactor.v1.GetCollectionResponse
+	8,  // 30: compactor.v1.CollectionService.ListCollections:output_type -> compactor.v1.ListCollectionsResponse
+	10, // 31: compactor.v1.CollectionService.DeleteCollection:output_type -> compactor.v1.DeleteCollectionResponse
+	12, // 32: compactor.v1.CollectionService.GetRecords:output_type -> compactor.v1.GetRecordsResponse
+	20, // 33: compactor.v1.CollectionService.QueryRecords:output_type -> compactor.v1.QueryRecordsResponse
+	28, // [28:34] is the sub-list for method output_type
+	22, // [22:28] is the sub-list for method input_type
+	22, // [22:22] is the sub-list for extension type_name
+	22, // [22:22] is the sub-list for extension extendee
+	0,  // [0:22] is the sub-list for field type_name
 }
 
 func init() { file_compactor_v1_collection_proto_init() }
@@ -1218,7 +1374,7 @@ func file_compactor_v1_collection_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_compactor_v1_collection_proto_rawDesc), len(file_compactor_v1_collection_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   12,
+			NumMessages:   13,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
