@@ -1,6 +1,7 @@
 package manager_test
 
 import (
+	"context"
 	"errors"
 	"path/filepath"
 	"strings"
@@ -180,6 +181,15 @@ func TestAJobRunningWhenItsWindowClosesFollowsTheSetting(t *testing.T) {
 				t.Fatal(err)
 			}
 			<-exec.started
+			// Watch from now on: the job queued again for the next window
+			// is published as it is queued (the end itself may be seen
+			// earlier, through the catalog).
+			wctx, wcancel := context.WithCancel(t.Context())
+			defer wcancel()
+			sub, _, err := r.m.Watch(wctx)
+			if err != nil {
+				t.Fatal(err)
+			}
 			wall.Step(2 * time.Hour)
 			if policy == manager.WindowCloseFinish {
 				waitFor(store.renewed, 2) // renewals after the step: the keeper has looked
@@ -195,6 +205,11 @@ func TestAJobRunningWhenItsWindowClosesFollowsTheSetting(t *testing.T) {
 			if got.State != catalog.JobCancelled || got.Note != manager.NoteWindowClosed || got.VersionAfter != got.VersionBefore {
 				t.Fatalf("with requeue: %s %q, versions %d -> %d; want CANCELLED %q, nothing committed",
 					got.State, got.Note, got.VersionBefore, got.VersionAfter, manager.NoteWindowClosed)
+			}
+			for ev := range sub.Events() {
+				if ev.Job.CollectionID == id && ev.Job.ID != j.ID && ev.Job.State == catalog.JobQueued {
+					break
+				}
 			}
 			set, _ := window.ParseSet(windows)
 			q, err := c.ListQueue(t.Context(), 0)
