@@ -152,6 +152,20 @@ type Collection struct {
 	// Its overrides of the scheduler's thresholds; 0: the server's.
 	MinCompactionSize int64
 	MaxUncompactedAge time.Duration
+	// Its scheduling policy: priority class ("critical", "normal", "low";
+	// "" reads as normal), compaction windows (empty: the server's) and
+	// freshness objectives (0: none).
+	Priority            string
+	Windows             []string
+	ObjectiveMaxAge     time.Duration
+	ObjectiveMaxBacklog int64
+	// ThroughputShare: the fraction of the throughput cap its compactions
+	// may write while others write on the node; 0: none.
+	ThroughputShare float64
+	// FreshnessDebt is how close it is to breaking an objective (the
+	// larger of age and backlog over their objectives; 1 and more:
+	// broken), as the Source computed it; 0 without objectives.
+	FreshnessDebt float64
 	// Storage: the bytes and blocks of the current segment version, and
 	// the versions whose blobs are kept (the current one, those retained
 	// for readers, and retired ones until GC deletes them).
@@ -224,10 +238,21 @@ type PlanEntry struct {
 	CollectionName string
 	// Decision: "run" when a job would be queued; otherwise what holds the
 	// collection back ("paused", "collection-paused", "dead-lettered",
-	// "backing-off", "running", "queued", "below-thresholds", "empty").
+	// "backing-off", "outside-window", "running", "queued",
+	// "below-thresholds", "empty").
 	Decision string
 	Reason   string // why, in words
 	Backlog  int64
+	// Priority is the collection's class ("critical", "normal", "low").
+	Priority string
+	// FreshnessDebt: see Collection.FreshnessDebt.
+	FreshnessDebt float64
+	// Windows are the compaction windows in force (empty: any time);
+	// WindowOpen says whether one is open; NextWindowStart..NextWindowEnd
+	// is the window open now (start = the plan's time) or the next.
+	Windows                        []string
+	WindowOpen                     bool
+	NextWindowStart, NextWindowEnd time.Time
 }
 
 // Node is a replica of the server as the page shows it.

@@ -194,6 +194,9 @@ type Collection struct {
 	PausedBy    string
 	// Settings overrides the scheduler's thresholds for the collection.
 	Settings CollectionSettings
+	// Policy is its priority class, compaction windows and freshness
+	// objectives (UpdateCollectionPolicy).
+	Policy CollectionPolicy
 	// Index is the query distance and the vector index parameters, fixed
 	// at creation.
 	Index          IndexSettings
@@ -378,6 +381,10 @@ type Job struct {
 	// OldestAt is the append time of the collection's oldest uncompacted
 	// record when the job was queued (claim order); zero when unknown.
 	OldestAt time.Time
+	// StartAfter and StartBefore bound when a scheduled job may be claimed
+	// (its compaction window); zero: no bound. One-off and expedited jobs
+	// ignore them.
+	StartAfter, StartBefore time.Time
 	// LeaseOwner holds the lease of a RUNNING job until LeaseExpiresAt; ""
 	// otherwise.
 	LeaseOwner     string

@@ -71,6 +71,10 @@ func TestAuthMutatingCallsNeedTheToken(t *testing.T) {
 					_, err := c.ctl.UpdateCollectionSettings(ctx, connect.NewRequest(&compactorv1.UpdateCollectionSettingsRequest{CollectionId: collID, MinCompactionSize: 5}))
 					return err
 				}},
+				{"SetCollectionPolicy", func(ctx context.Context, c clients) error {
+					_, err := c.ctl.SetCollectionPolicy(ctx, connect.NewRequest(&compactorv1.SetCollectionPolicyRequest{CollectionId: collID, Priority: compactorv1.PriorityClass_PRIORITY_CLASS_LOW}))
+					return err
+				}},
 				{"SetThroughput", func(ctx context.Context, c clients) error {
 					_, err := c.ctl.SetThroughput(ctx, connect.NewRequest(&compactorv1.SetThroughputRequest{BytesPerSecond: 1 << 30}))
 					return err

@@ -195,9 +195,16 @@ func collectionToProto(c catalog.Collection) *compactorv1.Collection {
 		MinCompactionSize:     c.Settings.MinCompactionSize,
 		Distance:              distanceToProto[c.Index.Distance],
 		Index:                 indexToProto(c.Index),
+		Priority:              priorityToProto[c.Policy.Priority],
+		CompactionWindows:     c.Policy.Windows,
+		ObjectiveMaxBacklog:   c.Policy.ObjectiveMaxBacklog,
+		ThroughputShare:       c.Policy.ThroughputShare,
 	}
 	if c.Settings.MaxUncompactedAge > 0 {
 		p.MaxUncompactedAge = durationpb.New(c.Settings.MaxUncompactedAge)
+	}
+	if c.Policy.ObjectiveMaxAge > 0 {
+		p.ObjectiveMaxAge = durationpb.New(c.Policy.ObjectiveMaxAge)
 	}
 	return p
 }

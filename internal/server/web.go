@@ -69,7 +69,10 @@ func webCollection(c catalog.Collection, f catalog.StorageFigures) web.Collectio
 		Paused: c.Paused(), PauseReason: c.PauseReason, PausedBy: c.PausedBy, PausedAt: c.PausedAt,
 		MinCompactionSize: c.Settings.MinCompactionSize, MaxUncompactedAge: c.Settings.MaxUncompactedAge,
 		SegmentBytes: f.SegmentBytes, BlockCount: f.BlockCount, VersionsKept: f.VersionsKept,
-		Index: webIndexSettings(c.Index),
+		Index:    webIndexSettings(c.Index),
+		Priority: c.Policy.Priority.String(), Windows: c.Policy.Windows,
+		ObjectiveMaxAge: c.Policy.ObjectiveMaxAge, ObjectiveMaxBacklog: c.Policy.ObjectiveMaxBacklog, ThroughputShare: c.Policy.ThroughputShare,
+		FreshnessDebt: manager.FreshnessOf(c, time.Now()).Debt,
 	}
 }
 
@@ -142,7 +145,9 @@ func (s *webSource) Plan(ctx context.Context) ([]web.PlanEntry, error) {
 	}
 	out := make([]web.PlanEntry, len(p.Entries))
 	for i, e := range p.Entries {
-		out[i] = web.PlanEntry{CollectionID: e.Collection.ID, CollectionName: e.Collection.Name, Decision: string(e.Decision), Reason: e.Reason, Backlog: e.Collection.Backlog()}
+		out[i] = web.PlanEntry{CollectionID: e.Collection.ID, CollectionName: e.Collection.Name, Decision: string(e.Decision), Reason: e.Reason, Backlog: e.Collection.Backlog(),
+			Priority: e.Priority.String(), FreshnessDebt: e.Freshness.Debt, Windows: e.Window.Windows, WindowOpen: e.Window.Open,
+			NextWindowStart: e.Window.NextStart, NextWindowEnd: e.Window.NextEnd}
 	}
 	return out, nil
 }

@@ -57,6 +57,7 @@ func Fixture() *Source {
 				{Version: 10, CreatedAt: ago(3 * time.Hour), OffsetStart: 59000, CompactionOffset: 60000, JobID: OlderSuccess, RecordCount: 50000, SegmentBytes: 8650752, BlockCount: 13, Kept: true},
 				{Version: 9, CreatedAt: ago(6 * time.Hour), OffsetStart: -1, CompactionOffset: 59000, RecordCount: 49500, SegmentBytes: 8500000, BlockCount: 13},
 			},
+			Priority: "critical", ObjectiveMaxBacklog: 1000, FreshnessDebt: 1.2, ThroughputShare: 0.5,
 		},
 		{
 			ID: Hostile, Name: HostileName, Dimension: 8, Backlog: 300, RecordCount: 10, SegmentVersion: 2,
@@ -79,6 +80,7 @@ func Fixture() *Source {
 			ID: Users, Name: "users", Dimension: 16, Backlog: 45, RecordCount: 900, SegmentVersion: 3,
 			LogPosition: 945, CompactionOffset: 900, OldestUncompactedAt: ago(40 * time.Second),
 			LastCompactedAt: ago(10 * time.Minute), CreatedAt: ago(5 * 24 * time.Hour),
+			Priority: "low", Windows: []string{"Mon-Fri 01:00-05:00 Europe/Berlin"}, ObjectiveMaxAge: 10 * time.Minute, FreshnessDebt: 0.07,
 		},
 	}
 	jobs := []web.Job{
@@ -148,8 +150,14 @@ func Fixture() *Source {
 		{Name: "node-b", Address: "10.0.0.2:7070", Version: "v1.4.0", StartedAt: ago(5 * time.Hour), HeartbeatAt: ago(40 * time.Minute)},
 	})
 	s.SetPlan([]web.PlanEntry{
-		{CollectionID: Orders, CollectionName: "orders", Decision: "run", Reason: "backlog of 1200 records (minimum 10)", Backlog: 1200},
-		{CollectionID: Hostile, CollectionName: HostileName, Decision: "dead-lettered", Reason: "dead-lettered after 5 consecutive failures", Backlog: 345},
+		{CollectionID: Orders, CollectionName: "orders", Decision: "run", Reason: "backlog of 1200 records (minimum 10)", Backlog: 1200,
+			Priority: "critical", FreshnessDebt: 1.2, WindowOpen: true},
+		{CollectionID: Hostile, CollectionName: HostileName, Decision: "dead-lettered", Reason: "dead-lettered after 5 consecutive failures", Backlog: 345,
+			Priority: "normal", WindowOpen: true},
+		{CollectionID: Users, CollectionName: "users", Decision: "outside-window",
+			Reason: "backlog of 45 records (minimum 10); outside its compaction windows until 2026-12-01T00:00:00Z", Backlog: 45,
+			Priority: "low", FreshnessDebt: 0.07, Windows: []string{"Mon-Fri 01:00-05:00 Europe/Berlin"},
+			NextWindowStart: now.Add(12 * time.Hour), NextWindowEnd: now.Add(16 * time.Hour)},
 	})
 	var pts []web.Point
 	for i, v := range []float64{0, 150, 420, 800, 760, 200, 90, 300, 650, 980, 1100, 1200} {

@@ -24,6 +24,66 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// PriorityClass orders a collection's scheduled jobs against other
+// collections' (one-off jobs go first whatever the class). A queued job's
+// rank improves with the time it waits (the server's --priority-aging), so
+// that no class waits forever.
+type PriorityClass int32
+
+const (
+	// Unset: normal (in a request, leave the class unchanged).
+	PriorityClass_PRIORITY_CLASS_UNSPECIFIED PriorityClass = 0
+	// Claimed before normal and low jobs of equal wait.
+	PriorityClass_PRIORITY_CLASS_CRITICAL PriorityClass = 1
+	// The default.
+	PriorityClass_PRIORITY_CLASS_NORMAL PriorityClass = 2
+	// Claimed after critical and normal jobs of equal wait.
+	PriorityClass_PRIORITY_CLASS_LOW PriorityClass = 3
+)
+
+// Enum value maps for PriorityClass.
+var (
+	PriorityClass_name = map[int32]string{
+		0: "PRIORITY_CLASS_UNSPECIFIED",
+		1: "PRIORITY_CLASS_CRITICAL",
+		2: "PRIORITY_CLASS_NORMAL",
+		3: "PRIORITY_CLASS_LOW",
+	}
+	PriorityClass_value = map[string]int32{
+		"PRIORITY_CLASS_UNSPECIFIED": 0,
+		"PRIORITY_CLASS_CRITICAL":    1,
+		"PRIORITY_CLASS_NORMAL":      2,
+		"PRIORITY_CLASS_LOW":         3,
+	}
+)
+
+func (x PriorityClass) Enum() *PriorityClass {
+	p := new(PriorityClass)
+	*p = x
+	return p
+}
+
+func (x PriorityClass) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (PriorityClass) Descriptor() protoreflect.EnumDescriptor {
+	return file_compactor_v1_collection_proto_enumTypes[0].Descriptor()
+}
+
+func (PriorityClass) Type() protoreflect.EnumType {
+	return &file_compactor_v1_collection_proto_enumTypes[0]
+}
+
+func (x PriorityClass) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use PriorityClass.Descriptor instead.
+func (PriorityClass) EnumDescriptor() ([]byte, []int) {
+	return file_compactor_v1_collection_proto_rawDescGZIP(), []int{0}
+}
+
 // VersionVerification is the outcome of the last verification of a version
 // (a verify job or the background scrub).
 type VersionVerification int32
@@ -63,11 +123,11 @@ func (x VersionVerification) String() string {
 }
 
 func (VersionVerification) Descriptor() protoreflect.EnumDescriptor {
-	return file_compactor_v1_collection_proto_enumTypes[0].Descriptor()
+	return file_compactor_v1_collection_proto_enumTypes[1].Descriptor()
 }
 
 func (VersionVerification) Type() protoreflect.EnumType {
-	return &file_compactor_v1_collection_proto_enumTypes[0]
+	return &file_compactor_v1_collection_proto_enumTypes[1]
 }
 
 func (x VersionVerification) Number() protoreflect.EnumNumber {
@@ -76,7 +136,7 @@ func (x VersionVerification) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use VersionVerification.Descriptor instead.
 func (VersionVerification) EnumDescriptor() ([]byte, []int) {
-	return file_compactor_v1_collection_proto_rawDescGZIP(), []int{0}
+	return file_compactor_v1_collection_proto_rawDescGZIP(), []int{1}
 }
 
 // Collection is a set of records written through a write-ahead log and
@@ -143,9 +203,23 @@ type Collection struct {
 	// The current version's vector index as written: its parameters and figures;
 	// set by GetCollection only (it reads the version's manifest), unset before
 	// the first version and with indexing off.
-	IndexFigures  *IndexFigures `protobuf:"bytes,24,opt,name=index_figures,json=indexFigures,proto3" json:"index_figures,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	IndexFigures *IndexFigures `protobuf:"bytes,24,opt,name=index_figures,json=indexFigures,proto3" json:"index_figures,omitempty"`
+	// Its priority class (ControlService.SetCollectionPolicy).
+	Priority PriorityClass `protobuf:"varint,25,opt,name=priority,proto3,enum=compactor.v1.PriorityClass" json:"priority,omitempty"`
+	// Its compaction windows ("Mon-Fri 01:00-05:00 Europe/Berlin"); empty:
+	// the server's --compaction-window.
+	CompactionWindows []string `protobuf:"bytes,26,rep,name=compaction_windows,json=compactionWindows,proto3" json:"compaction_windows,omitempty"`
+	// Its freshness objective for the age of the oldest uncompacted record;
+	// unset: none.
+	ObjectiveMaxAge *durationpb.Duration `protobuf:"bytes,27,opt,name=objective_max_age,json=objectiveMaxAge,proto3" json:"objective_max_age,omitempty"`
+	// Its freshness objective for the backlog (records); 0: none.
+	ObjectiveMaxBacklog int64 `protobuf:"varint,28,opt,name=objective_max_backlog,json=objectiveMaxBacklog,proto3" json:"objective_max_backlog,omitempty"`
+	// Its throughput share: the fraction (0 < share <= 1) of the throughput
+	// cap its compactions may write while another compaction writes on the
+	// same node; 0: none.
+	ThroughputShare float64 `protobuf:"fixed64,29,opt,name=throughput_share,json=throughputShare,proto3" json:"throughput_share,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *Collection) Reset() {
@@ -344,6 +418,41 @@ func (x *Collection) GetIndexFigures() *IndexFigures {
 		return x.IndexFigures
 	}
 	return nil
+}
+
+func (x *Collection) GetPriority() PriorityClass {
+	if x != nil {
+		return x.Priority
+	}
+	return PriorityClass_PRIORITY_CLASS_UNSPECIFIED
+}
+
+func (x *Collection) GetCompactionWindows() []string {
+	if x != nil {
+		return x.CompactionWindows
+	}
+	return nil
+}
+
+func (x *Collection) GetObjectiveMaxAge() *durationpb.Duration {
+	if x != nil {
+		return x.ObjectiveMaxAge
+	}
+	return nil
+}
+
+func (x *Collection) GetObjectiveMaxBacklog() int64 {
+	if x != nil {
+		return x.ObjectiveMaxBacklog
+	}
+	return 0
+}
+
+func (x *Collection) GetThroughputShare() float64 {
+	if x != nil {
+		return x.ThroughputShare
+	}
+	return 0
 }
 
 // Record is a materialized record of a collection.
@@ -1621,7 +1730,8 @@ var File_compactor_v1_collection_proto protoreflect.FileDescriptor
 
 const file_compactor_v1_collection_proto_rawDesc = "" +
 	"\n" +
-	"\x1dcompactor/v1/collection.proto\x12\fcompactor.v1\x1a\x18compactor/v1/query.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xe6\b\n" +
+	"\x1dcompactor/v1/collection.proto\x12\fcompactor.v1\x1a\x18compactor/v1/query.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xf4\n" +
+	"\n" +
 	"\n" +
 	"Collection\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
@@ -1651,7 +1761,12 @@ const file_compactor_v1_collection_proto_rawDesc = "" +
 	"\x13max_uncompacted_age\x18\x15 \x01(\v2\x19.google.protobuf.DurationR\x11maxUncompactedAge\x122\n" +
 	"\bdistance\x18\x16 \x01(\x0e2\x16.compactor.v1.DistanceR\bdistance\x121\n" +
 	"\x05index\x18\x17 \x01(\v2\x1b.compactor.v1.IndexSettingsR\x05index\x12?\n" +
-	"\rindex_figures\x18\x18 \x01(\v2\x1a.compactor.v1.IndexFiguresR\findexFigures\"\x99\x01\n" +
+	"\rindex_figures\x18\x18 \x01(\v2\x1a.compactor.v1.IndexFiguresR\findexFigures\x127\n" +
+	"\bpriority\x18\x19 \x01(\x0e2\x1b.compactor.v1.PriorityClassR\bpriority\x12-\n" +
+	"\x12compaction_windows\x18\x1a \x03(\tR\x11compactionWindows\x12E\n" +
+	"\x11objective_max_age\x18\x1b \x01(\v2\x19.google.protobuf.DurationR\x0fobjectiveMaxAge\x122\n" +
+	"\x15objective_max_backlog\x18\x1c \x01(\x03R\x13objectiveMaxBacklog\x12)\n" +
+	"\x10throughput_share\x18\x1d \x01(\x01R\x0fthroughputShare\"\x99\x01\n" +
 	"\x06Record\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1c\n" +
 	"\tembedding\x18\x02 \x03(\x02R\tembedding\x12\x1f\n" +
@@ -1762,6 +1877,11 @@ const file_compactor_v1_collection_proto_rawDesc = "" +
 	"\x0ebuild_duration\x18\t \x01(\v2\x19.google.protobuf.DurationR\rbuildDuration\x12\x15\n" +
 	"\x06job_id\x18\n" +
 	" \x01(\tR\x05jobId*\x7f\n" +
+	"\rPriorityClass\x12\x1e\n" +
+	"\x1aPRIORITY_CLASS_UNSPECIFIED\x10\x00\x12\x1b\n" +
+	"\x17PRIORITY_CLASS_CRITICAL\x10\x01\x12\x19\n" +
+	"\x15PRIORITY_CLASS_NORMAL\x10\x02\x12\x16\n" +
+	"\x12PRIORITY_CLASS_LOW\x10\x03*\x7f\n" +
 	"\x13VersionVerification\x12$\n" +
 	" VERSION_VERIFICATION_UNSPECIFIED\x10\x00\x12!\n" +
 	"\x1dVERSION_VERIFICATION_VERIFIED\x10\x01\x12\x1f\n" +
@@ -1790,85 +1910,88 @@ func file_compactor_v1_collection_proto_rawDescGZIP() []byte {
 	return file_compactor_v1_collection_proto_rawDescData
 }
 
-var file_compactor_v1_collection_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_compactor_v1_collection_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
 var file_compactor_v1_collection_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
 var file_compactor_v1_collection_proto_goTypes = []any{
-	(VersionVerification)(0),           // 0: compactor.v1.VersionVerification
-	(*Collection)(nil),                 // 1: compactor.v1.Collection
-	(*Record)(nil),                     // 2: compactor.v1.Record
-	(*CreateCollectionRequest)(nil),    // 3: compactor.v1.CreateCollectionRequest
-	(*CreateCollectionResponse)(nil),   // 4: compactor.v1.CreateCollectionResponse
-	(*GetCollectionRequest)(nil),       // 5: compactor.v1.GetCollectionRequest
-	(*GetCollectionResponse)(nil),      // 6: compactor.v1.GetCollectionResponse
-	(*ListCollectionsRequest)(nil),     // 7: compactor.v1.ListCollectionsRequest
-	(*ListCollectionsResponse)(nil),    // 8: compactor.v1.ListCollectionsResponse
-	(*DeleteCollectionRequest)(nil),    // 9: compactor.v1.DeleteCollectionRequest
-	(*DeleteCollectionResponse)(nil),   // 10: compactor.v1.DeleteCollectionResponse
-	(*GetRecordsRequest)(nil),          // 11: compactor.v1.GetRecordsRequest
-	(*GetRecordsResponse)(nil),         // 12: compactor.v1.GetRecordsResponse
-	(*ListVersionsRequest)(nil),        // 13: compactor.v1.ListVersionsRequest
-	(*ListVersionsResponse)(nil),       // 14: compactor.v1.ListVersionsResponse
-	(*SegmentVersion)(nil),             // 15: compactor.v1.SegmentVersion
-	(*RollbackCollectionRequest)(nil),  // 16: compactor.v1.RollbackCollectionRequest
-	(*RollbackCollectionResponse)(nil), // 17: compactor.v1.RollbackCollectionResponse
-	(*IndexFigures)(nil),               // 18: compactor.v1.IndexFigures
-	(*timestamppb.Timestamp)(nil),      // 19: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),        // 20: google.protobuf.Duration
-	(Distance)(0),                      // 21: compactor.v1.Distance
-	(*IndexSettings)(nil),              // 22: compactor.v1.IndexSettings
-	(*structpb.Struct)(nil),            // 23: google.protobuf.Struct
-	(*QueryRecordsRequest)(nil),        // 24: compactor.v1.QueryRecordsRequest
-	(*QueryRecordsResponse)(nil),       // 25: compactor.v1.QueryRecordsResponse
+	(PriorityClass)(0),                 // 0: compactor.v1.PriorityClass
+	(VersionVerification)(0),           // 1: compactor.v1.VersionVerification
+	(*Collection)(nil),                 // 2: compactor.v1.Collection
+	(*Record)(nil),                     // 3: compactor.v1.Record
+	(*CreateCollectionRequest)(nil),    // 4: compactor.v1.CreateCollectionRequest
+	(*CreateCollectionResponse)(nil),   // 5: compactor.v1.CreateCollectionResponse
+	(*GetCollectionRequest)(nil),       // 6: compactor.v1.GetCollectionRequest
+	(*GetCollectionResponse)(nil),      // 7: compactor.v1.GetCollectionResponse
+	(*ListCollectionsRequest)(nil),     // 8: compactor.v1.ListCollectionsRequest
+	(*ListCollectionsResponse)(nil),    // 9: compactor.v1.ListCollectionsResponse
+	(*DeleteCollectionRequest)(nil),    // 10: compactor.v1.DeleteCollectionRequest
+	(*DeleteCollectionResponse)(nil),   // 11: compactor.v1.DeleteCollectionResponse
+	(*GetRecordsRequest)(nil),          // 12: compactor.v1.GetRecordsRequest
+	(*GetRecordsResponse)(nil),         // 13: compactor.v1.GetRecordsResponse
+	(*ListVersionsRequest)(nil),        // 14: compactor.v1.ListVersionsRequest
+	(*ListVersionsResponse)(nil),       // 15: compactor.v1.ListVersionsResponse
+	(*SegmentVersion)(nil),             // 16: compactor.v1.SegmentVersion
+	(*RollbackCollectionRequest)(nil),  // 17: compactor.v1.RollbackCollectionRequest
+	(*RollbackCollectionResponse)(nil), // 18: compactor.v1.RollbackCollectionResponse
+	(*IndexFigures)(nil),               // 19: compactor.v1.IndexFigures
+	(*timestamppb.Timestamp)(nil),      // 20: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),        // 21: google.protobuf.Duration
+	(Distance)(0),                      // 22: compactor.v1.Distance
+	(*IndexSettings)(nil),              // 23: compactor.v1.IndexSettings
+	(*structpb.Struct)(nil),            // 24: google.protobuf.Struct
+	(*QueryRecordsRequest)(nil),        // 25: compactor.v1.QueryRecordsRequest
+	(*QueryRecordsResponse)(nil),       // 26: compactor.v1.QueryRecordsResponse
 }
 var file_compactor_v1_collection_proto_depIdxs = []int32{
-	19, // 0: compactor.v1.Collection.dead_letter_time:type_name -> google.protobuf.Timestamp
-	19, // 1: compactor.v1.Collection.oldest_uncompacted_time:type_name -> google.protobuf.Timestamp
-	19, // 2: compactor.v1.Collection.last_compaction_time:type_name -> google.protobuf.Timestamp
-	19, // 3: compactor.v1.Collection.create_time:type_name -> google.protobuf.Timestamp
-	19, // 4: compactor.v1.Collection.update_time:type_name -> google.protobuf.Timestamp
-	19, // 5: compactor.v1.Collection.pause_time:type_name -> google.protobuf.Timestamp
-	20, // 6: compactor.v1.Collection.max_uncompacted_age:type_name -> google.protobuf.Duration
-	21, // 7: compactor.v1.Collection.distance:type_name -> compactor.v1.Distance
-	22, // 8: compactor.v1.Collection.index:type_name -> compactor.v1.IndexSettings
-	18, // 9: compactor.v1.Collection.index_figures:type_name -> compactor.v1.IndexFigures
-	23, // 10: compactor.v1.Record.metadata:type_name -> google.protobuf.Struct
-	21, // 11: compactor.v1.CreateCollectionRequest.distance:type_name -> compactor.v1.Distance
-	22, // 12: compactor.v1.CreateCollectionRequest.index:type_name -> compactor.v1.IndexSettings
-	1,  // 13: compactor.v1.CreateCollectionResponse.collection:type_name -> compactor.v1.Collection
-	1,  // 14: compactor.v1.GetCollectionResponse.collection:type_name -> compactor.v1.Collection
-	1,  // 15: compactor.v1.ListCollectionsResponse.collections:type_name -> compactor.v1.Collection
-	1,  // 16: compactor.v1.DeleteCollectionResponse.collection:type_name -> compactor.v1.Collection
-	2,  // 17: compactor.v1.GetRecordsResponse.records:type_name -> compactor.v1.Record
-	15, // 18: compactor.v1.ListVersionsResponse.versions:type_name -> compactor.v1.SegmentVersion
-	19, // 19: compactor.v1.SegmentVersion.create_time:type_name -> google.protobuf.Timestamp
-	19, // 20: compactor.v1.SegmentVersion.retire_time:type_name -> google.protobuf.Timestamp
-	0,  // 21: compactor.v1.SegmentVersion.verification:type_name -> compactor.v1.VersionVerification
-	19, // 22: compactor.v1.SegmentVersion.verify_time:type_name -> google.protobuf.Timestamp
-	1,  // 23: compactor.v1.RollbackCollectionResponse.collection:type_name -> compactor.v1.Collection
-	15, // 24: compactor.v1.RollbackCollectionResponse.version:type_name -> compactor.v1.SegmentVersion
-	19, // 25: compactor.v1.IndexFigures.build_time:type_name -> google.protobuf.Timestamp
-	20, // 26: compactor.v1.IndexFigures.build_duration:type_name -> google.protobuf.Duration
-	3,  // 27: compactor.v1.CollectionService.CreateCollection:input_type -> compactor.v1.CreateCollectionRequest
-	5,  // 28: compactor.v1.CollectionService.GetCollection:input_type -> compactor.v1.GetCollectionRequest
-	7,  // 29: compactor.v1.CollectionService.ListCollections:input_type -> compactor.v1.ListCollectionsRequest
-	9,  // 30: compactor.v1.CollectionService.DeleteCollection:input_type -> compactor.v1.DeleteCollectionRequest
-	11, // 31: compactor.v1.CollectionService.GetRecords:input_type -> compactor.v1.GetRecordsRequest
-	24, // 32: compactor.v1.CollectionService.QueryRecords:input_type -> compactor.v1.QueryRecordsRequest
-	13, // 33: compactor.v1.CollectionService.ListVersions:input_type -> compactor.v1.ListVersionsRequest
-	16, // 34: compactor.v1.CollectionService.RollbackCollection:input_type -> compactor.v1.RollbackCollectionRequest
-	4,  // 35: compactor.v1.CollectionService.CreateCollection:output_type -> compactor.v1.CreateCollectionResponse
-	6,  // 36: compactor.v1.CollectionService.GetCollection:output_type -> compactor.v1.GetCollectionResponse
-	8,  // 37: compactor.v1.CollectionService.ListCollections:output_type -> compactor.v1.ListCollectionsResponse
-	10, // 38: compactor.v1.CollectionService.DeleteCollection:output_type -> compactor.v1.DeleteCollectionResponse
-	12, // 39: compactor.v1.CollectionService.GetRecords:output_type -> compactor.v1.GetRecordsResponse
-	25, // 40: compactor.v1.CollectionService.QueryRecords:output_type -> compactor.v1.QueryRecordsResponse
-	14, // 41: compactor.v1.CollectionService.ListVersions:output_type -> compactor.v1.ListVersionsResponse
-	17, // 42: compactor.v1.CollectionService.RollbackCollection:output_type -> compactor.v1.RollbackCollectionResponse
-	35, // [35:43] is the sub-list for method output_type
-	27, // [27:35] is the sub-list for method input_type
-	27, // [27:27] is the sub-list for extension type_name
-	27, // [27:27] is the sub-list for extension extendee
-	0,  // [0:27] is the sub-list for field type_name
+	20, // 0: compactor.v1.Collection.dead_letter_time:type_name -> google.protobuf.Timestamp
+	20, // 1: compactor.v1.Collection.oldest_uncompacted_time:type_name -> google.protobuf.Timestamp
+	20, // 2: compactor.v1.Collection.last_compaction_time:type_name -> google.protobuf.Timestamp
+	20, // 3: compactor.v1.Collection.create_time:type_name -> google.protobuf.Timestamp
+	20, // 4: compactor.v1.Collection.update_time:type_name -> google.protobuf.Timestamp
+	20, // 5: compactor.v1.Collection.pause_time:type_name -> google.protobuf.Timestamp
+	21, // 6: compactor.v1.Collection.max_uncompacted_age:type_name -> google.protobuf.Duration
+	22, // 7: compactor.v1.Collection.distance:type_name -> compactor.v1.Distance
+	23, // 8: compactor.v1.Collection.index:type_name -> compactor.v1.IndexSettings
+	19, // 9: compactor.v1.Collection.index_figures:type_name -> compactor.v1.IndexFigures
+	0,  // 10: compactor.v1.Collection.priority:type_name -> compactor.v1.PriorityClass
+	21, // 11: compactor.v1.Collection.objective_max_age:type_name -> google.protobuf.Duration
+	24, // 12: compactor.v1.Record.metadata:type_name -> google.protobuf.Struct
+	22, // 13: compactor.v1.CreateCollectionRequest.distance:type_name -> compactor.v1.Distance
+	23, // 14: compactor.v1.CreateCollectionRequest.index:type_name -> compactor.v1.IndexSettings
+	2,  // 15: compactor.v1.CreateCollectionResponse.collection:type_name -> compactor.v1.Collection
+	2,  // 16: compactor.v1.GetCollectionResponse.collection:type_name -> compactor.v1.Collection
+	2,  // 17: compactor.v1.ListCollectionsResponse.collections:type_name -> compactor.v1.Collection
+	2,  // 18: compactor.v1.DeleteCollectionResponse.collection:type_name -> compactor.v1.Collection
+	3,  // 19: compactor.v1.GetRecordsResponse.records:type_name -> compactor.v1.Record
+	16, // 20: compactor.v1.ListVersionsResponse.versions:type_name -> compactor.v1.SegmentVersion
+	20, // 21: compactor.v1.SegmentVersion.create_time:type_name -> google.protobuf.Timestamp
+	20, // 22: compactor.v1.SegmentVersion.retire_time:type_name -> google.protobuf.Timestamp
+	1,  // 23: compactor.v1.SegmentVersion.verification:type_name -> compactor.v1.VersionVerification
+	20, // 24: compactor.v1.SegmentVersion.verify_time:type_name -> google.protobuf.Timestamp
+	2,  // 25: compactor.v1.RollbackCollectionResponse.collection:type_name -> compactor.v1.Collection
+	16, // 26: compactor.v1.RollbackCollectionResponse.version:type_name -> compactor.v1.SegmentVersion
+	20, // 27: compactor.v1.IndexFigures.build_time:type_name -> google.protobuf.Timestamp
+	21, // 28: compactor.v1.IndexFigures.build_duration:type_name -> google.protobuf.Duration
+	4,  // 29: compactor.v1.CollectionService.CreateCollection:input_type -> compactor.v1.CreateCollectionRequest
+	6,  // 30: compactor.v1.CollectionService.GetCollection:input_type -> compactor.v1.GetCollectionRequest
+	8,  // 31: compactor.v1.CollectionService.ListCollections:input_type -> compactor.v1.ListCollectionsRequest
+	10, // 32: compactor.v1.CollectionService.DeleteCollection:input_type -> compactor.v1.DeleteCollectionRequest
+	12, // 33: compactor.v1.CollectionService.GetRecords:input_type -> compactor.v1.GetRecordsRequest
+	25, // 34: compactor.v1.CollectionService.QueryRecords:input_type -> compactor.v1.QueryRecordsRequest
+	14, // 35: compactor.v1.CollectionService.ListVersions:input_type -> compactor.v1.ListVersionsRequest
+	17, // 36: compactor.v1.CollectionService.RollbackCollection:input_type -> compactor.v1.RollbackCollectionRequest
+	5,  // 37: compactor.v1.CollectionService.CreateCollection:output_type -> compactor.v1.CreateCollectionResponse
+	7,  // 38: compactor.v1.CollectionService.GetCollection:output_type -> compactor.v1.GetCollectionResponse
+	9,  // 39: compactor.v1.CollectionService.ListCollections:output_type -> compactor.v1.ListCollectionsResponse
+	11, // 40: compactor.v1.CollectionService.DeleteCollection:output_type -> compactor.v1.DeleteCollectionResponse
+	13, // 41: compactor.v1.CollectionService.GetRecords:output_type -> compactor.v1.GetRecordsResponse
+	26, // 42: compactor.v1.CollectionService.QueryRecords:output_type -> compactor.v1.QueryRecordsResponse
+	15, // 43: compactor.v1.CollectionService.ListVersions:output_type -> compactor.v1.ListVersionsResponse
+	18, // 44: compactor.v1.CollectionService.RollbackCollection:output_type -> compactor.v1.RollbackCollectionResponse
+	37, // [37:45] is the sub-list for method output_type
+	29, // [29:37] is the sub-list for method input_type
+	29, // [29:29] is the sub-list for extension type_name
+	29, // [29:29] is the sub-list for extension extendee
+	0,  // [0:29] is the sub-list for field type_name
 }
 
 func init() { file_compactor_v1_collection_proto_init() }
@@ -1884,7 +2007,7 @@ func file_compactor_v1_collection_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_compactor_v1_collection_proto_rawDesc), len(file_compactor_v1_collection_proto_rawDesc)),
-			NumEnums:      1,
+			NumEnums:      2,
 			NumMessages:   18,
 			NumExtensions: 0,
 			NumServices:   1,
