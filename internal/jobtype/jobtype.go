@@ -38,15 +38,20 @@ const (
 	// KindVerify re-checks the digests of a collection's kept versions
 	// (reserved: the name is part of the API).
 	KindVerify Kind = "verify"
+	// KindRollback is a rollback of a collection to a kept version. It is
+	// never queued: the rollback commits in the request that asks for it,
+	// and its job row, finished (SUCCEEDED) in the same transaction, records
+	// it in the history.
+	KindRollback Kind = "rollback"
 )
 
 // Kinds lists every kind, in the order surfaces list them.
-func Kinds() []Kind { return []Kind{KindCompaction, KindIndexRebuild, KindVerify} }
+func Kinds() []Kind { return []Kind{KindCompaction, KindIndexRebuild, KindVerify, KindRollback} }
 
 // Known reports whether k is one of Kinds.
 func (k Kind) Known() bool {
 	switch k {
-	case KindCompaction, KindIndexRebuild, KindVerify:
+	case KindCompaction, KindIndexRebuild, KindVerify, KindRollback:
 		return true
 	}
 	return false
