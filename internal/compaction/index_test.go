@@ -347,8 +347,8 @@ func TestIndexMetrics(t *testing.T) {
 	if got := testutil.ToFloat64(e.comp.indexm.tombstone); got != 2.0/40 {
 		t.Errorf("tombstone fraction %v, want 2/40", got)
 	}
-	if n := testutil.CollectAndCount(e.comp.indexm.seconds); n != 3 {
-		t.Errorf("%d build series, want 3", n)
+	if n := testutil.CollectAndCount(e.comp.indexm.seconds); n != 4 {
+		t.Errorf("%d build series, want 4 (full, incremental, repaired and rebuild, pre-created at zero)", n)
 	}
 	problems, err := testutil.GatherAndLint(reg)
 	if err != nil || len(problems) > 0 {
