@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 
@@ -389,5 +390,26 @@ func TestPlanPageListsPlannedAndSkipped(t *testing.T) {
 	}
 	if len(skipped) != 1 || skipped[0].Attrs["data-decision"] != "dead-lettered" || !strings.Contains(skipped[0].Text(), "<b>hostile</b>") {
 		t.Fatalf("skipped rows %v", attrs(skipped, "data-decision"))
+	}
+}
+
+func TestPagesShowCollectionsAtRiskAndTheNextWindow(t *testing.T) {
+	e := newEnv(t, web.Config{})
+	risk := e.get("/").page(t).ByTestID("at-risk-item")
+	if len(risk) != 1 || risk[0].Attrs["data-collection-id"] != webtest.Orders || !strings.Contains(risk[0].Text(), "debt 1.20") {
+		t.Fatalf("at-risk items %v; want orders with debt 1.20 (users, at 0.07, is not at risk)", attrs(risk, "data-collection-id"))
+	}
+	p := e.get("/plan").page(t)
+	windows, debts := p.ByTestID("plan-window"), p.ByTestID("plan-debt")
+	var texts, atRisk []string
+	for i := range windows {
+		texts = append(texts, windows[i].Text())
+		atRisk = append(atRisk, debts[i].Attrs["data-at-risk"])
+	}
+	if want := []string{"any time", "any time", "Tue 1 Dec 00:00 UTC to Tue 1 Dec 04:00 UTC"}; !slices.Equal(texts, want) {
+		t.Errorf("plan windows %q; want %q", texts, want)
+	}
+	if want := []string{"true", "false", "false"}; !slices.Equal(atRisk, want) {
+		t.Errorf("plan at-risk flags %q; want %q", atRisk, want)
 	}
 }

@@ -378,8 +378,11 @@ type dashboardView struct {
 	Filter       filterView
 	DeadLettered []collectionItem
 	Backlogs     []collectionItem
-	Throughput   chartView
-	Act          actView
+	// AtRisk: collections whose freshness debt reached atRiskDebt, the
+	// largest debt first.
+	AtRisk     []collectionItem
+	Throughput chartView
+	Act        actView
 }
 
 // pauseView is the state of automatic compaction, globally or for one
@@ -436,13 +439,15 @@ type filterView struct {
 }
 
 type collectionItem struct {
-	ID       string
-	Name     string
-	URL      string
-	Backlog  string
-	Failures string
-	Since    timeView // dead-lettered since
-	Oldest   timeView // oldest uncompacted record
+	ID        string
+	Name      string
+	URL       string
+	Backlog   string
+	Failures  string
+	Debt      string   // freshness debt, "0.85"
+	Objective string   // the objectives in words
+	Since     timeView // dead-lettered since
+	Oldest    timeView // oldest uncompacted record
 }
 
 func buildDashboard(now time.Time, d dashboardData) dashboardView {
@@ -495,11 +500,14 @@ func buildDashboard(now time.Time, d dashboardData) dashboardView {
 	}
 
 	var backlog int64
-	var dead, backlogs []Collection
+	var dead, backlogs, risky []Collection
 	for _, c := range d.Collections {
 		backlog += c.Backlog
 		if c.DeadLettered {
 			dead = append(dead, c)
+		}
+		if c.FreshnessDebt >= atRiskDebt {
+			risky = append(risky, c)
 		}
 		if c.Backlog > 0 {
 			backlogs = append(backlogs, c)
@@ -519,6 +527,14 @@ func buildDashboard(now time.Time, d dashboardData) dashboardView {
 	}
 	for _, c := range backlogs {
 		v.Backlogs = append(v.Backlogs, newCollectionItem(now, c))
+	}
+	slices.SortFunc(risky, func(a, b Collection) int {
+		return cmp.Or(cmp.Compare(b.FreshnessDebt, a.FreshnessDebt), cmp.Compare(a.Name, b.Name), cmp.Compare(a.ID, b.ID))
+	})
+	for _, c := range risky {
+		item := newCollectionItem(now, c)
+		item.Debt, item.Objective = debtText(c.FreshnessDebt), objectivesText(c)
+		v.AtRisk = append(v.AtRisk, item)
 	}
 
 	v.Tiles = []tileView{
@@ -825,6 +841,67 @@ type collectionView struct {
 	CompactURL string
 	JobsURL    string
 	Pause      pauseView
+	Versions   []versionRow
+}
+
+// versionRow is one line of a collection's version history.
+type versionRow struct {
+	Version   string
+	Created   timeView
+	Offsets   string
+	Records   string
+	Bytes     string
+	Blocks    string
+	State     string // "current", "kept", "retired"
+	Badge     string // the state's CSS class
+	JobURL    string // "" for a rollback
+	JobShort  string
+	Origin    string // "rollback to 3 by alice: …"; "" for a compaction
+	Digest    string
+	DigestTip string
+	Verified  string
+}
+
+// versionRows builds the version history table.
+func versionRows(now time.Time, vs []CollectionVersion) []versionRow {
+	rows := make([]versionRow, 0, len(vs))
+	for _, v := range vs {
+		r := versionRow{
+			Version: fmtCount(v.Version), Created: newTimeView(now, v.CreatedAt),
+			Offsets: fmt.Sprintf("(%s, %s]", fmtCount(v.OffsetStart), fmtCount(v.CompactionOffset)),
+			Records: fmtCount(v.RecordCount), Bytes: fmtBytes(v.SegmentBytes), Blocks: fmtCount(int64(v.BlockCount)),
+			State: "retired", Badge: "state-cancelled", Digest: dash, Verified: "unknown",
+		}
+		if v.OffsetStart < 0 {
+			r.Offsets = "… " + fmtCount(v.CompactionOffset) + "]"
+		}
+		switch {
+		case v.Current:
+			r.State, r.Badge = "current", "state-succeeded"
+		case v.Kept:
+			r.State, r.Badge = "kept", "state-queued"
+		}
+		if v.JobID != "" {
+			r.JobURL, r.JobShort = jobURL(v.JobID), shortID(v.JobID)
+		}
+		if v.RollbackOf > 0 {
+			r.Origin = fmt.Sprintf("rollback to %d", v.RollbackOf)
+			if v.CreatedBy != "" {
+				r.Origin += " by " + v.CreatedBy
+			}
+			if v.Reason != "" {
+				r.Origin += ": " + v.Reason
+			}
+		}
+		if v.Digest != "" {
+			r.Digest, r.DigestTip = truncate(v.Digest, 12), v.Digest
+		}
+		if v.Verification != "" {
+			r.Verified = v.Verification
+		}
+		rows = append(rows, r)
+	}
+	return rows
 }
 
 const collectionJobsShown = 100
@@ -861,6 +938,11 @@ func buildCollection(now time.Time, c Collection, jobs []Job, history []Point, a
 			{Key: "automatic", Label: "Automatic compaction", Value: newPauseView(now, c.Paused, c.PauseReason, c.PausedBy, c.PausedAt, "").Text},
 			{Key: "min_compaction_size", Label: "Min compaction size", Value: overrideText(c.MinCompactionSize > 0, fmtCount(c.MinCompactionSize)+" records")},
 			{Key: "max_uncompacted_age", Label: "Max uncompacted age", Value: overrideText(c.MaxUncompactedAge > 0, c.MaxUncompactedAge.String())},
+			{Key: "priority", Label: "Priority", Value: cmp.Or(c.Priority, "normal")},
+			{Key: "windows", Label: "Compaction windows", Value: overrideText(len(c.Windows) > 0, strings.Join(c.Windows, "; "))},
+			{Key: "objectives", Label: "Freshness objectives", Value: objectivesText(c)},
+			{Key: "throughput_share", Label: "Throughput share", Value: shareText(c.ThroughputShare)},
+			{Key: "freshness_debt", Label: "Freshness debt", Value: debtText(c.FreshnessDebt)},
 			timeField("last_compacted", "Last compacted", row.LastCompacted),
 			timeField("created", "Created", row.Created),
 		},
@@ -870,6 +952,7 @@ func buildCollection(now time.Time, c Collection, jobs []Job, history []Point, a
 		Throughput: throughputChart(now, jobs),
 	}
 	v.Fields = append(v.Fields, indexFields(now, c.Index)...)
+	v.Versions = versionRows(now, c.Versions)
 	return v
 }
 
@@ -920,6 +1003,61 @@ func overrideText(set bool, v string) string {
 
 // ---- plan ----
 
+// atRiskDebt is the freshness debt from which a collection is shown at risk
+// (the manager's AtRiskDebt).
+const atRiskDebt = 0.8
+
+// debtText is a freshness debt with two decimals, "-" for none.
+func debtText(d float64) string {
+	if d <= 0 {
+		return "-"
+	}
+	return strconv.FormatFloat(d, 'f', 2, 64)
+}
+
+// windowText is a plan entry's compaction window in words.
+func windowText(now time.Time, e PlanEntry) string {
+	switch {
+	case len(e.Windows) == 0:
+		return "any time"
+	case e.WindowOpen:
+		return "open until " + fmtWhen(now, e.NextWindowEnd)
+	}
+	return fmtWhen(now, e.NextWindowStart) + " to " + fmtWhen(now, e.NextWindowEnd)
+}
+
+// fmtWhen is an absolute UTC time, with the date when it is not today's.
+func fmtWhen(now, t time.Time) string {
+	t, now = t.UTC(), now.UTC()
+	if t.YearDay() == now.YearDay() && t.Year() == now.Year() {
+		return t.Format("15:04 UTC")
+	}
+	return t.Format("Mon 2 Jan 15:04 UTC")
+}
+
+// shareText is a collection's throughput share in words.
+func shareText(f float64) string {
+	if f <= 0 {
+		return "none"
+	}
+	return strconv.FormatFloat(f*100, 'f', -1, 64) + " % of the throughput cap while others write"
+}
+
+// objectivesText lists a collection's freshness objectives.
+func objectivesText(c Collection) string {
+	var parts []string
+	if c.ObjectiveMaxAge > 0 {
+		parts = append(parts, "oldest record at most "+c.ObjectiveMaxAge.String())
+	}
+	if c.ObjectiveMaxBacklog > 0 {
+		parts = append(parts, "at most "+fmtCount(c.ObjectiveMaxBacklog)+" records")
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ", ")
+}
+
 type planView struct {
 	Pause   pauseView
 	Act     actView
@@ -933,6 +1071,10 @@ type planRow struct {
 	Decision       string // "run", "paused", ...
 	Reason         string
 	Backlog        string
+	Priority       string
+	Debt           string // "0.85", or "-" without objectives
+	AtRisk         bool
+	Window         string // "any time", "open until …", "… to …"
 }
 
 func buildPlan(now time.Time, c Controls, entries []PlanEntry, act actView) planView {
@@ -942,7 +1084,9 @@ func buildPlan(now time.Time, c Controls, entries []PlanEntry, act actView) plan
 		if name == "" {
 			name = e.CollectionID
 		}
-		row := planRow{CollectionName: name, CollectionURL: collectionURL(e.CollectionID), Decision: e.Decision, Reason: e.Reason, Backlog: fmtCount(e.Backlog)}
+		row := planRow{CollectionName: name, CollectionURL: collectionURL(e.CollectionID), Decision: e.Decision, Reason: e.Reason, Backlog: fmtCount(e.Backlog),
+			Priority: cmp.Or(e.Priority, "normal"), Debt: debtText(e.FreshnessDebt), AtRisk: e.FreshnessDebt >= atRiskDebt,
+			Window: windowText(now, e)}
 		switch e.Decision {
 		case "run":
 			v.Planned = append(v.Planned, row)

@@ -73,6 +73,7 @@ const (
 	KindCompaction   = "compaction"
 	KindIndexRebuild = "index_rebuild"
 	KindVerify       = "verify"
+	KindRollback     = "rollback"
 )
 
 // Sentinel errors a Source returns (wrapped or not; they are matched with
@@ -151,6 +152,20 @@ type Collection struct {
 	// Its overrides of the scheduler's thresholds; 0: the server's.
 	MinCompactionSize int64
 	MaxUncompactedAge time.Duration
+	// Its scheduling policy: priority class ("critical", "normal", "low";
+	// "" reads as normal), compaction windows (empty: the server's) and
+	// freshness objectives (0: none).
+	Priority            string
+	Windows             []string
+	ObjectiveMaxAge     time.Duration
+	ObjectiveMaxBacklog int64
+	// ThroughputShare: the fraction of the throughput cap its compactions
+	// may write while others write on the node; 0: none.
+	ThroughputShare float64
+	// FreshnessDebt is how close it is to breaking an objective (the
+	// larger of age and backlog over their objectives; 1 and more:
+	// broken), as the Source computed it; 0 without objectives.
+	FreshnessDebt float64
 	// Storage: the bytes and blocks of the current segment version, and
 	// the versions whose blobs are kept (the current one, those retained
 	// for readers, and retired ones until GC deletes them).
@@ -160,6 +175,30 @@ type Collection struct {
 	// Index is the vector index: the collection's settings, and what the
 	// current version's index holds (on the collection page only).
 	Index CollectionIndex
+	// Versions is the version history, newest first (on the collection
+	// page only).
+	Versions []CollectionVersion
+}
+
+// CollectionVersion is one committed segment version of a collection.
+type CollectionVersion struct {
+	Version   int64
+	CreatedAt time.Time
+	// The log offsets it covers: (OffsetStart, CompactionOffset];
+	// OffsetStart -1 when not known.
+	OffsetStart, CompactionOffset int64
+	JobID                         string // the job that wrote it; "" for a rollback
+	RecordCount, SegmentBytes     int64
+	BlockCount                    int
+	Current                       bool // the collection's current version
+	Kept                          bool // readable by version, a rollback target; false once retired
+	// RollbackOf is the version a rollback restored (0: not a rollback),
+	// with the operator's reason and name.
+	RollbackOf        int64
+	Reason, CreatedBy string
+	// Digest and Verification as the manifest records them; "" when it
+	// records none.
+	Digest, Verification string
 }
 
 // CollectionIndex is a collection's vector index settings and, when its
@@ -199,10 +238,21 @@ type PlanEntry struct {
 	CollectionName string
 	// Decision: "run" when a job would be queued; otherwise what holds the
 	// collection back ("paused", "collection-paused", "dead-lettered",
-	// "backing-off", "running", "queued", "below-thresholds", "empty").
+	// "backing-off", "outside-window", "running", "queued",
+	// "below-thresholds", "empty").
 	Decision string
 	Reason   string // why, in words
 	Backlog  int64
+	// Priority is the collection's class ("critical", "normal", "low").
+	Priority string
+	// FreshnessDebt: see Collection.FreshnessDebt.
+	FreshnessDebt float64
+	// Windows are the compaction windows in force (empty: any time);
+	// WindowOpen says whether one is open; NextWindowStart..NextWindowEnd
+	// is the window open now (start = the plan's time) or the next.
+	Windows                        []string
+	WindowOpen                     bool
+	NextWindowStart, NextWindowEnd time.Time
 }
 
 // Node is a replica of the server as the page shows it.

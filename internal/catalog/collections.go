@@ -21,13 +21,15 @@ const (
 
 // collectionColumns selects a collection row (table alias c) in the order
 // scanCollection reads it. The last column is the append time of the first
-// uncompacted log record: offsets are dense and compacted rows are purged,
-// so that is the row at compaction_offset+1, found through the primary key.
+// uncompacted log record: offsets are dense and the rows after the
+// compaction offset are never purged, so that is the row at
+// compaction_offset+1, found through the primary key.
 const collectionColumns = `c.id, c.name, c.dimension, c.log_position, c.compaction_offset,
 	c.segment_version, c.manifest_key, c.record_count, c.failure_count,
 	c.dead_lettered_at, c.last_compacted_at, c.created_at, c.updated_at, c.retry_count, c.retry_after,
 	c.paused_at, c.pause_reason, c.paused_by, c.min_compaction_size, c.max_uncompacted_age_ms,
 	c.distance, c.index_m, c.index_ef_construction, c.index_ef_search, c.index_disabled,
+	c.priority_class, c.compaction_windows, c.objective_max_age_ms, c.objective_max_backlog, c.throughput_share,
 	(SELECT l.appended_at FROM log l WHERE l.collection_id = c.id AND l.log_offset = c.compaction_offset + 1)`
 
 func scanCollection(s scanner) (Collection, error) {
@@ -37,6 +39,10 @@ func scanCollection(s scanner) (Collection, error) {
 		minSize, maxAgeMs    sql.NullInt64
 		distance             string
 		m, efc, efs, noIndex int64
+		prio                 int64
+		windows              string
+		objAge, objBacklog   *int64
+		share                *float64
 	)
 	err := s.Scan(&col.ID, &col.Name, &col.Dimension, &col.LogPosition, &col.CompactionOffset,
 		&col.SegmentVersion, &col.ManifestKey, &col.RecordCount, &col.FailureCount,
@@ -44,6 +50,7 @@ func scanCollection(s scanner) (Collection, error) {
 		&col.RetryCount, msTime{&col.RetryAfter},
 		msTime{&col.PausedAt}, &col.PauseReason, &col.PausedBy, &minSize, &maxAgeMs,
 		&distance, &m, &efc, &efs, &noIndex,
+		&prio, &windows, &objAge, &objBacklog, &share,
 		msTime{&col.OldestUncompactedAt})
 	if err != nil {
 		return Collection{}, err
@@ -51,6 +58,7 @@ func scanCollection(s scanner) (Collection, error) {
 	if err := scanIndex(&col.Index, distance, m, efc, efs, noIndex); err != nil {
 		return Collection{}, err
 	}
+	scanPolicy(&col.Policy, prio, windows, objAge, objBacklog, share)
 	col.Settings.MinCompactionSize = minSize.Int64
 	col.Settings.MaxUncompactedAge = time.Duration(maxAgeMs.Int64) * time.Millisecond
 	col.CreatedAt, col.UpdatedAt = fromMs(createdAt), fromMs(updatedAt)

@@ -51,6 +51,10 @@ type Config struct {
 	// collection finds the disk full, so that the delete can run (docs/storage.md
 	// "Disk full"). 0: no reserve. Ignored by PostgreSQL.
 	ReserveBytes int64
+	// PriorityAging is the aging step of the claim order (ClaimJob): a
+	// queued job's priority rank improves by one per step it has waited.
+	// 0: DefaultPriorityAging (5 min). Every replica must use the same.
+	PriorityAging time.Duration
 }
 
 // AppendLimits bound AppendLog.

@@ -37,6 +37,8 @@ type Catalog struct {
 	// writers counts the write transactions of writeTx, for the log purge
 	// to yield to them (log.go).
 	writers writerGate
+	// aging is the claim order's aging step (Config.PriorityAging).
+	aging time.Duration
 }
 
 // Open opens (creating if needed) the catalog database and applies pending
@@ -80,7 +82,11 @@ func openDialect(ctx context.Context, cfg Config, d *dialect) (*Catalog, error) 
 	if cfg.ReserveBytes < 0 {
 		return nil, fmt.Errorf("open catalog: negative space reserve %d: %w", cfg.ReserveBytes, ErrInvalidArgument)
 	}
-	c := &Catalog{d: d, w: w, r: r, now: clk.Now, dbClock: dbClock, log: logger}
+	aging := cfg.PriorityAging
+	if aging <= 0 {
+		aging = DefaultPriorityAging
+	}
+	c := &Catalog{d: d, w: w, r: r, now: clk.Now, dbClock: dbClock, log: logger, aging: aging}
 	if cfg.Exclusive {
 		// Before the migrations: a second process is refused before it
 		// touches the schema.
@@ -241,8 +247,9 @@ func (c *Catalog) wrap(err error, format string, args ...any) error {
 		backlog  *BackpressureError
 		invalid  *materialize.InvalidRecordError
 		reused   *KeyReuseError
+		version  *VersionNotFoundError
 	)
-	if errors.As(err, &conflict) || errors.As(err, &backlog) || errors.As(err, &invalid) || errors.As(err, &reused) {
+	if errors.As(err, &conflict) || errors.As(err, &backlog) || errors.As(err, &invalid) || errors.As(err, &reused) || errors.As(err, &version) {
 		return err
 	}
 	return fmt.Errorf("%s: %w", fmt.Sprintf(format, args...), c.classify(err))

@@ -45,13 +45,15 @@ type env struct {
 	driver  string
 	dsn     string
 	clock   *fakeClock
+	// aging is the catalog's Config.PriorityAging (0: its default).
+	aging time.Duration
 }
 
 // open opens the test's database (the same one on every call) with the fake
 // clock; it is closed when the test ends.
 func (e *env) open(t testing.TB) *catalog.Catalog {
 	t.Helper()
-	cfg := catalog.Config{Driver: e.driver, DSN: e.dsn, Now: e.clock.Now}
+	cfg := catalog.Config{Driver: e.driver, DSN: e.dsn, Now: e.clock.Now, PriorityAging: e.aging}
 	if e.driver == "sqlite" {
 		// The database's clock is the process's, the fake one.
 		return catalogtest.OpenConfig(t, cfg)

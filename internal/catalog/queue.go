@@ -85,6 +85,9 @@ type JobRequest struct {
 	// job (its trace links to it); "" for none. Kept by the job it creates,
 	// not by one that was queued already.
 	TraceParent string
+	// StartAfter and StartBefore bound when a scheduled job may be claimed
+	// (its compaction window); zero: no bound. Kept by the job it creates.
+	StartAfter, StartBefore time.Time
 }
 
 // EnqueueJob queues a job of kind r.Kind for r.CollectionID unless one of
@@ -350,7 +353,10 @@ func (c *Catalog) execEnqueueLocked(ctx context.Context, tx *sql.Tx, call Enqueu
 		job := Job{
 			ID: id, CollectionID: r.CollectionID, CollectionName: ci.name, Kind: key.kind, Trigger: r.Trigger, State: JobQueued, Reason: r.Reason,
 			Attempt: ci.retries + 1, CreatedAt: now, Continues: r.Continues, OldestAt: fromMs(ms(r.OldestAt)),
-			TraceParent: r.TraceParent, Params: r.Params,
+			TraceParent: r.TraceParent, Params: r.Params, StartAfter: fromMs(ms(r.StartAfter)), StartBefore: fromMs(ms(r.StartBefore)),
+		}
+		if r.Trigger == TriggerOneOff {
+			job.StartAfter, job.StartBefore = time.Time{}, time.Time{}
 		}
 		if err := c.execInsertJob(ctx, tx, job); err != nil {
 			return nil, err
@@ -366,12 +372,31 @@ func (c *Catalog) execEnqueueLocked(ctx context.Context, tx *sql.Tx, call Enqueu
 // Config.DatabaseClock) unless renewed, and returns it. owner is the
 // node's name, optionally followed by "/" and a token unique to the
 // process (so that two processes given one name by mistake never share a
-// lease); the job's Node is the name. Claim order:
-// priority (one-offs first), then the oldest uncompacted record, then
-// enqueue order. A job is runnable when its collection has no RUNNING job
-// and, for a scheduled job, the collection's retry backoff has passed.
-// Errors: ErrNoJob when nothing is runnable, ErrInvalidArgument for an empty
-// node or a non-positive lease, ErrUnavailable.
+// lease); the job's Node is the name. Claim order (claimOrder): one-offs
+// (and expedited jobs) first; then the aged priority rank; then the
+// freshness debt, largest first; then the oldest uncompacted record, then
+// enqueue order.
+//
+// The aged rank of a job is its collection's class rank (critical 0,
+// normal 1, low 2) minus the whole Config.PriorityAging steps it has waited
+// (from its creation, or from its StartAfter when later), and may go below
+// zero; so a job of rank r waiting since t is never passed by a job whose
+// wait began at t + (r−r'+1)·aging or later (r' its rank). Bound: under any
+// load, a low job that stays runnable is claimed within
+// 3·aging + ⌈(Q−1)/W⌉·D, where Q is the collections with a queued job at
+// that point (each has one at most), W the workers of every replica and D
+// the longest job (see docs/semantics.md, "Priorities").
+//
+// The freshness debt is how close the collection is to breaking its
+// freshness objective: the larger of the age of the job's oldest record
+// over the age objective and the backlog over the backlog objective (1 and
+// more: broken); 0 without objectives.
+//
+// A job is runnable when its collection has no RUNNING job and, for a
+// scheduled job (not expedited), the collection's retry backoff has passed
+// and now is within [StartAfter, StartBefore) where set. Errors: ErrNoJob
+// when nothing is runnable, ErrInvalidArgument for an empty node or a
+// non-positive lease, ErrUnavailable.
 func (c *Catalog) ClaimJob(ctx context.Context, node string, lease time.Duration) (Job, error) {
 	if node == "" || lease <= 0 {
 		return Job{}, fmt.Errorf("claim job: node %q and lease %s must be set: %w", node, lease, ErrInvalidArgument)
@@ -392,9 +417,10 @@ func (c *Catalog) ClaimJob(ctx context.Context, node string, lease time.Duration
 		jobs, err := c.queryJobs(ctx, tx, `SELECT `+jobReadColumns+` FROM jobs j JOIN collections c ON c.id = j.collection_id
 			WHERE j.state = ?
 			  AND NOT EXISTS (SELECT 1 FROM jobs r WHERE r.collection_id = j.collection_id AND r.state = ?)
-			  AND (j.priority = ? OR c.retry_after IS NULL OR c.retry_after <= ?)
+			  AND (j.priority = ? OR ((c.retry_after IS NULL OR c.retry_after <= ?)
+			    AND (j.start_after IS NULL OR j.start_after <= ?) AND (j.start_before IS NULL OR j.start_before > ?)))
 			ORDER BY `+claimOrder+` LIMIT 1`+c.d.skipLocked,
-			string(JobQueued), string(JobRunning), priorityExpedited, ms(now), neverTime)
+			append([]any{string(JobQueued), string(JobRunning), priorityExpedited, ms(now), ms(now), ms(now)}, c.claimOrderArgs(now)...)...)
 		if err != nil {
 			return err
 		}
@@ -433,10 +459,34 @@ func (c *Catalog) ClaimJob(ctx context.Context, node string, lease time.Duration
 	return job, nil
 }
 
-// claimOrder is the ORDER BY of the queue (table alias j), written once:
-// ClaimJob and ListQueue use it, so what surfaces show as the run order is
-// the order jobs are claimed in. Its one placeholder is neverTime.
-const claimOrder = `j.priority, COALESCE(j.oldest_at, ?), j.queue_seq, j.id`
+// claimOrder is the ORDER BY of the queue (table aliases j for the job, c
+// for its collection), written once: ClaimJob and ListQueue use it, so what
+// surfaces show as the run order is the order jobs are claimed in. Its
+// placeholders are claimOrderArgs's (see ClaimJob for the order).
+const claimOrder = `j.priority,
+	c.priority_class - (CASE WHEN CAST(? AS BIGINT) > ` + waitStart + ` THEN (CAST(? AS BIGINT) - ` + waitStart + `) / CAST(? AS BIGINT) ELSE 0 END),
+	(CASE WHEN ` + ageDebt + ` > ` + backlogDebt + ` THEN ` + ageDebt + ` ELSE ` + backlogDebt + ` END) DESC,
+	COALESCE(j.oldest_at, ?), j.queue_seq, j.id`
+
+// waitStart is when a queued job began to wait: its creation, or its
+// StartAfter when later (a job waiting for its window does not age).
+const waitStart = `(CASE WHEN j.start_after IS NOT NULL AND j.start_after > j.created_at THEN j.start_after ELSE j.created_at END)`
+
+// ageDebt and backlogDebt are the freshness debts of a job's collection:
+// the age of the job's oldest record over the age objective, the backlog
+// over the backlog objective; 0 without the objective. Their placeholders
+// are the time now, twice, in ageDebt.
+const (
+	ageDebt = `(CASE WHEN c.objective_max_age_ms > 0 AND j.oldest_at IS NOT NULL AND CAST(? AS BIGINT) > j.oldest_at
+		THEN (CAST(? AS BIGINT) - j.oldest_at) * 1.0 / c.objective_max_age_ms ELSE 0 END)`
+	backlogDebt = `(CASE WHEN c.objective_max_backlog > 0 THEN (c.log_position - c.compaction_offset) * 1.0 / c.objective_max_backlog ELSE 0 END)`
+)
+
+// claimOrderArgs are the values of claimOrder's placeholders at now.
+func (c *Catalog) claimOrderArgs(now time.Time) []any {
+	t := ms(now)
+	return []any{t, t, c.aging.Milliseconds(), t, t, t, t, neverTime}
+}
 
 // RenewLease extends the lease of RUNNING job jobID held by node to lease
 // from now by the database's clock, and persists its progress. It reports whether an operator asked
@@ -664,11 +714,11 @@ func (c *Catalog) execInterrupt(ctx context.Context, tx *sql.Tx, j Job) error {
 		return fmt.Errorf("interrupt job %s: %w", j.ID, err)
 	}
 	_, err = tx.ExecContext(ctx, c.d.q(`INSERT INTO jobs (id, collection_id, kind, params, trigger_type, state, reason, attempt, created_at,
-			continues, priority, oldest_at, queue_seq)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, `+c.d.nextQueueSeq+`)
+			continues, priority, oldest_at, start_after, start_before, queue_seq)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, `+c.d.nextQueueSeq+`)
 		ON CONFLICT DO NOTHING`),
 		uuid.NewString(), j.CollectionID, string(kindOrDefault(j.Kind)), j.Params, string(j.Trigger), string(JobQueued), j.Reason, j.Attempt+1, ms(j.FinishedAt),
-		j.ID, priorityOf(j), msOrNull(j.OldestAt))
+		j.ID, priorityOf(j), msOrNull(j.OldestAt), msOrNull(j.StartAfter), msOrNull(j.StartBefore))
 	if err != nil {
 		return fmt.Errorf("queue follow-up of interrupted job %s: %w", j.ID, err)
 	}
@@ -676,14 +726,15 @@ func (c *Catalog) execInterrupt(ctx context.Context, tx *sql.Tx, j Job) error {
 }
 
 // ListQueue returns up to limit QUEUED jobs (0: 1000) in the order ClaimJob
-// takes them (ignoring backoff and running collections, which only delay a
-// job).
+// takes them now (ignoring backoff, start bounds and running collections,
+// which only delay a job).
 func (c *Catalog) ListQueue(ctx context.Context, limit int) ([]Job, error) {
 	if limit <= 0 || limit > maxListJobs {
 		limit = maxListJobs
 	}
-	jobs, err := c.queryJobs(ctx, c.r, `SELECT `+jobReadColumns+` FROM jobs j WHERE j.state = ?
-		ORDER BY `+claimOrder+` LIMIT ?`, string(JobQueued), neverTime, limit)
+	args := append([]any{string(JobQueued)}, c.claimOrderArgs(fromMs(ms(c.now())))...)
+	jobs, err := c.queryJobs(ctx, c.r, `SELECT `+jobReadColumns+` FROM jobs j JOIN collections c ON c.id = j.collection_id
+		WHERE j.state = ? ORDER BY `+claimOrder+` LIMIT ?`, append(args, limit)...)
 	if err != nil {
 		return nil, c.wrap(err, "list queue")
 	}

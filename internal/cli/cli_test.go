@@ -955,6 +955,24 @@ func TestPauseResumePlanAndSettings(t *testing.T) {
 		}
 	}
 	fails(t, addr, nil, 1, "invalid_argument", "collections", "set", id, "--max-uncompacted-age", "1ms")
+	got = ok(t, addr, "collections", "set", id, "--priority", "low", "--compaction-window", "Mon-Fri 01:00-05:00 Europe/Berlin",
+		"--compaction-window", "Sat,Sun 00:00-24:00", "--objective-max-age", "10m", "--objective-max-backlog", "50000",
+		"--throughput-share", "0.25").stdout
+	for _, want := range []string{"Priority:", "low", "Mon-Fri 01:00-05:00 Europe/Berlin; Sat,Sun 00:00-24:00",
+		"oldest record at most 10m0s, at most 50000 records", "1 records", "25 % of the throughput cap"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("collections set with a policy printed no %q (the thresholds must stay):\n%s", want, got)
+		}
+	}
+	if plan := ok(t, addr, "plan", "--all").stdout; !strings.Contains(plan, "PRIORITY") || !strings.Contains(plan, "low") || !strings.Contains(plan, "NEXT WINDOW") {
+		t.Errorf("plan shows no priority or window:\n%s", plan)
+	}
+	got = ok(t, addr, "collections", "set", id, "--no-compaction-windows").stdout
+	if !strings.Contains(got, "the server's") || !strings.Contains(got, "low") {
+		t.Errorf("after --no-compaction-windows:\n%s", got)
+	}
+	fails(t, addr, nil, 2, `unknown day "Fry"`, "collections", "set", id, "--compaction-window", "Mon-Fry 01:00-05:00")
+	fails(t, addr, nil, 2, "--priority must be critical, normal or low", "collections", "set", id, "--priority", "urgent")
 	if out := ok(t, addr, "throttle", "64MiB", "--operator", "ops").stdout; !strings.Contains(out, "64 MiB/s") {
 		t.Errorf("throttle 64MiB printed:\n%s", out)
 	}

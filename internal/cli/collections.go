@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"connectrpc.com/connect"
 	"github.com/spf13/cobra"
@@ -169,6 +170,37 @@ func collectionsList(cmd *cobra.Command, g *globals) error {
 }
 
 // printCollection prints every field of c.
+// shareText is a collection's throughput share.
+func shareText(f float64) string {
+	if f <= 0 {
+		return "none"
+	}
+	return strconv.FormatFloat(f*100, 'f', -1, 64) + " % of the throughput cap while others write"
+}
+
+// windowsText lists a collection's compaction windows.
+func windowsText(ws []string) string {
+	if len(ws) == 0 {
+		return "the server's"
+	}
+	return safeText(strings.Join(ws, "; "))
+}
+
+// objectivesText lists a collection's freshness objectives.
+func objectivesText(c *compactorv1.Collection) string {
+	var parts []string
+	if d := c.GetObjectiveMaxAge(); d != nil {
+		parts = append(parts, "oldest record at most "+d.AsDuration().String())
+	}
+	if n := c.GetObjectiveMaxBacklog(); n > 0 {
+		parts = append(parts, fmt.Sprintf("at most %d records", n))
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ", ")
+}
+
 func (s *session) printCollection(c *compactorv1.Collection) error {
 	if s.out.json {
 		return s.out.writeProto(c)
@@ -206,6 +238,10 @@ func (s *session) printCollection(c *compactorv1.Collection) error {
 		{"Automatic compaction", pauseText(c.GetPaused(), c.GetPauseReason(), c.GetPausedBy(), o.fmtTime(c.GetPauseTime()))},
 		{"Min compaction size", minSize},
 		{"Max uncompacted age", maxAge},
+		{"Priority", priorityName(c.GetPriority())},
+		{"Compaction windows", windowsText(c.GetCompactionWindows())},
+		{"Freshness objectives", objectivesText(c)},
+		{"Throughput share", shareText(c.GetThroughputShare())},
 		{"Distance", distanceName(c.GetDistance())},
 		{"Index settings", indexText(c.GetIndex())},
 		{"Created", o.fmtTime(c.GetCreateTime())},

@@ -2,10 +2,12 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"os"
 	"os/user"
+	"strconv"
 	"strings"
 	"time"
 
@@ -16,6 +18,7 @@ import (
 
 	compactorv1 "github.com/compactorhq/compactor/gen/compactor/v1"
 	"github.com/compactorhq/compactor/internal/format"
+	"github.com/compactorhq/compactor/internal/window"
 )
 
 // defaultOperator names who runs the CLI for pauses: user@host.
@@ -128,6 +131,18 @@ func pauseText(paused bool, reason, by, since string) string {
 	return text
 }
 
+// nextWindowText is a plan entry's window: "any time" without windows,
+// "open until T" inside one, else "T1 - T2".
+func (s *session) nextWindowText(e *compactorv1.PlanEntry) string {
+	switch {
+	case len(e.GetCompactionWindows()) == 0:
+		return "any time"
+	case e.GetWindowOpen():
+		return "open until " + s.out.fmtTime(e.GetNextWindowEnd())
+	}
+	return s.out.fmtTime(e.GetNextWindowStart()) + " - " + s.out.fmtTime(e.GetNextWindowEnd())
+}
+
 func newPlanCmd(g *globals) *cobra.Command {
 	var estimate, all bool
 	cmd := &cobra.Command{
@@ -136,7 +151,9 @@ func newPlanCmd(g *globals) *cobra.Command {
 		Long: `Show what the scheduler would do on its next run: the collections it would
 compact, in the order it would queue them, with the threshold each reached;
 and the collections it skips with what holds them back (paused, dead-lettered,
-backing off until a time, a job queued or running, under the thresholds).
+backing off until a time, outside its compaction windows, a job queued or
+running, under the thresholds), each with its priority class, its freshness
+debt (1 and more: an objective broken) and its next compaction window.
 Nothing is written. --estimate adds, for each collection it would compact, the
 records, blocks and bytes its job would rewrite (from the manifest and the
 log). Collections with nothing to compact are left out unless --all.
@@ -161,9 +178,9 @@ log). Collections with nothing to compact are left out unless --all.
 				fmt.Fprintf(s.out.w, "Automatic compaction is %s.\n\n", pauseText(true, p.GetPause().GetReason(), p.GetPause().GetPausedBy(), s.out.fmtTime(p.GetPause().GetPauseTime())))
 			}
 			tw := s.out.table()
-			header := "COLLECTION\tDECISION\tBACKLOG\tWHY"
+			header := "COLLECTION\tPRIORITY\tDECISION\tBACKLOG\tDEBT\tNEXT WINDOW\tWHY"
 			if estimate {
-				header += "\tRECORDS\tBLOCKS TO REWRITE\tBYTES TO REWRITE"
+				header += "\tRECORDS\tBLOCKS TO REWRITE\tBYTES TO REWRITE\tINDEX"
 			}
 			fmt.Fprintln(tw, header)
 			shown := 0
@@ -174,14 +191,23 @@ log). Collections with nothing to compact are left out unless --all.
 				shown++
 				decision := strings.ToLower(strings.TrimPrefix(e.GetDecision().String(), "PLAN_DECISION_"))
 				decision = strings.ReplaceAll(decision, "_", " ")
-				line := fmt.Sprintf("%s\t%s\t%d\t%s", safeText(ellipsize(e.GetCollectionName(), 40)), decision, e.GetBacklog(), safeText(ellipsize(e.GetReason(), 100)))
+				why := e.GetReason()
+				if j := e.GetIndexRebuild(); j != nil {
+					why += fmt.Sprintf("; index rebuild %.8s %s", j.GetId(), strings.ToLower(stateName(j.GetState())))
+				}
+				debt := "-"
+				if e.GetFreshnessDebt() > 0 {
+					debt = strconv.FormatFloat(e.GetFreshnessDebt(), 'f', 2, 64)
+				}
+				line := fmt.Sprintf("%s\t%s\t%s\t%d\t%s\t%s\t%s", safeText(ellipsize(e.GetCollectionName(), 40)), priorityName(e.GetPriority()), decision,
+					e.GetBacklog(), debt, s.nextWindowText(e), safeText(ellipsize(why, 100)))
 				if estimate {
 					if x := e.GetEstimate(); x != nil {
-						line += fmt.Sprintf("\t%d\t%d of %d\t%s", x.GetRecords(), x.GetBlocksToRewrite(), x.GetBlocksTotal(), format.Bytes(x.GetBytesToRewrite()))
+						line += fmt.Sprintf("\t%d\t%d of %d\t%s\t%s", x.GetRecords(), x.GetBlocksToRewrite(), x.GetBlocksTotal(), format.Bytes(x.GetBytesToRewrite()), indexWork(x))
 					} else if e.GetEstimateError() != "" {
-						line += "\t-\t-\t" + safeText(ellipsize("estimate failed: "+e.GetEstimateError(), 60))
+						line += "\t-\t-\t" + safeText(ellipsize("estimate failed: "+e.GetEstimateError(), 60)) + "\t-"
 					} else {
-						line += "\t-\t-\t-"
+						line += "\t-\t-\t-\t-"
 					}
 				}
 				fmt.Fprintln(tw, line)
@@ -200,23 +226,80 @@ log). Collections with nothing to compact are left out unless --all.
 }
 
 func newCollectionsSetCmd(g *globals) *cobra.Command {
-	var minSize int64
-	var maxAge time.Duration
+	var (
+		minSize, objBacklog int64
+		maxAge, objAge      time.Duration
+		priority            string
+		windows             []string
+		noWindows           bool
+		share               float64
+	)
 	cmd := &cobra.Command{
 		Use:   "set COLLECTION",
-		Short: "Set a collection's scheduler thresholds",
-		Long: `Set a collection's (an id or a name) overrides of the scheduler's thresholds: --min-compaction-size
-(records) and --max-uncompacted-age (a duration, at least 1s). 0, the default of
-each flag, inherits the server's flag. Both are replaced at once.
+		Short: "Set a collection's scheduler thresholds and scheduling policy",
+		Long: `Set a collection's (an id or a name) scheduler settings.
+
+Thresholds: --min-compaction-size (records) and --max-uncompacted-age (a
+duration, at least 1s); 0, the default of each, inherits the server's flag.
+Both are replaced at once when either is given (or when no policy flag is).
+
+Scheduling policy (only the flags given change):
+  --priority critical|normal|low    the claim order's class (one-offs go first)
+  --compaction-window WINDOW        a window in which scheduled jobs may start,
+                                    "[DAYS] HH:MM-HH:MM [ZONE]", e.g.
+                                    "Mon-Fri 01:00-05:00 Europe/Berlin" (UTC by
+                                    default); repeat for several; replaces them
+  --no-compaction-windows           remove its windows (the server's apply)
+  --objective-max-age D             objective: oldest uncompacted record at most D
+  --objective-max-backlog N         objective: at most N uncompacted records
+                                    (0 removes an objective)
+  --throughput-share F              at most this fraction (0 < F <= 1) of the
+                                    throughput cap while other compactions write
+                                    on the node (0 removes it)
 -o json prints the Collection.`,
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: completeCollections(g, 1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			f := cmd.Flags()
+			thresholds := f.Changed("min-compaction-size") || f.Changed("max-uncompacted-age")
+			policy := &compactorv1.SetCollectionPolicyRequest{}
+			hasPolicy := false
 			switch {
 			case minSize < 0:
 				return UsageError(cmd, fmt.Errorf("--min-compaction-size must not be negative, got %d", minSize))
 			case maxAge < 0:
 				return UsageError(cmd, fmt.Errorf("--max-uncompacted-age must not be negative, got %s", maxAge))
+			case objAge < 0 || (objAge > 0 && objAge < time.Second):
+				return UsageError(cmd, fmt.Errorf("--objective-max-age must be 0 (none) or at least 1s, got %s", objAge))
+			case objBacklog < 0:
+				return UsageError(cmd, fmt.Errorf("--objective-max-backlog must not be negative, got %d", objBacklog))
+			case noWindows && len(windows) > 0:
+				return UsageError(cmd, errors.New("give --compaction-window or --no-compaction-windows, not both"))
+			}
+			if f.Changed("priority") {
+				p, ok := priorityByName[strings.ToLower(priority)]
+				if !ok {
+					return UsageError(cmd, fmt.Errorf("--priority must be critical, normal or low, got %q", priority))
+				}
+				policy.Priority, hasPolicy = p, true
+			}
+			if len(windows) > 0 || noWindows {
+				if _, err := window.ParseSet(windows); err != nil {
+					return UsageError(cmd, fmt.Errorf("--compaction-window: %w", err))
+				}
+				policy.CompactionWindows, hasPolicy = &compactorv1.CompactionWindows{Windows: windows}, true
+			}
+			if f.Changed("objective-max-age") {
+				policy.ObjectiveMaxAge, hasPolicy = durationpb.New(objAge), true
+			}
+			if f.Changed("objective-max-backlog") {
+				policy.ObjectiveMaxBacklog, hasPolicy = &objBacklog, true
+			}
+			if f.Changed("throughput-share") {
+				if !(share >= 0 && share <= 1) {
+					return UsageError(cmd, fmt.Errorf("--throughput-share must be 0 (none) or a fraction in (0, 1], got %v", share))
+				}
+				policy.ThroughputShare, hasPolicy = &share, true
 			}
 			s, err := newSession(cmd, g)
 			if err != nil {
@@ -226,22 +309,59 @@ each flag, inherits the server's flag. Both are replaced at once.
 			if err != nil {
 				return err
 			}
-			req := &compactorv1.UpdateCollectionSettingsRequest{CollectionId: id, MinCompactionSize: minSize}
-			if maxAge != 0 {
-				req.MaxUncompactedAge = durationpb.New(maxAge)
+			var coll *compactorv1.Collection
+			if thresholds || !hasPolicy {
+				req := &compactorv1.UpdateCollectionSettingsRequest{CollectionId: id, MinCompactionSize: minSize}
+				if maxAge != 0 {
+					req.MaxUncompactedAge = durationpb.New(maxAge)
+				}
+				res, err := callUnary(cmd.Context(), s, func(ctx context.Context) (*connect.Response[compactorv1.UpdateCollectionSettingsResponse], error) {
+					return s.c.control.UpdateCollectionSettings(ctx, connect.NewRequest(req))
+				})
+				if err != nil {
+					return err
+				}
+				coll = res.Msg.GetCollection()
 			}
-			res, err := callUnary(cmd.Context(), s, func(ctx context.Context) (*connect.Response[compactorv1.UpdateCollectionSettingsResponse], error) {
-				return s.c.control.UpdateCollectionSettings(ctx, connect.NewRequest(req))
-			})
-			if err != nil {
-				return err
+			if hasPolicy {
+				policy.CollectionId = id
+				res, err := callUnary(cmd.Context(), s, func(ctx context.Context) (*connect.Response[compactorv1.SetCollectionPolicyResponse], error) {
+					return s.c.control.SetCollectionPolicy(ctx, connect.NewRequest(policy))
+				})
+				if err != nil {
+					return err
+				}
+				coll = res.Msg.GetCollection()
 			}
-			return s.printCollection(res.Msg.GetCollection())
+			return s.printCollection(coll)
 		},
 	}
 	cmd.Flags().Int64Var(&minSize, "min-compaction-size", 0, "backlog (records) at which the scheduler compacts this collection; 0: the server's")
 	cmd.Flags().DurationVar(&maxAge, "max-uncompacted-age", 0, "age of the oldest uncompacted record at which the scheduler compacts this collection; 0: the server's")
+	cmd.Flags().StringVar(&priority, "priority", "", "priority class: critical, normal or low")
+	cmd.Flags().StringArrayVar(&windows, "compaction-window", nil, `compaction window "[DAYS] HH:MM-HH:MM [ZONE]"; repeatable; replaces the collection's windows`)
+	cmd.Flags().BoolVar(&noWindows, "no-compaction-windows", false, "remove the collection's compaction windows (the server's apply)")
+	cmd.Flags().DurationVar(&objAge, "objective-max-age", 0, "freshness objective: the oldest uncompacted record at most this old; 0 removes it")
+	cmd.Flags().Int64Var(&objBacklog, "objective-max-backlog", 0, "freshness objective: at most this many uncompacted records; 0 removes it")
+	cmd.Flags().Float64Var(&share, "throughput-share", 0, "fraction (0 < F <= 1) of the throughput cap this collection's compactions may write while others write on the node; 0 removes it")
+	_ = cmd.RegisterFlagCompletionFunc("priority", cobra.FixedCompletions([]string{"critical", "normal", "low"}, cobra.ShellCompDirectiveNoFileComp))
 	return cmd
+}
+
+var priorityByName = map[string]compactorv1.PriorityClass{
+	"critical": compactorv1.PriorityClass_PRIORITY_CLASS_CRITICAL,
+	"normal":   compactorv1.PriorityClass_PRIORITY_CLASS_NORMAL,
+	"low":      compactorv1.PriorityClass_PRIORITY_CLASS_LOW,
+}
+
+// priorityName is the CLI's name of a priority class.
+func priorityName(p compactorv1.PriorityClass) string {
+	for n, q := range priorityByName {
+		if p == q {
+			return n
+		}
+	}
+	return "normal"
 }
 
 func newThrottleCmd(g *globals) *cobra.Command {
@@ -308,4 +428,16 @@ included: {"bytes_per_second": "0", "override_bytes_per_second": "0",
 	}
 	cmd.Flags().StringVar(&operator, "operator", defaultOperator(), "who sets the cap, kept with it")
 	return cmd
+}
+
+// indexWork is the index column of a plan estimate: "off", "+12 -3
+// vectors", or "full build (why)".
+func indexWork(x *compactorv1.JobEstimate) string {
+	switch {
+	case !x.GetIndexed():
+		return "off"
+	case x.GetIndexFullBuild():
+		return "full build (" + safeText(x.GetIndexFullBuildReason()) + ")"
+	}
+	return fmt.Sprintf("+%d -%d vectors", x.GetVectorsToInsert(), x.GetVectorsToDelete())
 }

@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/compactorhq/compactor/internal/clock"
+	"github.com/compactorhq/compactor/internal/window"
 )
 
 // Config tunes the manager. DefaultConfig gives the documented defaults.
@@ -27,6 +28,21 @@ type Config struct {
 	MaxAge time.Duration
 	// Workers is the most jobs running at once (default 2).
 	Workers int
+	// PriorityAging is the aging step of the claim order: a queued job's
+	// priority rank improves by one for every step it has waited, so that
+	// a low-priority job is claimed within 3 steps plus the jobs queued
+	// ahead of it then (default 5 min; see catalog.ClaimJob). The catalog
+	// applies it (the binary passes it to catalog.Config); every replica
+	// must use the same.
+	PriorityAging time.Duration
+	// Windows are the server's compaction windows (--compaction-window,
+	// syntax of package window): scheduled jobs start only inside one of
+	// them, unless a collection has windows of its own. Empty: any time.
+	// One-off jobs always run.
+	Windows []string
+	// WindowClose is what happens to a scheduled job running when its
+	// window closes: WindowCloseFinish (default) or WindowCloseRequeue.
+	WindowClose string
 	// DeadLetterAfter: consecutive non-transient failures that dead-letter a
 	// collection (default 5).
 	DeadLetterAfter int
@@ -94,6 +110,8 @@ func DefaultConfig() Config {
 		MinCompactionSize: 10,
 		MaxAge:            5 * time.Minute,
 		Workers:           2,
+		PriorityAging:     5 * time.Minute,
+		WindowClose:       WindowCloseFinish,
 		DeadLetterAfter:   5,
 		BackoffBase:       10 * time.Second,
 		BackoffMax:        10 * time.Minute,
@@ -115,6 +133,9 @@ func (c *Config) RegisterFlags(fs *pflag.FlagSet) {
 	fs.Int64Var(&c.MinCompactionSize, "min-compaction-size", c.MinCompactionSize, "backlog (records) at which the scheduler compacts a collection")
 	fs.DurationVar(&c.MaxAge, "max-uncompacted-age", c.MaxAge, "age of the oldest uncompacted record at which the scheduler compacts a collection")
 	fs.IntVar(&c.Workers, "workers", c.Workers, "most compaction jobs running at once")
+	fs.DurationVar(&c.PriorityAging, "priority-aging", c.PriorityAging, "aging step of the claim order: a queued job's priority rank improves by one per step waited (the same on every replica)")
+	fs.StringArrayVar(&c.Windows, "compaction-window", c.Windows, `compaction window in which scheduled jobs may start, "[DAYS] HH:MM-HH:MM [ZONE]" (e.g. "Mon-Fri 01:00-05:00 Europe/Berlin"; UTC by default); repeatable; none: any time`)
+	fs.StringVar(&c.WindowClose, "window-close", c.WindowClose, "what a scheduled job running when its window closes does: finish, or requeue (stop at the next batch boundary, run again in the next window)")
 	fs.IntVar(&c.DeadLetterAfter, "dead-letter-after", c.DeadLetterAfter, "consecutive non-transient failures that dead-letter a collection")
 	fs.DurationVar(&c.BackoffBase, "retry-backoff", c.BackoffBase, "first retry delay after a failed job; doubles per consecutive failure")
 	fs.DurationVar(&c.BackoffMax, "retry-backoff-max", c.BackoffMax, "longest retry delay")
@@ -140,6 +161,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("--max-uncompacted-age must be positive, got %s", c.MaxAge)
 	case c.Workers <= 0 || c.Workers > 256:
 		return fmt.Errorf("--workers must be in 1..256, got %d", c.Workers)
+	case c.PriorityAging < time.Second:
+		return fmt.Errorf("--priority-aging must be at least 1s, got %s", c.PriorityAging)
+	case c.WindowClose != WindowCloseFinish && c.WindowClose != WindowCloseRequeue:
+		return fmt.Errorf("--window-close must be %s or %s, got %q", WindowCloseFinish, WindowCloseRequeue, c.WindowClose)
 	case c.DeadLetterAfter <= 0:
 		return fmt.Errorf("--dead-letter-after must be positive, got %d", c.DeadLetterAfter)
 	case c.BackoffBase <= 0 || c.BackoffMax < c.BackoffBase:
@@ -164,6 +189,9 @@ func (c Config) Validate() error {
 		return fmt.Errorf("--max-throughput must not be negative, got %d", c.MaxThroughput)
 	case c.PersistTimeout <= 0:
 		return fmt.Errorf("the persist timeout of finished jobs (--commit-timeout) must be positive, got %s", c.PersistTimeout)
+	}
+	if _, err := window.ParseSet(c.Windows); err != nil {
+		return fmt.Errorf("--compaction-window: %w", err)
 	}
 	return nil
 }

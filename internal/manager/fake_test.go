@@ -657,6 +657,43 @@ func (s *memStore) SetCollectionSettings(_ context.Context, id string, st catalo
 	return *c, nil
 }
 
+func (s *memStore) UpdateCollectionPolicy(_ context.Context, id string, u catalog.PolicyUpdate) (catalog.Collection, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c, ok := s.colls[id]
+	if !ok {
+		return catalog.Collection{}, fmt.Errorf("collection %s: %w", id, catalog.ErrNotFound)
+	}
+	if u.Priority != nil {
+		c.Policy.Priority = *u.Priority
+	}
+	if u.Windows != nil {
+		c.Policy.Windows = slices.Clone(*u.Windows)
+	}
+	if u.ObjectiveMaxAge != nil {
+		c.Policy.ObjectiveMaxAge = *u.ObjectiveMaxAge
+	}
+	if u.ObjectiveMaxBacklog != nil {
+		c.Policy.ObjectiveMaxBacklog = *u.ObjectiveMaxBacklog
+	}
+	if u.ThroughputShare != nil {
+		c.Policy.ThroughputShare = *u.ThroughputShare
+	}
+	return *c, nil
+}
+
+func (s *memStore) RescheduleJob(_ context.Context, id string, after, before time.Time) (bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	j, ok := s.jobs[id]
+	if !ok || j.State != catalog.JobQueued {
+		return false, nil
+	}
+	j.StartAfter, j.StartBefore = after, before
+	s.jobs[id] = j
+	return true, nil
+}
+
 func (s *memStore) PutSetting(_ context.Context, st catalog.Setting) (catalog.Setting, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -14,7 +14,9 @@ import (
 // any replica (the cancel request comes back with the renewal), and when the
 // lease is lost: taken over by another replica, or not renewed within
 // Config.LeaseDuration by the monotonic clock (the catalog could not be
-// reached), after which the commit would be refused anyway.
+// reached), after which the commit would be refused anyway. With
+// Config.WindowClose requeue it also stops a scheduled job once its
+// compaction window has closed.
 func (m *Manager) keepLease(ctx context.Context, r *run) {
 	t := time.NewTicker(m.cfg.RenewInterval)
 	defer t.Stop()
@@ -24,6 +26,9 @@ func (m *Manager) keepLease(ctx context.Context, r *run) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		}
+		if m.windowClosed(r) {
+			m.runs.cancelRun(r, NoteWindowClosed, errWindowClosed)
 		}
 		p := m.runs.progress(r)
 		cancel, err := m.store.RenewLease(ctx, r.job.ID, m.owner, m.cfg.LeaseDuration, p)

@@ -50,6 +50,7 @@ import (
 	"github.com/compactorhq/compactor/internal/catalog"
 	"github.com/compactorhq/compactor/internal/clock"
 	"github.com/compactorhq/compactor/internal/jobtype"
+	"github.com/compactorhq/compactor/internal/window"
 )
 
 // Store is what the manager needs from the catalog. *catalog.Catalog
@@ -78,6 +79,8 @@ type Store interface {
 
 	SetCollectionPause(ctx context.Context, id string, paused bool, reason, by string) (catalog.Collection, error)
 	SetCollectionSettings(ctx context.Context, id string, s catalog.CollectionSettings) (catalog.Collection, error)
+	UpdateCollectionPolicy(ctx context.Context, id string, u catalog.PolicyUpdate) (catalog.Collection, error)
+	RescheduleJob(ctx context.Context, jobID string, after, before time.Time) (bool, error)
 	PutSetting(ctx context.Context, s catalog.Setting) (catalog.Setting, error)
 	GetSetting(ctx context.Context, name string) (catalog.Setting, error)
 
@@ -281,7 +284,8 @@ func New(store Store, exec Executor, cfg Config, reg prometheus.Registerer, logg
 	})
 	m.rescuer = &leaseRescuer{store: store, logger: logger, metrics: m.metrics, wake: m.runs.wake, renewing: m.runs.ids}
 	m.pruner = &historyPruner{store: store, keep: cfg.HistoryKeep, maxAge: cfg.HistoryMaxAge, clock: m.now}
-	m.sched = &scheduler{store: store, cfg: cfg, clock: m.now, metrics: m.metrics, logger: logger, pruner: m.pruner,
+	windows, _ := window.ParseSet(cfg.Windows) // checked by Validate
+	m.sched = &scheduler{store: store, cfg: cfg, windows: windows, clock: m.now, metrics: m.metrics, logger: logger, pruner: m.pruner,
 		stopping: m.runs.isStopping, queued: m.changedJob}
 	th, _ := m.exec.(Throttler)
 	m.throughput = &throughputApplier{store: store, configured: cfg.MaxThroughput, throttle: th, gauge: m.metrics.maxThroughput, logger: logger}

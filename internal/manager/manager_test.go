@@ -719,12 +719,20 @@ func TestConfigValidate(t *testing.T) {
 		"negative minimum": func(c *Config) { c.MinCompactionSize = -1 },
 		"zero dead letter": func(c *Config) { c.DeadLetterAfter = 0 },
 		"backoff over max": func(c *Config) { c.BackoffBase = time.Hour; c.BackoffMax = time.Minute },
+		"aging under 1s":   func(c *Config) { c.PriorityAging = time.Millisecond },
+		"bad window":       func(c *Config) { c.Windows = []string{"01:00-05:00", "Mon-Fry 01:00-05:00"} },
+		"bad window close": func(c *Config) { c.WindowClose = "abort" },
 	} {
 		c := DefaultConfig()
 		mut(&c)
 		if err := c.Validate(); err == nil {
 			t.Errorf("%s: Validate accepted it", name)
 		}
+	}
+	c := DefaultConfig()
+	c.Windows = []string{"Mon-Fry 01:00-05:00"}
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "--compaction-window") || !strings.Contains(err.Error(), `unknown day "Fry"`) {
+		t.Errorf("a bad window: %v; want an error naming the flag and the bad day", err)
 	}
 	if err := DefaultConfig().Validate(); err != nil {
 		t.Fatalf("defaults: %v", err)

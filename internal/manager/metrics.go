@@ -32,6 +32,7 @@ type metrics struct {
 	schedulerPaused   prometheus.Gauge
 	collectionsPaused prometheus.Gauge
 	maxThroughput     prometheus.Gauge
+	freshness         *freshnessGauges
 }
 
 var (
@@ -116,6 +117,7 @@ func newMetrics(reg prometheus.Registerer, cfg Config) *metrics {
 			Help: "Collections whose automatic compaction is paused, as of the last scheduler run.",
 		}),
 	}
+	m.freshness = newFreshnessGauges(f)
 	m.running = m.states.WithLabelValues(label(catalog.JobRunning))
 	for _, t := range triggers {
 		for _, o := range outcomes {

@@ -85,6 +85,9 @@ compactor_scheduler_paused 0
 # HELP compactor_collections_paused Collections whose automatic compaction is paused, as of the last scheduler run.
 # TYPE compactor_collections_paused gauge
 compactor_collections_paused 0
+# HELP compactor_collections_at_risk Collections whose freshness debt is at least 0.8 (at risk of breaking, or breaking, an objective), as of the last scheduler run.
+# TYPE compactor_collections_at_risk gauge
+compactor_collections_at_risk 0
 # HELP compactor_scheduler_leader 1 while this node holds the scheduler's leader lease, 0 otherwise.
 # TYPE compactor_scheduler_leader gauge
 compactor_scheduler_leader 0

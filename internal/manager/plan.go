@@ -3,7 +3,6 @@ package manager
 import (
 	"context"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/compactorhq/compactor/internal/catalog"
@@ -15,15 +14,16 @@ type Decision string
 
 // Decisions of the scheduler. Every collection gets exactly one.
 const (
-	DecideRun          Decision = "run"    // a SCHEDULED job is queued
-	DecideSchedPaused  Decision = "paused" // automatic compaction is paused everywhere
-	DecidePaused       Decision = "collection-paused"
-	DecideDeadLettered Decision = "dead-lettered" // too many consecutive failures
-	DecideBackingOff   Decision = "backing-off"   // a failure's retry delay has not passed
-	DecideRunning      Decision = "running"       // a job of it is running
-	DecideQueued       Decision = "queued"        // a compaction of it is queued already
-	DecideBelow        Decision = "below-thresholds"
-	DecideEmpty        Decision = "empty" // nothing to compact
+	DecideRun           Decision = "run"    // a SCHEDULED job is queued
+	DecideSchedPaused   Decision = "paused" // automatic compaction is paused everywhere
+	DecidePaused        Decision = "collection-paused"
+	DecideDeadLettered  Decision = "dead-lettered"  // too many consecutive failures
+	DecideBackingOff    Decision = "backing-off"    // a failure's retry delay has not passed
+	DecideOutsideWindow Decision = "outside-window" // it would run, but its compaction windows are closed
+	DecideRunning       Decision = "running"        // a job of it is running
+	DecideQueued        Decision = "queued"         // a compaction of it is queued already
+	DecideBelow         Decision = "below-thresholds"
+	DecideEmpty         Decision = "empty" // nothing to compact
 )
 
 // Estimator is implemented by an Executor that can estimate a job without
@@ -44,10 +44,20 @@ type PlanEntry struct {
 	MaxUncompactedAge time.Duration
 	// RetryAfter, for DecideBackingOff: when the backoff ends.
 	RetryAfter time.Time
+	// Priority is the collection's priority class.
+	Priority catalog.PriorityClass
+	// Freshness is the collection against its freshness objectives.
+	Freshness Freshness
+	// Window is the collection against its compaction windows: whether
+	// one is open, and the next window.
+	Window WindowState
 	// Estimate of the job, for DecideRun when the executor estimates and
 	// Plan was asked to; nil otherwise. EstimateError says why it is missing.
 	Estimate      *Estimate
 	EstimateError string
+	// IndexRebuild is the collection's index rebuild job, queued or
+	// running; nil for none.
+	IndexRebuild *catalog.Job
 }
 
 // Plan is what the scheduler would do on its next run.
@@ -55,8 +65,11 @@ type Plan struct {
 	At    time.Time
 	Pause PauseState // the global pause
 	// Entries: the collections it would compact, in the order it would
-	// queue them (oldest backlog first), then the others by name.
+	// queue them (priority class, then freshness debt, then oldest backlog
+	// first), then the others by name.
 	Entries []PlanEntry
+	// queued are the QUEUED compactions the plan was made with.
+	queued []catalog.Job
 }
 
 // maxEstimates bounds the estimates of one Plan: each reads a manifest and
@@ -107,24 +120,39 @@ func (s *scheduler) plan(ctx context.Context) (Plan, error) {
 	if err != nil {
 		return Plan{}, fmt.Errorf("list active jobs: %w", err)
 	}
+	now := s.clock().UTC().Truncate(time.Millisecond)
+	p := Plan{At: now, Pause: pause}
 	// A running job of any kind holds the collection (one runs at a time);
 	// only a queued compaction makes another one redundant.
 	state := make(map[string]catalog.JobState, len(active))
 	running := make(map[string]jobtype.Kind, len(active))
+	rebuilds := make(map[string]catalog.Job)
 	for _, j := range active {
+		if kindOf(j) == jobtype.KindIndexRebuild {
+			if _, ok := rebuilds[j.CollectionID]; !ok || j.State == catalog.JobRunning {
+				rebuilds[j.CollectionID] = j
+			}
+		}
 		if j.State == catalog.JobRunning {
 			running[j.CollectionID] = kindOf(j)
 		}
 		if state[j.CollectionID] != catalog.JobRunning && (j.State == catalog.JobRunning || kindOf(j) == jobtype.KindCompaction) {
 			state[j.CollectionID] = j.State
 		}
+		if j.State == catalog.JobQueued && kindOf(j) == jobtype.KindCompaction {
+			p.queued = append(p.queued, j)
+		}
 	}
-	now := s.clock().UTC().Truncate(time.Millisecond)
-	p := Plan{At: now, Pause: pause}
 	var run, rest []PlanEntry
 	for _, c := range colls {
-		e := PlanEntry{Collection: c}
+		e := PlanEntry{Collection: c, Priority: c.Policy.Priority, Freshness: freshnessOf(c, now)}
+		if j, ok := rebuilds[c.ID]; ok {
+			e.IndexRebuild = &j
+		}
 		e.MinCompactionSize, e.MaxUncompactedAge = s.thresholds(c)
+		if e.Window, err = s.windowState(c, now); err != nil {
+			s.logger.Warn("read compaction windows", "collection", c.ID, "err", err)
+		}
 		age := time.Duration(0)
 		if !c.OldestUncompactedAt.IsZero() {
 			age = now.Sub(c.OldestUncompactedAt)
@@ -157,15 +185,17 @@ func (s *scheduler) plan(ctx context.Context) (Plan, error) {
 			e.Reason = fmt.Sprintf("backlog of %d records under the minimum %d, oldest record waited %s of %s",
 				c.Backlog(), e.MinCompactionSize, age.Round(time.Second), e.MaxUncompactedAge)
 		}
+		if e.Decision == DecideRun && !e.Window.Open {
+			e.Decision = DecideOutsideWindow
+			e.Reason += "; outside its compaction windows until " + e.Window.NextStart.UTC().Format(time.RFC3339)
+		}
 		if e.Decision == DecideRun {
 			run = append(run, e)
 		} else {
 			rest = append(rest, e)
 		}
 	}
-	slices.SortStableFunc(run, func(a, b PlanEntry) int {
-		return cmpTime(a.Collection.OldestUncompactedAt, b.Collection.OldestUncompactedAt)
-	})
+	sortRun(run)
 	p.Entries = append(run, rest...)
 	return p, nil
 }

@@ -284,6 +284,7 @@ func (m *Manager) report(workCtx context.Context, e *jobEnd) {
 	m.observe(e)
 	m.refreshBacklogAfter(ctx, e)
 	m.queueContinuation(ctx, e)
+	m.requeueForWindow(ctx, e)
 	m.ended(e.r, e.row, true)
 	m.collectGarbage(workCtx, e)
 }

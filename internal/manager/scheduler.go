@@ -10,6 +10,7 @@ import (
 
 	"github.com/compactorhq/compactor/internal/catalog"
 	"github.com/compactorhq/compactor/internal/jobtype"
+	"github.com/compactorhq/compactor/internal/window"
 )
 
 // schedulerLease names the leader lease in the catalog: the replica that
@@ -23,6 +24,7 @@ type scheduleStore interface {
 	ListJobs(ctx context.Context, f catalog.JobFilter) ([]catalog.Job, error)
 	GetSetting(ctx context.Context, name string) (catalog.Setting, error)
 	EnqueueJob(ctx context.Context, r catalog.JobRequest) (catalog.Job, bool, error)
+	RescheduleJob(ctx context.Context, jobID string, after, before time.Time) (bool, error)
 	AcquireLeaderLease(ctx context.Context, name, owner string, ttl time.Duration) (bool, error)
 	ReleaseLeaderLease(ctx context.Context, name, owner string) error
 }
@@ -34,7 +36,8 @@ type scheduleStore interface {
 // construction.
 type scheduler struct {
 	store    scheduleStore
-	cfg      Config // Interval, Node, MinCompactionSize, MaxAge
+	cfg      Config     // Interval, Node, MinCompactionSize, MaxAge
+	windows  window.Set // the server's compaction windows (Config.Windows)
 	clock    func() time.Time
 	metrics  *metrics
 	logger   *slog.Logger
@@ -69,8 +72,13 @@ func (s *scheduler) runOnce(ctx context.Context) {
 		if err := s.schedule(ctx); err != nil && ctx.Err() == nil {
 			s.logger.Warn("scheduler run", "err", err)
 		}
-	} else if colls, err := s.store.ListCollections(ctx); err == nil {
-		s.metrics.backlogs.replace(colls)
+	} else {
+		// The leader exports freshness; a replica that lost the lease drops
+		// its series so that none goes stale.
+		s.metrics.freshness.replace(nil)
+		if colls, err := s.store.ListCollections(ctx); err == nil {
+			s.metrics.backlogs.replace(colls)
+		}
 	}
 }
 
@@ -98,13 +106,19 @@ func (s *scheduler) schedule(ctx context.Context) error {
 	s.metrics.backlogs.replace(colls)
 	s.metrics.collectionsPaused.Set(float64(paused))
 	s.metrics.schedulerPaused.Set(boolGauge(p.Pause.Paused))
+	s.metrics.freshness.replace(p.Entries)
+	if err := s.keepWindows(ctx, p); err != nil {
+		s.logger.Warn("move queued jobs to their compaction windows", "err", err)
+	}
 
 	for _, e := range p.Entries {
 		if e.Decision != DecideRun || s.stopping() {
 			continue
 		}
+		after, before := startBounds(e.Window)
 		j, created, err := s.store.EnqueueJob(ctx, catalog.JobRequest{
 			CollectionID: e.Collection.ID, Kind: jobtype.KindCompaction, Trigger: catalog.TriggerScheduled, Reason: e.Reason, OldestAt: e.Collection.OldestUncompactedAt,
+			StartAfter: after, StartBefore: before,
 		})
 		if err != nil {
 			return fmt.Errorf("queue job for collection %s: %w", e.Collection.ID, err)
@@ -122,8 +136,10 @@ func (s *scheduler) schedule(ctx context.Context) error {
 // Schedule runs the scheduler once: it queues a SCHEDULED job for every
 // collection the plan decides to run (DecideRun: a backlog that reaches its
 // minimum compaction size, or an oldest uncompacted record older than its
-// maximum age; not paused, dead-lettered, backing off, or with a job queued
-// or running), oldest backlog first. It also refreshes the backlog, pause
+// maximum age; not paused, dead-lettered, backing off, outside its
+// compaction windows, or with a job queued or running), in priority order,
+// each bounded to end of the window open now; and it moves queued
+// scheduled jobs whose window closed to the next one. It also refreshes the backlog, pause
 // and dead-letter gauges and prunes the job history. Running it on two
 // replicas at once queues no duplicate (the catalog keeps one QUEUED job
 // per collection), so it is safe outside the leader lease. It returns the

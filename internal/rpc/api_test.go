@@ -986,6 +986,47 @@ func testControls(t *testing.T, c clients) {
 	_, err = c.ctl.UpdateCollectionSettings(ctx, connect.NewRequest(&compactorv1.UpdateCollectionSettingsRequest{CollectionId: uuid.NewString()}))
 	wantCode(t, err, connect.CodeNotFound)
 
+	// The scheduling policy: only the fields given change.
+	pol, err := c.ctl.SetCollectionPolicy(ctx, connect.NewRequest(&compactorv1.SetCollectionPolicyRequest{
+		CollectionId: coll.GetId(), Priority: compactorv1.PriorityClass_PRIORITY_CLASS_LOW,
+		CompactionWindows: &compactorv1.CompactionWindows{Windows: []string{"Mon-Fri 01:00-05:00 Europe/Berlin"}},
+		ObjectiveMaxAge:   durationpb.New(10 * time.Minute), ObjectiveMaxBacklog: proto.Int64(50_000), ThroughputShare: proto.Float64(0.25),
+	}))
+	if err != nil {
+		t.Fatalf("SetCollectionPolicy: %v", err)
+	}
+	if got := pol.Msg.GetCollection(); got.GetPriority() != compactorv1.PriorityClass_PRIORITY_CLASS_LOW ||
+		len(got.GetCompactionWindows()) != 1 || got.GetObjectiveMaxAge().AsDuration() != 10*time.Minute || got.GetObjectiveMaxBacklog() != 50_000 || got.GetThroughputShare() != 0.25 {
+		t.Fatalf("collection after SetCollectionPolicy: %v", got)
+	}
+	pol, err = c.ctl.SetCollectionPolicy(ctx, connect.NewRequest(&compactorv1.SetCollectionPolicyRequest{
+		CollectionId: coll.GetId(), CompactionWindows: &compactorv1.CompactionWindows{}}))
+	if err != nil || pol.Msg.GetCollection().GetPriority() != compactorv1.PriorityClass_PRIORITY_CLASS_LOW ||
+		len(pol.Msg.GetCollection().GetCompactionWindows()) != 0 || pol.Msg.GetCollection().GetObjectiveMaxBacklog() != 50_000 {
+		t.Fatalf("after removing the windows: %v, %v; want the rest unchanged", pol, err)
+	}
+	if _, e := planOf(false); e.GetPriority() != compactorv1.PriorityClass_PRIORITY_CLASS_LOW || !e.GetWindowOpen() {
+		t.Errorf("plan entry %v; want priority LOW, window open", e)
+	}
+	_, err = c.ctl.SetCollectionPolicy(ctx, connect.NewRequest(&compactorv1.SetCollectionPolicyRequest{
+		CollectionId: coll.GetId(), CompactionWindows: &compactorv1.CompactionWindows{Windows: []string{"Mon-Fry 01:00-05:00"}}}))
+	wantCode(t, err, connect.CodeInvalidArgument)
+	if err == nil || !strings.Contains(err.Error(), `unknown day "Fry"`) {
+		t.Errorf("a bad window: %v; want the message to name the bad day", err)
+	}
+	for _, bad := range []*compactorv1.SetCollectionPolicyRequest{
+		{CollectionId: coll.GetId(), Priority: compactorv1.PriorityClass(9)},
+		{CollectionId: coll.GetId(), ObjectiveMaxAge: durationpb.New(time.Millisecond)},
+		{CollectionId: coll.GetId(), ObjectiveMaxBacklog: proto.Int64(-1)},
+		{CollectionId: coll.GetId(), ThroughputShare: proto.Float64(1.5)},
+		{CollectionId: "not-a-uuid"},
+	} {
+		_, err = c.ctl.SetCollectionPolicy(ctx, connect.NewRequest(bad))
+		wantCode(t, err, connect.CodeInvalidArgument)
+	}
+	_, err = c.ctl.SetCollectionPolicy(ctx, connect.NewRequest(&compactorv1.SetCollectionPolicyRequest{CollectionId: uuid.NewString(), Priority: compactorv1.PriorityClass_PRIORITY_CLASS_LOW}))
+	wantCode(t, err, connect.CodeNotFound)
+
 	// The throughput cap: set for every node, then removed.
 	tp, err := c.ctl.SetThroughput(ctx, connect.NewRequest(&compactorv1.SetThroughputRequest{BytesPerSecond: 50 << 20, Operator: "ops"}))
 	if err != nil {

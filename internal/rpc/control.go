@@ -12,6 +12,7 @@ import (
 	"github.com/compactorhq/compactor/gen/compactor/v1/compactorv1connect"
 	"github.com/compactorhq/compactor/internal/catalog"
 	"github.com/compactorhq/compactor/internal/manager"
+	"github.com/compactorhq/compactor/internal/window"
 )
 
 // Controller is what the ControlService handlers need of the manager.
@@ -23,6 +24,8 @@ type Controller interface {
 	SetCollectionSettings(ctx context.Context, collectionID string, s catalog.CollectionSettings) (catalog.Collection, error)
 	MaxThroughput(ctx context.Context) (manager.Throughput, error)
 	SetMaxThroughput(ctx context.Context, bytesPerSecond int64, by string) (manager.Throughput, error)
+	SetCollectionPolicy(ctx context.Context, collectionID string, u catalog.PolicyUpdate) (catalog.Collection, error)
+	ServerWindows() (windows []string, onClose string)
 }
 
 var _ compactorv1connect.ControlServiceHandler = (*Service)(nil)
@@ -109,7 +112,9 @@ func (s *Service) GetControls(ctx context.Context, _ *connect.Request[compactorv
 	if err != nil {
 		return nil, s.fail(ctx, proc, err)
 	}
-	return connect.NewResponse(&compactorv1.GetControlsResponse{Pause: pauseToProto(p), PausedCollections: int32(paused), Throughput: throughputToProto(tp)}), nil
+	windows, onClose := s.ctl.ServerWindows()
+	return connect.NewResponse(&compactorv1.GetControlsResponse{Pause: pauseToProto(p), PausedCollections: int32(paused), Throughput: throughputToProto(tp),
+		CompactionWindows: windows, WindowClose: onClose}), nil
 }
 
 // SetThroughput implements ControlService.SetThroughput.
@@ -145,9 +150,17 @@ func (s *Service) PlanCompactions(ctx context.Context, req *connect.Request[comp
 			Backlog: e.Collection.Backlog(), OldestUncompactedTime: ts(e.Collection.OldestUncompactedAt),
 			MinCompactionSize: e.MinCompactionSize, MaxUncompactedAge: durationpb.New(e.MaxUncompactedAge),
 			RetryTime: ts(e.RetryAfter), EstimateError: e.EstimateError,
+			Priority: priorityToProto[e.Priority], FreshnessDebt: e.Freshness.Debt,
+			CompactionWindows: e.Window.Windows, WindowOpen: e.Window.Open,
+			NextWindowStart: ts(e.Window.NextStart), NextWindowEnd: ts(e.Window.NextEnd),
 		}
 		if x := e.Estimate; x != nil {
-			pe.Estimate = &compactorv1.JobEstimate{Records: x.OpRecords, BlocksTotal: int32(x.BlocksTotal), BlocksToRewrite: int32(x.BlocksToRewrite), BytesToRewrite: x.BytesToRewrite}
+			pe.Estimate = &compactorv1.JobEstimate{Records: x.OpRecords, BlocksTotal: int32(x.BlocksTotal), BlocksToRewrite: int32(x.BlocksToRewrite), BytesToRewrite: x.BytesToRewrite,
+				Indexed: x.Indexed, VectorsToInsert: x.VectorsToInsert, VectorsToDelete: x.VectorsToDelete,
+				IndexFullBuild: x.IndexFullBuild, IndexFullBuildReason: x.IndexFullBuildReason}
+		}
+		if j := e.IndexRebuild; j != nil {
+			pe.IndexRebuild = jobToProto(manager.Job{Job: *j})
 		}
 		out.Entries = append(out.Entries, pe)
 	}
@@ -180,6 +193,74 @@ func (s *Service) UpdateCollectionSettings(ctx context.Context, req *connect.Req
 	return connect.NewResponse(&compactorv1.UpdateCollectionSettingsResponse{Collection: collectionToProto(c)}), nil
 }
 
+// SetCollectionPolicy implements ControlService.SetCollectionPolicy.
+func (s *Service) SetCollectionPolicy(ctx context.Context, req *connect.Request[compactorv1.SetCollectionPolicyRequest]) (*connect.Response[compactorv1.SetCollectionPolicyResponse], error) {
+	m := req.Msg
+	if err := checkID("collection_id", m.GetCollectionId()); err != nil {
+		return nil, err
+	}
+	var u catalog.PolicyUpdate
+	if p := m.GetPriority(); p != compactorv1.PriorityClass_PRIORITY_CLASS_UNSPECIFIED {
+		class, ok := priorityFromProto[p]
+		if !ok {
+			return nil, invalidArgument("priority", "is %d; want CRITICAL, NORMAL or LOW", int32(p))
+		}
+		u.Priority = &class
+	}
+	if w := m.GetCompactionWindows(); w != nil {
+		if len(w.GetWindows()) > catalog.MaxCollectionWindows {
+			return nil, invalidArgument("compaction_windows", "has %d windows, more than %d", len(w.GetWindows()), catalog.MaxCollectionWindows)
+		}
+		if _, err := window.ParseSet(w.GetWindows()); err != nil {
+			return nil, invalidArgument("compaction_windows", "%v", err)
+		}
+		ws := append([]string{}, w.GetWindows()...)
+		u.Windows = &ws
+	}
+	if d := m.GetObjectiveMaxAge(); d != nil {
+		if err := d.CheckValid(); err != nil {
+			return nil, invalidArgument("objective_max_age", "%v", err)
+		}
+		age := d.AsDuration()
+		if age < 0 || (age > 0 && age < time.Second) {
+			return nil, invalidArgument("objective_max_age", "is %s; want 0 (none) or at least 1s", age)
+		}
+		u.ObjectiveMaxAge = &age
+	}
+	if m.ObjectiveMaxBacklog != nil {
+		n := m.GetObjectiveMaxBacklog()
+		if n < 0 {
+			return nil, invalidArgument("objective_max_backlog", "is %d; want 0 (none) or a positive number of records", n)
+		}
+		u.ObjectiveMaxBacklog = &n
+	}
+	if m.ThroughputShare != nil {
+		sh := m.GetThroughputShare()
+		if !(sh >= 0 && sh <= 1) {
+			return nil, invalidArgument("throughput_share", "is %v; want 0 (none) or a fraction in (0, 1]", sh)
+		}
+		u.ThroughputShare = &sh
+	}
+	c, err := s.ctl.SetCollectionPolicy(ctx, m.GetCollectionId(), u)
+	if err != nil {
+		return nil, s.fail(ctx, compactorv1connect.ControlServiceSetCollectionPolicyProcedure, err)
+	}
+	return connect.NewResponse(&compactorv1.SetCollectionPolicyResponse{Collection: collectionToProto(c)}), nil
+}
+
+var (
+	priorityToProto = map[catalog.PriorityClass]compactorv1.PriorityClass{
+		catalog.PriorityCritical: compactorv1.PriorityClass_PRIORITY_CLASS_CRITICAL,
+		catalog.PriorityNormal:   compactorv1.PriorityClass_PRIORITY_CLASS_NORMAL,
+		catalog.PriorityLow:      compactorv1.PriorityClass_PRIORITY_CLASS_LOW,
+	}
+	priorityFromProto = map[compactorv1.PriorityClass]catalog.PriorityClass{
+		compactorv1.PriorityClass_PRIORITY_CLASS_CRITICAL: catalog.PriorityCritical,
+		compactorv1.PriorityClass_PRIORITY_CLASS_NORMAL:   catalog.PriorityNormal,
+		compactorv1.PriorityClass_PRIORITY_CLASS_LOW:      catalog.PriorityLow,
+	}
+)
+
 func pauseToProto(p manager.PauseState) *compactorv1.PauseState {
 	return &compactorv1.PauseState{Paused: p.Paused, Reason: p.Reason, PausedBy: p.By, PauseTime: ts(p.Since)}
 }
@@ -204,6 +285,8 @@ func decisionToProto(d manager.Decision) compactorv1.PlanDecision {
 		return compactorv1.PlanDecision_PLAN_DECISION_BELOW_THRESHOLDS
 	case manager.DecideEmpty:
 		return compactorv1.PlanDecision_PLAN_DECISION_EMPTY
+	case manager.DecideOutsideWindow:
+		return compactorv1.PlanDecision_PLAN_DECISION_OUTSIDE_WINDOW
 	}
 	return compactorv1.PlanDecision_PLAN_DECISION_UNSPECIFIED
 }

@@ -68,6 +68,7 @@ var kindToProto = map[jobtype.Kind]compactorv1.JobKind{
 	jobtype.KindCompaction:   compactorv1.JobKind_JOB_KIND_COMPACTION,
 	jobtype.KindIndexRebuild: compactorv1.JobKind_JOB_KIND_INDEX_REBUILD,
 	jobtype.KindVerify:       compactorv1.JobKind_JOB_KIND_VERIFY,
+	jobtype.KindRollback:     compactorv1.JobKind_JOB_KIND_ROLLBACK,
 }
 
 // jobKindToProto is k's enum value; "" is a compaction, an unknown kind
@@ -194,9 +195,16 @@ func collectionToProto(c catalog.Collection) *compactorv1.Collection {
 		MinCompactionSize:     c.Settings.MinCompactionSize,
 		Distance:              distanceToProto[c.Index.Distance],
 		Index:                 indexToProto(c.Index),
+		Priority:              priorityToProto[c.Policy.Priority],
+		CompactionWindows:     c.Policy.Windows,
+		ObjectiveMaxBacklog:   c.Policy.ObjectiveMaxBacklog,
+		ThroughputShare:       c.Policy.ThroughputShare,
 	}
 	if c.Settings.MaxUncompactedAge > 0 {
 		p.MaxUncompactedAge = durationpb.New(c.Settings.MaxUncompactedAge)
+	}
+	if c.Policy.ObjectiveMaxAge > 0 {
+		p.ObjectiveMaxAge = durationpb.New(c.Policy.ObjectiveMaxAge)
 	}
 	return p
 }

@@ -15,6 +15,9 @@ import (
 type Throttle struct {
 	lim *rate.Limiter
 	bps atomic.Int64
+	// writers counts the compactions writing through it (Enter), for
+	// throughput shares (throttle_share.go).
+	writers atomic.Int32
 }
 
 // minBurst is the smallest slice of a Put that waits for tokens: small
@@ -93,6 +96,9 @@ type throttledBlobs struct {
 }
 
 func (b throttledBlobs) Put(ctx context.Context, key string, data []byte) error {
+	if err := b.t.waitShare(ctx, len(data)); err != nil {
+		return err
+	}
 	if err := b.t.wait(ctx, len(data)); err != nil {
 		return err
 	}

@@ -17,15 +17,38 @@ import (
 type executor struct {
 	c        *compaction.Compactor
 	throttle *segment.Throttle // caps the bytes per second compactions write
+	// collections reads a job's collection for its throughput share.
+	collections interface {
+		GetCollection(ctx context.Context, id string) (catalog.Collection, error)
+	}
 }
 
 // SetMaxThroughput implements manager.Throttler.
 func (e executor) SetMaxThroughput(bytesPerSecond int64) { e.throttle.SetLimit(bytesPerSecond) }
 
 // Prepare implements manager.Executor: a compaction up to its manifest.
+// Its writes count toward the throttle's writers, and a collection with a
+// throughput share writes at most that share of the cap while another
+// compaction writes on this node.
 func (e executor) Prepare(ctx context.Context, j catalog.Job, progress func(manager.Progress)) (manager.Prepared, error) {
-	p, err := e.c.Prepare(ctx, j.CollectionID, compaction.Options{Progress: progress, JobID: j.ID})
+	leave := e.throttle.Enter()
+	defer leave()
+	p, err := e.c.Prepare(e.shareContext(ctx, j), j.CollectionID, compaction.Options{Progress: progress, JobID: j.ID})
 	return prepared{p}, err
+}
+
+// shareContext is ctx carrying the throughput share of job j's collection,
+// if it has one. A failed read is the compaction's to report (it reads the
+// collection first): the job then runs without a share.
+func (e executor) shareContext(ctx context.Context, j catalog.Job) context.Context {
+	if e.collections == nil {
+		return ctx
+	}
+	c, err := e.collections.GetCollection(ctx, j.CollectionID)
+	if err != nil {
+		return ctx
+	}
+	return e.throttle.WithShare(ctx, c.Policy.ThroughputShare)
 }
 
 // prepared adapts a compaction.Prepared to the manager's Prepared.

@@ -336,6 +336,7 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (_ *App, err err
 	a.Catalog, err = catalog.Open(ctx, catalog.Config{
 		Driver: driver, DSN: cfg.CatalogDSN, Exclusive: true, Holder: holder(cfg),
 		ReserveBytes: cfg.CatalogReserveBytes, Logger: logger.With("component", "catalog"),
+		PriorityAging: cfg.Manager.PriorityAging,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("--catalog %s: %w", where, err)
@@ -374,7 +375,7 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (_ *App, err err
 	if mcfg.Version == "" {
 		mcfg.Version = buildinfo.Get().Version
 	}
-	exec := executor{c: a.Compactor, throttle: throttle}
+	exec := executor{c: a.Compactor, throttle: throttle, collections: a.Catalog}
 	a.Manager, err = manager.New(traced, exec, mcfg, a.Registry, logger.With("component", "manager"),
 		manager.WithExecutor(jobtype.KindIndexRebuild, rebuildExecutor{exec}),
 		manager.WithExecutor(jobtype.KindVerify, verifyExecutor{exec, segment.NewThrottle(cfg.Scrub.MaxThroughput)}))
@@ -384,7 +385,7 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (_ *App, err err
 	a.probe = newBlobProbe(a.blobs, a.Manager.Node(), logger.With("component", "blobs"))
 	a.Manager.SetClaimGate(a.claimGate)
 	a.Deleter = manager.NewDeleter(a.Manager, collectionStorage{c: a.Compactor, blobDir: fileBlobDir(cfg.BlobURL), log: logger.With("component", "storage")})
-	recs := records{Compactor: a.Compactor, del: a.Deleter}
+	recs := records{Compactor: a.Compactor, del: a.Deleter, node: a.Manager.Node()}
 	a.Service = rpc.NewService(a.Manager, a.Manager, pushNotifier{traced, a.Manager, logger.With("component", "rpc")}, recs,
 		catalog.AppendLimits{MaxBacklog: cfg.MaxBacklog, KeyWindow: cfg.PushKeyWindow}, logger.With("component", "rpc"))
 	// Without a tracer (no OTLP export configured) no span would be

@@ -23,6 +23,7 @@ const (
 	Nothing        = "a0000008-0000-4000-8000-000000000000" // Debian, nothing to compact
 	OldFailure     = "a0000009-0000-4000-8000-000000000000" // Hostile, failed 2 days ago
 	OlderSuccess   = "a0000010-0000-4000-8000-000000000000" // Orders, 3 h ago
+	Rollback       = "a0000011-0000-4000-8000-000000000000" // Orders' rollback to version 10 (a version's job only)
 
 	HostileName   = "<script>alert(1)</script>"
 	HostileReason = "He said \"stop\"\nthen <b>left</b> & 'went' <img src=x onerror=alert(2)>"
@@ -47,6 +48,16 @@ func Fixture() *Source {
 			SegmentBytes: 8650752, BlockCount: 13, VersionsKept: 3,
 			Index: web.CollectionIndex{Distance: "cosine", M: 16, EfConstruction: 200, EfSearch: 100, Built: true,
 				Vectors: 50000, Tombstones: 1250, Bytes: 15400000, Build: "incremental", BuiltAt: ago(5 * time.Minute), BuildSeconds: 0.84},
+			// Version 12 rolled back to 10, undoing 11; 9 retired.
+			Versions: []web.CollectionVersion{
+				{Version: 12, CreatedAt: ago(5 * time.Minute), OffsetStart: 60500, CompactionOffset: 60000, RecordCount: 50000, SegmentBytes: 8650752, BlockCount: 13,
+					Current: true, Kept: true, RollbackOf: 10, Reason: "version 11 dropped records", CreatedBy: "alice@ops", JobID: Rollback},
+				{Version: 11, CreatedAt: ago(time.Hour), OffsetStart: 60000, CompactionOffset: 60500, JobID: Succeeded, RecordCount: 49000, SegmentBytes: 8400000, BlockCount: 13,
+					Kept: true, Digest: "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08", Verification: "verified"},
+				{Version: 10, CreatedAt: ago(3 * time.Hour), OffsetStart: 59000, CompactionOffset: 60000, JobID: OlderSuccess, RecordCount: 50000, SegmentBytes: 8650752, BlockCount: 13, Kept: true},
+				{Version: 9, CreatedAt: ago(6 * time.Hour), OffsetStart: -1, CompactionOffset: 59000, RecordCount: 49500, SegmentBytes: 8500000, BlockCount: 13},
+			},
+			Priority: "critical", ObjectiveMaxBacklog: 1000, FreshnessDebt: 1.2, ThroughputShare: 0.5,
 		},
 		{
 			ID: Hostile, Name: HostileName, Dimension: 8, Backlog: 300, RecordCount: 10, SegmentVersion: 2,
@@ -54,6 +65,11 @@ func Fixture() *Source {
 			DeadLetteredAt: ago(2 * time.Hour), OldestUncompactedAt: ago(3 * time.Hour),
 			LastCompactedAt: ago(48 * time.Hour), CreatedAt: ago(10 * 24 * time.Hour),
 			Index: web.CollectionIndex{Disabled: true, Distance: "l2", M: 16, EfConstruction: 200, EfSearch: 100},
+			Versions: []web.CollectionVersion{
+				{Version: 2, CreatedAt: ago(48 * time.Hour), OffsetStart: 20, CompactionOffset: 10, RecordCount: 10, Current: true, Kept: true,
+					RollbackOf: 1, Reason: HostileReason, CreatedBy: HostileName},
+				{Version: 1, CreatedAt: ago(50 * time.Hour), OffsetStart: 0, CompactionOffset: 10, JobID: Failed, RecordCount: 10, Kept: true, Digest: HostileName},
+			},
 		},
 		{
 			ID: Debian, Name: "debian-packages", Dimension: 64, RecordCount: 123456, SegmentVersion: 40,
@@ -64,6 +80,7 @@ func Fixture() *Source {
 			ID: Users, Name: "users", Dimension: 16, Backlog: 45, RecordCount: 900, SegmentVersion: 3,
 			LogPosition: 945, CompactionOffset: 900, OldestUncompactedAt: ago(40 * time.Second),
 			LastCompactedAt: ago(10 * time.Minute), CreatedAt: ago(5 * 24 * time.Hour),
+			Priority: "low", Windows: []string{"Mon-Fri 01:00-05:00 Europe/Berlin"}, ObjectiveMaxAge: 10 * time.Minute, FreshnessDebt: 0.07,
 		},
 	}
 	jobs := []web.Job{
@@ -133,8 +150,14 @@ func Fixture() *Source {
 		{Name: "node-b", Address: "10.0.0.2:7070", Version: "v1.4.0", StartedAt: ago(5 * time.Hour), HeartbeatAt: ago(40 * time.Minute)},
 	})
 	s.SetPlan([]web.PlanEntry{
-		{CollectionID: Orders, CollectionName: "orders", Decision: "run", Reason: "backlog of 1200 records (minimum 10)", Backlog: 1200},
-		{CollectionID: Hostile, CollectionName: HostileName, Decision: "dead-lettered", Reason: "dead-lettered after 5 consecutive failures", Backlog: 345},
+		{CollectionID: Orders, CollectionName: "orders", Decision: "run", Reason: "backlog of 1200 records (minimum 10)", Backlog: 1200,
+			Priority: "critical", FreshnessDebt: 1.2, WindowOpen: true},
+		{CollectionID: Hostile, CollectionName: HostileName, Decision: "dead-lettered", Reason: "dead-lettered after 5 consecutive failures", Backlog: 345,
+			Priority: "normal", WindowOpen: true},
+		{CollectionID: Users, CollectionName: "users", Decision: "outside-window",
+			Reason: "backlog of 45 records (minimum 10); outside its compaction windows until 2026-12-01T00:00:00Z", Backlog: 45,
+			Priority: "low", FreshnessDebt: 0.07, Windows: []string{"Mon-Fri 01:00-05:00 Europe/Berlin"},
+			NextWindowStart: now.Add(12 * time.Hour), NextWindowEnd: now.Add(16 * time.Hour)},
 	})
 	var pts []web.Point
 	for i, v := range []float64{0, 150, 420, 800, 760, 200, 90, 300, 650, 980, 1100, 1200} {

@@ -48,21 +48,25 @@ const (
 	PlanDecision_PLAN_DECISION_BELOW_THRESHOLDS PlanDecision = 8
 	// Skipped: nothing to compact.
 	PlanDecision_PLAN_DECISION_EMPTY PlanDecision = 9
+	// Skipped until its next compaction window: it would run, but none of
+	// its windows is open (see next_window_start).
+	PlanDecision_PLAN_DECISION_OUTSIDE_WINDOW PlanDecision = 10
 )
 
 // Enum value maps for PlanDecision.
 var (
 	PlanDecision_name = map[int32]string{
-		0: "PLAN_DECISION_UNSPECIFIED",
-		1: "PLAN_DECISION_RUN",
-		2: "PLAN_DECISION_PAUSED",
-		3: "PLAN_DECISION_COLLECTION_PAUSED",
-		4: "PLAN_DECISION_DEAD_LETTERED",
-		5: "PLAN_DECISION_BACKING_OFF",
-		6: "PLAN_DECISION_RUNNING",
-		7: "PLAN_DECISION_QUEUED",
-		8: "PLAN_DECISION_BELOW_THRESHOLDS",
-		9: "PLAN_DECISION_EMPTY",
+		0:  "PLAN_DECISION_UNSPECIFIED",
+		1:  "PLAN_DECISION_RUN",
+		2:  "PLAN_DECISION_PAUSED",
+		3:  "PLAN_DECISION_COLLECTION_PAUSED",
+		4:  "PLAN_DECISION_DEAD_LETTERED",
+		5:  "PLAN_DECISION_BACKING_OFF",
+		6:  "PLAN_DECISION_RUNNING",
+		7:  "PLAN_DECISION_QUEUED",
+		8:  "PLAN_DECISION_BELOW_THRESHOLDS",
+		9:  "PLAN_DECISION_EMPTY",
+		10: "PLAN_DECISION_OUTSIDE_WINDOW",
 	}
 	PlanDecision_value = map[string]int32{
 		"PLAN_DECISION_UNSPECIFIED":       0,
@@ -75,6 +79,7 @@ var (
 		"PLAN_DECISION_QUEUED":            7,
 		"PLAN_DECISION_BELOW_THRESHOLDS":  8,
 		"PLAN_DECISION_EMPTY":             9,
+		"PLAN_DECISION_OUTSIDE_WINDOW":    10,
 	}
 )
 
@@ -105,6 +110,194 @@ func (PlanDecision) EnumDescriptor() ([]byte, []int) {
 	return file_compactor_v1_control_proto_rawDescGZIP(), []int{0}
 }
 
+// Request of ControlService.SetCollectionPolicy.
+type SetCollectionPolicyRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The collection's id (a UUID).
+	CollectionId string `protobuf:"bytes,1,opt,name=collection_id,json=collectionId,proto3" json:"collection_id,omitempty"`
+	// The new priority class; UNSPECIFIED leaves it unchanged.
+	Priority PriorityClass `protobuf:"varint,2,opt,name=priority,proto3,enum=compactor.v1.PriorityClass" json:"priority,omitempty"`
+	// The new compaction windows, "[DAYS] HH:MM-HH:MM [ZONE]" each (UTC
+	// without a zone); unset leaves them unchanged, an empty list removes them
+	// (the server's --compaction-window apply again).
+	CompactionWindows *CompactionWindows `protobuf:"bytes,3,opt,name=compaction_windows,json=compactionWindows,proto3" json:"compaction_windows,omitempty"`
+	// The new age objective; unset leaves it unchanged, zero removes it.
+	ObjectiveMaxAge *durationpb.Duration `protobuf:"bytes,4,opt,name=objective_max_age,json=objectiveMaxAge,proto3" json:"objective_max_age,omitempty"`
+	// The new backlog objective (records); unset leaves it unchanged, 0
+	// removes it.
+	ObjectiveMaxBacklog *int64 `protobuf:"varint,5,opt,name=objective_max_backlog,json=objectiveMaxBacklog,proto3,oneof" json:"objective_max_backlog,omitempty"`
+	// The new throughput share, 0 < share <= 1: the fraction of the
+	// throughput cap its compactions may write while another compaction
+	// writes on the same node; unset leaves it unchanged, 0 removes it.
+	ThroughputShare *float64 `protobuf:"fixed64,6,opt,name=throughput_share,json=throughputShare,proto3,oneof" json:"throughput_share,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *SetCollectionPolicyRequest) Reset() {
+	*x = SetCollectionPolicyRequest{}
+	mi := &file_compactor_v1_control_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetCollectionPolicyRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetCollectionPolicyRequest) ProtoMessage() {}
+
+func (x *SetCollectionPolicyRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_compactor_v1_control_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetCollectionPolicyRequest.ProtoReflect.Descriptor instead.
+func (*SetCollectionPolicyRequest) Descriptor() ([]byte, []int) {
+	return file_compactor_v1_control_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *SetCollectionPolicyRequest) GetCollectionId() string {
+	if x != nil {
+		return x.CollectionId
+	}
+	return ""
+}
+
+func (x *SetCollectionPolicyRequest) GetPriority() PriorityClass {
+	if x != nil {
+		return x.Priority
+	}
+	return PriorityClass_PRIORITY_CLASS_UNSPECIFIED
+}
+
+func (x *SetCollectionPolicyRequest) GetCompactionWindows() *CompactionWindows {
+	if x != nil {
+		return x.CompactionWindows
+	}
+	return nil
+}
+
+func (x *SetCollectionPolicyRequest) GetObjectiveMaxAge() *durationpb.Duration {
+	if x != nil {
+		return x.ObjectiveMaxAge
+	}
+	return nil
+}
+
+func (x *SetCollectionPolicyRequest) GetObjectiveMaxBacklog() int64 {
+	if x != nil && x.ObjectiveMaxBacklog != nil {
+		return *x.ObjectiveMaxBacklog
+	}
+	return 0
+}
+
+func (x *SetCollectionPolicyRequest) GetThroughputShare() float64 {
+	if x != nil && x.ThroughputShare != nil {
+		return *x.ThroughputShare
+	}
+	return 0
+}
+
+// CompactionWindows is a list of compaction windows.
+type CompactionWindows struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The windows, "[DAYS] HH:MM-HH:MM [ZONE]" each.
+	Windows       []string `protobuf:"bytes,1,rep,name=windows,proto3" json:"windows,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CompactionWindows) Reset() {
+	*x = CompactionWindows{}
+	mi := &file_compactor_v1_control_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CompactionWindows) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CompactionWindows) ProtoMessage() {}
+
+func (x *CompactionWindows) ProtoReflect() protoreflect.Message {
+	mi := &file_compactor_v1_control_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CompactionWindows.ProtoReflect.Descriptor instead.
+func (*CompactionWindows) Descriptor() ([]byte, []int) {
+	return file_compactor_v1_control_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *CompactionWindows) GetWindows() []string {
+	if x != nil {
+		return x.Windows
+	}
+	return nil
+}
+
+// Response of ControlService.SetCollectionPolicy.
+type SetCollectionPolicyResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The collection after the change.
+	Collection    *Collection `protobuf:"bytes,1,opt,name=collection,proto3" json:"collection,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetCollectionPolicyResponse) Reset() {
+	*x = SetCollectionPolicyResponse{}
+	mi := &file_compactor_v1_control_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetCollectionPolicyResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetCollectionPolicyResponse) ProtoMessage() {}
+
+func (x *SetCollectionPolicyResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_compactor_v1_control_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetCollectionPolicyResponse.ProtoReflect.Descriptor instead.
+func (*SetCollectionPolicyResponse) Descriptor() ([]byte, []int) {
+	return file_compactor_v1_control_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *SetCollectionPolicyResponse) GetCollection() *Collection {
+	if x != nil {
+		return x.Collection
+	}
+	return nil
+}
+
 // PauseState says whether and why automatic compaction is paused.
 type PauseState struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -122,7 +315,7 @@ type PauseState struct {
 
 func (x *PauseState) Reset() {
 	*x = PauseState{}
-	mi := &file_compactor_v1_control_proto_msgTypes[0]
+	mi := &file_compactor_v1_control_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -134,7 +327,7 @@ func (x *PauseState) String() string {
 func (*PauseState) ProtoMessage() {}
 
 func (x *PauseState) ProtoReflect() protoreflect.Message {
-	mi := &file_compactor_v1_control_proto_msgTypes[0]
+	mi := &file_compactor_v1_control_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -147,7 +340,7 @@ func (x *PauseState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseState.ProtoReflect.Descriptor instead.
 func (*PauseState) Descriptor() ([]byte, []int) {
-	return file_compactor_v1_control_proto_rawDescGZIP(), []int{0}
+	return file_compactor_v1_control_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *PauseState) GetPaused() bool {
@@ -194,7 +387,7 @@ type PauseCompactionsRequest struct {
 
 func (x *PauseCompactionsRequest) Reset() {
 	*x = PauseCompactionsRequest{}
-	mi := &file_compactor_v1_control_proto_msgTypes[1]
+	mi := &file_compactor_v1_control_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -206,7 +399,7 @@ func (x *PauseCompactionsRequest) String() string {
 func (*PauseCompactionsRequest) ProtoMessage() {}
 
 func (x *PauseCompactionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_compactor_v1_control_proto_msgTypes[1]
+	mi := &file_compactor_v1_control_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -219,7 +412,7 @@ func (x *PauseCompactionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseCompactionsRequest.ProtoReflect.Descriptor instead.
 func (*PauseCompactionsRequest) Descriptor() ([]byte, []int) {
-	return file_compactor_v1_control_proto_rawDescGZIP(), []int{1}
+	return file_compactor_v1_control_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *PauseCompactionsRequest) GetCollectionId() string {
@@ -256,7 +449,7 @@ type PauseCompactionsResponse struct {
 
 func (x *PauseCompactionsResponse) Reset() {
 	*x = PauseCompactionsResponse{}
-	mi := &file_compactor_v1_control_proto_msgTypes[2]
+	mi := &file_compactor_v1_control_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -268,7 +461,7 @@ func (x *PauseCompactionsResponse) String() string {
 func (*PauseCompactionsResponse) ProtoMessage() {}
 
 func (x *PauseCompactionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_compactor_v1_control_proto_msgTypes[2]
+	mi := &file_compactor_v1_control_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -281,7 +474,7 @@ func (x *PauseCompactionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseCompactionsResponse.ProtoReflect.Descriptor instead.
 func (*PauseCompactionsResponse) Descriptor() ([]byte, []int) {
-	return file_compactor_v1_control_proto_rawDescGZIP(), []int{2}
+	return file_compactor_v1_control_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *PauseCompactionsResponse) GetPause() *PauseState {
@@ -311,7 +504,7 @@ type ResumeCompactionsRequest struct {
 
 func (x *ResumeCompactionsRequest) Reset() {
 	*x = ResumeCompactionsRequest{}
-	mi := &file_compactor_v1_control_proto_msgTypes[3]
+	mi := &file_compactor_v1_control_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -323,7 +516,7 @@ func (x *ResumeCompactionsRequest) String() string {
 func (*ResumeCompactionsRequest) ProtoMessage() {}
 
 func (x *ResumeCompactionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_compactor_v1_control_proto_msgTypes[3]
+	mi := &file_compactor_v1_control_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -336,7 +529,7 @@ func (x *ResumeCompactionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeCompactionsRequest.ProtoReflect.Descriptor instead.
 func (*ResumeCompactionsRequest) Descriptor() ([]byte, []int) {
-	return file_compactor_v1_control_proto_rawDescGZIP(), []int{3}
+	return file_compactor_v1_control_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ResumeCompactionsRequest) GetCollectionId() string {
@@ -366,7 +559,7 @@ type ResumeCompactionsResponse struct {
 
 func (x *ResumeCompactionsResponse) Reset() {
 	*x = ResumeCompactionsResponse{}
-	mi := &file_compactor_v1_control_proto_msgTypes[4]
+	mi := &file_compactor_v1_control_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -378,7 +571,7 @@ func (x *ResumeCompactionsResponse) String() string {
 func (*ResumeCompactionsResponse) ProtoMessage() {}
 
 func (x *ResumeCompactionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_compactor_v1_control_proto_msgTypes[4]
+	mi := &file_compactor_v1_control_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -391,7 +584,7 @@ func (x *ResumeCompactionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeCompactionsResponse.ProtoReflect.Descriptor instead.
 func (*ResumeCompactionsResponse) Descriptor() ([]byte, []int) {
-	return file_compactor_v1_control_proto_rawDescGZIP(), []int{4}
+	return file_compactor_v1_control_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ResumeCompactionsResponse) GetPause() *PauseState {
@@ -417,7 +610,7 @@ type GetControlsRequest struct {
 
 func (x *GetControlsRequest) Reset() {
 	*x = GetControlsRequest{}
-	mi := &file_compactor_v1_control_proto_msgTypes[5]
+	mi := &file_compactor_v1_control_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -429,7 +622,7 @@ func (x *GetControlsRequest) String() string {
 func (*GetControlsRequest) ProtoMessage() {}
 
 func (x *GetControlsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_compactor_v1_control_proto_msgTypes[5]
+	mi := &file_compactor_v1_control_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -442,7 +635,7 @@ func (x *GetControlsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetControlsRequest.ProtoReflect.Descriptor instead.
 func (*GetControlsRequest) Descriptor() ([]byte, []int) {
-	return file_compactor_v1_control_proto_rawDescGZIP(), []int{5}
+	return file_compactor_v1_control_proto_rawDescGZIP(), []int{8}
 }
 
 // Response of ControlService.GetControls.
@@ -453,14 +646,20 @@ type GetControlsResponse struct {
 	// Collections whose own automatic compaction is paused.
 	PausedCollections int32 `protobuf:"varint,2,opt,name=paused_collections,json=pausedCollections,proto3" json:"paused_collections,omitempty"`
 	// The throughput cap.
-	Throughput    *ThroughputState `protobuf:"bytes,3,opt,name=throughput,proto3" json:"throughput,omitempty"`
+	Throughput *ThroughputState `protobuf:"bytes,3,opt,name=throughput,proto3" json:"throughput,omitempty"`
+	// The answering node's --compaction-window (collections without windows
+	// of their own follow them); empty: any time.
+	CompactionWindows []string `protobuf:"bytes,4,rep,name=compaction_windows,json=compactionWindows,proto3" json:"compaction_windows,omitempty"`
+	// What a scheduled job running when its window closes does: "finish" or
+	// "requeue" (--window-close).
+	WindowClose   string `protobuf:"bytes,5,opt,name=window_close,json=windowClose,proto3" json:"window_close,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GetControlsResponse) Reset() {
 	*x = GetControlsResponse{}
-	mi := &file_compactor_v1_control_proto_msgTypes[6]
+	mi := &file_compactor_v1_control_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -472,7 +671,7 @@ func (x *GetControlsResponse) String() string {
 func (*GetControlsResponse) ProtoMessage() {}
 
 func (x *GetControlsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_compactor_v1_control_proto_msgTypes[6]
+	mi := &file_compactor_v1_control_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -485,7 +684,7 @@ func (x *GetControlsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetControlsResponse.ProtoReflect.Descriptor instead.
 func (*GetControlsResponse) Descriptor() ([]byte, []int) {
-	return file_compactor_v1_control_proto_rawDescGZIP(), []int{6}
+	return file_compactor_v1_control_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *GetControlsResponse) GetPause() *PauseState {
@@ -509,6 +708,20 @@ func (x *GetControlsResponse) GetThroughput() *ThroughputState {
 	return nil
 }
 
+func (x *GetControlsResponse) GetCompactionWindows() []string {
+	if x != nil {
+		return x.CompactionWindows
+	}
+	return nil
+}
+
+func (x *GetControlsResponse) GetWindowClose() string {
+	if x != nil {
+		return x.WindowClose
+	}
+	return ""
+}
+
 // ThroughputState is the cap on bytes per second written by compactions.
 type ThroughputState struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -527,7 +740,7 @@ type ThroughputState struct {
 
 func (x *ThroughputState) Reset() {
 	*x = ThroughputState{}
-	mi := &file_compactor_v1_control_proto_msgTypes[7]
+	mi := &file_compactor_v1_control_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -539,7 +752,7 @@ func (x *ThroughputState) String() string {
 func (*ThroughputState) ProtoMessage() {}
 
 func (x *ThroughputState) ProtoReflect() protoreflect.Message {
-	mi := &file_compactor_v1_control_proto_msgTypes[7]
+	mi := &file_compactor_v1_control_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -552,7 +765,7 @@ func (x *ThroughputState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ThroughputState.ProtoReflect.Descriptor instead.
 func (*ThroughputState) Descriptor() ([]byte, []int) {
-	return file_compactor_v1_control_proto_rawDescGZIP(), []int{7}
+	return file_compactor_v1_control_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ThroughputState) GetBytesPerSecond() int64 {
@@ -596,7 +809,7 @@ type SetThroughputRequest struct {
 
 func (x *SetThroughputRequest) Reset() {
 	*x = SetThroughputRequest{}
-	mi := &file_compactor_v1_control_proto_msgTypes[8]
+	mi := &file_compactor_v1_control_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -608,7 +821,7 @@ func (x *SetThroughputRequest) String() string {
 func (*SetThroughputRequest) ProtoMessage() {}
 
 func (x *SetThroughputRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_compactor_v1_control_proto_msgTypes[8]
+	mi := &file_compactor_v1_control_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -621,7 +834,7 @@ func (x *SetThroughputRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetThroughputRequest.ProtoReflect.Descriptor instead.
 func (*SetThroughputRequest) Descriptor() ([]byte, []int) {
-	return file_compactor_v1_control_proto_rawDescGZIP(), []int{8}
+	return file_compactor_v1_control_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *SetThroughputRequest) GetBytesPerSecond() int64 {
@@ -649,7 +862,7 @@ type SetThroughputResponse struct {
 
 func (x *SetThroughputResponse) Reset() {
 	*x = SetThroughputResponse{}
-	mi := &file_compactor_v1_control_proto_msgTypes[9]
+	mi := &file_compactor_v1_control_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -661,7 +874,7 @@ func (x *SetThroughputResponse) String() string {
 func (*SetThroughputResponse) ProtoMessage() {}
 
 func (x *SetThroughputResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_compactor_v1_control_proto_msgTypes[9]
+	mi := &file_compactor_v1_control_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -674,7 +887,7 @@ func (x *SetThroughputResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetThroughputResponse.ProtoReflect.Descriptor instead.
 func (*SetThroughputResponse) Descriptor() ([]byte, []int) {
-	return file_compactor_v1_control_proto_rawDescGZIP(), []int{9}
+	return file_compactor_v1_control_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *SetThroughputResponse) GetThroughput() *ThroughputState {
@@ -697,7 +910,7 @@ type PlanCompactionsRequest struct {
 
 func (x *PlanCompactionsRequest) Reset() {
 	*x = PlanCompactionsRequest{}
-	mi := &file_compactor_v1_control_proto_msgTypes[10]
+	mi := &file_compactor_v1_control_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -709,7 +922,7 @@ func (x *PlanCompactionsRequest) String() string {
 func (*PlanCompactionsRequest) ProtoMessage() {}
 
 func (x *PlanCompactionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_compactor_v1_control_proto_msgTypes[10]
+	mi := &file_compactor_v1_control_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -722,7 +935,7 @@ func (x *PlanCompactionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanCompactionsRequest.ProtoReflect.Descriptor instead.
 func (*PlanCompactionsRequest) Descriptor() ([]byte, []int) {
-	return file_compactor_v1_control_proto_rawDescGZIP(), []int{10}
+	return file_compactor_v1_control_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *PlanCompactionsRequest) GetEstimate() bool {
@@ -748,7 +961,7 @@ type PlanCompactionsResponse struct {
 
 func (x *PlanCompactionsResponse) Reset() {
 	*x = PlanCompactionsResponse{}
-	mi := &file_compactor_v1_control_proto_msgTypes[11]
+	mi := &file_compactor_v1_control_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -760,7 +973,7 @@ func (x *PlanCompactionsResponse) String() string {
 func (*PlanCompactionsResponse) ProtoMessage() {}
 
 func (x *PlanCompactionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_compactor_v1_control_proto_msgTypes[11]
+	mi := &file_compactor_v1_control_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -773,7 +986,7 @@ func (x *PlanCompactionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanCompactionsResponse.ProtoReflect.Descriptor instead.
 func (*PlanCompactionsResponse) Descriptor() ([]byte, []int) {
-	return file_compactor_v1_control_proto_rawDescGZIP(), []int{11}
+	return file_compactor_v1_control_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *PlanCompactionsResponse) GetPlanTime() *timestamppb.Timestamp {
@@ -823,13 +1036,32 @@ type PlanEntry struct {
 	Estimate *JobEstimate `protobuf:"bytes,10,opt,name=estimate,proto3" json:"estimate,omitempty"`
 	// Why the estimate is missing, when it was asked and failed.
 	EstimateError string `protobuf:"bytes,11,opt,name=estimate_error,json=estimateError,proto3" json:"estimate_error,omitempty"`
+	// The collection's index rebuild job, queued or running (a job of its own
+	// kind beside the compactions); unset when there is none.
+	IndexRebuild *Job `protobuf:"bytes,12,opt,name=index_rebuild,json=indexRebuild,proto3" json:"index_rebuild,omitempty"`
+	// The collection's priority class.
+	Priority PriorityClass `protobuf:"varint,13,opt,name=priority,proto3,enum=compactor.v1.PriorityClass" json:"priority,omitempty"`
+	// The collection's freshness debt: the larger of the age of its oldest
+	// record over its age objective and its backlog over its backlog
+	// objective; 1 and more breaks an objective; 0 without objectives.
+	FreshnessDebt float64 `protobuf:"fixed64,14,opt,name=freshness_debt,json=freshnessDebt,proto3" json:"freshness_debt,omitempty"`
+	// The compaction windows in force (the collection's, else the server's);
+	// empty: scheduled jobs start at any time.
+	CompactionWindows []string `protobuf:"bytes,15,rep,name=compaction_windows,json=compactionWindows,proto3" json:"compaction_windows,omitempty"`
+	// Whether a window is open now (true without windows).
+	WindowOpen bool `protobuf:"varint,16,opt,name=window_open,json=windowOpen,proto3" json:"window_open,omitempty"`
+	// The window open now (start = the plan's time) or the next one; unset
+	// without windows.
+	NextWindowStart *timestamppb.Timestamp `protobuf:"bytes,17,opt,name=next_window_start,json=nextWindowStart,proto3" json:"next_window_start,omitempty"`
+	// When that window closes.
+	NextWindowEnd *timestamppb.Timestamp `protobuf:"bytes,18,opt,name=next_window_end,json=nextWindowEnd,proto3" json:"next_window_end,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *PlanEntry) Reset() {
 	*x = PlanEntry{}
-	mi := &file_compactor_v1_control_proto_msgTypes[12]
+	mi := &file_compactor_v1_control_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -841,7 +1073,7 @@ func (x *PlanEntry) String() string {
 func (*PlanEntry) ProtoMessage() {}
 
 func (x *PlanEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_compactor_v1_control_proto_msgTypes[12]
+	mi := &file_compactor_v1_control_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -854,7 +1086,7 @@ func (x *PlanEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanEntry.ProtoReflect.Descriptor instead.
 func (*PlanEntry) Descriptor() ([]byte, []int) {
-	return file_compactor_v1_control_proto_rawDescGZIP(), []int{12}
+	return file_compactor_v1_control_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *PlanEntry) GetCollectionId() string {
@@ -934,6 +1166,55 @@ func (x *PlanEntry) GetEstimateError() string {
 	return ""
 }
 
+func (x *PlanEntry) GetIndexRebuild() *Job {
+	if x != nil {
+		return x.IndexRebuild
+	}
+	return nil
+}
+
+func (x *PlanEntry) GetPriority() PriorityClass {
+	if x != nil {
+		return x.Priority
+	}
+	return PriorityClass_PRIORITY_CLASS_UNSPECIFIED
+}
+
+func (x *PlanEntry) GetFreshnessDebt() float64 {
+	if x != nil {
+		return x.FreshnessDebt
+	}
+	return 0
+}
+
+func (x *PlanEntry) GetCompactionWindows() []string {
+	if x != nil {
+		return x.CompactionWindows
+	}
+	return nil
+}
+
+func (x *PlanEntry) GetWindowOpen() bool {
+	if x != nil {
+		return x.WindowOpen
+	}
+	return false
+}
+
+func (x *PlanEntry) GetNextWindowStart() *timestamppb.Timestamp {
+	if x != nil {
+		return x.NextWindowStart
+	}
+	return nil
+}
+
+func (x *PlanEntry) GetNextWindowEnd() *timestamppb.Timestamp {
+	if x != nil {
+		return x.NextWindowEnd
+	}
+	return nil
+}
+
 // JobEstimate is what a compaction job would do, from the collection's
 // manifest and log.
 type JobEstimate struct {
@@ -949,13 +1230,23 @@ type JobEstimate struct {
 	// Bytes of those blocks, plus the version's mean bytes per record for each
 	// record outside every block.
 	BytesToRewrite int64 `protobuf:"varint,4,opt,name=bytes_to_rewrite,json=bytesToRewrite,proto3" json:"bytes_to_rewrite,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The vector index work, for a collection with indexing on (indexed):
+	// operation records that carry an embedding (vectors to insert) and DELETEs
+	// (vectors to tombstone), upper bounds for an incremental build, in
+	// vectors; index_full_build when the job builds the index from every record
+	// instead, and why.
+	Indexed              bool   `protobuf:"varint,5,opt,name=indexed,proto3" json:"indexed,omitempty"`
+	VectorsToInsert      int64  `protobuf:"varint,6,opt,name=vectors_to_insert,json=vectorsToInsert,proto3" json:"vectors_to_insert,omitempty"`
+	VectorsToDelete      int64  `protobuf:"varint,7,opt,name=vectors_to_delete,json=vectorsToDelete,proto3" json:"vectors_to_delete,omitempty"`
+	IndexFullBuild       bool   `protobuf:"varint,8,opt,name=index_full_build,json=indexFullBuild,proto3" json:"index_full_build,omitempty"`
+	IndexFullBuildReason string `protobuf:"bytes,9,opt,name=index_full_build_reason,json=indexFullBuildReason,proto3" json:"index_full_build_reason,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
 }
 
 func (x *JobEstimate) Reset() {
 	*x = JobEstimate{}
-	mi := &file_compactor_v1_control_proto_msgTypes[13]
+	mi := &file_compactor_v1_control_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -967,7 +1258,7 @@ func (x *JobEstimate) String() string {
 func (*JobEstimate) ProtoMessage() {}
 
 func (x *JobEstimate) ProtoReflect() protoreflect.Message {
-	mi := &file_compactor_v1_control_proto_msgTypes[13]
+	mi := &file_compactor_v1_control_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -980,7 +1271,7 @@ func (x *JobEstimate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobEstimate.ProtoReflect.Descriptor instead.
 func (*JobEstimate) Descriptor() ([]byte, []int) {
-	return file_compactor_v1_control_proto_rawDescGZIP(), []int{13}
+	return file_compactor_v1_control_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *JobEstimate) GetRecords() int64 {
@@ -1011,6 +1302,41 @@ func (x *JobEstimate) GetBytesToRewrite() int64 {
 	return 0
 }
 
+func (x *JobEstimate) GetIndexed() bool {
+	if x != nil {
+		return x.Indexed
+	}
+	return false
+}
+
+func (x *JobEstimate) GetVectorsToInsert() int64 {
+	if x != nil {
+		return x.VectorsToInsert
+	}
+	return 0
+}
+
+func (x *JobEstimate) GetVectorsToDelete() int64 {
+	if x != nil {
+		return x.VectorsToDelete
+	}
+	return 0
+}
+
+func (x *JobEstimate) GetIndexFullBuild() bool {
+	if x != nil {
+		return x.IndexFullBuild
+	}
+	return false
+}
+
+func (x *JobEstimate) GetIndexFullBuildReason() string {
+	if x != nil {
+		return x.IndexFullBuildReason
+	}
+	return ""
+}
+
 // Request of ControlService.UpdateCollectionSettings.
 type UpdateCollectionSettingsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1029,7 +1355,7 @@ type UpdateCollectionSettingsRequest struct {
 
 func (x *UpdateCollectionSettingsRequest) Reset() {
 	*x = UpdateCollectionSettingsRequest{}
-	mi := &file_compactor_v1_control_proto_msgTypes[14]
+	mi := &file_compactor_v1_control_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1041,7 +1367,7 @@ func (x *UpdateCollectionSettingsRequest) String() string {
 func (*UpdateCollectionSettingsRequest) ProtoMessage() {}
 
 func (x *UpdateCollectionSettingsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_compactor_v1_control_proto_msgTypes[14]
+	mi := &file_compactor_v1_control_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1054,7 +1380,7 @@ func (x *UpdateCollectionSettingsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateCollectionSettingsRequest.ProtoReflect.Descriptor instead.
 func (*UpdateCollectionSettingsRequest) Descriptor() ([]byte, []int) {
-	return file_compactor_v1_control_proto_rawDescGZIP(), []int{14}
+	return file_compactor_v1_control_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *UpdateCollectionSettingsRequest) GetCollectionId() string {
@@ -1089,7 +1415,7 @@ type UpdateCollectionSettingsResponse struct {
 
 func (x *UpdateCollectionSettingsResponse) Reset() {
 	*x = UpdateCollectionSettingsResponse{}
-	mi := &file_compactor_v1_control_proto_msgTypes[15]
+	mi := &file_compactor_v1_control_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1101,7 +1427,7 @@ func (x *UpdateCollectionSettingsResponse) String() string {
 func (*UpdateCollectionSettingsResponse) ProtoMessage() {}
 
 func (x *UpdateCollectionSettingsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_compactor_v1_control_proto_msgTypes[15]
+	mi := &file_compactor_v1_control_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1114,7 +1440,7 @@ func (x *UpdateCollectionSettingsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateCollectionSettingsResponse.ProtoReflect.Descriptor instead.
 func (*UpdateCollectionSettingsResponse) Descriptor() ([]byte, []int) {
-	return file_compactor_v1_control_proto_rawDescGZIP(), []int{15}
+	return file_compactor_v1_control_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *UpdateCollectionSettingsResponse) GetCollection() *Collection {
@@ -1128,7 +1454,22 @@ var File_compactor_v1_control_proto protoreflect.FileDescriptor
 
 const file_compactor_v1_control_proto_rawDesc = "" +
 	"\n" +
-	"\x1acompactor/v1/control.proto\x12\fcompactor.v1\x1a\x1dcompactor/v1/collection.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x94\x01\n" +
+	"\x1acompactor/v1/control.proto\x12\fcompactor.v1\x1a\x1dcompactor/v1/collection.proto\x1a\x1dcompactor/v1/compaction.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xa9\x03\n" +
+	"\x1aSetCollectionPolicyRequest\x12#\n" +
+	"\rcollection_id\x18\x01 \x01(\tR\fcollectionId\x127\n" +
+	"\bpriority\x18\x02 \x01(\x0e2\x1b.compactor.v1.PriorityClassR\bpriority\x12N\n" +
+	"\x12compaction_windows\x18\x03 \x01(\v2\x1f.compactor.v1.CompactionWindowsR\x11compactionWindows\x12E\n" +
+	"\x11objective_max_age\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\x0fobjectiveMaxAge\x127\n" +
+	"\x15objective_max_backlog\x18\x05 \x01(\x03H\x00R\x13objectiveMaxBacklog\x88\x01\x01\x12.\n" +
+	"\x10throughput_share\x18\x06 \x01(\x01H\x01R\x0fthroughputShare\x88\x01\x01B\x18\n" +
+	"\x16_objective_max_backlogB\x13\n" +
+	"\x11_throughput_share\"-\n" +
+	"\x11CompactionWindows\x12\x18\n" +
+	"\awindows\x18\x01 \x03(\tR\awindows\"W\n" +
+	"\x1bSetCollectionPolicyResponse\x128\n" +
+	"\n" +
+	"collection\x18\x01 \x01(\v2\x18.compactor.v1.CollectionR\n" +
+	"collection\"\x94\x01\n" +
 	"\n" +
 	"PauseState\x12\x16\n" +
 	"\x06paused\x18\x01 \x01(\bR\x06paused\x12\x16\n" +
@@ -1153,13 +1494,15 @@ const file_compactor_v1_control_proto_rawDesc = "" +
 	"\n" +
 	"collection\x18\x02 \x01(\v2\x18.compactor.v1.CollectionR\n" +
 	"collection\"\x14\n" +
-	"\x12GetControlsRequest\"\xb3\x01\n" +
+	"\x12GetControlsRequest\"\x85\x02\n" +
 	"\x13GetControlsResponse\x12.\n" +
 	"\x05pause\x18\x01 \x01(\v2\x18.compactor.v1.PauseStateR\x05pause\x12-\n" +
 	"\x12paused_collections\x18\x02 \x01(\x05R\x11pausedCollections\x12=\n" +
 	"\n" +
 	"throughput\x18\x03 \x01(\v2\x1d.compactor.v1.ThroughputStateR\n" +
-	"throughput\"\xc4\x01\n" +
+	"throughput\x12-\n" +
+	"\x12compaction_windows\x18\x04 \x03(\tR\x11compactionWindows\x12!\n" +
+	"\fwindow_close\x18\x05 \x01(\tR\vwindowClose\"\xc4\x01\n" +
 	"\x0fThroughputState\x12(\n" +
 	"\x10bytes_per_second\x18\x01 \x01(\x03R\x0ebytesPerSecond\x129\n" +
 	"\x19override_bytes_per_second\x18\x02 \x01(\x03R\x16overrideBytesPerSecond\x12\x15\n" +
@@ -1177,7 +1520,7 @@ const file_compactor_v1_control_proto_rawDesc = "" +
 	"\x17PlanCompactionsResponse\x127\n" +
 	"\tplan_time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\bplanTime\x12.\n" +
 	"\x05pause\x18\x02 \x01(\v2\x18.compactor.v1.PauseStateR\x05pause\x121\n" +
-	"\aentries\x18\x03 \x03(\v2\x17.compactor.v1.PlanEntryR\aentries\"\xab\x04\n" +
+	"\aentries\x18\x03 \x03(\v2\x17.compactor.v1.PlanEntryR\aentries\"\x9f\a\n" +
 	"\tPlanEntry\x12#\n" +
 	"\rcollection_id\x18\x01 \x01(\tR\fcollectionId\x12'\n" +
 	"\x0fcollection_name\x18\x02 \x01(\tR\x0ecollectionName\x126\n" +
@@ -1191,12 +1534,25 @@ const file_compactor_v1_control_proto_rawDesc = "" +
 	"retry_time\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\tretryTime\x125\n" +
 	"\bestimate\x18\n" +
 	" \x01(\v2\x19.compactor.v1.JobEstimateR\bestimate\x12%\n" +
-	"\x0eestimate_error\x18\v \x01(\tR\restimateError\"\xa0\x01\n" +
+	"\x0eestimate_error\x18\v \x01(\tR\restimateError\x126\n" +
+	"\rindex_rebuild\x18\f \x01(\v2\x11.compactor.v1.JobR\findexRebuild\x127\n" +
+	"\bpriority\x18\r \x01(\x0e2\x1b.compactor.v1.PriorityClassR\bpriority\x12%\n" +
+	"\x0efreshness_debt\x18\x0e \x01(\x01R\rfreshnessDebt\x12-\n" +
+	"\x12compaction_windows\x18\x0f \x03(\tR\x11compactionWindows\x12\x1f\n" +
+	"\vwindow_open\x18\x10 \x01(\bR\n" +
+	"windowOpen\x12F\n" +
+	"\x11next_window_start\x18\x11 \x01(\v2\x1a.google.protobuf.TimestampR\x0fnextWindowStart\x12B\n" +
+	"\x0fnext_window_end\x18\x12 \x01(\v2\x1a.google.protobuf.TimestampR\rnextWindowEnd\"\xf3\x02\n" +
 	"\vJobEstimate\x12\x18\n" +
 	"\arecords\x18\x01 \x01(\x03R\arecords\x12!\n" +
 	"\fblocks_total\x18\x02 \x01(\x05R\vblocksTotal\x12*\n" +
 	"\x11blocks_to_rewrite\x18\x03 \x01(\x05R\x0fblocksToRewrite\x12(\n" +
-	"\x10bytes_to_rewrite\x18\x04 \x01(\x03R\x0ebytesToRewrite\"\xc1\x01\n" +
+	"\x10bytes_to_rewrite\x18\x04 \x01(\x03R\x0ebytesToRewrite\x12\x18\n" +
+	"\aindexed\x18\x05 \x01(\bR\aindexed\x12*\n" +
+	"\x11vectors_to_insert\x18\x06 \x01(\x03R\x0fvectorsToInsert\x12*\n" +
+	"\x11vectors_to_delete\x18\a \x01(\x03R\x0fvectorsToDelete\x12(\n" +
+	"\x10index_full_build\x18\b \x01(\bR\x0eindexFullBuild\x125\n" +
+	"\x17index_full_build_reason\x18\t \x01(\tR\x14indexFullBuildReason\"\xc1\x01\n" +
 	"\x1fUpdateCollectionSettingsRequest\x12#\n" +
 	"\rcollection_id\x18\x01 \x01(\tR\fcollectionId\x12.\n" +
 	"\x13min_compaction_size\x18\x02 \x01(\x03R\x11minCompactionSize\x12I\n" +
@@ -1204,7 +1560,7 @@ const file_compactor_v1_control_proto_rawDesc = "" +
 	" UpdateCollectionSettingsResponse\x128\n" +
 	"\n" +
 	"collection\x18\x01 \x01(\v2\x18.compactor.v1.CollectionR\n" +
-	"collection*\xb5\x02\n" +
+	"collection*\xd7\x02\n" +
 	"\fPlanDecision\x12\x1d\n" +
 	"\x19PLAN_DECISION_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11PLAN_DECISION_RUN\x10\x01\x12\x18\n" +
@@ -1215,14 +1571,17 @@ const file_compactor_v1_control_proto_rawDesc = "" +
 	"\x15PLAN_DECISION_RUNNING\x10\x06\x12\x18\n" +
 	"\x14PLAN_DECISION_QUEUED\x10\a\x12\"\n" +
 	"\x1ePLAN_DECISION_BELOW_THRESHOLDS\x10\b\x12\x17\n" +
-	"\x13PLAN_DECISION_EMPTY\x10\t2\xec\x04\n" +
+	"\x13PLAN_DECISION_EMPTY\x10\t\x12 \n" +
+	"\x1cPLAN_DECISION_OUTSIDE_WINDOW\x10\n" +
+	"2\xd8\x05\n" +
 	"\x0eControlService\x12a\n" +
 	"\x10PauseCompactions\x12%.compactor.v1.PauseCompactionsRequest\x1a&.compactor.v1.PauseCompactionsResponse\x12d\n" +
 	"\x11ResumeCompactions\x12&.compactor.v1.ResumeCompactionsRequest\x1a'.compactor.v1.ResumeCompactionsResponse\x12X\n" +
 	"\rSetThroughput\x12\".compactor.v1.SetThroughputRequest\x1a#.compactor.v1.SetThroughputResponse\x12W\n" +
 	"\vGetControls\x12 .compactor.v1.GetControlsRequest\x1a!.compactor.v1.GetControlsResponse\"\x03\x90\x02\x01\x12c\n" +
 	"\x0fPlanCompactions\x12$.compactor.v1.PlanCompactionsRequest\x1a%.compactor.v1.PlanCompactionsResponse\"\x03\x90\x02\x01\x12y\n" +
-	"\x18UpdateCollectionSettings\x12-.compactor.v1.UpdateCollectionSettingsRequest\x1a..compactor.v1.UpdateCollectionSettingsResponseB\xb0\x01\n" +
+	"\x18UpdateCollectionSettings\x12-.compactor.v1.UpdateCollectionSettingsRequest\x1a..compactor.v1.UpdateCollectionSettingsResponse\x12j\n" +
+	"\x13SetCollectionPolicy\x12(.compactor.v1.SetCollectionPolicyRequest\x1a).compactor.v1.SetCollectionPolicyResponseB\xb0\x01\n" +
 	"\x10com.compactor.v1B\fControlProtoP\x01Z=github.com/compactorhq/compactor/gen/compactor/v1;compactorv1\xa2\x02\x03CXX\xaa\x02\fCompactor.V1\xca\x02\fCompactor\\V1\xe2\x02\x18Compactor\\V1\\GPBMetadata\xea\x02\rCompactor::V1b\x06proto3"
 
 var (
@@ -1238,66 +1597,81 @@ func file_compactor_v1_control_proto_rawDescGZIP() []byte {
 }
 
 var file_compactor_v1_control_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_compactor_v1_control_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
+var file_compactor_v1_control_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
 var file_compactor_v1_control_proto_goTypes = []any{
 	(PlanDecision)(0),                        // 0: compactor.v1.PlanDecision
-	(*PauseState)(nil),                       // 1: compactor.v1.PauseState
-	(*PauseCompactionsRequest)(nil),          // 2: compactor.v1.PauseCompactionsRequest
-	(*PauseCompactionsResponse)(nil),         // 3: compactor.v1.PauseCompactionsResponse
-	(*ResumeCompactionsRequest)(nil),         // 4: compactor.v1.ResumeCompactionsRequest
-	(*ResumeCompactionsResponse)(nil),        // 5: compactor.v1.ResumeCompactionsResponse
-	(*GetControlsRequest)(nil),               // 6: compactor.v1.GetControlsRequest
-	(*GetControlsResponse)(nil),              // 7: compactor.v1.GetControlsResponse
-	(*ThroughputState)(nil),                  // 8: compactor.v1.ThroughputState
-	(*SetThroughputRequest)(nil),             // 9: compactor.v1.SetThroughputRequest
-	(*SetThroughputResponse)(nil),            // 10: compactor.v1.SetThroughputResponse
-	(*PlanCompactionsRequest)(nil),           // 11: compactor.v1.PlanCompactionsRequest
-	(*PlanCompactionsResponse)(nil),          // 12: compactor.v1.PlanCompactionsResponse
-	(*PlanEntry)(nil),                        // 13: compactor.v1.PlanEntry
-	(*JobEstimate)(nil),                      // 14: compactor.v1.JobEstimate
-	(*UpdateCollectionSettingsRequest)(nil),  // 15: compactor.v1.UpdateCollectionSettingsRequest
-	(*UpdateCollectionSettingsResponse)(nil), // 16: compactor.v1.UpdateCollectionSettingsResponse
-	(*timestamppb.Timestamp)(nil),            // 17: google.protobuf.Timestamp
-	(*Collection)(nil),                       // 18: compactor.v1.Collection
-	(*durationpb.Duration)(nil),              // 19: google.protobuf.Duration
+	(*SetCollectionPolicyRequest)(nil),       // 1: compactor.v1.SetCollectionPolicyRequest
+	(*CompactionWindows)(nil),                // 2: compactor.v1.CompactionWindows
+	(*SetCollectionPolicyResponse)(nil),      // 3: compactor.v1.SetCollectionPolicyResponse
+	(*PauseState)(nil),                       // 4: compactor.v1.PauseState
+	(*PauseCompactionsRequest)(nil),          // 5: compactor.v1.PauseCompactionsRequest
+	(*PauseCompactionsResponse)(nil),         // 6: compactor.v1.PauseCompactionsResponse
+	(*ResumeCompactionsRequest)(nil),         // 7: compactor.v1.ResumeCompactionsRequest
+	(*ResumeCompactionsResponse)(nil),        // 8: compactor.v1.ResumeCompactionsResponse
+	(*GetControlsRequest)(nil),               // 9: compactor.v1.GetControlsRequest
+	(*GetControlsResponse)(nil),              // 10: compactor.v1.GetControlsResponse
+	(*ThroughputState)(nil),                  // 11: compactor.v1.ThroughputState
+	(*SetThroughputRequest)(nil),             // 12: compactor.v1.SetThroughputRequest
+	(*SetThroughputResponse)(nil),            // 13: compactor.v1.SetThroughputResponse
+	(*PlanCompactionsRequest)(nil),           // 14: compactor.v1.PlanCompactionsRequest
+	(*PlanCompactionsResponse)(nil),          // 15: compactor.v1.PlanCompactionsResponse
+	(*PlanEntry)(nil),                        // 16: compactor.v1.PlanEntry
+	(*JobEstimate)(nil),                      // 17: compactor.v1.JobEstimate
+	(*UpdateCollectionSettingsRequest)(nil),  // 18: compactor.v1.UpdateCollectionSettingsRequest
+	(*UpdateCollectionSettingsResponse)(nil), // 19: compactor.v1.UpdateCollectionSettingsResponse
+	(PriorityClass)(0),                       // 20: compactor.v1.PriorityClass
+	(*durationpb.Duration)(nil),              // 21: google.protobuf.Duration
+	(*Collection)(nil),                       // 22: compactor.v1.Collection
+	(*timestamppb.Timestamp)(nil),            // 23: google.protobuf.Timestamp
+	(*Job)(nil),                              // 24: compactor.v1.Job
 }
 var file_compactor_v1_control_proto_depIdxs = []int32{
-	17, // 0: compactor.v1.PauseState.pause_time:type_name -> google.protobuf.Timestamp
-	1,  // 1: compactor.v1.PauseCompactionsResponse.pause:type_name -> compactor.v1.PauseState
-	18, // 2: compactor.v1.PauseCompactionsResponse.collection:type_name -> compactor.v1.Collection
-	1,  // 3: compactor.v1.ResumeCompactionsResponse.pause:type_name -> compactor.v1.PauseState
-	18, // 4: compactor.v1.ResumeCompactionsResponse.collection:type_name -> compactor.v1.Collection
-	1,  // 5: compactor.v1.GetControlsResponse.pause:type_name -> compactor.v1.PauseState
-	8,  // 6: compactor.v1.GetControlsResponse.throughput:type_name -> compactor.v1.ThroughputState
-	17, // 7: compactor.v1.ThroughputState.set_time:type_name -> google.protobuf.Timestamp
-	8,  // 8: compactor.v1.SetThroughputResponse.throughput:type_name -> compactor.v1.ThroughputState
-	17, // 9: compactor.v1.PlanCompactionsResponse.plan_time:type_name -> google.protobuf.Timestamp
-	1,  // 10: compactor.v1.PlanCompactionsResponse.pause:type_name -> compactor.v1.PauseState
-	13, // 11: compactor.v1.PlanCompactionsResponse.entries:type_name -> compactor.v1.PlanEntry
-	0,  // 12: compactor.v1.PlanEntry.decision:type_name -> compactor.v1.PlanDecision
-	17, // 13: compactor.v1.PlanEntry.oldest_uncompacted_time:type_name -> google.protobuf.Timestamp
-	19, // 14: compactor.v1.PlanEntry.max_uncompacted_age:type_name -> google.protobuf.Duration
-	17, // 15: compactor.v1.PlanEntry.retry_time:type_name -> google.protobuf.Timestamp
-	14, // 16: compactor.v1.PlanEntry.estimate:type_name -> compactor.v1.JobEstimate
-	19, // 17: compactor.v1.UpdateCollectionSettingsRequest.max_uncompacted_age:type_name -> google.protobuf.Duration
-	18, // 18: compactor.v1.UpdateCollectionSettingsResponse.collection:type_name -> compactor.v1.Collection
-	2,  // 19: compactor.v1.ControlService.PauseCompactions:input_type -> compactor.v1.PauseCompactionsRequest
-	4,  // 20: compactor.v1.ControlService.ResumeCompactions:input_type -> compactor.v1.ResumeCompactionsRequest
-	9,  // 21: compactor.v1.ControlService.SetThroughput:input_type -> compactor.v1.SetThroughputRequest
-	6,  // 22: compactor.v1.ControlService.GetControls:input_type -> compactor.v1.GetControlsRequest
-	11, // 23: compactor.v1.ControlService.PlanCompactions:input_type -> compactor.v1.PlanCompactionsRequest
-	15, // 24: compactor.v1.ControlService.UpdateCollectionSettings:input_type -> compactor.v1.UpdateCollectionSettingsRequest
-	3,  // 25: compactor.v1.ControlService.PauseCompactions:output_type -> compactor.v1.PauseCompactionsResponse
-	5,  // 26: compactor.v1.ControlService.ResumeCompactions:output_type -> compactor.v1.ResumeCompactionsResponse
-	10, // 27: compactor.v1.ControlService.SetThroughput:output_type -> compactor.v1.SetThroughputResponse
-	7,  // 28: compactor.v1.ControlService.GetControls:output_type -> compactor.v1.GetControlsResponse
-	12, // 29: compactor.v1.ControlService.PlanCompactions:output_type -> compactor.v1.PlanCompactionsResponse
-	16, // 30: compactor.v1.ControlService.UpdateCollectionSettings:output_type -> compactor.v1.UpdateCollectionSettingsResponse
-	25, // [25:31] is the sub-list for method output_type
-	19, // [19:25] is the sub-list for method input_type
-	19, // [19:19] is the sub-list for extension type_name
-	19, // [19:19] is the sub-list for extension extendee
-	0,  // [0:19] is the sub-list for field type_name
+	20, // 0: compactor.v1.SetCollectionPolicyRequest.priority:type_name -> compactor.v1.PriorityClass
+	2,  // 1: compactor.v1.SetCollectionPolicyRequest.compaction_windows:type_name -> compactor.v1.CompactionWindows
+	21, // 2: compactor.v1.SetCollectionPolicyRequest.objective_max_age:type_name -> google.protobuf.Duration
+	22, // 3: compactor.v1.SetCollectionPolicyResponse.collection:type_name -> compactor.v1.Collection
+	23, // 4: compactor.v1.PauseState.pause_time:type_name -> google.protobuf.Timestamp
+	4,  // 5: compactor.v1.PauseCompactionsResponse.pause:type_name -> compactor.v1.PauseState
+	22, // 6: compactor.v1.PauseCompactionsResponse.collection:type_name -> compactor.v1.Collection
+	4,  // 7: compactor.v1.ResumeCompactionsResponse.pause:type_name -> compactor.v1.PauseState
+	22, // 8: compactor.v1.ResumeCompactionsResponse.collection:type_name -> compactor.v1.Collection
+	4,  // 9: compactor.v1.GetControlsResponse.pause:type_name -> compactor.v1.PauseState
+	11, // 10: compactor.v1.GetControlsResponse.throughput:type_name -> compactor.v1.ThroughputState
+	23, // 11: compactor.v1.ThroughputState.set_time:type_name -> google.protobuf.Timestamp
+	11, // 12: compactor.v1.SetThroughputResponse.throughput:type_name -> compactor.v1.ThroughputState
+	23, // 13: compactor.v1.PlanCompactionsResponse.plan_time:type_name -> google.protobuf.Timestamp
+	4,  // 14: compactor.v1.PlanCompactionsResponse.pause:type_name -> compactor.v1.PauseState
+	16, // 15: compactor.v1.PlanCompactionsResponse.entries:type_name -> compactor.v1.PlanEntry
+	0,  // 16: compactor.v1.PlanEntry.decision:type_name -> compactor.v1.PlanDecision
+	23, // 17: compactor.v1.PlanEntry.oldest_uncompacted_time:type_name -> google.protobuf.Timestamp
+	21, // 18: compactor.v1.PlanEntry.max_uncompacted_age:type_name -> google.protobuf.Duration
+	23, // 19: compactor.v1.PlanEntry.retry_time:type_name -> google.protobuf.Timestamp
+	17, // 20: compactor.v1.PlanEntry.estimate:type_name -> compactor.v1.JobEstimate
+	24, // 21: compactor.v1.PlanEntry.index_rebuild:type_name -> compactor.v1.Job
+	20, // 22: compactor.v1.PlanEntry.priority:type_name -> compactor.v1.PriorityClass
+	23, // 23: compactor.v1.PlanEntry.next_window_start:type_name -> google.protobuf.Timestamp
+	23, // 24: compactor.v1.PlanEntry.next_window_end:type_name -> google.protobuf.Timestamp
+	21, // 25: compactor.v1.UpdateCollectionSettingsRequest.max_uncompacted_age:type_name -> google.protobuf.Duration
+	22, // 26: compactor.v1.UpdateCollectionSettingsResponse.collection:type_name -> compactor.v1.Collection
+	5,  // 27: compactor.v1.ControlService.PauseCompactions:input_type -> compactor.v1.PauseCompactionsRequest
+	7,  // 28: compactor.v1.ControlService.ResumeCompactions:input_type -> compactor.v1.ResumeCompactionsRequest
+	12, // 29: compactor.v1.ControlService.SetThroughput:input_type -> compactor.v1.SetThroughputRequest
+	9,  // 30: compactor.v1.ControlService.GetControls:input_type -> compactor.v1.GetControlsRequest
+	14, // 31: compactor.v1.ControlService.PlanCompactions:input_type -> compactor.v1.PlanCompactionsRequest
+	18, // 32: compactor.v1.ControlService.UpdateCollectionSettings:input_type -> compactor.v1.UpdateCollectionSettingsRequest
+	1,  // 33: compactor.v1.ControlService.SetCollectionPolicy:input_type -> compactor.v1.SetCollectionPolicyRequest
+	6,  // 34: compactor.v1.ControlService.PauseCompactions:output_type -> compactor.v1.PauseCompactionsResponse
+	8,  // 35: compactor.v1.ControlService.ResumeCompactions:output_type -> compactor.v1.ResumeCompactionsResponse
+	13, // 36: compactor.v1.ControlService.SetThroughput:output_type -> compactor.v1.SetThroughputResponse
+	10, // 37: compactor.v1.ControlService.GetControls:output_type -> compactor.v1.GetControlsResponse
+	15, // 38: compactor.v1.ControlService.PlanCompactions:output_type -> compactor.v1.PlanCompactionsResponse
+	19, // 39: compactor.v1.ControlService.UpdateCollectionSettings:output_type -> compactor.v1.UpdateCollectionSettingsResponse
+	3,  // 40: compactor.v1.ControlService.SetCollectionPolicy:output_type -> compactor.v1.SetCollectionPolicyResponse
+	34, // [34:41] is the sub-list for method output_type
+	27, // [27:34] is the sub-list for method input_type
+	27, // [27:27] is the sub-list for extension type_name
+	27, // [27:27] is the sub-list for extension extendee
+	0,  // [0:27] is the sub-list for field type_name
 }
 
 func init() { file_compactor_v1_control_proto_init() }
@@ -1306,13 +1680,15 @@ func file_compactor_v1_control_proto_init() {
 		return
 	}
 	file_compactor_v1_collection_proto_init()
+	file_compactor_v1_compaction_proto_init()
+	file_compactor_v1_control_proto_msgTypes[0].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_compactor_v1_control_proto_rawDesc), len(file_compactor_v1_control_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   16,
+			NumMessages:   19,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

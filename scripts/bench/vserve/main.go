@@ -22,7 +22,8 @@
 //     protobuf, HTTP/1.1, one connection each), -requests each, cycling
 //     through the queries: p50, p99 and max latency as each client sees
 //     it, queries per second, and the server's CPU time per query (from
-//     /proc/PID/stat); after one warm-up query;
+//     /proc/PID/stat, in ticks of 10 ms over the whole run: meaningful over
+//     hundreds of queries); after one warm-up query;
 //  4. recall@10 of those answers against an exact scan computed here (a hit
 //     counts when its distance, recomputed in float64, is at most the 10th
 //     exact distance);
@@ -52,7 +53,6 @@ import (
 	"math"
 	"net/http"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -76,14 +76,6 @@ func main() {
 }
 
 const k = 10
-
-type meta struct {
-	Kind     string `json:"kind"`
-	N        int    `json:"n"`
-	Queries  int    `json:"queries"`
-	Dim      int    `json:"dim"`
-	Distance string `json:"distance"`
-}
 
 // figures is what the run measured.
 type figures struct {
@@ -148,13 +140,9 @@ func run(args []string, stdout, stderr io.Writer) error {
 	case *clients < 1 || *requests < 1 || *upserts < 0 || *filterQueries < 1 || *recallQueries < 1:
 		return errors.New("-clients, -requests, -filter-queries and -recall-queries take positive numbers, -upserts ≥ 0")
 	}
-	var m meta
-	b, err := os.ReadFile(filepath.Join(*dir, *kind+".json"))
+	m, err := vecset.ReadMeta(*dir, *kind)
 	if err != nil {
 		return err
-	}
-	if err := json.Unmarshal(b, &m); err != nil {
-		return fmt.Errorf("%s.json: %w", *kind, err)
 	}
 	if m.Distance != "l2" {
 		return fmt.Errorf("vector set %s has distance %s; this benchmark runs l2 sets", *kind, m.Distance)

@@ -51,6 +51,9 @@ const (
 	// ControlServiceUpdateCollectionSettingsProcedure is the fully-qualified name of the
 	// ControlService's UpdateCollectionSettings RPC.
 	ControlServiceUpdateCollectionSettingsProcedure = "/compactor.v1.ControlService/UpdateCollectionSettings"
+	// ControlServiceSetCollectionPolicyProcedure is the fully-qualified name of the ControlService's
+	// SetCollectionPolicy RPC.
+	ControlServiceSetCollectionPolicyProcedure = "/compactor.v1.ControlService/SetCollectionPolicy"
 )
 
 // ControlServiceClient is a client for the compactor.v1.ControlService service.
@@ -91,6 +94,16 @@ type ControlServiceClient interface {
 	// Errors: INVALID_ARGUMENT for a malformed id, a negative size, or an age
 	// under one second; NOT_FOUND for an unknown collection.
 	UpdateCollectionSettings(context.Context, *connect.Request[v1.UpdateCollectionSettingsRequest]) (*connect.Response[v1.UpdateCollectionSettingsResponse], error)
+	// SetCollectionPolicy changes a collection's scheduling policy: its
+	// priority class, compaction windows and freshness objectives. Only the
+	// fields that are set change.
+	//
+	// Errors: INVALID_ARGUMENT for a malformed id, a window that does not
+	// parse (naming its bad part), more than 16 windows, a negative objective,
+	// an age objective under one second or a throughput share outside
+	// [0, 1]; NOT_FOUND for an unknown
+	// collection.
+	SetCollectionPolicy(context.Context, *connect.Request[v1.SetCollectionPolicyRequest]) (*connect.Response[v1.SetCollectionPolicyResponse], error)
 }
 
 // NewControlServiceClient constructs a client for the compactor.v1.ControlService service. By
@@ -142,6 +155,12 @@ func NewControlServiceClient(httpClient connect.HTTPClient, baseURL string, opts
 			connect.WithSchema(controlServiceMethods.ByName("UpdateCollectionSettings")),
 			connect.WithClientOptions(opts...),
 		),
+		setCollectionPolicy: connect.NewClient[v1.SetCollectionPolicyRequest, v1.SetCollectionPolicyResponse](
+			httpClient,
+			baseURL+ControlServiceSetCollectionPolicyProcedure,
+			connect.WithSchema(controlServiceMethods.ByName("SetCollectionPolicy")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -153,6 +172,7 @@ type controlServiceClient struct {
 	getControls              *connect.Client[v1.GetControlsRequest, v1.GetControlsResponse]
 	planCompactions          *connect.Client[v1.PlanCompactionsRequest, v1.PlanCompactionsResponse]
 	updateCollectionSettings *connect.Client[v1.UpdateCollectionSettingsRequest, v1.UpdateCollectionSettingsResponse]
+	setCollectionPolicy      *connect.Client[v1.SetCollectionPolicyRequest, v1.SetCollectionPolicyResponse]
 }
 
 // PauseCompactions calls compactor.v1.ControlService.PauseCompactions.
@@ -183,6 +203,11 @@ func (c *controlServiceClient) PlanCompactions(ctx context.Context, req *connect
 // UpdateCollectionSettings calls compactor.v1.ControlService.UpdateCollectionSettings.
 func (c *controlServiceClient) UpdateCollectionSettings(ctx context.Context, req *connect.Request[v1.UpdateCollectionSettingsRequest]) (*connect.Response[v1.UpdateCollectionSettingsResponse], error) {
 	return c.updateCollectionSettings.CallUnary(ctx, req)
+}
+
+// SetCollectionPolicy calls compactor.v1.ControlService.SetCollectionPolicy.
+func (c *controlServiceClient) SetCollectionPolicy(ctx context.Context, req *connect.Request[v1.SetCollectionPolicyRequest]) (*connect.Response[v1.SetCollectionPolicyResponse], error) {
+	return c.setCollectionPolicy.CallUnary(ctx, req)
 }
 
 // ControlServiceHandler is an implementation of the compactor.v1.ControlService service.
@@ -223,6 +248,16 @@ type ControlServiceHandler interface {
 	// Errors: INVALID_ARGUMENT for a malformed id, a negative size, or an age
 	// under one second; NOT_FOUND for an unknown collection.
 	UpdateCollectionSettings(context.Context, *connect.Request[v1.UpdateCollectionSettingsRequest]) (*connect.Response[v1.UpdateCollectionSettingsResponse], error)
+	// SetCollectionPolicy changes a collection's scheduling policy: its
+	// priority class, compaction windows and freshness objectives. Only the
+	// fields that are set change.
+	//
+	// Errors: INVALID_ARGUMENT for a malformed id, a window that does not
+	// parse (naming its bad part), more than 16 windows, a negative objective,
+	// an age objective under one second or a throughput share outside
+	// [0, 1]; NOT_FOUND for an unknown
+	// collection.
+	SetCollectionPolicy(context.Context, *connect.Request[v1.SetCollectionPolicyRequest]) (*connect.Response[v1.SetCollectionPolicyResponse], error)
 }
 
 // NewControlServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -270,6 +305,12 @@ func NewControlServiceHandler(svc ControlServiceHandler, opts ...connect.Handler
 		connect.WithSchema(controlServiceMethods.ByName("UpdateCollectionSettings")),
 		connect.WithHandlerOptions(opts...),
 	)
+	controlServiceSetCollectionPolicyHandler := connect.NewUnaryHandler(
+		ControlServiceSetCollectionPolicyProcedure,
+		svc.SetCollectionPolicy,
+		connect.WithSchema(controlServiceMethods.ByName("SetCollectionPolicy")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/compactor.v1.ControlService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case ControlServicePauseCompactionsProcedure:
@@ -284,6 +325,8 @@ func NewControlServiceHandler(svc ControlServiceHandler, opts ...connect.Handler
 			controlServicePlanCompactionsHandler.ServeHTTP(w, r)
 		case ControlServiceUpdateCollectionSettingsProcedure:
 			controlServiceUpdateCollectionSettingsHandler.ServeHTTP(w, r)
+		case ControlServiceSetCollectionPolicyProcedure:
+			controlServiceSetCollectionPolicyHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -315,4 +358,8 @@ func (UnimplementedControlServiceHandler) PlanCompactions(context.Context, *conn
 
 func (UnimplementedControlServiceHandler) UpdateCollectionSettings(context.Context, *connect.Request[v1.UpdateCollectionSettingsRequest]) (*connect.Response[v1.UpdateCollectionSettingsResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("compactor.v1.ControlService.UpdateCollectionSettings is not implemented"))
+}
+
+func (UnimplementedControlServiceHandler) SetCollectionPolicy(context.Context, *connect.Request[v1.SetCollectionPolicyRequest]) (*connect.Response[v1.SetCollectionPolicyResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("compactor.v1.ControlService.SetCollectionPolicy is not implemented"))
 }
