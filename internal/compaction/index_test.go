@@ -348,7 +348,7 @@ func TestIndexMetrics(t *testing.T) {
 		t.Errorf("tombstone fraction %v, want 2/40", got)
 	}
 	if n := testutil.CollectAndCount(e.comp.indexm.seconds); n != 4 {
-		t.Errorf("%d build series, want 4 (full, incremental, repaired, rebuild)", n)
+		t.Errorf("%d build series, want 4 (full, incremental, repaired and rebuild, pre-created at zero)", n)
 	}
 	problems, err := testutil.GatherAndLint(reg)
 	if err != nil || len(problems) > 0 {
