@@ -3,11 +3,38 @@ package catalog
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/compactorhq/compactor/internal/jobtype"
 )
+
+// encodeJSON is v as a JSON column (” for nil).
+func encodeJSON[T any](v *T) string {
+	if v == nil {
+		return ""
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return "" // plain structs of numbers and strings: never fails
+	}
+	return string(b)
+}
+
+// decodeJSON reads a JSON column written by encodeJSON (nil for ”).
+func decodeJSON[T any](s string) (*T, error) {
+	if s == "" {
+		return nil, nil
+	}
+	v := new(T)
+	if err := json.Unmarshal([]byte(s), v); err != nil {
+		return nil, err
+	}
+	return v, nil
+}
 
 // Listing bounds of ListJobs.
 const maxListJobs = 1000
@@ -23,7 +50,8 @@ const jobColumns = `id, collection_id, trigger_type, state, reason, attempt, cre
 	error_text, note, node, continues,
 	priority, oldest_at, lease_owner, lease_expires_at, cancel_requested,
 	progress_phase, progress_read, progress_total, progress_bytes, progress_at,
-	progress_fraction, progress_eta_ms, progress_blocks_written, progress_blocks_total, trace_parent`
+	progress_fraction, progress_eta_ms, progress_blocks_written, progress_blocks_total, trace_parent,
+	failure_class, predicted, actual`
 
 // jobReadColumns selects a job row (table alias j) in the order scanJob
 // reads it: jobColumns, then the name of the job's collection, joined in
@@ -35,6 +63,7 @@ const jobReadColumns = `j.id, j.collection_id, j.trigger_type, j.state, j.reason
 	j.priority, j.oldest_at, j.lease_owner, j.lease_expires_at, j.cancel_requested,
 	j.progress_phase, j.progress_read, j.progress_total, j.progress_bytes, j.progress_at,
 	j.progress_fraction, j.progress_eta_ms, j.progress_blocks_written, j.progress_blocks_total, j.trace_parent,
+	j.failure_class, j.predicted, j.actual,
 	COALESCE((SELECT cn.name FROM collections cn WHERE cn.id = j.collection_id), '')`
 
 func scanJob(s scanner) (Job, error) {
@@ -43,6 +72,9 @@ func scanJob(s scanner) (Job, error) {
 		createdAt        int64
 		priority, cancel int
 		eta              sql.NullInt64
+		class            string
+		predicted        string
+		actual           string
 	)
 	err := s.Scan(&j.ID, &j.CollectionID, &j.Trigger, &j.State, &j.Reason, &j.Attempt, &createdAt,
 		msTime{&j.StartedAt}, msTime{&j.FinishedAt},
@@ -51,10 +83,16 @@ func scanJob(s scanner) (Job, error) {
 		&priority, msTime{&j.OldestAt}, &j.LeaseOwner, msTime{&j.LeaseExpiresAt}, &cancel,
 		&j.Progress.Phase, &j.Progress.OpRecordsRead, &j.Progress.OpRecordsTotal, &j.Progress.BytesWritten, msTime{&j.Progress.UpdatedAt},
 		&j.Progress.Fraction, &eta, &j.Progress.BlocksWritten, &j.Progress.BlocksTotal, &j.TraceParent,
+		&class, &predicted, &actual,
 		&j.CollectionName)
 	if err != nil {
 		return Job{}, err
 	}
+	j.FailureClass = jobtype.FailureClass(class)
+	// A figure that does not decode is dropped: it is a display of the
+	// job, never an input of anything that must be right.
+	j.Predicted, _ = decodeJSON[jobtype.Prediction](predicted)
+	j.Actual, _ = decodeJSON[jobtype.Actual](actual)
 	j.Progress.ETA, j.Progress.ETAKnown = time.Duration(eta.Int64)*time.Millisecond, eta.Valid
 	j.CreatedAt = fromMs(createdAt)
 	j.Expedited = priority == priorityExpedited && j.Trigger != TriggerOneOff
@@ -98,7 +136,7 @@ func (c *Catalog) InsertJob(ctx context.Context, j Job) error {
 // insertJobQuery inserts a job row, last in enqueue order.
 func (c *Catalog) insertJobQuery() string {
 	return `INSERT INTO jobs (` + jobColumns + `, queue_seq)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ` + c.d.nextQueueSeq + `)`
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ` + c.d.nextQueueSeq + `)`
 }
 
 // execInsertJob inserts job j, placing it last in enqueue order. A second
@@ -116,7 +154,8 @@ func (c *Catalog) execInsertJob(ctx context.Context, tx *sql.Tx, j Job) error {
 		j.Error, j.Note, j.Node, j.Continues,
 		priorityOf(j), msOrNull(j.OldestAt), j.LeaseOwner, msOrNull(j.LeaseExpiresAt), cancel,
 		string(j.Progress.Phase), j.Progress.OpRecordsRead, j.Progress.OpRecordsTotal, j.Progress.BytesWritten, msOrNull(j.Progress.UpdatedAt),
-		j.Progress.Fraction, etaOrNull(j.Progress), j.Progress.BlocksWritten, j.Progress.BlocksTotal, j.TraceParent)
+		j.Progress.Fraction, etaOrNull(j.Progress), j.Progress.BlocksWritten, j.Progress.BlocksTotal, j.TraceParent,
+		string(j.FailureClass), encodeJSON(j.Predicted), encodeJSON(j.Actual))
 	switch c.d.kind(err) {
 	case kindUnique:
 		return fmt.Errorf("job id is taken, or collection %s has a %s job already: %w", j.CollectionID, j.State, ErrAlreadyExists)
@@ -151,11 +190,13 @@ func (c *Catalog) execUpdateJob(ctx context.Context, tx *sql.Tx, j Job) error {
 	res, err := tx.ExecContext(ctx, c.d.q(`UPDATE jobs SET
 			trigger_type = ?, state = ?, reason = ?, attempt = ?, started_at = ?, finished_at = ?,
 			offset_start = ?, offset_end = ?, records_read = ?, records_written = ?, bytes_written = ?,
-			version_before = ?, version_after = ?, error_text = ?, note = ?, node = ?
+			version_before = ?, version_after = ?, error_text = ?, note = ?, node = ?,
+			failure_class = ?, predicted = ?, actual = ?
 		WHERE id = ?`),
 		string(j.Trigger), string(j.State), j.Reason, j.Attempt, msOrNull(j.StartedAt), msOrNull(j.FinishedAt),
 		j.OffsetStart, j.OffsetEnd, j.RecordsRead, j.RecordsWritten, j.BytesWritten,
 		j.VersionBefore, j.VersionAfter, j.Error, j.Note, j.Node,
+		string(j.FailureClass), encodeJSON(j.Predicted), encodeJSON(j.Actual),
 		j.ID)
 	if err != nil {
 		return err

@@ -473,11 +473,13 @@ func (c *Catalog) execFinishJob(ctx context.Context, tx *sql.Tx, node string, j 
 			state = ?, attempt = ?, started_at = ?, finished_at = ?,
 			offset_start = ?, offset_end = ?, records_read = ?, records_written = ?, bytes_written = ?,
 			version_before = ?, version_after = ?, error_text = ?, note = ?,
+			failure_class = ?, actual = ?,
 			lease_owner = '', lease_expires_at = NULL, progress_at = NULL
 		WHERE id = ? AND state = ? AND lease_owner = ? AND lease_expires_at >= `+c.d.clockMs),
 		string(j.State), j.Attempt, msOrNull(j.StartedAt), msOrNull(j.FinishedAt),
 		j.OffsetStart, j.OffsetEnd, j.RecordsRead, j.RecordsWritten, j.BytesWritten,
 		j.VersionBefore, j.VersionAfter, j.Error, j.Note,
+		string(j.FailureClass), encodeJSON(j.Actual),
 		j.ID, string(JobRunning), node, c.dbNow())
 	if err != nil {
 		return err
@@ -681,4 +683,24 @@ func prefixed(alias, columns string) string {
 		cols[i] = alias + "." + strings.TrimSpace(col)
 	}
 	return strings.Join(cols, ", ")
+}
+
+// SetJobPrediction stores the prediction of RUNNING job jobID, made when
+// node claimed it, if node still holds its lease. Errors: ErrLeaseLost,
+// ErrUnavailable.
+func (c *Catalog) SetJobPrediction(ctx context.Context, jobID, node string, p jobtype.Prediction) error {
+	err := c.writeTx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, c.d.q(`UPDATE jobs SET predicted = ? WHERE id = ? AND state = ? AND lease_owner = ?`),
+			encodeJSON(&p), jobID, string(JobRunning), node)
+		if err != nil {
+			return err
+		}
+		if n, err := rowsAffected(res); err != nil {
+			return err
+		} else if n != 1 {
+			return ErrLeaseLost
+		}
+		return nil
+	})
+	return c.wrap(err, "store the prediction of job %s on node %s", jobID, node)
 }

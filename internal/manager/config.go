@@ -30,6 +30,11 @@ type Config struct {
 	// DeadLetterAfter: consecutive non-transient failures that dead-letter a
 	// collection (default 5).
 	DeadLetterAfter int
+	// DeadLetterCoolOff is how long after its dead-lettering a collection
+	// is re-driven automatically, once (default 1 h); it is also re-driven
+	// once under each server build (Version) other than the one that
+	// dead-lettered it.
+	DeadLetterCoolOff time.Duration
 	// BackoffBase and BackoffMax bound the exponential backoff of scheduled
 	// retries after failures: base·2^(n-1), at most max.
 	BackoffBase time.Duration
@@ -95,6 +100,7 @@ func DefaultConfig() Config {
 		MaxAge:            5 * time.Minute,
 		Workers:           2,
 		DeadLetterAfter:   5,
+		DeadLetterCoolOff: time.Hour,
 		BackoffBase:       10 * time.Second,
 		BackoffMax:        10 * time.Minute,
 		HistoryKeep:       10_000,
@@ -116,6 +122,7 @@ func (c *Config) RegisterFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&c.MaxAge, "max-uncompacted-age", c.MaxAge, "age of the oldest uncompacted record at which the scheduler compacts a collection")
 	fs.IntVar(&c.Workers, "workers", c.Workers, "most compaction jobs running at once")
 	fs.IntVar(&c.DeadLetterAfter, "dead-letter-after", c.DeadLetterAfter, "consecutive non-transient failures that dead-letter a collection")
+	fs.DurationVar(&c.DeadLetterCoolOff, "dead-letter-cooloff", c.DeadLetterCoolOff, "time after its dead-lettering at which a collection is re-driven automatically, once (it is also re-driven once after each upgrade)")
 	fs.DurationVar(&c.BackoffBase, "retry-backoff", c.BackoffBase, "first retry delay after a failed job; doubles per consecutive failure")
 	fs.DurationVar(&c.BackoffMax, "retry-backoff-max", c.BackoffMax, "longest retry delay")
 	fs.IntVar(&c.HistoryKeep, "history-keep", c.HistoryKeep, "finished jobs kept in the history")
@@ -142,6 +149,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("--workers must be in 1..256, got %d", c.Workers)
 	case c.DeadLetterAfter <= 0:
 		return fmt.Errorf("--dead-letter-after must be positive, got %d", c.DeadLetterAfter)
+	case c.DeadLetterCoolOff < time.Minute:
+		return fmt.Errorf("--dead-letter-cooloff must be at least 1m, got %s", c.DeadLetterCoolOff)
 	case c.BackoffBase <= 0 || c.BackoffMax < c.BackoffBase:
 		return fmt.Errorf("--retry-backoff must be positive and at most --retry-backoff-max, got %s and %s", c.BackoffBase, c.BackoffMax)
 	case c.HistoryKeep <= 0:

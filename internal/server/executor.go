@@ -6,6 +6,7 @@ import (
 
 	"github.com/compactorhq/compactor/internal/catalog"
 	"github.com/compactorhq/compactor/internal/compaction"
+	"github.com/compactorhq/compactor/internal/jobtype"
 	"github.com/compactorhq/compactor/internal/manager"
 	"github.com/compactorhq/compactor/internal/segment"
 )
@@ -42,6 +43,10 @@ func (p prepared) Abort(ctx context.Context) error { return p.p.Abort(ctx) }
 func (e executor) Transient(err error) bool {
 	return compaction.IsTransient(err) || errors.Is(err, catalog.ErrStorageFull)
 }
+
+// Classify implements manager.Classifier: compaction's classes
+// (compaction.Classify), a full store included as infrastructure.
+func (e executor) Classify(err error) jobtype.FailureClass { return compaction.Classify(err) }
 
 func (e executor) GC(ctx context.Context, collectionID string) error {
 	_, err := e.c.GC(ctx, collectionID)

@@ -146,6 +146,69 @@ func (Trigger) EnumDescriptor() ([]byte, []int) {
 	return file_compactor_v1_compaction_proto_rawDescGZIP(), []int{1}
 }
 
+// FailureClass says where a failure comes from, decided where its error
+// happened.
+type FailureClass int32
+
+const (
+	// Not a failure, or not classified (jobs that failed before classes were
+	// recorded).
+	FailureClass_FAILURE_CLASS_UNSPECIFIED FailureClass = 0
+	// The blob store, the catalog, the network, a full disk, a lost
+	// compare-and-swap or lease: retried with backoff, never counted toward
+	// the dead-letter state.
+	FailureClass_FAILURE_CLASS_INFRASTRUCTURE FailureClass = 1
+	// A corrupt or invalid stored file or log row: counts toward the
+	// dead-letter state.
+	FailureClass_FAILURE_CLASS_DATA FailureClass = 2
+	// A bug (a recovered panic) or an unclassified error: counts toward the
+	// dead-letter state.
+	FailureClass_FAILURE_CLASS_INTERNAL FailureClass = 3
+)
+
+// Enum value maps for FailureClass.
+var (
+	FailureClass_name = map[int32]string{
+		0: "FAILURE_CLASS_UNSPECIFIED",
+		1: "FAILURE_CLASS_INFRASTRUCTURE",
+		2: "FAILURE_CLASS_DATA",
+		3: "FAILURE_CLASS_INTERNAL",
+	}
+	FailureClass_value = map[string]int32{
+		"FAILURE_CLASS_UNSPECIFIED":    0,
+		"FAILURE_CLASS_INFRASTRUCTURE": 1,
+		"FAILURE_CLASS_DATA":           2,
+		"FAILURE_CLASS_INTERNAL":       3,
+	}
+)
+
+func (x FailureClass) Enum() *FailureClass {
+	p := new(FailureClass)
+	*p = x
+	return p
+}
+
+func (x FailureClass) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (FailureClass) Descriptor() protoreflect.EnumDescriptor {
+	return file_compactor_v1_compaction_proto_enumTypes[2].Descriptor()
+}
+
+func (FailureClass) Type() protoreflect.EnumType {
+	return &file_compactor_v1_compaction_proto_enumTypes[2]
+}
+
+func (x FailureClass) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use FailureClass.Descriptor instead.
+func (FailureClass) EnumDescriptor() ([]byte, []int) {
+	return file_compactor_v1_compaction_proto_rawDescGZIP(), []int{2}
+}
+
 // WatchEventType says what a WatchCompactionsResponse reports.
 type WatchEventType int32
 
@@ -193,11 +256,11 @@ func (x WatchEventType) String() string {
 }
 
 func (WatchEventType) Descriptor() protoreflect.EnumDescriptor {
-	return file_compactor_v1_compaction_proto_enumTypes[2].Descriptor()
+	return file_compactor_v1_compaction_proto_enumTypes[3].Descriptor()
 }
 
 func (WatchEventType) Type() protoreflect.EnumType {
-	return &file_compactor_v1_compaction_proto_enumTypes[2]
+	return &file_compactor_v1_compaction_proto_enumTypes[3]
 }
 
 func (x WatchEventType) Number() protoreflect.EnumNumber {
@@ -206,7 +269,7 @@ func (x WatchEventType) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use WatchEventType.Descriptor instead.
 func (WatchEventType) EnumDescriptor() ([]byte, []int) {
-	return file_compactor_v1_compaction_proto_rawDescGZIP(), []int{2}
+	return file_compactor_v1_compaction_proto_rawDescGZIP(), []int{3}
 }
 
 // Job is one compaction of one collection.
@@ -278,8 +341,15 @@ type Job struct {
 	// job may (the server's maximum compaction size) and left a backlog, so
 	// this one was queued at once. Empty for other jobs.
 	ContinuesJobId string `protobuf:"bytes,23,opt,name=continues_job_id,json=continuesJobId,proto3" json:"continues_job_id,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Where the error of a FAILED job came from; unspecified in other states.
+	FailureClass FailureClass `protobuf:"varint,40,opt,name=failure_class,json=failureClass,proto3,enum=compactor.v1.FailureClass" json:"failure_class,omitempty"`
+	// The prediction made when the job was claimed; unset when none was made.
+	Predicted *JobEstimate `protobuf:"bytes,41,opt,name=predicted,proto3" json:"predicted,omitempty"`
+	// What the job did, in the prediction's units, beside the counters above;
+	// unset while it runs and when unknown.
+	Actual        *JobActual `protobuf:"bytes,42,opt,name=actual,proto3" json:"actual,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Job) Reset() {
@@ -473,6 +543,135 @@ func (x *Job) GetContinuesJobId() string {
 	return ""
 }
 
+func (x *Job) GetFailureClass() FailureClass {
+	if x != nil {
+		return x.FailureClass
+	}
+	return FailureClass_FAILURE_CLASS_UNSPECIFIED
+}
+
+func (x *Job) GetPredicted() *JobEstimate {
+	if x != nil {
+		return x.Predicted
+	}
+	return nil
+}
+
+func (x *Job) GetActual() *JobActual {
+	if x != nil {
+		return x.Actual
+	}
+	return nil
+}
+
+// JobActual is what a job did, in the units of its prediction.
+type JobActual struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Bytes read from the blob store, in bytes.
+	BytesRead int64 `protobuf:"varint,1,opt,name=bytes_read,json=bytesRead,proto3" json:"bytes_read,omitempty"`
+	// Blob store GET and PUT calls.
+	BlobGets int64 `protobuf:"varint,2,opt,name=blob_gets,json=blobGets,proto3" json:"blob_gets,omitempty"`
+	BlobPuts int64 `protobuf:"varint,3,opt,name=blob_puts,json=blobPuts,proto3" json:"blob_puts,omitempty"`
+	// Block and delta files written.
+	BlocksWritten int64 `protobuf:"varint,4,opt,name=blocks_written,json=blocksWritten,proto3" json:"blocks_written,omitempty"`
+	DeltasWritten int64 `protobuf:"varint,5,opt,name=deltas_written,json=deltasWritten,proto3" json:"deltas_written,omitempty"`
+	// Vectors inserted into the vector index (a full build: every one).
+	VectorsIndexed int64 `protobuf:"varint,6,opt,name=vectors_indexed,json=vectorsIndexed,proto3" json:"vectors_indexed,omitempty"`
+	// The index phase's duration.
+	IndexDuration *durationpb.Duration `protobuf:"bytes,7,opt,name=index_duration,json=indexDuration,proto3" json:"index_duration,omitempty"`
+	// How the index was built: "full", "incremental" or "repaired"; empty
+	// without an index.
+	IndexBuild    string `protobuf:"bytes,8,opt,name=index_build,json=indexBuild,proto3" json:"index_build,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *JobActual) Reset() {
+	*x = JobActual{}
+	mi := &file_compactor_v1_compaction_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *JobActual) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*JobActual) ProtoMessage() {}
+
+func (x *JobActual) ProtoReflect() protoreflect.Message {
+	mi := &file_compactor_v1_compaction_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use JobActual.ProtoReflect.Descriptor instead.
+func (*JobActual) Descriptor() ([]byte, []int) {
+	return file_compactor_v1_compaction_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *JobActual) GetBytesRead() int64 {
+	if x != nil {
+		return x.BytesRead
+	}
+	return 0
+}
+
+func (x *JobActual) GetBlobGets() int64 {
+	if x != nil {
+		return x.BlobGets
+	}
+	return 0
+}
+
+func (x *JobActual) GetBlobPuts() int64 {
+	if x != nil {
+		return x.BlobPuts
+	}
+	return 0
+}
+
+func (x *JobActual) GetBlocksWritten() int64 {
+	if x != nil {
+		return x.BlocksWritten
+	}
+	return 0
+}
+
+func (x *JobActual) GetDeltasWritten() int64 {
+	if x != nil {
+		return x.DeltasWritten
+	}
+	return 0
+}
+
+func (x *JobActual) GetVectorsIndexed() int64 {
+	if x != nil {
+		return x.VectorsIndexed
+	}
+	return 0
+}
+
+func (x *JobActual) GetIndexDuration() *durationpb.Duration {
+	if x != nil {
+		return x.IndexDuration
+	}
+	return nil
+}
+
+func (x *JobActual) GetIndexBuild() string {
+	if x != nil {
+		return x.IndexBuild
+	}
+	return ""
+}
+
 // Progress of a running job.
 type Progress struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -506,7 +705,7 @@ type Progress struct {
 
 func (x *Progress) Reset() {
 	*x = Progress{}
-	mi := &file_compactor_v1_compaction_proto_msgTypes[1]
+	mi := &file_compactor_v1_compaction_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -518,7 +717,7 @@ func (x *Progress) String() string {
 func (*Progress) ProtoMessage() {}
 
 func (x *Progress) ProtoReflect() protoreflect.Message {
-	mi := &file_compactor_v1_compaction_proto_msgTypes[1]
+	mi := &file_compactor_v1_compaction_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -531,7 +730,7 @@ func (x *Progress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Progress.ProtoReflect.Descriptor instead.
 func (*Progress) Descriptor() ([]byte, []int) {
-	return file_compactor_v1_compaction_proto_rawDescGZIP(), []int{1}
+	return file_compactor_v1_compaction_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *Progress) GetRecordsRead() int64 {
@@ -606,7 +805,7 @@ type CompactRequest struct {
 
 func (x *CompactRequest) Reset() {
 	*x = CompactRequest{}
-	mi := &file_compactor_v1_compaction_proto_msgTypes[2]
+	mi := &file_compactor_v1_compaction_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -618,7 +817,7 @@ func (x *CompactRequest) String() string {
 func (*CompactRequest) ProtoMessage() {}
 
 func (x *CompactRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_compactor_v1_compaction_proto_msgTypes[2]
+	mi := &file_compactor_v1_compaction_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -631,7 +830,7 @@ func (x *CompactRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompactRequest.ProtoReflect.Descriptor instead.
 func (*CompactRequest) Descriptor() ([]byte, []int) {
-	return file_compactor_v1_compaction_proto_rawDescGZIP(), []int{2}
+	return file_compactor_v1_compaction_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *CompactRequest) GetCollectionIds() []string {
@@ -667,7 +866,7 @@ type CompactResponse struct {
 
 func (x *CompactResponse) Reset() {
 	*x = CompactResponse{}
-	mi := &file_compactor_v1_compaction_proto_msgTypes[3]
+	mi := &file_compactor_v1_compaction_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -679,7 +878,7 @@ func (x *CompactResponse) String() string {
 func (*CompactResponse) ProtoMessage() {}
 
 func (x *CompactResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_compactor_v1_compaction_proto_msgTypes[3]
+	mi := &file_compactor_v1_compaction_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -692,7 +891,7 @@ func (x *CompactResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompactResponse.ProtoReflect.Descriptor instead.
 func (*CompactResponse) Descriptor() ([]byte, []int) {
-	return file_compactor_v1_compaction_proto_rawDescGZIP(), []int{3}
+	return file_compactor_v1_compaction_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *CompactResponse) GetJobs() []*CompactResult {
@@ -716,7 +915,7 @@ type CompactResult struct {
 
 func (x *CompactResult) Reset() {
 	*x = CompactResult{}
-	mi := &file_compactor_v1_compaction_proto_msgTypes[4]
+	mi := &file_compactor_v1_compaction_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -728,7 +927,7 @@ func (x *CompactResult) String() string {
 func (*CompactResult) ProtoMessage() {}
 
 func (x *CompactResult) ProtoReflect() protoreflect.Message {
-	mi := &file_compactor_v1_compaction_proto_msgTypes[4]
+	mi := &file_compactor_v1_compaction_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -741,7 +940,7 @@ func (x *CompactResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompactResult.ProtoReflect.Descriptor instead.
 func (*CompactResult) Descriptor() ([]byte, []int) {
-	return file_compactor_v1_compaction_proto_rawDescGZIP(), []int{4}
+	return file_compactor_v1_compaction_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *CompactResult) GetJob() *Job {
@@ -772,7 +971,7 @@ type GetCompactionRequest struct {
 
 func (x *GetCompactionRequest) Reset() {
 	*x = GetCompactionRequest{}
-	mi := &file_compactor_v1_compaction_proto_msgTypes[5]
+	mi := &file_compactor_v1_compaction_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -784,7 +983,7 @@ func (x *GetCompactionRequest) String() string {
 func (*GetCompactionRequest) ProtoMessage() {}
 
 func (x *GetCompactionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_compactor_v1_compaction_proto_msgTypes[5]
+	mi := &file_compactor_v1_compaction_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -797,7 +996,7 @@ func (x *GetCompactionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetCompactionRequest.ProtoReflect.Descriptor instead.
 func (*GetCompactionRequest) Descriptor() ([]byte, []int) {
-	return file_compactor_v1_compaction_proto_rawDescGZIP(), []int{5}
+	return file_compactor_v1_compaction_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *GetCompactionRequest) GetJobId() string {
@@ -818,7 +1017,7 @@ type GetCompactionResponse struct {
 
 func (x *GetCompactionResponse) Reset() {
 	*x = GetCompactionResponse{}
-	mi := &file_compactor_v1_compaction_proto_msgTypes[6]
+	mi := &file_compactor_v1_compaction_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -830,7 +1029,7 @@ func (x *GetCompactionResponse) String() string {
 func (*GetCompactionResponse) ProtoMessage() {}
 
 func (x *GetCompactionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_compactor_v1_compaction_proto_msgTypes[6]
+	mi := &file_compactor_v1_compaction_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -843,7 +1042,7 @@ func (x *GetCompactionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetCompactionResponse.ProtoReflect.Descriptor instead.
 func (*GetCompactionResponse) Descriptor() ([]byte, []int) {
-	return file_compactor_v1_compaction_proto_rawDescGZIP(), []int{6}
+	return file_compactor_v1_compaction_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *GetCompactionResponse) GetJob() *Job {
@@ -875,7 +1074,7 @@ type ListCompactionsRequest struct {
 
 func (x *ListCompactionsRequest) Reset() {
 	*x = ListCompactionsRequest{}
-	mi := &file_compactor_v1_compaction_proto_msgTypes[7]
+	mi := &file_compactor_v1_compaction_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -887,7 +1086,7 @@ func (x *ListCompactionsRequest) String() string {
 func (*ListCompactionsRequest) ProtoMessage() {}
 
 func (x *ListCompactionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_compactor_v1_compaction_proto_msgTypes[7]
+	mi := &file_compactor_v1_compaction_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -900,7 +1099,7 @@ func (x *ListCompactionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListCompactionsRequest.ProtoReflect.Descriptor instead.
 func (*ListCompactionsRequest) Descriptor() ([]byte, []int) {
-	return file_compactor_v1_compaction_proto_rawDescGZIP(), []int{7}
+	return file_compactor_v1_compaction_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ListCompactionsRequest) GetCollectionId() string {
@@ -951,7 +1150,7 @@ type ListCompactionsResponse struct {
 
 func (x *ListCompactionsResponse) Reset() {
 	*x = ListCompactionsResponse{}
-	mi := &file_compactor_v1_compaction_proto_msgTypes[8]
+	mi := &file_compactor_v1_compaction_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -963,7 +1162,7 @@ func (x *ListCompactionsResponse) String() string {
 func (*ListCompactionsResponse) ProtoMessage() {}
 
 func (x *ListCompactionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_compactor_v1_compaction_proto_msgTypes[8]
+	mi := &file_compactor_v1_compaction_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -976,7 +1175,7 @@ func (x *ListCompactionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListCompactionsResponse.ProtoReflect.Descriptor instead.
 func (*ListCompactionsResponse) Descriptor() ([]byte, []int) {
-	return file_compactor_v1_compaction_proto_rawDescGZIP(), []int{8}
+	return file_compactor_v1_compaction_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ListCompactionsResponse) GetJobs() []*Job {
@@ -1013,7 +1212,7 @@ type WatchCompactionsRequest struct {
 
 func (x *WatchCompactionsRequest) Reset() {
 	*x = WatchCompactionsRequest{}
-	mi := &file_compactor_v1_compaction_proto_msgTypes[9]
+	mi := &file_compactor_v1_compaction_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1025,7 +1224,7 @@ func (x *WatchCompactionsRequest) String() string {
 func (*WatchCompactionsRequest) ProtoMessage() {}
 
 func (x *WatchCompactionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_compactor_v1_compaction_proto_msgTypes[9]
+	mi := &file_compactor_v1_compaction_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1038,7 +1237,7 @@ func (x *WatchCompactionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchCompactionsRequest.ProtoReflect.Descriptor instead.
 func (*WatchCompactionsRequest) Descriptor() ([]byte, []int) {
-	return file_compactor_v1_compaction_proto_rawDescGZIP(), []int{9}
+	return file_compactor_v1_compaction_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *WatchCompactionsRequest) GetCollectionId() string {
@@ -1075,7 +1274,7 @@ type WatchCompactionsResponse struct {
 
 func (x *WatchCompactionsResponse) Reset() {
 	*x = WatchCompactionsResponse{}
-	mi := &file_compactor_v1_compaction_proto_msgTypes[10]
+	mi := &file_compactor_v1_compaction_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1087,7 +1286,7 @@ func (x *WatchCompactionsResponse) String() string {
 func (*WatchCompactionsResponse) ProtoMessage() {}
 
 func (x *WatchCompactionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_compactor_v1_compaction_proto_msgTypes[10]
+	mi := &file_compactor_v1_compaction_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1100,7 +1299,7 @@ func (x *WatchCompactionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchCompactionsResponse.ProtoReflect.Descriptor instead.
 func (*WatchCompactionsResponse) Descriptor() ([]byte, []int) {
-	return file_compactor_v1_compaction_proto_rawDescGZIP(), []int{10}
+	return file_compactor_v1_compaction_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *WatchCompactionsResponse) GetType() WatchEventType {
@@ -1129,7 +1328,7 @@ type CancelCompactionRequest struct {
 
 func (x *CancelCompactionRequest) Reset() {
 	*x = CancelCompactionRequest{}
-	mi := &file_compactor_v1_compaction_proto_msgTypes[11]
+	mi := &file_compactor_v1_compaction_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1141,7 +1340,7 @@ func (x *CancelCompactionRequest) String() string {
 func (*CancelCompactionRequest) ProtoMessage() {}
 
 func (x *CancelCompactionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_compactor_v1_compaction_proto_msgTypes[11]
+	mi := &file_compactor_v1_compaction_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1154,7 +1353,7 @@ func (x *CancelCompactionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelCompactionRequest.ProtoReflect.Descriptor instead.
 func (*CancelCompactionRequest) Descriptor() ([]byte, []int) {
-	return file_compactor_v1_compaction_proto_rawDescGZIP(), []int{11}
+	return file_compactor_v1_compaction_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *CancelCompactionRequest) GetJobId() string {
@@ -1176,7 +1375,7 @@ type CancelCompactionResponse struct {
 
 func (x *CancelCompactionResponse) Reset() {
 	*x = CancelCompactionResponse{}
-	mi := &file_compactor_v1_compaction_proto_msgTypes[12]
+	mi := &file_compactor_v1_compaction_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1188,7 +1387,7 @@ func (x *CancelCompactionResponse) String() string {
 func (*CancelCompactionResponse) ProtoMessage() {}
 
 func (x *CancelCompactionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_compactor_v1_compaction_proto_msgTypes[12]
+	mi := &file_compactor_v1_compaction_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1201,7 +1400,7 @@ func (x *CancelCompactionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelCompactionResponse.ProtoReflect.Descriptor instead.
 func (*CancelCompactionResponse) Descriptor() ([]byte, []int) {
-	return file_compactor_v1_compaction_proto_rawDescGZIP(), []int{12}
+	return file_compactor_v1_compaction_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *CancelCompactionResponse) GetJob() *Job {
@@ -1220,7 +1419,7 @@ type ListNodesRequest struct {
 
 func (x *ListNodesRequest) Reset() {
 	*x = ListNodesRequest{}
-	mi := &file_compactor_v1_compaction_proto_msgTypes[13]
+	mi := &file_compactor_v1_compaction_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1232,7 +1431,7 @@ func (x *ListNodesRequest) String() string {
 func (*ListNodesRequest) ProtoMessage() {}
 
 func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_compactor_v1_compaction_proto_msgTypes[13]
+	mi := &file_compactor_v1_compaction_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1245,7 +1444,7 @@ func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesRequest.ProtoReflect.Descriptor instead.
 func (*ListNodesRequest) Descriptor() ([]byte, []int) {
-	return file_compactor_v1_compaction_proto_rawDescGZIP(), []int{13}
+	return file_compactor_v1_compaction_proto_rawDescGZIP(), []int{14}
 }
 
 // Response of CompactionService.ListNodes.
@@ -1259,7 +1458,7 @@ type ListNodesResponse struct {
 
 func (x *ListNodesResponse) Reset() {
 	*x = ListNodesResponse{}
-	mi := &file_compactor_v1_compaction_proto_msgTypes[14]
+	mi := &file_compactor_v1_compaction_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1271,7 +1470,7 @@ func (x *ListNodesResponse) String() string {
 func (*ListNodesResponse) ProtoMessage() {}
 
 func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_compactor_v1_compaction_proto_msgTypes[14]
+	mi := &file_compactor_v1_compaction_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1284,7 +1483,7 @@ func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesResponse.ProtoReflect.Descriptor instead.
 func (*ListNodesResponse) Descriptor() ([]byte, []int) {
-	return file_compactor_v1_compaction_proto_rawDescGZIP(), []int{14}
+	return file_compactor_v1_compaction_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ListNodesResponse) GetNodes() []*Node {
@@ -1317,7 +1516,7 @@ type Node struct {
 
 func (x *Node) Reset() {
 	*x = Node{}
-	mi := &file_compactor_v1_compaction_proto_msgTypes[15]
+	mi := &file_compactor_v1_compaction_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1329,7 +1528,7 @@ func (x *Node) String() string {
 func (*Node) ProtoMessage() {}
 
 func (x *Node) ProtoReflect() protoreflect.Message {
-	mi := &file_compactor_v1_compaction_proto_msgTypes[15]
+	mi := &file_compactor_v1_compaction_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1342,7 +1541,7 @@ func (x *Node) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Node.ProtoReflect.Descriptor instead.
 func (*Node) Descriptor() ([]byte, []int) {
-	return file_compactor_v1_compaction_proto_rawDescGZIP(), []int{15}
+	return file_compactor_v1_compaction_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Node) GetName() string {
@@ -1398,7 +1597,7 @@ var File_compactor_v1_compaction_proto protoreflect.FileDescriptor
 
 const file_compactor_v1_compaction_proto_rawDesc = "" +
 	"\n" +
-	"\x1dcompactor/v1/compaction.proto\x12\fcompactor.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xef\x06\n" +
+	"\x1dcompactor/v1/compaction.proto\x12\fcompactor.v1\x1a\x1acompactor/v1/control.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x9a\b\n" +
 	"\x03Job\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12#\n" +
 	"\rcollection_id\x18\x02 \x01(\tR\fcollectionId\x12'\n" +
@@ -1427,7 +1626,21 @@ const file_compactor_v1_compaction_proto_rawDesc = "" +
 	"\x04node\x18\x14 \x01(\tR\x04node\x122\n" +
 	"\bprogress\x18\x15 \x01(\v2\x16.compactor.v1.ProgressR\bprogress\x12)\n" +
 	"\x10cancel_requested\x18\x16 \x01(\bR\x0fcancelRequested\x12(\n" +
-	"\x10continues_job_id\x18\x17 \x01(\tR\x0econtinuesJobId\"\xa0\x02\n" +
+	"\x10continues_job_id\x18\x17 \x01(\tR\x0econtinuesJobId\x12?\n" +
+	"\rfailure_class\x18( \x01(\x0e2\x1a.compactor.v1.FailureClassR\ffailureClass\x127\n" +
+	"\tpredicted\x18) \x01(\v2\x19.compactor.v1.JobEstimateR\tpredicted\x12/\n" +
+	"\x06actual\x18* \x01(\v2\x17.compactor.v1.JobActualR\x06actual\"\xbe\x02\n" +
+	"\tJobActual\x12\x1d\n" +
+	"\n" +
+	"bytes_read\x18\x01 \x01(\x03R\tbytesRead\x12\x1b\n" +
+	"\tblob_gets\x18\x02 \x01(\x03R\bblobGets\x12\x1b\n" +
+	"\tblob_puts\x18\x03 \x01(\x03R\bblobPuts\x12%\n" +
+	"\x0eblocks_written\x18\x04 \x01(\x03R\rblocksWritten\x12%\n" +
+	"\x0edeltas_written\x18\x05 \x01(\x03R\rdeltasWritten\x12'\n" +
+	"\x0fvectors_indexed\x18\x06 \x01(\x03R\x0evectorsIndexed\x12@\n" +
+	"\x0eindex_duration\x18\a \x01(\v2\x19.google.protobuf.DurationR\rindexDuration\x12\x1f\n" +
+	"\vindex_build\x18\b \x01(\tR\n" +
+	"indexBuild\"\xa0\x02\n" +
 	"\bProgress\x12!\n" +
 	"\frecords_read\x18\x01 \x01(\x03R\vrecordsRead\x12#\n" +
 	"\rrecords_total\x18\x02 \x01(\x03R\frecordsTotal\x12#\n" +
@@ -1493,7 +1706,12 @@ const file_compactor_v1_compaction_proto_rawDesc = "" +
 	"\aTrigger\x12\x17\n" +
 	"\x13TRIGGER_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11TRIGGER_SCHEDULED\x10\x01\x12\x13\n" +
-	"\x0fTRIGGER_ONE_OFF\x10\x02*\xb6\x01\n" +
+	"\x0fTRIGGER_ONE_OFF\x10\x02*\x83\x01\n" +
+	"\fFailureClass\x12\x1d\n" +
+	"\x19FAILURE_CLASS_UNSPECIFIED\x10\x00\x12 \n" +
+	"\x1cFAILURE_CLASS_INFRASTRUCTURE\x10\x01\x12\x16\n" +
+	"\x12FAILURE_CLASS_DATA\x10\x02\x12\x1a\n" +
+	"\x16FAILURE_CLASS_INTERNAL\x10\x03*\xb6\x01\n" +
 	"\x0eWatchEventType\x12 \n" +
 	"\x1cWATCH_EVENT_TYPE_UNSPECIFIED\x10\x00\x12\x1d\n" +
 	"\x19WATCH_EVENT_TYPE_SNAPSHOT\x10\x01\x12&\n" +
@@ -1521,68 +1739,75 @@ func file_compactor_v1_compaction_proto_rawDescGZIP() []byte {
 	return file_compactor_v1_compaction_proto_rawDescData
 }
 
-var file_compactor_v1_compaction_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_compactor_v1_compaction_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
+var file_compactor_v1_compaction_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
+var file_compactor_v1_compaction_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
 var file_compactor_v1_compaction_proto_goTypes = []any{
 	(JobState)(0),                    // 0: compactor.v1.JobState
 	(Trigger)(0),                     // 1: compactor.v1.Trigger
-	(WatchEventType)(0),              // 2: compactor.v1.WatchEventType
-	(*Job)(nil),                      // 3: compactor.v1.Job
-	(*Progress)(nil),                 // 4: compactor.v1.Progress
-	(*CompactRequest)(nil),           // 5: compactor.v1.CompactRequest
-	(*CompactResponse)(nil),          // 6: compactor.v1.CompactResponse
-	(*CompactResult)(nil),            // 7: compactor.v1.CompactResult
-	(*GetCompactionRequest)(nil),     // 8: compactor.v1.GetCompactionRequest
-	(*GetCompactionResponse)(nil),    // 9: compactor.v1.GetCompactionResponse
-	(*ListCompactionsRequest)(nil),   // 10: compactor.v1.ListCompactionsRequest
-	(*ListCompactionsResponse)(nil),  // 11: compactor.v1.ListCompactionsResponse
-	(*WatchCompactionsRequest)(nil),  // 12: compactor.v1.WatchCompactionsRequest
-	(*WatchCompactionsResponse)(nil), // 13: compactor.v1.WatchCompactionsResponse
-	(*CancelCompactionRequest)(nil),  // 14: compactor.v1.CancelCompactionRequest
-	(*CancelCompactionResponse)(nil), // 15: compactor.v1.CancelCompactionResponse
-	(*ListNodesRequest)(nil),         // 16: compactor.v1.ListNodesRequest
-	(*ListNodesResponse)(nil),        // 17: compactor.v1.ListNodesResponse
-	(*Node)(nil),                     // 18: compactor.v1.Node
-	(*timestamppb.Timestamp)(nil),    // 19: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),      // 20: google.protobuf.Duration
+	(FailureClass)(0),                // 2: compactor.v1.FailureClass
+	(WatchEventType)(0),              // 3: compactor.v1.WatchEventType
+	(*Job)(nil),                      // 4: compactor.v1.Job
+	(*JobActual)(nil),                // 5: compactor.v1.JobActual
+	(*Progress)(nil),                 // 6: compactor.v1.Progress
+	(*CompactRequest)(nil),           // 7: compactor.v1.CompactRequest
+	(*CompactResponse)(nil),          // 8: compactor.v1.CompactResponse
+	(*CompactResult)(nil),            // 9: compactor.v1.CompactResult
+	(*GetCompactionRequest)(nil),     // 10: compactor.v1.GetCompactionRequest
+	(*GetCompactionResponse)(nil),    // 11: compactor.v1.GetCompactionResponse
+	(*ListCompactionsRequest)(nil),   // 12: compactor.v1.ListCompactionsRequest
+	(*ListCompactionsResponse)(nil),  // 13: compactor.v1.ListCompactionsResponse
+	(*WatchCompactionsRequest)(nil),  // 14: compactor.v1.WatchCompactionsRequest
+	(*WatchCompactionsResponse)(nil), // 15: compactor.v1.WatchCompactionsResponse
+	(*CancelCompactionRequest)(nil),  // 16: compactor.v1.CancelCompactionRequest
+	(*CancelCompactionResponse)(nil), // 17: compactor.v1.CancelCompactionResponse
+	(*ListNodesRequest)(nil),         // 18: compactor.v1.ListNodesRequest
+	(*ListNodesResponse)(nil),        // 19: compactor.v1.ListNodesResponse
+	(*Node)(nil),                     // 20: compactor.v1.Node
+	(*timestamppb.Timestamp)(nil),    // 21: google.protobuf.Timestamp
+	(*JobEstimate)(nil),              // 22: compactor.v1.JobEstimate
+	(*durationpb.Duration)(nil),      // 23: google.protobuf.Duration
 }
 var file_compactor_v1_compaction_proto_depIdxs = []int32{
 	1,  // 0: compactor.v1.Job.trigger:type_name -> compactor.v1.Trigger
 	0,  // 1: compactor.v1.Job.state:type_name -> compactor.v1.JobState
-	19, // 2: compactor.v1.Job.create_time:type_name -> google.protobuf.Timestamp
-	19, // 3: compactor.v1.Job.start_time:type_name -> google.protobuf.Timestamp
-	19, // 4: compactor.v1.Job.finish_time:type_name -> google.protobuf.Timestamp
-	4,  // 5: compactor.v1.Job.progress:type_name -> compactor.v1.Progress
-	20, // 6: compactor.v1.Progress.eta:type_name -> google.protobuf.Duration
-	7,  // 7: compactor.v1.CompactResponse.jobs:type_name -> compactor.v1.CompactResult
-	3,  // 8: compactor.v1.CompactResult.job:type_name -> compactor.v1.Job
-	3,  // 9: compactor.v1.GetCompactionResponse.job:type_name -> compactor.v1.Job
-	0,  // 10: compactor.v1.ListCompactionsRequest.states:type_name -> compactor.v1.JobState
-	1,  // 11: compactor.v1.ListCompactionsRequest.trigger:type_name -> compactor.v1.Trigger
-	3,  // 12: compactor.v1.ListCompactionsResponse.jobs:type_name -> compactor.v1.Job
-	2,  // 13: compactor.v1.WatchCompactionsResponse.type:type_name -> compactor.v1.WatchEventType
-	3,  // 14: compactor.v1.WatchCompactionsResponse.job:type_name -> compactor.v1.Job
-	3,  // 15: compactor.v1.CancelCompactionResponse.job:type_name -> compactor.v1.Job
-	18, // 16: compactor.v1.ListNodesResponse.nodes:type_name -> compactor.v1.Node
-	19, // 17: compactor.v1.Node.start_time:type_name -> google.protobuf.Timestamp
-	19, // 18: compactor.v1.Node.heartbeat_time:type_name -> google.protobuf.Timestamp
-	5,  // 19: compactor.v1.CompactionService.Compact:input_type -> compactor.v1.CompactRequest
-	8,  // 20: compactor.v1.CompactionService.GetCompaction:input_type -> compactor.v1.GetCompactionRequest
-	10, // 21: compactor.v1.CompactionService.ListCompactions:input_type -> compactor.v1.ListCompactionsRequest
-	12, // 22: compactor.v1.CompactionService.WatchCompactions:input_type -> compactor.v1.WatchCompactionsRequest
-	14, // 23: compactor.v1.CompactionService.CancelCompaction:input_type -> compactor.v1.CancelCompactionRequest
-	16, // 24: compactor.v1.CompactionService.ListNodes:input_type -> compactor.v1.ListNodesRequest
-	6,  // 25: compactor.v1.CompactionService.Compact:output_type -> compactor.v1.CompactResponse
-	9,  // 26: compactor.v1.CompactionService.GetCompaction:output_type -> compactor.v1.GetCompactionResponse
-	11, // 27: compactor.v1.CompactionService.ListCompactions:output_type -> compactor.v1.ListCompactionsResponse
-	13, // 28: compactor.v1.CompactionService.WatchCompactions:output_type -> compactor.v1.WatchCompactionsResponse
-	15, // 29: compactor.v1.CompactionService.CancelCompaction:output_type -> compactor.v1.CancelCompactionResponse
-	17, // 30: compactor.v1.CompactionService.ListNodes:output_type -> compactor.v1.ListNodesResponse
-	25, // [25:31] is the sub-list for method output_type
-	19, // [19:25] is the sub-list for method input_type
-	19, // [19:19] is the sub-list for extension type_name
-	19, // [19:19] is the sub-list for extension extendee
-	0,  // [0:19] is the sub-list for field type_name
+	21, // 2: compactor.v1.Job.create_time:type_name -> google.protobuf.Timestamp
+	21, // 3: compactor.v1.Job.start_time:type_name -> google.protobuf.Timestamp
+	21, // 4: compactor.v1.Job.finish_time:type_name -> google.protobuf.Timestamp
+	6,  // 5: compactor.v1.Job.progress:type_name -> compactor.v1.Progress
+	2,  // 6: compactor.v1.Job.failure_class:type_name -> compactor.v1.FailureClass
+	22, // 7: compactor.v1.Job.predicted:type_name -> compactor.v1.JobEstimate
+	5,  // 8: compactor.v1.Job.actual:type_name -> compactor.v1.JobActual
+	23, // 9: compactor.v1.JobActual.index_duration:type_name -> google.protobuf.Duration
+	23, // 10: compactor.v1.Progress.eta:type_name -> google.protobuf.Duration
+	9,  // 11: compactor.v1.CompactResponse.jobs:type_name -> compactor.v1.CompactResult
+	4,  // 12: compactor.v1.CompactResult.job:type_name -> compactor.v1.Job
+	4,  // 13: compactor.v1.GetCompactionResponse.job:type_name -> compactor.v1.Job
+	0,  // 14: compactor.v1.ListCompactionsRequest.states:type_name -> compactor.v1.JobState
+	1,  // 15: compactor.v1.ListCompactionsRequest.trigger:type_name -> compactor.v1.Trigger
+	4,  // 16: compactor.v1.ListCompactionsResponse.jobs:type_name -> compactor.v1.Job
+	3,  // 17: compactor.v1.WatchCompactionsResponse.type:type_name -> compactor.v1.WatchEventType
+	4,  // 18: compactor.v1.WatchCompactionsResponse.job:type_name -> compactor.v1.Job
+	4,  // 19: compactor.v1.CancelCompactionResponse.job:type_name -> compactor.v1.Job
+	20, // 20: compactor.v1.ListNodesResponse.nodes:type_name -> compactor.v1.Node
+	21, // 21: compactor.v1.Node.start_time:type_name -> google.protobuf.Timestamp
+	21, // 22: compactor.v1.Node.heartbeat_time:type_name -> google.protobuf.Timestamp
+	7,  // 23: compactor.v1.CompactionService.Compact:input_type -> compactor.v1.CompactRequest
+	10, // 24: compactor.v1.CompactionService.GetCompaction:input_type -> compactor.v1.GetCompactionRequest
+	12, // 25: compactor.v1.CompactionService.ListCompactions:input_type -> compactor.v1.ListCompactionsRequest
+	14, // 26: compactor.v1.CompactionService.WatchCompactions:input_type -> compactor.v1.WatchCompactionsRequest
+	16, // 27: compactor.v1.CompactionService.CancelCompaction:input_type -> compactor.v1.CancelCompactionRequest
+	18, // 28: compactor.v1.CompactionService.ListNodes:input_type -> compactor.v1.ListNodesRequest
+	8,  // 29: compactor.v1.CompactionService.Compact:output_type -> compactor.v1.CompactResponse
+	11, // 30: compactor.v1.CompactionService.GetCompaction:output_type -> compactor.v1.GetCompactionResponse
+	13, // 31: compactor.v1.CompactionService.ListCompactions:output_type -> compactor.v1.ListCompactionsResponse
+	15, // 32: compactor.v1.CompactionService.WatchCompactions:output_type -> compactor.v1.WatchCompactionsResponse
+	17, // 33: compactor.v1.CompactionService.CancelCompaction:output_type -> compactor.v1.CancelCompactionResponse
+	19, // 34: compactor.v1.CompactionService.ListNodes:output_type -> compactor.v1.ListNodesResponse
+	29, // [29:35] is the sub-list for method output_type
+	23, // [23:29] is the sub-list for method input_type
+	23, // [23:23] is the sub-list for extension type_name
+	23, // [23:23] is the sub-list for extension extendee
+	0,  // [0:23] is the sub-list for field type_name
 }
 
 func init() { file_compactor_v1_compaction_proto_init() }
@@ -1590,13 +1815,14 @@ func file_compactor_v1_compaction_proto_init() {
 	if File_compactor_v1_compaction_proto != nil {
 		return
 	}
+	file_compactor_v1_control_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_compactor_v1_compaction_proto_rawDesc), len(file_compactor_v1_compaction_proto_rawDesc)),
-			NumEnums:      3,
-			NumMessages:   16,
+			NumEnums:      4,
+			NumMessages:   17,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
