@@ -1139,7 +1139,6 @@ func (t planTotal) row() priceRow {
 func buildPlan(now time.Time, c Controls, entries []PlanEntry, act actView) planView {
 	v := planView{Pause: newPauseView(now, c.Paused, c.Reason, c.By, c.Since, ""), Act: act}
 	var total planTotal
-	defer func() { v.Total = total.row() }()
 	for _, e := range entries {
 		name := e.CollectionName
 		if name == "" {
@@ -1164,5 +1163,6 @@ func buildPlan(now time.Time, c Controls, entries []PlanEntry, act actView) plan
 			v.Skipped = append(v.Skipped, row)
 		}
 	}
+	v.Total = total.row()
 	return v
 }

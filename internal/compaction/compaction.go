@@ -225,6 +225,7 @@ type Result struct {
 	// Blob store calls and bytes read, counted when the segment store's
 	// blobs are wrapped by CountBlobs (0 otherwise), and the index phase.
 	BytesRead      int64
+	BlobBytes      int64 // bytes put to the blob store, the index's included
 	BlobGets       int64
 	BlobPuts       int64
 	DeltasWritten  int
@@ -250,7 +251,7 @@ func (r Result) Outcome() jobtype.Outcome {
 		Remaining:      r.Remaining,
 		Note:           r.Note,
 		Actual: &jobtype.Actual{
-			BytesRead: r.BytesRead, BlobGets: r.BlobGets, BlobPuts: r.BlobPuts,
+			BytesRead: r.BytesRead, BytesWritten: r.BlobBytes, BlobGets: r.BlobGets, BlobPuts: r.BlobPuts,
 			BlocksWritten: int64(r.BlocksWritten), DeltasWritten: int64(r.DeltasWritten),
 			VectorsIndexed: r.VectorsIndexed, IndexSeconds: r.IndexSeconds, IndexBuild: r.IndexBuild,
 		},
@@ -420,9 +421,9 @@ func (c *Compactor) Prepare(ctx context.Context, collectionID string, opts Optio
 	counts := &blobCounts{}
 	ctx = withBlobCounts(ctx, counts)
 	defer func() {
-		res.BlobGets, res.BlobPuts, res.BytesRead = counts.gets.Load(), counts.puts.Load(), counts.bytesRead.Load()
+		res.BlobGets, res.BlobPuts, res.BytesRead, res.BlobBytes = counts.gets.Load(), counts.puts.Load(), counts.bytesRead.Load(), counts.bytesWritten.Load()
 		if out != nil {
-			out.res.BlobGets, out.res.BlobPuts, out.res.BytesRead = res.BlobGets, res.BlobPuts, res.BytesRead
+			out.res.BlobGets, out.res.BlobPuts, out.res.BytesRead, out.res.BlobBytes = res.BlobGets, res.BlobPuts, res.BytesRead, res.BlobBytes
 		}
 	}()
 	defer func() {

@@ -2,6 +2,7 @@ package compaction
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"sort"
@@ -69,27 +70,36 @@ func (c *Compactor) Estimate(ctx context.Context, collectionID string) (jobtype.
 		slices.SortFunc(changes, func(a, b segment.Change) int { return strings.Compare(a.ID, b.ID) })
 		delta = c.seg.PreferDelta(base, changes)
 	}
-	s.price(&est, coll, base, c.seg.MaxBlockRecords(), delta)
+	s.price(&est, base, c.seg.MaxBlockRecords(), c.seg.MinBlockRecords(), delta)
+	s.priceIndex(&est, coll, base, c.indexes)
+	est.WriteAmplification = float64(est.RecordsToWrite) / float64(max(s.opRecords, 1))
 	return est, nil
 }
 
-// sliceScan accumulates what a log slice does to a version's blocks.
+// sliceScan accumulates what a log slice does to a version's blocks: per
+// block (the writer rewrites each touched block as a span of its own,
+// splitting and merging it), the ids that fall in it, its deletes, and the
+// new ids in the gaps of the id ranges (which cannot be present yet).
 type sliceScan struct {
 	blocks    []segment.BlockRef
 	touched   []bool
-	ids       map[string]materialize.Op // the last op per id outside every block
+	deletes   []int64 // DELETEs of distinct ids inside each block's range
+	gapAdds   []int64 // new ids outside every range, by the block that takes them
+	last      map[string]materialize.Op
+	inRange   map[string]int // block of the ids inside a range
 	logBytes  int64
 	opRecords int64
-	deletes   int64 // DELETE operation records of ids in a block
 	changed   map[string]bool
 }
 
 func newSliceScan(base *segment.Manifest) *sliceScan {
-	s := &sliceScan{ids: map[string]materialize.Op{}, changed: map[string]bool{}}
+	s := &sliceScan{last: map[string]materialize.Op{}, inRange: map[string]int{}, changed: map[string]bool{}}
 	if base != nil {
 		s.blocks = base.Blocks
 	}
 	s.touched = make([]bool, len(s.blocks))
+	s.deletes = make([]int64, len(s.blocks))
+	s.gapAdds = make([]int64, max(len(s.blocks), 1))
 	return s
 }
 
@@ -104,123 +114,244 @@ func (s *sliceScan) add(offset int64, record []byte) error {
 	s.logBytes += int64(len(record))
 	s.opRecords++
 	s.changed[id] = true
+	s.last[id] = op
 	// Blocks are sorted by MinID with disjoint ranges: the one that may
-	// hold id is the last whose MinID <= id.
+	// hold id is the last whose MinID <= id; an id in no range goes to
+	// that block too, or to the first (segment's owner).
 	i := sort.Search(len(s.blocks), func(i int) bool { return s.blocks[i].MinID > id }) - 1
 	if i >= 0 && id <= s.blocks[i].MaxID {
-		s.touched[i] = true
-		if op == materialize.OpDelete {
-			s.deletes++
-		}
-		return nil
+		s.inRange[id] = i
 	}
-	s.ids[id] = op
+	if len(s.blocks) > 0 {
+		s.touched[max(i, 0)] = true
+	}
 	return nil
 }
 
-// price fills est from the scan.
-func (s *sliceScan) price(est *jobtype.Estimate, coll catalog.Collection, base *segment.Manifest, perBlock int, delta bool) {
+// price fills est's blocks, records, bytes and blob calls of the blocks
+// (or the delta) and the manifest.
+func (s *sliceScan) price(est *jobtype.Estimate, base *segment.Manifest, maxBlock, minBlock int, delta bool) {
 	est.LogBytes = s.logBytes
 	est.BlocksTotal = len(s.blocks)
-	var baseBytes, baseRecords, rewrittenRecords int64
+	// The fate of each changed id: inside a range it is assumed present
+	// (an update, or a delete that removes it); outside every range it is
+	// new unless its last op leaves nothing.
+	for id, op := range s.last {
+		if i, ok := s.inRange[id]; ok {
+			if op == materialize.OpDelete {
+				s.deletes[i]++
+			}
+			continue
+		}
+		if op == materialize.OpDelete || op == materialize.OpUpdate {
+			continue
+		}
+		i := sort.Search(len(s.blocks), func(i int) bool { return s.blocks[i].MinID > id }) - 1
+		s.gapAdds[max(i, 0)]++
+	}
+	var baseBytes, baseRecords, added int64
 	for i, b := range s.blocks {
 		baseBytes, baseRecords = baseBytes+b.Bytes, baseRecords+b.Records
-		if s.touched[i] {
-			est.BlocksToRewrite++
-			est.BytesToRewrite += b.Bytes
-			rewrittenRecords += b.Records
-		}
+		_ = i
 	}
-	// New ids: those outside every block whose last op leaves a record.
-	var added int64
-	for _, op := range s.ids {
-		if op != materialize.OpDelete && op != materialize.OpUpdate {
-			added++
-		}
+	for _, n := range s.gapAdds {
+		added += n
 	}
 	perRecord := float64(s.logBytes) / float64(max(s.opRecords, 1))
 	if baseRecords > 0 {
 		perRecord = float64(baseBytes) / float64(baseRecords)
 	}
-	newBytes := int64(float64(added) * perRecord)
-	est.BytesToRewrite += newBytes
-	est.BytesRead, est.BlobGets = 0, 0
 	if base != nil {
 		est.BytesRead, est.BlobGets = manifestBytes(base), 1
 	}
-	changes := int64(len(s.changed))
 	if delta {
+		// One delta of the changed ids; their current records are read
+		// from the blocks that hold them.
 		est.Delta = true
-		est.RecordsToWrite = changes
+		est.RecordsToWrite = int64(len(s.changed))
+		for i, t := range s.touched {
+			if t {
+				est.BlocksToRewrite++
+				est.BytesToRewrite += s.blocks[i].Bytes
+			}
+		}
+		est.BytesRead += est.BytesToRewrite
+		est.BlobGets += int64(est.BlocksToRewrite)
 		est.BlobPuts = 2 // the delta, the manifest
-		est.BytesWritten = int64(float64(changes)*perRecord) + manifestBytes(base)
-		// The delta reads the current records of the changed ids: the
-		// blocks they are in.
-		est.BytesRead += est.BytesToRewrite - newBytes
-		est.BlobGets += int64(est.BlocksToRewrite)
-	} else {
-		est.RecordsToWrite = rewrittenRecords + added
-		est.BlocksToWrite = int((est.RecordsToWrite + int64(perBlock) - 1) / int64(perBlock))
-		est.BlobPuts = int64(est.BlocksToWrite) + 1
-		est.BytesRead += est.BytesToRewrite - newBytes
-		est.BlobGets += int64(est.BlocksToRewrite)
-		// The manifest lists every block: its size grows with their count.
-		blocksAfter := len(s.blocks) - est.BlocksToRewrite + est.BlocksToWrite
-		est.BytesWritten = est.BytesToRewrite + manifestBytesFor(base, blocksAfter)
+		est.BytesWritten = deltaFixedBytes + int64(float64(est.RecordsToWrite)*perRecord) + manifestBytesFor(base, len(s.blocks), len(base.Deltas)+1)
+		est.BlocksAfter, est.BytesAfter = len(s.blocks), baseBytes
+		return
 	}
-	est.WriteAmplification = float64(est.RecordsToWrite) / float64(max(s.opRecords, 1))
-	s.priceIndex(est, coll, base, baseRecords, added)
+	if len(s.blocks) == 0 {
+		// The first version: one span of every new record.
+		est.RecordsToWrite = added
+		est.BlocksToWrite = spanBlocks(added, maxBlock)
+		est.BytesToRewrite = int64(float64(added) * perRecord)
+		est.BytesWritten = int64(float64(added)*perRecord*firstBytesRatio) + manifestBytesFor(base, est.BlocksToWrite, 0)
+		est.BlobPuts = int64(est.BlocksToWrite) + 1
+		est.BlocksAfter, est.BytesAfter = est.BlocksToWrite, est.BytesWritten
+		return
+	}
+	var written int64
+	for i, b := range s.blocks {
+		if !s.touched[i] {
+			continue
+		}
+		recs := b.Records - s.deletes[i] + s.gapAdds[i]
+		rewritten := int64(1)
+		bytes := b.Bytes
+		if recs > 0 && recs < int64(minBlock) && len(s.blocks) > 1 {
+			// Merged with a neighbour, which is rewritten with it.
+			n := s.blocks[min(i+1, len(s.blocks)-1)]
+			if i == len(s.blocks)-1 {
+				n = s.blocks[i-1]
+			}
+			recs += n.Records
+			rewritten++
+			bytes += n.Bytes
+		}
+		est.BlocksToRewrite += int(rewritten)
+		est.BytesToRewrite += bytes
+		est.BytesRead += bytes
+		est.BlobGets += rewritten
+		est.RecordsToWrite += max(recs, 0)
+		est.BlocksToWrite += spanBlocks(recs, maxBlock)
+		written += int64(float64(max(recs, 0)) * perRecord)
+	}
+	est.BlocksToRewrite = min(est.BlocksToRewrite, len(s.blocks))
+	est.BlobGets = min(est.BlobGets, int64(len(s.blocks))+1)
+	est.BlocksAfter = len(s.blocks) - est.BlocksToRewrite + est.BlocksToWrite
+	est.BytesAfter = baseBytes - est.BytesToRewrite + written
+	est.BytesWritten = written + manifestBytesFor(base, est.BlocksAfter, 0)
+	est.BlobPuts = int64(est.BlocksToWrite) + 1
 }
 
-// priceIndex fills the index phase: a full build inserts every record of
-// the new version; an incremental one the changed records, and tombstones
-// the deleted ones.
-func (s *sliceScan) priceIndex(est *jobtype.Estimate, coll catalog.Collection, base *segment.Manifest, baseRecords, added int64) {
+// Calibration of the bytes of records written by the first compaction
+// (from the log's bytes per record: the blocks' columnar, compressed
+// encoding is smaller), and of a delta's fixed part (its Parquet footer
+// and schema, beside its records at the blocks' bytes per record).
+// Measured by TestEstimatePredictsTheCompactionItPrices.
+const (
+	firstBytesRatio = 0.55
+	deltaFixedBytes = 1900
+)
+
+// spanBlocks is the blocks the writer cuts a span of n records into: while
+// the span is over its window (8 blocks' worth) it sends blocks of 15/16
+// of maxBlock from the front, then cuts the rest into near-equal blocks of
+// at most maxBlock (segment's layout).
+func spanBlocks(n int64, maxBlock int) int {
+	if n <= 0 {
+		return 0
+	}
+	m := int64(maxBlock)
+	window, chunk := 8*m, max(m*15/16, 1)
+	k := int64(0)
+	if n > window {
+		k = (n - window + chunk - 1) / chunk
+	}
+	rest := n - k*chunk
+	return int(k + (rest+m-1)/m)
+}
+
+// priceIndex fills the index phase (and IndexBytes, its part of
+// BytesWritten): a full build inserts every record of
+// the new version, reading its blocks back; an incremental one inserts the
+// changed records into a successor of the previous graph (read unless
+// this process has it cached) and tombstones the deleted ones. Either
+// writes a graph blob, and a vector chunk for the vectors it adds.
+func (s *sliceScan) priceIndex(est *jobtype.Estimate, coll catalog.Collection, base *segment.Manifest, cache *indexCache) {
 	if coll.Index.Disabled {
 		return
 	}
-	after := baseRecords + added - s.deletes
+	before := est.BytesWritten
+	defer func() { est.IndexBytes = est.BytesWritten - before }()
 	var prev *segment.IndexRef
+	var baseRecords int64
 	if base != nil {
-		prev = base.Index
+		prev, baseRecords = base.Index, base.RecordCount
 	}
+	var deletes, added int64
+	for _, n := range s.deletes {
+		deletes += n
+	}
+	for _, n := range s.gapAdds {
+		added += n
+	}
+	after := max(baseRecords+added-deletes, 0)
+	if after == 0 && prev == nil {
+		return // no vector yet
+	}
+	set := coll.Index.WithDefaults()
 	dim := coll.Dimension
-	if prev != nil {
-		dim = max(dim, prev.Dimension)
+	if prev != nil && dim == 0 {
+		dim = prev.Dimension
 	}
-	vecBytes := int64(max(dim, 1)) * 4
-	s2 := coll.Index.WithDefaults()
-	graphPerVector := float64(2*s2.M*4 + 16) // layer-0 links and node header
-	if prev != nil && prev.Vectors > 0 {
-		graphPerVector = float64(prev.Graph.Bytes) / float64(prev.Vectors)
+	vecBytes := int64(max(dim, 1))*4 + chunkBytesPerVector
+	graphPerVector := float64(set.M * graphBytesPerM)
+	if prev != nil && prev.Vectors+prev.Tombstones > 0 {
+		graphPerVector = float64(prev.Graph.Bytes) / float64(prev.Vectors+prev.Tombstones+prev.Dropped)
 	}
-	rebuild := prev == nil || prev.Dimension != dim || prev.M != s2.M || prev.EfConstruction != s2.EfConstruction ||
-		prev.Distance != s2.Distance.String() ||
-		float64(prev.Tombstones+prev.Dropped+int(s.deletes)) > vindex.RebuildFraction*float64(prev.Vectors+prev.Tombstones+prev.Dropped)
-	est.IndexRebuild = rebuild
-	if rebuild {
-		est.VectorsToInsert = max(after, 0)
-		est.BlobPuts += (est.VectorsToInsert*vecBytes+indexChunkBytes-1)/indexChunkBytes + 1
-		est.BytesWritten += est.VectorsToInsert*vecBytes + int64(graphPerVector*float64(est.VectorsToInsert))
+	est.IndexRebuild = prev == nil || prev.Dimension != dim || prev.M != set.M || prev.EfConstruction != set.EfConstruction ||
+		prev.Distance != set.Distance.String() ||
+		float64(prev.Tombstones+prev.Dropped+int(deletes)) > vindex.RebuildFraction*float64(prev.Vectors+prev.Tombstones+prev.Dropped)
+	if est.IndexRebuild {
+		est.VectorsToInsert = after
+		// The build reads every block of the new version back.
+		est.BlobGets += int64(est.BlocksAfter)
+		est.BytesRead += est.BytesAfter
+		est.BlobPuts += (after*vecBytes+indexChunkBytes-1)/indexChunkBytes + 1
+		est.BytesWritten += after*vecBytes + int64(graphPerVector*float64(after))
 		return
 	}
-	est.VectorsToInsert = max(int64(len(s.changed))-int64(len(s.ids))+added-s.deletes, 0)
-	est.VectorsToDelete = s.deletes
-	// The previous graph and chunks are read (unless cached in process).
-	est.BytesRead += prev.Bytes()
-	est.BlobGets += int64(1 + len(prev.Chunks))
-	est.BlobPuts += 1
+	est.VectorsToInsert = max(int64(len(s.changed))-deletes, 0)
+	est.VectorsToDelete = deletes
+	if cache == nil || !cache.has(prev.Graph.Key) {
+		est.BytesRead += prev.Bytes()
+		est.BlobGets += int64(1 + len(prev.Chunks))
+	}
+	est.BlobPuts++
 	if est.VectorsToInsert > 0 {
 		est.BlobPuts += (est.VectorsToInsert*vecBytes + indexChunkBytes - 1) / indexChunkBytes
 	}
-	est.BytesWritten += est.VectorsToInsert*vecBytes + int64(graphPerVector*float64(max(after, 0)))
+	slots := int64(prev.Vectors+prev.Tombstones+prev.Dropped) + est.VectorsToInsert
+	est.BytesWritten += est.VectorsToInsert*vecBytes + int64(graphPerVector*float64(slots))
 }
 
-// manifestBytes is the encoded size of m (the size of its blob when it was
-// read: its blocks are what make it large).
-func manifestBytes(m *segment.Manifest) int64 { return manifestBytesFor(m, len(m.Blocks)) }
+// Calibration of the index blobs: bytes per vector of a chunk beside its
+// values, and per node of the graph beside its layer-0 links (for a first
+// build; later ones scale the previous graph). Measured by
+// TestEstimatePredictsTheCompactionItPrices.
+const (
+	chunkBytesPerVector = 0
+	graphBytesPerM      = 6
+)
 
-// manifestBytesFor estimates the size of a manifest listing blocks blocks:
-// about 300 bytes per block reference (key, id range, counts, digest) and
-// 1 KiB of header and index reference.
-func manifestBytesFor(_ *segment.Manifest, blocks int) int64 { return 1024 + 300*int64(blocks) }
+// manifestBytes is the encoded size of m.
+func manifestBytes(m *segment.Manifest) int64 {
+	return manifestBytesFor(m, len(m.Blocks), len(m.Deltas))
+}
+
+// manifestBytesFor estimates the size of a manifest listing blocks blocks
+// and deltas deltas: from base's encoding scaled by its entries when there
+// is a base, else a fixed header and a typical entry.
+func manifestBytesFor(base *segment.Manifest, blocks, deltas int) int64 {
+	if base != nil {
+		if b, err := json.MarshalIndent(base, "", "  "); err == nil {
+			n := int64(len(base.Blocks) + len(base.Deltas))
+			per := int64(manifestBytesPerEntry)
+			if n > 0 {
+				per = (int64(len(b)) - manifestHeaderBytes) / n
+			}
+			return manifestHeaderBytes + per*int64(blocks+deltas)
+		}
+	}
+	return manifestHeaderBytes + manifestBytesPerEntry*int64(blocks+deltas)
+}
+
+// A manifest's header (version, offsets, index reference) and one entry
+// (key, id range, counts, digest), in bytes, before the first version.
+const (
+	manifestHeaderBytes   = 1024
+	manifestBytesPerEntry = 320
+)

@@ -100,10 +100,10 @@ type Estimate struct {
 	OpRecords       int64 // operation records the job would read (at most the job's maximum)
 	LogBytes        int64 // bytes of those operation records as stored in the log
 	BlocksTotal     int   // blocks of the current version
-	BlocksToRewrite int   // blocks whose id range holds an id of those records
-	// BytesToRewrite is the bytes of those blocks plus, for ids outside
-	// every block, the version's mean bytes per record times their count
-	// (before the first version: the log bytes of those records).
+	BlocksToRewrite int   // blocks that hold or take an id of those records
+	// BytesToRewrite is the bytes of the blocks rewritten (those holding
+	// or taking an id of those records, and neighbours merged with them);
+	// before the first version, the log bytes of the records.
 	BytesToRewrite int64
 	// Delta: the change is small and spread, so the job writes one
 	// merge-on-read delta instead of rewriting blocks (BlocksToWrite 0).
@@ -116,12 +116,19 @@ type Estimate struct {
 	BlocksToWrite int
 	// BytesRead is the bytes the job reads from the blob store: the
 	// manifest, the blocks it rewrites and, for an incremental index
-	// build, the previous index's blobs. BytesWritten is the bytes it
-	// writes: blocks (or the delta), the manifest and the index.
-	BytesRead, BytesWritten int64
+	// build, the previous index's blobs (unless this process has them
+	// cached), for a full build the new version's blocks. BytesWritten is
+	// the bytes it writes: blocks (or the delta), the manifest and the
+	// index, whose part is IndexBytes (a job row's BytesWritten counts
+	// blocks and manifest only).
+	BytesRead, BytesWritten, IndexBytes int64
 	// BlobGets and BlobPuts count the blob store calls of those reads and
 	// writes.
 	BlobGets, BlobPuts int64
+	// BlocksAfter and BytesAfter are the blocks of the new version and
+	// their bytes (what a full index build reads back).
+	BlocksAfter int
+	BytesAfter  int64
 	// WriteAmplification is RecordsToWrite per operation record read (1:
 	// every operation record written once; copy-on-write of large blocks
 	// for few changes raises it).
@@ -160,6 +167,7 @@ type Prediction struct {
 // of an Estimate: what the prediction is compared with.
 type Actual struct {
 	BytesRead      int64 // bytes read from the blob store
+	BytesWritten   int64 // bytes written to the blob store (the index's included)
 	BlobGets       int64
 	BlobPuts       int64
 	BlocksWritten  int64 // block files written

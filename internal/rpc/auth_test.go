@@ -75,6 +75,10 @@ func TestAuthMutatingCallsNeedTheToken(t *testing.T) {
 					_, err := c.ctl.SetThroughput(ctx, connect.NewRequest(&compactorv1.SetThroughputRequest{BytesPerSecond: 1 << 30}))
 					return err
 				}},
+				{"ClearDeadLetter", func(ctx context.Context, c clients) error {
+					_, err := c.ctl.ClearDeadLetter(ctx, connect.NewRequest(&compactorv1.ClearDeadLetterRequest{CollectionId: collID, Reason: "auth"}))
+					return err
+				}},
 				{"DeleteCollection", func(ctx context.Context, c clients) error {
 					_, err := c.colls.DeleteCollection(ctx, connect.NewRequest(&compactorv1.DeleteCollectionRequest{Id: collID}))
 					return err
