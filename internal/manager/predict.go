@@ -70,12 +70,12 @@ func (m *Manager) measure(ctx context.Context) (Rates, error) {
 	return r, nil
 }
 
-// price prices estimate e with rates and the throughput cap in force
+// Price prices estimate e with rates and the throughput cap in force
 // (bytes per second; 0: none): the predicted duration is the bytes
 // written at the measured write rate (the cap when it is lower) plus the
 // vectors indexed at the measured index rate. Without a measured write
 // rate the duration is unknown, unless a cap gives a lower bound.
-func price(e Estimate, r Rates, capBps int64) Prediction {
+func Price(e Estimate, r Rates, capBps int64) Prediction {
 	p := Prediction{Estimate: e, Window: "now", VectorsPerSecond: r.VectorsPerSecond}
 	vectors := e.VectorsToInsert
 	rate, basis := r.BytesPerSecond, ""
@@ -118,7 +118,7 @@ func (m *Manager) pricer(ctx context.Context) func(Estimate) Prediction {
 	if err != nil {
 		m.logger.Warn("read the throughput cap for predictions", "err", err)
 	}
-	return func(e Estimate) Prediction { return price(e, r, tp.BytesPerSecond) }
+	return func(e Estimate) Prediction { return Price(e, r, tp.BytesPerSecond) }
 }
 
 // predict makes and stores the prediction of run r, just claimed, when its

@@ -82,3 +82,12 @@ func (r *redriver) due(st catalog.DeadLetterState, now time.Time) (cause, reason
 	}
 	return "", ""
 }
+
+// Redrive runs the re-driver once (the scheduler's leader does at each of
+// its runs): every dead-lettered collection due for a re-drive (after
+// Config.DeadLetterCoolOff, once; under a build other than the one that
+// dead-lettered it, once per build) gets a SCHEDULED job, the re-drive
+// recorded in its dead-letter history in the same transaction. It returns
+// how many jobs it queued, and the store's error (having re-driven what it
+// could before it).
+func (m *Manager) Redrive(ctx context.Context) (int, error) { return m.redrive.runOnce(ctx) }
