@@ -1,11 +1,14 @@
 package compaction
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"syscall"
 	"testing"
 
+	"github.com/compactorhq/compactor/internal/catalog"
 	"github.com/compactorhq/compactor/internal/jobtype"
 	"github.com/compactorhq/compactor/internal/materialize"
 	"github.com/compactorhq/compactor/internal/segment"
@@ -153,5 +156,29 @@ func checkPrediction(t *testing.T, name string, est jobtype.Estimate, res Result
 	}
 	if est.VectorsToInsert < a.VectorsIndexed {
 		t.Errorf("%s: predicted %d vectors inserted, the index took %d", name, est.VectorsToInsert, a.VectorsIndexed)
+	}
+}
+
+func TestClassifyTellsInfrastructureDataAndInternalFailuresApart(t *testing.T) {
+	corrupt := &segment.CorruptError{Kind: segment.KindBlock, CollectionID: "c", Key: "c/b1", Err: segment.ErrCorrupt}
+	for _, tc := range []struct {
+		name string
+		err  error
+		want jobtype.FailureClass
+	}{
+		{"success", nil, ""},
+		{"a blob store error marked transient", transient(errors.New("dial tcp: connection refused")), jobtype.FailureInfrastructure},
+		{"the catalog unavailable", fmt.Errorf("read log: %w", catalog.ErrUnavailable), jobtype.FailureInfrastructure},
+		{"a lost compare-and-swap", fmt.Errorf("commit: %w", catalog.ErrConflict), jobtype.FailureInfrastructure},
+		{"a full disk", &catalog.StorageFullError{Store: catalog.StoreBlobs, Code: "ENOSPC", Err: syscall.ENOSPC}, jobtype.FailureInfrastructure},
+		{"a corrupt block", fmt.Errorf("compact c: %w", corrupt), jobtype.FailureData},
+		{"a corrupt block read through a flaky store", transient(corrupt), jobtype.FailureData},
+		{"a log row that does not decode", fmt.Errorf("read log: %w", materialize.ErrCorruptRecord), jobtype.FailureData},
+		{"a block too large to decode", fmt.Errorf("write: %w", segment.ErrBlockTooLarge), jobtype.FailureData},
+		{"an error nobody classified", errors.New("index out of range"), jobtype.FailureInternal},
+	} {
+		if got := Classify(tc.err); got != tc.want {
+			t.Errorf("%s: Classify(%v) = %q, want %q", tc.name, tc.err, got, tc.want)
+		}
 	}
 }
