@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"slices"
 	"sort"
-	"strings"
 
 	"github.com/compactorhq/compactor/internal/catalog"
 	"github.com/compactorhq/compactor/internal/jobtype"
@@ -59,17 +58,14 @@ func (c *Compactor) Estimate(ctx context.Context, collectionID string) (jobtype.
 		}
 		after = last
 	}
-	delta := false
-	if base != nil && s.opRecords <= c.seg.MaxDeltaChanges(base) {
-		// A small change spread over many blocks is written as one delta:
-		// the store decides on the distinct ids, as Prepare asks it.
-		changes := make([]segment.Change, 0, len(s.changed))
-		for id := range s.changed {
-			changes = append(changes, segment.Change{ID: id})
-		}
-		slices.SortFunc(changes, func(a, b segment.Change) int { return strings.Compare(a.ID, b.ID) })
-		delta = c.seg.PreferDelta(base, changes)
+	// A small change spread over many blocks is written as one delta: the
+	// store decides on the distinct ids, as the writer does.
+	ids := make([]string, 0, len(s.changed))
+	for id := range s.changed {
+		ids = append(ids, id)
 	}
+	slices.Sort(ids)
+	delta := c.seg.WritesDelta(base, ids, s.opRecords)
 	s.price(&est, base, c.seg.MaxBlockRecords(), c.seg.MinBlockRecords(), delta)
 	s.priceIndex(&est, coll, base, c.indexes)
 	est.WriteAmplification = float64(est.RecordsToWrite) / float64(max(s.opRecords, 1))

@@ -6,10 +6,12 @@
 package rpc
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"unicode/utf8"
@@ -21,6 +23,7 @@ import (
 	"github.com/compactorhq/compactor/gen/compactor/v1/compactorv1connect"
 	"github.com/compactorhq/compactor/internal/catalog"
 	"github.com/compactorhq/compactor/internal/compaction"
+	"github.com/compactorhq/compactor/internal/jobtype"
 	"github.com/compactorhq/compactor/internal/manager"
 	"github.com/compactorhq/compactor/internal/materialize"
 )
@@ -272,6 +275,11 @@ func (s *Service) ListCompactions(ctx context.Context, req *connect.Request[comp
 		}
 		f.States = append(f.States, state)
 	}
+	kinds, err := kindsFromProto("kinds", m.GetKinds())
+	if err != nil {
+		return nil, err
+	}
+	f.Kinds = kinds
 	size, err := pageSize(m.GetPageSize())
 	if err != nil {
 		return nil, err
@@ -320,8 +328,15 @@ func (s *Service) WatchCompactions(ctx context.Context, req *connect.Request[com
 		}
 		wanted[id] = true
 	}
+	kinds, err := kindsFromProto("kinds", m.GetKinds())
+	if err != nil {
+		return err
+	}
 	match := func(j manager.Job) bool {
 		if len(wanted) > 0 && !wanted[j.ID] {
+			return false
+		}
+		if len(kinds) > 0 && !slices.Contains(kinds, cmp.Or(j.Kind, jobtype.KindCompaction)) {
 			return false
 		}
 		return m.GetCollectionId() == "" || j.CollectionID == m.GetCollectionId()

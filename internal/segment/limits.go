@@ -7,3 +7,18 @@ func (s *Store) MaxBlockRecords() int { return s.cfg.MaxBlockRecords }
 // MinBlockRecords is the record count under which a rewritten block is
 // merged with a neighbour.
 func (s *Store) MinBlockRecords() int { return s.cfg.MinBlockRecords }
+
+// WritesDelta reports whether Writer.Write over base would write a change
+// of opRecords operation records to the ids (sorted, unique) as one delta
+// rather than blocks: the decision of Write's steps 1 and 2, for estimates
+// of a compaction that has not run.
+func (s *Store) WritesDelta(base *Manifest, ids []string, opRecords int64) bool {
+	if base == nil || opRecords > s.maxDeltaChanges(base) {
+		return false
+	}
+	changes := make([]Change, len(ids))
+	for i, id := range ids {
+		changes[i] = Change{ID: id}
+	}
+	return s.preferDelta(base, changes)
+}

@@ -1453,11 +1453,11 @@ type JobEstimate struct {
 	Records int64 `protobuf:"varint,1,opt,name=records,proto3" json:"records,omitempty"`
 	// Blocks of the current segment version.
 	BlocksTotal int32 `protobuf:"varint,2,opt,name=blocks_total,json=blocksTotal,proto3" json:"blocks_total,omitempty"`
-	// Blocks whose id range holds an id of those records: the blocks it would
-	// rewrite.
+	// Blocks that hold or take an id of those records, and neighbours merged
+	// with them: the blocks it would rewrite.
 	BlocksToRewrite int32 `protobuf:"varint,3,opt,name=blocks_to_rewrite,json=blocksToRewrite,proto3" json:"blocks_to_rewrite,omitempty"`
-	// Bytes of those blocks, plus the version's mean bytes per record for each
-	// record outside every block.
+	// Bytes of those blocks; before the first version, the log bytes of the
+	// records.
 	BytesToRewrite int64 `protobuf:"varint,4,opt,name=bytes_to_rewrite,json=bytesToRewrite,proto3" json:"bytes_to_rewrite,omitempty"`
 	// Bytes of the operation records in the log, in bytes.
 	LogBytes int64 `protobuf:"varint,40,opt,name=log_bytes,json=logBytes,proto3" json:"log_bytes,omitempty"`
@@ -1474,7 +1474,7 @@ type JobEstimate struct {
 	// block cache it reads less.
 	BytesRead int64 `protobuf:"varint,44,opt,name=bytes_read,json=bytesRead,proto3" json:"bytes_read,omitempty"`
 	// Bytes it would write to the blob store (blocks or delta, manifest,
-	// index), in bytes.
+	// index), in bytes; index_bytes of them are the vector index's.
 	BytesWritten int64 `protobuf:"varint,45,opt,name=bytes_written,json=bytesWritten,proto3" json:"bytes_written,omitempty"`
 	// Blob store GET and PUT calls (GETs with a cold block cache).
 	BlobGets int64 `protobuf:"varint,46,opt,name=blob_gets,json=blobGets,proto3" json:"blob_gets,omitempty"`
@@ -1501,7 +1501,9 @@ type JobEstimate struct {
 	// Where the rates come from, in words.
 	Basis string `protobuf:"bytes,58,opt,name=basis,proto3" json:"basis,omitempty"`
 	// When the job would run: "now" unless a compaction window holds it.
-	Window        string `protobuf:"bytes,59,opt,name=window,proto3" json:"window,omitempty"`
+	Window string `protobuf:"bytes,59,opt,name=window,proto3" json:"window,omitempty"`
+	// The vector index's part of bytes_written, in bytes.
+	IndexBytes    int64 `protobuf:"varint,60,opt,name=index_bytes,json=indexBytes,proto3" json:"index_bytes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1702,6 +1704,13 @@ func (x *JobEstimate) GetWindow() string {
 		return x.Window
 	}
 	return ""
+}
+
+func (x *JobEstimate) GetIndexBytes() int64 {
+	if x != nil {
+		return x.IndexBytes
+	}
+	return 0
 }
 
 // Request of ControlService.UpdateCollectionSettings.
@@ -1927,7 +1936,7 @@ const file_compactor_v1_control_proto_rawDesc = "" +
 	"retry_time\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\tretryTime\x125\n" +
 	"\bestimate\x18\n" +
 	" \x01(\v2\x19.compactor.v1.JobEstimateR\bestimate\x12%\n" +
-	"\x0eestimate_error\x18\v \x01(\tR\restimateError\"\xc2\a\n" +
+	"\x0eestimate_error\x18\v \x01(\tR\restimateError\"\xe3\a\n" +
 	"\vJobEstimate\x12\x18\n" +
 	"\arecords\x18\x01 \x01(\x03R\arecords\x12!\n" +
 	"\fblocks_total\x18\x02 \x01(\x05R\vblocksTotal\x12*\n" +
@@ -1953,7 +1962,9 @@ const file_compactor_v1_control_proto_rawDesc = "" +
 	"\x10bytes_per_second\x188 \x01(\x01R\x0ebytesPerSecond\x12,\n" +
 	"\x12vectors_per_second\x189 \x01(\x01R\x10vectorsPerSecond\x12\x14\n" +
 	"\x05basis\x18: \x01(\tR\x05basis\x12\x16\n" +
-	"\x06window\x18; \x01(\tR\x06window\"\xc1\x01\n" +
+	"\x06window\x18; \x01(\tR\x06window\x12\x1f\n" +
+	"\vindex_bytes\x18< \x01(\x03R\n" +
+	"indexBytes\"\xc1\x01\n" +
 	"\x1fUpdateCollectionSettingsRequest\x12#\n" +
 	"\rcollection_id\x18\x01 \x01(\tR\fcollectionId\x12.\n" +
 	"\x13min_compaction_size\x18\x02 \x01(\x03R\x11minCompactionSize\x12I\n" +
