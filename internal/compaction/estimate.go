@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 
 	"github.com/compactorhq/compactor/internal/catalog"
 	"github.com/compactorhq/compactor/internal/jobtype"
@@ -66,7 +67,13 @@ func (c *Compactor) Estimate(ctx context.Context, collectionID string) (jobtype.
 	}
 	slices.Sort(ids)
 	delta := c.seg.WritesDelta(base, ids, s.opRecords)
-	s.price(&est, base, c.seg.MaxBlockRecords(), c.seg.MinBlockRecords(), delta)
+	var sampled float64
+	if base == nil || len(base.Blocks) == 0 {
+		if sampled, err = c.sampleBytesPerRecord(ctx, collectionID, coll.CompactionOffset, end); err != nil {
+			return jobtype.Estimate{}, fmt.Errorf("estimate %s: sample the log: %w", collectionID, err)
+		}
+	}
+	s.price(&est, base, c.seg.MaxBlockRecords(), c.seg.MinBlockRecords(), delta, sampled)
 	s.priceIndex(&est, coll, base, c.indexes)
 	est.WriteAmplification = float64(est.RecordsToWrite) / float64(max(s.opRecords, 1))
 	return est, nil
@@ -79,17 +86,17 @@ func (c *Compactor) Estimate(ctx context.Context, collectionID string) (jobtype.
 type sliceScan struct {
 	blocks    []segment.BlockRef
 	touched   []bool
-	deletes   []int64 // DELETEs of distinct ids inside each block's range
-	gapAdds   []int64 // new ids outside every range, by the block that takes them
-	last      map[string]materialize.Op
-	inRange   map[string]int // block of the ids inside a range
+	deletes   []int64         // DELETEs of distinct ids inside each block's range
+	gapAdds   []int64         // new ids outside every range, by the block that takes them
+	exists    map[string]bool // whether each changed id holds a record after the slice
+	inRange   map[string]int  // block of the ids inside a range
 	logBytes  int64
 	opRecords int64
 	changed   map[string]bool
 }
 
 func newSliceScan(base *segment.Manifest) *sliceScan {
-	s := &sliceScan{last: map[string]materialize.Op{}, inRange: map[string]int{}, changed: map[string]bool{}}
+	s := &sliceScan{exists: map[string]bool{}, inRange: map[string]int{}, changed: map[string]bool{}}
 	if base != nil {
 		s.blocks = base.Blocks
 	}
@@ -109,14 +116,25 @@ func (s *sliceScan) add(offset int64, record []byte) error {
 	op, id := materialize.Op(record[1]), string(record[lo:hi])
 	s.logBytes += int64(len(record))
 	s.opRecords++
-	s.changed[id] = true
-	s.last[id] = op
 	// Blocks are sorted by MinID with disjoint ranges: the one that may
 	// hold id is the last whose MinID <= id; an id in no range goes to
 	// that block too, or to the first (segment's owner).
 	i := sort.Search(len(s.blocks), func(i int) bool { return s.blocks[i].MinID > id }) - 1
-	if i >= 0 && id <= s.blocks[i].MaxID {
-		s.inRange[id] = i
+	inRange := i >= 0 && id <= s.blocks[i].MaxID
+	if !s.changed[id] {
+		s.changed[id] = true
+		s.exists[id] = inRange // an id inside a range is taken to be present
+		if inRange {
+			s.inRange[id] = i
+		}
+	}
+	// The materialization rules, on whether a record exists: ADD and
+	// UPSERT leave one, DELETE none, UPDATE changes nothing of that.
+	switch op {
+	case materialize.OpAdd, materialize.OpUpsert:
+		s.exists[id] = true
+	case materialize.OpDelete:
+		s.exists[id] = false
 	}
 	if len(s.blocks) > 0 {
 		s.touched[max(i, 0)] = true
@@ -126,20 +144,20 @@ func (s *sliceScan) add(offset int64, record []byte) error {
 
 // price fills est's blocks, records, bytes and blob calls of the blocks
 // (or the delta) and the manifest.
-func (s *sliceScan) price(est *jobtype.Estimate, base *segment.Manifest, maxBlock, minBlock int, delta bool) {
+func (s *sliceScan) price(est *jobtype.Estimate, base *segment.Manifest, maxBlock, minBlock int, delta bool, sampled float64) {
 	est.LogBytes = s.logBytes
 	est.BlocksTotal = len(s.blocks)
-	// The fate of each changed id: inside a range it is assumed present
-	// (an update, or a delete that removes it); outside every range it is
-	// new unless its last op leaves nothing.
-	for id, op := range s.last {
+	// The fate of each changed id: one inside a range that ends deleted
+	// is a record removed; one outside every range that ends present is
+	// a record added (to the block that takes it).
+	for id := range s.changed {
 		if i, ok := s.inRange[id]; ok {
-			if op == materialize.OpDelete {
+			if !s.exists[id] {
 				s.deletes[i]++
 			}
 			continue
 		}
-		if op == materialize.OpDelete || op == materialize.OpUpdate {
+		if !s.exists[id] {
 			continue
 		}
 		i := sort.Search(len(s.blocks), func(i int) bool { return s.blocks[i].MinID > id }) - 1
@@ -183,7 +201,10 @@ func (s *sliceScan) price(est *jobtype.Estimate, base *segment.Manifest, maxBloc
 		est.RecordsToWrite = added
 		est.BlocksToWrite = spanBlocks(added, maxBlock)
 		est.BytesToRewrite = int64(float64(added) * perRecord)
-		est.BytesWritten = int64(float64(added)*perRecord*firstBytesRatio) + manifestBytesFor(base, est.BlocksToWrite, 0)
+		if sampled > 0 {
+			perRecord = sampled
+		}
+		est.BytesWritten = int64(float64(added)*perRecord) + manifestBytesFor(base, est.BlocksToWrite, 0)
 		est.BlobPuts = int64(est.BlocksToWrite) + 1
 		est.BlocksAfter, est.BytesAfter = est.BlocksToWrite, est.BytesWritten
 		return
@@ -222,15 +243,50 @@ func (s *sliceScan) price(est *jobtype.Estimate, base *segment.Manifest, maxBloc
 	est.BlobPuts = int64(est.BlocksToWrite) + 1
 }
 
-// Calibration of the bytes of records written by the first compaction
-// (from the log's bytes per record: the blocks' columnar, compressed
-// encoding is smaller), and of a delta's fixed part (its Parquet footer
-// and schema, beside its records at the blocks' bytes per record).
-// Measured by TestEstimatePredictsTheCompactionItPrices.
-const (
-	firstBytesRatio = 0.55
-	deltaFixedBytes = 1900
-)
+// deltaFixedBytes calibrates a delta's fixed part (its Parquet footer and
+// schema, beside its records at the blocks' bytes per record). Measured by
+// TestEstimatePredictsTheCompactionItPrices.
+const deltaFixedBytes = 1900
+
+// maxSampleRecords bounds the records of a first compaction's log slice
+// an estimate encodes as one block (of the writer's block size) to measure
+// the bytes per record: the blocks' columnar, compressed encoding depends
+// on the data (random embeddings barely compress, repeated documents and
+// metadata do) and on the block size.
+const maxSampleRecords = 4096
+
+// sampleBytesPerRecord encodes the records that the ADDs and UPSERTs among
+// the first operation records of the slice after offset `after` (up to
+// end; a block's worth, at most maxSampleRecords) would write, as one
+// block, and returns its bytes per record (0 when there is none).
+func (c *Compactor) sampleBytesPerRecord(ctx context.Context, collectionID string, after, end int64) (float64, error) {
+	ops, err := c.cat.ReadLog(ctx, collectionID, after, end, min(c.seg.MaxBlockRecords(), maxSampleRecords))
+	if err != nil {
+		return 0, err
+	}
+	byID := map[string]materialize.Record{}
+	for _, op := range ops {
+		if op.Op != materialize.OpAdd && op.Op != materialize.OpUpsert {
+			continue
+		}
+		if r := materialize.Apply(nil, []materialize.OperationRecord{op}); r != nil {
+			byID[op.ID] = *r
+		}
+	}
+	if len(byID) == 0 {
+		return 0, nil
+	}
+	recs := make([]materialize.Record, 0, len(byID))
+	for _, r := range byID {
+		recs = append(recs, r)
+	}
+	slices.SortFunc(recs, func(a, b materialize.Record) int { return strings.Compare(a.ID, b.ID) })
+	n, err := segment.EncodedBytes(recs)
+	if err != nil {
+		return 0, err
+	}
+	return float64(n) / float64(len(recs)), nil
+}
 
 // spanBlocks is the blocks the writer cuts a span of n records into: while
 // the span is over its window (8 blocks' worth) it sends blocks of 15/16

@@ -1,5 +1,7 @@
 package segment
 
+import "github.com/compactorhq/compactor/internal/materialize"
+
 // MaxBlockRecords is the most records a block this store writes holds
 // (Config.MaxBlockRecords after defaults).
 func (s *Store) MaxBlockRecords() int { return s.cfg.MaxBlockRecords }
@@ -21,4 +23,12 @@ func (s *Store) WritesDelta(base *Manifest, ids []string, opRecords int64) bool 
 		changes[i] = Change{ID: id}
 	}
 	return s.preferDelta(base, changes)
+}
+
+// EncodedBytes is the size, in bytes, of a block file of recs (sorted by
+// unique id) in the current format: what an estimate of a first
+// compaction measures a sample of its records with.
+func EncodedBytes(recs []materialize.Record) (int64, error) {
+	b, err := encodeBlock(recs)
+	return int64(len(b)), err
 }
