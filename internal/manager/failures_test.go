@@ -270,14 +270,15 @@ func TestADeadLetteredCollectionIsRedrivenOnceAfterTheCoolOffAndOncePerUpgrade(t
 				t.Fatalf("Redrive at %s under %s: %d jobs, %v; want %d", e.clk.Now().Format(time.TimeOnly), e.build, n, err, want)
 			}
 		}
-		// queuedRedrive returns the job the last re-drive queued.
+		// queuedRedrive returns the job the last re-drive queued (the
+		// newest of the collection; a worker may have claimed it already).
 		queuedRedrive := func() catalog.Job {
 			t.Helper()
-			q, err := e.cat.ListQueue(t.Context(), 0)
-			if err != nil || len(q) != 1 || q[0].Trigger != catalog.TriggerScheduled || !strings.Contains(q[0].Reason, "re-drive") {
-				t.Fatalf("queue after a re-drive: %+v, %v", q, err)
+			jobs, err := e.cat.ListJobs(t.Context(), catalog.JobFilter{CollectionID: id, Limit: 1})
+			if err != nil || len(jobs) != 1 || jobs[0].Trigger != catalog.TriggerScheduled || !strings.Contains(jobs[0].Reason, "re-drive") {
+				t.Fatalf("newest job after a re-drive: %+v, %v", jobs, err)
 			}
-			return q[0]
+			return jobs[0]
 		}
 		redrive(0) // the cool-off has not passed
 		e.clk.Advance(59 * time.Minute)
