@@ -47,15 +47,19 @@ func benchPredicted(b *testing.B, n int, noIndex bool) {
 		}
 		e := predictEnv(b, noIndex)
 		pushMix(b, e, rand.New(rand.NewPCG(5, 6)), n, dim)
+		estStart := time.Now()
 		est, err := e.comp.Estimate(e.ctx, e.id)
 		if err != nil {
 			b.Fatal(err)
 		}
+		estDur := time.Since(estStart)
 		p := manager.Price(est, rates, 0)
 		b.StartTimer()
 		res, dur := timedCompact(b, e)
 		b.StopTimer()
 		printPredicted(p, res, dur)
+		fmt.Printf("the estimate took %.1f s (%.1f %% of the compaction); warm-up: %d records in %.1f s\n",
+			estDur.Seconds(), 100*estDur.Seconds()/dur.Seconds(), wres.OpRecordsRead, wdur.Seconds())
 		b.ReportMetric(dur.Seconds()/p.Seconds, "duration-actual/predicted")
 		b.ReportMetric(float64(res.Outcome().Actual.BytesWritten)/float64(p.BytesWritten), "bytes-actual/predicted")
 		b.StartTimer()
