@@ -283,8 +283,12 @@ func actualJobText(j *compactorv1.Job) string {
 	if j.GetStartTime() != nil && j.GetFinishTime() != nil {
 		dur = format.Duration(j.GetFinishTime().AsTime().Sub(j.GetStartTime().AsTime()))
 	}
+	written := a.GetBytesWritten() // every byte put, as predicted
+	if written == 0 {
+		written = j.GetBytesWritten()
+	}
 	return fmt.Sprintf("%s, %d records, read %s, write %s, %d GETs, %d PUTs, index +%d",
-		dur, j.GetRecordsRead(), format.Bytes(a.GetBytesRead()), format.Bytes(j.GetBytesWritten()),
+		dur, j.GetRecordsRead(), format.Bytes(a.GetBytesRead()), format.Bytes(written),
 		a.GetBlobGets(), a.GetBlobPuts(), a.GetVectorsIndexed())
 }
 

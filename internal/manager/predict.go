@@ -169,7 +169,13 @@ func CompareToPrediction(j catalog.Job) PredictionError {
 	if p.SecondsKnown && !j.StartedAt.IsZero() {
 		e.Seconds, e.SecondsKnown = ratio(j.FinishedAt.Sub(j.StartedAt).Seconds(), p.Seconds)
 	}
-	e.BytesWritten, e.BytesKnown = ratio(float64(j.BytesWritten), float64(p.BytesWritten))
+	// The prediction counts every byte put, the index's included; a job
+	// row's BytesWritten counts blocks and manifest only.
+	written, predicted := float64(j.BytesWritten), float64(p.BytesWritten-p.IndexBytes)
+	if a := j.Actual; a != nil && a.BytesWritten > 0 {
+		written, predicted = float64(a.BytesWritten), float64(p.BytesWritten)
+	}
+	e.BytesWritten, e.BytesKnown = ratio(written, predicted)
 	if a := j.Actual; a != nil {
 		e.BlobPuts, e.PutsKnown = ratio(float64(a.BlobPuts), float64(p.BlobPuts))
 		e.BytesRead, e.ReadKnown = ratio(float64(a.BytesRead), float64(p.BytesRead))
