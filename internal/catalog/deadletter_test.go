@@ -148,3 +148,24 @@ func TestAJobKeepsItsPredictionActualFiguresAndFailureClass(t *testing.T) {
 		}
 	})
 }
+
+func TestAnInterruptedJobFailsAsInfrastructure(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		c := e.open(t)
+		col := mustCreate(t, c, "interrupted", 0)
+		if _, _, err := c.EnqueueJob(ctx, catalog.JobRequest{CollectionID: col.ID, Trigger: catalog.TriggerOneOff}); err != nil {
+			t.Fatal(err)
+		}
+		j, err := c.ClaimJob(ctx, "n1/a", time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.ReleaseNode(ctx, "n1"); err != nil {
+			t.Fatal(err)
+		}
+		got, err := c.GetJob(ctx, j.ID)
+		if err != nil || got.State != catalog.JobFailed || got.FailureClass != jobtype.FailureInfrastructure {
+			t.Fatalf("interrupted job: %s, class %q, %v; want FAILED, infrastructure", got.State, got.FailureClass, err)
+		}
+	})
+}

@@ -651,8 +651,10 @@ func (c *Catalog) ReleaseNode(ctx context.Context, node string) ([]Job, error) {
 // queues its follow-up.
 func (c *Catalog) execInterrupt(ctx context.Context, tx *sql.Tx, j Job) error {
 	// What the row knew is kept: a job still RUNNING committed nothing (a
-	// commit writes the finished row in its own transaction).
-	_, err := tx.ExecContext(ctx, c.d.q(`UPDATE jobs SET state = ?, finished_at = ?, error_text = ?,
+	// commit writes the finished row in its own transaction). A process
+	// that stopped or a lease that expired is infrastructure: it says
+	// nothing about the collection (and counts toward nothing).
+	_, err := tx.ExecContext(ctx, c.d.q(`UPDATE jobs SET state = ?, finished_at = ?, error_text = ?, failure_class = '`+string(jobtype.FailureInfrastructure)+`',
 			lease_owner = '', lease_expires_at = NULL, version_after = version_before,
 			records_read = CASE WHEN progress_read > records_read THEN progress_read ELSE records_read END
 		WHERE id = ?`),
