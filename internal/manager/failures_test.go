@@ -156,14 +156,42 @@ func (e *failuresEnv) start(t *testing.T, build string) {
 	t.Cleanup(e.stop)
 }
 
-// compact runs a one-off job of id to its end.
+// compact runs a one-off job of id to the end of its report (the failure
+// policy applied), which the manager publishes last.
 func (e *failuresEnv) compact(t *testing.T, id string) manager.Job {
 	t.Helper()
-	enq, err := e.m.Compact(t.Context(), []string{id}, false, "test")
+	var jobID string
+	return e.awaitEnd(t, func() string {
+		enq, err := e.m.Compact(t.Context(), []string{id}, false, "test")
+		if err != nil {
+			t.Fatal(err)
+		}
+		jobID = enq[0].Job.ID
+		return jobID
+	})
+}
+
+// awaitEnd runs start, which queues a job and returns its id (or "" for
+// the first job of any id to end), and waits for the published end of
+// that job: the manager publishes it after its whole report (row, failure
+// policy, dead-letter history), unlike the row, which the catalog holds
+// finished from the commit or persist on.
+func (e *failuresEnv) awaitEnd(t *testing.T, start func() string) manager.Job {
+	t.Helper()
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	sub, _, err := e.m.Watch(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return waitJob(t, e.m, enq[0].Job.ID)
+	id := start()
+	for ev := range sub.Events() {
+		if (id == "" || ev.Job.ID == id) && ev.Job.State.Finished() {
+			return ev.Job
+		}
+	}
+	t.Fatalf("watch ended before job %s did (lagged %v)", id, sub.Lagged())
+	return manager.Job{}
 }
 
 func (e *failuresEnv) collection(t *testing.T, id string) catalog.Collection {
@@ -270,6 +298,12 @@ func TestADeadLetteredCollectionIsRedrivenOnceAfterTheCoolOffAndOncePerUpgrade(t
 				t.Fatalf("Redrive at %s under %s: %d jobs, %v; want %d", e.clk.Now().Format(time.TimeOnly), e.build, n, err, want)
 			}
 		}
+		// redriveAndRun re-drives one job and waits for the end of its
+		// report.
+		redriveAndRun := func() manager.Job {
+			t.Helper()
+			return e.awaitEnd(t, func() string { redrive(1); return "" })
+		}
 		// queuedRedrive returns the job the last re-drive queued (the
 		// newest of the collection; a worker may have claimed it already).
 		queuedRedrive := func() catalog.Job {
@@ -284,8 +318,10 @@ func TestADeadLetteredCollectionIsRedrivenOnceAfterTheCoolOffAndOncePerUpgrade(t
 		e.clk.Advance(59 * time.Minute)
 		redrive(0)
 		e.clk.Advance(time.Minute) // one hour since the dead-lettering; the backoff (2m) is long over
-		redrive(1)
-		j := waitJob(t, e.m, queuedRedrive().ID)
+		j := redriveAndRun()
+		if j.ID != queuedRedrive().ID {
+			t.Fatalf("the job that ended is not the re-drive")
+		}
 		if j.State != catalog.JobFailed || !e.collection(t, id).DeadLettered() {
 			t.Fatalf("re-drive that fails again: %s, dead-lettered %v", j.State, e.collection(t, id).DeadLettered())
 		}
@@ -293,8 +329,7 @@ func TestADeadLetteredCollectionIsRedrivenOnceAfterTheCoolOffAndOncePerUpgrade(t
 		redrive(0) // once after the cool-off, not again
 
 		e.start(t, "v2") // an upgrade
-		redrive(1)
-		j = waitJob(t, e.m, queuedRedrive().ID)
+		j = redriveAndRun()
 		if !strings.Contains(j.Reason, "the server is now v2 (dead-lettered under v1)") {
 			t.Errorf("upgrade re-drive reason %q", j.Reason)
 		}
@@ -305,12 +340,14 @@ func TestADeadLetteredCollectionIsRedrivenOnceAfterTheCoolOffAndOncePerUpgrade(t
 		// failure before it (8m, the cap, by now).
 		e.clk.Advance(10 * time.Minute)
 		e.start(t, "v3")
-		redrive(1)
-		j = waitJob(t, e.m, queuedRedrive().ID)
+		j = redriveAndRun()
 		if j.State != catalog.JobSucceeded || e.collection(t, id).DeadLettered() {
 			t.Fatalf("re-drive under the fixed build: %s, dead-lettered %v", j.State, e.collection(t, id).DeadLettered())
 		}
-		evs, err := e.m.DeadLetterHistory(t.Context(), id, 0)
+		// The commit finished the job's row; its report (the recovery event
+		// among it) ends before the manager's shutdown returns.
+		e.stop()
+		evs, err := e.cat.ListDeadLetterEvents(t.Context(), id, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
