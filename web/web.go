@@ -119,10 +119,13 @@ type Job struct {
 	ETA                        time.Duration
 	ETAKnown                   bool
 	BlocksWritten, BlocksTotal int64
-	RecordsWritten             int64
-	BytesWritten               int64
-	VersionBefore              int64
-	VersionAfter               int64
+	// VectorsIndexed of VectorsTotal: the vectors an index rebuild has
+	// inserted (0: not counted).
+	VectorsIndexed, VectorsTotal int64
+	RecordsWritten               int64
+	BytesWritten                 int64
+	VersionBefore                int64
+	VersionAfter                 int64
 	// FailureClass of a failed job: "infrastructure", "data" or
 	// "internal"; "" otherwise.
 	FailureClass string

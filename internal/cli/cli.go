@@ -138,6 +138,8 @@ func Commands(s Streams) []*cobra.Command {
 		newResumeCmd(g),
 		newPlanCmd(g),
 		newThrottleCmd(g),
+		newIndexCmd(g),
+		newVerifyCmd(g),
 	}
 	for _, c := range cmds {
 		g.register(c, allFlags)

@@ -73,7 +73,7 @@ func (c *Compactor) Estimate(ctx context.Context, collectionID string) (jobtype.
 			return jobtype.Estimate{}, fmt.Errorf("estimate %s: sample the log: %w", collectionID, err)
 		}
 	}
-	s.price(&est, base, c.seg.MaxBlockRecords(), c.seg.MinBlockRecords(), delta, sampled)
+	s.price(&est, base, c.seg.MaxBlockRecords(), c.seg.MinBlockRecords(), delta, sampled, c.seg.ReadsBack())
 	s.priceIndex(&est, coll, base, c.indexes)
 	est.WriteAmplification = float64(est.RecordsToWrite) / float64(max(s.opRecords, 1))
 	return est, nil
@@ -93,6 +93,7 @@ type sliceScan struct {
 	logBytes  int64
 	opRecords int64
 	changed   map[string]bool
+	dataBytes int64 // bytes of the blocks or delta priced to be written
 }
 
 func newSliceScan(base *segment.Manifest) *sliceScan {
@@ -144,7 +145,15 @@ func (s *sliceScan) add(offset int64, record []byte) error {
 
 // price fills est's blocks, records, bytes and blob calls of the blocks
 // (or the delta) and the manifest.
-func (s *sliceScan) price(est *jobtype.Estimate, base *segment.Manifest, maxBlock, minBlock int, delta bool, sampled float64) {
+func (s *sliceScan) price(est *jobtype.Estimate, base *segment.Manifest, maxBlock, minBlock int, delta bool, sampled float64, readBack bool) {
+	// The read-back check reads every block and delta written back: a GET
+	// and its bytes each.
+	defer func() {
+		if readBack {
+			est.BlobGets += est.BlobPuts - 1 // every blob put but the manifest
+			est.BytesRead += s.dataBytes
+		}
+	}()
 	est.LogBytes = s.logBytes
 	est.BlocksTotal = len(s.blocks)
 	// The fate of each changed id: one inside a range that ends deleted
@@ -192,7 +201,8 @@ func (s *sliceScan) price(est *jobtype.Estimate, base *segment.Manifest, maxBloc
 		est.BytesRead += est.BytesToRewrite
 		est.BlobGets += int64(est.BlocksToRewrite)
 		est.BlobPuts = 2 // the delta, the manifest
-		est.BytesWritten = deltaFixedBytes + int64(float64(est.RecordsToWrite)*perRecord) + manifestBytesFor(base, len(s.blocks), len(base.Deltas)+1)
+		s.dataBytes = deltaFixedBytes + int64(float64(est.RecordsToWrite)*perRecord)
+		est.BytesWritten = s.dataBytes + manifestBytesFor(base, len(s.blocks), len(base.Deltas)+1)
 		est.BlocksAfter, est.BytesAfter = len(s.blocks), baseBytes
 		return
 	}
@@ -204,7 +214,8 @@ func (s *sliceScan) price(est *jobtype.Estimate, base *segment.Manifest, maxBloc
 		if sampled > 0 {
 			perRecord = sampled
 		}
-		est.BytesWritten = int64(float64(added)*perRecord) + manifestBytesFor(base, est.BlocksToWrite, 0)
+		s.dataBytes = int64(float64(added) * perRecord)
+		est.BytesWritten = s.dataBytes + manifestBytesFor(base, est.BlocksToWrite, 0)
 		est.BlobPuts = int64(est.BlocksToWrite) + 1
 		est.BlocksAfter, est.BytesAfter = est.BlocksToWrite, est.BytesWritten
 		return
@@ -239,6 +250,7 @@ func (s *sliceScan) price(est *jobtype.Estimate, base *segment.Manifest, maxBloc
 	est.BlobGets = min(est.BlobGets, int64(len(s.blocks))+1)
 	est.BlocksAfter = len(s.blocks) - est.BlocksToRewrite + est.BlocksToWrite
 	est.BytesAfter = baseBytes - est.BytesToRewrite + written
+	s.dataBytes = written
 	est.BytesWritten = written + manifestBytesFor(base, est.BlocksAfter, 0)
 	est.BlobPuts = int64(est.BlocksToWrite) + 1
 }

@@ -718,3 +718,33 @@ func (m *Manager) Queue(ctx context.Context) ([]Job, error) {
 	}
 	return out, nil
 }
+
+// RebuildIndex queues a one-off job of kind jobtype.KindIndexRebuild for a
+// collection, with params (jobtype.IndexRebuildParams, encoded as the
+// job's params; "" keeps the collection's). A collection with a rebuild
+// queued already gets that job back (Created false), with its own params
+// (cancel it to queue another); a queued compaction of it is a different
+// job. The caller checks the params against the collection (the executor
+// checks them again when the job runs). Errors: ErrInvalidArgument (empty
+// id), *NotFoundError, ErrStopped, store errors (nothing queued).
+func (m *Manager) RebuildIndex(ctx context.Context, collectionID, params, reason string) (Enqueued, error) {
+	if collectionID == "" {
+		return Enqueued{}, fmt.Errorf("give the collection whose index to rebuild: %w", ErrInvalidArgument)
+	}
+	if m.runs.isStopping() {
+		return Enqueued{}, ErrStopped
+	}
+	res := m.enq.enqueue(ctx, catalog.EnqueueCall{Requests: []catalog.JobRequest{{
+		CollectionID: collectionID, Kind: jobtype.KindIndexRebuild, Params: params, Trigger: catalog.TriggerOneOff,
+		Reason: reason, TraceParent: traceParent(ctx),
+	}}})
+	if missing := (*catalog.MissingCollectionsError)(nil); errors.As(res.Err, &missing) {
+		return Enqueued{}, &NotFoundError{IDs: missing.IDs}
+	}
+	if res.Err != nil {
+		return Enqueued{}, fmt.Errorf("queue index rebuild: %w", res.Err)
+	}
+	e := res.Jobs[0]
+	m.changedJob(e.Job)
+	return Enqueued{Job: Job{Job: e.Job}, Created: e.Created}, nil
+}

@@ -32,3 +32,7 @@ func EncodedBytes(recs []materialize.Record) (int64, error) {
 	b, err := encodeBlock(recs)
 	return int64(len(b)), err
 }
+
+// ReadsBack reports whether a write reads each block and delta it wrote
+// back before its manifest (the read-back check; Config.NoReadBack off).
+func (s *Store) ReadsBack() bool { return !s.cfg.NoReadBack }

@@ -408,6 +408,11 @@ type Job struct {
 	// What the job does. A job of a kind the answering server does not know
 	// (queued by a newer replica) is JOB_KIND_UNSPECIFIED.
 	Kind JobKind `protobuf:"varint,24,opt,name=kind,proto3,enum=compactor.v1.JobKind" json:"kind,omitempty"`
+	// The parameters a JOB_KIND_INDEX_REBUILD job builds the index with; unset
+	// for other kinds.
+	IndexRebuild *IndexRebuildParams `protobuf:"bytes,25,opt,name=index_rebuild,json=indexRebuild,proto3" json:"index_rebuild,omitempty"`
+	// What a JOB_KIND_VERIFY job checks; unset for other kinds.
+	Verify *VerifyParams `protobuf:"bytes,26,opt,name=verify,proto3" json:"verify,omitempty"`
 	// Where the error of a FAILED job came from; unspecified in other states.
 	FailureClass FailureClass `protobuf:"varint,40,opt,name=failure_class,json=failureClass,proto3,enum=compactor.v1.FailureClass" json:"failure_class,omitempty"`
 	// The prediction made when the job was claimed; unset when none was made.
@@ -617,6 +622,20 @@ func (x *Job) GetKind() JobKind {
 	return JobKind_JOB_KIND_UNSPECIFIED
 }
 
+func (x *Job) GetIndexRebuild() *IndexRebuildParams {
+	if x != nil {
+		return x.IndexRebuild
+	}
+	return nil
+}
+
+func (x *Job) GetVerify() *VerifyParams {
+	if x != nil {
+		return x.Verify
+	}
+	return nil
+}
+
 func (x *Job) GetFailureClass() FailureClass {
 	if x != nil {
 		return x.FailureClass
@@ -636,6 +655,128 @@ func (x *Job) GetActual() *JobActual {
 		return x.Actual
 	}
 	return nil
+}
+
+// VerifyParams are what a verify job was asked to check.
+type VerifyParams struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The segment version; 0: the collection's current one when the job runs.
+	Version int64 `protobuf:"varint,1,opt,name=version,proto3" json:"version,omitempty"`
+	// Also re-materialize the version from the previous kept version and the
+	// log, and compare the digests.
+	Replay bool `protobuf:"varint,2,opt,name=replay,proto3" json:"replay,omitempty"`
+	// Queued by the background scrub (its reads keep to the scrub's throughput
+	// cap).
+	Scrub         bool `protobuf:"varint,3,opt,name=scrub,proto3" json:"scrub,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *VerifyParams) Reset() {
+	*x = VerifyParams{}
+	mi := &file_compactor_v1_compaction_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *VerifyParams) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*VerifyParams) ProtoMessage() {}
+
+func (x *VerifyParams) ProtoReflect() protoreflect.Message {
+	mi := &file_compactor_v1_compaction_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use VerifyParams.ProtoReflect.Descriptor instead.
+func (*VerifyParams) Descriptor() ([]byte, []int) {
+	return file_compactor_v1_compaction_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *VerifyParams) GetVersion() int64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *VerifyParams) GetReplay() bool {
+	if x != nil {
+		return x.Replay
+	}
+	return false
+}
+
+func (x *VerifyParams) GetScrub() bool {
+	if x != nil {
+		return x.Scrub
+	}
+	return false
+}
+
+// IndexRebuildParams are the HNSW parameters an index rebuild was asked for;
+// 0 keeps the collection's.
+type IndexRebuildParams struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Neighbours per node and layer.
+	M int32 `protobuf:"varint,1,opt,name=m,proto3" json:"m,omitempty"`
+	// Candidate list size while building.
+	EfConstruction int32 `protobuf:"varint,2,opt,name=ef_construction,json=efConstruction,proto3" json:"ef_construction,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *IndexRebuildParams) Reset() {
+	*x = IndexRebuildParams{}
+	mi := &file_compactor_v1_compaction_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *IndexRebuildParams) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*IndexRebuildParams) ProtoMessage() {}
+
+func (x *IndexRebuildParams) ProtoReflect() protoreflect.Message {
+	mi := &file_compactor_v1_compaction_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use IndexRebuildParams.ProtoReflect.Descriptor instead.
+func (*IndexRebuildParams) Descriptor() ([]byte, []int) {
+	return file_compactor_v1_compaction_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *IndexRebuildParams) GetM() int32 {
+	if x != nil {
+		return x.M
+	}
+	return 0
+}
+
+func (x *IndexRebuildParams) GetEfConstruction() int32 {
+	if x != nil {
+		return x.EfConstruction
+	}
+	return 0
 }
 
 // JobActual is what a job did, in the units of its prediction.
@@ -665,7 +806,7 @@ type JobActual struct {
 
 func (x *JobActual) Reset() {
 	*x = JobActual{}
-	mi := &file_compactor_v1_compaction_proto_msgTypes[1]
+	mi := &file_compactor_v1_compaction_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -677,7 +818,7 @@ func (x *JobActual) String() string {
 func (*JobActual) ProtoMessage() {}
 
 func (x *JobActual) ProtoReflect() protoreflect.Message {
-	mi := &file_compactor_v1_compaction_proto_msgTypes[1]
+	mi := &file_compactor_v1_compaction_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -690,7 +831,7 @@ func (x *JobActual) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobActual.ProtoReflect.Descriptor instead.
 func (*JobActual) Descriptor() ([]byte, []int) {
-	return file_compactor_v1_compaction_proto_rawDescGZIP(), []int{1}
+	return file_compactor_v1_compaction_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *JobActual) GetBytesRead() int64 {
@@ -783,13 +924,18 @@ type Progress struct {
 	// unknown (known once materialization has planned the new version).
 	BlocksWritten int64 `protobuf:"varint,7,opt,name=blocks_written,json=blocksWritten,proto3" json:"blocks_written,omitempty"`
 	BlocksTotal   int64 `protobuf:"varint,8,opt,name=blocks_total,json=blocksTotal,proto3" json:"blocks_total,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// Vectors inserted into the vector index so far, and vectors to insert, in
+	// vectors, while the phase is "indexing" of a job that counts them (an
+	// index rebuild: every record of the version); 0 while unknown.
+	VectorsIndexed int64 `protobuf:"varint,9,opt,name=vectors_indexed,json=vectorsIndexed,proto3" json:"vectors_indexed,omitempty"`
+	VectorsTotal   int64 `protobuf:"varint,10,opt,name=vectors_total,json=vectorsTotal,proto3" json:"vectors_total,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *Progress) Reset() {
 	*x = Progress{}
-	mi := &file_compactor_v1_compaction_proto_msgTypes[2]
+	mi := &file_compactor_v1_compaction_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -801,7 +947,7 @@ func (x *Progress) String() string {
 func (*Progress) ProtoMessage() {}
 
 func (x *Progress) ProtoReflect() protoreflect.Message {
-	mi := &file_compactor_v1_compaction_proto_msgTypes[2]
+	mi := &file_compactor_v1_compaction_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -814,7 +960,7 @@ func (x *Progress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Progress.ProtoReflect.Descriptor instead.
 func (*Progress) Descriptor() ([]byte, []int) {
-	return file_compactor_v1_compaction_proto_rawDescGZIP(), []int{2}
+	return file_compactor_v1_compaction_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *Progress) GetRecordsRead() int64 {
@@ -873,6 +1019,20 @@ func (x *Progress) GetBlocksTotal() int64 {
 	return 0
 }
 
+func (x *Progress) GetVectorsIndexed() int64 {
+	if x != nil {
+		return x.VectorsIndexed
+	}
+	return 0
+}
+
+func (x *Progress) GetVectorsTotal() int64 {
+	if x != nil {
+		return x.VectorsTotal
+	}
+	return 0
+}
+
 // Request of CompactionService.Compact. Exactly one of collection_ids
 // (non-empty) and all must be given.
 type CompactRequest struct {
@@ -889,7 +1049,7 @@ type CompactRequest struct {
 
 func (x *CompactRequest) Reset() {
 	*x = CompactRequest{}
-	mi := &file_compactor_v1_compaction_proto_msgTypes[3]
+	mi := &file_compactor_v1_compaction_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -901,7 +1061,7 @@ func (x *CompactRequest) String() string {
 func (*CompactRequest) ProtoMessage() {}
 
 func (x *CompactRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_compactor_v1_compaction_proto_msgTypes[3]
+	mi := &file_compactor_v1_compaction_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -914,7 +1074,7 @@ func (x *CompactRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompactRequest.ProtoReflect.Descriptor instead.
 func (*CompactRequest) Descriptor() ([]byte, []int) {
-	return file_compactor_v1_compaction_proto_rawDescGZIP(), []int{3}
+	return file_compactor_v1_compaction_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *CompactRequest) GetCollectionIds() []string {
@@ -950,7 +1110,7 @@ type CompactResponse struct {
 
 func (x *CompactResponse) Reset() {
 	*x = CompactResponse{}
-	mi := &file_compactor_v1_compaction_proto_msgTypes[4]
+	mi := &file_compactor_v1_compaction_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -962,7 +1122,7 @@ func (x *CompactResponse) String() string {
 func (*CompactResponse) ProtoMessage() {}
 
 func (x *CompactResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_compactor_v1_compaction_proto_msgTypes[4]
+	mi := &file_compactor_v1_compaction_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -975,7 +1135,7 @@ func (x *CompactResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompactResponse.ProtoReflect.Descriptor instead.
 func (*CompactResponse) Descriptor() ([]byte, []int) {
-	return file_compactor_v1_compaction_proto_rawDescGZIP(), []int{4}
+	return file_compactor_v1_compaction_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *CompactResponse) GetJobs() []*CompactResult {
@@ -999,7 +1159,7 @@ type CompactResult struct {
 
 func (x *CompactResult) Reset() {
 	*x = CompactResult{}
-	mi := &file_compactor_v1_compaction_proto_msgTypes[5]
+	mi := &file_compactor_v1_compaction_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1011,7 +1171,7 @@ func (x *CompactResult) String() string {
 func (*CompactResult) ProtoMessage() {}
 
 func (x *CompactResult) ProtoReflect() protoreflect.Message {
-	mi := &file_compactor_v1_compaction_proto_msgTypes[5]
+	mi := &file_compactor_v1_compaction_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1024,7 +1184,7 @@ func (x *CompactResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompactResult.ProtoReflect.Descriptor instead.
 func (*CompactResult) Descriptor() ([]byte, []int) {
-	return file_compactor_v1_compaction_proto_rawDescGZIP(), []int{5}
+	return file_compactor_v1_compaction_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *CompactResult) GetJob() *Job {
@@ -1055,7 +1215,7 @@ type GetCompactionRequest struct {
 
 func (x *GetCompactionRequest) Reset() {
 	*x = GetCompactionRequest{}
-	mi := &file_compactor_v1_compaction_proto_msgTypes[6]
+	mi := &file_compactor_v1_compaction_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1067,7 +1227,7 @@ func (x *GetCompactionRequest) String() string {
 func (*GetCompactionRequest) ProtoMessage() {}
 
 func (x *GetCompactionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_compactor_v1_compaction_proto_msgTypes[6]
+	mi := &file_compactor_v1_compaction_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1080,7 +1240,7 @@ func (x *GetCompactionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetCompactionRequest.ProtoReflect.Descriptor instead.
 func (*GetCompactionRequest) Descriptor() ([]byte, []int) {
-	return file_compactor_v1_compaction_proto_rawDescGZIP(), []int{6}
+	return file_compactor_v1_compaction_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *GetCompactionRequest) GetJobId() string {
@@ -1101,7 +1261,7 @@ type GetCompactionResponse struct {
 
 func (x *GetCompactionResponse) Reset() {
 	*x = GetCompactionResponse{}
-	mi := &file_compactor_v1_compaction_proto_msgTypes[7]
+	mi := &file_compactor_v1_compaction_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1113,7 +1273,7 @@ func (x *GetCompactionResponse) String() string {
 func (*GetCompactionResponse) ProtoMessage() {}
 
 func (x *GetCompactionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_compactor_v1_compaction_proto_msgTypes[7]
+	mi := &file_compactor_v1_compaction_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1126,7 +1286,7 @@ func (x *GetCompactionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetCompactionResponse.ProtoReflect.Descriptor instead.
 func (*GetCompactionResponse) Descriptor() ([]byte, []int) {
-	return file_compactor_v1_compaction_proto_rawDescGZIP(), []int{7}
+	return file_compactor_v1_compaction_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *GetCompactionResponse) GetJob() *Job {
@@ -1161,7 +1321,7 @@ type ListCompactionsRequest struct {
 
 func (x *ListCompactionsRequest) Reset() {
 	*x = ListCompactionsRequest{}
-	mi := &file_compactor_v1_compaction_proto_msgTypes[8]
+	mi := &file_compactor_v1_compaction_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1173,7 +1333,7 @@ func (x *ListCompactionsRequest) String() string {
 func (*ListCompactionsRequest) ProtoMessage() {}
 
 func (x *ListCompactionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_compactor_v1_compaction_proto_msgTypes[8]
+	mi := &file_compactor_v1_compaction_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1186,7 +1346,7 @@ func (x *ListCompactionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListCompactionsRequest.ProtoReflect.Descriptor instead.
 func (*ListCompactionsRequest) Descriptor() ([]byte, []int) {
-	return file_compactor_v1_compaction_proto_rawDescGZIP(), []int{8}
+	return file_compactor_v1_compaction_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ListCompactionsRequest) GetCollectionId() string {
@@ -1244,7 +1404,7 @@ type ListCompactionsResponse struct {
 
 func (x *ListCompactionsResponse) Reset() {
 	*x = ListCompactionsResponse{}
-	mi := &file_compactor_v1_compaction_proto_msgTypes[9]
+	mi := &file_compactor_v1_compaction_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1256,7 +1416,7 @@ func (x *ListCompactionsResponse) String() string {
 func (*ListCompactionsResponse) ProtoMessage() {}
 
 func (x *ListCompactionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_compactor_v1_compaction_proto_msgTypes[9]
+	mi := &file_compactor_v1_compaction_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1269,7 +1429,7 @@ func (x *ListCompactionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListCompactionsResponse.ProtoReflect.Descriptor instead.
 func (*ListCompactionsResponse) Descriptor() ([]byte, []int) {
-	return file_compactor_v1_compaction_proto_rawDescGZIP(), []int{9}
+	return file_compactor_v1_compaction_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ListCompactionsResponse) GetJobs() []*Job {
@@ -1309,7 +1469,7 @@ type WatchCompactionsRequest struct {
 
 func (x *WatchCompactionsRequest) Reset() {
 	*x = WatchCompactionsRequest{}
-	mi := &file_compactor_v1_compaction_proto_msgTypes[10]
+	mi := &file_compactor_v1_compaction_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1321,7 +1481,7 @@ func (x *WatchCompactionsRequest) String() string {
 func (*WatchCompactionsRequest) ProtoMessage() {}
 
 func (x *WatchCompactionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_compactor_v1_compaction_proto_msgTypes[10]
+	mi := &file_compactor_v1_compaction_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1334,7 +1494,7 @@ func (x *WatchCompactionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchCompactionsRequest.ProtoReflect.Descriptor instead.
 func (*WatchCompactionsRequest) Descriptor() ([]byte, []int) {
-	return file_compactor_v1_compaction_proto_rawDescGZIP(), []int{10}
+	return file_compactor_v1_compaction_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *WatchCompactionsRequest) GetCollectionId() string {
@@ -1378,7 +1538,7 @@ type WatchCompactionsResponse struct {
 
 func (x *WatchCompactionsResponse) Reset() {
 	*x = WatchCompactionsResponse{}
-	mi := &file_compactor_v1_compaction_proto_msgTypes[11]
+	mi := &file_compactor_v1_compaction_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1390,7 +1550,7 @@ func (x *WatchCompactionsResponse) String() string {
 func (*WatchCompactionsResponse) ProtoMessage() {}
 
 func (x *WatchCompactionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_compactor_v1_compaction_proto_msgTypes[11]
+	mi := &file_compactor_v1_compaction_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1403,7 +1563,7 @@ func (x *WatchCompactionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchCompactionsResponse.ProtoReflect.Descriptor instead.
 func (*WatchCompactionsResponse) Descriptor() ([]byte, []int) {
-	return file_compactor_v1_compaction_proto_rawDescGZIP(), []int{11}
+	return file_compactor_v1_compaction_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *WatchCompactionsResponse) GetType() WatchEventType {
@@ -1432,7 +1592,7 @@ type CancelCompactionRequest struct {
 
 func (x *CancelCompactionRequest) Reset() {
 	*x = CancelCompactionRequest{}
-	mi := &file_compactor_v1_compaction_proto_msgTypes[12]
+	mi := &file_compactor_v1_compaction_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1444,7 +1604,7 @@ func (x *CancelCompactionRequest) String() string {
 func (*CancelCompactionRequest) ProtoMessage() {}
 
 func (x *CancelCompactionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_compactor_v1_compaction_proto_msgTypes[12]
+	mi := &file_compactor_v1_compaction_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1457,7 +1617,7 @@ func (x *CancelCompactionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelCompactionRequest.ProtoReflect.Descriptor instead.
 func (*CancelCompactionRequest) Descriptor() ([]byte, []int) {
-	return file_compactor_v1_compaction_proto_rawDescGZIP(), []int{12}
+	return file_compactor_v1_compaction_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *CancelCompactionRequest) GetJobId() string {
@@ -1479,7 +1639,7 @@ type CancelCompactionResponse struct {
 
 func (x *CancelCompactionResponse) Reset() {
 	*x = CancelCompactionResponse{}
-	mi := &file_compactor_v1_compaction_proto_msgTypes[13]
+	mi := &file_compactor_v1_compaction_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1491,7 +1651,7 @@ func (x *CancelCompactionResponse) String() string {
 func (*CancelCompactionResponse) ProtoMessage() {}
 
 func (x *CancelCompactionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_compactor_v1_compaction_proto_msgTypes[13]
+	mi := &file_compactor_v1_compaction_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1504,7 +1664,7 @@ func (x *CancelCompactionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelCompactionResponse.ProtoReflect.Descriptor instead.
 func (*CancelCompactionResponse) Descriptor() ([]byte, []int) {
-	return file_compactor_v1_compaction_proto_rawDescGZIP(), []int{13}
+	return file_compactor_v1_compaction_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *CancelCompactionResponse) GetJob() *Job {
@@ -1512,6 +1672,264 @@ func (x *CancelCompactionResponse) GetJob() *Job {
 		return x.Job
 	}
 	return nil
+}
+
+// Request of CompactionService.RebuildIndex.
+type RebuildIndexRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The collection's id (a UUID).
+	CollectionId string `protobuf:"bytes,1,opt,name=collection_id,json=collectionId,proto3" json:"collection_id,omitempty"`
+	// HNSW neighbours per node and layer of the new index, 2 to 100; 0 keeps the
+	// collection's.
+	M int32 `protobuf:"varint,2,opt,name=m,proto3" json:"m,omitempty"`
+	// Candidate list size while building, m to 10000; 0 keeps the collection's
+	// (raised to m when below it).
+	EfConstruction int32 `protobuf:"varint,3,opt,name=ef_construction,json=efConstruction,proto3" json:"ef_construction,omitempty"`
+	// Why the operator asks, kept on the job as Job.reason; optional.
+	Reason        string `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RebuildIndexRequest) Reset() {
+	*x = RebuildIndexRequest{}
+	mi := &file_compactor_v1_compaction_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RebuildIndexRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RebuildIndexRequest) ProtoMessage() {}
+
+func (x *RebuildIndexRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_compactor_v1_compaction_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RebuildIndexRequest.ProtoReflect.Descriptor instead.
+func (*RebuildIndexRequest) Descriptor() ([]byte, []int) {
+	return file_compactor_v1_compaction_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *RebuildIndexRequest) GetCollectionId() string {
+	if x != nil {
+		return x.CollectionId
+	}
+	return ""
+}
+
+func (x *RebuildIndexRequest) GetM() int32 {
+	if x != nil {
+		return x.M
+	}
+	return 0
+}
+
+func (x *RebuildIndexRequest) GetEfConstruction() int32 {
+	if x != nil {
+		return x.EfConstruction
+	}
+	return 0
+}
+
+func (x *RebuildIndexRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+// Response of CompactionService.RebuildIndex.
+type RebuildIndexResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The job: newly queued, or the collection's rebuild queued already.
+	Job *Job `protobuf:"bytes,1,opt,name=job,proto3" json:"job,omitempty"`
+	// True when the job was created by this call.
+	Created       bool `protobuf:"varint,2,opt,name=created,proto3" json:"created,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RebuildIndexResponse) Reset() {
+	*x = RebuildIndexResponse{}
+	mi := &file_compactor_v1_compaction_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RebuildIndexResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RebuildIndexResponse) ProtoMessage() {}
+
+func (x *RebuildIndexResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_compactor_v1_compaction_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RebuildIndexResponse.ProtoReflect.Descriptor instead.
+func (*RebuildIndexResponse) Descriptor() ([]byte, []int) {
+	return file_compactor_v1_compaction_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *RebuildIndexResponse) GetJob() *Job {
+	if x != nil {
+		return x.Job
+	}
+	return nil
+}
+
+func (x *RebuildIndexResponse) GetCreated() bool {
+	if x != nil {
+		return x.Created
+	}
+	return false
+}
+
+// Request of CompactionService.VerifyCollection.
+type VerifyCollectionRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The collection's id (a UUID).
+	CollectionId string `protobuf:"bytes,1,opt,name=collection_id,json=collectionId,proto3" json:"collection_id,omitempty"`
+	// The kept segment version to verify; 0: the current one.
+	Version int64 `protobuf:"varint,2,opt,name=version,proto3" json:"version,omitempty"`
+	// Also replay the version from the previous kept version and the log.
+	Replay bool `protobuf:"varint,3,opt,name=replay,proto3" json:"replay,omitempty"`
+	// Why the operator asks, kept on the job as Job.reason; optional.
+	Reason        string `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *VerifyCollectionRequest) Reset() {
+	*x = VerifyCollectionRequest{}
+	mi := &file_compactor_v1_compaction_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *VerifyCollectionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*VerifyCollectionRequest) ProtoMessage() {}
+
+func (x *VerifyCollectionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_compactor_v1_compaction_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use VerifyCollectionRequest.ProtoReflect.Descriptor instead.
+func (*VerifyCollectionRequest) Descriptor() ([]byte, []int) {
+	return file_compactor_v1_compaction_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *VerifyCollectionRequest) GetCollectionId() string {
+	if x != nil {
+		return x.CollectionId
+	}
+	return ""
+}
+
+func (x *VerifyCollectionRequest) GetVersion() int64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *VerifyCollectionRequest) GetReplay() bool {
+	if x != nil {
+		return x.Replay
+	}
+	return false
+}
+
+func (x *VerifyCollectionRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+// Response of CompactionService.VerifyCollection.
+type VerifyCollectionResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The job: newly queued, or the collection's verify job queued already.
+	Job *Job `protobuf:"bytes,1,opt,name=job,proto3" json:"job,omitempty"`
+	// True when the job was created by this call.
+	Created       bool `protobuf:"varint,2,opt,name=created,proto3" json:"created,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *VerifyCollectionResponse) Reset() {
+	*x = VerifyCollectionResponse{}
+	mi := &file_compactor_v1_compaction_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *VerifyCollectionResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*VerifyCollectionResponse) ProtoMessage() {}
+
+func (x *VerifyCollectionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_compactor_v1_compaction_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use VerifyCollectionResponse.ProtoReflect.Descriptor instead.
+func (*VerifyCollectionResponse) Descriptor() ([]byte, []int) {
+	return file_compactor_v1_compaction_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *VerifyCollectionResponse) GetJob() *Job {
+	if x != nil {
+		return x.Job
+	}
+	return nil
+}
+
+func (x *VerifyCollectionResponse) GetCreated() bool {
+	if x != nil {
+		return x.Created
+	}
+	return false
 }
 
 // Request of CompactionService.ListNodes.
@@ -1523,7 +1941,7 @@ type ListNodesRequest struct {
 
 func (x *ListNodesRequest) Reset() {
 	*x = ListNodesRequest{}
-	mi := &file_compactor_v1_compaction_proto_msgTypes[14]
+	mi := &file_compactor_v1_compaction_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1535,7 +1953,7 @@ func (x *ListNodesRequest) String() string {
 func (*ListNodesRequest) ProtoMessage() {}
 
 func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_compactor_v1_compaction_proto_msgTypes[14]
+	mi := &file_compactor_v1_compaction_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1548,7 +1966,7 @@ func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesRequest.ProtoReflect.Descriptor instead.
 func (*ListNodesRequest) Descriptor() ([]byte, []int) {
-	return file_compactor_v1_compaction_proto_rawDescGZIP(), []int{14}
+	return file_compactor_v1_compaction_proto_rawDescGZIP(), []int{20}
 }
 
 // Response of CompactionService.ListNodes.
@@ -1562,7 +1980,7 @@ type ListNodesResponse struct {
 
 func (x *ListNodesResponse) Reset() {
 	*x = ListNodesResponse{}
-	mi := &file_compactor_v1_compaction_proto_msgTypes[15]
+	mi := &file_compactor_v1_compaction_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1574,7 +1992,7 @@ func (x *ListNodesResponse) String() string {
 func (*ListNodesResponse) ProtoMessage() {}
 
 func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_compactor_v1_compaction_proto_msgTypes[15]
+	mi := &file_compactor_v1_compaction_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1587,7 +2005,7 @@ func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesResponse.ProtoReflect.Descriptor instead.
 func (*ListNodesResponse) Descriptor() ([]byte, []int) {
-	return file_compactor_v1_compaction_proto_rawDescGZIP(), []int{15}
+	return file_compactor_v1_compaction_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ListNodesResponse) GetNodes() []*Node {
@@ -1620,7 +2038,7 @@ type Node struct {
 
 func (x *Node) Reset() {
 	*x = Node{}
-	mi := &file_compactor_v1_compaction_proto_msgTypes[16]
+	mi := &file_compactor_v1_compaction_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1632,7 +2050,7 @@ func (x *Node) String() string {
 func (*Node) ProtoMessage() {}
 
 func (x *Node) ProtoReflect() protoreflect.Message {
-	mi := &file_compactor_v1_compaction_proto_msgTypes[16]
+	mi := &file_compactor_v1_compaction_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1645,7 +2063,7 @@ func (x *Node) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Node.ProtoReflect.Descriptor instead.
 func (*Node) Descriptor() ([]byte, []int) {
-	return file_compactor_v1_compaction_proto_rawDescGZIP(), []int{16}
+	return file_compactor_v1_compaction_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Node) GetName() string {
@@ -1701,7 +2119,7 @@ var File_compactor_v1_compaction_proto protoreflect.FileDescriptor
 
 const file_compactor_v1_compaction_proto_rawDesc = "" +
 	"\n" +
-	"\x1dcompactor/v1/compaction.proto\x12\fcompactor.v1\x1a\x1acompactor/v1/control.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xc5\b\n" +
+	"\x1dcompactor/v1/compaction.proto\x12\fcompactor.v1\x1a\x1acompactor/v1/control.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xc0\t\n" +
 	"\x03Job\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12#\n" +
 	"\rcollection_id\x18\x02 \x01(\tR\fcollectionId\x12'\n" +
@@ -1731,10 +2149,19 @@ const file_compactor_v1_compaction_proto_rawDesc = "" +
 	"\bprogress\x18\x15 \x01(\v2\x16.compactor.v1.ProgressR\bprogress\x12)\n" +
 	"\x10cancel_requested\x18\x16 \x01(\bR\x0fcancelRequested\x12(\n" +
 	"\x10continues_job_id\x18\x17 \x01(\tR\x0econtinuesJobId\x12)\n" +
-	"\x04kind\x18\x18 \x01(\x0e2\x15.compactor.v1.JobKindR\x04kind\x12?\n" +
+	"\x04kind\x18\x18 \x01(\x0e2\x15.compactor.v1.JobKindR\x04kind\x12E\n" +
+	"\rindex_rebuild\x18\x19 \x01(\v2 .compactor.v1.IndexRebuildParamsR\findexRebuild\x122\n" +
+	"\x06verify\x18\x1a \x01(\v2\x1a.compactor.v1.VerifyParamsR\x06verify\x12?\n" +
 	"\rfailure_class\x18( \x01(\x0e2\x1a.compactor.v1.FailureClassR\ffailureClass\x127\n" +
 	"\tpredicted\x18) \x01(\v2\x19.compactor.v1.JobEstimateR\tpredicted\x12/\n" +
-	"\x06actual\x18* \x01(\v2\x17.compactor.v1.JobActualR\x06actual\"\xe3\x02\n" +
+	"\x06actual\x18* \x01(\v2\x17.compactor.v1.JobActualR\x06actual\"V\n" +
+	"\fVerifyParams\x12\x18\n" +
+	"\aversion\x18\x01 \x01(\x03R\aversion\x12\x16\n" +
+	"\x06replay\x18\x02 \x01(\bR\x06replay\x12\x14\n" +
+	"\x05scrub\x18\x03 \x01(\bR\x05scrub\"K\n" +
+	"\x12IndexRebuildParams\x12\f\n" +
+	"\x01m\x18\x01 \x01(\x05R\x01m\x12'\n" +
+	"\x0fef_construction\x18\x02 \x01(\x05R\x0eefConstruction\"\xe3\x02\n" +
 	"\tJobActual\x12\x1d\n" +
 	"\n" +
 	"bytes_read\x18\x01 \x01(\x03R\tbytesRead\x12\x1b\n" +
@@ -1746,7 +2173,7 @@ const file_compactor_v1_compaction_proto_rawDesc = "" +
 	"\x0eindex_duration\x18\a \x01(\v2\x19.google.protobuf.DurationR\rindexDuration\x12\x1f\n" +
 	"\vindex_build\x18\b \x01(\tR\n" +
 	"indexBuild\x12#\n" +
-	"\rbytes_written\x18\t \x01(\x03R\fbytesWritten\"\xa0\x02\n" +
+	"\rbytes_written\x18\t \x01(\x03R\fbytesWritten\"\xee\x02\n" +
 	"\bProgress\x12!\n" +
 	"\frecords_read\x18\x01 \x01(\x03R\vrecordsRead\x12#\n" +
 	"\rrecords_total\x18\x02 \x01(\x03R\frecordsTotal\x12#\n" +
@@ -1755,7 +2182,10 @@ const file_compactor_v1_compaction_proto_rawDesc = "" +
 	"\bfraction\x18\x05 \x01(\x01R\bfraction\x12+\n" +
 	"\x03eta\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\x03eta\x12%\n" +
 	"\x0eblocks_written\x18\a \x01(\x03R\rblocksWritten\x12!\n" +
-	"\fblocks_total\x18\b \x01(\x03R\vblocksTotal\"a\n" +
+	"\fblocks_total\x18\b \x01(\x03R\vblocksTotal\x12'\n" +
+	"\x0fvectors_indexed\x18\t \x01(\x03R\x0evectorsIndexed\x12#\n" +
+	"\rvectors_total\x18\n" +
+	" \x01(\x03R\fvectorsTotal\"a\n" +
 	"\x0eCompactRequest\x12%\n" +
 	"\x0ecollection_ids\x18\x01 \x03(\tR\rcollectionIds\x12\x10\n" +
 	"\x03all\x18\x02 \x01(\bR\x03all\x12\x16\n" +
@@ -1791,7 +2221,23 @@ const file_compactor_v1_compaction_proto_rawDesc = "" +
 	"\x17CancelCompactionRequest\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\"?\n" +
 	"\x18CancelCompactionResponse\x12#\n" +
-	"\x03job\x18\x01 \x01(\v2\x11.compactor.v1.JobR\x03job\"\x12\n" +
+	"\x03job\x18\x01 \x01(\v2\x11.compactor.v1.JobR\x03job\"\x89\x01\n" +
+	"\x13RebuildIndexRequest\x12#\n" +
+	"\rcollection_id\x18\x01 \x01(\tR\fcollectionId\x12\f\n" +
+	"\x01m\x18\x02 \x01(\x05R\x01m\x12'\n" +
+	"\x0fef_construction\x18\x03 \x01(\x05R\x0eefConstruction\x12\x16\n" +
+	"\x06reason\x18\x04 \x01(\tR\x06reason\"U\n" +
+	"\x14RebuildIndexResponse\x12#\n" +
+	"\x03job\x18\x01 \x01(\v2\x11.compactor.v1.JobR\x03job\x12\x18\n" +
+	"\acreated\x18\x02 \x01(\bR\acreated\"\x88\x01\n" +
+	"\x17VerifyCollectionRequest\x12#\n" +
+	"\rcollection_id\x18\x01 \x01(\tR\fcollectionId\x12\x18\n" +
+	"\aversion\x18\x02 \x01(\x03R\aversion\x12\x16\n" +
+	"\x06replay\x18\x03 \x01(\bR\x06replay\x12\x16\n" +
+	"\x06reason\x18\x04 \x01(\tR\x06reason\"Y\n" +
+	"\x18VerifyCollectionResponse\x12#\n" +
+	"\x03job\x18\x01 \x01(\v2\x11.compactor.v1.JobR\x03job\x12\x18\n" +
+	"\acreated\x18\x02 \x01(\bR\acreated\"\x12\n" +
 	"\x10ListNodesRequest\"=\n" +
 	"\x11ListNodesResponse\x12(\n" +
 	"\x05nodes\x18\x01 \x03(\v2\x12.compactor.v1.NodeR\x05nodes\"\xf6\x01\n" +
@@ -1830,14 +2276,16 @@ const file_compactor_v1_compaction_proto_rawDesc = "" +
 	"\x19WATCH_EVENT_TYPE_SNAPSHOT\x10\x01\x12&\n" +
 	"\"WATCH_EVENT_TYPE_SNAPSHOT_COMPLETE\x10\x02\x12\x1c\n" +
 	"\x18WATCH_EVENT_TYPE_CHANGED\x10\x03\x12\x1d\n" +
-	"\x19WATCH_EVENT_TYPE_PROGRESS\x10\x042\xbf\x04\n" +
+	"\x19WATCH_EVENT_TYPE_PROGRESS\x10\x042\xf9\x05\n" +
 	"\x11CompactionService\x12F\n" +
 	"\aCompact\x12\x1c.compactor.v1.CompactRequest\x1a\x1d.compactor.v1.CompactResponse\x12]\n" +
 	"\rGetCompaction\x12\".compactor.v1.GetCompactionRequest\x1a#.compactor.v1.GetCompactionResponse\"\x03\x90\x02\x01\x12c\n" +
 	"\x0fListCompactions\x12$.compactor.v1.ListCompactionsRequest\x1a%.compactor.v1.ListCompactionsResponse\"\x03\x90\x02\x01\x12h\n" +
 	"\x10WatchCompactions\x12%.compactor.v1.WatchCompactionsRequest\x1a&.compactor.v1.WatchCompactionsResponse\"\x03\x90\x02\x010\x01\x12a\n" +
 	"\x10CancelCompaction\x12%.compactor.v1.CancelCompactionRequest\x1a&.compactor.v1.CancelCompactionResponse\x12Q\n" +
-	"\tListNodes\x12\x1e.compactor.v1.ListNodesRequest\x1a\x1f.compactor.v1.ListNodesResponse\"\x03\x90\x02\x01B\xb3\x01\n" +
+	"\tListNodes\x12\x1e.compactor.v1.ListNodesRequest\x1a\x1f.compactor.v1.ListNodesResponse\"\x03\x90\x02\x01\x12U\n" +
+	"\fRebuildIndex\x12!.compactor.v1.RebuildIndexRequest\x1a\".compactor.v1.RebuildIndexResponse\x12a\n" +
+	"\x10VerifyCollection\x12%.compactor.v1.VerifyCollectionRequest\x1a&.compactor.v1.VerifyCollectionResponseB\xb3\x01\n" +
 	"\x10com.compactor.v1B\x0fCompactionProtoP\x01Z=github.com/compactorhq/compactor/gen/compactor/v1;compactorv1\xa2\x02\x03CXX\xaa\x02\fCompactor.V1\xca\x02\fCompactor\\V1\xe2\x02\x18Compactor\\V1\\GPBMetadata\xea\x02\rCompactor::V1b\x06proto3"
 
 var (
@@ -1853,7 +2301,7 @@ func file_compactor_v1_compaction_proto_rawDescGZIP() []byte {
 }
 
 var file_compactor_v1_compaction_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_compactor_v1_compaction_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
+var file_compactor_v1_compaction_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
 var file_compactor_v1_compaction_proto_goTypes = []any{
 	(JobState)(0),                    // 0: compactor.v1.JobState
 	(JobKind)(0),                     // 1: compactor.v1.JobKind
@@ -1861,70 +2309,84 @@ var file_compactor_v1_compaction_proto_goTypes = []any{
 	(FailureClass)(0),                // 3: compactor.v1.FailureClass
 	(WatchEventType)(0),              // 4: compactor.v1.WatchEventType
 	(*Job)(nil),                      // 5: compactor.v1.Job
-	(*JobActual)(nil),                // 6: compactor.v1.JobActual
-	(*Progress)(nil),                 // 7: compactor.v1.Progress
-	(*CompactRequest)(nil),           // 8: compactor.v1.CompactRequest
-	(*CompactResponse)(nil),          // 9: compactor.v1.CompactResponse
-	(*CompactResult)(nil),            // 10: compactor.v1.CompactResult
-	(*GetCompactionRequest)(nil),     // 11: compactor.v1.GetCompactionRequest
-	(*GetCompactionResponse)(nil),    // 12: compactor.v1.GetCompactionResponse
-	(*ListCompactionsRequest)(nil),   // 13: compactor.v1.ListCompactionsRequest
-	(*ListCompactionsResponse)(nil),  // 14: compactor.v1.ListCompactionsResponse
-	(*WatchCompactionsRequest)(nil),  // 15: compactor.v1.WatchCompactionsRequest
-	(*WatchCompactionsResponse)(nil), // 16: compactor.v1.WatchCompactionsResponse
-	(*CancelCompactionRequest)(nil),  // 17: compactor.v1.CancelCompactionRequest
-	(*CancelCompactionResponse)(nil), // 18: compactor.v1.CancelCompactionResponse
-	(*ListNodesRequest)(nil),         // 19: compactor.v1.ListNodesRequest
-	(*ListNodesResponse)(nil),        // 20: compactor.v1.ListNodesResponse
-	(*Node)(nil),                     // 21: compactor.v1.Node
-	(*timestamppb.Timestamp)(nil),    // 22: google.protobuf.Timestamp
-	(*JobEstimate)(nil),              // 23: compactor.v1.JobEstimate
-	(*durationpb.Duration)(nil),      // 24: google.protobuf.Duration
+	(*VerifyParams)(nil),             // 6: compactor.v1.VerifyParams
+	(*IndexRebuildParams)(nil),       // 7: compactor.v1.IndexRebuildParams
+	(*JobActual)(nil),                // 8: compactor.v1.JobActual
+	(*Progress)(nil),                 // 9: compactor.v1.Progress
+	(*CompactRequest)(nil),           // 10: compactor.v1.CompactRequest
+	(*CompactResponse)(nil),          // 11: compactor.v1.CompactResponse
+	(*CompactResult)(nil),            // 12: compactor.v1.CompactResult
+	(*GetCompactionRequest)(nil),     // 13: compactor.v1.GetCompactionRequest
+	(*GetCompactionResponse)(nil),    // 14: compactor.v1.GetCompactionResponse
+	(*ListCompactionsRequest)(nil),   // 15: compactor.v1.ListCompactionsRequest
+	(*ListCompactionsResponse)(nil),  // 16: compactor.v1.ListCompactionsResponse
+	(*WatchCompactionsRequest)(nil),  // 17: compactor.v1.WatchCompactionsRequest
+	(*WatchCompactionsResponse)(nil), // 18: compactor.v1.WatchCompactionsResponse
+	(*CancelCompactionRequest)(nil),  // 19: compactor.v1.CancelCompactionRequest
+	(*CancelCompactionResponse)(nil), // 20: compactor.v1.CancelCompactionResponse
+	(*RebuildIndexRequest)(nil),      // 21: compactor.v1.RebuildIndexRequest
+	(*RebuildIndexResponse)(nil),     // 22: compactor.v1.RebuildIndexResponse
+	(*VerifyCollectionRequest)(nil),  // 23: compactor.v1.VerifyCollectionRequest
+	(*VerifyCollectionResponse)(nil), // 24: compactor.v1.VerifyCollectionResponse
+	(*ListNodesRequest)(nil),         // 25: compactor.v1.ListNodesRequest
+	(*ListNodesResponse)(nil),        // 26: compactor.v1.ListNodesResponse
+	(*Node)(nil),                     // 27: compactor.v1.Node
+	(*timestamppb.Timestamp)(nil),    // 28: google.protobuf.Timestamp
+	(*JobEstimate)(nil),              // 29: compactor.v1.JobEstimate
+	(*durationpb.Duration)(nil),      // 30: google.protobuf.Duration
 }
 var file_compactor_v1_compaction_proto_depIdxs = []int32{
 	2,  // 0: compactor.v1.Job.trigger:type_name -> compactor.v1.Trigger
 	0,  // 1: compactor.v1.Job.state:type_name -> compactor.v1.JobState
-	22, // 2: compactor.v1.Job.create_time:type_name -> google.protobuf.Timestamp
-	22, // 3: compactor.v1.Job.start_time:type_name -> google.protobuf.Timestamp
-	22, // 4: compactor.v1.Job.finish_time:type_name -> google.protobuf.Timestamp
-	7,  // 5: compactor.v1.Job.progress:type_name -> compactor.v1.Progress
+	28, // 2: compactor.v1.Job.create_time:type_name -> google.protobuf.Timestamp
+	28, // 3: compactor.v1.Job.start_time:type_name -> google.protobuf.Timestamp
+	28, // 4: compactor.v1.Job.finish_time:type_name -> google.protobuf.Timestamp
+	9,  // 5: compactor.v1.Job.progress:type_name -> compactor.v1.Progress
 	1,  // 6: compactor.v1.Job.kind:type_name -> compactor.v1.JobKind
-	3,  // 7: compactor.v1.Job.failure_class:type_name -> compactor.v1.FailureClass
-	23, // 8: compactor.v1.Job.predicted:type_name -> compactor.v1.JobEstimate
-	6,  // 9: compactor.v1.Job.actual:type_name -> compactor.v1.JobActual
-	24, // 10: compactor.v1.JobActual.index_duration:type_name -> google.protobuf.Duration
-	24, // 11: compactor.v1.Progress.eta:type_name -> google.protobuf.Duration
-	10, // 12: compactor.v1.CompactResponse.jobs:type_name -> compactor.v1.CompactResult
-	5,  // 13: compactor.v1.CompactResult.job:type_name -> compactor.v1.Job
-	5,  // 14: compactor.v1.GetCompactionResponse.job:type_name -> compactor.v1.Job
-	0,  // 15: compactor.v1.ListCompactionsRequest.states:type_name -> compactor.v1.JobState
-	2,  // 16: compactor.v1.ListCompactionsRequest.trigger:type_name -> compactor.v1.Trigger
-	1,  // 17: compactor.v1.ListCompactionsRequest.kinds:type_name -> compactor.v1.JobKind
-	5,  // 18: compactor.v1.ListCompactionsResponse.jobs:type_name -> compactor.v1.Job
-	1,  // 19: compactor.v1.WatchCompactionsRequest.kinds:type_name -> compactor.v1.JobKind
-	4,  // 20: compactor.v1.WatchCompactionsResponse.type:type_name -> compactor.v1.WatchEventType
-	5,  // 21: compactor.v1.WatchCompactionsResponse.job:type_name -> compactor.v1.Job
-	5,  // 22: compactor.v1.CancelCompactionResponse.job:type_name -> compactor.v1.Job
-	21, // 23: compactor.v1.ListNodesResponse.nodes:type_name -> compactor.v1.Node
-	22, // 24: compactor.v1.Node.start_time:type_name -> google.protobuf.Timestamp
-	22, // 25: compactor.v1.Node.heartbeat_time:type_name -> google.protobuf.Timestamp
-	8,  // 26: compactor.v1.CompactionService.Compact:input_type -> compactor.v1.CompactRequest
-	11, // 27: compactor.v1.CompactionService.GetCompaction:input_type -> compactor.v1.GetCompactionRequest
-	13, // 28: compactor.v1.CompactionService.ListCompactions:input_type -> compactor.v1.ListCompactionsRequest
-	15, // 29: compactor.v1.CompactionService.WatchCompactions:input_type -> compactor.v1.WatchCompactionsRequest
-	17, // 30: compactor.v1.CompactionService.CancelCompaction:input_type -> compactor.v1.CancelCompactionRequest
-	19, // 31: compactor.v1.CompactionService.ListNodes:input_type -> compactor.v1.ListNodesRequest
-	9,  // 32: compactor.v1.CompactionService.Compact:output_type -> compactor.v1.CompactResponse
-	12, // 33: compactor.v1.CompactionService.GetCompaction:output_type -> compactor.v1.GetCompactionResponse
-	14, // 34: compactor.v1.CompactionService.ListCompactions:output_type -> compactor.v1.ListCompactionsResponse
-	16, // 35: compactor.v1.CompactionService.WatchCompactions:output_type -> compactor.v1.WatchCompactionsResponse
-	18, // 36: compactor.v1.CompactionService.CancelCompaction:output_type -> compactor.v1.CancelCompactionResponse
-	20, // 37: compactor.v1.CompactionService.ListNodes:output_type -> compactor.v1.ListNodesResponse
-	32, // [32:38] is the sub-list for method output_type
-	26, // [26:32] is the sub-list for method input_type
-	26, // [26:26] is the sub-list for extension type_name
-	26, // [26:26] is the sub-list for extension extendee
-	0,  // [0:26] is the sub-list for field type_name
+	7,  // 7: compactor.v1.Job.index_rebuild:type_name -> compactor.v1.IndexRebuildParams
+	6,  // 8: compactor.v1.Job.verify:type_name -> compactor.v1.VerifyParams
+	3,  // 9: compactor.v1.Job.failure_class:type_name -> compactor.v1.FailureClass
+	29, // 10: compactor.v1.Job.predicted:type_name -> compactor.v1.JobEstimate
+	8,  // 11: compactor.v1.Job.actual:type_name -> compactor.v1.JobActual
+	30, // 12: compactor.v1.JobActual.index_duration:type_name -> google.protobuf.Duration
+	30, // 13: compactor.v1.Progress.eta:type_name -> google.protobuf.Duration
+	12, // 14: compactor.v1.CompactResponse.jobs:type_name -> compactor.v1.CompactResult
+	5,  // 15: compactor.v1.CompactResult.job:type_name -> compactor.v1.Job
+	5,  // 16: compactor.v1.GetCompactionResponse.job:type_name -> compactor.v1.Job
+	0,  // 17: compactor.v1.ListCompactionsRequest.states:type_name -> compactor.v1.JobState
+	2,  // 18: compactor.v1.ListCompactionsRequest.trigger:type_name -> compactor.v1.Trigger
+	1,  // 19: compactor.v1.ListCompactionsRequest.kinds:type_name -> compactor.v1.JobKind
+	5,  // 20: compactor.v1.ListCompactionsResponse.jobs:type_name -> compactor.v1.Job
+	1,  // 21: compactor.v1.WatchCompactionsRequest.kinds:type_name -> compactor.v1.JobKind
+	4,  // 22: compactor.v1.WatchCompactionsResponse.type:type_name -> compactor.v1.WatchEventType
+	5,  // 23: compactor.v1.WatchCompactionsResponse.job:type_name -> compactor.v1.Job
+	5,  // 24: compactor.v1.CancelCompactionResponse.job:type_name -> compactor.v1.Job
+	5,  // 25: compactor.v1.RebuildIndexResponse.job:type_name -> compactor.v1.Job
+	5,  // 26: compactor.v1.VerifyCollectionResponse.job:type_name -> compactor.v1.Job
+	27, // 27: compactor.v1.ListNodesResponse.nodes:type_name -> compactor.v1.Node
+	28, // 28: compactor.v1.Node.start_time:type_name -> google.protobuf.Timestamp
+	28, // 29: compactor.v1.Node.heartbeat_time:type_name -> google.protobuf.Timestamp
+	10, // 30: compactor.v1.CompactionService.Compact:input_type -> compactor.v1.CompactRequest
+	13, // 31: compactor.v1.CompactionService.GetCompaction:input_type -> compactor.v1.GetCompactionRequest
+	15, // 32: compactor.v1.CompactionService.ListCompactions:input_type -> compactor.v1.ListCompactionsRequest
+	17, // 33: compactor.v1.CompactionService.WatchCompactions:input_type -> compactor.v1.WatchCompactionsRequest
+	19, // 34: compactor.v1.CompactionService.CancelCompaction:input_type -> compactor.v1.CancelCompactionRequest
+	25, // 35: compactor.v1.CompactionService.ListNodes:input_type -> compactor.v1.ListNodesRequest
+	21, // 36: compactor.v1.CompactionService.RebuildIndex:input_type -> compactor.v1.RebuildIndexRequest
+	23, // 37: compactor.v1.CompactionService.VerifyCollection:input_type -> compactor.v1.VerifyCollectionRequest
+	11, // 38: compactor.v1.CompactionService.Compact:output_type -> compactor.v1.CompactResponse
+	14, // 39: compactor.v1.CompactionService.GetCompaction:output_type -> compactor.v1.GetCompactionResponse
+	16, // 40: compactor.v1.CompactionService.ListCompactions:output_type -> compactor.v1.ListCompactionsResponse
+	18, // 41: compactor.v1.CompactionService.WatchCompactions:output_type -> compactor.v1.WatchCompactionsResponse
+	20, // 42: compactor.v1.CompactionService.CancelCompaction:output_type -> compactor.v1.CancelCompactionResponse
+	26, // 43: compactor.v1.CompactionService.ListNodes:output_type -> compactor.v1.ListNodesResponse
+	22, // 44: compactor.v1.CompactionService.RebuildIndex:output_type -> compactor.v1.RebuildIndexResponse
+	24, // 45: compactor.v1.CompactionService.VerifyCollection:output_type -> compactor.v1.VerifyCollectionResponse
+	38, // [38:46] is the sub-list for method output_type
+	30, // [30:38] is the sub-list for method input_type
+	30, // [30:30] is the sub-list for extension type_name
+	30, // [30:30] is the sub-list for extension extendee
+	0,  // [0:30] is the sub-list for field type_name
 }
 
 func init() { file_compactor_v1_compaction_proto_init() }
@@ -1939,7 +2401,7 @@ func file_compactor_v1_compaction_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_compactor_v1_compaction_proto_rawDesc), len(file_compactor_v1_compaction_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   17,
+			NumMessages:   23,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
