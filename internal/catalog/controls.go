@@ -85,15 +85,10 @@ func (c *Catalog) SetCollectionPause(ctx context.Context, id string, paused bool
 func (c *Catalog) updateCollection(ctx context.Context, id, set string, args ...any) (Collection, error) {
 	var col Collection
 	err := c.writeTx(ctx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, c.d.q(`UPDATE collections SET `+set+` WHERE id = ?`), append(args, id)...)
-		if err != nil {
+		if err := c.updateOne(ctx, tx, `UPDATE collections SET `+set+` WHERE id = ?`, append(args, id)...); err != nil {
 			return err
 		}
-		if n, err := rowsAffected(res); err != nil {
-			return err
-		} else if n == 0 {
-			return ErrNotFound
-		}
+		var err error
 		col, err = c.queryCollection(ctx, tx, id)
 		return err
 	})
