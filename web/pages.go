@@ -250,11 +250,19 @@ func (h *handler) collectionPage(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, err)
 		return
 	}
+	dead, err := h.src.DeadLetterHistory(ctx, id)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
 	v := buildCollection(h.cfg.Now(), c, jobs, history, h.act(r))
+	v.DeadLetters = buildDeadLetters(h.cfg.Now(), dead)
 	h.render(w, r, http.StatusOK, h.meta(r, c.Name, "collections", true), collectionMain(v))
 }
 
-// planPage handles GET /plan: what the scheduler would do on its next run.
+// planPage handles GET /plan: what the scheduler would do on its next run;
+// with ?estimate=1, each planned job priced (a manifest and a log scan per
+// planned collection, so it is asked for, not the default).
 func (h *handler) planPage(w http.ResponseWriter, r *http.Request) {
 	if !h.guardRead(w, r) {
 		return
@@ -265,10 +273,13 @@ func (h *handler) planPage(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, err)
 		return
 	}
-	entries, err := h.src.Plan(ctx)
+	estimate := r.URL.Query().Get("estimate") == "1"
+	entries, err := h.src.Plan(ctx, estimate)
 	if err != nil {
 		h.fail(w, r, err)
 		return
 	}
-	h.render(w, r, http.StatusOK, h.meta(r, "Scheduler plan", "plan", false), planMain(buildPlan(h.cfg.Now(), c, entries, h.act(r))))
+	v := buildPlan(h.cfg.Now(), c, entries, h.act(r))
+	v.Estimated = estimate
+	h.render(w, r, http.StatusOK, h.meta(r, "Scheduler plan", "plan", false), planMain(v))
 }

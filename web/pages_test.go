@@ -354,6 +354,7 @@ func TestJobPageShowsEveryField(t *testing.T) {
 		"version":         "12 → —",
 		"note":            "—",
 		"error":           "—",
+		"failure_class":   "—",
 	}
 	if fmt.Sprint(fields) != fmt.Sprint(want) {
 		t.Errorf("fields\n got %v\nwant %v", fields, want)

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/compactorhq/compactor/internal/jobtype"
 )
 
 // The view structs below are everything the templates print. They are built
@@ -756,13 +758,14 @@ func timeField(key, label string, t timeView) fieldView {
 }
 
 type jobView struct {
-	Job       jobRow
-	Title     string
-	Fields    []fieldView
-	Running   bool
-	Act       actView
-	Cancel    bool
-	CancelURL string
+	Job        jobRow
+	Title      string
+	Fields     []fieldView
+	Prediction predictionView
+	Running    bool
+	Act        actView
+	Cancel     bool
+	CancelURL  string
 }
 
 // buildJob is the page of job j; capBps is the throughput cap in force
@@ -824,9 +827,122 @@ func buildJob(now time.Time, j Job, capBps int64, act actView) jobView {
 			{Key: "version", Label: "Segment version", Value: version},
 			{Key: "note", Label: "Note", Value: orDash(j.Note)},
 			{Key: "error", Label: "Error", Value: orDash(j.Error), Pre: j.Error != ""},
+			{Key: "failure_class", Label: "Failure class", Value: failureClassText(j.FailureClass)},
 		},
 	}
+	v.Prediction = buildPrediction(j)
 	return v
+}
+
+// failureClassText is a failure class with what it means for the
+// collection.
+func failureClassText(c string) string {
+	switch c {
+	case "infrastructure":
+		return "infrastructure: retried with backoff, not counted toward the dead-letter state"
+	case "data", "internal":
+		return c + ": counted toward the dead-letter state"
+	}
+	return dash
+}
+
+// predictionView is a job's prediction beside its actual figures.
+type predictionView struct {
+	Shown bool
+	Rows  []predictionRow
+	Basis string
+}
+
+type predictionRow struct {
+	Key, Label, Predicted, Actual, Error string
+}
+
+// buildPrediction compares j's prediction with what it did (the actual
+// column stays a dash until the job ends).
+func buildPrediction(j Job) predictionView {
+	p := j.Predicted
+	if p == nil {
+		return predictionView{}
+	}
+	done := j.State == StateSucceeded || j.State == StateFailed || j.State == StateCancelled
+	a := j.Actual
+	if !done {
+		a = nil
+	}
+	row := func(key, label, pred string, predN float64, act string, actN float64, known bool) predictionRow {
+		r := predictionRow{Key: key, Label: label, Predicted: pred, Actual: dash, Error: dash}
+		if known {
+			r.Actual = act
+			if predN > 0 && j.State == StateSucceeded {
+				r.Error = fmt.Sprintf("%+.0f %%", (actN/predN-1)*100)
+			}
+		}
+		return r
+	}
+	dur := 0.0
+	if !j.StartedAt.IsZero() && !j.FinishedAt.IsZero() {
+		dur = j.FinishedAt.Sub(j.StartedAt).Seconds()
+	}
+	predSecs := 0.0
+	if p.SecondsKnown {
+		predSecs = p.Seconds
+	}
+	v := predictionView{Shown: true, Basis: p.Basis}
+	v.Rows = append(v.Rows,
+		row("duration", "Duration", predictedDuration(p), predSecs, fmtDuration(time.Duration(dur*float64(time.Second))), dur, done && dur > 0),
+		row("records", "Operation records read", fmtCount(p.OpRecords), float64(p.OpRecords), fmtCount(j.RecordsRead), float64(j.RecordsRead), done),
+		row("records_written", "Records written", fmtCount(p.RecordsToWrite), float64(p.RecordsToWrite), fmtCount(j.RecordsWritten), float64(j.RecordsWritten), done),
+	)
+	// The prediction counts every byte put, the index's included; the
+	// job's own counter, blocks and manifest only.
+	if a != nil && a.BytesWritten > 0 {
+		v.Rows = append(v.Rows, row("bytes_written", "Bytes written", fmtBytes(p.BytesWritten), float64(p.BytesWritten), fmtBytes(a.BytesWritten), float64(a.BytesWritten), true))
+	} else {
+		segment := p.BytesWritten - p.IndexBytes
+		v.Rows = append(v.Rows, row("bytes_written", "Bytes of blocks and manifest", fmtBytes(segment), float64(segment), fmtBytes(j.BytesWritten), float64(j.BytesWritten), done))
+	}
+	var ar actualFigures
+	if a != nil {
+		ar = actualFigures{a.BytesRead, a.BlobGets, a.BlobPuts, a.BlocksWritten, a.VectorsIndexed}
+	}
+	v.Rows = append(v.Rows,
+		row("bytes_read", "Bytes read", fmtBytes(p.BytesRead), float64(p.BytesRead), fmtBytes(ar.read), float64(ar.read), a != nil),
+		row("blob_gets", "Blob GETs", fmtCount(p.BlobGets), float64(p.BlobGets), fmtCount(ar.gets), float64(ar.gets), a != nil),
+		row("blob_puts", "Blob PUTs", fmtCount(p.BlobPuts), float64(p.BlobPuts), fmtCount(ar.puts), float64(ar.puts), a != nil),
+		row("blocks_written", "Blocks written", fmtCount(int64(p.BlocksToWrite)), float64(p.BlocksToWrite), fmtCount(ar.blocks), float64(ar.blocks), a != nil),
+		row("vectors", "Vectors indexed", fmtCount(p.VectorsToInsert), float64(p.VectorsToInsert), fmtCount(ar.vectors), float64(ar.vectors), a != nil),
+	)
+	return v
+}
+
+// actualFigures holds the actual figures a job page compares (zero while
+// unknown).
+type actualFigures struct{ read, gets, puts, blocks, vectors int64 }
+
+// deadLetterRow is one event of a collection's dead-letter history,
+// formatted.
+type deadLetterRow struct {
+	At                                        timeView
+	Event, Build, Failures, By, Detail, JobID string
+	JobURL                                    string
+}
+
+// buildDeadLetters formats a collection's dead-letter history.
+func buildDeadLetters(now time.Time, evs []DeadLetterEvent) []deadLetterRow {
+	out := make([]deadLetterRow, 0, len(evs))
+	for _, e := range evs {
+		ev := e.Event
+		if e.Cause != "" {
+			ev += " (" + e.Cause + ")"
+		}
+		r := deadLetterRow{At: newTimeView(now, e.At), Event: ev, Build: cmpOr(e.Build, dash), Failures: strconv.Itoa(e.Failures),
+			By: cmpOr(e.Actor, dash), Detail: cmpOr(e.Reason, dash), JobID: dash}
+		if e.JobID != "" {
+			r.JobID, r.JobURL = shortID(e.JobID), jobURL(e.JobID)
+		}
+		out = append(out, r)
+	}
+	return out
 }
 
 type collectionView struct {
@@ -842,6 +958,8 @@ type collectionView struct {
 	JobsURL    string
 	Pause      pauseView
 	Versions   []versionRow
+	// DeadLetters is the collection's dead-letter history, newest first.
+	DeadLetters []deadLetterRow
 }
 
 // versionRow is one line of a collection's version history.
@@ -1059,10 +1177,14 @@ func objectivesText(c Collection) string {
 }
 
 type planView struct {
-	Pause   pauseView
-	Act     actView
-	Planned []planRow
-	Skipped []planRow
+	Pause     pauseView
+	Act       actView
+	Planned   []planRow
+	Skipped   []planRow
+	Estimated bool // the planned rows carry priced estimates
+	Priced    []priceRow
+	Total     priceRow // the sums of Priced
+	Basis     string   // where the durations come from (the first estimate's)
 }
 
 type planRow struct {
@@ -1077,8 +1199,101 @@ type planRow struct {
 	Window         string // "any time", "open until …", "… to …"
 }
 
+// priceRow is one priced job of the plan (or their totals), formatted.
+type priceRow struct {
+	CollectionName, CollectionURL         string
+	Records, Rewrite, Read, Write         string
+	Gets, Puts, WriteAmp, Index, Duration string
+	Window, Error                         string
+}
+
+// newPriceRow formats estimate p.
+func newPriceRow(name, url string, p *jobtype.Prediction) priceRow {
+	rewrite := fmtCount(int64(p.BlocksToRewrite)) + " of " + fmtCount(int64(p.BlocksTotal))
+	if p.Delta {
+		rewrite = "a delta"
+	}
+	return priceRow{CollectionName: name, CollectionURL: url, Records: fmtCount(p.OpRecords), Rewrite: rewrite,
+		Read: fmtBytes(p.BytesRead), Write: fmtBytes(p.BytesWritten), Gets: fmtCount(p.BlobGets), Puts: fmtCount(p.BlobPuts),
+		WriteAmp: strconv.FormatFloat(p.WriteAmplification, 'f', 2, 64), Index: indexWork(p), Duration: predictedDuration(p),
+		Window: cmpOr(p.Window, dash)}
+}
+
+// indexWork is an estimate's index phase in words.
+func indexWork(p *jobtype.Prediction) string {
+	if !p.Indexed {
+		return "off"
+	}
+	t := "+" + fmtCount(p.VectorsToInsert) + " / −" + fmtCount(p.VectorsToDelete)
+	if p.IndexFullBuild {
+		t += ", full rebuild"
+	}
+	return t
+}
+
+// predictedDuration is an estimate's predicted duration, "unknown" before
+// the node has measured anything.
+func predictedDuration(p *jobtype.Prediction) string {
+	if !p.SecondsKnown {
+		return "unknown"
+	}
+	return fmtDuration(time.Duration(p.Seconds * float64(time.Second)))
+}
+
+func cmpOr(s, or string) string {
+	if s == "" {
+		return or
+	}
+	return s
+}
+
+// planTotal sums the priced jobs of a plan.
+type planTotal struct {
+	jobs                                   int
+	records, read, write, gets, puts, recs int64
+	blocks, total                          int64
+	ins, del                               int64
+	secs                                   float64
+	unknown                                int
+}
+
+func (t *planTotal) add(p *jobtype.Prediction) {
+	t.jobs++
+	t.records += p.OpRecords
+	t.read += p.BytesRead
+	t.write += p.BytesWritten
+	t.gets += p.BlobGets
+	t.puts += p.BlobPuts
+	t.recs += p.RecordsToWrite
+	t.blocks += int64(p.BlocksToRewrite)
+	t.total += int64(p.BlocksTotal)
+	t.ins += p.VectorsToInsert
+	t.del += p.VectorsToDelete
+	if p.SecondsKnown {
+		t.secs += p.Seconds
+	} else {
+		t.unknown++
+	}
+}
+
+func (t planTotal) row() priceRow {
+	wa := 0.0
+	if t.records > 0 {
+		wa = float64(t.recs) / float64(t.records)
+	}
+	dur := fmtDuration(time.Duration(t.secs * float64(time.Second)))
+	if t.unknown > 0 {
+		dur += " + " + strconv.Itoa(t.unknown) + " unknown"
+	}
+	return priceRow{CollectionName: strconv.Itoa(t.jobs) + " jobs", Records: fmtCount(t.records),
+		Rewrite: fmtCount(t.blocks) + " of " + fmtCount(t.total), Read: fmtBytes(t.read), Write: fmtBytes(t.write),
+		Gets: fmtCount(t.gets), Puts: fmtCount(t.puts), WriteAmp: strconv.FormatFloat(wa, 'f', 2, 64),
+		Index: "+" + fmtCount(t.ins) + " / −" + fmtCount(t.del), Duration: dur, Window: dash}
+}
+
 func buildPlan(now time.Time, c Controls, entries []PlanEntry, act actView) planView {
 	v := planView{Pause: newPauseView(now, c.Paused, c.Reason, c.By, c.Since, ""), Act: act}
+	var total planTotal
 	for _, e := range entries {
 		name := e.CollectionName
 		if name == "" {
@@ -1090,10 +1305,21 @@ func buildPlan(now time.Time, c Controls, entries []PlanEntry, act actView) plan
 		switch e.Decision {
 		case "run":
 			v.Planned = append(v.Planned, row)
+			switch {
+			case e.Estimate != nil:
+				v.Priced = append(v.Priced, newPriceRow(name, row.CollectionURL, e.Estimate))
+				total.add(e.Estimate)
+				if v.Basis == "" {
+					v.Basis = e.Estimate.Basis
+				}
+			case e.EstimateError != "":
+				v.Priced = append(v.Priced, priceRow{CollectionName: name, CollectionURL: row.CollectionURL, Error: e.EstimateError})
+			}
 		case "empty":
 		default:
 			v.Skipped = append(v.Skipped, row)
 		}
 	}
+	v.Total = total.row()
 	return v
 }

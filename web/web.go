@@ -57,6 +57,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/compactorhq/compactor/internal/bearer"
+	"github.com/compactorhq/compactor/internal/jobtype"
 )
 
 // Job states and triggers, as the Source reports them.
@@ -126,6 +127,13 @@ type Job struct {
 	BytesWritten                 int64
 	VersionBefore                int64
 	VersionAfter                 int64
+	// FailureClass of a failed job: "infrastructure", "data" or
+	// "internal"; "" otherwise.
+	FailureClass string
+	// Predicted is the prediction made when the job was claimed (nil:
+	// none); Actual what it did in the same units (nil while it runs).
+	Predicted *jobtype.Prediction
+	Actual    *jobtype.Actual
 }
 
 // Collection is a collection as the page shows it.
@@ -253,6 +261,20 @@ type PlanEntry struct {
 	Windows                        []string
 	WindowOpen                     bool
 	NextWindowStart, NextWindowEnd time.Time
+	// Estimate prices the job, for "run" when the plan was asked to
+	// estimate; nil otherwise. EstimateError says why it is missing.
+	Estimate      *jobtype.Prediction
+	EstimateError string
+}
+
+// DeadLetterEvent is one change of a collection's dead-letter state:
+// Event "dead-lettered", "redriven" (Cause "cool-off" or "upgrade"),
+// "cleared" (by Actor, for Reason) or "recovered".
+type DeadLetterEvent struct {
+	At                   time.Time
+	Event, Cause, Build  string
+	Actor, Reason, JobID string
+	Failures             int
 }
 
 // Node is a replica of the server as the page shows it.
@@ -295,8 +317,12 @@ type Source interface {
 	// Controls returns the global pause of automatic compaction.
 	Controls(ctx context.Context) (Controls, error)
 	// Plan returns what the scheduler would do on its next run: the
-	// collections it would compact first, in order, then the others.
-	Plan(ctx context.Context) ([]PlanEntry, error)
+	// collections it would compact first, in order, then the others; with
+	// estimate, the ones it would compact carry a priced Estimate.
+	Plan(ctx context.Context, estimate bool) ([]PlanEntry, error)
+	// DeadLetterHistory returns a collection's dead-letter events, newest
+	// first (at most 20).
+	DeadLetterHistory(ctx context.Context, collectionID string) ([]DeadLetterEvent, error)
 	// Pause pauses automatic compaction of a collection, or of every one
 	// when collectionID is ""; ErrNotFound for an unknown collection.
 	Pause(ctx context.Context, collectionID, reason, by string) error

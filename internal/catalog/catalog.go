@@ -372,6 +372,15 @@ type Job struct {
 	// TraceParent is the W3C traceparent of the request that queued the
 	// job ("" for none): the job's trace links to that request's.
 	TraceParent string
+	// FailureClass of a FAILED job (where its error came from); "" in
+	// other states and for jobs that failed before classes were recorded.
+	FailureClass jobtype.FailureClass
+	// Predicted is the prediction made when the job was claimed
+	// (SetJobPrediction); nil when none was made. Actual is what the job
+	// did in the prediction's units, written with its end; nil when
+	// unknown.
+	Predicted *jobtype.Prediction
+	Actual    *jobtype.Actual
 
 	// Queue state (DESIGN.md §7a; see queue.go).
 

@@ -244,7 +244,7 @@ func (c *Catalog) DeleteCollection(ctx context.Context, id string) (Collection, 
 		}
 		// The foreign keys cascade too (where on); deleting explicitly keeps
 		// the behaviour independent of the foreign-key setting.
-		for _, table := range []string{"jobs", "versions", "push_keys"} {
+		for _, table := range []string{"jobs", "versions", "push_keys", "dead_letter_events"} {
 			if _, err := tx.ExecContext(ctx, c.d.q(`DELETE FROM `+table+` WHERE collection_id = ?`), id); err != nil {
 				return fmt.Errorf("delete %s rows: %w", table, err)
 			}

@@ -3,6 +3,7 @@ package catalog
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -10,6 +11,30 @@ import (
 
 	"github.com/compactorhq/compactor/internal/jobtype"
 )
+
+// encodeJSON is v as a JSON column (” for nil).
+func encodeJSON[T any](v *T) string {
+	if v == nil {
+		return ""
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return "" // plain structs of numbers and strings: never fails
+	}
+	return string(b)
+}
+
+// decodeJSON reads a JSON column written by encodeJSON (nil for ”).
+func decodeJSON[T any](s string) (*T, error) {
+	if s == "" {
+		return nil, nil
+	}
+	v := new(T)
+	if err := json.Unmarshal([]byte(s), v); err != nil {
+		return nil, err
+	}
+	return v, nil
+}
 
 // Listing bounds of ListJobs.
 const maxListJobs = 1000
@@ -27,7 +52,7 @@ const jobColumns = `id, collection_id, trigger_type, state, reason, attempt, cre
 	progress_phase, progress_read, progress_total, progress_bytes, progress_at,
 	progress_fraction, progress_eta_ms, progress_blocks_written, progress_blocks_total, trace_parent, kind,
 	params, progress_vectors, progress_vectors_total,
-	start_after, start_before`
+	start_after, start_before, failure_class, predicted, actual`
 
 // jobReadColumns selects a job row (table alias j) in the order scanJob
 // reads it: jobColumns, then the name of the job's collection, joined in
@@ -40,7 +65,7 @@ const jobReadColumns = `j.id, j.collection_id, j.trigger_type, j.state, j.reason
 	j.progress_phase, j.progress_read, j.progress_total, j.progress_bytes, j.progress_at,
 	j.progress_fraction, j.progress_eta_ms, j.progress_blocks_written, j.progress_blocks_total, j.trace_parent, j.kind,
 	j.params, j.progress_vectors, j.progress_vectors_total,
-	j.start_after, j.start_before,
+	j.start_after, j.start_before, j.failure_class, j.predicted, j.actual,
 	COALESCE((SELECT cn.name FROM collections cn WHERE cn.id = j.collection_id), '')`
 
 func scanJob(s scanner) (Job, error) {
@@ -49,6 +74,9 @@ func scanJob(s scanner) (Job, error) {
 		createdAt        int64
 		priority, cancel int
 		eta              sql.NullInt64
+		class            string
+		predicted        string
+		actual           string
 	)
 	err := s.Scan(&j.ID, &j.CollectionID, &j.Trigger, &j.State, &j.Reason, &j.Attempt, &createdAt,
 		msTime{&j.StartedAt}, msTime{&j.FinishedAt},
@@ -58,11 +86,16 @@ func scanJob(s scanner) (Job, error) {
 		&j.Progress.Phase, &j.Progress.OpRecordsRead, &j.Progress.OpRecordsTotal, &j.Progress.BytesWritten, msTime{&j.Progress.UpdatedAt},
 		&j.Progress.Fraction, &eta, &j.Progress.BlocksWritten, &j.Progress.BlocksTotal, &j.TraceParent, &j.Kind,
 		&j.Params, &j.Progress.VectorsIndexed, &j.Progress.VectorsTotal,
-		msTime{&j.StartAfter}, msTime{&j.StartBefore},
+		msTime{&j.StartAfter}, msTime{&j.StartBefore}, &class, &predicted, &actual,
 		&j.CollectionName)
 	if err != nil {
 		return Job{}, err
 	}
+	j.FailureClass = jobtype.FailureClass(class)
+	// A figure that does not decode is dropped: it is a display of the
+	// job, never an input of anything that must be right.
+	j.Predicted, _ = decodeJSON[jobtype.Prediction](predicted)
+	j.Actual, _ = decodeJSON[jobtype.Actual](actual)
 	j.Progress.ETA, j.Progress.ETAKnown = time.Duration(eta.Int64)*time.Millisecond, eta.Valid
 	j.CreatedAt = fromMs(createdAt)
 	j.Expedited = priority == priorityExpedited && j.Trigger != TriggerOneOff
@@ -135,7 +168,7 @@ func (c *Catalog) InsertJob(ctx context.Context, j Job) error {
 // insertJobQuery inserts a job row, last in enqueue order.
 func (c *Catalog) insertJobQuery() string {
 	return `INSERT INTO jobs (` + jobColumns + `, queue_seq)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ` + c.d.nextQueueSeq + `)`
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ` + c.d.nextQueueSeq + `)`
 }
 
 // execInsertJob inserts job j, placing it last in enqueue order. A second
@@ -155,7 +188,8 @@ func (c *Catalog) execInsertJob(ctx context.Context, tx *sql.Tx, j Job) error {
 		string(j.Progress.Phase), j.Progress.OpRecordsRead, j.Progress.OpRecordsTotal, j.Progress.BytesWritten, msOrNull(j.Progress.UpdatedAt),
 		j.Progress.Fraction, etaOrNull(j.Progress), j.Progress.BlocksWritten, j.Progress.BlocksTotal, j.TraceParent, string(kindOrDefault(j.Kind)),
 		j.Params, j.Progress.VectorsIndexed, j.Progress.VectorsTotal,
-		msOrNull(j.StartAfter), msOrNull(j.StartBefore))
+		msOrNull(j.StartAfter), msOrNull(j.StartBefore),
+		string(j.FailureClass), encodeJSON(j.Predicted), encodeJSON(j.Actual))
 	switch c.d.kind(err) {
 	case kindUnique:
 		return fmt.Errorf("job id is taken, or collection %s has a %s %s job already: %w", j.CollectionID, j.State, kindOrDefault(j.Kind), ErrAlreadyExists)
@@ -190,11 +224,13 @@ func (c *Catalog) execUpdateJob(ctx context.Context, tx *sql.Tx, j Job) error {
 	res, err := tx.ExecContext(ctx, c.d.q(`UPDATE jobs SET
 			trigger_type = ?, state = ?, reason = ?, attempt = ?, started_at = ?, finished_at = ?,
 			offset_start = ?, offset_end = ?, records_read = ?, records_written = ?, bytes_written = ?,
-			version_before = ?, version_after = ?, error_text = ?, note = ?, node = ?
+			version_before = ?, version_after = ?, error_text = ?, note = ?, node = ?,
+			failure_class = ?, predicted = ?, actual = ?
 		WHERE id = ?`),
 		string(j.Trigger), string(j.State), j.Reason, j.Attempt, msOrNull(j.StartedAt), msOrNull(j.FinishedAt),
 		j.OffsetStart, j.OffsetEnd, j.RecordsRead, j.RecordsWritten, j.BytesWritten,
 		j.VersionBefore, j.VersionAfter, j.Error, j.Note, j.Node,
+		string(j.FailureClass), encodeJSON(j.Predicted), encodeJSON(j.Actual),
 		j.ID)
 	if err != nil {
 		return err

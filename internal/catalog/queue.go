@@ -545,11 +545,13 @@ func (c *Catalog) execFinishJob(ctx context.Context, tx *sql.Tx, node string, j 
 			state = ?, attempt = ?, started_at = ?, finished_at = ?,
 			offset_start = ?, offset_end = ?, records_read = ?, records_written = ?, bytes_written = ?,
 			version_before = ?, version_after = ?, error_text = ?, note = ?,
+			failure_class = ?, actual = ?,
 			lease_owner = '', lease_expires_at = NULL, progress_at = NULL
 		WHERE id = ? AND state = ? AND lease_owner = ? AND lease_expires_at >= `+c.d.clockMs),
 		string(j.State), j.Attempt, msOrNull(j.StartedAt), msOrNull(j.FinishedAt),
 		j.OffsetStart, j.OffsetEnd, j.RecordsRead, j.RecordsWritten, j.BytesWritten,
 		j.VersionBefore, j.VersionAfter, j.Error, j.Note,
+		string(j.FailureClass), encodeJSON(j.Actual),
 		j.ID, string(JobRunning), node, c.dbNow())
 	if err != nil {
 		return err
@@ -704,8 +706,10 @@ func (c *Catalog) ReleaseNode(ctx context.Context, node string) ([]Job, error) {
 // queues its follow-up.
 func (c *Catalog) execInterrupt(ctx context.Context, tx *sql.Tx, j Job) error {
 	// What the row knew is kept: a job still RUNNING committed nothing (a
-	// commit writes the finished row in its own transaction).
-	_, err := tx.ExecContext(ctx, c.d.q(`UPDATE jobs SET state = ?, finished_at = ?, error_text = ?,
+	// commit writes the finished row in its own transaction). A process
+	// that stopped or a lease that expired is infrastructure: it says
+	// nothing about the collection (and counts toward nothing).
+	_, err := tx.ExecContext(ctx, c.d.q(`UPDATE jobs SET state = ?, finished_at = ?, error_text = ?, failure_class = '`+string(jobtype.FailureInfrastructure)+`',
 			lease_owner = '', lease_expires_at = NULL, version_after = version_before,
 			records_read = CASE WHEN progress_read > records_read THEN progress_read ELSE records_read END
 		WHERE id = ?`),
@@ -756,4 +760,24 @@ func prefixed(alias, columns string) string {
 		cols[i] = alias + "." + strings.TrimSpace(col)
 	}
 	return strings.Join(cols, ", ")
+}
+
+// SetJobPrediction stores the prediction of RUNNING job jobID, made when
+// node claimed it, if node still holds its lease. Errors: ErrLeaseLost,
+// ErrUnavailable.
+func (c *Catalog) SetJobPrediction(ctx context.Context, jobID, node string, p jobtype.Prediction) error {
+	err := c.writeTx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, c.d.q(`UPDATE jobs SET predicted = ? WHERE id = ? AND state = ? AND lease_owner = ?`),
+			encodeJSON(&p), jobID, string(JobRunning), node)
+		if err != nil {
+			return err
+		}
+		if n, err := rowsAffected(res); err != nil {
+			return err
+		} else if n != 1 {
+			return ErrLeaseLost
+		}
+		return nil
+	})
+	return c.wrap(err, "store the prediction of job %s on node %s", jobID, node)
 }

@@ -985,3 +985,41 @@ func TestPauseResumePlanAndSettings(t *testing.T) {
 	fails(t, addr, nil, 2, "not a size", "throttle", "fast")
 	fails(t, addr, nil, 1, "not_found", "pause", "7dd93902-5eef-4ebd-a5de-8a1fb554d030")
 }
+
+func TestPlanEstimatePricesJobsAndAJobShowsPredictedAndActual(t *testing.T) {
+	t.Parallel()
+	addr := startServer(t, nil)
+	id := createCollection(t, addr, "priced", "--dimension", "3")
+	var lines strings.Builder
+	for i := range 50 {
+		fmt.Fprintf(&lines, `{"id":"r%02d","embedding":[1,2,%d]}`+"\n", i, i)
+	}
+	if r := cli(t, addr, strings.NewReader(lines.String()), "push", "--collection", id, "-"); r.err != nil {
+		t.Fatalf("push: %v\n%s", r.err, r.stderr)
+	}
+	plan := ok(t, addr, "plan", "--estimate").stdout
+	for _, want := range []string{"READ", "WRITE", "GETS", "PUTS", "W-AMP", "INDEX", "DURATION", "WINDOW", "+50/-0 rebuild", "now",
+		"total: 1 jobs, 50 records"} {
+		if !strings.Contains(plan, want) {
+			t.Errorf("plan --estimate lacks %q:\n%s", want, plan)
+		}
+	}
+	ok(t, addr, "compact", id, "--wait")
+	jobs := ok(t, addr, "jobs", "--collection", id, "-o", "json").stdout
+	var listed []struct {
+		ID string `json:"id"`
+	}
+	if err := json.Unmarshal([]byte(jobs), &listed); err != nil || len(listed) == 0 {
+		t.Fatalf("jobs -o json: %v\n%s", err, jobs)
+	}
+	job := ok(t, addr, "job", listed[0].ID).stdout
+	for _, want := range []string{"Predicted:", "50 records", "Actual:", "PUTs", "Prediction basis:", "Failure class:"} {
+		if !strings.Contains(job, want) {
+			t.Errorf("job lacks %q:\n%s", want, job)
+		}
+	}
+	if out := ok(t, addr, "collections", "undead", id, "--reason", "test").stdout + ok(t, addr, "collections", "undead", id).stderr; !strings.Contains(out, "is not dead-lettered: nothing to clear") {
+		t.Errorf("undead of a healthy collection printed:\n%s", out)
+	}
+	fails(t, addr, nil, 1, "no collection", "collections", "undead", "missing-collection")
+}

@@ -36,10 +36,11 @@ records count is what its current segment version holds.`,
 		},
 		newCollectionsCreateCmd(g),
 		newCollectionsSetCmd(g),
+		newCollectionsUndeadCmd(g),
 		&cobra.Command{
 			Use:               "get COLLECTION",
 			Short:             "Show one collection with every field",
-			Long:              `Show one collection (an id or a name) with every field. -o json prints a Collection object.`,
+			Long:              `Show one collection (an id or a name) with every field, and its dead-letter history (the 10 newest events) when it has one. -o json prints a Collection object.`,
 			Args:              cobra.ExactArgs(1),
 			ValidArgsFunction: completeCollections(g, 1),
 			RunE: func(cmd *cobra.Command, args []string) error {
@@ -57,7 +58,10 @@ records count is what its current segment version holds.`,
 				if err != nil {
 					return err
 				}
-				return s.printCollection(res.Msg.GetCollection())
+				if err := s.printCollection(res.Msg.GetCollection()); err != nil || s.out.json {
+					return err
+				}
+				return s.printDeadLetterHistory(cmd.Context(), id)
 			},
 		},
 		&cobra.Command{
@@ -247,4 +251,31 @@ func (s *session) printCollection(c *compactorv1.Collection) error {
 		{"Created", o.fmtTime(c.GetCreateTime())},
 		{"Updated", o.fmtTime(c.GetUpdateTime())},
 	})
+}
+
+// printDeadLetterHistory prints the newest dead-letter events of a
+// collection, nothing when it has none.
+func (s *session) printDeadLetterHistory(ctx context.Context, id string) error {
+	res, err := callUnary(ctx, s, func(ctx context.Context) (*connect.Response[compactorv1.GetDeadLetterHistoryResponse], error) {
+		return s.c.control.GetDeadLetterHistory(ctx, connect.NewRequest(&compactorv1.GetDeadLetterHistoryRequest{CollectionId: id, Limit: 10}))
+	})
+	if err != nil || len(res.Msg.GetEvents()) == 0 {
+		return err
+	}
+	fmt.Fprintln(s.out.w, "\nDead-letter history (newest first):")
+	tw := s.out.table()
+	fmt.Fprintln(tw, "TIME\tEVENT\tBUILD\tFAILURES\tBY\tJOB\tDETAIL")
+	for _, e := range res.Msg.GetEvents() {
+		ev := e.GetEvent()
+		if e.GetCause() != "" {
+			ev += " (" + e.GetCause() + ")"
+		}
+		job := e.GetJobId()
+		if len(job) > 8 {
+			job = job[:8]
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", s.out.fmtTime(e.GetTime()), ev, orDash(safeText(e.GetBuild())), e.GetFailures(),
+			orDash(safeText(e.GetOperator())), orDash(job), orDash(safeText(ellipsize(e.GetReason(), 80))))
+	}
+	return tw.Flush()
 }

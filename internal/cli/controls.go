@@ -154,9 +154,14 @@ and the collections it skips with what holds them back (paused, dead-lettered,
 backing off until a time, outside its compaction windows, a job queued or
 running, under the thresholds), each with its priority class, its freshness
 debt (1 and more: an objective broken) and its next compaction window.
-Nothing is written. --estimate adds, for each collection it would compact, the
-records, blocks and bytes its job would rewrite (from the manifest and the
-log). Collections with nothing to compact are left out unless --all.
+Nothing is written. --estimate prices, for each collection it would compact,
+its job (from the manifest and the log): operation records read, blocks
+rewritten of the version's, bytes read from and written to the blob store,
+blob GETs and PUTs, write amplification (records written per operation
+record), index work (+vectors inserted/-deleted, "full build" when one is
+due) and the predicted duration from the throughput the answering node
+measured (and the cap in force), then the totals. Collections with nothing
+to compact are left out unless --all.
 -o json prints the PlanCompactionsResponse.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -180,7 +185,7 @@ log). Collections with nothing to compact are left out unless --all.
 			tw := s.out.table()
 			header := "COLLECTION\tPRIORITY\tDECISION\tBACKLOG\tDEBT\tNEXT WINDOW\tWHY"
 			if estimate {
-				header += "\tRECORDS\tBLOCKS TO REWRITE\tBYTES TO REWRITE\tINDEX"
+				header += "\tRECORDS\tREWRITE\tREAD\tWRITE\tGETS\tPUTS\tW-AMP\tINDEX\tDURATION\tWINDOW"
 			}
 			fmt.Fprintln(tw, header)
 			shown := 0
@@ -203,11 +208,11 @@ log). Collections with nothing to compact are left out unless --all.
 					e.GetBacklog(), debt, s.nextWindowText(e), safeText(ellipsize(why, 100)))
 				if estimate {
 					if x := e.GetEstimate(); x != nil {
-						line += fmt.Sprintf("\t%d\t%d of %d\t%s\t%s", x.GetRecords(), x.GetBlocksToRewrite(), x.GetBlocksTotal(), format.Bytes(x.GetBytesToRewrite()), indexWork(x))
+						line += "\t" + estimateColumns(x)
 					} else if e.GetEstimateError() != "" {
-						line += "\t-\t-\t" + safeText(ellipsize("estimate failed: "+e.GetEstimateError(), 60)) + "\t-"
+						line += "\t-\t-\t" + safeText(ellipsize("estimate failed: "+e.GetEstimateError(), 60)) + "\t-\t-\t-\t-\t-\t-\t-"
 					} else {
-						line += "\t-\t-\t-\t-"
+						line += strings.Repeat("\t-", 10)
 					}
 				}
 				fmt.Fprintln(tw, line)
@@ -217,10 +222,16 @@ log). Collections with nothing to compact are left out unless --all.
 				s.out.note("nothing to compact in any collection")
 				return nil
 			}
-			return tw.Flush()
+			if err := tw.Flush(); err != nil {
+				return err
+			}
+			if t := p.GetTotals(); estimate && t != nil {
+				fmt.Fprintln(s.out.w, totalsText(t, p.GetWorkers()))
+			}
+			return nil
 		},
 	}
-	cmd.Flags().BoolVar(&estimate, "estimate", false, "estimate the records, blocks and bytes of each planned job (reads manifests and log slices)")
+	cmd.Flags().BoolVar(&estimate, "estimate", false, "price each planned job: records, blocks, bytes read and written, blob calls, write amplification, index work and predicted duration (reads manifests and log slices)")
 	cmd.Flags().BoolVar(&all, "all", false, "also list collections with nothing to compact")
 	return cmd
 }
@@ -430,14 +441,95 @@ included: {"bytes_per_second": "0", "override_bytes_per_second": "0",
 	return cmd
 }
 
-// indexWork is the index column of a plan estimate: "off", "+12 -3
-// vectors", or "full build (why)".
-func indexWork(x *compactorv1.JobEstimate) string {
-	switch {
-	case !x.GetIndexed():
-		return "off"
-	case x.GetIndexFullBuild():
-		return "full build (" + safeText(x.GetIndexFullBuildReason()) + ")"
+// estimateColumns is a priced estimate's columns of the plan table.
+func estimateColumns(x *compactorv1.JobEstimate) string {
+	rewrite := fmt.Sprintf("%d of %d", x.GetBlocksToRewrite(), x.GetBlocksTotal())
+	if x.GetDelta() {
+		rewrite = "delta"
 	}
-	return fmt.Sprintf("+%d -%d vectors", x.GetVectorsToInsert(), x.GetVectorsToDelete())
+	return fmt.Sprintf("%d\t%s\t%s\t%s\t%d\t%d\t%.2f\t%s\t%s\t%s", x.GetRecords(), rewrite,
+		format.Bytes(x.GetBytesRead()), format.Bytes(x.GetBytesWritten()), x.GetBlobGets(), x.GetBlobPuts(),
+		x.GetWriteAmplification(), indexWorkText(x), predictedText(x.GetPredictedDuration()), orDash(x.GetWindow()))
+}
+
+// indexWorkText is an estimate's index work: "off", or +inserted/-deleted
+// vectors, with "full build (why)" when one is due.
+func indexWorkText(x *compactorv1.JobEstimate) string {
+	if !x.GetIndexed() {
+		return "off"
+	}
+	t := fmt.Sprintf("+%d/-%d", x.GetVectorsToInsert(), x.GetVectorsToDelete())
+	if x.GetIndexFullBuild() {
+		t += " full build (" + safeText(x.GetIndexFullBuildReason()) + ")"
+	}
+	return t
+}
+
+// predictedText is a predicted duration, "unknown" when unset (nothing
+// measured yet).
+func predictedText(d *durationpb.Duration) string {
+	if d == nil {
+		return "unknown"
+	}
+	return format.Duration(d.AsDuration())
+}
+
+// totalsText is the plan's totals line.
+func totalsText(t *compactorv1.PlanTotals, workers int32) string {
+	dur := predictedText(t.GetPredictedDuration())
+	if n := t.GetDurationUnknown(); n > 0 {
+		dur += fmt.Sprintf(" (+%d unknown)", n)
+	}
+	return fmt.Sprintf("total: %d jobs, %d records, %d blocks rewritten, read %s, write %s, %d GETs, %d PUTs, write amplification %.2f, index +%d/-%d vectors, %s of job time (%d at once)",
+		t.GetJobs(), t.GetRecords(), t.GetBlocksToRewrite(), format.Bytes(t.GetBytesRead()), format.Bytes(t.GetBytesWritten()),
+		t.GetBlobGets(), t.GetBlobPuts(), t.GetWriteAmplification(), t.GetVectorsToInsert(), t.GetVectorsToDelete(), dur, workers)
+}
+
+func newCollectionsUndeadCmd(g *globals) *cobra.Command {
+	var reason, operator string
+	cmd := &cobra.Command{
+		Use:     "undead COLLECTION",
+		Aliases: []string{"clear-dead-letter"},
+		Short:   "Clear a collection's dead-letter state by hand",
+		Long: `Clear the dead-letter state of a collection (an id or a name): its failure
+and retry counts and the dead-letter mark, so that the scheduler compacts it
+again from its next run. Who (--operator, default user@host) and why
+(--reason) are kept in the collection's dead-letter history, which
+'compactor collections get' shows. A collection that is not dead-lettered is
+left as it is. -o json prints the ClearDeadLetterResponse.`,
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: completeCollections(g, 1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			s, err := newSession(cmd, g)
+			if err != nil {
+				return err
+			}
+			id, err := s.resolveCollection(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			if operator == "" {
+				operator = defaultOperator()
+			}
+			res, err := callUnary(cmd.Context(), s, func(ctx context.Context) (*connect.Response[compactorv1.ClearDeadLetterResponse], error) {
+				return s.c.control.ClearDeadLetter(ctx, connect.NewRequest(&compactorv1.ClearDeadLetterRequest{CollectionId: id, Reason: reason, Operator: operator}))
+			})
+			if err != nil {
+				return err
+			}
+			if s.out.json {
+				return s.out.writeProto(res.Msg)
+			}
+			c := res.Msg.GetCollection()
+			if !res.Msg.GetCleared() {
+				s.out.note(fmt.Sprintf("collection %s (%s) is not dead-lettered: nothing to clear", safeText(c.GetName()), c.GetId()))
+				return nil
+			}
+			fmt.Fprintf(s.out.w, "cleared the dead-letter state of collection %s (%s); the scheduler compacts it again from its next run\n", safeText(c.GetName()), c.GetId())
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&reason, "reason", "", "why, kept in the collection's dead-letter history")
+	cmd.Flags().StringVar(&operator, "operator", "", "who, kept likewise (default: user@host)")
+	return cmd
 }

@@ -242,8 +242,54 @@ func (s *session) printJob(j *compactorv1.Job) error {
 		{"Node", orDash(safeText(j.GetNode()))},
 		{"Progress", progress},
 		{"Error", orDash(safeText(j.GetError()))},
+		{"Failure class", failureClassText(j.GetFailureClass())},
 		{"Note", orDash(safeText(j.GetNote()))},
+		{"Predicted", predictedJobText(j.GetPredicted())},
+		{"Actual", actualJobText(j)},
+		{"Prediction basis", orDash(safeText(j.GetPredicted().GetBasis()))},
 	})
+}
+
+// failureClassText is a failure class in words, with what it does.
+func failureClassText(c compactorv1.FailureClass) string {
+	switch c {
+	case compactorv1.FailureClass_FAILURE_CLASS_INFRASTRUCTURE:
+		return "infrastructure (retried with backoff, not counted toward the dead-letter state)"
+	case compactorv1.FailureClass_FAILURE_CLASS_DATA:
+		return "data (counted toward the dead-letter state)"
+	case compactorv1.FailureClass_FAILURE_CLASS_INTERNAL:
+		return "internal (counted toward the dead-letter state)"
+	}
+	return "-"
+}
+
+// predictedJobText is a job's prediction in one line.
+func predictedJobText(x *compactorv1.JobEstimate) string {
+	if x == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%s, %d records, read %s, write %s, %d GETs, %d PUTs, index +%d/-%d",
+		predictedText(x.GetPredictedDuration()), x.GetRecords(), format.Bytes(x.GetBytesRead()), format.Bytes(x.GetBytesWritten()),
+		x.GetBlobGets(), x.GetBlobPuts(), x.GetVectorsToInsert(), x.GetVectorsToDelete())
+}
+
+// actualJobText is what a finished job did, in its prediction's terms.
+func actualJobText(j *compactorv1.Job) string {
+	a := j.GetActual()
+	if a == nil {
+		return "-"
+	}
+	dur := "-"
+	if j.GetStartTime() != nil && j.GetFinishTime() != nil {
+		dur = format.Duration(j.GetFinishTime().AsTime().Sub(j.GetStartTime().AsTime()))
+	}
+	written := a.GetBytesWritten() // every byte put, as predicted
+	if written == 0 {
+		written = j.GetBytesWritten()
+	}
+	return fmt.Sprintf("%s, %d records, read %s, write %s, %d GETs, %d PUTs, index +%d",
+		dur, j.GetRecordsRead(), format.Bytes(a.GetBytesRead()), format.Bytes(written),
+		a.GetBlobGets(), a.GetBlobPuts(), a.GetVectorsIndexed())
 }
 
 // parseJobState accepts "running", "RUNNING" or "JOB_STATE_RUNNING".

@@ -238,6 +238,16 @@ type Result struct {
 	// was; of a Prepared, the version its Commit makes current.
 	VersionAfter int64
 	RecordCount  int64 // records in the collection after the compaction
+	// Blob store calls and bytes read, counted when the segment store's
+	// blobs are wrapped by CountBlobs (0 otherwise), and the index phase.
+	BytesRead      int64
+	BlobBytes      int64 // bytes put to the blob store, the index's included
+	BlobGets       int64
+	BlobPuts       int64
+	DeltasWritten  int
+	VectorsIndexed int64
+	IndexSeconds   float64
+	IndexBuild     string // "full", "incremental", "repaired"; "" without index
 	// Remaining is the backlog (records) the snapshot held beyond OffsetEnd:
 	// when positive, another compaction should follow at once.
 	Remaining int64
@@ -259,6 +269,11 @@ func (r Result) Outcome() jobtype.Outcome {
 		VersionAfter:   r.VersionAfter,
 		Remaining:      r.Remaining,
 		Note:           r.Note,
+		Actual: &jobtype.Actual{
+			BytesRead: r.BytesRead, BytesWritten: r.BlobBytes, BlobGets: r.BlobGets, BlobPuts: r.BlobPuts,
+			BlocksWritten: int64(r.BlocksWritten), DeltasWritten: int64(r.DeltasWritten),
+			VectorsIndexed: r.VectorsIndexed, IndexSeconds: r.IndexSeconds, IndexBuild: r.IndexBuild,
+		},
 	}
 }
 
@@ -441,6 +456,14 @@ func (c *Compactor) Prepare(ctx context.Context, collectionID string, opts Optio
 		return err
 	}
 	var res Result
+	counts := &blobCounts{}
+	ctx = withBlobCounts(ctx, counts)
+	defer func() {
+		res.BlobGets, res.BlobPuts, res.BytesRead, res.BlobBytes = counts.gets.Load(), counts.puts.Load(), counts.bytesRead.Load(), counts.bytesWritten.Load()
+		if out != nil {
+			out.res.BlobGets, out.res.BlobPuts, out.res.BytesRead, out.res.BlobBytes = res.BlobGets, res.BlobPuts, res.BytesRead, res.BlobBytes
+		}
+	}()
 	defer func() {
 		err = c.missingBlob(ctx, "compact", collectionID, err)
 		onDone(err)
@@ -610,6 +633,10 @@ func (c *Compactor) Prepare(ctx context.Context, collectionID string, opts Optio
 	res.BytesWritten = stats.BytesWritten + msize
 	res.BlocksWritten = stats.BlocksWritten
 	res.BlocksReused = stats.BlocksReused
+	res.DeltasWritten = stats.DeltasWritten
+	if m.Index != nil {
+		res.VectorsIndexed, res.IndexSeconds, res.IndexBuild = int64(ib.inserted), m.Index.BuildSeconds, m.Index.Build
+	}
 	res.VersionAfter = m.Version
 	res.RecordCount = m.RecordCount
 	if res.OpRecordsRead > 0 && res.RecordsWritten == 0 && stats.BlocksWritten == 0 && stats.DeltasWritten == 0 && stats.BlocksDropped == 0 && res.RecordCount == baseRecords {

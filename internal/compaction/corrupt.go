@@ -6,6 +6,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
 
+	"github.com/compactorhq/compactor/internal/catalog"
+	"github.com/compactorhq/compactor/internal/jobtype"
 	"github.com/compactorhq/compactor/internal/materialize"
 	"github.com/compactorhq/compactor/internal/segment"
 )
@@ -74,4 +76,37 @@ func (c *Compactor) noteCorrupt(op, collectionID string, err error) {
 		c.corrupt.WithLabelValues(kind).Inc()
 	}
 	c.logger.Error("corrupt data", "op", op, "kind", kind, "collection", collectionID, "err", err)
+}
+
+// Classify says where a compaction's failure comes from
+// (jobtype.FailureClass), from the marks the error got where it happened:
+//   - data: damaged stored data (CorruptKind; a blob of the current
+//     version missing is one), a block too large to decode; retrying
+//     fails the same way until an operator repairs the data;
+//   - infrastructure: a transient error (IsTransient: the blob store or
+//     the catalog unavailable, a lost compare-and-swap or lease, a context
+//     end), a full store (catalog.ErrStorageFull, ENOSPC included);
+//   - internal: anything else. An error no layer classified is treated as
+//     a bug, which counts toward the dead-letter state: retrying an
+//     unknown error forever would hide it, and the dead-letter re-drives
+//     (after a cool-off, after an upgrade) give it bounded further tries.
+//
+// Data wins over infrastructure: a corrupt block read through a flaky
+// store is still corrupt.
+func Classify(err error) jobtype.FailureClass {
+	switch {
+	case err == nil:
+		return ""
+	case isDataFailure(err):
+		return jobtype.FailureData
+	case IsTransient(err) || errors.Is(err, catalog.ErrStorageFull):
+		return jobtype.FailureInfrastructure
+	}
+	return jobtype.FailureInternal
+}
+
+// isDataFailure reports whether err is about the collection's stored data.
+func isDataFailure(err error) bool {
+	_, corrupt := CorruptKind(err)
+	return corrupt || errors.Is(err, segment.ErrBlockTooLarge)
 }

@@ -2,8 +2,11 @@ package compaction
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
+	"strings"
 
 	"github.com/compactorhq/compactor/internal/catalog"
 	"github.com/compactorhq/compactor/internal/jobtype"
@@ -12,97 +15,412 @@ import (
 	"github.com/compactorhq/compactor/internal/vindex"
 )
 
-// Estimate reads the log slice the next compaction of collectionID would
-// read (its ids only matter) and the current manifest, and counts the blocks
-// that compaction would rewrite. Cost: one manifest read and a log read of
-// at most MaxRecords records. Errors: the catalog's (ErrNotFound for an
-// unknown collection) and the segment store's (a corrupt manifest).
+// indexChunkBytes is the most bytes of vectors one index chunk blob holds
+// (vindex writes append-only chunks of at most 32 MiB).
+const indexChunkBytes = 32 << 20
+
+// Estimate prices the next compaction of collectionID without writing
+// anything: it scans the ids, ops and sizes of the log slice that
+// compaction would read (no record is decoded) and the current manifest,
+// and derives the blocks it would rewrite, the bytes and blob calls it
+// would read and write, and the index work. Cost: one manifest read and a
+// scan of at most MaxRecords log rows. The figures are upper bounds where
+// the materialization rules may shrink them (see jobtype.Estimate).
+// Errors: the catalog's (ErrNotFound for an unknown collection), and the
+// segment store's (a corrupt manifest).
 func (c *Compactor) Estimate(ctx context.Context, collectionID string) (jobtype.Estimate, error) {
 	coll, err := c.cat.GetCollection(ctx, collectionID)
 	if err != nil {
 		return jobtype.Estimate{}, fmt.Errorf("estimate %s: %w", collectionID, err)
 	}
 	end := min(coll.LogPosition, coll.CompactionOffset+int64(c.cfg.MaxRecords))
-	est := jobtype.Estimate{OpRecords: max(0, end-coll.CompactionOffset)}
+	est := jobtype.Estimate{OpRecords: max(0, end-coll.CompactionOffset), Indexed: !coll.Index.Disabled}
 	if est.OpRecords == 0 {
 		return est, nil
 	}
-	var blocks []segment.BlockRef
-	var meanBytes int64
 	var base *segment.Manifest
 	if coll.ManifestKey != "" {
-		m, err := c.seg.ReadManifest(ctx, coll.ManifestKey)
-		if err != nil {
+		if base, err = c.seg.ReadManifest(ctx, coll.ManifestKey); err != nil {
 			return jobtype.Estimate{}, fmt.Errorf("estimate %s: read manifest: %w", collectionID, err)
 		}
-		base = m
-		blocks = m.Blocks
-		var bytes, records int64
-		for _, b := range blocks {
-			bytes, records = bytes+b.Bytes, records+b.Records
-		}
-		if records > 0 {
-			meanBytes = bytes / records
-		}
 	}
-	est.BlocksTotal = len(blocks)
-	if est.Indexed = !coll.Index.Disabled; est.Indexed {
-		est.IndexFullBuild, est.IndexFullBuildReason = fullBuildDue(coll, base)
-	}
-	touched := make([]bool, len(blocks))
-	var outside int64
+	s := newSliceScan(base)
 	for after := coll.CompactionOffset; after < end; {
-		ops, err := c.cat.ReadLog(ctx, collectionID, after, end, c.cfg.BatchRecords)
+		last := after
+		n, err := c.cat.ScanLog(ctx, collectionID, after, end, c.cfg.BatchRecords, func(offset int64, record []byte) error {
+			last = offset
+			return s.add(offset, record)
+		})
 		if err != nil {
 			return jobtype.Estimate{}, fmt.Errorf("estimate %s: read log after offset %d: %w", collectionID, after, err)
 		}
-		if len(ops) == 0 {
+		if n == 0 {
 			break // compacted meanwhile
 		}
-		for _, op := range ops {
-			switch {
-			case !est.Indexed:
-			case op.Op == materialize.OpDelete:
-				est.VectorsToDelete++
-			case len(op.Embedding) > 0:
-				est.VectorsToInsert++
-			}
-			// Blocks are sorted by MinID with disjoint ranges: the one that
-			// may hold id is the last whose MinID <= id.
-			i := sort.Search(len(blocks), func(i int) bool { return blocks[i].MinID > op.ID }) - 1
-			if i >= 0 && op.ID <= blocks[i].MaxID {
-				touched[i] = true
-			} else {
-				outside++
-			}
-		}
-		after = ops[len(ops)-1].Offset
+		after = last
 	}
-	for i, t := range touched {
-		if t {
-			est.BlocksToRewrite++
-			est.BytesToRewrite += blocks[i].Bytes
+	// A small change spread over many blocks is written as one delta: the
+	// store decides on the distinct ids, as the writer does.
+	ids := make([]string, 0, len(s.changed))
+	for id := range s.changed {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	delta := c.seg.WritesDelta(base, ids, s.opRecords)
+	var sampled float64
+	if base == nil || len(base.Blocks) == 0 {
+		if sampled, err = c.sampleBytesPerRecord(ctx, collectionID, coll.CompactionOffset, end); err != nil {
+			return jobtype.Estimate{}, fmt.Errorf("estimate %s: sample the log: %w", collectionID, err)
 		}
 	}
-	est.BytesToRewrite += outside * meanBytes
+	s.price(&est, base, c.seg.MaxBlockRecords(), c.seg.MinBlockRecords(), delta, sampled, c.seg.ReadsBack())
+	s.priceIndex(&est, coll, base, c.indexes)
+	est.WriteAmplification = float64(est.RecordsToWrite) / float64(max(s.opRecords, 1))
 	return est, nil
 }
 
-// fullBuildDue reports whether the next compaction of coll over base
-// builds its vector index from every record, and why, by the rules of
-// startIndex read from the manifest alone (a damaged index is found only
-// when the job opens it).
-func fullBuildDue(coll catalog.Collection, base *segment.Manifest) (bool, string) {
-	if base == nil || base.Index == nil {
-		return true, "the current version has no index"
-	}
-	ix, s := base.Index, coll.Index.WithDefaults()
-	if ix.M != s.M || ix.EfConstruction != s.EfConstruction || ix.Distance != s.Distance.String() {
-		return true, "the collection's index parameters differ from the index's"
-	}
-	slots := ix.Vectors + ix.Tombstones + ix.Dropped
-	if slots > 0 && float64(ix.Tombstones+ix.Dropped) > vindex.RebuildFraction*float64(slots) {
-		return true, fmt.Sprintf("tombstones and dropped slots are past %.0f %% of the graph", vindex.RebuildFraction*100)
-	}
-	return false, ""
+// sliceScan accumulates what a log slice does to a version's blocks: per
+// block (the writer rewrites each touched block as a span of its own,
+// splitting and merging it), the ids that fall in it, its deletes, and the
+// new ids in the gaps of the id ranges (which cannot be present yet).
+type sliceScan struct {
+	blocks    []segment.BlockRef
+	touched   []bool
+	deletes   []int64         // DELETEs of distinct ids inside each block's range
+	gapAdds   []int64         // new ids outside every range, by the block that takes them
+	exists    map[string]bool // whether each changed id holds a record after the slice
+	inRange   map[string]int  // block of the ids inside a range
+	logBytes  int64
+	opRecords int64
+	changed   map[string]bool
+	dataBytes int64 // bytes of the blocks or delta priced to be written
 }
+
+func newSliceScan(base *segment.Manifest) *sliceScan {
+	s := &sliceScan{exists: map[string]bool{}, inRange: map[string]int{}, changed: map[string]bool{}}
+	if base != nil {
+		s.blocks = base.Blocks
+	}
+	s.touched = make([]bool, len(s.blocks))
+	s.deletes = make([]int64, len(s.blocks))
+	s.gapAdds = make([]int64, max(len(s.blocks), 1))
+	return s
+}
+
+// add takes one log row: its op byte and id are read from the encoding in
+// place (materialize's binary format: version, op, id).
+func (s *sliceScan) add(offset int64, record []byte) error {
+	lo, hi, err := materialize.IDSpan(record)
+	if err != nil || len(record) < 2 {
+		return fmt.Errorf("log record at offset %d: %w (%v)", offset, materialize.ErrCorruptRecord, err)
+	}
+	op, id := materialize.Op(record[1]), string(record[lo:hi])
+	s.logBytes += int64(len(record))
+	s.opRecords++
+	// Blocks are sorted by MinID with disjoint ranges: the one that may
+	// hold id is the last whose MinID <= id; an id in no range goes to
+	// that block too, or to the first (segment's owner).
+	i := sort.Search(len(s.blocks), func(i int) bool { return s.blocks[i].MinID > id }) - 1
+	inRange := i >= 0 && id <= s.blocks[i].MaxID
+	if !s.changed[id] {
+		s.changed[id] = true
+		s.exists[id] = inRange // an id inside a range is taken to be present
+		if inRange {
+			s.inRange[id] = i
+		}
+	}
+	// The materialization rules, on whether a record exists: ADD and
+	// UPSERT leave one, DELETE none, UPDATE changes nothing of that.
+	switch op {
+	case materialize.OpAdd, materialize.OpUpsert:
+		s.exists[id] = true
+	case materialize.OpDelete:
+		s.exists[id] = false
+	}
+	if len(s.blocks) > 0 {
+		s.touched[max(i, 0)] = true
+	}
+	return nil
+}
+
+// price fills est's blocks, records, bytes and blob calls of the blocks
+// (or the delta) and the manifest.
+func (s *sliceScan) price(est *jobtype.Estimate, base *segment.Manifest, maxBlock, minBlock int, delta bool, sampled float64, readBack bool) {
+	// The read-back check reads every block and delta written back: a GET
+	// and its bytes each.
+	defer func() {
+		if readBack {
+			est.BlobGets += est.BlobPuts - 1 // every blob put but the manifest
+			est.BytesRead += s.dataBytes
+		}
+	}()
+	est.LogBytes = s.logBytes
+	est.BlocksTotal = len(s.blocks)
+	// The fate of each changed id: one inside a range that ends deleted
+	// is a record removed; one outside every range that ends present is
+	// a record added (to the block that takes it).
+	for id := range s.changed {
+		if i, ok := s.inRange[id]; ok {
+			if !s.exists[id] {
+				s.deletes[i]++
+			}
+			continue
+		}
+		if !s.exists[id] {
+			continue
+		}
+		i := sort.Search(len(s.blocks), func(i int) bool { return s.blocks[i].MinID > id }) - 1
+		s.gapAdds[max(i, 0)]++
+	}
+	var baseBytes, baseRecords, added int64
+	for i, b := range s.blocks {
+		baseBytes, baseRecords = baseBytes+b.Bytes, baseRecords+b.Records
+		_ = i
+	}
+	for _, n := range s.gapAdds {
+		added += n
+	}
+	perRecord := float64(s.logBytes) / float64(max(s.opRecords, 1))
+	if baseRecords > 0 {
+		perRecord = float64(baseBytes) / float64(baseRecords)
+	}
+	if base != nil {
+		est.BytesRead, est.BlobGets = manifestBytes(base), 1
+	}
+	if delta {
+		// One delta of the changed ids; their current records are read
+		// from the blocks that hold them.
+		est.Delta = true
+		est.RecordsToWrite = int64(len(s.changed))
+		for i, t := range s.touched {
+			if t {
+				est.BlocksToRewrite++
+				est.BytesToRewrite += s.blocks[i].Bytes
+			}
+		}
+		est.BytesRead += est.BytesToRewrite
+		est.BlobGets += int64(est.BlocksToRewrite)
+		est.BlobPuts = 2 // the delta, the manifest
+		s.dataBytes = deltaFixedBytes + int64(float64(est.RecordsToWrite)*perRecord)
+		est.BytesWritten = s.dataBytes + manifestBytesFor(base, len(s.blocks), len(base.Deltas)+1)
+		est.BlocksAfter, est.BytesAfter = len(s.blocks), baseBytes
+		return
+	}
+	if len(s.blocks) == 0 {
+		// The first version: one span of every new record.
+		est.RecordsToWrite = added
+		est.BlocksToWrite = spanBlocks(added, maxBlock)
+		est.BytesToRewrite = int64(float64(added) * perRecord)
+		if sampled > 0 {
+			perRecord = sampled
+		}
+		s.dataBytes = int64(float64(added) * perRecord)
+		est.BytesWritten = s.dataBytes + manifestBytesFor(base, est.BlocksToWrite, 0)
+		est.BlobPuts = int64(est.BlocksToWrite) + 1
+		est.BlocksAfter, est.BytesAfter = est.BlocksToWrite, est.BytesWritten
+		return
+	}
+	var written int64
+	for i, b := range s.blocks {
+		if !s.touched[i] {
+			continue
+		}
+		recs := b.Records - s.deletes[i] + s.gapAdds[i]
+		rewritten := int64(1)
+		bytes := b.Bytes
+		if recs > 0 && recs < int64(minBlock) && len(s.blocks) > 1 {
+			// Merged with a neighbour, which is rewritten with it.
+			n := s.blocks[min(i+1, len(s.blocks)-1)]
+			if i == len(s.blocks)-1 {
+				n = s.blocks[i-1]
+			}
+			recs += n.Records
+			rewritten++
+			bytes += n.Bytes
+		}
+		est.BlocksToRewrite += int(rewritten)
+		est.BytesToRewrite += bytes
+		est.BytesRead += bytes
+		est.BlobGets += rewritten
+		est.RecordsToWrite += max(recs, 0)
+		est.BlocksToWrite += spanBlocks(recs, maxBlock)
+		written += int64(float64(max(recs, 0)) * perRecord)
+	}
+	est.BlocksToRewrite = min(est.BlocksToRewrite, len(s.blocks))
+	est.BlobGets = min(est.BlobGets, int64(len(s.blocks))+1)
+	est.BlocksAfter = len(s.blocks) - est.BlocksToRewrite + est.BlocksToWrite
+	est.BytesAfter = baseBytes - est.BytesToRewrite + written
+	s.dataBytes = written
+	est.BytesWritten = written + manifestBytesFor(base, est.BlocksAfter, 0)
+	est.BlobPuts = int64(est.BlocksToWrite) + 1
+}
+
+// deltaFixedBytes calibrates a delta's fixed part (its Parquet footer and
+// schema, beside its records at the blocks' bytes per record). Measured by
+// TestEstimatePredictsTheCompactionItPrices.
+const deltaFixedBytes = 1900
+
+// maxSampleRecords bounds the records of a first compaction's log slice
+// an estimate encodes as one block (of the writer's block size) to measure
+// the bytes per record: the blocks' columnar, compressed encoding depends
+// on the data (random embeddings barely compress, repeated documents and
+// metadata do) and on the block size.
+const maxSampleRecords = 4096
+
+// sampleBytesPerRecord encodes the records that the ADDs and UPSERTs among
+// the first operation records of the slice after offset `after` (up to
+// end; a block's worth, at most maxSampleRecords) would write, as one
+// block, and returns its bytes per record (0 when there is none).
+func (c *Compactor) sampleBytesPerRecord(ctx context.Context, collectionID string, after, end int64) (float64, error) {
+	ops, err := c.cat.ReadLog(ctx, collectionID, after, end, min(c.seg.MaxBlockRecords(), maxSampleRecords))
+	if err != nil {
+		return 0, err
+	}
+	byID := map[string]materialize.Record{}
+	for _, op := range ops {
+		if op.Op != materialize.OpAdd && op.Op != materialize.OpUpsert {
+			continue
+		}
+		if r := materialize.Apply(nil, []materialize.OperationRecord{op}); r != nil {
+			byID[op.ID] = *r
+		}
+	}
+	if len(byID) == 0 {
+		return 0, nil
+	}
+	recs := make([]materialize.Record, 0, len(byID))
+	for _, r := range byID {
+		recs = append(recs, r)
+	}
+	slices.SortFunc(recs, func(a, b materialize.Record) int { return strings.Compare(a.ID, b.ID) })
+	n, err := segment.EncodedBytes(recs)
+	if err != nil {
+		return 0, err
+	}
+	return float64(n) / float64(len(recs)), nil
+}
+
+// spanBlocks is the blocks the writer cuts a span of n records into: while
+// the span is over its window (8 blocks' worth) it sends blocks of 15/16
+// of maxBlock from the front, then cuts the rest into near-equal blocks of
+// at most maxBlock (segment's layout).
+func spanBlocks(n int64, maxBlock int) int {
+	if n <= 0 {
+		return 0
+	}
+	m := int64(maxBlock)
+	window, chunk := 8*m, max(m*15/16, 1)
+	k := int64(0)
+	if n > window {
+		k = (n - window + chunk - 1) / chunk
+	}
+	rest := n - k*chunk
+	return int(k + (rest+m-1)/m)
+}
+
+// priceIndex fills the index phase (and IndexBytes, its part of
+// BytesWritten): a full build inserts every record of
+// the new version, reading its blocks back; an incremental one inserts the
+// changed records into a successor of the previous graph (read unless
+// this process has it cached) and tombstones the deleted ones. Either
+// writes a graph blob, and a vector chunk for the vectors it adds.
+func (s *sliceScan) priceIndex(est *jobtype.Estimate, coll catalog.Collection, base *segment.Manifest, cache *indexCache) {
+	if coll.Index.Disabled {
+		return
+	}
+	before := est.BytesWritten
+	defer func() { est.IndexBytes = est.BytesWritten - before }()
+	var prev *segment.IndexRef
+	var baseRecords int64
+	if base != nil {
+		prev, baseRecords = base.Index, base.RecordCount
+	}
+	var deletes, added int64
+	for _, n := range s.deletes {
+		deletes += n
+	}
+	for _, n := range s.gapAdds {
+		added += n
+	}
+	after := max(baseRecords+added-deletes, 0)
+	if after == 0 && prev == nil {
+		return // no vector yet
+	}
+	set := coll.Index.WithDefaults()
+	dim := coll.Dimension
+	if prev != nil && dim == 0 {
+		dim = prev.Dimension
+	}
+	vecBytes := int64(max(dim, 1))*4 + chunkBytesPerVector
+	graphPerVector := float64(set.M * graphBytesPerM)
+	if prev != nil && prev.Vectors+prev.Tombstones > 0 {
+		graphPerVector = float64(prev.Graph.Bytes) / float64(prev.Vectors+prev.Tombstones+prev.Dropped)
+	}
+	switch {
+	case prev == nil:
+		est.IndexFullBuild, est.IndexFullBuildReason = true, "the current version has no index"
+	case prev.Dimension != dim || prev.M != set.M || prev.EfConstruction != set.EfConstruction || prev.Distance != set.Distance.String():
+		est.IndexFullBuild, est.IndexFullBuildReason = true, "the collection's index parameters differ from the index's"
+	case float64(prev.Tombstones+prev.Dropped+int(deletes)) > vindex.RebuildFraction*float64(prev.Vectors+prev.Tombstones+prev.Dropped):
+		est.IndexFullBuild, est.IndexFullBuildReason = true, fmt.Sprintf("tombstones and dropped slots would pass %.0f %% of the graph", vindex.RebuildFraction*100)
+	}
+	if est.IndexFullBuild {
+		est.VectorsToInsert = after
+		// The build reads every block of the new version back.
+		est.BlobGets += int64(est.BlocksAfter)
+		est.BytesRead += est.BytesAfter
+		est.BlobPuts += (after*vecBytes+indexChunkBytes-1)/indexChunkBytes + 1
+		est.BytesWritten += after*vecBytes + int64(graphPerVector*float64(after))
+		return
+	}
+	est.VectorsToInsert = max(int64(len(s.changed))-deletes, 0)
+	est.VectorsToDelete = deletes
+	if cache == nil || !cache.has(prev.Graph.Key) {
+		est.BytesRead += prev.Bytes()
+		est.BlobGets += int64(1 + len(prev.Chunks))
+	}
+	est.BlobPuts++
+	if est.VectorsToInsert > 0 {
+		est.BlobPuts += (est.VectorsToInsert*vecBytes + indexChunkBytes - 1) / indexChunkBytes
+	}
+	slots := int64(prev.Vectors+prev.Tombstones+prev.Dropped) + est.VectorsToInsert
+	est.BytesWritten += est.VectorsToInsert*vecBytes + int64(graphPerVector*float64(slots))
+}
+
+// Calibration of the index blobs: bytes per vector of a chunk beside its
+// values, and per node of the graph beside its layer-0 links (for a first
+// build; later ones scale the previous graph). Measured by
+// TestEstimatePredictsTheCompactionItPrices.
+const (
+	chunkBytesPerVector = 0
+	graphBytesPerM      = 6
+)
+
+// manifestBytes is the encoded size of m.
+func manifestBytes(m *segment.Manifest) int64 {
+	return manifestBytesFor(m, len(m.Blocks), len(m.Deltas))
+}
+
+// manifestBytesFor estimates the size of a manifest listing blocks blocks
+// and deltas deltas: from base's encoding scaled by its entries when there
+// is a base, else a fixed header and a typical entry.
+func manifestBytesFor(base *segment.Manifest, blocks, deltas int) int64 {
+	if base != nil {
+		if b, err := json.MarshalIndent(base, "", "  "); err == nil {
+			n := int64(len(base.Blocks) + len(base.Deltas))
+			per := int64(manifestBytesPerEntry)
+			if n > 0 {
+				per = (int64(len(b)) - manifestHeaderBytes) / n
+			}
+			return manifestHeaderBytes + per*int64(blocks+deltas)
+		}
+	}
+	return manifestHeaderBytes + manifestBytesPerEntry*int64(blocks+deltas)
+}
+
+// A manifest's header (version, offsets, index reference) and one entry
+// (key, id range, counts, digest), in bytes, before the first version.
+const (
+	manifestHeaderBytes   = 1024
+	manifestBytesPerEntry = 320
+)

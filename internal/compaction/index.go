@@ -617,3 +617,12 @@ var (
 	_ scanCostModel        = (*versionIndex)(nil)
 	_ metadataLoader       = (*versionIndex)(nil)
 )
+
+// has reports whether the graph of blob key is cached (without touching
+// its recency): an estimate's test of whether the next build reads it.
+func (ic *indexCache) has(key string) bool {
+	ic.mu.Lock()
+	defer ic.mu.Unlock()
+	_, ok := ic.byKey[key]
+	return ok
+}

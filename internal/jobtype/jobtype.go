@@ -131,6 +131,8 @@ type Outcome struct {
 	// when positive the manager queues a continuation job at once.
 	Remaining int64
 	Note      string
+	// Actual holds the blob and index figures (nil when unknown).
+	Actual *Actual
 }
 
 // Committed reports whether the job committed (or, before its commit,
@@ -138,14 +140,18 @@ type Outcome struct {
 func (o Outcome) Committed() bool { return o.VersionAfter != o.VersionBefore }
 
 // Estimate is what the next job of a collection would do, from its
-// manifest and its log, without writing anything.
+// manifest and its log, without writing anything. Counts are upper bounds
+// where the materialization rules may shrink them (an UPDATE of an absent
+// id writes nothing, a DELETE drops a record); the blob counts assume a
+// cold decoded block cache.
 type Estimate struct {
 	OpRecords       int64 // operation records the job would read (at most the job's maximum)
+	LogBytes        int64 // bytes of those operation records as stored in the log
 	BlocksTotal     int   // blocks of the current version
-	BlocksToRewrite int   // blocks whose id range holds an id of those records
-	// BytesToRewrite is the bytes of those blocks plus, for ids outside
-	// every block, the version's mean bytes per record times their count
-	// (0 before the first version).
+	BlocksToRewrite int   // blocks that hold or take an id of those records
+	// BytesToRewrite is the bytes of the blocks rewritten (those holding
+	// or taking an id of those records, and neighbours merged with them);
+	// before the first version, the log bytes of the records.
 	BytesToRewrite int64
 	// The vector index work, when the collection has indexing on
 	// (Indexed): VectorsToInsert counts the operation records that carry
@@ -157,7 +163,93 @@ type Estimate struct {
 	VectorsToInsert, VectorsToDelete int64
 	IndexFullBuild                   bool
 	IndexFullBuildReason             string
+	// Delta: the change is small and spread, so the job writes one
+	// merge-on-read delta instead of rewriting blocks (BlocksToWrite 0).
+	Delta bool
+	// RecordsToWrite is the records the job writes into blocks (or the
+	// delta): those of the blocks it rewrites plus the new ids.
+	RecordsToWrite int64
+	// BlocksToWrite is the block files the job writes (the rewritten
+	// blocks' records at the writer's block size), 0 for a delta.
+	BlocksToWrite int
+	// BytesRead is the bytes the job reads from the blob store: the
+	// manifest, the blocks it rewrites and, for an incremental index
+	// build, the previous index's blobs (unless this process has them
+	// cached), for a full build the new version's blocks. BytesWritten is
+	// the bytes it writes: blocks (or the delta), the manifest and the
+	// index, whose part is IndexBytes (a job row's BytesWritten counts
+	// blocks and manifest only).
+	BytesRead, BytesWritten, IndexBytes int64
+	// BlobGets and BlobPuts count the blob store calls of those reads and
+	// writes.
+	BlobGets, BlobPuts int64
+	// BlocksAfter and BytesAfter are the blocks of the new version and
+	// their bytes (what a full index build reads back).
+	BlocksAfter int
+	BytesAfter  int64
+	// WriteAmplification is RecordsToWrite per operation record read (1:
+	// every operation record written once; copy-on-write of large blocks
+	// for few changes raises it).
+	WriteAmplification float64
 }
+
+// Prediction prices an Estimate in time on the node that made it: the
+// predicted duration from the throughput that node has measured (and the
+// cap in force), and how it was derived.
+type Prediction struct {
+	Estimate
+	// Seconds is the predicted duration of the job; meaningful only when
+	// SecondsKnown (no measurement yet otherwise). WriteSeconds and
+	// IndexSeconds are its two terms: bytes written at the measured (or
+	// capped) write rate, vectors indexed at the measured index rate.
+	Seconds, WriteSeconds, IndexSeconds float64
+	SecondsKnown                        bool
+	// BytesPerSecond is the write rate used (the cap when lower),
+	// VectorsPerSecond the index rate; Basis says in words where they
+	// come from.
+	BytesPerSecond, VectorsPerSecond float64
+	Basis                            string
+	// Window is when the job would run ("now" unless a compaction window
+	// holds it).
+	Window string
+}
+
+// Actual is what a job did, beside its job row's counters, in the units
+// of an Estimate: what the prediction is compared with.
+type Actual struct {
+	BytesRead      int64 // bytes read from the blob store
+	BytesWritten   int64 // bytes written to the blob store (the index's included)
+	BlobGets       int64
+	BlobPuts       int64
+	BlocksWritten  int64 // block files written
+	DeltasWritten  int64
+	VectorsIndexed int64   // vectors inserted into the index (a full build: every one)
+	IndexSeconds   float64 // the index phase's duration
+	IndexBuild     string  // "full", "incremental", "repaired"; "" without index
+}
+
+// FailureClass says where a failure comes from, decided where the error
+// happens: infrastructure failures are retried with backoff and never
+// count toward the dead-letter state; data and internal ones count.
+type FailureClass string
+
+// Failure classes.
+const (
+	// FailureInfrastructure: the blob store, the catalog, the network, a
+	// full disk, a lost compare-and-swap or lease: says nothing about the
+	// collection.
+	FailureInfrastructure FailureClass = "infrastructure"
+	// FailureData: a corrupt or invalid stored file or log row, a block
+	// too large to decode: fails again at every attempt until repaired.
+	FailureData FailureClass = "data"
+	// FailureInternal: a bug (a recovered panic), or an error nothing
+	// classified.
+	FailureInternal FailureClass = "internal"
+)
+
+// Counts reports whether a failure of class c counts toward the
+// dead-letter state.
+func (c FailureClass) Counts() bool { return c != FailureInfrastructure }
 
 // Enqueued is one job a request to enqueue returned, as J (the catalog's
 // row, or the manager's view of it).

@@ -46,6 +46,11 @@ type Config struct {
 	// DeadLetterAfter: consecutive non-transient failures that dead-letter a
 	// collection (default 5).
 	DeadLetterAfter int
+	// DeadLetterCoolOff is how long after its dead-lettering a collection
+	// is re-driven automatically, once (default 1 h); it is also re-driven
+	// once under each server build (Version) other than the one that
+	// dead-lettered it.
+	DeadLetterCoolOff time.Duration
 	// BackoffBase and BackoffMax bound the exponential backoff of scheduled
 	// retries after failures: base·2^(n-1), at most max.
 	BackoffBase time.Duration
@@ -113,6 +118,7 @@ func DefaultConfig() Config {
 		PriorityAging:     5 * time.Minute,
 		WindowClose:       WindowCloseFinish,
 		DeadLetterAfter:   5,
+		DeadLetterCoolOff: time.Hour,
 		BackoffBase:       10 * time.Second,
 		BackoffMax:        10 * time.Minute,
 		HistoryKeep:       10_000,
@@ -137,6 +143,7 @@ func (c *Config) RegisterFlags(fs *pflag.FlagSet) {
 	fs.StringArrayVar(&c.Windows, "compaction-window", c.Windows, `compaction window in which scheduled jobs may start, "[DAYS] HH:MM-HH:MM [ZONE]" (e.g. "Mon-Fri 01:00-05:00 Europe/Berlin"; UTC by default); repeatable; none: any time`)
 	fs.StringVar(&c.WindowClose, "window-close", c.WindowClose, "what a scheduled job running when its window closes does: finish, or requeue (stop at the next batch boundary, run again in the next window)")
 	fs.IntVar(&c.DeadLetterAfter, "dead-letter-after", c.DeadLetterAfter, "consecutive non-transient failures that dead-letter a collection")
+	fs.DurationVar(&c.DeadLetterCoolOff, "dead-letter-cooloff", c.DeadLetterCoolOff, "time after its dead-lettering at which a collection is re-driven automatically, once (it is also re-driven once after each upgrade)")
 	fs.DurationVar(&c.BackoffBase, "retry-backoff", c.BackoffBase, "first retry delay after a failed job; doubles per consecutive failure")
 	fs.DurationVar(&c.BackoffMax, "retry-backoff-max", c.BackoffMax, "longest retry delay")
 	fs.IntVar(&c.HistoryKeep, "history-keep", c.HistoryKeep, "finished jobs kept in the history")
@@ -167,6 +174,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("--window-close must be %s or %s, got %q", WindowCloseFinish, WindowCloseRequeue, c.WindowClose)
 	case c.DeadLetterAfter <= 0:
 		return fmt.Errorf("--dead-letter-after must be positive, got %d", c.DeadLetterAfter)
+	case c.DeadLetterCoolOff < time.Minute:
+		return fmt.Errorf("--dead-letter-cooloff must be at least 1m, got %s", c.DeadLetterCoolOff)
 	case c.BackoffBase <= 0 || c.BackoffMax < c.BackoffBase:
 		return fmt.Errorf("--retry-backoff must be positive and at most --retry-backoff-max, got %s and %s", c.BackoffBase, c.BackoffMax)
 	case c.HistoryKeep <= 0:

@@ -96,3 +96,26 @@ func (m *Manager) SetCollectionSettings(ctx context.Context, collectionID string
 	}
 	return c, nil
 }
+
+// ClearDeadLetter clears a dead-lettered collection's failure state by
+// hand (an operator's undead), recording who and why in its dead-letter
+// history in the same transaction; the scheduler compacts it again at its
+// next run. cleared is false when the collection was not dead-lettered
+// (nothing is written). Errors: ErrNotFound, store errors.
+func (m *Manager) ClearDeadLetter(ctx context.Context, collectionID, actor, reason string) (c catalog.Collection, cleared bool, err error) {
+	c, cleared, err = m.store.ClearDeadLetter(ctx, collectionID, actor, reason)
+	if err != nil {
+		return catalog.Collection{}, false, err
+	}
+	if cleared {
+		m.logger.Info("dead-letter state cleared", "collection", collectionID, "by", actor, "reason", reason)
+		m.metrics.backlogs.update(c)
+	}
+	return c, cleared, nil
+}
+
+// DeadLetterHistory returns a collection's dead-letter events, newest
+// first, at most limit (<= 0: 100). Errors: the store's.
+func (m *Manager) DeadLetterHistory(ctx context.Context, collectionID string, limit int) ([]catalog.DeadLetterEvent, error) {
+	return m.store.ListDeadLetterEvents(ctx, collectionID, limit)
+}

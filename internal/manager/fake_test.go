@@ -711,3 +711,49 @@ func (s *memStore) GetSetting(_ context.Context, name string) (catalog.Setting, 
 	}
 	return st, nil
 }
+
+// The dead-letter history and predictions: the memStore keeps events in
+// memory with the catalog's rules (catalog tests cover the SQL; re-drive
+// tests run on a real catalog).
+
+func (s *memStore) RecordFailureOf(ctx context.Context, id string, r catalog.FailureRecord) (int, bool, error) {
+	return s.RecordFailure(ctx, id, r.DeadLetterAfter)
+}
+
+func (s *memStore) RecordRecovery(context.Context, string, string, string) error { return nil }
+
+func (s *memStore) DeadLetterStates(context.Context) ([]catalog.DeadLetterState, error) {
+	return nil, nil
+}
+
+func (s *memStore) RedriveDeadLetter(context.Context, catalog.DeadLetterEvent, catalog.JobRequest) (catalog.Job, bool, error) {
+	return catalog.Job{}, false, nil
+}
+
+func (s *memStore) ClearDeadLetter(_ context.Context, id, _, _ string) (catalog.Collection, bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c, ok := s.colls[id]
+	if !ok {
+		return catalog.Collection{}, false, catalog.ErrNotFound
+	}
+	was := c.DeadLettered()
+	c.FailureCount, c.DeadLetteredAt, c.RetryCount, c.RetryAfter = 0, time.Time{}, 0, time.Time{}
+	return *c, was, nil
+}
+
+func (s *memStore) ListDeadLetterEvents(context.Context, string, int) ([]catalog.DeadLetterEvent, error) {
+	return nil, nil
+}
+
+func (s *memStore) SetJobPrediction(_ context.Context, jobID, _ string, p jobtype.Prediction) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	j, ok := s.jobs[jobID]
+	if !ok {
+		return catalog.ErrLeaseLost
+	}
+	j.Predicted = &p
+	s.jobs[jobID] = j
+	return nil
+}

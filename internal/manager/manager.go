@@ -76,6 +76,13 @@ type Store interface {
 	SetRetry(ctx context.Context, collectionID string, retries int, retryAfter time.Time) error
 	RecordFailure(ctx context.Context, collectionID string, deadLetterAfter int) (int, bool, error)
 	RecordSuccess(ctx context.Context, collectionID string) error
+	RecordFailureOf(ctx context.Context, collectionID string, r catalog.FailureRecord) (int, bool, error)
+	RecordRecovery(ctx context.Context, collectionID, jobID, build string) error
+	DeadLetterStates(ctx context.Context) ([]catalog.DeadLetterState, error)
+	RedriveDeadLetter(ctx context.Context, ev catalog.DeadLetterEvent, req catalog.JobRequest) (catalog.Job, bool, error)
+	ClearDeadLetter(ctx context.Context, collectionID, actor, reason string) (catalog.Collection, bool, error)
+	ListDeadLetterEvents(ctx context.Context, collectionID string, limit int) ([]catalog.DeadLetterEvent, error)
+	SetJobPrediction(ctx context.Context, jobID, node string, p jobtype.Prediction) error
 
 	SetCollectionPause(ctx context.Context, id string, paused bool, reason, by string) (catalog.Collection, error)
 	SetCollectionSettings(ctx context.Context, id string, s catalog.CollectionSettings) (catalog.Collection, error)
@@ -128,9 +135,19 @@ type Executor interface {
 	// Transient reports whether err says nothing about the collection
 	// (storage unavailable, a lost compare-and-swap or lease, shutdown):
 	// such failures back off but never count toward the dead-letter state.
+	// An Executor that also implements Classifier classifies its failures
+	// finer; Transient is then not asked.
 	Transient(err error) bool
 	// GC removes superseded versions and orphan blocks of a collection.
 	GC(ctx context.Context, collectionID string) error
+}
+
+// Classifier is implemented by an Executor that tells the class of its
+// failures (jobtype.FailureClass), from marks its errors got where they
+// happened. Without it, a Transient error is infrastructure and any other
+// internal.
+type Classifier interface {
+	Classify(err error) jobtype.FailureClass
 }
 
 // Prepared is a job's work done up to its commit. The manager calls
@@ -231,6 +248,7 @@ type Manager struct {
 	events     *eventHub
 	rescuer    *leaseRescuer
 	sched      *scheduler
+	redrive    *redriver
 	pruner     *historyPruner
 	throughput *throughputApplier
 	enq        *enqueuer
@@ -264,7 +282,7 @@ func New(store Store, exec Executor, cfg Config, reg prometheus.Registerer, logg
 	m := &Manager{
 		store:   store,
 		cfg:     cfg,
-		policy:  failurePolicy{base: cfg.BackoffBase, max: cfg.BackoffMax, deadLetterAfter: cfg.DeadLetterAfter},
+		policy:  failurePolicy{base: cfg.BackoffBase, max: cfg.BackoffMax, deadLetterAfter: cfg.DeadLetterAfter, build: cfg.Version},
 		owner:   cfg.Node + "/" + uuid.NewString()[:8],
 		logger:  logger,
 		metrics: newMetrics(reg, cfg),
@@ -285,8 +303,11 @@ func New(store Store, exec Executor, cfg Config, reg prometheus.Registerer, logg
 	m.rescuer = &leaseRescuer{store: store, logger: logger, metrics: m.metrics, wake: m.runs.wake, renewing: m.runs.ids}
 	m.pruner = &historyPruner{store: store, keep: cfg.HistoryKeep, maxAge: cfg.HistoryMaxAge, clock: m.now}
 	windows, _ := window.ParseSet(cfg.Windows) // checked by Validate
+	m.policy.now = m.now
+	m.redrive = &redriver{store: store, coolOff: cfg.DeadLetterCoolOff, build: cfg.Version, clock: m.now, logger: logger,
+		counter: m.metrics.redrives, queued: m.changedJob}
 	m.sched = &scheduler{store: store, cfg: cfg, windows: windows, clock: m.now, metrics: m.metrics, logger: logger, pruner: m.pruner,
-		stopping: m.runs.isStopping, queued: m.changedJob}
+		stopping: m.runs.isStopping, queued: m.changedJob, redrive: m.redrive}
 	th, _ := m.exec.(Throttler)
 	m.throughput = &throughputApplier{store: store, configured: cfg.MaxThroughput, throttle: th, gauge: m.metrics.maxThroughput, logger: logger}
 	m.enq = &enqueuer{store: store, timeout: cfg.PersistTimeout}

@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promauto"
 
 	"github.com/compactorhq/compactor/internal/catalog"
+	"github.com/compactorhq/compactor/internal/jobtype"
 )
 
 // metrics are the manager's Prometheus metrics (DESIGN.md §8). Labels are
@@ -33,6 +34,12 @@ type metrics struct {
 	collectionsPaused prometheus.Gauge
 	maxThroughput     prometheus.Gauge
 	freshness         *freshnessGauges
+
+	// failures counts FAILED jobs by class; predictionError observes
+	// actual/predicted - 1 of successful jobs by figure.
+	failures        *prometheus.CounterVec
+	predictionError *prometheus.HistogramVec
+	redrives        *prometheus.CounterVec
 }
 
 var (
@@ -118,6 +125,28 @@ func newMetrics(reg prometheus.Registerer, cfg Config) *metrics {
 		}),
 	}
 	m.freshness = newFreshnessGauges(f)
+	m.failures = f.NewCounterVec(prometheus.CounterOpts{
+		Name: "compactor_job_failures_total",
+		Help: "Failed compaction jobs by class: infrastructure (retried with backoff, never dead-letters), data (corrupt or invalid stored data) or internal (a bug, a recovered panic, an unclassified error); data and internal count toward the dead-letter state.",
+	}, []string{"class"})
+	for _, c := range []jobtype.FailureClass{jobtype.FailureInfrastructure, jobtype.FailureData, jobtype.FailureInternal} {
+		m.failures.WithLabelValues(string(c))
+	}
+	m.predictionError = f.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "compactor_plan_prediction_error_ratio",
+		Help:    "Relative error of successful jobs' predictions (made when claimed), actual/predicted - 1, by figure: duration, bytes_written, blob_puts. 0 is exact, -0.5 half the prediction, 1 twice it.",
+		Buckets: []float64{-0.9, -0.5, -0.25, -0.1, -0.05, 0, 0.05, 0.1, 0.25, 0.5, 1, 2, 4, 9},
+	}, []string{"figure"})
+	for _, fig := range []string{"duration", "bytes_written", "blob_puts"} {
+		m.predictionError.WithLabelValues(fig)
+	}
+	m.redrives = f.NewCounterVec(prometheus.CounterOpts{
+		Name: "compactor_dead_letter_redrives_total",
+		Help: "Jobs of dead-lettered collections queued by the scheduler, by cause: cool-off (once, after --dead-letter-cooloff) or upgrade (once per server build other than the one that dead-lettered it).",
+	}, []string{"cause"})
+	for _, c := range []string{catalog.RedriveCoolOff, catalog.RedriveUpgrade} {
+		m.redrives.WithLabelValues(c)
+	}
 	m.running = m.states.WithLabelValues(label(catalog.JobRunning))
 	for _, t := range triggers {
 		for _, o := range outcomes {
@@ -144,7 +173,11 @@ func (m *metrics) finished(j catalog.Job, _ error) {
 	}
 	m.logRead.Add(float64(j.RecordsRead))
 	m.bytesWritten.Add(float64(j.BytesWritten))
+	if j.State == catalog.JobFailed && j.FailureClass != "" {
+		m.failures.WithLabelValues(string(j.FailureClass)).Inc()
+	}
 	if j.State == catalog.JobSucceeded {
+		m.observePrediction(j)
 		if j.VersionAfter != j.VersionBefore {
 			m.compacted.Add(float64(j.RecordsRead))
 		}

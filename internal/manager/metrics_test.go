@@ -115,6 +115,68 @@ compactor_scheduler_runs_total 0
 # HELP compactor_scheduler_interval_seconds Configured time between scheduler runs.
 # TYPE compactor_scheduler_interval_seconds gauge
 compactor_scheduler_interval_seconds 15
+# HELP compactor_dead_letter_redrives_total Jobs of dead-lettered collections queued by the scheduler, by cause: cool-off (once, after --dead-letter-cooloff) or upgrade (once per server build other than the one that dead-lettered it).
+# TYPE compactor_dead_letter_redrives_total counter
+compactor_dead_letter_redrives_total{cause="cool-off"} 0
+compactor_dead_letter_redrives_total{cause="upgrade"} 0
+# HELP compactor_job_failures_total Failed compaction jobs by class: infrastructure (retried with backoff, never dead-letters), data (corrupt or invalid stored data) or internal (a bug, a recovered panic, an unclassified error); data and internal count toward the dead-letter state.
+# TYPE compactor_job_failures_total counter
+compactor_job_failures_total{class="data"} 0
+compactor_job_failures_total{class="infrastructure"} 0
+compactor_job_failures_total{class="internal"} 0
+# HELP compactor_plan_prediction_error_ratio Relative error of successful jobs' predictions (made when claimed), actual/predicted - 1, by figure: duration, bytes_written, blob_puts. 0 is exact, -0.5 half the prediction, 1 twice it.
+# TYPE compactor_plan_prediction_error_ratio histogram
+compactor_plan_prediction_error_ratio_bucket{figure="blob_puts",le="-0.9"} 0
+compactor_plan_prediction_error_ratio_bucket{figure="blob_puts",le="-0.5"} 0
+compactor_plan_prediction_error_ratio_bucket{figure="blob_puts",le="-0.25"} 0
+compactor_plan_prediction_error_ratio_bucket{figure="blob_puts",le="-0.1"} 0
+compactor_plan_prediction_error_ratio_bucket{figure="blob_puts",le="-0.05"} 0
+compactor_plan_prediction_error_ratio_bucket{figure="blob_puts",le="0"} 0
+compactor_plan_prediction_error_ratio_bucket{figure="blob_puts",le="0.05"} 0
+compactor_plan_prediction_error_ratio_bucket{figure="blob_puts",le="0.1"} 0
+compactor_plan_prediction_error_ratio_bucket{figure="blob_puts",le="0.25"} 0
+compactor_plan_prediction_error_ratio_bucket{figure="blob_puts",le="0.5"} 0
+compactor_plan_prediction_error_ratio_bucket{figure="blob_puts",le="1"} 0
+compactor_plan_prediction_error_ratio_bucket{figure="blob_puts",le="2"} 0
+compactor_plan_prediction_error_ratio_bucket{figure="blob_puts",le="4"} 0
+compactor_plan_prediction_error_ratio_bucket{figure="blob_puts",le="9"} 0
+compactor_plan_prediction_error_ratio_bucket{figure="blob_puts",le="+Inf"} 0
+compactor_plan_prediction_error_ratio_sum{figure="blob_puts"} 0
+compactor_plan_prediction_error_ratio_count{figure="blob_puts"} 0
+compactor_plan_prediction_error_ratio_bucket{figure="bytes_written",le="-0.9"} 0
+compactor_plan_prediction_error_ratio_bucket{figure="bytes_written",le="-0.5"} 0
+compactor_plan_prediction_error_ratio_bucket{figure="bytes_written",le="-0.25"} 0
+compactor_plan_prediction_error_ratio_bucket{figure="bytes_written",le="-0.1"} 0
+compactor_plan_prediction_error_ratio_bucket{figure="bytes_written",le="-0.05"} 0
+compactor_plan_prediction_error_ratio_bucket{figure="bytes_written",le="0"} 0
+compactor_plan_prediction_error_ratio_bucket{figure="bytes_written",le="0.05"} 0
+compactor_plan_prediction_error_ratio_bucket{figure="bytes_written",le="0.1"} 0
+compactor_plan_prediction_error_ratio_bucket{figure="bytes_written",le="0.25"} 0
+compactor_plan_prediction_error_ratio_bucket{figure="bytes_written",le="0.5"} 0
+compactor_plan_prediction_error_ratio_bucket{figure="bytes_written",le="1"} 0
+compactor_plan_prediction_error_ratio_bucket{figure="bytes_written",le="2"} 0
+compactor_plan_prediction_error_ratio_bucket{figure="bytes_written",le="4"} 0
+compactor_plan_prediction_error_ratio_bucket{figure="bytes_written",le="9"} 0
+compactor_plan_prediction_error_ratio_bucket{figure="bytes_written",le="+Inf"} 0
+compactor_plan_prediction_error_ratio_sum{figure="bytes_written"} 0
+compactor_plan_prediction_error_ratio_count{figure="bytes_written"} 0
+compactor_plan_prediction_error_ratio_bucket{figure="duration",le="-0.9"} 0
+compactor_plan_prediction_error_ratio_bucket{figure="duration",le="-0.5"} 0
+compactor_plan_prediction_error_ratio_bucket{figure="duration",le="-0.25"} 0
+compactor_plan_prediction_error_ratio_bucket{figure="duration",le="-0.1"} 0
+compactor_plan_prediction_error_ratio_bucket{figure="duration",le="-0.05"} 0
+compactor_plan_prediction_error_ratio_bucket{figure="duration",le="0"} 0
+compactor_plan_prediction_error_ratio_bucket{figure="duration",le="0.05"} 0
+compactor_plan_prediction_error_ratio_bucket{figure="duration",le="0.1"} 0
+compactor_plan_prediction_error_ratio_bucket{figure="duration",le="0.25"} 0
+compactor_plan_prediction_error_ratio_bucket{figure="duration",le="0.5"} 0
+compactor_plan_prediction_error_ratio_bucket{figure="duration",le="1"} 0
+compactor_plan_prediction_error_ratio_bucket{figure="duration",le="2"} 0
+compactor_plan_prediction_error_ratio_bucket{figure="duration",le="4"} 0
+compactor_plan_prediction_error_ratio_bucket{figure="duration",le="9"} 0
+compactor_plan_prediction_error_ratio_bucket{figure="duration",le="+Inf"} 0
+compactor_plan_prediction_error_ratio_sum{figure="duration"} 0
+compactor_plan_prediction_error_ratio_count{figure="duration"} 0
 `
 	// No names: every metric the manager registers must be listed above.
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(expected)); err != nil {

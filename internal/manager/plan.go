@@ -51,13 +51,57 @@ type PlanEntry struct {
 	// Window is the collection against its compaction windows: whether
 	// one is open, and the next window.
 	Window WindowState
-	// Estimate of the job, for DecideRun when the executor estimates and
-	// Plan was asked to; nil otherwise. EstimateError says why it is missing.
-	Estimate      *Estimate
+	// Estimate of the job priced with this node's measured throughput,
+	// for DecideRun when the executor estimates and Plan was asked to; nil
+	// otherwise. EstimateError says why it is missing.
+	Estimate      *Prediction
 	EstimateError string
 	// IndexRebuild is the collection's index rebuild job, queued or
 	// running; nil for none.
 	IndexRebuild *catalog.Job
+}
+
+// PlanTotals sums the estimates of a plan's entries.
+type PlanTotals struct {
+	Jobs                    int // entries with an estimate
+	OpRecords, LogBytes     int64
+	BytesRead, BytesWritten int64
+	BlobGets, BlobPuts      int64
+	BlocksToRewrite         int64
+	RecordsToWrite          int64
+	VectorsToInsert         int64
+	VectorsToDelete         int64
+	// Seconds sums the known durations; SecondsUnknown counts the
+	// estimates without one. The jobs run --workers at a time, so the
+	// plan takes about Seconds / workers when the work spreads evenly.
+	Seconds        float64
+	SecondsUnknown int
+	// WriteAmplification is RecordsToWrite per operation record, over
+	// the whole plan.
+	WriteAmplification float64
+}
+
+// add counts p.
+func (t *PlanTotals) add(p *Prediction) {
+	t.Jobs++
+	t.OpRecords += p.OpRecords
+	t.LogBytes += p.LogBytes
+	t.BytesRead += p.BytesRead
+	t.BytesWritten += p.BytesWritten
+	t.BlobGets += p.BlobGets
+	t.BlobPuts += p.BlobPuts
+	t.BlocksToRewrite += int64(p.BlocksToRewrite)
+	t.RecordsToWrite += p.RecordsToWrite
+	t.VectorsToInsert += p.VectorsToInsert
+	t.VectorsToDelete += p.VectorsToDelete
+	if p.SecondsKnown {
+		t.Seconds += p.Seconds
+	} else {
+		t.SecondsUnknown++
+	}
+	if t.OpRecords > 0 {
+		t.WriteAmplification = float64(t.RecordsToWrite) / float64(t.OpRecords)
+	}
 }
 
 // Plan is what the scheduler would do on its next run.
@@ -70,6 +114,10 @@ type Plan struct {
 	Entries []PlanEntry
 	// queued are the QUEUED compactions the plan was made with.
 	queued []catalog.Job
+	// Totals of the estimates (zero without them).
+	Totals PlanTotals
+	// Workers is how many jobs run at once (--workers).
+	Workers int
 }
 
 // maxEstimates bounds the estimates of one Plan: each reads a manifest and
@@ -78,17 +126,21 @@ const maxEstimates = 50
 
 // Plan returns what the scheduler would do on its next run and why, for
 // every collection, without writing anything. With estimate set, the
-// collections it would compact (up to 50) carry an Estimate from their
-// manifest and log when the executor implements Estimator.
+// collections it would compact (up to 50) carry an estimate from their
+// manifest and log when the executor implements Estimator, priced in time
+// with the throughput this node measured over its last 20 successful jobs
+// and the cap in force (see Prediction), and Totals sums them.
 func (m *Manager) Plan(ctx context.Context, estimate bool) (Plan, error) {
 	p, err := m.sched.plan(ctx)
 	if err != nil {
 		return Plan{}, err
 	}
+	p.Workers = m.cfg.Workers
 	est, ok := m.exec.(Estimator)
 	if !estimate || !ok {
 		return p, nil
 	}
+	priceOf := m.pricer(ctx)
 	n := 0
 	for i := range p.Entries {
 		e := &p.Entries[i]
@@ -99,7 +151,9 @@ func (m *Manager) Plan(ctx context.Context, estimate bool) (Plan, error) {
 		if x, err := est.Estimate(ctx, e.Collection.ID); err != nil {
 			e.EstimateError = err.Error()
 		} else {
-			e.Estimate = &x
+			pr := priceOf(x)
+			e.Estimate = &pr
+			p.Totals.add(&pr)
 		}
 	}
 	return p, nil

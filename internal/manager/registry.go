@@ -225,3 +225,10 @@ func (g *runRegistry) isStopping() bool {
 	defer g.mu.Unlock()
 	return g.stopping
 }
+
+// predicted keeps prediction p on run r's job.
+func (g *runRegistry) predicted(r *run, p *Prediction) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	r.job.Predicted = p
+}

@@ -69,6 +69,7 @@ func (m *Manager) run(workCtx context.Context, j catalog.Job) {
 	exec, err := m.executorOf(j)
 	x := executed{err: err}
 	if err == nil {
+		m.predict(jobCtx, exec, r)
 		x = m.execute(jobCtx, exec, r)
 	}
 	stopKeeper()
@@ -82,7 +83,7 @@ func (m *Manager) run(workCtx context.Context, j catalog.Job) {
 		CancelRequested: cancelReq,
 		CancelNote:      cancelNote,
 		Shutdown:        workCtx.Err() != nil,
-		Transient:       x.err != nil && exec != nil && exec.Transient(x.err),
+		Class:           failureClass(exec, x),
 		Node:            m.cfg.Node,
 	})
 	e := &jobEnd{r: r, exec: exec, class: class, outcome: x.outcome, err: x.err, log: log, span: span}
@@ -110,6 +111,31 @@ type executed struct {
 	// committed.
 	committed *catalog.Job
 	err       error
+	panicked  bool // err is a recovered panic
+}
+
+// failureClass is the class of x's error (nil: ""): a recovered panic is
+// internal; otherwise the executor's Classifier decides, or, without
+// one, a Transient error is infrastructure and any other internal (an
+// unclassified error is taken for a bug: it counts toward the dead-letter
+// state, see compaction.Classify). A job that no executor runs here is
+// internal too.
+func failureClass(exec Executor, x executed) jobtype.FailureClass {
+	switch {
+	case x.err == nil:
+		return ""
+	case x.panicked || exec == nil:
+		return jobtype.FailureInternal
+	}
+	if c, ok := exec.(Classifier); ok {
+		if class := c.Classify(x.err); class != "" {
+			return class
+		}
+	}
+	if exec.Transient(x.err) {
+		return jobtype.FailureInfrastructure
+	}
+	return jobtype.FailureInternal
 }
 
 // execute runs the job's work on exec, the executor of its kind: it
@@ -120,7 +146,7 @@ func (m *Manager) execute(ctx context.Context, exec Executor, r *run) (x execute
 	defer func() {
 		if p := recover(); p != nil {
 			m.logger.Error("job panicked", "job", r.job.ID, "collection", r.job.CollectionID, "kind", string(kindOf(r.job)), "panic", p)
-			x.err = fmt.Errorf("%s panicked: %v", kindOf(r.job), p)
+			x.err, x.panicked = fmt.Errorf("%s panicked: %v", kindOf(r.job), p), true
 		}
 	}()
 	claimed, _, _ := m.runs.job(r)
@@ -179,17 +205,21 @@ type endFacts struct {
 	// being deleted), ending with CancelNote ("" for NoteCancelled).
 	CancelRequested bool
 	CancelNote      string
-	Shutdown        bool   // the shutdown grace period ended
-	Transient       bool   // the executor says Err is transient
-	Node            string // this node's name, for the text of a lost lease
+	Shutdown        bool // the shutdown grace period ended
+	// Class of Err (failureClass): an infrastructure failure backs off
+	// without counting toward the dead-letter state.
+	Class jobtype.FailureClass
+	Node  string // this node's name, for the text of a lost lease
 }
 
 // endClass is how a job ended.
 type endClass struct {
 	State       catalog.JobState
 	Note, Error string // set on the row when not empty
-	// Transient: a failure that backs off but does not count toward the
-	// dead-letter state.
+	// Class of a FAILED end (set on the row); Transient: an
+	// infrastructure failure, which backs off but does not count toward
+	// the dead-letter state.
+	Class     jobtype.FailureClass
 	Transient bool
 	// Persist: report writes the row (FinishJob, fenced by the lease);
 	// false when the commit wrote it, or the lease was lost.
@@ -216,7 +246,8 @@ func classifyEnd(f endFacts) endClass {
 	case f.Shutdown:
 		c.State, c.Note = catalog.JobCancelled, NoteShutdown
 	default:
-		c.State, c.Error, c.Transient = catalog.JobFailed, f.Err.Error(), f.Transient
+		c.State, c.Error, c.Class = catalog.JobFailed, f.Err.Error(), cmp.Or(f.Class, jobtype.FailureInternal)
+		c.Transient = !c.Class.Counts()
 		if c.Transient {
 			c.Note = "transient failure"
 		}
@@ -240,8 +271,12 @@ func endRow(claimed catalog.Job, o Outcome, c endClass, at time.Time) catalog.Jo
 		if o.Note != "" {
 			j.Note = o.Note
 		}
+		if o.Actual != nil {
+			a := *o.Actual
+			j.Actual = &a
+		}
 	}
-	j.State, j.FinishedAt = c.State, at
+	j.State, j.FinishedAt, j.FailureClass = c.State, at, c.Class
 	if c.Note != "" {
 		j.Note = c.Note
 	}
@@ -317,7 +352,7 @@ func (m *Manager) applyPolicy(ctx context.Context, e *jobEnd) {
 	case catalog.JobSucceeded:
 		m.policy.succeeded(ctx, m.store, e.row, e.outcome.Committed(), e.log)
 	case catalog.JobFailed:
-		m.policy.failed(ctx, m.store, e.row, e.class.Transient, e.log)
+		m.policy.failed(ctx, m.store, e.row, e.class.Class, e.log)
 	}
 }
 
@@ -328,7 +363,7 @@ func (m *Manager) observe(e *jobEnd) {
 		e.log.Info(logMsg(e.row, "succeeded"), "records_read", e.row.RecordsRead, "version", e.row.VersionAfter,
 			"duration", e.row.FinishedAt.Sub(e.row.StartedAt))
 	case catalog.JobFailed:
-		e.log.Warn(logMsg(e.row, "failed"), "err", e.err, "transient", e.class.Transient)
+		e.log.Warn(logMsg(e.row, "failed"), "err", e.err, "class", string(e.class.Class), "transient", e.class.Transient)
 	default:
 		e.log.Info(logMsg(e.row, "cancelled"), "note", e.row.Note)
 	}

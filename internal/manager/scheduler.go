@@ -44,6 +44,7 @@ type scheduler struct {
 	pruner   *historyPruner
 	stopping func() bool         // the manager is shutting down: queue nothing more
 	queued   func(j catalog.Job) // publishes a job it queued and wakes the workers
+	redrive  *redriver           // re-drives dead-lettered collections (nil: none)
 
 	mu     sync.Mutex
 	leader bool // this replica held the leader lease at the last run
@@ -71,6 +72,11 @@ func (s *scheduler) runOnce(ctx context.Context) {
 	if leader {
 		if err := s.schedule(ctx); err != nil && ctx.Err() == nil {
 			s.logger.Warn("scheduler run", "err", err)
+		}
+		if s.redrive != nil && !s.stopping() {
+			if _, err := s.redrive.runOnce(ctx); err != nil && ctx.Err() == nil {
+				s.logger.Warn("re-drive dead-lettered collections", "err", err)
+			}
 		}
 	} else {
 		// The leader exports freshness; a replica that lost the lease drops

@@ -83,6 +83,10 @@ func TestAuthMutatingCallsNeedTheToken(t *testing.T) {
 					_, err := c.colls.RollbackCollection(ctx, connect.NewRequest(&compactorv1.RollbackCollectionRequest{CollectionId: collID, ToVersion: 1}))
 					return err
 				}},
+				{"ClearDeadLetter", func(ctx context.Context, c clients) error {
+					_, err := c.ctl.ClearDeadLetter(ctx, connect.NewRequest(&compactorv1.ClearDeadLetterRequest{CollectionId: collID, Reason: "auth"}))
+					return err
+				}},
 				{"RebuildIndex", func(ctx context.Context, c clients) error {
 					_, err := c.jobs.RebuildIndex(ctx, connect.NewRequest(&compactorv1.RebuildIndexRequest{CollectionId: collID}))
 					return err

@@ -12,6 +12,7 @@ import (
 	"github.com/compactorhq/compactor/gen/compactor/v1/compactorv1connect"
 	"github.com/compactorhq/compactor/internal/catalog"
 	"github.com/compactorhq/compactor/internal/manager"
+	"github.com/compactorhq/compactor/internal/redact"
 	"github.com/compactorhq/compactor/internal/window"
 )
 
@@ -26,6 +27,8 @@ type Controller interface {
 	SetMaxThroughput(ctx context.Context, bytesPerSecond int64, by string) (manager.Throughput, error)
 	SetCollectionPolicy(ctx context.Context, collectionID string, u catalog.PolicyUpdate) (catalog.Collection, error)
 	ServerWindows() (windows []string, onClose string)
+	ClearDeadLetter(ctx context.Context, collectionID, actor, reason string) (catalog.Collection, bool, error)
+	DeadLetterHistory(ctx context.Context, collectionID string, limit int) ([]catalog.DeadLetterEvent, error)
 }
 
 var _ compactorv1connect.ControlServiceHandler = (*Service)(nil)
@@ -155,14 +158,63 @@ func (s *Service) PlanCompactions(ctx context.Context, req *connect.Request[comp
 			NextWindowStart: ts(e.Window.NextStart), NextWindowEnd: ts(e.Window.NextEnd),
 		}
 		if x := e.Estimate; x != nil {
-			pe.Estimate = &compactorv1.JobEstimate{Records: x.OpRecords, BlocksTotal: int32(x.BlocksTotal), BlocksToRewrite: int32(x.BlocksToRewrite), BytesToRewrite: x.BytesToRewrite,
-				Indexed: x.Indexed, VectorsToInsert: x.VectorsToInsert, VectorsToDelete: x.VectorsToDelete,
-				IndexFullBuild: x.IndexFullBuild, IndexFullBuildReason: x.IndexFullBuildReason}
+			pe.Estimate = predictionToProto(*x)
 		}
 		if j := e.IndexRebuild; j != nil {
 			pe.IndexRebuild = jobToProto(manager.Job{Job: *j})
 		}
 		out.Entries = append(out.Entries, pe)
+	}
+	out.Workers = int32(p.Workers)
+	if t := p.Totals; t.Jobs > 0 {
+		out.Totals = &compactorv1.PlanTotals{
+			Jobs: int32(t.Jobs), Records: t.OpRecords, LogBytes: t.LogBytes, BytesRead: t.BytesRead, BytesWritten: t.BytesWritten,
+			BlobGets: t.BlobGets, BlobPuts: t.BlobPuts, BlocksToRewrite: t.BlocksToRewrite, RecordsToWrite: t.RecordsToWrite,
+			VectorsToInsert: t.VectorsToInsert, VectorsToDelete: t.VectorsToDelete,
+			PredictedDuration: durationpb.New(time.Duration(t.Seconds * float64(time.Second))), DurationUnknown: int32(t.SecondsUnknown),
+			WriteAmplification: t.WriteAmplification,
+		}
+	}
+	return connect.NewResponse(out), nil
+}
+
+// ClearDeadLetter implements ControlService.ClearDeadLetter.
+func (s *Service) ClearDeadLetter(ctx context.Context, req *connect.Request[compactorv1.ClearDeadLetterRequest]) (*connect.Response[compactorv1.ClearDeadLetterResponse], error) {
+	m := req.Msg
+	if err := checkID("collection_id", m.GetCollectionId()); err != nil {
+		return nil, err
+	}
+	if err := checkControlTarget(m.GetCollectionId(), m.GetReason(), m.GetOperator()); err != nil {
+		return nil, err
+	}
+	c, cleared, err := s.ctl.ClearDeadLetter(ctx, m.GetCollectionId(), strings.TrimSpace(m.GetOperator()), strings.TrimSpace(m.GetReason()))
+	if err != nil {
+		return nil, s.fail(ctx, compactorv1connect.ControlServiceClearDeadLetterProcedure, err)
+	}
+	return connect.NewResponse(&compactorv1.ClearDeadLetterResponse{Collection: collectionToProto(c), Cleared: cleared}), nil
+}
+
+// GetDeadLetterHistory implements ControlService.GetDeadLetterHistory.
+func (s *Service) GetDeadLetterHistory(ctx context.Context, req *connect.Request[compactorv1.GetDeadLetterHistoryRequest]) (*connect.Response[compactorv1.GetDeadLetterHistoryResponse], error) {
+	const proc = compactorv1connect.ControlServiceGetDeadLetterHistoryProcedure
+	m := req.Msg
+	if err := checkID("collection_id", m.GetCollectionId()); err != nil {
+		return nil, err
+	}
+	if m.GetLimit() < 0 || m.GetLimit() > 1000 {
+		return nil, invalidArgument("limit", "is %d; want 0 (100) to 1000", m.GetLimit())
+	}
+	if _, err := s.cat.GetCollection(ctx, m.GetCollectionId()); err != nil {
+		return nil, s.fail(ctx, proc, err)
+	}
+	evs, err := s.ctl.DeadLetterHistory(ctx, m.GetCollectionId(), int(m.GetLimit()))
+	if err != nil {
+		return nil, s.fail(ctx, proc, err)
+	}
+	out := &compactorv1.GetDeadLetterHistoryResponse{}
+	for _, e := range evs {
+		out.Events = append(out.Events, &compactorv1.DeadLetterEvent{Time: ts(e.At), Event: e.Event, Cause: e.Cause, Build: e.Build,
+			Operator: e.Actor, Reason: redact.Paths(e.Reason), JobId: e.JobID, Failures: int32(e.Failures)})
 	}
 	return connect.NewResponse(out), nil
 }

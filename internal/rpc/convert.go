@@ -141,7 +141,55 @@ func jobToProto(j manager.Job) *compactorv1.Job {
 		vp, _ := jobtype.DecodeVerifyParams(j.Params)
 		p.Verify = &compactorv1.VerifyParams{Version: vp.Version, Replay: vp.Replay, Scrub: vp.Scrub}
 	}
+	p.FailureClass = failureClassToProto(j.FailureClass)
+	if j.Predicted != nil {
+		p.Predicted = predictionToProto(*j.Predicted)
+	}
+	if a := j.Actual; a != nil && j.State.Finished() {
+		p.Actual = &compactorv1.JobActual{BytesRead: a.BytesRead, BytesWritten: a.BytesWritten, BlobGets: a.BlobGets, BlobPuts: a.BlobPuts,
+			BlocksWritten: a.BlocksWritten, DeltasWritten: a.DeltasWritten, VectorsIndexed: a.VectorsIndexed,
+			IndexDuration: seconds(a.IndexSeconds), IndexBuild: a.IndexBuild}
+	}
 	return p
+}
+
+func failureClassToProto(c jobtype.FailureClass) compactorv1.FailureClass {
+	switch c {
+	case jobtype.FailureInfrastructure:
+		return compactorv1.FailureClass_FAILURE_CLASS_INFRASTRUCTURE
+	case jobtype.FailureData:
+		return compactorv1.FailureClass_FAILURE_CLASS_DATA
+	case jobtype.FailureInternal:
+		return compactorv1.FailureClass_FAILURE_CLASS_INTERNAL
+	}
+	return compactorv1.FailureClass_FAILURE_CLASS_UNSPECIFIED
+}
+
+// seconds is a duration of s seconds (unset for 0 or less).
+func seconds(s float64) *durationpb.Duration {
+	if s <= 0 {
+		return nil
+	}
+	return durationpb.New(time.Duration(s * float64(time.Second)))
+}
+
+// predictionToProto converts a priced estimate; an unknown duration stays
+// unset.
+func predictionToProto(x jobtype.Prediction) *compactorv1.JobEstimate {
+	e := &compactorv1.JobEstimate{
+		Records: x.OpRecords, BlocksTotal: int32(x.BlocksTotal), BlocksToRewrite: int32(x.BlocksToRewrite), BytesToRewrite: x.BytesToRewrite,
+		LogBytes: x.LogBytes, Delta: x.Delta, RecordsToWrite: x.RecordsToWrite, BlocksToWrite: int32(x.BlocksToWrite),
+		BytesRead: x.BytesRead, BytesWritten: x.BytesWritten, IndexBytes: x.IndexBytes, BlobGets: x.BlobGets, BlobPuts: x.BlobPuts,
+		WriteAmplification: x.WriteAmplification, VectorsToInsert: x.VectorsToInsert, VectorsToDelete: x.VectorsToDelete,
+		Indexed: x.Indexed, IndexFullBuild: x.IndexFullBuild, IndexFullBuildReason: x.IndexFullBuildReason,
+		BytesPerSecond: x.BytesPerSecond, VectorsPerSecond: x.VectorsPerSecond, Basis: x.Basis, Window: x.Window,
+	}
+	if x.SecondsKnown {
+		e.PredictedDuration = durationpb.New(time.Duration(x.Seconds * float64(time.Second)))
+		e.WriteDuration = seconds(x.WriteSeconds)
+		e.IndexDuration = seconds(x.IndexSeconds)
+	}
+	return e
 }
 
 // progressToProto converts a running job's progress; an unknown ETA stays

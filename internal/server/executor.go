@@ -68,6 +68,10 @@ func (e executor) Transient(err error) bool {
 	return compaction.IsTransient(err) || errors.Is(err, catalog.ErrStorageFull)
 }
 
+// Classify implements manager.Classifier: compaction's classes
+// (compaction.Classify), a full store included as infrastructure.
+func (e executor) Classify(err error) jobtype.FailureClass { return compaction.Classify(err) }
+
 func (e executor) GC(ctx context.Context, collectionID string) error {
 	_, err := e.c.GC(ctx, collectionID)
 	return err

@@ -358,7 +358,7 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (_ *App, err err
 	// Each blob call and each catalog call made under an RPC's or a job's
 	// span gets a span of its own (internal/storetrace); blob spans include
 	// the time a Put waited for the throughput cap.
-	a.Segments = segment.NewStore(storetrace.Blobs(throttle.Wrap(a.blobs)), cfg.Segment, nil, segment.WithRegisterer(a.Registry))
+	a.Segments = segment.NewStore(compaction.CountBlobs(storetrace.Blobs(throttle.Wrap(a.blobs))), cfg.Segment, nil, segment.WithRegisterer(a.Registry))
 	traced := storetrace.NewCatalog(a.Catalog)
 	storageFullGauge(a.Registry, map[string]func(context.Context) error{"catalog": a.Catalog.Writable, "blobs": a.blobs.writable})
 	a.Compactor, err = compaction.New(traced, a.Segments, cfg.Compaction, logger.With("component", "compaction"), compaction.WithRegisterer(a.Registry))

@@ -50,6 +50,7 @@ func webJob(j manager.Job) web.Job {
 		Attempt: j.Attempt, CreatedAt: j.CreatedAt, StartedAt: j.StartedAt, FinishedAt: j.FinishedAt,
 		OffsetStart: j.OffsetStart, OffsetEnd: j.OffsetEnd, RecordsRead: j.RecordsRead, RecordsWritten: j.RecordsWritten,
 		BytesWritten: j.BytesWritten, VersionBefore: j.VersionBefore, VersionAfter: j.VersionAfter,
+		FailureClass: string(j.FailureClass), Predicted: j.Predicted, Actual: j.Actual,
 	}
 	if p := j.Progress; p != nil {
 		w.RecordsRead, w.RecordsTotal, w.BytesWritten = p.OpRecordsRead, p.OpRecordsTotal, p.BytesWritten
@@ -137,9 +138,9 @@ func (s *webSource) Controls(ctx context.Context) (web.Controls, error) {
 	return c, nil
 }
 
-// Plan returns the scheduler's plan, without estimates.
-func (s *webSource) Plan(ctx context.Context) ([]web.PlanEntry, error) {
-	p, err := s.mgr.Plan(ctx, false)
+// Plan returns the scheduler's plan, with priced estimates when asked.
+func (s *webSource) Plan(ctx context.Context, estimate bool) ([]web.PlanEntry, error) {
+	p, err := s.mgr.Plan(ctx, estimate)
 	if err != nil {
 		return nil, err
 	}
@@ -147,7 +148,22 @@ func (s *webSource) Plan(ctx context.Context) ([]web.PlanEntry, error) {
 	for i, e := range p.Entries {
 		out[i] = web.PlanEntry{CollectionID: e.Collection.ID, CollectionName: e.Collection.Name, Decision: string(e.Decision), Reason: e.Reason, Backlog: e.Collection.Backlog(),
 			Priority: e.Priority.String(), FreshnessDebt: e.Freshness.Debt, Windows: e.Window.Windows, WindowOpen: e.Window.Open,
-			NextWindowStart: e.Window.NextStart, NextWindowEnd: e.Window.NextEnd}
+			NextWindowStart: e.Window.NextStart, NextWindowEnd: e.Window.NextEnd,
+			Estimate: e.Estimate, EstimateError: redact.Paths(e.EstimateError)}
+	}
+	return out, nil
+}
+
+// DeadLetterHistory returns a collection's 20 newest dead-letter events.
+func (s *webSource) DeadLetterHistory(ctx context.Context, collectionID string) ([]web.DeadLetterEvent, error) {
+	evs, err := s.mgr.DeadLetterHistory(ctx, collectionID, 20)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]web.DeadLetterEvent, len(evs))
+	for i, e := range evs {
+		out[i] = web.DeadLetterEvent{At: e.At, Event: e.Event, Cause: e.Cause, Build: e.Build, Actor: e.Actor,
+			Reason: redact.Paths(e.Reason), JobID: e.JobID, Failures: e.Failures}
 	}
 	return out, nil
 }

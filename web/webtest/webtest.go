@@ -28,6 +28,7 @@ type Source struct {
 	nodes       []web.Node
 	controls    web.Controls
 	plan        []web.PlanEntry
+	deadLetters map[string][]web.DeadLetterEvent
 	pauses      []PauseCall
 	history     map[string][]web.Point
 	errs        map[string]error // method name → error to return
@@ -175,8 +176,9 @@ func (s *Source) SetPlan(entries []web.PlanEntry) {
 	s.plan = slices.Clone(entries)
 }
 
-// Plan returns what SetPlan gave.
-func (s *Source) Plan(context.Context) ([]web.PlanEntry, error) {
+// Plan returns what SetPlan gave (estimates included as given, whatever
+// estimate says).
+func (s *Source) Plan(context.Context, bool) ([]web.PlanEntry, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := s.err("Plan"); err != nil {
@@ -423,4 +425,25 @@ func (s *Source) Tick() int {
 		}
 	}
 	return n
+}
+
+// SetDeadLetterHistory replaces what DeadLetterHistory returns for a
+// collection.
+func (s *Source) SetDeadLetterHistory(collectionID string, evs []web.DeadLetterEvent) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.deadLetters == nil {
+		s.deadLetters = map[string][]web.DeadLetterEvent{}
+	}
+	s.deadLetters[collectionID] = slices.Clone(evs)
+}
+
+// DeadLetterHistory returns what SetDeadLetterHistory gave.
+func (s *Source) DeadLetterHistory(_ context.Context, collectionID string) ([]web.DeadLetterEvent, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.err("DeadLetterHistory"); err != nil {
+		return nil, err
+	}
+	return slices.Clone(s.deadLetters[collectionID]), nil
 }

@@ -217,6 +217,69 @@ func (Trigger) EnumDescriptor() ([]byte, []int) {
 	return file_compactor_v1_compaction_proto_rawDescGZIP(), []int{2}
 }
 
+// FailureClass says where a failure comes from, decided where its error
+// happened.
+type FailureClass int32
+
+const (
+	// Not a failure, or not classified (jobs that failed before classes were
+	// recorded).
+	FailureClass_FAILURE_CLASS_UNSPECIFIED FailureClass = 0
+	// The blob store, the catalog, the network, a full disk, a lost
+	// compare-and-swap or lease: retried with backoff, never counted toward
+	// the dead-letter state.
+	FailureClass_FAILURE_CLASS_INFRASTRUCTURE FailureClass = 1
+	// A corrupt or invalid stored file or log row: counts toward the
+	// dead-letter state.
+	FailureClass_FAILURE_CLASS_DATA FailureClass = 2
+	// A bug (a recovered panic) or an unclassified error: counts toward the
+	// dead-letter state.
+	FailureClass_FAILURE_CLASS_INTERNAL FailureClass = 3
+)
+
+// Enum value maps for FailureClass.
+var (
+	FailureClass_name = map[int32]string{
+		0: "FAILURE_CLASS_UNSPECIFIED",
+		1: "FAILURE_CLASS_INFRASTRUCTURE",
+		2: "FAILURE_CLASS_DATA",
+		3: "FAILURE_CLASS_INTERNAL",
+	}
+	FailureClass_value = map[string]int32{
+		"FAILURE_CLASS_UNSPECIFIED":    0,
+		"FAILURE_CLASS_INFRASTRUCTURE": 1,
+		"FAILURE_CLASS_DATA":           2,
+		"FAILURE_CLASS_INTERNAL":       3,
+	}
+)
+
+func (x FailureClass) Enum() *FailureClass {
+	p := new(FailureClass)
+	*p = x
+	return p
+}
+
+func (x FailureClass) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (FailureClass) Descriptor() protoreflect.EnumDescriptor {
+	return file_compactor_v1_compaction_proto_enumTypes[3].Descriptor()
+}
+
+func (FailureClass) Type() protoreflect.EnumType {
+	return &file_compactor_v1_compaction_proto_enumTypes[3]
+}
+
+func (x FailureClass) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use FailureClass.Descriptor instead.
+func (FailureClass) EnumDescriptor() ([]byte, []int) {
+	return file_compactor_v1_compaction_proto_rawDescGZIP(), []int{3}
+}
+
 // WatchEventType says what a WatchCompactionsResponse reports.
 type WatchEventType int32
 
@@ -264,11 +327,11 @@ func (x WatchEventType) String() string {
 }
 
 func (WatchEventType) Descriptor() protoreflect.EnumDescriptor {
-	return file_compactor_v1_compaction_proto_enumTypes[3].Descriptor()
+	return file_compactor_v1_compaction_proto_enumTypes[4].Descriptor()
 }
 
 func (WatchEventType) Type() protoreflect.EnumType {
-	return &file_compactor_v1_compaction_proto_enumTypes[3]
+	return &file_compactor_v1_compaction_proto_enumTypes[4]
 }
 
 func (x WatchEventType) Number() protoreflect.EnumNumber {
@@ -277,7 +340,7 @@ func (x WatchEventType) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use WatchEventType.Descriptor instead.
 func (WatchEventType) EnumDescriptor() ([]byte, []int) {
-	return file_compactor_v1_compaction_proto_rawDescGZIP(), []int{3}
+	return file_compactor_v1_compaction_proto_rawDescGZIP(), []int{4}
 }
 
 // Job is one job of one collection: a compaction, or another kind (kind).
@@ -356,7 +419,14 @@ type Job struct {
 	// for other kinds.
 	IndexRebuild *IndexRebuildParams `protobuf:"bytes,25,opt,name=index_rebuild,json=indexRebuild,proto3" json:"index_rebuild,omitempty"`
 	// What a JOB_KIND_VERIFY job checks; unset for other kinds.
-	Verify        *VerifyParams `protobuf:"bytes,26,opt,name=verify,proto3" json:"verify,omitempty"`
+	Verify *VerifyParams `protobuf:"bytes,26,opt,name=verify,proto3" json:"verify,omitempty"`
+	// Where the error of a FAILED job came from; unspecified in other states.
+	FailureClass FailureClass `protobuf:"varint,40,opt,name=failure_class,json=failureClass,proto3,enum=compactor.v1.FailureClass" json:"failure_class,omitempty"`
+	// The prediction made when the job was claimed; unset when none was made.
+	Predicted *JobEstimate `protobuf:"bytes,41,opt,name=predicted,proto3" json:"predicted,omitempty"`
+	// What the job did, in the prediction's units, beside the counters above;
+	// unset while it runs and when unknown.
+	Actual        *JobActual `protobuf:"bytes,42,opt,name=actual,proto3" json:"actual,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -573,6 +643,27 @@ func (x *Job) GetVerify() *VerifyParams {
 	return nil
 }
 
+func (x *Job) GetFailureClass() FailureClass {
+	if x != nil {
+		return x.FailureClass
+	}
+	return FailureClass_FAILURE_CLASS_UNSPECIFIED
+}
+
+func (x *Job) GetPredicted() *JobEstimate {
+	if x != nil {
+		return x.Predicted
+	}
+	return nil
+}
+
+func (x *Job) GetActual() *JobActual {
+	if x != nil {
+		return x.Actual
+	}
+	return nil
+}
+
 // VerifyParams are what a verify job was asked to check.
 type VerifyParams struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -695,6 +786,124 @@ func (x *IndexRebuildParams) GetEfConstruction() int32 {
 	return 0
 }
 
+// JobActual is what a job did, in the units of its prediction.
+type JobActual struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Bytes read from the blob store, in bytes.
+	BytesRead int64 `protobuf:"varint,1,opt,name=bytes_read,json=bytesRead,proto3" json:"bytes_read,omitempty"`
+	// Blob store GET and PUT calls.
+	BlobGets int64 `protobuf:"varint,2,opt,name=blob_gets,json=blobGets,proto3" json:"blob_gets,omitempty"`
+	BlobPuts int64 `protobuf:"varint,3,opt,name=blob_puts,json=blobPuts,proto3" json:"blob_puts,omitempty"`
+	// Block and delta files written.
+	BlocksWritten int64 `protobuf:"varint,4,opt,name=blocks_written,json=blocksWritten,proto3" json:"blocks_written,omitempty"`
+	DeltasWritten int64 `protobuf:"varint,5,opt,name=deltas_written,json=deltasWritten,proto3" json:"deltas_written,omitempty"`
+	// Vectors inserted into the vector index (a full build: every one).
+	VectorsIndexed int64 `protobuf:"varint,6,opt,name=vectors_indexed,json=vectorsIndexed,proto3" json:"vectors_indexed,omitempty"`
+	// The index phase's duration.
+	IndexDuration *durationpb.Duration `protobuf:"bytes,7,opt,name=index_duration,json=indexDuration,proto3" json:"index_duration,omitempty"`
+	// How the index was built: "full", "incremental" or "repaired"; empty
+	// without an index.
+	IndexBuild string `protobuf:"bytes,8,opt,name=index_build,json=indexBuild,proto3" json:"index_build,omitempty"`
+	// Bytes written to the blob store, the vector index's included, in bytes
+	// (the job's bytes_written counts blocks and manifest only).
+	BytesWritten  int64 `protobuf:"varint,9,opt,name=bytes_written,json=bytesWritten,proto3" json:"bytes_written,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *JobActual) Reset() {
+	*x = JobActual{}
+	mi := &file_compactor_v1_compaction_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *JobActual) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*JobActual) ProtoMessage() {}
+
+func (x *JobActual) ProtoReflect() protoreflect.Message {
+	mi := &file_compactor_v1_compaction_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use JobActual.ProtoReflect.Descriptor instead.
+func (*JobActual) Descriptor() ([]byte, []int) {
+	return file_compactor_v1_compaction_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *JobActual) GetBytesRead() int64 {
+	if x != nil {
+		return x.BytesRead
+	}
+	return 0
+}
+
+func (x *JobActual) GetBlobGets() int64 {
+	if x != nil {
+		return x.BlobGets
+	}
+	return 0
+}
+
+func (x *JobActual) GetBlobPuts() int64 {
+	if x != nil {
+		return x.BlobPuts
+	}
+	return 0
+}
+
+func (x *JobActual) GetBlocksWritten() int64 {
+	if x != nil {
+		return x.BlocksWritten
+	}
+	return 0
+}
+
+func (x *JobActual) GetDeltasWritten() int64 {
+	if x != nil {
+		return x.DeltasWritten
+	}
+	return 0
+}
+
+func (x *JobActual) GetVectorsIndexed() int64 {
+	if x != nil {
+		return x.VectorsIndexed
+	}
+	return 0
+}
+
+func (x *JobActual) GetIndexDuration() *durationpb.Duration {
+	if x != nil {
+		return x.IndexDuration
+	}
+	return nil
+}
+
+func (x *JobActual) GetIndexBuild() string {
+	if x != nil {
+		return x.IndexBuild
+	}
+	return ""
+}
+
+func (x *JobActual) GetBytesWritten() int64 {
+	if x != nil {
+		return x.BytesWritten
+	}
+	return 0
+}
+
 // Progress of a running job.
 type Progress struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -733,7 +942,7 @@ type Progress struct {
 
 func (x *Progress) Reset() {
 	*x = Progress{}
-	mi := &file_compactor_v1_compaction_proto_msgTypes[3]
+	mi := &file_compactor_v1_compaction_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -745,7 +954,7 @@ func (x *Progress) String() string {
 func (*Progress) ProtoMessage() {}
 
 func (x *Progress) ProtoReflect() protoreflect.Message {
-	mi := &file_compactor_v1_compaction_proto_msgTypes[3]
+	mi := &file_compactor_v1_compaction_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -758,7 +967,7 @@ func (x *Progress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Progress.ProtoReflect.Descriptor instead.
 func (*Progress) Descriptor() ([]byte, []int) {
-	return file_compactor_v1_compaction_proto_rawDescGZIP(), []int{3}
+	return file_compactor_v1_compaction_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *Progress) GetRecordsRead() int64 {
@@ -847,7 +1056,7 @@ type CompactRequest struct {
 
 func (x *CompactRequest) Reset() {
 	*x = CompactRequest{}
-	mi := &file_compactor_v1_compaction_proto_msgTypes[4]
+	mi := &file_compactor_v1_compaction_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -859,7 +1068,7 @@ func (x *CompactRequest) String() string {
 func (*CompactRequest) ProtoMessage() {}
 
 func (x *CompactRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_compactor_v1_compaction_proto_msgTypes[4]
+	mi := &file_compactor_v1_compaction_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -872,7 +1081,7 @@ func (x *CompactRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompactRequest.ProtoReflect.Descriptor instead.
 func (*CompactRequest) Descriptor() ([]byte, []int) {
-	return file_compactor_v1_compaction_proto_rawDescGZIP(), []int{4}
+	return file_compactor_v1_compaction_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *CompactRequest) GetCollectionIds() []string {
@@ -908,7 +1117,7 @@ type CompactResponse struct {
 
 func (x *CompactResponse) Reset() {
 	*x = CompactResponse{}
-	mi := &file_compactor_v1_compaction_proto_msgTypes[5]
+	mi := &file_compactor_v1_compaction_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -920,7 +1129,7 @@ func (x *CompactResponse) String() string {
 func (*CompactResponse) ProtoMessage() {}
 
 func (x *CompactResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_compactor_v1_compaction_proto_msgTypes[5]
+	mi := &file_compactor_v1_compaction_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -933,7 +1142,7 @@ func (x *CompactResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompactResponse.ProtoReflect.Descriptor instead.
 func (*CompactResponse) Descriptor() ([]byte, []int) {
-	return file_compactor_v1_compaction_proto_rawDescGZIP(), []int{5}
+	return file_compactor_v1_compaction_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *CompactResponse) GetJobs() []*CompactResult {
@@ -957,7 +1166,7 @@ type CompactResult struct {
 
 func (x *CompactResult) Reset() {
 	*x = CompactResult{}
-	mi := &file_compactor_v1_compaction_proto_msgTypes[6]
+	mi := &file_compactor_v1_compaction_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -969,7 +1178,7 @@ func (x *CompactResult) String() string {
 func (*CompactResult) ProtoMessage() {}
 
 func (x *CompactResult) ProtoReflect() protoreflect.Message {
-	mi := &file_compactor_v1_compaction_proto_msgTypes[6]
+	mi := &file_compactor_v1_compaction_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -982,7 +1191,7 @@ func (x *CompactResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompactResult.ProtoReflect.Descriptor instead.
 func (*CompactResult) Descriptor() ([]byte, []int) {
-	return file_compactor_v1_compaction_proto_rawDescGZIP(), []int{6}
+	return file_compactor_v1_compaction_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *CompactResult) GetJob() *Job {
@@ -1013,7 +1222,7 @@ type GetCompactionRequest struct {
 
 func (x *GetCompactionRequest) Reset() {
 	*x = GetCompactionRequest{}
-	mi := &file_compactor_v1_compaction_proto_msgTypes[7]
+	mi := &file_compactor_v1_compaction_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1025,7 +1234,7 @@ func (x *GetCompactionRequest) String() string {
 func (*GetCompactionRequest) ProtoMessage() {}
 
 func (x *GetCompactionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_compactor_v1_compaction_proto_msgTypes[7]
+	mi := &file_compactor_v1_compaction_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1038,7 +1247,7 @@ func (x *GetCompactionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetCompactionRequest.ProtoReflect.Descriptor instead.
 func (*GetCompactionRequest) Descriptor() ([]byte, []int) {
-	return file_compactor_v1_compaction_proto_rawDescGZIP(), []int{7}
+	return file_compactor_v1_compaction_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *GetCompactionRequest) GetJobId() string {
@@ -1059,7 +1268,7 @@ type GetCompactionResponse struct {
 
 func (x *GetCompactionResponse) Reset() {
 	*x = GetCompactionResponse{}
-	mi := &file_compactor_v1_compaction_proto_msgTypes[8]
+	mi := &file_compactor_v1_compaction_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1071,7 +1280,7 @@ func (x *GetCompactionResponse) String() string {
 func (*GetCompactionResponse) ProtoMessage() {}
 
 func (x *GetCompactionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_compactor_v1_compaction_proto_msgTypes[8]
+	mi := &file_compactor_v1_compaction_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1084,7 +1293,7 @@ func (x *GetCompactionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetCompactionResponse.ProtoReflect.Descriptor instead.
 func (*GetCompactionResponse) Descriptor() ([]byte, []int) {
-	return file_compactor_v1_compaction_proto_rawDescGZIP(), []int{8}
+	return file_compactor_v1_compaction_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *GetCompactionResponse) GetJob() *Job {
@@ -1119,7 +1328,7 @@ type ListCompactionsRequest struct {
 
 func (x *ListCompactionsRequest) Reset() {
 	*x = ListCompactionsRequest{}
-	mi := &file_compactor_v1_compaction_proto_msgTypes[9]
+	mi := &file_compactor_v1_compaction_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1131,7 +1340,7 @@ func (x *ListCompactionsRequest) String() string {
 func (*ListCompactionsRequest) ProtoMessage() {}
 
 func (x *ListCompactionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_compactor_v1_compaction_proto_msgTypes[9]
+	mi := &file_compactor_v1_compaction_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1144,7 +1353,7 @@ func (x *ListCompactionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListCompactionsRequest.ProtoReflect.Descriptor instead.
 func (*ListCompactionsRequest) Descriptor() ([]byte, []int) {
-	return file_compactor_v1_compaction_proto_rawDescGZIP(), []int{9}
+	return file_compactor_v1_compaction_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ListCompactionsRequest) GetCollectionId() string {
@@ -1202,7 +1411,7 @@ type ListCompactionsResponse struct {
 
 func (x *ListCompactionsResponse) Reset() {
 	*x = ListCompactionsResponse{}
-	mi := &file_compactor_v1_compaction_proto_msgTypes[10]
+	mi := &file_compactor_v1_compaction_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1214,7 +1423,7 @@ func (x *ListCompactionsResponse) String() string {
 func (*ListCompactionsResponse) ProtoMessage() {}
 
 func (x *ListCompactionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_compactor_v1_compaction_proto_msgTypes[10]
+	mi := &file_compactor_v1_compaction_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1227,7 +1436,7 @@ func (x *ListCompactionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListCompactionsResponse.ProtoReflect.Descriptor instead.
 func (*ListCompactionsResponse) Descriptor() ([]byte, []int) {
-	return file_compactor_v1_compaction_proto_rawDescGZIP(), []int{10}
+	return file_compactor_v1_compaction_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ListCompactionsResponse) GetJobs() []*Job {
@@ -1267,7 +1476,7 @@ type WatchCompactionsRequest struct {
 
 func (x *WatchCompactionsRequest) Reset() {
 	*x = WatchCompactionsRequest{}
-	mi := &file_compactor_v1_compaction_proto_msgTypes[11]
+	mi := &file_compactor_v1_compaction_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1279,7 +1488,7 @@ func (x *WatchCompactionsRequest) String() string {
 func (*WatchCompactionsRequest) ProtoMessage() {}
 
 func (x *WatchCompactionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_compactor_v1_compaction_proto_msgTypes[11]
+	mi := &file_compactor_v1_compaction_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1292,7 +1501,7 @@ func (x *WatchCompactionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchCompactionsRequest.ProtoReflect.Descriptor instead.
 func (*WatchCompactionsRequest) Descriptor() ([]byte, []int) {
-	return file_compactor_v1_compaction_proto_rawDescGZIP(), []int{11}
+	return file_compactor_v1_compaction_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *WatchCompactionsRequest) GetCollectionId() string {
@@ -1336,7 +1545,7 @@ type WatchCompactionsResponse struct {
 
 func (x *WatchCompactionsResponse) Reset() {
 	*x = WatchCompactionsResponse{}
-	mi := &file_compactor_v1_compaction_proto_msgTypes[12]
+	mi := &file_compactor_v1_compaction_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1348,7 +1557,7 @@ func (x *WatchCompactionsResponse) String() string {
 func (*WatchCompactionsResponse) ProtoMessage() {}
 
 func (x *WatchCompactionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_compactor_v1_compaction_proto_msgTypes[12]
+	mi := &file_compactor_v1_compaction_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1361,7 +1570,7 @@ func (x *WatchCompactionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchCompactionsResponse.ProtoReflect.Descriptor instead.
 func (*WatchCompactionsResponse) Descriptor() ([]byte, []int) {
-	return file_compactor_v1_compaction_proto_rawDescGZIP(), []int{12}
+	return file_compactor_v1_compaction_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *WatchCompactionsResponse) GetType() WatchEventType {
@@ -1390,7 +1599,7 @@ type CancelCompactionRequest struct {
 
 func (x *CancelCompactionRequest) Reset() {
 	*x = CancelCompactionRequest{}
-	mi := &file_compactor_v1_compaction_proto_msgTypes[13]
+	mi := &file_compactor_v1_compaction_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1402,7 +1611,7 @@ func (x *CancelCompactionRequest) String() string {
 func (*CancelCompactionRequest) ProtoMessage() {}
 
 func (x *CancelCompactionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_compactor_v1_compaction_proto_msgTypes[13]
+	mi := &file_compactor_v1_compaction_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1415,7 +1624,7 @@ func (x *CancelCompactionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelCompactionRequest.ProtoReflect.Descriptor instead.
 func (*CancelCompactionRequest) Descriptor() ([]byte, []int) {
-	return file_compactor_v1_compaction_proto_rawDescGZIP(), []int{13}
+	return file_compactor_v1_compaction_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *CancelCompactionRequest) GetJobId() string {
@@ -1437,7 +1646,7 @@ type CancelCompactionResponse struct {
 
 func (x *CancelCompactionResponse) Reset() {
 	*x = CancelCompactionResponse{}
-	mi := &file_compactor_v1_compaction_proto_msgTypes[14]
+	mi := &file_compactor_v1_compaction_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1449,7 +1658,7 @@ func (x *CancelCompactionResponse) String() string {
 func (*CancelCompactionResponse) ProtoMessage() {}
 
 func (x *CancelCompactionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_compactor_v1_compaction_proto_msgTypes[14]
+	mi := &file_compactor_v1_compaction_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1462,7 +1671,7 @@ func (x *CancelCompactionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelCompactionResponse.ProtoReflect.Descriptor instead.
 func (*CancelCompactionResponse) Descriptor() ([]byte, []int) {
-	return file_compactor_v1_compaction_proto_rawDescGZIP(), []int{14}
+	return file_compactor_v1_compaction_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *CancelCompactionResponse) GetJob() *Job {
@@ -1491,7 +1700,7 @@ type RebuildIndexRequest struct {
 
 func (x *RebuildIndexRequest) Reset() {
 	*x = RebuildIndexRequest{}
-	mi := &file_compactor_v1_compaction_proto_msgTypes[15]
+	mi := &file_compactor_v1_compaction_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1503,7 +1712,7 @@ func (x *RebuildIndexRequest) String() string {
 func (*RebuildIndexRequest) ProtoMessage() {}
 
 func (x *RebuildIndexRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_compactor_v1_compaction_proto_msgTypes[15]
+	mi := &file_compactor_v1_compaction_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1516,7 +1725,7 @@ func (x *RebuildIndexRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RebuildIndexRequest.ProtoReflect.Descriptor instead.
 func (*RebuildIndexRequest) Descriptor() ([]byte, []int) {
-	return file_compactor_v1_compaction_proto_rawDescGZIP(), []int{15}
+	return file_compactor_v1_compaction_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *RebuildIndexRequest) GetCollectionId() string {
@@ -1560,7 +1769,7 @@ type RebuildIndexResponse struct {
 
 func (x *RebuildIndexResponse) Reset() {
 	*x = RebuildIndexResponse{}
-	mi := &file_compactor_v1_compaction_proto_msgTypes[16]
+	mi := &file_compactor_v1_compaction_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1572,7 +1781,7 @@ func (x *RebuildIndexResponse) String() string {
 func (*RebuildIndexResponse) ProtoMessage() {}
 
 func (x *RebuildIndexResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_compactor_v1_compaction_proto_msgTypes[16]
+	mi := &file_compactor_v1_compaction_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1585,7 +1794,7 @@ func (x *RebuildIndexResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RebuildIndexResponse.ProtoReflect.Descriptor instead.
 func (*RebuildIndexResponse) Descriptor() ([]byte, []int) {
-	return file_compactor_v1_compaction_proto_rawDescGZIP(), []int{16}
+	return file_compactor_v1_compaction_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *RebuildIndexResponse) GetJob() *Job {
@@ -1619,7 +1828,7 @@ type VerifyCollectionRequest struct {
 
 func (x *VerifyCollectionRequest) Reset() {
 	*x = VerifyCollectionRequest{}
-	mi := &file_compactor_v1_compaction_proto_msgTypes[17]
+	mi := &file_compactor_v1_compaction_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1631,7 +1840,7 @@ func (x *VerifyCollectionRequest) String() string {
 func (*VerifyCollectionRequest) ProtoMessage() {}
 
 func (x *VerifyCollectionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_compactor_v1_compaction_proto_msgTypes[17]
+	mi := &file_compactor_v1_compaction_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1644,7 +1853,7 @@ func (x *VerifyCollectionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VerifyCollectionRequest.ProtoReflect.Descriptor instead.
 func (*VerifyCollectionRequest) Descriptor() ([]byte, []int) {
-	return file_compactor_v1_compaction_proto_rawDescGZIP(), []int{17}
+	return file_compactor_v1_compaction_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *VerifyCollectionRequest) GetCollectionId() string {
@@ -1688,7 +1897,7 @@ type VerifyCollectionResponse struct {
 
 func (x *VerifyCollectionResponse) Reset() {
 	*x = VerifyCollectionResponse{}
-	mi := &file_compactor_v1_compaction_proto_msgTypes[18]
+	mi := &file_compactor_v1_compaction_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1700,7 +1909,7 @@ func (x *VerifyCollectionResponse) String() string {
 func (*VerifyCollectionResponse) ProtoMessage() {}
 
 func (x *VerifyCollectionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_compactor_v1_compaction_proto_msgTypes[18]
+	mi := &file_compactor_v1_compaction_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1713,7 +1922,7 @@ func (x *VerifyCollectionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VerifyCollectionResponse.ProtoReflect.Descriptor instead.
 func (*VerifyCollectionResponse) Descriptor() ([]byte, []int) {
-	return file_compactor_v1_compaction_proto_rawDescGZIP(), []int{18}
+	return file_compactor_v1_compaction_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *VerifyCollectionResponse) GetJob() *Job {
@@ -1739,7 +1948,7 @@ type ListNodesRequest struct {
 
 func (x *ListNodesRequest) Reset() {
 	*x = ListNodesRequest{}
-	mi := &file_compactor_v1_compaction_proto_msgTypes[19]
+	mi := &file_compactor_v1_compaction_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1751,7 +1960,7 @@ func (x *ListNodesRequest) String() string {
 func (*ListNodesRequest) ProtoMessage() {}
 
 func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_compactor_v1_compaction_proto_msgTypes[19]
+	mi := &file_compactor_v1_compaction_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1764,7 +1973,7 @@ func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesRequest.ProtoReflect.Descriptor instead.
 func (*ListNodesRequest) Descriptor() ([]byte, []int) {
-	return file_compactor_v1_compaction_proto_rawDescGZIP(), []int{19}
+	return file_compactor_v1_compaction_proto_rawDescGZIP(), []int{20}
 }
 
 // Response of CompactionService.ListNodes.
@@ -1778,7 +1987,7 @@ type ListNodesResponse struct {
 
 func (x *ListNodesResponse) Reset() {
 	*x = ListNodesResponse{}
-	mi := &file_compactor_v1_compaction_proto_msgTypes[20]
+	mi := &file_compactor_v1_compaction_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1790,7 +1999,7 @@ func (x *ListNodesResponse) String() string {
 func (*ListNodesResponse) ProtoMessage() {}
 
 func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_compactor_v1_compaction_proto_msgTypes[20]
+	mi := &file_compactor_v1_compaction_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1803,7 +2012,7 @@ func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesResponse.ProtoReflect.Descriptor instead.
 func (*ListNodesResponse) Descriptor() ([]byte, []int) {
-	return file_compactor_v1_compaction_proto_rawDescGZIP(), []int{20}
+	return file_compactor_v1_compaction_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ListNodesResponse) GetNodes() []*Node {
@@ -1836,7 +2045,7 @@ type Node struct {
 
 func (x *Node) Reset() {
 	*x = Node{}
-	mi := &file_compactor_v1_compaction_proto_msgTypes[21]
+	mi := &file_compactor_v1_compaction_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1848,7 +2057,7 @@ func (x *Node) String() string {
 func (*Node) ProtoMessage() {}
 
 func (x *Node) ProtoReflect() protoreflect.Message {
-	mi := &file_compactor_v1_compaction_proto_msgTypes[21]
+	mi := &file_compactor_v1_compaction_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1861,7 +2070,7 @@ func (x *Node) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Node.ProtoReflect.Descriptor instead.
 func (*Node) Descriptor() ([]byte, []int) {
-	return file_compactor_v1_compaction_proto_rawDescGZIP(), []int{21}
+	return file_compactor_v1_compaction_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Node) GetName() string {
@@ -1917,7 +2126,7 @@ var File_compactor_v1_compaction_proto protoreflect.FileDescriptor
 
 const file_compactor_v1_compaction_proto_rawDesc = "" +
 	"\n" +
-	"\x1dcompactor/v1/compaction.proto\x12\fcompactor.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x95\b\n" +
+	"\x1dcompactor/v1/compaction.proto\x12\fcompactor.v1\x1a\x1bcompactor/v1/estimate.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xc0\t\n" +
 	"\x03Job\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12#\n" +
 	"\rcollection_id\x18\x02 \x01(\tR\fcollectionId\x12'\n" +
@@ -1949,14 +2158,29 @@ const file_compactor_v1_compaction_proto_rawDesc = "" +
 	"\x10continues_job_id\x18\x17 \x01(\tR\x0econtinuesJobId\x12)\n" +
 	"\x04kind\x18\x18 \x01(\x0e2\x15.compactor.v1.JobKindR\x04kind\x12E\n" +
 	"\rindex_rebuild\x18\x19 \x01(\v2 .compactor.v1.IndexRebuildParamsR\findexRebuild\x122\n" +
-	"\x06verify\x18\x1a \x01(\v2\x1a.compactor.v1.VerifyParamsR\x06verify\"V\n" +
+	"\x06verify\x18\x1a \x01(\v2\x1a.compactor.v1.VerifyParamsR\x06verify\x12?\n" +
+	"\rfailure_class\x18( \x01(\x0e2\x1a.compactor.v1.FailureClassR\ffailureClass\x127\n" +
+	"\tpredicted\x18) \x01(\v2\x19.compactor.v1.JobEstimateR\tpredicted\x12/\n" +
+	"\x06actual\x18* \x01(\v2\x17.compactor.v1.JobActualR\x06actual\"V\n" +
 	"\fVerifyParams\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\x03R\aversion\x12\x16\n" +
 	"\x06replay\x18\x02 \x01(\bR\x06replay\x12\x14\n" +
 	"\x05scrub\x18\x03 \x01(\bR\x05scrub\"K\n" +
 	"\x12IndexRebuildParams\x12\f\n" +
 	"\x01m\x18\x01 \x01(\x05R\x01m\x12'\n" +
-	"\x0fef_construction\x18\x02 \x01(\x05R\x0eefConstruction\"\xee\x02\n" +
+	"\x0fef_construction\x18\x02 \x01(\x05R\x0eefConstruction\"\xe3\x02\n" +
+	"\tJobActual\x12\x1d\n" +
+	"\n" +
+	"bytes_read\x18\x01 \x01(\x03R\tbytesRead\x12\x1b\n" +
+	"\tblob_gets\x18\x02 \x01(\x03R\bblobGets\x12\x1b\n" +
+	"\tblob_puts\x18\x03 \x01(\x03R\bblobPuts\x12%\n" +
+	"\x0eblocks_written\x18\x04 \x01(\x03R\rblocksWritten\x12%\n" +
+	"\x0edeltas_written\x18\x05 \x01(\x03R\rdeltasWritten\x12'\n" +
+	"\x0fvectors_indexed\x18\x06 \x01(\x03R\x0evectorsIndexed\x12@\n" +
+	"\x0eindex_duration\x18\a \x01(\v2\x19.google.protobuf.DurationR\rindexDuration\x12\x1f\n" +
+	"\vindex_build\x18\b \x01(\tR\n" +
+	"indexBuild\x12#\n" +
+	"\rbytes_written\x18\t \x01(\x03R\fbytesWritten\"\xee\x02\n" +
 	"\bProgress\x12!\n" +
 	"\frecords_read\x18\x01 \x01(\x03R\vrecordsRead\x12#\n" +
 	"\rrecords_total\x18\x02 \x01(\x03R\frecordsTotal\x12#\n" +
@@ -2049,7 +2273,12 @@ const file_compactor_v1_compaction_proto_rawDesc = "" +
 	"\aTrigger\x12\x17\n" +
 	"\x13TRIGGER_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11TRIGGER_SCHEDULED\x10\x01\x12\x13\n" +
-	"\x0fTRIGGER_ONE_OFF\x10\x02*\xb6\x01\n" +
+	"\x0fTRIGGER_ONE_OFF\x10\x02*\x83\x01\n" +
+	"\fFailureClass\x12\x1d\n" +
+	"\x19FAILURE_CLASS_UNSPECIFIED\x10\x00\x12 \n" +
+	"\x1cFAILURE_CLASS_INFRASTRUCTURE\x10\x01\x12\x16\n" +
+	"\x12FAILURE_CLASS_DATA\x10\x02\x12\x1a\n" +
+	"\x16FAILURE_CLASS_INTERNAL\x10\x03*\xb6\x01\n" +
 	"\x0eWatchEventType\x12 \n" +
 	"\x1cWATCH_EVENT_TYPE_UNSPECIFIED\x10\x00\x12\x1d\n" +
 	"\x19WATCH_EVENT_TYPE_SNAPSHOT\x10\x01\x12&\n" +
@@ -2079,86 +2308,93 @@ func file_compactor_v1_compaction_proto_rawDescGZIP() []byte {
 	return file_compactor_v1_compaction_proto_rawDescData
 }
 
-var file_compactor_v1_compaction_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_compactor_v1_compaction_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
+var file_compactor_v1_compaction_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
+var file_compactor_v1_compaction_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
 var file_compactor_v1_compaction_proto_goTypes = []any{
 	(JobState)(0),                    // 0: compactor.v1.JobState
 	(JobKind)(0),                     // 1: compactor.v1.JobKind
 	(Trigger)(0),                     // 2: compactor.v1.Trigger
-	(WatchEventType)(0),              // 3: compactor.v1.WatchEventType
-	(*Job)(nil),                      // 4: compactor.v1.Job
-	(*VerifyParams)(nil),             // 5: compactor.v1.VerifyParams
-	(*IndexRebuildParams)(nil),       // 6: compactor.v1.IndexRebuildParams
-	(*Progress)(nil),                 // 7: compactor.v1.Progress
-	(*CompactRequest)(nil),           // 8: compactor.v1.CompactRequest
-	(*CompactResponse)(nil),          // 9: compactor.v1.CompactResponse
-	(*CompactResult)(nil),            // 10: compactor.v1.CompactResult
-	(*GetCompactionRequest)(nil),     // 11: compactor.v1.GetCompactionRequest
-	(*GetCompactionResponse)(nil),    // 12: compactor.v1.GetCompactionResponse
-	(*ListCompactionsRequest)(nil),   // 13: compactor.v1.ListCompactionsRequest
-	(*ListCompactionsResponse)(nil),  // 14: compactor.v1.ListCompactionsResponse
-	(*WatchCompactionsRequest)(nil),  // 15: compactor.v1.WatchCompactionsRequest
-	(*WatchCompactionsResponse)(nil), // 16: compactor.v1.WatchCompactionsResponse
-	(*CancelCompactionRequest)(nil),  // 17: compactor.v1.CancelCompactionRequest
-	(*CancelCompactionResponse)(nil), // 18: compactor.v1.CancelCompactionResponse
-	(*RebuildIndexRequest)(nil),      // 19: compactor.v1.RebuildIndexRequest
-	(*RebuildIndexResponse)(nil),     // 20: compactor.v1.RebuildIndexResponse
-	(*VerifyCollectionRequest)(nil),  // 21: compactor.v1.VerifyCollectionRequest
-	(*VerifyCollectionResponse)(nil), // 22: compactor.v1.VerifyCollectionResponse
-	(*ListNodesRequest)(nil),         // 23: compactor.v1.ListNodesRequest
-	(*ListNodesResponse)(nil),        // 24: compactor.v1.ListNodesResponse
-	(*Node)(nil),                     // 25: compactor.v1.Node
-	(*timestamppb.Timestamp)(nil),    // 26: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),      // 27: google.protobuf.Duration
+	(FailureClass)(0),                // 3: compactor.v1.FailureClass
+	(WatchEventType)(0),              // 4: compactor.v1.WatchEventType
+	(*Job)(nil),                      // 5: compactor.v1.Job
+	(*VerifyParams)(nil),             // 6: compactor.v1.VerifyParams
+	(*IndexRebuildParams)(nil),       // 7: compactor.v1.IndexRebuildParams
+	(*JobActual)(nil),                // 8: compactor.v1.JobActual
+	(*Progress)(nil),                 // 9: compactor.v1.Progress
+	(*CompactRequest)(nil),           // 10: compactor.v1.CompactRequest
+	(*CompactResponse)(nil),          // 11: compactor.v1.CompactResponse
+	(*CompactResult)(nil),            // 12: compactor.v1.CompactResult
+	(*GetCompactionRequest)(nil),     // 13: compactor.v1.GetCompactionRequest
+	(*GetCompactionResponse)(nil),    // 14: compactor.v1.GetCompactionResponse
+	(*ListCompactionsRequest)(nil),   // 15: compactor.v1.ListCompactionsRequest
+	(*ListCompactionsResponse)(nil),  // 16: compactor.v1.ListCompactionsResponse
+	(*WatchCompactionsRequest)(nil),  // 17: compactor.v1.WatchCompactionsRequest
+	(*WatchCompactionsResponse)(nil), // 18: compactor.v1.WatchCompactionsResponse
+	(*CancelCompactionRequest)(nil),  // 19: compactor.v1.CancelCompactionRequest
+	(*CancelCompactionResponse)(nil), // 20: compactor.v1.CancelCompactionResponse
+	(*RebuildIndexRequest)(nil),      // 21: compactor.v1.RebuildIndexRequest
+	(*RebuildIndexResponse)(nil),     // 22: compactor.v1.RebuildIndexResponse
+	(*VerifyCollectionRequest)(nil),  // 23: compactor.v1.VerifyCollectionRequest
+	(*VerifyCollectionResponse)(nil), // 24: compactor.v1.VerifyCollectionResponse
+	(*ListNodesRequest)(nil),         // 25: compactor.v1.ListNodesRequest
+	(*ListNodesResponse)(nil),        // 26: compactor.v1.ListNodesResponse
+	(*Node)(nil),                     // 27: compactor.v1.Node
+	(*timestamppb.Timestamp)(nil),    // 28: google.protobuf.Timestamp
+	(*JobEstimate)(nil),              // 29: compactor.v1.JobEstimate
+	(*durationpb.Duration)(nil),      // 30: google.protobuf.Duration
 }
 var file_compactor_v1_compaction_proto_depIdxs = []int32{
 	2,  // 0: compactor.v1.Job.trigger:type_name -> compactor.v1.Trigger
 	0,  // 1: compactor.v1.Job.state:type_name -> compactor.v1.JobState
-	26, // 2: compactor.v1.Job.create_time:type_name -> google.protobuf.Timestamp
-	26, // 3: compactor.v1.Job.start_time:type_name -> google.protobuf.Timestamp
-	26, // 4: compactor.v1.Job.finish_time:type_name -> google.protobuf.Timestamp
-	7,  // 5: compactor.v1.Job.progress:type_name -> compactor.v1.Progress
+	28, // 2: compactor.v1.Job.create_time:type_name -> google.protobuf.Timestamp
+	28, // 3: compactor.v1.Job.start_time:type_name -> google.protobuf.Timestamp
+	28, // 4: compactor.v1.Job.finish_time:type_name -> google.protobuf.Timestamp
+	9,  // 5: compactor.v1.Job.progress:type_name -> compactor.v1.Progress
 	1,  // 6: compactor.v1.Job.kind:type_name -> compactor.v1.JobKind
-	6,  // 7: compactor.v1.Job.index_rebuild:type_name -> compactor.v1.IndexRebuildParams
-	5,  // 8: compactor.v1.Job.verify:type_name -> compactor.v1.VerifyParams
-	27, // 9: compactor.v1.Progress.eta:type_name -> google.protobuf.Duration
-	10, // 10: compactor.v1.CompactResponse.jobs:type_name -> compactor.v1.CompactResult
-	4,  // 11: compactor.v1.CompactResult.job:type_name -> compactor.v1.Job
-	4,  // 12: compactor.v1.GetCompactionResponse.job:type_name -> compactor.v1.Job
-	0,  // 13: compactor.v1.ListCompactionsRequest.states:type_name -> compactor.v1.JobState
-	2,  // 14: compactor.v1.ListCompactionsRequest.trigger:type_name -> compactor.v1.Trigger
-	1,  // 15: compactor.v1.ListCompactionsRequest.kinds:type_name -> compactor.v1.JobKind
-	4,  // 16: compactor.v1.ListCompactionsResponse.jobs:type_name -> compactor.v1.Job
-	1,  // 17: compactor.v1.WatchCompactionsRequest.kinds:type_name -> compactor.v1.JobKind
-	3,  // 18: compactor.v1.WatchCompactionsResponse.type:type_name -> compactor.v1.WatchEventType
-	4,  // 19: compactor.v1.WatchCompactionsResponse.job:type_name -> compactor.v1.Job
-	4,  // 20: compactor.v1.CancelCompactionResponse.job:type_name -> compactor.v1.Job
-	4,  // 21: compactor.v1.RebuildIndexResponse.job:type_name -> compactor.v1.Job
-	4,  // 22: compactor.v1.VerifyCollectionResponse.job:type_name -> compactor.v1.Job
-	25, // 23: compactor.v1.ListNodesResponse.nodes:type_name -> compactor.v1.Node
-	26, // 24: compactor.v1.Node.start_time:type_name -> google.protobuf.Timestamp
-	26, // 25: compactor.v1.Node.heartbeat_time:type_name -> google.protobuf.Timestamp
-	8,  // 26: compactor.v1.CompactionService.Compact:input_type -> compactor.v1.CompactRequest
-	11, // 27: compactor.v1.CompactionService.GetCompaction:input_type -> compactor.v1.GetCompactionRequest
-	13, // 28: compactor.v1.CompactionService.ListCompactions:input_type -> compactor.v1.ListCompactionsRequest
-	15, // 29: compactor.v1.CompactionService.WatchCompactions:input_type -> compactor.v1.WatchCompactionsRequest
-	17, // 30: compactor.v1.CompactionService.CancelCompaction:input_type -> compactor.v1.CancelCompactionRequest
-	23, // 31: compactor.v1.CompactionService.ListNodes:input_type -> compactor.v1.ListNodesRequest
-	19, // 32: compactor.v1.CompactionService.RebuildIndex:input_type -> compactor.v1.RebuildIndexRequest
-	21, // 33: compactor.v1.CompactionService.VerifyCollection:input_type -> compactor.v1.VerifyCollectionRequest
-	9,  // 34: compactor.v1.CompactionService.Compact:output_type -> compactor.v1.CompactResponse
-	12, // 35: compactor.v1.CompactionService.GetCompaction:output_type -> compactor.v1.GetCompactionResponse
-	14, // 36: compactor.v1.CompactionService.ListCompactions:output_type -> compactor.v1.ListCompactionsResponse
-	16, // 37: compactor.v1.CompactionService.WatchCompactions:output_type -> compactor.v1.WatchCompactionsResponse
-	18, // 38: compactor.v1.CompactionService.CancelCompaction:output_type -> compactor.v1.CancelCompactionResponse
-	24, // 39: compactor.v1.CompactionService.ListNodes:output_type -> compactor.v1.ListNodesResponse
-	20, // 40: compactor.v1.CompactionService.RebuildIndex:output_type -> compactor.v1.RebuildIndexResponse
-	22, // 41: compactor.v1.CompactionService.VerifyCollection:output_type -> compactor.v1.VerifyCollectionResponse
-	34, // [34:42] is the sub-list for method output_type
-	26, // [26:34] is the sub-list for method input_type
-	26, // [26:26] is the sub-list for extension type_name
-	26, // [26:26] is the sub-list for extension extendee
-	0,  // [0:26] is the sub-list for field type_name
+	7,  // 7: compactor.v1.Job.index_rebuild:type_name -> compactor.v1.IndexRebuildParams
+	6,  // 8: compactor.v1.Job.verify:type_name -> compactor.v1.VerifyParams
+	3,  // 9: compactor.v1.Job.failure_class:type_name -> compactor.v1.FailureClass
+	29, // 10: compactor.v1.Job.predicted:type_name -> compactor.v1.JobEstimate
+	8,  // 11: compactor.v1.Job.actual:type_name -> compactor.v1.JobActual
+	30, // 12: compactor.v1.JobActual.index_duration:type_name -> google.protobuf.Duration
+	30, // 13: compactor.v1.Progress.eta:type_name -> google.protobuf.Duration
+	12, // 14: compactor.v1.CompactResponse.jobs:type_name -> compactor.v1.CompactResult
+	5,  // 15: compactor.v1.CompactResult.job:type_name -> compactor.v1.Job
+	5,  // 16: compactor.v1.GetCompactionResponse.job:type_name -> compactor.v1.Job
+	0,  // 17: compactor.v1.ListCompactionsRequest.states:type_name -> compactor.v1.JobState
+	2,  // 18: compactor.v1.ListCompactionsRequest.trigger:type_name -> compactor.v1.Trigger
+	1,  // 19: compactor.v1.ListCompactionsRequest.kinds:type_name -> compactor.v1.JobKind
+	5,  // 20: compactor.v1.ListCompactionsResponse.jobs:type_name -> compactor.v1.Job
+	1,  // 21: compactor.v1.WatchCompactionsRequest.kinds:type_name -> compactor.v1.JobKind
+	4,  // 22: compactor.v1.WatchCompactionsResponse.type:type_name -> compactor.v1.WatchEventType
+	5,  // 23: compactor.v1.WatchCompactionsResponse.job:type_name -> compactor.v1.Job
+	5,  // 24: compactor.v1.CancelCompactionResponse.job:type_name -> compactor.v1.Job
+	5,  // 25: compactor.v1.RebuildIndexResponse.job:type_name -> compactor.v1.Job
+	5,  // 26: compactor.v1.VerifyCollectionResponse.job:type_name -> compactor.v1.Job
+	27, // 27: compactor.v1.ListNodesResponse.nodes:type_name -> compactor.v1.Node
+	28, // 28: compactor.v1.Node.start_time:type_name -> google.protobuf.Timestamp
+	28, // 29: compactor.v1.Node.heartbeat_time:type_name -> google.protobuf.Timestamp
+	10, // 30: compactor.v1.CompactionService.Compact:input_type -> compactor.v1.CompactRequest
+	13, // 31: compactor.v1.CompactionService.GetCompaction:input_type -> compactor.v1.GetCompactionRequest
+	15, // 32: compactor.v1.CompactionService.ListCompactions:input_type -> compactor.v1.ListCompactionsRequest
+	17, // 33: compactor.v1.CompactionService.WatchCompactions:input_type -> compactor.v1.WatchCompactionsRequest
+	19, // 34: compactor.v1.CompactionService.CancelCompaction:input_type -> compactor.v1.CancelCompactionRequest
+	25, // 35: compactor.v1.CompactionService.ListNodes:input_type -> compactor.v1.ListNodesRequest
+	21, // 36: compactor.v1.CompactionService.RebuildIndex:input_type -> compactor.v1.RebuildIndexRequest
+	23, // 37: compactor.v1.CompactionService.VerifyCollection:input_type -> compactor.v1.VerifyCollectionRequest
+	11, // 38: compactor.v1.CompactionService.Compact:output_type -> compactor.v1.CompactResponse
+	14, // 39: compactor.v1.CompactionService.GetCompaction:output_type -> compactor.v1.GetCompactionResponse
+	16, // 40: compactor.v1.CompactionService.ListCompactions:output_type -> compactor.v1.ListCompactionsResponse
+	18, // 41: compactor.v1.CompactionService.WatchCompactions:output_type -> compactor.v1.WatchCompactionsResponse
+	20, // 42: compactor.v1.CompactionService.CancelCompaction:output_type -> compactor.v1.CancelCompactionResponse
+	26, // 43: compactor.v1.CompactionService.ListNodes:output_type -> compactor.v1.ListNodesResponse
+	22, // 44: compactor.v1.CompactionService.RebuildIndex:output_type -> compactor.v1.RebuildIndexResponse
+	24, // 45: compactor.v1.CompactionService.VerifyCollection:output_type -> compactor.v1.VerifyCollectionResponse
+	38, // [38:46] is the sub-list for method output_type
+	30, // [30:38] is the sub-list for method input_type
+	30, // [30:30] is the sub-list for extension type_name
+	30, // [30:30] is the sub-list for extension extendee
+	0,  // [0:30] is the sub-list for field type_name
 }
 
 func init() { file_compactor_v1_compaction_proto_init() }
@@ -2166,13 +2402,14 @@ func file_compactor_v1_compaction_proto_init() {
 	if File_compactor_v1_compaction_proto != nil {
 		return
 	}
+	file_compactor_v1_estimate_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_compactor_v1_compaction_proto_rawDesc), len(file_compactor_v1_compaction_proto_rawDesc)),
-			NumEnums:      4,
-			NumMessages:   22,
+			NumEnums:      5,
+			NumMessages:   23,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -298,6 +298,338 @@ func (x *SetCollectionPolicyResponse) GetCollection() *Collection {
 	return nil
 }
 
+// Request of ControlService.ClearDeadLetter.
+type ClearDeadLetterRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The collection's id (a UUID).
+	CollectionId string `protobuf:"bytes,1,opt,name=collection_id,json=collectionId,proto3" json:"collection_id,omitempty"`
+	// Why, kept in the collection's dead-letter history; at most 1,024 bytes.
+	Reason string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	// Who asks, kept likewise; at most 1,024 bytes.
+	Operator      string `protobuf:"bytes,3,opt,name=operator,proto3" json:"operator,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClearDeadLetterRequest) Reset() {
+	*x = ClearDeadLetterRequest{}
+	mi := &file_compactor_v1_control_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClearDeadLetterRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClearDeadLetterRequest) ProtoMessage() {}
+
+func (x *ClearDeadLetterRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_compactor_v1_control_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClearDeadLetterRequest.ProtoReflect.Descriptor instead.
+func (*ClearDeadLetterRequest) Descriptor() ([]byte, []int) {
+	return file_compactor_v1_control_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *ClearDeadLetterRequest) GetCollectionId() string {
+	if x != nil {
+		return x.CollectionId
+	}
+	return ""
+}
+
+func (x *ClearDeadLetterRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *ClearDeadLetterRequest) GetOperator() string {
+	if x != nil {
+		return x.Operator
+	}
+	return ""
+}
+
+// Response of ControlService.ClearDeadLetter.
+type ClearDeadLetterResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The collection after the request.
+	Collection *Collection `protobuf:"bytes,1,opt,name=collection,proto3" json:"collection,omitempty"`
+	// False when the collection was not dead-lettered: nothing was changed.
+	Cleared       bool `protobuf:"varint,2,opt,name=cleared,proto3" json:"cleared,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClearDeadLetterResponse) Reset() {
+	*x = ClearDeadLetterResponse{}
+	mi := &file_compactor_v1_control_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClearDeadLetterResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClearDeadLetterResponse) ProtoMessage() {}
+
+func (x *ClearDeadLetterResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_compactor_v1_control_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClearDeadLetterResponse.ProtoReflect.Descriptor instead.
+func (*ClearDeadLetterResponse) Descriptor() ([]byte, []int) {
+	return file_compactor_v1_control_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *ClearDeadLetterResponse) GetCollection() *Collection {
+	if x != nil {
+		return x.Collection
+	}
+	return nil
+}
+
+func (x *ClearDeadLetterResponse) GetCleared() bool {
+	if x != nil {
+		return x.Cleared
+	}
+	return false
+}
+
+// Request of ControlService.GetDeadLetterHistory.
+type GetDeadLetterHistoryRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The collection's id (a UUID).
+	CollectionId string `protobuf:"bytes,1,opt,name=collection_id,json=collectionId,proto3" json:"collection_id,omitempty"`
+	// At most this many events, newest first; 0: 100, at most 1,000.
+	Limit         int32 `protobuf:"varint,2,opt,name=limit,proto3" json:"limit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetDeadLetterHistoryRequest) Reset() {
+	*x = GetDeadLetterHistoryRequest{}
+	mi := &file_compactor_v1_control_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetDeadLetterHistoryRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetDeadLetterHistoryRequest) ProtoMessage() {}
+
+func (x *GetDeadLetterHistoryRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_compactor_v1_control_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetDeadLetterHistoryRequest.ProtoReflect.Descriptor instead.
+func (*GetDeadLetterHistoryRequest) Descriptor() ([]byte, []int) {
+	return file_compactor_v1_control_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *GetDeadLetterHistoryRequest) GetCollectionId() string {
+	if x != nil {
+		return x.CollectionId
+	}
+	return ""
+}
+
+func (x *GetDeadLetterHistoryRequest) GetLimit() int32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+// Response of ControlService.GetDeadLetterHistory.
+type GetDeadLetterHistoryResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Newest first.
+	Events        []*DeadLetterEvent `protobuf:"bytes,1,rep,name=events,proto3" json:"events,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetDeadLetterHistoryResponse) Reset() {
+	*x = GetDeadLetterHistoryResponse{}
+	mi := &file_compactor_v1_control_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetDeadLetterHistoryResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetDeadLetterHistoryResponse) ProtoMessage() {}
+
+func (x *GetDeadLetterHistoryResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_compactor_v1_control_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetDeadLetterHistoryResponse.ProtoReflect.Descriptor instead.
+func (*GetDeadLetterHistoryResponse) Descriptor() ([]byte, []int) {
+	return file_compactor_v1_control_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *GetDeadLetterHistoryResponse) GetEvents() []*DeadLetterEvent {
+	if x != nil {
+		return x.Events
+	}
+	return nil
+}
+
+// DeadLetterEvent is one change of a collection's dead-letter state.
+type DeadLetterEvent struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// When it happened.
+	Time *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=time,proto3" json:"time,omitempty"`
+	// "dead-lettered", "redriven", "cleared" or "recovered".
+	Event string `protobuf:"bytes,2,opt,name=event,proto3" json:"event,omitempty"`
+	// Of a re-drive: "cool-off" (once, after the server's
+	// --dead-letter-cooloff) or "upgrade" (once per server build other than
+	// the one that dead-lettered the collection).
+	Cause string `protobuf:"bytes,3,opt,name=cause,proto3" json:"cause,omitempty"`
+	// The server build that recorded it (of a dead-lettering: the build whose
+	// failures did it).
+	Build string `protobuf:"bytes,4,opt,name=build,proto3" json:"build,omitempty"`
+	// Who cleared it.
+	Operator string `protobuf:"bytes,5,opt,name=operator,proto3" json:"operator,omitempty"`
+	// Why it was cleared; of a dead-lettering, the last job's error.
+	Reason string `protobuf:"bytes,6,opt,name=reason,proto3" json:"reason,omitempty"`
+	// The job: the failed one, the re-drive, or the success.
+	JobId string `protobuf:"bytes,7,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	// Consecutive failures at the event, in jobs.
+	Failures      int32 `protobuf:"varint,8,opt,name=failures,proto3" json:"failures,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeadLetterEvent) Reset() {
+	*x = DeadLetterEvent{}
+	mi := &file_compactor_v1_control_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeadLetterEvent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeadLetterEvent) ProtoMessage() {}
+
+func (x *DeadLetterEvent) ProtoReflect() protoreflect.Message {
+	mi := &file_compactor_v1_control_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeadLetterEvent.ProtoReflect.Descriptor instead.
+func (*DeadLetterEvent) Descriptor() ([]byte, []int) {
+	return file_compactor_v1_control_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *DeadLetterEvent) GetTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Time
+	}
+	return nil
+}
+
+func (x *DeadLetterEvent) GetEvent() string {
+	if x != nil {
+		return x.Event
+	}
+	return ""
+}
+
+func (x *DeadLetterEvent) GetCause() string {
+	if x != nil {
+		return x.Cause
+	}
+	return ""
+}
+
+func (x *DeadLetterEvent) GetBuild() string {
+	if x != nil {
+		return x.Build
+	}
+	return ""
+}
+
+func (x *DeadLetterEvent) GetOperator() string {
+	if x != nil {
+		return x.Operator
+	}
+	return ""
+}
+
+func (x *DeadLetterEvent) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *DeadLetterEvent) GetJobId() string {
+	if x != nil {
+		return x.JobId
+	}
+	return ""
+}
+
+func (x *DeadLetterEvent) GetFailures() int32 {
+	if x != nil {
+		return x.Failures
+	}
+	return 0
+}
+
 // PauseState says whether and why automatic compaction is paused.
 type PauseState struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -315,7 +647,7 @@ type PauseState struct {
 
 func (x *PauseState) Reset() {
 	*x = PauseState{}
-	mi := &file_compactor_v1_control_proto_msgTypes[3]
+	mi := &file_compactor_v1_control_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -327,7 +659,7 @@ func (x *PauseState) String() string {
 func (*PauseState) ProtoMessage() {}
 
 func (x *PauseState) ProtoReflect() protoreflect.Message {
-	mi := &file_compactor_v1_control_proto_msgTypes[3]
+	mi := &file_compactor_v1_control_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -340,7 +672,7 @@ func (x *PauseState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseState.ProtoReflect.Descriptor instead.
 func (*PauseState) Descriptor() ([]byte, []int) {
-	return file_compactor_v1_control_proto_rawDescGZIP(), []int{3}
+	return file_compactor_v1_control_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *PauseState) GetPaused() bool {
@@ -387,7 +719,7 @@ type PauseCompactionsRequest struct {
 
 func (x *PauseCompactionsRequest) Reset() {
 	*x = PauseCompactionsRequest{}
-	mi := &file_compactor_v1_control_proto_msgTypes[4]
+	mi := &file_compactor_v1_control_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -399,7 +731,7 @@ func (x *PauseCompactionsRequest) String() string {
 func (*PauseCompactionsRequest) ProtoMessage() {}
 
 func (x *PauseCompactionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_compactor_v1_control_proto_msgTypes[4]
+	mi := &file_compactor_v1_control_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -412,7 +744,7 @@ func (x *PauseCompactionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseCompactionsRequest.ProtoReflect.Descriptor instead.
 func (*PauseCompactionsRequest) Descriptor() ([]byte, []int) {
-	return file_compactor_v1_control_proto_rawDescGZIP(), []int{4}
+	return file_compactor_v1_control_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *PauseCompactionsRequest) GetCollectionId() string {
@@ -449,7 +781,7 @@ type PauseCompactionsResponse struct {
 
 func (x *PauseCompactionsResponse) Reset() {
 	*x = PauseCompactionsResponse{}
-	mi := &file_compactor_v1_control_proto_msgTypes[5]
+	mi := &file_compactor_v1_control_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -461,7 +793,7 @@ func (x *PauseCompactionsResponse) String() string {
 func (*PauseCompactionsResponse) ProtoMessage() {}
 
 func (x *PauseCompactionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_compactor_v1_control_proto_msgTypes[5]
+	mi := &file_compactor_v1_control_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -474,7 +806,7 @@ func (x *PauseCompactionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseCompactionsResponse.ProtoReflect.Descriptor instead.
 func (*PauseCompactionsResponse) Descriptor() ([]byte, []int) {
-	return file_compactor_v1_control_proto_rawDescGZIP(), []int{5}
+	return file_compactor_v1_control_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *PauseCompactionsResponse) GetPause() *PauseState {
@@ -504,7 +836,7 @@ type ResumeCompactionsRequest struct {
 
 func (x *ResumeCompactionsRequest) Reset() {
 	*x = ResumeCompactionsRequest{}
-	mi := &file_compactor_v1_control_proto_msgTypes[6]
+	mi := &file_compactor_v1_control_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -516,7 +848,7 @@ func (x *ResumeCompactionsRequest) String() string {
 func (*ResumeCompactionsRequest) ProtoMessage() {}
 
 func (x *ResumeCompactionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_compactor_v1_control_proto_msgTypes[6]
+	mi := &file_compactor_v1_control_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -529,7 +861,7 @@ func (x *ResumeCompactionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeCompactionsRequest.ProtoReflect.Descriptor instead.
 func (*ResumeCompactionsRequest) Descriptor() ([]byte, []int) {
-	return file_compactor_v1_control_proto_rawDescGZIP(), []int{6}
+	return file_compactor_v1_control_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ResumeCompactionsRequest) GetCollectionId() string {
@@ -559,7 +891,7 @@ type ResumeCompactionsResponse struct {
 
 func (x *ResumeCompactionsResponse) Reset() {
 	*x = ResumeCompactionsResponse{}
-	mi := &file_compactor_v1_control_proto_msgTypes[7]
+	mi := &file_compactor_v1_control_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -571,7 +903,7 @@ func (x *ResumeCompactionsResponse) String() string {
 func (*ResumeCompactionsResponse) ProtoMessage() {}
 
 func (x *ResumeCompactionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_compactor_v1_control_proto_msgTypes[7]
+	mi := &file_compactor_v1_control_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -584,7 +916,7 @@ func (x *ResumeCompactionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeCompactionsResponse.ProtoReflect.Descriptor instead.
 func (*ResumeCompactionsResponse) Descriptor() ([]byte, []int) {
-	return file_compactor_v1_control_proto_rawDescGZIP(), []int{7}
+	return file_compactor_v1_control_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ResumeCompactionsResponse) GetPause() *PauseState {
@@ -610,7 +942,7 @@ type GetControlsRequest struct {
 
 func (x *GetControlsRequest) Reset() {
 	*x = GetControlsRequest{}
-	mi := &file_compactor_v1_control_proto_msgTypes[8]
+	mi := &file_compactor_v1_control_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -622,7 +954,7 @@ func (x *GetControlsRequest) String() string {
 func (*GetControlsRequest) ProtoMessage() {}
 
 func (x *GetControlsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_compactor_v1_control_proto_msgTypes[8]
+	mi := &file_compactor_v1_control_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -635,7 +967,7 @@ func (x *GetControlsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetControlsRequest.ProtoReflect.Descriptor instead.
 func (*GetControlsRequest) Descriptor() ([]byte, []int) {
-	return file_compactor_v1_control_proto_rawDescGZIP(), []int{8}
+	return file_compactor_v1_control_proto_rawDescGZIP(), []int{13}
 }
 
 // Response of ControlService.GetControls.
@@ -659,7 +991,7 @@ type GetControlsResponse struct {
 
 func (x *GetControlsResponse) Reset() {
 	*x = GetControlsResponse{}
-	mi := &file_compactor_v1_control_proto_msgTypes[9]
+	mi := &file_compactor_v1_control_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -671,7 +1003,7 @@ func (x *GetControlsResponse) String() string {
 func (*GetControlsResponse) ProtoMessage() {}
 
 func (x *GetControlsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_compactor_v1_control_proto_msgTypes[9]
+	mi := &file_compactor_v1_control_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -684,7 +1016,7 @@ func (x *GetControlsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetControlsResponse.ProtoReflect.Descriptor instead.
 func (*GetControlsResponse) Descriptor() ([]byte, []int) {
-	return file_compactor_v1_control_proto_rawDescGZIP(), []int{9}
+	return file_compactor_v1_control_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *GetControlsResponse) GetPause() *PauseState {
@@ -740,7 +1072,7 @@ type ThroughputState struct {
 
 func (x *ThroughputState) Reset() {
 	*x = ThroughputState{}
-	mi := &file_compactor_v1_control_proto_msgTypes[10]
+	mi := &file_compactor_v1_control_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -752,7 +1084,7 @@ func (x *ThroughputState) String() string {
 func (*ThroughputState) ProtoMessage() {}
 
 func (x *ThroughputState) ProtoReflect() protoreflect.Message {
-	mi := &file_compactor_v1_control_proto_msgTypes[10]
+	mi := &file_compactor_v1_control_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -765,7 +1097,7 @@ func (x *ThroughputState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ThroughputState.ProtoReflect.Descriptor instead.
 func (*ThroughputState) Descriptor() ([]byte, []int) {
-	return file_compactor_v1_control_proto_rawDescGZIP(), []int{10}
+	return file_compactor_v1_control_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ThroughputState) GetBytesPerSecond() int64 {
@@ -809,7 +1141,7 @@ type SetThroughputRequest struct {
 
 func (x *SetThroughputRequest) Reset() {
 	*x = SetThroughputRequest{}
-	mi := &file_compactor_v1_control_proto_msgTypes[11]
+	mi := &file_compactor_v1_control_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -821,7 +1153,7 @@ func (x *SetThroughputRequest) String() string {
 func (*SetThroughputRequest) ProtoMessage() {}
 
 func (x *SetThroughputRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_compactor_v1_control_proto_msgTypes[11]
+	mi := &file_compactor_v1_control_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -834,7 +1166,7 @@ func (x *SetThroughputRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetThroughputRequest.ProtoReflect.Descriptor instead.
 func (*SetThroughputRequest) Descriptor() ([]byte, []int) {
-	return file_compactor_v1_control_proto_rawDescGZIP(), []int{11}
+	return file_compactor_v1_control_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *SetThroughputRequest) GetBytesPerSecond() int64 {
@@ -862,7 +1194,7 @@ type SetThroughputResponse struct {
 
 func (x *SetThroughputResponse) Reset() {
 	*x = SetThroughputResponse{}
-	mi := &file_compactor_v1_control_proto_msgTypes[12]
+	mi := &file_compactor_v1_control_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -874,7 +1206,7 @@ func (x *SetThroughputResponse) String() string {
 func (*SetThroughputResponse) ProtoMessage() {}
 
 func (x *SetThroughputResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_compactor_v1_control_proto_msgTypes[12]
+	mi := &file_compactor_v1_control_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -887,7 +1219,7 @@ func (x *SetThroughputResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetThroughputResponse.ProtoReflect.Descriptor instead.
 func (*SetThroughputResponse) Descriptor() ([]byte, []int) {
-	return file_compactor_v1_control_proto_rawDescGZIP(), []int{12}
+	return file_compactor_v1_control_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *SetThroughputResponse) GetThroughput() *ThroughputState {
@@ -910,7 +1242,7 @@ type PlanCompactionsRequest struct {
 
 func (x *PlanCompactionsRequest) Reset() {
 	*x = PlanCompactionsRequest{}
-	mi := &file_compactor_v1_control_proto_msgTypes[13]
+	mi := &file_compactor_v1_control_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -922,7 +1254,7 @@ func (x *PlanCompactionsRequest) String() string {
 func (*PlanCompactionsRequest) ProtoMessage() {}
 
 func (x *PlanCompactionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_compactor_v1_control_proto_msgTypes[13]
+	mi := &file_compactor_v1_control_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -935,7 +1267,7 @@ func (x *PlanCompactionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanCompactionsRequest.ProtoReflect.Descriptor instead.
 func (*PlanCompactionsRequest) Descriptor() ([]byte, []int) {
-	return file_compactor_v1_control_proto_rawDescGZIP(), []int{13}
+	return file_compactor_v1_control_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *PlanCompactionsRequest) GetEstimate() bool {
@@ -954,14 +1286,18 @@ type PlanCompactionsResponse struct {
 	Pause *PauseState `protobuf:"bytes,2,opt,name=pause,proto3" json:"pause,omitempty"`
 	// Every collection: those the scheduler would compact first, in the order
 	// it would queue them, then the others by name.
-	Entries       []*PlanEntry `protobuf:"bytes,3,rep,name=entries,proto3" json:"entries,omitempty"`
+	Entries []*PlanEntry `protobuf:"bytes,3,rep,name=entries,proto3" json:"entries,omitempty"`
+	// With estimate: the sums of the entries' estimates.
+	Totals *PlanTotals `protobuf:"bytes,40,opt,name=totals,proto3" json:"totals,omitempty"`
+	// Jobs the answering node runs at once (--workers).
+	Workers       int32 `protobuf:"varint,41,opt,name=workers,proto3" json:"workers,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *PlanCompactionsResponse) Reset() {
 	*x = PlanCompactionsResponse{}
-	mi := &file_compactor_v1_control_proto_msgTypes[14]
+	mi := &file_compactor_v1_control_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -973,7 +1309,7 @@ func (x *PlanCompactionsResponse) String() string {
 func (*PlanCompactionsResponse) ProtoMessage() {}
 
 func (x *PlanCompactionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_compactor_v1_control_proto_msgTypes[14]
+	mi := &file_compactor_v1_control_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -986,7 +1322,7 @@ func (x *PlanCompactionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanCompactionsResponse.ProtoReflect.Descriptor instead.
 func (*PlanCompactionsResponse) Descriptor() ([]byte, []int) {
-	return file_compactor_v1_control_proto_rawDescGZIP(), []int{14}
+	return file_compactor_v1_control_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *PlanCompactionsResponse) GetPlanTime() *timestamppb.Timestamp {
@@ -1008,6 +1344,180 @@ func (x *PlanCompactionsResponse) GetEntries() []*PlanEntry {
 		return x.Entries
 	}
 	return nil
+}
+
+func (x *PlanCompactionsResponse) GetTotals() *PlanTotals {
+	if x != nil {
+		return x.Totals
+	}
+	return nil
+}
+
+func (x *PlanCompactionsResponse) GetWorkers() int32 {
+	if x != nil {
+		return x.Workers
+	}
+	return 0
+}
+
+// PlanTotals sums the estimates of a plan.
+type PlanTotals struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Entries with an estimate, in jobs.
+	Jobs int32 `protobuf:"varint,1,opt,name=jobs,proto3" json:"jobs,omitempty"`
+	// Operation records the jobs would read, in records.
+	Records int64 `protobuf:"varint,2,opt,name=records,proto3" json:"records,omitempty"`
+	// Bytes of those operation records in the log, in bytes.
+	LogBytes int64 `protobuf:"varint,3,opt,name=log_bytes,json=logBytes,proto3" json:"log_bytes,omitempty"`
+	// Bytes read from and written to the blob store, in bytes.
+	BytesRead    int64 `protobuf:"varint,4,opt,name=bytes_read,json=bytesRead,proto3" json:"bytes_read,omitempty"`
+	BytesWritten int64 `protobuf:"varint,5,opt,name=bytes_written,json=bytesWritten,proto3" json:"bytes_written,omitempty"`
+	// Blob store GET and PUT calls.
+	BlobGets int64 `protobuf:"varint,6,opt,name=blob_gets,json=blobGets,proto3" json:"blob_gets,omitempty"`
+	BlobPuts int64 `protobuf:"varint,7,opt,name=blob_puts,json=blobPuts,proto3" json:"blob_puts,omitempty"`
+	// Blocks rewritten, in blocks.
+	BlocksToRewrite int64 `protobuf:"varint,8,opt,name=blocks_to_rewrite,json=blocksToRewrite,proto3" json:"blocks_to_rewrite,omitempty"`
+	// Records written, in records.
+	RecordsToWrite int64 `protobuf:"varint,9,opt,name=records_to_write,json=recordsToWrite,proto3" json:"records_to_write,omitempty"`
+	// Vectors inserted into and deleted from vector indexes.
+	VectorsToInsert int64 `protobuf:"varint,10,opt,name=vectors_to_insert,json=vectorsToInsert,proto3" json:"vectors_to_insert,omitempty"`
+	VectorsToDelete int64 `protobuf:"varint,11,opt,name=vectors_to_delete,json=vectorsToDelete,proto3" json:"vectors_to_delete,omitempty"`
+	// The sum of the known predicted durations (the jobs run `workers` at a
+	// time), and how many estimates have no predicted duration.
+	PredictedDuration *durationpb.Duration `protobuf:"bytes,12,opt,name=predicted_duration,json=predictedDuration,proto3" json:"predicted_duration,omitempty"`
+	DurationUnknown   int32                `protobuf:"varint,13,opt,name=duration_unknown,json=durationUnknown,proto3" json:"duration_unknown,omitempty"`
+	// records_to_write per operation record over the whole plan.
+	WriteAmplification float64 `protobuf:"fixed64,14,opt,name=write_amplification,json=writeAmplification,proto3" json:"write_amplification,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
+}
+
+func (x *PlanTotals) Reset() {
+	*x = PlanTotals{}
+	mi := &file_compactor_v1_control_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PlanTotals) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PlanTotals) ProtoMessage() {}
+
+func (x *PlanTotals) ProtoReflect() protoreflect.Message {
+	mi := &file_compactor_v1_control_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PlanTotals.ProtoReflect.Descriptor instead.
+func (*PlanTotals) Descriptor() ([]byte, []int) {
+	return file_compactor_v1_control_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *PlanTotals) GetJobs() int32 {
+	if x != nil {
+		return x.Jobs
+	}
+	return 0
+}
+
+func (x *PlanTotals) GetRecords() int64 {
+	if x != nil {
+		return x.Records
+	}
+	return 0
+}
+
+func (x *PlanTotals) GetLogBytes() int64 {
+	if x != nil {
+		return x.LogBytes
+	}
+	return 0
+}
+
+func (x *PlanTotals) GetBytesRead() int64 {
+	if x != nil {
+		return x.BytesRead
+	}
+	return 0
+}
+
+func (x *PlanTotals) GetBytesWritten() int64 {
+	if x != nil {
+		return x.BytesWritten
+	}
+	return 0
+}
+
+func (x *PlanTotals) GetBlobGets() int64 {
+	if x != nil {
+		return x.BlobGets
+	}
+	return 0
+}
+
+func (x *PlanTotals) GetBlobPuts() int64 {
+	if x != nil {
+		return x.BlobPuts
+	}
+	return 0
+}
+
+func (x *PlanTotals) GetBlocksToRewrite() int64 {
+	if x != nil {
+		return x.BlocksToRewrite
+	}
+	return 0
+}
+
+func (x *PlanTotals) GetRecordsToWrite() int64 {
+	if x != nil {
+		return x.RecordsToWrite
+	}
+	return 0
+}
+
+func (x *PlanTotals) GetVectorsToInsert() int64 {
+	if x != nil {
+		return x.VectorsToInsert
+	}
+	return 0
+}
+
+func (x *PlanTotals) GetVectorsToDelete() int64 {
+	if x != nil {
+		return x.VectorsToDelete
+	}
+	return 0
+}
+
+func (x *PlanTotals) GetPredictedDuration() *durationpb.Duration {
+	if x != nil {
+		return x.PredictedDuration
+	}
+	return nil
+}
+
+func (x *PlanTotals) GetDurationUnknown() int32 {
+	if x != nil {
+		return x.DurationUnknown
+	}
+	return 0
+}
+
+func (x *PlanTotals) GetWriteAmplification() float64 {
+	if x != nil {
+		return x.WriteAmplification
+	}
+	return 0
 }
 
 // PlanEntry is the scheduler's decision for one collection.
@@ -1061,7 +1571,7 @@ type PlanEntry struct {
 
 func (x *PlanEntry) Reset() {
 	*x = PlanEntry{}
-	mi := &file_compactor_v1_control_proto_msgTypes[15]
+	mi := &file_compactor_v1_control_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1073,7 +1583,7 @@ func (x *PlanEntry) String() string {
 func (*PlanEntry) ProtoMessage() {}
 
 func (x *PlanEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_compactor_v1_control_proto_msgTypes[15]
+	mi := &file_compactor_v1_control_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1086,7 +1596,7 @@ func (x *PlanEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanEntry.ProtoReflect.Descriptor instead.
 func (*PlanEntry) Descriptor() ([]byte, []int) {
-	return file_compactor_v1_control_proto_rawDescGZIP(), []int{15}
+	return file_compactor_v1_control_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *PlanEntry) GetCollectionId() string {
@@ -1215,128 +1725,6 @@ func (x *PlanEntry) GetNextWindowEnd() *timestamppb.Timestamp {
 	return nil
 }
 
-// JobEstimate is what a compaction job would do, from the collection's
-// manifest and log.
-type JobEstimate struct {
-	state protoimpl.MessageState `protogen:"open.v1"`
-	// Log records the job would read (at most the server's
-	// --max-compaction-size).
-	Records int64 `protobuf:"varint,1,opt,name=records,proto3" json:"records,omitempty"`
-	// Blocks of the current segment version.
-	BlocksTotal int32 `protobuf:"varint,2,opt,name=blocks_total,json=blocksTotal,proto3" json:"blocks_total,omitempty"`
-	// Blocks whose id range holds an id of those records: the blocks it would
-	// rewrite.
-	BlocksToRewrite int32 `protobuf:"varint,3,opt,name=blocks_to_rewrite,json=blocksToRewrite,proto3" json:"blocks_to_rewrite,omitempty"`
-	// Bytes of those blocks, plus the version's mean bytes per record for each
-	// record outside every block.
-	BytesToRewrite int64 `protobuf:"varint,4,opt,name=bytes_to_rewrite,json=bytesToRewrite,proto3" json:"bytes_to_rewrite,omitempty"`
-	// The vector index work, for a collection with indexing on (indexed):
-	// operation records that carry an embedding (vectors to insert) and DELETEs
-	// (vectors to tombstone), upper bounds for an incremental build, in
-	// vectors; index_full_build when the job builds the index from every record
-	// instead, and why.
-	Indexed              bool   `protobuf:"varint,5,opt,name=indexed,proto3" json:"indexed,omitempty"`
-	VectorsToInsert      int64  `protobuf:"varint,6,opt,name=vectors_to_insert,json=vectorsToInsert,proto3" json:"vectors_to_insert,omitempty"`
-	VectorsToDelete      int64  `protobuf:"varint,7,opt,name=vectors_to_delete,json=vectorsToDelete,proto3" json:"vectors_to_delete,omitempty"`
-	IndexFullBuild       bool   `protobuf:"varint,8,opt,name=index_full_build,json=indexFullBuild,proto3" json:"index_full_build,omitempty"`
-	IndexFullBuildReason string `protobuf:"bytes,9,opt,name=index_full_build_reason,json=indexFullBuildReason,proto3" json:"index_full_build_reason,omitempty"`
-	unknownFields        protoimpl.UnknownFields
-	sizeCache            protoimpl.SizeCache
-}
-
-func (x *JobEstimate) Reset() {
-	*x = JobEstimate{}
-	mi := &file_compactor_v1_control_proto_msgTypes[16]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *JobEstimate) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*JobEstimate) ProtoMessage() {}
-
-func (x *JobEstimate) ProtoReflect() protoreflect.Message {
-	mi := &file_compactor_v1_control_proto_msgTypes[16]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use JobEstimate.ProtoReflect.Descriptor instead.
-func (*JobEstimate) Descriptor() ([]byte, []int) {
-	return file_compactor_v1_control_proto_rawDescGZIP(), []int{16}
-}
-
-func (x *JobEstimate) GetRecords() int64 {
-	if x != nil {
-		return x.Records
-	}
-	return 0
-}
-
-func (x *JobEstimate) GetBlocksTotal() int32 {
-	if x != nil {
-		return x.BlocksTotal
-	}
-	return 0
-}
-
-func (x *JobEstimate) GetBlocksToRewrite() int32 {
-	if x != nil {
-		return x.BlocksToRewrite
-	}
-	return 0
-}
-
-func (x *JobEstimate) GetBytesToRewrite() int64 {
-	if x != nil {
-		return x.BytesToRewrite
-	}
-	return 0
-}
-
-func (x *JobEstimate) GetIndexed() bool {
-	if x != nil {
-		return x.Indexed
-	}
-	return false
-}
-
-func (x *JobEstimate) GetVectorsToInsert() int64 {
-	if x != nil {
-		return x.VectorsToInsert
-	}
-	return 0
-}
-
-func (x *JobEstimate) GetVectorsToDelete() int64 {
-	if x != nil {
-		return x.VectorsToDelete
-	}
-	return 0
-}
-
-func (x *JobEstimate) GetIndexFullBuild() bool {
-	if x != nil {
-		return x.IndexFullBuild
-	}
-	return false
-}
-
-func (x *JobEstimate) GetIndexFullBuildReason() string {
-	if x != nil {
-		return x.IndexFullBuildReason
-	}
-	return ""
-}
-
 // Request of ControlService.UpdateCollectionSettings.
 type UpdateCollectionSettingsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1355,7 +1743,7 @@ type UpdateCollectionSettingsRequest struct {
 
 func (x *UpdateCollectionSettingsRequest) Reset() {
 	*x = UpdateCollectionSettingsRequest{}
-	mi := &file_compactor_v1_control_proto_msgTypes[17]
+	mi := &file_compactor_v1_control_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1367,7 +1755,7 @@ func (x *UpdateCollectionSettingsRequest) String() string {
 func (*UpdateCollectionSettingsRequest) ProtoMessage() {}
 
 func (x *UpdateCollectionSettingsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_compactor_v1_control_proto_msgTypes[17]
+	mi := &file_compactor_v1_control_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1380,7 +1768,7 @@ func (x *UpdateCollectionSettingsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateCollectionSettingsRequest.ProtoReflect.Descriptor instead.
 func (*UpdateCollectionSettingsRequest) Descriptor() ([]byte, []int) {
-	return file_compactor_v1_control_proto_rawDescGZIP(), []int{17}
+	return file_compactor_v1_control_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *UpdateCollectionSettingsRequest) GetCollectionId() string {
@@ -1415,7 +1803,7 @@ type UpdateCollectionSettingsResponse struct {
 
 func (x *UpdateCollectionSettingsResponse) Reset() {
 	*x = UpdateCollectionSettingsResponse{}
-	mi := &file_compactor_v1_control_proto_msgTypes[18]
+	mi := &file_compactor_v1_control_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1427,7 +1815,7 @@ func (x *UpdateCollectionSettingsResponse) String() string {
 func (*UpdateCollectionSettingsResponse) ProtoMessage() {}
 
 func (x *UpdateCollectionSettingsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_compactor_v1_control_proto_msgTypes[18]
+	mi := &file_compactor_v1_control_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1440,7 +1828,7 @@ func (x *UpdateCollectionSettingsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateCollectionSettingsResponse.ProtoReflect.Descriptor instead.
 func (*UpdateCollectionSettingsResponse) Descriptor() ([]byte, []int) {
-	return file_compactor_v1_control_proto_rawDescGZIP(), []int{18}
+	return file_compactor_v1_control_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *UpdateCollectionSettingsResponse) GetCollection() *Collection {
@@ -1454,7 +1842,7 @@ var File_compactor_v1_control_proto protoreflect.FileDescriptor
 
 const file_compactor_v1_control_proto_rawDesc = "" +
 	"\n" +
-	"\x1acompactor/v1/control.proto\x12\fcompactor.v1\x1a\x1dcompactor/v1/collection.proto\x1a\x1dcompactor/v1/compaction.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xa9\x03\n" +
+	"\x1acompactor/v1/control.proto\x12\fcompactor.v1\x1a\x1dcompactor/v1/collection.proto\x1a\x1dcompactor/v1/compaction.proto\x1a\x1bcompactor/v1/estimate.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xa9\x03\n" +
 	"\x1aSetCollectionPolicyRequest\x12#\n" +
 	"\rcollection_id\x18\x01 \x01(\tR\fcollectionId\x127\n" +
 	"\bpriority\x18\x02 \x01(\x0e2\x1b.compactor.v1.PriorityClassR\bpriority\x12N\n" +
@@ -1469,7 +1857,30 @@ const file_compactor_v1_control_proto_rawDesc = "" +
 	"\x1bSetCollectionPolicyResponse\x128\n" +
 	"\n" +
 	"collection\x18\x01 \x01(\v2\x18.compactor.v1.CollectionR\n" +
-	"collection\"\x94\x01\n" +
+	"collection\"q\n" +
+	"\x16ClearDeadLetterRequest\x12#\n" +
+	"\rcollection_id\x18\x01 \x01(\tR\fcollectionId\x12\x16\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\x12\x1a\n" +
+	"\boperator\x18\x03 \x01(\tR\boperator\"m\n" +
+	"\x17ClearDeadLetterResponse\x128\n" +
+	"\n" +
+	"collection\x18\x01 \x01(\v2\x18.compactor.v1.CollectionR\n" +
+	"collection\x12\x18\n" +
+	"\acleared\x18\x02 \x01(\bR\acleared\"X\n" +
+	"\x1bGetDeadLetterHistoryRequest\x12#\n" +
+	"\rcollection_id\x18\x01 \x01(\tR\fcollectionId\x12\x14\n" +
+	"\x05limit\x18\x02 \x01(\x05R\x05limit\"U\n" +
+	"\x1cGetDeadLetterHistoryResponse\x125\n" +
+	"\x06events\x18\x01 \x03(\v2\x1d.compactor.v1.DeadLetterEventR\x06events\"\xea\x01\n" +
+	"\x0fDeadLetterEvent\x12.\n" +
+	"\x04time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12\x14\n" +
+	"\x05event\x18\x02 \x01(\tR\x05event\x12\x14\n" +
+	"\x05cause\x18\x03 \x01(\tR\x05cause\x12\x14\n" +
+	"\x05build\x18\x04 \x01(\tR\x05build\x12\x1a\n" +
+	"\boperator\x18\x05 \x01(\tR\boperator\x12\x16\n" +
+	"\x06reason\x18\x06 \x01(\tR\x06reason\x12\x15\n" +
+	"\x06job_id\x18\a \x01(\tR\x05jobId\x12\x1a\n" +
+	"\bfailures\x18\b \x01(\x05R\bfailures\"\x94\x01\n" +
 	"\n" +
 	"PauseState\x12\x16\n" +
 	"\x06paused\x18\x01 \x01(\bR\x06paused\x12\x16\n" +
@@ -1516,11 +1927,31 @@ const file_compactor_v1_control_proto_rawDesc = "" +
 	"throughput\x18\x01 \x01(\v2\x1d.compactor.v1.ThroughputStateR\n" +
 	"throughput\"4\n" +
 	"\x16PlanCompactionsRequest\x12\x1a\n" +
-	"\bestimate\x18\x01 \x01(\bR\bestimate\"\xb5\x01\n" +
+	"\bestimate\x18\x01 \x01(\bR\bestimate\"\x81\x02\n" +
 	"\x17PlanCompactionsResponse\x127\n" +
 	"\tplan_time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\bplanTime\x12.\n" +
 	"\x05pause\x18\x02 \x01(\v2\x18.compactor.v1.PauseStateR\x05pause\x121\n" +
-	"\aentries\x18\x03 \x03(\v2\x17.compactor.v1.PlanEntryR\aentries\"\x9f\a\n" +
+	"\aentries\x18\x03 \x03(\v2\x17.compactor.v1.PlanEntryR\aentries\x120\n" +
+	"\x06totals\x18( \x01(\v2\x18.compactor.v1.PlanTotalsR\x06totals\x12\x18\n" +
+	"\aworkers\x18) \x01(\x05R\aworkers\"\xa9\x04\n" +
+	"\n" +
+	"PlanTotals\x12\x12\n" +
+	"\x04jobs\x18\x01 \x01(\x05R\x04jobs\x12\x18\n" +
+	"\arecords\x18\x02 \x01(\x03R\arecords\x12\x1b\n" +
+	"\tlog_bytes\x18\x03 \x01(\x03R\blogBytes\x12\x1d\n" +
+	"\n" +
+	"bytes_read\x18\x04 \x01(\x03R\tbytesRead\x12#\n" +
+	"\rbytes_written\x18\x05 \x01(\x03R\fbytesWritten\x12\x1b\n" +
+	"\tblob_gets\x18\x06 \x01(\x03R\bblobGets\x12\x1b\n" +
+	"\tblob_puts\x18\a \x01(\x03R\bblobPuts\x12*\n" +
+	"\x11blocks_to_rewrite\x18\b \x01(\x03R\x0fblocksToRewrite\x12(\n" +
+	"\x10records_to_write\x18\t \x01(\x03R\x0erecordsToWrite\x12*\n" +
+	"\x11vectors_to_insert\x18\n" +
+	" \x01(\x03R\x0fvectorsToInsert\x12*\n" +
+	"\x11vectors_to_delete\x18\v \x01(\x03R\x0fvectorsToDelete\x12H\n" +
+	"\x12predicted_duration\x18\f \x01(\v2\x19.google.protobuf.DurationR\x11predictedDuration\x12)\n" +
+	"\x10duration_unknown\x18\r \x01(\x05R\x0fdurationUnknown\x12/\n" +
+	"\x13write_amplification\x18\x0e \x01(\x01R\x12writeAmplification\"\x9f\a\n" +
 	"\tPlanEntry\x12#\n" +
 	"\rcollection_id\x18\x01 \x01(\tR\fcollectionId\x12'\n" +
 	"\x0fcollection_name\x18\x02 \x01(\tR\x0ecollectionName\x126\n" +
@@ -1542,17 +1973,7 @@ const file_compactor_v1_control_proto_rawDesc = "" +
 	"\vwindow_open\x18\x10 \x01(\bR\n" +
 	"windowOpen\x12F\n" +
 	"\x11next_window_start\x18\x11 \x01(\v2\x1a.google.protobuf.TimestampR\x0fnextWindowStart\x12B\n" +
-	"\x0fnext_window_end\x18\x12 \x01(\v2\x1a.google.protobuf.TimestampR\rnextWindowEnd\"\xf3\x02\n" +
-	"\vJobEstimate\x12\x18\n" +
-	"\arecords\x18\x01 \x01(\x03R\arecords\x12!\n" +
-	"\fblocks_total\x18\x02 \x01(\x05R\vblocksTotal\x12*\n" +
-	"\x11blocks_to_rewrite\x18\x03 \x01(\x05R\x0fblocksToRewrite\x12(\n" +
-	"\x10bytes_to_rewrite\x18\x04 \x01(\x03R\x0ebytesToRewrite\x12\x18\n" +
-	"\aindexed\x18\x05 \x01(\bR\aindexed\x12*\n" +
-	"\x11vectors_to_insert\x18\x06 \x01(\x03R\x0fvectorsToInsert\x12*\n" +
-	"\x11vectors_to_delete\x18\a \x01(\x03R\x0fvectorsToDelete\x12(\n" +
-	"\x10index_full_build\x18\b \x01(\bR\x0eindexFullBuild\x125\n" +
-	"\x17index_full_build_reason\x18\t \x01(\tR\x14indexFullBuildReason\"\xc1\x01\n" +
+	"\x0fnext_window_end\x18\x12 \x01(\v2\x1a.google.protobuf.TimestampR\rnextWindowEnd\"\xc1\x01\n" +
 	"\x1fUpdateCollectionSettingsRequest\x12#\n" +
 	"\rcollection_id\x18\x01 \x01(\tR\fcollectionId\x12.\n" +
 	"\x13min_compaction_size\x18\x02 \x01(\x03R\x11minCompactionSize\x12I\n" +
@@ -1573,7 +1994,7 @@ const file_compactor_v1_control_proto_rawDesc = "" +
 	"\x1ePLAN_DECISION_BELOW_THRESHOLDS\x10\b\x12\x17\n" +
 	"\x13PLAN_DECISION_EMPTY\x10\t\x12 \n" +
 	"\x1cPLAN_DECISION_OUTSIDE_WINDOW\x10\n" +
-	"2\xd8\x05\n" +
+	"2\xac\a\n" +
 	"\x0eControlService\x12a\n" +
 	"\x10PauseCompactions\x12%.compactor.v1.PauseCompactionsRequest\x1a&.compactor.v1.PauseCompactionsResponse\x12d\n" +
 	"\x11ResumeCompactions\x12&.compactor.v1.ResumeCompactionsRequest\x1a'.compactor.v1.ResumeCompactionsResponse\x12X\n" +
@@ -1581,7 +2002,9 @@ const file_compactor_v1_control_proto_rawDesc = "" +
 	"\vGetControls\x12 .compactor.v1.GetControlsRequest\x1a!.compactor.v1.GetControlsResponse\"\x03\x90\x02\x01\x12c\n" +
 	"\x0fPlanCompactions\x12$.compactor.v1.PlanCompactionsRequest\x1a%.compactor.v1.PlanCompactionsResponse\"\x03\x90\x02\x01\x12y\n" +
 	"\x18UpdateCollectionSettings\x12-.compactor.v1.UpdateCollectionSettingsRequest\x1a..compactor.v1.UpdateCollectionSettingsResponse\x12j\n" +
-	"\x13SetCollectionPolicy\x12(.compactor.v1.SetCollectionPolicyRequest\x1a).compactor.v1.SetCollectionPolicyResponseB\xb0\x01\n" +
+	"\x13SetCollectionPolicy\x12(.compactor.v1.SetCollectionPolicyRequest\x1a).compactor.v1.SetCollectionPolicyResponse\x12^\n" +
+	"\x0fClearDeadLetter\x12$.compactor.v1.ClearDeadLetterRequest\x1a%.compactor.v1.ClearDeadLetterResponse\x12r\n" +
+	"\x14GetDeadLetterHistory\x12).compactor.v1.GetDeadLetterHistoryRequest\x1a*.compactor.v1.GetDeadLetterHistoryResponse\"\x03\x90\x02\x01B\xb0\x01\n" +
 	"\x10com.compactor.v1B\fControlProtoP\x01Z=github.com/compactorhq/compactor/gen/compactor/v1;compactorv1\xa2\x02\x03CXX\xaa\x02\fCompactor.V1\xca\x02\fCompactor\\V1\xe2\x02\x18Compactor\\V1\\GPBMetadata\xea\x02\rCompactor::V1b\x06proto3"
 
 var (
@@ -1597,81 +2020,96 @@ func file_compactor_v1_control_proto_rawDescGZIP() []byte {
 }
 
 var file_compactor_v1_control_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_compactor_v1_control_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
+var file_compactor_v1_control_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
 var file_compactor_v1_control_proto_goTypes = []any{
 	(PlanDecision)(0),                        // 0: compactor.v1.PlanDecision
 	(*SetCollectionPolicyRequest)(nil),       // 1: compactor.v1.SetCollectionPolicyRequest
 	(*CompactionWindows)(nil),                // 2: compactor.v1.CompactionWindows
 	(*SetCollectionPolicyResponse)(nil),      // 3: compactor.v1.SetCollectionPolicyResponse
-	(*PauseState)(nil),                       // 4: compactor.v1.PauseState
-	(*PauseCompactionsRequest)(nil),          // 5: compactor.v1.PauseCompactionsRequest
-	(*PauseCompactionsResponse)(nil),         // 6: compactor.v1.PauseCompactionsResponse
-	(*ResumeCompactionsRequest)(nil),         // 7: compactor.v1.ResumeCompactionsRequest
-	(*ResumeCompactionsResponse)(nil),        // 8: compactor.v1.ResumeCompactionsResponse
-	(*GetControlsRequest)(nil),               // 9: compactor.v1.GetControlsRequest
-	(*GetControlsResponse)(nil),              // 10: compactor.v1.GetControlsResponse
-	(*ThroughputState)(nil),                  // 11: compactor.v1.ThroughputState
-	(*SetThroughputRequest)(nil),             // 12: compactor.v1.SetThroughputRequest
-	(*SetThroughputResponse)(nil),            // 13: compactor.v1.SetThroughputResponse
-	(*PlanCompactionsRequest)(nil),           // 14: compactor.v1.PlanCompactionsRequest
-	(*PlanCompactionsResponse)(nil),          // 15: compactor.v1.PlanCompactionsResponse
-	(*PlanEntry)(nil),                        // 16: compactor.v1.PlanEntry
-	(*JobEstimate)(nil),                      // 17: compactor.v1.JobEstimate
-	(*UpdateCollectionSettingsRequest)(nil),  // 18: compactor.v1.UpdateCollectionSettingsRequest
-	(*UpdateCollectionSettingsResponse)(nil), // 19: compactor.v1.UpdateCollectionSettingsResponse
-	(PriorityClass)(0),                       // 20: compactor.v1.PriorityClass
-	(*durationpb.Duration)(nil),              // 21: google.protobuf.Duration
-	(*Collection)(nil),                       // 22: compactor.v1.Collection
-	(*timestamppb.Timestamp)(nil),            // 23: google.protobuf.Timestamp
-	(*Job)(nil),                              // 24: compactor.v1.Job
+	(*ClearDeadLetterRequest)(nil),           // 4: compactor.v1.ClearDeadLetterRequest
+	(*ClearDeadLetterResponse)(nil),          // 5: compactor.v1.ClearDeadLetterResponse
+	(*GetDeadLetterHistoryRequest)(nil),      // 6: compactor.v1.GetDeadLetterHistoryRequest
+	(*GetDeadLetterHistoryResponse)(nil),     // 7: compactor.v1.GetDeadLetterHistoryResponse
+	(*DeadLetterEvent)(nil),                  // 8: compactor.v1.DeadLetterEvent
+	(*PauseState)(nil),                       // 9: compactor.v1.PauseState
+	(*PauseCompactionsRequest)(nil),          // 10: compactor.v1.PauseCompactionsRequest
+	(*PauseCompactionsResponse)(nil),         // 11: compactor.v1.PauseCompactionsResponse
+	(*ResumeCompactionsRequest)(nil),         // 12: compactor.v1.ResumeCompactionsRequest
+	(*ResumeCompactionsResponse)(nil),        // 13: compactor.v1.ResumeCompactionsResponse
+	(*GetControlsRequest)(nil),               // 14: compactor.v1.GetControlsRequest
+	(*GetControlsResponse)(nil),              // 15: compactor.v1.GetControlsResponse
+	(*ThroughputState)(nil),                  // 16: compactor.v1.ThroughputState
+	(*SetThroughputRequest)(nil),             // 17: compactor.v1.SetThroughputRequest
+	(*SetThroughputResponse)(nil),            // 18: compactor.v1.SetThroughputResponse
+	(*PlanCompactionsRequest)(nil),           // 19: compactor.v1.PlanCompactionsRequest
+	(*PlanCompactionsResponse)(nil),          // 20: compactor.v1.PlanCompactionsResponse
+	(*PlanTotals)(nil),                       // 21: compactor.v1.PlanTotals
+	(*PlanEntry)(nil),                        // 22: compactor.v1.PlanEntry
+	(*UpdateCollectionSettingsRequest)(nil),  // 23: compactor.v1.UpdateCollectionSettingsRequest
+	(*UpdateCollectionSettingsResponse)(nil), // 24: compactor.v1.UpdateCollectionSettingsResponse
+	(PriorityClass)(0),                       // 25: compactor.v1.PriorityClass
+	(*durationpb.Duration)(nil),              // 26: google.protobuf.Duration
+	(*Collection)(nil),                       // 27: compactor.v1.Collection
+	(*timestamppb.Timestamp)(nil),            // 28: google.protobuf.Timestamp
+	(*JobEstimate)(nil),                      // 29: compactor.v1.JobEstimate
+	(*Job)(nil),                              // 30: compactor.v1.Job
 }
 var file_compactor_v1_control_proto_depIdxs = []int32{
-	20, // 0: compactor.v1.SetCollectionPolicyRequest.priority:type_name -> compactor.v1.PriorityClass
+	25, // 0: compactor.v1.SetCollectionPolicyRequest.priority:type_name -> compactor.v1.PriorityClass
 	2,  // 1: compactor.v1.SetCollectionPolicyRequest.compaction_windows:type_name -> compactor.v1.CompactionWindows
-	21, // 2: compactor.v1.SetCollectionPolicyRequest.objective_max_age:type_name -> google.protobuf.Duration
-	22, // 3: compactor.v1.SetCollectionPolicyResponse.collection:type_name -> compactor.v1.Collection
-	23, // 4: compactor.v1.PauseState.pause_time:type_name -> google.protobuf.Timestamp
-	4,  // 5: compactor.v1.PauseCompactionsResponse.pause:type_name -> compactor.v1.PauseState
-	22, // 6: compactor.v1.PauseCompactionsResponse.collection:type_name -> compactor.v1.Collection
-	4,  // 7: compactor.v1.ResumeCompactionsResponse.pause:type_name -> compactor.v1.PauseState
-	22, // 8: compactor.v1.ResumeCompactionsResponse.collection:type_name -> compactor.v1.Collection
-	4,  // 9: compactor.v1.GetControlsResponse.pause:type_name -> compactor.v1.PauseState
-	11, // 10: compactor.v1.GetControlsResponse.throughput:type_name -> compactor.v1.ThroughputState
-	23, // 11: compactor.v1.ThroughputState.set_time:type_name -> google.protobuf.Timestamp
-	11, // 12: compactor.v1.SetThroughputResponse.throughput:type_name -> compactor.v1.ThroughputState
-	23, // 13: compactor.v1.PlanCompactionsResponse.plan_time:type_name -> google.protobuf.Timestamp
-	4,  // 14: compactor.v1.PlanCompactionsResponse.pause:type_name -> compactor.v1.PauseState
-	16, // 15: compactor.v1.PlanCompactionsResponse.entries:type_name -> compactor.v1.PlanEntry
-	0,  // 16: compactor.v1.PlanEntry.decision:type_name -> compactor.v1.PlanDecision
-	23, // 17: compactor.v1.PlanEntry.oldest_uncompacted_time:type_name -> google.protobuf.Timestamp
-	21, // 18: compactor.v1.PlanEntry.max_uncompacted_age:type_name -> google.protobuf.Duration
-	23, // 19: compactor.v1.PlanEntry.retry_time:type_name -> google.protobuf.Timestamp
-	17, // 20: compactor.v1.PlanEntry.estimate:type_name -> compactor.v1.JobEstimate
-	24, // 21: compactor.v1.PlanEntry.index_rebuild:type_name -> compactor.v1.Job
-	20, // 22: compactor.v1.PlanEntry.priority:type_name -> compactor.v1.PriorityClass
-	23, // 23: compactor.v1.PlanEntry.next_window_start:type_name -> google.protobuf.Timestamp
-	23, // 24: compactor.v1.PlanEntry.next_window_end:type_name -> google.protobuf.Timestamp
-	21, // 25: compactor.v1.UpdateCollectionSettingsRequest.max_uncompacted_age:type_name -> google.protobuf.Duration
-	22, // 26: compactor.v1.UpdateCollectionSettingsResponse.collection:type_name -> compactor.v1.Collection
-	5,  // 27: compactor.v1.ControlService.PauseCompactions:input_type -> compactor.v1.PauseCompactionsRequest
-	7,  // 28: compactor.v1.ControlService.ResumeCompactions:input_type -> compactor.v1.ResumeCompactionsRequest
-	12, // 29: compactor.v1.ControlService.SetThroughput:input_type -> compactor.v1.SetThroughputRequest
-	9,  // 30: compactor.v1.ControlService.GetControls:input_type -> compactor.v1.GetControlsRequest
-	14, // 31: compactor.v1.ControlService.PlanCompactions:input_type -> compactor.v1.PlanCompactionsRequest
-	18, // 32: compactor.v1.ControlService.UpdateCollectionSettings:input_type -> compactor.v1.UpdateCollectionSettingsRequest
-	1,  // 33: compactor.v1.ControlService.SetCollectionPolicy:input_type -> compactor.v1.SetCollectionPolicyRequest
-	6,  // 34: compactor.v1.ControlService.PauseCompactions:output_type -> compactor.v1.PauseCompactionsResponse
-	8,  // 35: compactor.v1.ControlService.ResumeCompactions:output_type -> compactor.v1.ResumeCompactionsResponse
-	13, // 36: compactor.v1.ControlService.SetThroughput:output_type -> compactor.v1.SetThroughputResponse
-	10, // 37: compactor.v1.ControlService.GetControls:output_type -> compactor.v1.GetControlsResponse
-	15, // 38: compactor.v1.ControlService.PlanCompactions:output_type -> compactor.v1.PlanCompactionsResponse
-	19, // 39: compactor.v1.ControlService.UpdateCollectionSettings:output_type -> compactor.v1.UpdateCollectionSettingsResponse
-	3,  // 40: compactor.v1.ControlService.SetCollectionPolicy:output_type -> compactor.v1.SetCollectionPolicyResponse
-	34, // [34:41] is the sub-list for method output_type
-	27, // [27:34] is the sub-list for method input_type
-	27, // [27:27] is the sub-list for extension type_name
-	27, // [27:27] is the sub-list for extension extendee
-	0,  // [0:27] is the sub-list for field type_name
+	26, // 2: compactor.v1.SetCollectionPolicyRequest.objective_max_age:type_name -> google.protobuf.Duration
+	27, // 3: compactor.v1.SetCollectionPolicyResponse.collection:type_name -> compactor.v1.Collection
+	27, // 4: compactor.v1.ClearDeadLetterResponse.collection:type_name -> compactor.v1.Collection
+	8,  // 5: compactor.v1.GetDeadLetterHistoryResponse.events:type_name -> compactor.v1.DeadLetterEvent
+	28, // 6: compactor.v1.DeadLetterEvent.time:type_name -> google.protobuf.Timestamp
+	28, // 7: compactor.v1.PauseState.pause_time:type_name -> google.protobuf.Timestamp
+	9,  // 8: compactor.v1.PauseCompactionsResponse.pause:type_name -> compactor.v1.PauseState
+	27, // 9: compactor.v1.PauseCompactionsResponse.collection:type_name -> compactor.v1.Collection
+	9,  // 10: compactor.v1.ResumeCompactionsResponse.pause:type_name -> compactor.v1.PauseState
+	27, // 11: compactor.v1.ResumeCompactionsResponse.collection:type_name -> compactor.v1.Collection
+	9,  // 12: compactor.v1.GetControlsResponse.pause:type_name -> compactor.v1.PauseState
+	16, // 13: compactor.v1.GetControlsResponse.throughput:type_name -> compactor.v1.ThroughputState
+	28, // 14: compactor.v1.ThroughputState.set_time:type_name -> google.protobuf.Timestamp
+	16, // 15: compactor.v1.SetThroughputResponse.throughput:type_name -> compactor.v1.ThroughputState
+	28, // 16: compactor.v1.PlanCompactionsResponse.plan_time:type_name -> google.protobuf.Timestamp
+	9,  // 17: compactor.v1.PlanCompactionsResponse.pause:type_name -> compactor.v1.PauseState
+	22, // 18: compactor.v1.PlanCompactionsResponse.entries:type_name -> compactor.v1.PlanEntry
+	21, // 19: compactor.v1.PlanCompactionsResponse.totals:type_name -> compactor.v1.PlanTotals
+	26, // 20: compactor.v1.PlanTotals.predicted_duration:type_name -> google.protobuf.Duration
+	0,  // 21: compactor.v1.PlanEntry.decision:type_name -> compactor.v1.PlanDecision
+	28, // 22: compactor.v1.PlanEntry.oldest_uncompacted_time:type_name -> google.protobuf.Timestamp
+	26, // 23: compactor.v1.PlanEntry.max_uncompacted_age:type_name -> google.protobuf.Duration
+	28, // 24: compactor.v1.PlanEntry.retry_time:type_name -> google.protobuf.Timestamp
+	29, // 25: compactor.v1.PlanEntry.estimate:type_name -> compactor.v1.JobEstimate
+	30, // 26: compactor.v1.PlanEntry.index_rebuild:type_name -> compactor.v1.Job
+	25, // 27: compactor.v1.PlanEntry.priority:type_name -> compactor.v1.PriorityClass
+	28, // 28: compactor.v1.PlanEntry.next_window_start:type_name -> google.protobuf.Timestamp
+	28, // 29: compactor.v1.PlanEntry.next_window_end:type_name -> google.protobuf.Timestamp
+	26, // 30: compactor.v1.UpdateCollectionSettingsRequest.max_uncompacted_age:type_name -> google.protobuf.Duration
+	27, // 31: compactor.v1.UpdateCollectionSettingsResponse.collection:type_name -> compactor.v1.Collection
+	10, // 32: compactor.v1.ControlService.PauseCompactions:input_type -> compactor.v1.PauseCompactionsRequest
+	12, // 33: compactor.v1.ControlService.ResumeCompactions:input_type -> compactor.v1.ResumeCompactionsRequest
+	17, // 34: compactor.v1.ControlService.SetThroughput:input_type -> compactor.v1.SetThroughputRequest
+	14, // 35: compactor.v1.ControlService.GetControls:input_type -> compactor.v1.GetControlsRequest
+	19, // 36: compactor.v1.ControlService.PlanCompactions:input_type -> compactor.v1.PlanCompactionsRequest
+	23, // 37: compactor.v1.ControlService.UpdateCollectionSettings:input_type -> compactor.v1.UpdateCollectionSettingsRequest
+	1,  // 38: compactor.v1.ControlService.SetCollectionPolicy:input_type -> compactor.v1.SetCollectionPolicyRequest
+	4,  // 39: compactor.v1.ControlService.ClearDeadLetter:input_type -> compactor.v1.ClearDeadLetterRequest
+	6,  // 40: compactor.v1.ControlService.GetDeadLetterHistory:input_type -> compactor.v1.GetDeadLetterHistoryRequest
+	11, // 41: compactor.v1.ControlService.PauseCompactions:output_type -> compactor.v1.PauseCompactionsResponse
+	13, // 42: compactor.v1.ControlService.ResumeCompactions:output_type -> compactor.v1.ResumeCompactionsResponse
+	18, // 43: compactor.v1.ControlService.SetThroughput:output_type -> compactor.v1.SetThroughputResponse
+	15, // 44: compactor.v1.ControlService.GetControls:output_type -> compactor.v1.GetControlsResponse
+	20, // 45: compactor.v1.ControlService.PlanCompactions:output_type -> compactor.v1.PlanCompactionsResponse
+	24, // 46: compactor.v1.ControlService.UpdateCollectionSettings:output_type -> compactor.v1.UpdateCollectionSettingsResponse
+	3,  // 47: compactor.v1.ControlService.SetCollectionPolicy:output_type -> compactor.v1.SetCollectionPolicyResponse
+	5,  // 48: compactor.v1.ControlService.ClearDeadLetter:output_type -> compactor.v1.ClearDeadLetterResponse
+	7,  // 49: compactor.v1.ControlService.GetDeadLetterHistory:output_type -> compactor.v1.GetDeadLetterHistoryResponse
+	41, // [41:50] is the sub-list for method output_type
+	32, // [32:41] is the sub-list for method input_type
+	32, // [32:32] is the sub-list for extension type_name
+	32, // [32:32] is the sub-list for extension extendee
+	0,  // [0:32] is the sub-list for field type_name
 }
 
 func init() { file_compactor_v1_control_proto_init() }
@@ -1681,6 +2119,7 @@ func file_compactor_v1_control_proto_init() {
 	}
 	file_compactor_v1_collection_proto_init()
 	file_compactor_v1_compaction_proto_init()
+	file_compactor_v1_estimate_proto_init()
 	file_compactor_v1_control_proto_msgTypes[0].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -1688,7 +2127,7 @@ func file_compactor_v1_control_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_compactor_v1_control_proto_rawDesc), len(file_compactor_v1_control_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   19,
+			NumMessages:   24,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -54,6 +54,12 @@ const (
 	// ControlServiceSetCollectionPolicyProcedure is the fully-qualified name of the ControlService's
 	// SetCollectionPolicy RPC.
 	ControlServiceSetCollectionPolicyProcedure = "/compactor.v1.ControlService/SetCollectionPolicy"
+	// ControlServiceClearDeadLetterProcedure is the fully-qualified name of the ControlService's
+	// ClearDeadLetter RPC.
+	ControlServiceClearDeadLetterProcedure = "/compactor.v1.ControlService/ClearDeadLetter"
+	// ControlServiceGetDeadLetterHistoryProcedure is the fully-qualified name of the ControlService's
+	// GetDeadLetterHistory RPC.
+	ControlServiceGetDeadLetterHistoryProcedure = "/compactor.v1.ControlService/GetDeadLetterHistory"
 )
 
 // ControlServiceClient is a client for the compactor.v1.ControlService service.
@@ -104,6 +110,22 @@ type ControlServiceClient interface {
 	// [0, 1]; NOT_FOUND for an unknown
 	// collection.
 	SetCollectionPolicy(context.Context, *connect.Request[v1.SetCollectionPolicyRequest]) (*connect.Response[v1.SetCollectionPolicyResponse], error)
+	// ClearDeadLetter clears a dead-lettered collection's failure state by hand
+	// (failure and retry counts, the dead-letter mark), recording who did it and
+	// why in its dead-letter history in the same transaction; the scheduler
+	// compacts it again from its next run. A collection that is not
+	// dead-lettered is left as it is (cleared false).
+	//
+	// Errors: INVALID_ARGUMENT for a malformed id, or a reason or operator over
+	// 1,024 bytes; NOT_FOUND for an unknown collection.
+	ClearDeadLetter(context.Context, *connect.Request[v1.ClearDeadLetterRequest]) (*connect.Response[v1.ClearDeadLetterResponse], error)
+	// GetDeadLetterHistory returns a collection's dead-letter history, newest
+	// first: when it was dead-lettered (and by which server build), re-driven,
+	// cleared by an operator, or recovered by a success.
+	//
+	// Errors: INVALID_ARGUMENT for a malformed id; NOT_FOUND for an unknown
+	// collection.
+	GetDeadLetterHistory(context.Context, *connect.Request[v1.GetDeadLetterHistoryRequest]) (*connect.Response[v1.GetDeadLetterHistoryResponse], error)
 }
 
 // NewControlServiceClient constructs a client for the compactor.v1.ControlService service. By
@@ -161,6 +183,19 @@ func NewControlServiceClient(httpClient connect.HTTPClient, baseURL string, opts
 			connect.WithSchema(controlServiceMethods.ByName("SetCollectionPolicy")),
 			connect.WithClientOptions(opts...),
 		),
+		clearDeadLetter: connect.NewClient[v1.ClearDeadLetterRequest, v1.ClearDeadLetterResponse](
+			httpClient,
+			baseURL+ControlServiceClearDeadLetterProcedure,
+			connect.WithSchema(controlServiceMethods.ByName("ClearDeadLetter")),
+			connect.WithClientOptions(opts...),
+		),
+		getDeadLetterHistory: connect.NewClient[v1.GetDeadLetterHistoryRequest, v1.GetDeadLetterHistoryResponse](
+			httpClient,
+			baseURL+ControlServiceGetDeadLetterHistoryProcedure,
+			connect.WithSchema(controlServiceMethods.ByName("GetDeadLetterHistory")),
+			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -173,6 +208,8 @@ type controlServiceClient struct {
 	planCompactions          *connect.Client[v1.PlanCompactionsRequest, v1.PlanCompactionsResponse]
 	updateCollectionSettings *connect.Client[v1.UpdateCollectionSettingsRequest, v1.UpdateCollectionSettingsResponse]
 	setCollectionPolicy      *connect.Client[v1.SetCollectionPolicyRequest, v1.SetCollectionPolicyResponse]
+	clearDeadLetter          *connect.Client[v1.ClearDeadLetterRequest, v1.ClearDeadLetterResponse]
+	getDeadLetterHistory     *connect.Client[v1.GetDeadLetterHistoryRequest, v1.GetDeadLetterHistoryResponse]
 }
 
 // PauseCompactions calls compactor.v1.ControlService.PauseCompactions.
@@ -208,6 +245,16 @@ func (c *controlServiceClient) UpdateCollectionSettings(ctx context.Context, req
 // SetCollectionPolicy calls compactor.v1.ControlService.SetCollectionPolicy.
 func (c *controlServiceClient) SetCollectionPolicy(ctx context.Context, req *connect.Request[v1.SetCollectionPolicyRequest]) (*connect.Response[v1.SetCollectionPolicyResponse], error) {
 	return c.setCollectionPolicy.CallUnary(ctx, req)
+}
+
+// ClearDeadLetter calls compactor.v1.ControlService.ClearDeadLetter.
+func (c *controlServiceClient) ClearDeadLetter(ctx context.Context, req *connect.Request[v1.ClearDeadLetterRequest]) (*connect.Response[v1.ClearDeadLetterResponse], error) {
+	return c.clearDeadLetter.CallUnary(ctx, req)
+}
+
+// GetDeadLetterHistory calls compactor.v1.ControlService.GetDeadLetterHistory.
+func (c *controlServiceClient) GetDeadLetterHistory(ctx context.Context, req *connect.Request[v1.GetDeadLetterHistoryRequest]) (*connect.Response[v1.GetDeadLetterHistoryResponse], error) {
+	return c.getDeadLetterHistory.CallUnary(ctx, req)
 }
 
 // ControlServiceHandler is an implementation of the compactor.v1.ControlService service.
@@ -258,6 +305,22 @@ type ControlServiceHandler interface {
 	// [0, 1]; NOT_FOUND for an unknown
 	// collection.
 	SetCollectionPolicy(context.Context, *connect.Request[v1.SetCollectionPolicyRequest]) (*connect.Response[v1.SetCollectionPolicyResponse], error)
+	// ClearDeadLetter clears a dead-lettered collection's failure state by hand
+	// (failure and retry counts, the dead-letter mark), recording who did it and
+	// why in its dead-letter history in the same transaction; the scheduler
+	// compacts it again from its next run. A collection that is not
+	// dead-lettered is left as it is (cleared false).
+	//
+	// Errors: INVALID_ARGUMENT for a malformed id, or a reason or operator over
+	// 1,024 bytes; NOT_FOUND for an unknown collection.
+	ClearDeadLetter(context.Context, *connect.Request[v1.ClearDeadLetterRequest]) (*connect.Response[v1.ClearDeadLetterResponse], error)
+	// GetDeadLetterHistory returns a collection's dead-letter history, newest
+	// first: when it was dead-lettered (and by which server build), re-driven,
+	// cleared by an operator, or recovered by a success.
+	//
+	// Errors: INVALID_ARGUMENT for a malformed id; NOT_FOUND for an unknown
+	// collection.
+	GetDeadLetterHistory(context.Context, *connect.Request[v1.GetDeadLetterHistoryRequest]) (*connect.Response[v1.GetDeadLetterHistoryResponse], error)
 }
 
 // NewControlServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -311,6 +374,19 @@ func NewControlServiceHandler(svc ControlServiceHandler, opts ...connect.Handler
 		connect.WithSchema(controlServiceMethods.ByName("SetCollectionPolicy")),
 		connect.WithHandlerOptions(opts...),
 	)
+	controlServiceClearDeadLetterHandler := connect.NewUnaryHandler(
+		ControlServiceClearDeadLetterProcedure,
+		svc.ClearDeadLetter,
+		connect.WithSchema(controlServiceMethods.ByName("ClearDeadLetter")),
+		connect.WithHandlerOptions(opts...),
+	)
+	controlServiceGetDeadLetterHistoryHandler := connect.NewUnaryHandler(
+		ControlServiceGetDeadLetterHistoryProcedure,
+		svc.GetDeadLetterHistory,
+		connect.WithSchema(controlServiceMethods.ByName("GetDeadLetterHistory")),
+		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/compactor.v1.ControlService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case ControlServicePauseCompactionsProcedure:
@@ -327,6 +403,10 @@ func NewControlServiceHandler(svc ControlServiceHandler, opts ...connect.Handler
 			controlServiceUpdateCollectionSettingsHandler.ServeHTTP(w, r)
 		case ControlServiceSetCollectionPolicyProcedure:
 			controlServiceSetCollectionPolicyHandler.ServeHTTP(w, r)
+		case ControlServiceClearDeadLetterProcedure:
+			controlServiceClearDeadLetterHandler.ServeHTTP(w, r)
+		case ControlServiceGetDeadLetterHistoryProcedure:
+			controlServiceGetDeadLetterHistoryHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -362,4 +442,12 @@ func (UnimplementedControlServiceHandler) UpdateCollectionSettings(context.Conte
 
 func (UnimplementedControlServiceHandler) SetCollectionPolicy(context.Context, *connect.Request[v1.SetCollectionPolicyRequest]) (*connect.Response[v1.SetCollectionPolicyResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("compactor.v1.ControlService.SetCollectionPolicy is not implemented"))
+}
+
+func (UnimplementedControlServiceHandler) ClearDeadLetter(context.Context, *connect.Request[v1.ClearDeadLetterRequest]) (*connect.Response[v1.ClearDeadLetterResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("compactor.v1.ControlService.ClearDeadLetter is not implemented"))
+}
+
+func (UnimplementedControlServiceHandler) GetDeadLetterHistory(context.Context, *connect.Request[v1.GetDeadLetterHistoryRequest]) (*connect.Response[v1.GetDeadLetterHistoryResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("compactor.v1.ControlService.GetDeadLetterHistory is not implemented"))
 }

@@ -1,0 +1,199 @@
+package manager
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/dustin/go-humanize"
+
+	"github.com/compactorhq/compactor/internal/catalog"
+	"github.com/compactorhq/compactor/internal/jobtype"
+)
+
+// Prediction is an Estimate priced in time (jobtype.Prediction).
+type Prediction = jobtype.Prediction
+
+// Rates are the throughput a node has measured over its recent successful
+// jobs, which predictions are priced with.
+type Rates struct {
+	// BytesPerSecond: bytes written per second of the jobs' time outside
+	// their index phase; VectorsPerSecond: vectors indexed per second of
+	// their index phase. 0 when not measured.
+	BytesPerSecond, VectorsPerSecond float64
+	Jobs                             int // the jobs measured
+}
+
+// Prediction settings: the recent successful jobs of this node a
+// measurement uses, and how far back it looks for them.
+const (
+	rateJobs     = 20
+	rateJobsScan = 200
+)
+
+// measure reads this node's recent successful jobs (at most rateJobs that
+// wrote bytes and recorded their actual figures, among the newest
+// rateJobsScan successes) and returns their throughput.
+func (m *Manager) measure(ctx context.Context) (Rates, error) {
+	jobs, err := m.store.ListJobs(ctx, catalog.JobFilter{States: []catalog.JobState{catalog.JobSucceeded}, Limit: rateJobsScan})
+	if err != nil {
+		return Rates{}, fmt.Errorf("read recent jobs: %w", err)
+	}
+	var r Rates
+	var bytes, vectors int64
+	var writeSecs, indexSecs float64
+	for _, j := range jobs {
+		if r.Jobs == rateJobs {
+			break
+		}
+		if j.Node != m.cfg.Node || j.Actual == nil || j.BytesWritten <= 0 || j.StartedAt.IsZero() {
+			continue
+		}
+		d := j.FinishedAt.Sub(j.StartedAt).Seconds()
+		w := d - j.Actual.IndexSeconds
+		if w <= 0 {
+			continue
+		}
+		r.Jobs++
+		bytes += j.BytesWritten
+		writeSecs += w
+		if j.Actual.VectorsIndexed > 0 && j.Actual.IndexSeconds > 0 {
+			vectors += j.Actual.VectorsIndexed
+			indexSecs += j.Actual.IndexSeconds
+		}
+	}
+	if writeSecs > 0 {
+		r.BytesPerSecond = float64(bytes) / writeSecs
+	}
+	if indexSecs > 0 {
+		r.VectorsPerSecond = float64(vectors) / indexSecs
+	}
+	return r, nil
+}
+
+// Price prices estimate e with rates and the throughput cap in force
+// (bytes per second; 0: none): the predicted duration is the bytes
+// written at the measured write rate (the cap when it is lower) plus the
+// vectors indexed at the measured index rate. Without a measured write
+// rate the duration is unknown, unless a cap gives a lower bound.
+func Price(e Estimate, r Rates, capBps int64) Prediction {
+	p := Prediction{Estimate: e, Window: "now", VectorsPerSecond: r.VectorsPerSecond}
+	vectors := e.VectorsToInsert
+	rate, basis := r.BytesPerSecond, ""
+	switch {
+	case rate > 0 && capBps > 0 && float64(capBps) < rate:
+		rate = float64(capBps)
+		basis = fmt.Sprintf("writes at the cap of %s/s (measured %s/s over %d jobs)", humanize.IBytes(uint64(capBps)), humanize.IBytes(uint64(r.BytesPerSecond)), r.Jobs)
+	case rate > 0:
+		basis = fmt.Sprintf("writes at %s/s, measured over this node's last %d jobs", humanize.IBytes(uint64(rate)), r.Jobs)
+	case capBps > 0:
+		rate = float64(capBps)
+		basis = fmt.Sprintf("no measurement yet: a lower bound, writing at the cap of %s/s", humanize.IBytes(uint64(capBps)))
+	default:
+		p.Basis = "no measurement yet: this node has no successful job with measured figures"
+		return p
+	}
+	p.BytesPerSecond, p.SecondsKnown = rate, true
+	p.WriteSeconds = float64(e.BytesWritten) / rate
+	switch {
+	case !e.Indexed || vectors == 0:
+	case r.VectorsPerSecond > 0:
+		p.IndexSeconds = float64(vectors) / r.VectorsPerSecond
+		basis += fmt.Sprintf("; indexes %.0f vectors/s", r.VectorsPerSecond)
+	default:
+		basis += "; the index phase is not priced (no index build measured yet)"
+	}
+	p.Seconds = p.WriteSeconds + p.IndexSeconds
+	p.Basis = basis
+	return p
+}
+
+// pricer returns a function pricing estimates with this node's rates and
+// cap, read once.
+func (m *Manager) pricer(ctx context.Context) func(Estimate) Prediction {
+	r, err := m.measure(ctx)
+	if err != nil {
+		m.logger.Warn("measure throughput for predictions", "err", err)
+	}
+	tp, err := m.throughput.read(ctx)
+	if err != nil {
+		m.logger.Warn("read the throughput cap for predictions", "err", err)
+	}
+	return func(e Estimate) Prediction { return Price(e, r, tp.BytesPerSecond) }
+}
+
+// predict makes and stores the prediction of run r, just claimed, when its
+// executor estimates. A failure is logged: the job runs without one.
+func (m *Manager) predict(ctx context.Context, exec Executor, r *run) {
+	est, ok := exec.(Estimator)
+	if !ok {
+		return
+	}
+	e, err := est.Estimate(ctx, r.job.CollectionID)
+	if err != nil {
+		if ctx.Err() == nil {
+			m.logger.Warn("predict job", "job", r.job.ID, "collection", r.job.CollectionID, "err", err)
+		}
+		return
+	}
+	p := m.pricer(ctx)(e)
+	if err := m.store.SetJobPrediction(ctx, r.job.ID, m.owner, p); err != nil {
+		m.logger.Warn("store the prediction of job", "job", r.job.ID, "collection", r.job.CollectionID, "err", err)
+		return
+	}
+	m.runs.predicted(r, &p)
+}
+
+// PredictionError is a job's actual figures against its prediction: each
+// is actual/predicted - 1 (0: exact; 0.5: half again as much), and Known
+// says which could be compared (a prediction of 0, or an unknown
+// duration, cannot).
+type PredictionError struct {
+	Seconds, BytesWritten, BlobPuts, BytesRead     float64
+	SecondsKnown, BytesKnown, PutsKnown, ReadKnown bool
+}
+
+// CompareToPrediction compares job j's actual figures with its prediction
+// (zero when it has none).
+func CompareToPrediction(j catalog.Job) PredictionError {
+	var e PredictionError
+	p := j.Predicted
+	if p == nil || j.State != catalog.JobSucceeded {
+		return e
+	}
+	ratio := func(actual, predicted float64) (float64, bool) {
+		if predicted <= 0 {
+			return 0, false
+		}
+		return actual/predicted - 1, true
+	}
+	if p.SecondsKnown && !j.StartedAt.IsZero() {
+		e.Seconds, e.SecondsKnown = ratio(j.FinishedAt.Sub(j.StartedAt).Seconds(), p.Seconds)
+	}
+	// The prediction counts every byte put, the index's included; a job
+	// row's BytesWritten counts blocks and manifest only.
+	written, predicted := float64(j.BytesWritten), float64(p.BytesWritten-p.IndexBytes)
+	if a := j.Actual; a != nil && a.BytesWritten > 0 {
+		written, predicted = float64(a.BytesWritten), float64(p.BytesWritten)
+	}
+	e.BytesWritten, e.BytesKnown = ratio(written, predicted)
+	if a := j.Actual; a != nil {
+		e.BlobPuts, e.PutsKnown = ratio(float64(a.BlobPuts), float64(p.BlobPuts))
+		e.BytesRead, e.ReadKnown = ratio(float64(a.BytesRead), float64(p.BytesRead))
+	}
+	return e
+}
+
+// observePrediction records a finished job's prediction error in
+// compactor_plan_prediction_error_ratio.
+func (m *metrics) observePrediction(j catalog.Job) {
+	e := CompareToPrediction(j)
+	if e.SecondsKnown {
+		m.predictionError.WithLabelValues("duration").Observe(e.Seconds)
+	}
+	if e.BytesKnown {
+		m.predictionError.WithLabelValues("bytes_written").Observe(e.BytesWritten)
+	}
+	if e.PutsKnown {
+		m.predictionError.WithLabelValues("blob_puts").Observe(e.BlobPuts)
+	}
+}
