@@ -998,7 +998,7 @@ func TestPlanEstimatePricesJobsAndAJobShowsPredictedAndActual(t *testing.T) {
 		t.Fatalf("push: %v\n%s", r.err, r.stderr)
 	}
 	plan := ok(t, addr, "plan", "--estimate").stdout
-	for _, want := range []string{"READ", "WRITE", "GETS", "PUTS", "W-AMP", "INDEX", "DURATION", "WINDOW", "+50/-0 rebuild", "now",
+	for _, want := range []string{"READ", "WRITE", "GETS", "PUTS", "W-AMP", "INDEX", "DURATION", "WINDOW", "+50/-0 full build (the current version has no index)", "now",
 		"total: 1 jobs, 50 records"} {
 		if !strings.Contains(plan, want) {
 			t.Errorf("plan --estimate lacks %q:\n%s", want, plan)
