@@ -272,6 +272,11 @@ type Job struct {
 	// TraceParent is the W3C traceparent of the request that queued the
 	// job ("" for none): the job's trace links to that request's.
 	TraceParent string
+	// TriggeredBy is the principal who asked for the job (a one-off
+	// compaction: its credential's name, "anonymous" without
+	// authentication); "" for a job the scheduler queued. A continuation
+	// job keeps its predecessor's.
+	TriggeredBy string
 
 	// Queue state (DESIGN.md §7a; see queue.go).
 

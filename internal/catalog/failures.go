@@ -22,7 +22,7 @@ const clearFailureState = `failure_count = 0, dead_lettered_at = NULL, retry_cou
 // it is claimed (zero: none). The failure policy that computes them lives
 // with the caller. Errors: ErrNotFound, ErrUnavailable.
 func (c *Catalog) SetRetry(ctx context.Context, collectionID string, retries int, retryAfter time.Time) error {
-	_, err := c.updateCollection(ctx, collectionID, `retry_count = ?, retry_after = ?`, retries, msOrNull(retryAfter))
+	_, err := c.updateCollection(ctx, collectionID, nil, `retry_count = ?, retry_after = ?`, retries, msOrNull(retryAfter))
 	return c.wrap(err, "set retry state of collection %s", collectionID)
 }
 

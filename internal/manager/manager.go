@@ -45,6 +45,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/compactorhq/compactor/internal/audit"
 	"github.com/compactorhq/compactor/internal/catalog"
 	"github.com/compactorhq/compactor/internal/clock"
 	"github.com/compactorhq/compactor/internal/jobtype"
@@ -450,13 +451,17 @@ func (m *Manager) Compact(ctx context.Context, ids []string, all bool, reason st
 	}
 	call := catalog.EnqueueCall{SkipMissing: all}
 	tp := traceParent(ctx) // the jobs' traces link to this request's
+	by := ""
+	if actor, ok := audit.ActorFrom(ctx); ok {
+		call.Actor, by = &actor, actor.Name // audited in the enqueue's transaction
+	}
 	if all {
 		colls, err := m.store.ListCollections(ctx)
 		if err != nil {
 			return nil, fmt.Errorf("list collections: %w", err)
 		}
 		for _, c := range colls {
-			call.Requests = append(call.Requests, catalog.JobRequest{CollectionID: c.ID, Trigger: catalog.TriggerOneOff, Reason: reason, TraceParent: tp})
+			call.Requests = append(call.Requests, catalog.JobRequest{CollectionID: c.ID, Trigger: catalog.TriggerOneOff, Reason: reason, TraceParent: tp, TriggeredBy: by})
 		}
 	} else {
 		seen := make(map[string]bool, len(ids))
@@ -465,7 +470,7 @@ func (m *Manager) Compact(ctx context.Context, ids []string, all bool, reason st
 				continue
 			}
 			seen[id] = true
-			call.Requests = append(call.Requests, catalog.JobRequest{CollectionID: id, Trigger: catalog.TriggerOneOff, Reason: reason, TraceParent: tp})
+			call.Requests = append(call.Requests, catalog.JobRequest{CollectionID: id, Trigger: catalog.TriggerOneOff, Reason: reason, TraceParent: tp, TriggeredBy: by})
 		}
 	}
 	if m.runs.isStopping() {
