@@ -375,7 +375,11 @@ type PermissionError struct {
 }
 
 func (e *PermissionError) Error() string {
-	return fmt.Sprintf("%s needs role %s (or admin); %s has role %s", e.What, e.Need, e.Principal.Name, e.Principal.Role)
+	need := string(e.Need) + " or admin"
+	if e.Need == RoleAdmin {
+		need = string(RoleAdmin)
+	}
+	return fmt.Sprintf("%s needs role %s; %s has role %s", e.What, need, e.Principal.Name, e.Principal.Role)
 }
 
 // ErrPermission matches every *PermissionError.
