@@ -40,8 +40,10 @@ type buildView struct {
 }
 
 type authView struct {
-	Required  bool   // a token is configured
-	SignedIn  bool   // the request carries it
+	Required  bool   // credentials are configured
+	SignedIn  bool   // the request carries one
+	Principal string // the signed-in credential's name
+	Role      string // its role
 	LoginURL  string // /login?next=<this page>
 	LogoutURL string
 }
@@ -49,7 +51,12 @@ type authView struct {
 // actView is what an action form needs: whether it may be shown, where to
 // come back to, and where to sign in otherwise.
 type actView struct {
-	Allowed  bool
+	Allowed bool // the principal's role may act (operator or admin)
+	// SignedIn: the request is signed in, as Principal with Role (which
+	// does not allow the action when Allowed is false).
+	SignedIn  bool
+	Principal string
+	Role      string
 	Next     string
 	LoginURL string
 }

@@ -446,15 +446,28 @@ func sessionMAC(key []byte, name string) string {
 	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
 }
 
-// Source says where the server's credentials come from: the single --token
-// (admin, named TokenPrincipal) and the --tokens-file, either or both.
+// Source says where the server's credentials come from: the single admin
+// token (named TokenPrincipal), given itself (--token) or in a file
+// (--token-file), and the named credentials of a tokens file
+// (--tokens-file); any of them, or none.
 type Source struct {
 	Token      string
+	TokenFile  string
 	TokensFile string
 }
 
-// Load reads the credentials of s. Errors name the file and line.
+// Load reads the credentials of s (the files again at each call). Errors
+// name the file and, for a tokens file, the line.
 func (s Source) Load() (*Credentials, error) {
+	if s.TokenFile != "" {
+		b, err := os.ReadFile(s.TokenFile)
+		if err != nil {
+			return nil, fmt.Errorf("--token-file: %w", err)
+		}
+		if s.Token = strings.TrimSpace(string(b)); s.Token == "" {
+			return nil, fmt.Errorf("--token-file %s is empty", s.TokenFile)
+		}
+	}
 	var file *Credentials
 	if s.TokensFile != "" {
 		var err error

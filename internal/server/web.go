@@ -358,7 +358,7 @@ func (b *backlogSampler) run(ctx context.Context, every time.Duration, events <-
 func (a *App) mountWeb() error {
 	a.backlog = &backlogSampler{cat: a.Catalog}
 	cfg := a.cfg.Web
-	cfg.Token, cfg.ProtectReads = a.cfg.Token, a.cfg.ProtectReads
+	cfg.Auth, cfg.ProtectReads = a.Auth, a.cfg.ProtectReads
 	cfg.Logger, cfg.Done = a.log, a.done // the page adds component=web
 	bi := buildinfo.Get()
 	cfg.Build = web.Build{Version: bi.Version, Revision: bi.Revision, Time: bi.Time, Modified: bi.Modified}

@@ -278,8 +278,13 @@ type Job struct {
 	// job may (the server's maximum compaction size) and left a backlog, so
 	// this one was queued at once. Empty for other jobs.
 	ContinuesJobId string `protobuf:"bytes,23,opt,name=continues_job_id,json=continuesJobId,proto3" json:"continues_job_id,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Who asked for the job: the name of the credential that made the Compact
+	// call (on the RPC API or the status page), "anonymous" when the server
+	// has no credentials; empty for a job the scheduler queued. A job that
+	// continues another keeps its value.
+	TriggeredBy   string `protobuf:"bytes,24,opt,name=triggered_by,json=triggeredBy,proto3" json:"triggered_by,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Job) Reset() {
@@ -469,6 +474,13 @@ func (x *Job) GetCancelRequested() bool {
 func (x *Job) GetContinuesJobId() string {
 	if x != nil {
 		return x.ContinuesJobId
+	}
+	return ""
+}
+
+func (x *Job) GetTriggeredBy() string {
+	if x != nil {
+		return x.TriggeredBy
 	}
 	return ""
 }
@@ -1398,7 +1410,7 @@ var File_compactor_v1_compaction_proto protoreflect.FileDescriptor
 
 const file_compactor_v1_compaction_proto_rawDesc = "" +
 	"\n" +
-	"\x1dcompactor/v1/compaction.proto\x12\fcompactor.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xef\x06\n" +
+	"\x1dcompactor/v1/compaction.proto\x12\fcompactor.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x92\a\n" +
 	"\x03Job\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12#\n" +
 	"\rcollection_id\x18\x02 \x01(\tR\fcollectionId\x12'\n" +
@@ -1427,7 +1439,8 @@ const file_compactor_v1_compaction_proto_rawDesc = "" +
 	"\x04node\x18\x14 \x01(\tR\x04node\x122\n" +
 	"\bprogress\x18\x15 \x01(\v2\x16.compactor.v1.ProgressR\bprogress\x12)\n" +
 	"\x10cancel_requested\x18\x16 \x01(\bR\x0fcancelRequested\x12(\n" +
-	"\x10continues_job_id\x18\x17 \x01(\tR\x0econtinuesJobId\"\xa0\x02\n" +
+	"\x10continues_job_id\x18\x17 \x01(\tR\x0econtinuesJobId\x12!\n" +
+	"\ftriggered_by\x18\x18 \x01(\tR\vtriggeredBy\"\xa0\x02\n" +
 	"\bProgress\x12!\n" +
 	"\frecords_read\x18\x01 \x01(\x03R\vrecordsRead\x12#\n" +
 	"\rrecords_total\x18\x02 \x01(\x03R\frecordsTotal\x12#\n" +
