@@ -58,8 +58,8 @@ func (h *handler) act(r *http.Request) actView {
 		SignedIn:  signedIn,
 		Principal: p.Name,
 		Role:      string(p.Role),
-		Next:     here(r),
-		LoginURL: "/login?" + url.Values{"next": {here(r)}}.Encode(),
+		Next:      here(r),
+		LoginURL:  "/login?" + url.Values{"next": {here(r)}}.Encode(),
 	}
 }
 

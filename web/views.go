@@ -57,8 +57,8 @@ type actView struct {
 	SignedIn  bool
 	Principal string
 	Role      string
-	Next     string
-	LoginURL string
+	Next      string
+	LoginURL  string
 }
 
 type flashView struct {
