@@ -35,6 +35,7 @@ func (h *handler) meta(r *http.Request, title, section string, live bool) pageMe
 			SignedIn:  signedIn,
 			Principal: p.Name,
 			Role:      string(p.Role),
+			MayAudit:  h.hasAudit() && h.may(r, auth.RoleOperator),
 			LoginURL:  "/login?" + url.Values{"next": {here(r)}}.Encode(),
 			LogoutURL: "/logout",
 		},

@@ -338,6 +338,7 @@ func TestJobPageShowsEveryField(t *testing.T) {
 		"collection":      "orders",
 		"collection_id":   webtest.Orders,
 		"trigger":         "scheduled",
+		"triggered_by":    "the scheduler",
 		"reason":          "backlog 1200 >= 10",
 		"attempt":         "1",
 		"node":            "node-a",

@@ -44,6 +44,7 @@ type authView struct {
 	SignedIn  bool   // the request carries one
 	Principal string // the signed-in credential's name
 	Role      string // its role
+	MayAudit  bool   // the role may read the audit log (operator, admin)
 	LoginURL  string // /login?next=<this page>
 	LogoutURL string
 }
@@ -794,6 +795,7 @@ func buildJob(now time.Time, j Job, capBps int64, act actView) jobView {
 			{Key: "collection", Label: "Collection", Value: r.CollectionName, URL: r.CollectionURL},
 			{Key: "collection_id", Label: "Collection ID", Value: j.CollectionID},
 			{Key: "trigger", Label: "Trigger", Value: r.Trigger},
+			{Key: "triggered_by", Label: "Triggered by", Value: triggeredBy(j.TriggeredBy)},
 			{Key: "reason", Label: "Reason", Value: orDash(j.Reason), Pre: j.Reason != ""},
 			{Key: "attempt", Label: "Attempt", Value: r.Attempt},
 			{Key: "node", Label: "Node", Value: orDash(j.Node)},
@@ -953,4 +955,12 @@ func buildPlan(now time.Time, c Controls, entries []PlanEntry, act actView) plan
 		}
 	}
 	return v
+}
+
+// triggeredBy shows who asked for a job; the scheduler's jobs name no one.
+func triggeredBy(by string) string {
+	if by == "" {
+		return "the scheduler"
+	}
+	return by
 }

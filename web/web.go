@@ -94,14 +94,17 @@ type Job struct {
 	Error          string // error text of a failed job
 	Note           string // e.g. "nothing to compact", "interrupted"
 	Node           string // the node that ran it
-	Attempt        int
-	CreatedAt      time.Time
-	StartedAt      time.Time
-	FinishedAt     time.Time
-	OffsetStart    int64 // log offsets covered: (OffsetStart, OffsetEnd]
-	OffsetEnd      int64
-	RecordsRead    int64 // progress: records read so far …
-	RecordsTotal   int64 // … of this many (0: unknown)
+	// TriggeredBy is who asked for the job (a credential's name,
+	// "anonymous" without authentication); "" for the scheduler's.
+	TriggeredBy  string
+	Attempt      int
+	CreatedAt    time.Time
+	StartedAt    time.Time
+	FinishedAt   time.Time
+	OffsetStart  int64 // log offsets covered: (OffsetStart, OffsetEnd]
+	OffsetEnd    int64
+	RecordsRead  int64 // progress: records read so far …
+	RecordsTotal int64 // … of this many (0: unknown)
 	// Progress of a running job: its phase ("reading log", "materializing",
 	// "writing blocks", "indexing", "committing"), the fraction of the whole job done
 	// (0 to 1), the time left (meaningful only when ETAKnown) and the
@@ -396,6 +399,7 @@ func NewHandler(src Source, cfg Config) (http.Handler, error) {
 	mux.HandleFunc("GET /jobs/{id}", h.jobPage)
 	mux.HandleFunc("POST /jobs/{id}/cancel", h.cancel)
 	mux.HandleFunc("GET /collections", h.collectionsPage)
+	mux.HandleFunc("GET /audit", h.auditPage)
 	mux.HandleFunc("GET /collections/{id}", h.collectionPage)
 	mux.HandleFunc("POST /collections/{id}/compact", h.compact)
 	mux.HandleFunc("POST /collections/{id}/pause", h.pause)

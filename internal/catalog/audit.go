@@ -143,6 +143,9 @@ type AuditFilter struct {
 	Since        time.Time // events at or after it
 	// AfterID is a cursor: only events with a larger id.
 	AfterID int64
+	// Newest lists the newest events first (by id descending) instead of
+	// the oldest.
+	Newest bool
 	Limit   int // at most this many events; 0 or over 1000 means 1000
 }
 
@@ -177,7 +180,11 @@ func (c *Catalog) ListAuditEvents(ctx context.Context, f AuditFilter) ([]audit.E
 	if len(where) > 0 {
 		q += ` WHERE ` + strings.Join(where, " AND ")
 	}
-	q += ` ORDER BY id LIMIT ?`
+	if f.Newest {
+		q += ` ORDER BY id DESC LIMIT ?`
+	} else {
+		q += ` ORDER BY id LIMIT ?`
+	}
 	events, _, err := c.queryAudit(ctx, c.r, q, append(args, limit)...)
 	if err != nil {
 		return nil, c.wrap(err, "list audit events")

@@ -138,6 +138,7 @@ func Commands(s Streams) []*cobra.Command {
 		newResumeCmd(g),
 		newPlanCmd(g),
 		newThrottleCmd(g),
+		newAuditCmd(g),
 	}
 	for _, c := range cmds {
 		g.register(c, allFlags)
