@@ -146,7 +146,7 @@ type AuditFilter struct {
 	// Newest lists the newest events first (by id descending) instead of
 	// the oldest.
 	Newest bool
-	Limit   int // at most this many events; 0 or over 1000 means 1000
+	Limit  int // at most this many events; 0 or over 1000 means 1000
 }
 
 // maxListAudit bounds one listing of audit events.
