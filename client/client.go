@@ -59,8 +59,9 @@ func New(httpClient connect.HTTPClient, baseURL string, opts ...connect.ClientOp
 }
 
 // WithBearerToken sends "Authorization: Bearer <token>" on every call,
-// unary and streaming: the token a server started with --token (or
-// --token-file) requires. The token is sent as given, so keep it out of
+// unary and streaming: a token of the server's --tokens-file, or its
+// --token (or --token-file). The server answers a call above the token's
+// role with PERMISSION_DENIED. The token is sent as given, so keep it out of
 // logs on the caller's side too.
 func WithBearerToken(token string) connect.ClientOption {
 	return connect.WithInterceptors(bearer("Bearer " + token))
