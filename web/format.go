@@ -72,6 +72,14 @@ func stateClass(state string) string {
 	}
 }
 
+// kindLabel returns a job kind for humans: "compaction", "index rebuild".
+func kindLabel(k string) string {
+	if k == "" {
+		k = KindCompaction
+	}
+	return strings.ReplaceAll(k, "_", " ")
+}
+
 // triggerLabel returns a trigger for humans.
 func triggerLabel(t string) string {
 	switch t {

@@ -337,6 +337,7 @@ func TestJobPageShowsEveryField(t *testing.T) {
 		"state":           "RUNNING",
 		"collection":      "orders",
 		"collection_id":   webtest.Orders,
+		"kind":            "compaction",
 		"trigger":         "scheduled",
 		"triggered_by":    "the scheduler",
 		"reason":          "backlog 1200 >= 10",
@@ -379,6 +380,38 @@ func TestJobPageShowsEveryField(t *testing.T) {
 	}
 	if !strings.Contains(errText, `"connection reset" <script>alert(3)</script> at segment.Write`) {
 		t.Errorf("error text %q", errText)
+	}
+}
+
+// TestTheKindOfEachJobIsShown: the history rows and a job's page name
+// its kind; a job without one is a compaction.
+func TestTheKindOfEachJobIsShown(t *testing.T) {
+	e := newEnv(t, web.Config{})
+	p := e.get("/").page(t)
+	kinds := map[string]string{}
+	for _, row := range p.ByTestID("history-row") {
+		kinds[row.Attrs["data-job-id"]] = row.One(t, "job-kind").Text()
+	}
+	if kinds[webtest.Cancelled] != "index rebuild" || kinds[webtest.Succeeded] != "compaction" {
+		t.Errorf("history kinds %v: want %s an index rebuild and %s a compaction", kinds, webtest.Cancelled, webtest.Succeeded)
+	}
+	for _, row := range append(p.ByTestID("running-job"), p.ByTestID("queue-row")...) {
+		if got := row.One(t, "job-kind").Text(); got != "compaction" {
+			t.Errorf("job %s of kind %q, want compaction", row.Attrs["data-job-id"], got)
+		}
+	}
+	job := e.get("/jobs/" + webtest.Cancelled).page(t)
+	var kind string
+	for _, dd := range job.One(t, "job-fields").ByTag("dd") {
+		if dd.Attrs["data-field"] == "kind" {
+			kind = dd.Text()
+		}
+	}
+	if kind != "index rebuild" {
+		t.Errorf("job page kind %q, want index rebuild", kind)
+	}
+	if got := job.ByTag("p")[0].Text(); !strings.Contains(got, "one-off index rebuild of debian-packages") {
+		t.Errorf("job page subtitle %q", got)
 	}
 }
 

@@ -109,6 +109,7 @@ type jobRow struct {
 	CollectionURL  string
 	State          string
 	StateClass     string
+	Kind           string // for humans: "compaction", "index rebuild"
 	Trigger        string
 	Reason         string // full text (title attribute)
 	ReasonShort    string
@@ -145,6 +146,7 @@ func newJobRow(now time.Time, j Job, names map[string]string) jobRow {
 		CollectionURL:  collectionURL(j.CollectionID),
 		State:          j.State,
 		StateClass:     stateClass(j.State),
+		Kind:           kindLabel(j.Kind),
 		Trigger:        triggerLabel(j.Trigger),
 		Reason:         j.Reason,
 		ReasonShort:    truncate(firstLine(j.Reason), 60),
@@ -794,6 +796,7 @@ func buildJob(now time.Time, j Job, capBps int64, act actView) jobView {
 			{Key: "state", Label: "State", Value: j.State, Badge: r.StateClass},
 			{Key: "collection", Label: "Collection", Value: r.CollectionName, URL: r.CollectionURL},
 			{Key: "collection_id", Label: "Collection ID", Value: j.CollectionID},
+			{Key: "kind", Label: "Kind", Value: r.Kind},
 			{Key: "trigger", Label: "Trigger", Value: r.Trigger},
 			{Key: "triggered_by", Label: "Triggered by", Value: triggeredBy(j.TriggeredBy)},
 			{Key: "reason", Label: "Reason", Value: orDash(j.Reason), Pre: j.Reason != ""},

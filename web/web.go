@@ -69,6 +69,10 @@ const (
 
 	TriggerScheduled = "SCHEDULED"
 	TriggerOneOff    = "ONE_OFF"
+
+	KindCompaction   = "compaction"
+	KindIndexRebuild = "index_rebuild"
+	KindVerify       = "verify"
 )
 
 // Sentinel errors a Source returns (wrapped or not; they are matched with
@@ -82,18 +86,21 @@ var (
 	ErrConflict = errors.New("conflict")
 )
 
-// Job is a compaction job as the page shows it. Times are UTC; a zero time
+// Job is a job (a compaction, an index rebuild) as the page shows it. Times are UTC; a zero time
 // means "not yet" (StartedAt of a queued job) or unknown.
 type Job struct {
 	ID             string
 	CollectionID   string
 	CollectionName string // may be empty; the page then looks it up or shows the id
-	Trigger        string // TriggerScheduled or TriggerOneOff
-	State          string // StateQueued … StateCancelled
-	Reason         string
-	Error          string // error text of a failed job
-	Note           string // e.g. "nothing to compact", "interrupted"
-	Node           string // the node that ran it
+	// Kind is what the job does: KindCompaction, KindIndexRebuild,
+	// KindVerify ("" is a compaction; another value is shown as it is).
+	Kind    string
+	Trigger string // TriggerScheduled or TriggerOneOff
+	State   string // StateQueued … StateCancelled
+	Reason  string
+	Error   string // error text of a failed job
+	Note    string // e.g. "nothing to compact", "interrupted"
+	Node    string // the node that ran it
 	// TriggeredBy is who asked for the job (a credential's name,
 	// "anonymous" without authentication); "" for the scheduler's.
 	TriggeredBy  string

@@ -17,6 +17,8 @@ import (
 	"fmt"
 	"syscall"
 	"time"
+
+	"github.com/compactorhq/compactor/internal/jobtype"
 )
 
 // Sentinel errors. Every error the package returns for one of these
@@ -231,6 +233,9 @@ func (s JobState) Finished() bool {
 	return s == JobSucceeded || s == JobFailed || s == JobCancelled
 }
 
+// JobKind is the kind of a job (jobtype.Kind).
+type JobKind = jobtype.Kind
+
 // Trigger says why a job exists.
 type Trigger string
 
@@ -240,10 +245,14 @@ const (
 	TriggerOneOff    Trigger = "ONE_OFF"
 )
 
-// Job is one row of the jobs table: a compaction of one collection.
+// Job is one row of the jobs table: a job of one collection, of one kind.
 type Job struct {
 	ID           string // UUID
 	CollectionID string
+	// Kind is what the job does (jobtype.Kind: compaction, index_rebuild,
+	// verify); "" is read as compaction. The catalog stores any non-empty
+	// kind; the manager fails a job of a kind no executor of its node runs.
+	Kind JobKind
 	// CollectionName is the collection's name as read with the job (a join,
 	// not a column of the job row); "" once the collection is deleted.
 	CollectionName string
@@ -300,6 +309,7 @@ type Job struct {
 // JobFilter selects jobs for ListJobs. Zero fields do not filter.
 type JobFilter struct {
 	CollectionID string
+	Kinds        []JobKind // only jobs of one of these kinds
 	States       []JobState
 	Trigger      Trigger
 	// Before is a cursor: only jobs created strictly before it (by

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/compactorhq/compactor/internal/jobtype"
 )
 
 // Listing bounds of ListJobs.
@@ -23,7 +25,7 @@ const jobColumns = `id, collection_id, trigger_type, state, reason, attempt, cre
 	error_text, note, node, continues,
 	priority, oldest_at, lease_owner, lease_expires_at, cancel_requested,
 	progress_phase, progress_read, progress_total, progress_bytes, progress_at,
-	progress_fraction, progress_eta_ms, progress_blocks_written, progress_blocks_total, trace_parent, triggered_by`
+	progress_fraction, progress_eta_ms, progress_blocks_written, progress_blocks_total, trace_parent, kind, triggered_by`
 
 // jobReadColumns selects a job row (table alias j) in the order scanJob
 // reads it: jobColumns, then the name of the job's collection, joined in
@@ -34,7 +36,7 @@ const jobReadColumns = `j.id, j.collection_id, j.trigger_type, j.state, j.reason
 	j.error_text, j.note, j.node, j.continues,
 	j.priority, j.oldest_at, j.lease_owner, j.lease_expires_at, j.cancel_requested,
 	j.progress_phase, j.progress_read, j.progress_total, j.progress_bytes, j.progress_at,
-	j.progress_fraction, j.progress_eta_ms, j.progress_blocks_written, j.progress_blocks_total, j.trace_parent, j.triggered_by,
+	j.progress_fraction, j.progress_eta_ms, j.progress_blocks_written, j.progress_blocks_total, j.trace_parent, j.kind, j.triggered_by,
 	COALESCE((SELECT cn.name FROM collections cn WHERE cn.id = j.collection_id), '')`
 
 func scanJob(s scanner) (Job, error) {
@@ -50,7 +52,7 @@ func scanJob(s scanner) (Job, error) {
 		&j.Error, &j.Note, &j.Node, &j.Continues,
 		&priority, msTime{&j.OldestAt}, &j.LeaseOwner, msTime{&j.LeaseExpiresAt}, &cancel,
 		&j.Progress.Phase, &j.Progress.OpRecordsRead, &j.Progress.OpRecordsTotal, &j.Progress.BytesWritten, msTime{&j.Progress.UpdatedAt},
-		&j.Progress.Fraction, &eta, &j.Progress.BlocksWritten, &j.Progress.BlocksTotal, &j.TraceParent, &j.TriggeredBy,
+		&j.Progress.Fraction, &eta, &j.Progress.BlocksWritten, &j.Progress.BlocksTotal, &j.TraceParent, &j.Kind, &j.TriggeredBy,
 		&j.CollectionName)
 	if err != nil {
 		return Job{}, err
@@ -70,6 +72,9 @@ func validateJob(j Job) error {
 	case j.CollectionID == "":
 		return fmt.Errorf("job collection id must not be empty: %w", ErrInvalidArgument)
 	}
+	if err := checkKind(j.Kind); err != nil {
+		return err
+	}
 	switch j.State {
 	case JobQueued, JobRunning, JobSucceeded, JobFailed, JobCancelled:
 	default:
@@ -81,6 +86,32 @@ func validateJob(j Job) error {
 		return fmt.Errorf("unknown job trigger %q: %w", j.Trigger, ErrInvalidArgument)
 	}
 	return nil
+}
+
+// maxKindBytes bounds a job kind's name.
+const maxKindBytes = 64
+
+// checkKind accepts "" (a compaction) and any short name of lowercase
+// letters, digits and underscores: the catalog stores kinds it does not
+// know (a newer replica's), and the manager refuses to run them.
+func checkKind(k JobKind) error {
+	if len(k) > maxKindBytes {
+		return fmt.Errorf("job kind of %d bytes, more than %d: %w", len(k), maxKindBytes, ErrInvalidArgument)
+	}
+	for _, r := range k {
+		if (r < 'a' || r > 'z') && (r < '0' || r > '9') && r != '_' {
+			return fmt.Errorf("job kind %q: only lowercase letters, digits and _ are allowed: %w", k, ErrInvalidArgument)
+		}
+	}
+	return nil
+}
+
+// kindOrDefault is k, or compaction for "".
+func kindOrDefault(k JobKind) JobKind {
+	if k == "" {
+		return jobtype.KindCompaction
+	}
+	return k
 }
 
 // InsertJob inserts a new job row. ErrAlreadyExists for a duplicate id.
@@ -98,7 +129,7 @@ func (c *Catalog) InsertJob(ctx context.Context, j Job) error {
 // insertJobQuery inserts a job row, last in enqueue order.
 func (c *Catalog) insertJobQuery() string {
 	return `INSERT INTO jobs (` + jobColumns + `, queue_seq)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ` + c.d.nextQueueSeq + `)`
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ` + c.d.nextQueueSeq + `)`
 }
 
 // execInsertJob inserts job j, placing it last in enqueue order. A second
@@ -116,10 +147,10 @@ func (c *Catalog) execInsertJob(ctx context.Context, tx *sql.Tx, j Job) error {
 		j.Error, j.Note, j.Node, j.Continues,
 		priorityOf(j), msOrNull(j.OldestAt), j.LeaseOwner, msOrNull(j.LeaseExpiresAt), cancel,
 		string(j.Progress.Phase), j.Progress.OpRecordsRead, j.Progress.OpRecordsTotal, j.Progress.BytesWritten, msOrNull(j.Progress.UpdatedAt),
-		j.Progress.Fraction, etaOrNull(j.Progress), j.Progress.BlocksWritten, j.Progress.BlocksTotal, j.TraceParent, j.TriggeredBy)
+		j.Progress.Fraction, etaOrNull(j.Progress), j.Progress.BlocksWritten, j.Progress.BlocksTotal, j.TraceParent, string(kindOrDefault(j.Kind)), j.TriggeredBy)
 	switch c.d.kind(err) {
 	case kindUnique:
-		return fmt.Errorf("job id is taken, or collection %s has a %s job already: %w", j.CollectionID, j.State, ErrAlreadyExists)
+		return fmt.Errorf("job id is taken, or collection %s has a %s %s job already: %w", j.CollectionID, j.State, kindOrDefault(j.Kind), ErrAlreadyExists)
 	case kindForeignKey:
 		return fmt.Errorf("collection %s: %w", j.CollectionID, ErrNotFound)
 	}
@@ -222,6 +253,12 @@ func (c *Catalog) ListJobs(ctx context.Context, f JobFilter) ([]Job, error) {
 		where = append(where, `state IN (`+placeholders(len(f.States))+`)`)
 		for _, s := range f.States {
 			args = append(args, string(s))
+		}
+	}
+	if len(f.Kinds) > 0 {
+		where = append(where, `kind IN (`+placeholders(len(f.Kinds))+`)`)
+		for _, k := range f.Kinds {
+			args = append(args, string(kindOrDefault(k)))
 		}
 	}
 	if f.Trigger != "" {

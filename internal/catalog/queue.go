@@ -19,7 +19,8 @@ import (
 
 // The job queue in the catalog (DESIGN.md §7a). The jobs table is the queue
 // and the database keeps its invariants for every replica at once: partial
-// unique indexes allow at most one QUEUED and one RUNNING job per collection;
+// unique indexes allow at most one QUEUED job per collection and kind, and
+// one RUNNING job per collection of any kind;
 // a worker claims the next job in one transaction (passing over rows locked
 // by others on PostgreSQL, the single write transaction on SQLite) with a
 // job lease it renews while the job runs; a job's terminal update and its
@@ -68,8 +69,11 @@ type JobProgress = jobtype.Progress
 type JobRequest struct {
 	ID           string // optional; a new UUID when empty
 	CollectionID string
-	Trigger      Trigger
-	Reason       string
+	// Kind of the job; "" is a compaction. Deduplication is per
+	// collection and kind.
+	Kind    JobKind
+	Trigger Trigger
+	Reason  string
 	// OldestAt is the append time of the collection's oldest uncompacted
 	// record (claim order: the oldest backlog first); zero when unknown.
 	OldestAt time.Time
@@ -84,8 +88,9 @@ type JobRequest struct {
 	TriggeredBy string
 }
 
-// EnqueueJob queues a job for r.CollectionID unless one is queued already:
-// then it returns that job and created=false; a ONE_OFF request raises a
+// EnqueueJob queues a job of kind r.Kind for r.CollectionID unless one of
+// that kind is queued already: then it returns that job and created=false
+// (a queued job of another kind is a different job); a ONE_OFF request raises a
 // queued scheduled job to one-off priority (the operator's request runs
 // first). The job's Attempt is the collection's consecutive failures + 1.
 // The collection row is locked for the transaction, so concurrent enqueues
@@ -111,7 +116,7 @@ func (c *Catalog) EnqueueJob(ctx context.Context, r JobRequest) (job Job, create
 // EnqueueCall is one caller's request to EnqueueJobs: a job for each of
 // its collections, all or none.
 type EnqueueCall struct {
-	Requests []JobRequest // one per collection; a collection at most once
+	Requests []JobRequest // one per collection and kind; a pair at most once
 	// SkipMissing leaves out the collections that do not exist instead of
 	// failing the call (compact all: deleted since they were listed).
 	SkipMissing bool
@@ -214,6 +219,9 @@ func checkJobRequest(r JobRequest) error {
 	case r.Trigger != TriggerScheduled && r.Trigger != TriggerOneOff:
 		return fmt.Errorf("collection %s: unknown trigger %q: %w", r.CollectionID, r.Trigger, ErrInvalidArgument)
 	}
+	if err := checkKind(r.Kind); err != nil {
+		return fmt.Errorf("collection %s: %w", r.CollectionID, err)
+	}
 	return nil
 }
 
@@ -255,16 +263,25 @@ func (c *Catalog) execEnqueue(ctx context.Context, tx *sql.Tx, call EnqueueCall,
 	return c.execEnqueueLocked(ctx, tx, call, now, colls, queued)
 }
 
+// queueKey identifies the one QUEUED job a collection may have of a kind.
+type queueKey struct {
+	collection string
+	kind       JobKind
+}
+
+// keyOf is the queue key of job j.
+func keyOf(j Job) queueKey { return queueKey{j.CollectionID, kindOrDefault(j.Kind)} }
+
 // lockForEnqueue locks the rows of the collections ids (duplicates
-// allowed) and reads them and their QUEUED jobs: a query of each kind per
-// enqueueChunk collections, not per collection. Collections that do not
-// exist are absent from colls.
-func (c *Catalog) lockForEnqueue(ctx context.Context, tx *sql.Tx, ids []string) (colls map[string]enqueueColl, queued map[string]Job, err error) {
+// allowed) and reads them and their QUEUED jobs (of every kind): a query
+// of each sort per enqueueChunk collections, not per collection.
+// Collections that do not exist are absent from colls.
+func (c *Catalog) lockForEnqueue(ctx context.Context, tx *sql.Tx, ids []string) (colls map[string]enqueueColl, queued map[queueKey]Job, err error) {
 	ids = slices.Clone(ids)
 	slices.Sort(ids) // locked in id order, so that replicas cannot deadlock
 	ids = slices.Compact(ids)
 	colls = make(map[string]enqueueColl, len(ids))
-	queued = make(map[string]Job, len(ids))
+	queued = make(map[queueKey]Job, len(ids))
 	for lo := 0; lo < len(ids); lo += enqueueChunk {
 		part := ids[lo:min(lo+enqueueChunk, len(ids))]
 		args := make([]any, 0, len(part)+1)
@@ -295,7 +312,7 @@ func (c *Catalog) lockForEnqueue(ctx context.Context, tx *sql.Tx, ids []string) 
 			return nil, nil, fmt.Errorf("read queued jobs: %w", err)
 		}
 		for _, j := range jobs {
-			queued[j.CollectionID] = j
+			queued[keyOf(j)] = j
 		}
 	}
 	return colls, queued, nil
@@ -304,7 +321,7 @@ func (c *Catalog) lockForEnqueue(ctx context.Context, tx *sql.Tx, ids []string) 
 // execEnqueueLocked runs the requests of call on collections read by
 // lockForEnqueue, and records the jobs it queues or expedites in queued.
 // Errors: *MissingCollectionsError (nothing written), or the database's.
-func (c *Catalog) execEnqueueLocked(ctx context.Context, tx *sql.Tx, call EnqueueCall, now time.Time, colls map[string]enqueueColl, queued map[string]Job) ([]Enqueued, error) {
+func (c *Catalog) execEnqueueLocked(ctx context.Context, tx *sql.Tx, call EnqueueCall, now time.Time, colls map[string]enqueueColl, queued map[queueKey]Job) ([]Enqueued, error) {
 	var missing []string
 	for _, r := range call.Requests {
 		if _, ok := colls[r.CollectionID]; !ok {
@@ -320,14 +337,15 @@ func (c *Catalog) execEnqueueLocked(ctx context.Context, tx *sql.Tx, call Enqueu
 		if !ok {
 			continue
 		}
-		if job, ok := queued[r.CollectionID]; ok {
+		key := queueKey{r.CollectionID, kindOrDefault(r.Kind)}
+		if job, ok := queued[key]; ok {
 			if r.Trigger == TriggerOneOff && priorityOf(job) != priorityExpedited {
 				if _, err := tx.ExecContext(ctx, c.d.q(`UPDATE jobs SET priority = ? WHERE id = ?`), priorityExpedited, job.ID); err != nil {
 					return nil, fmt.Errorf("expedite job %s: %w", job.ID, err)
 				}
 				job.Expedited = true
 			}
-			queued[r.CollectionID] = job
+			queued[key] = job
 			out = append(out, Enqueued{Job: job})
 			if err := c.auditEnqueue(ctx, tx, call, r, job, false); err != nil {
 				return nil, err
@@ -339,14 +357,14 @@ func (c *Catalog) execEnqueueLocked(ctx context.Context, tx *sql.Tx, call Enqueu
 			id = uuid.NewString()
 		}
 		job := Job{
-			ID: id, CollectionID: r.CollectionID, CollectionName: ci.name, Trigger: r.Trigger, State: JobQueued, Reason: r.Reason,
+			ID: id, CollectionID: r.CollectionID, CollectionName: ci.name, Kind: key.kind, Trigger: r.Trigger, State: JobQueued, Reason: r.Reason,
 			Attempt: ci.retries + 1, CreatedAt: now, Continues: r.Continues, OldestAt: fromMs(ms(r.OldestAt)),
 			TraceParent: r.TraceParent, TriggeredBy: r.TriggeredBy,
 		}
 		if err := c.execInsertJob(ctx, tx, job); err != nil {
 			return nil, err
 		}
-		queued[r.CollectionID] = job
+		queued[key] = job
 		out = append(out, Enqueued{Job: job, Created: true})
 		if err := c.auditEnqueue(ctx, tx, call, r, job, true); err != nil {
 			return nil, err
@@ -363,7 +381,7 @@ func (c *Catalog) auditEnqueue(ctx context.Context, tx *sql.Tx, call EnqueueCall
 	}
 	_, err := c.AppendAuditEvent(ctx, tx, *call.Actor, AuditEntry{
 		Action: audit.ActionCompact, CollectionID: r.CollectionID, Target: r.CollectionID, Reason: r.Reason, JobID: job.ID,
-		After: map[string]any{"job_id": job.ID, "created": created, "trigger": job.Trigger, "expedited": job.Expedited},
+		After: map[string]any{"job_id": job.ID, "kind": kindOrDefault(job.Kind), "created": created, "trigger": job.Trigger, "expedited": job.Expedited},
 	})
 	return err
 }
@@ -568,7 +586,8 @@ func (c *Catalog) CancelJob(ctx context.Context, jobID, note string) (Job, error
 // monotonic clock if it cannot (a process never expires a lease it is
 // renewing). Each ends FAILED "interrupted: lease of node X expired",
 // keeping the figures its owner persisted, and a follow-up job of the same
-// trigger is queued for its collection unless one is queued already. It
+// kind and trigger is queued for its collection unless one of that kind is
+// queued already. It
 // returns the expired jobs as stored after the change, oldest first. Any
 // replica may call it; on PostgreSQL, rows another replica is expiring at
 // the same time are skipped.
@@ -674,11 +693,11 @@ func (c *Catalog) execInterrupt(ctx context.Context, tx *sql.Tx, j Job) error {
 	if err != nil {
 		return fmt.Errorf("interrupt job %s: %w", j.ID, err)
 	}
-	_, err = tx.ExecContext(ctx, c.d.q(`INSERT INTO jobs (id, collection_id, trigger_type, state, reason, attempt, created_at,
+	_, err = tx.ExecContext(ctx, c.d.q(`INSERT INTO jobs (id, collection_id, kind, trigger_type, state, reason, attempt, created_at,
 			continues, priority, oldest_at, triggered_by, queue_seq)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, `+c.d.nextQueueSeq+`)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, `+c.d.nextQueueSeq+`)
 		ON CONFLICT DO NOTHING`),
-		uuid.NewString(), j.CollectionID, string(j.Trigger), string(JobQueued), j.Reason, j.Attempt+1, ms(j.FinishedAt),
+		uuid.NewString(), j.CollectionID, string(kindOrDefault(j.Kind)), string(j.Trigger), string(JobQueued), j.Reason, j.Attempt+1, ms(j.FinishedAt),
 		j.ID, priorityOf(j), msOrNull(j.OldestAt), j.TriggeredBy)
 	if err != nil {
 		return fmt.Errorf("queue follow-up of interrupted job %s: %w", j.ID, err)

@@ -107,6 +107,19 @@ func (c *Catalog) ReadTailIDs(ctx context.Context, collectionID string, ids []st
 	return t, nil
 }
 
+// tailRestOfID reads the log tail rows of one record id after a log
+// offset, up to another: the rest of the last id of a page cut by MaxRows.
+// The unary + keeps the offset bounds off the primary key
+// (collection_id, log_offset): without table statistics SQLite's planner
+// otherwise walks that key over every tail row after the offset (1.3 s
+// per page of a 1,000,000-row tail) instead of seeking the record-id index
+// (collection_id, record_id, log_offset), which holds the rows of one id in
+// offset order (60 µs). PostgreSQL takes the same text (a unary + on a
+// bigint) and plans it from its own statistics.
+const tailRestOfID = `SELECT log_offset, record FROM log
+	WHERE collection_id = ? AND record_id = ? AND +log_offset > ? AND +log_offset <= ?
+	ORDER BY record_id, log_offset`
+
 // ReadTailRange returns, from one consistent read transaction, the
 // collection's row and the rows of its uncompacted log tail (offsets in
 // (CompactionOffset, r.UpToOffset or LogPosition]) whose record ids fall in
@@ -155,9 +168,7 @@ func (c *Catalog) ReadTailRange(ctx context.Context, collectionID string, r Tail
 		if r.MaxRows > 0 && len(t.Ops) == r.MaxRows {
 			t.More = true
 			last := t.Ops[len(t.Ops)-1]
-			rest, err := c.queryLog(ctx, tx, `SELECT log_offset, record FROM log
-				WHERE collection_id = ? AND record_id = ? AND log_offset > ? AND log_offset <= ?
-				ORDER BY log_offset`, collectionID, []byte(last.ID), last.Offset, to)
+			rest, err := c.queryLog(ctx, tx, tailRestOfID, collectionID, []byte(last.ID), last.Offset, to)
 			if err != nil {
 				return err
 			}

@@ -661,6 +661,16 @@ func TestCompactWaitTableAndAll(t *testing.T) {
 	if r := ok(t, addr, "jobs", "--limit", "3"); strings.Count(r.stdout, "\n") != 4 || !strings.Contains(r.stdout, "ONE_OFF") {
 		t.Fatalf("jobs --limit 3 should print a header and 3 jobs:\n%s", r.stdout)
 	}
+	// The kind: a column of the table, a filter.
+	if r := ok(t, addr, "jobs", "--kind", "compaction", "--limit", "1"); !strings.HasPrefix(r.stdout, "JOB ") ||
+		!strings.Contains(strings.SplitN(r.stdout, "\n", 2)[0], " KIND ") || !strings.Contains(r.stdout, " COMPACTION ") {
+		t.Fatalf("jobs should show a KIND column with COMPACTION:\n%s", r.stdout)
+	}
+	if r := ok(t, addr, "jobs", "--kind", "index-rebuild"); !strings.Contains(r.stderr+r.stdout, "no jobs") {
+		t.Fatalf("jobs --kind index-rebuild with no rebuild: %q %q, want no jobs", r.stdout, r.stderr)
+	}
+	fails(t, addr, nil, 2, `--kind "reshard": want compaction, index-rebuild, verify`, "jobs", "--kind", "reshard")
+	fails(t, addr, nil, 2, `--kind "reshard"`, "watch", "--kind", "reshard")
 }
 
 // TestCompactWaitContinuation: a backlog larger than one job goes on in

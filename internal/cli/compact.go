@@ -184,14 +184,14 @@ func waitError(ctx context.Context, err error) error {
 // compactTable prints the jobs a Compact call returned.
 func (s *session) compactTable(results []*compactorv1.CompactResult) error {
 	tw := s.out.table()
-	fmt.Fprintln(tw, "JOB\tCOLLECTION\tSTATE\tRESULT")
+	fmt.Fprintln(tw, "JOB\tKIND\tCOLLECTION\tSTATE\tRESULT")
 	for _, r := range results {
 		j := r.GetJob()
 		what := "already queued"
 		if r.GetCreated() {
 			what = "created"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", j.GetId(), ellipsize(collectionLabel(j), 40), stateName(j.GetState()), what)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", j.GetId(), kindName(j.GetKind()), ellipsize(collectionLabel(j), 40), stateName(j.GetState()), what)
 	}
 	return tw.Flush()
 }
@@ -229,14 +229,14 @@ func (s *session) waitSummary(final []*compactorv1.CompactResult, conts []*compa
 	}
 	fmt.Fprintln(s.out.w)
 	tw := s.out.table()
-	fmt.Fprintln(tw, "JOB\tCOLLECTION\tSTATE\tDURATION\tREAD\tWRITTEN\tVERSION\tDETAIL")
+	fmt.Fprintln(tw, "JOB\tKIND\tCOLLECTION\tSTATE\tDURATION\tREAD\tWRITTEN\tVERSION\tDETAIL")
 	ok := 0
 	for _, r := range final {
 		j := r.GetJob()
 		if j.GetState() == compactorv1.JobState_JOB_STATE_SUCCEEDED {
 			ok++
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%d -> %d\t%s\n", j.GetId(), ellipsize(collectionLabel(j), 40), stateName(j.GetState()),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d -> %d\t%s\n", j.GetId(), kindName(j.GetKind()), ellipsize(collectionLabel(j), 40), stateName(j.GetState()),
 			s.out.jobDuration(j), j.GetRecordsRead(), j.GetRecordsWritten(), j.GetVersionBefore(), j.GetVersionAfter(), jobDetail(j))
 	}
 	if err := tw.Flush(); err != nil {

@@ -18,11 +18,13 @@ type jobsOptions struct {
 	states     []string
 	collection string // id or name
 	trigger    string
+	kinds      []string
 	limit      int
 
 	// Set by validate.
 	stateValues  []compactorv1.JobState
 	triggerValue compactorv1.Trigger
+	kindValues   []compactorv1.JobKind
 }
 
 func (o *jobsOptions) validate() error {
@@ -41,6 +43,10 @@ func (o *jobsOptions) validate() error {
 		}
 		o.triggerValue = v
 	}
+	var err error
+	if o.kindValues, err = parseKinds(o.kinds); err != nil {
+		return err
+	}
 	if o.limit < 0 {
 		return fmt.Errorf("--limit must not be negative, got %d", o.limit)
 	}
@@ -51,19 +57,47 @@ func (o *jobsOptions) validate() error {
 var (
 	jobStates = []string{"queued", "running", "succeeded", "failed", "cancelled"}
 	triggers  = []string{"scheduled", "one-off"}
+	jobKinds  = []string{"compaction", "index-rebuild", "verify"}
 )
+
+// parseKinds reads the values of --kind.
+func parseKinds(kinds []string) ([]compactorv1.JobKind, error) {
+	var out []compactorv1.JobKind
+	for _, k := range kinds {
+		v, ok := parseKind(k)
+		if !ok {
+			return nil, fmt.Errorf("--kind %q: want %s", k, strings.Join(jobKinds, ", "))
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+// parseKind accepts "index-rebuild", "index_rebuild", "INDEX_REBUILD" or
+// the enum name.
+func parseKind(s string) (compactorv1.JobKind, bool) {
+	name := strings.ToUpper(strings.ReplaceAll(strings.TrimSpace(s), "-", "_"))
+	if !strings.HasPrefix(name, "JOB_KIND_") {
+		name = "JOB_KIND_" + name
+	}
+	v, ok := compactorv1.JobKind_value[name]
+	if !ok || v == 0 {
+		return 0, false
+	}
+	return compactorv1.JobKind(v), true
+}
 
 func newJobsCmd(g *globals) *cobra.Command {
 	var opts jobsOptions
 	cmd := &cobra.Command{
-		Use:   "jobs [--state S]... [--collection COLLECTION] [--trigger T] [--limit N]",
-		Short: "List compaction jobs, newest first",
-		Long: `List compaction jobs, newest first: running and queued jobs and the most recent
+		Use:   "jobs [--state S]... [--kind K]... [--collection COLLECTION] [--trigger T] [--limit N]",
+		Short: "List jobs (compactions, index rebuilds), newest first",
+		Long: `List jobs, newest first: running and queued jobs and the most recent
 finished ones still held in the server's history (which has a retention and is
 not an audit log). Filters combine: --state may be repeated (queued, running,
-succeeded, failed, cancelled), --collection takes an id or a name, --trigger
-is scheduled or one-off. --limit 0 lists every matching job. -o json prints an
-array of Job objects.`,
+succeeded, failed, cancelled), --kind too (compaction, index-rebuild, verify),
+--collection takes an id or a name, --trigger is scheduled or one-off. --limit 0
+lists every matching job. -o json prints an array of Job objects.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := opts.validate(); err != nil {
@@ -80,9 +114,11 @@ array of Job objects.`,
 	f.StringArrayVar(&opts.states, "state", nil, "only jobs in this state (repeatable): queued, running, succeeded, failed, cancelled")
 	f.StringVar(&opts.collection, "collection", "", "only jobs of this collection (id or name)")
 	f.StringVar(&opts.trigger, "trigger", "", "only jobs with this trigger: scheduled or one-off")
+	f.StringArrayVar(&opts.kinds, "kind", nil, "only jobs of this kind (repeatable): compaction, index-rebuild, verify")
 	f.IntVar(&opts.limit, "limit", 50, "most jobs to list (0: all)")
 	_ = cmd.RegisterFlagCompletionFunc("state", fixedCompletion(jobStates...))
 	_ = cmd.RegisterFlagCompletionFunc("trigger", fixedCompletion(triggers...))
+	_ = cmd.RegisterFlagCompletionFunc("kind", fixedCompletion(jobKinds...))
 	_ = cmd.RegisterFlagCompletionFunc("collection", completeCollections(g, -1))
 	_ = cmd.RegisterFlagCompletionFunc("limit", cobra.NoFileCompletions)
 	return cmd
@@ -93,7 +129,7 @@ func (s *session) jobs(ctx context.Context, opts jobsOptions) error {
 	if err != nil {
 		return err
 	}
-	req := &compactorv1.ListCompactionsRequest{CollectionId: id, States: opts.stateValues, Trigger: opts.triggerValue}
+	req := &compactorv1.ListCompactionsRequest{CollectionId: id, States: opts.stateValues, Trigger: opts.triggerValue, Kinds: opts.kindValues}
 	var jobs []*compactorv1.Job
 	for {
 		req.PageSize = 1000
@@ -128,9 +164,9 @@ func (s *session) jobs(ctx context.Context, opts jobsOptions) error {
 // jobsTable prints one line per job.
 func (s *session) jobsTable(jobs []*compactorv1.Job) error {
 	tw := s.out.table()
-	fmt.Fprintln(tw, "JOB\tCOLLECTION\tTRIGGER\tSTATE\tCREATED\tDURATION\tRECORDS\tDETAIL")
+	fmt.Fprintln(tw, "JOB\tKIND\tCOLLECTION\tTRIGGER\tSTATE\tCREATED\tDURATION\tRECORDS\tDETAIL")
 	for _, j := range jobs {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", j.GetId(), ellipsize(collectionLabel(j), 40), triggerName(j.GetTrigger()),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", j.GetId(), kindName(j.GetKind()), ellipsize(collectionLabel(j), 40), triggerName(j.GetTrigger()),
 			stateName(j.GetState()), s.out.fmtTime(j.GetCreateTime()), s.out.jobDuration(j), j.GetRecordsRead(), jobDetail(j))
 	}
 	return tw.Flush()
@@ -139,8 +175,8 @@ func (s *session) jobsTable(jobs []*compactorv1.Job) error {
 func newJobCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
 		Use:   "job ID",
-		Short: "Show one compaction job with every field",
-		Long: `Show one compaction job with every field. ID is the job's id or its first
+		Short: "Show one job with every field",
+		Long: `Show one job (a compaction, an index rebuild) with every field. ID is the job's id or its first
 characters (at least 4) when they name one job only, such as the 8 that the
 status page and "compactor jobs" show. -o json prints a Job object.`,
 		Args:              cobra.ExactArgs(1),
@@ -187,6 +223,7 @@ func (s *session) printJob(j *compactorv1.Job) error {
 	}
 	return o.kv([][2]string{
 		{"ID", j.GetId()},
+		{"Kind", kindName(j.GetKind())},
 		{"Collection", coll},
 		{"Trigger", triggerName(j.GetTrigger())},
 		{"State", state},

@@ -163,6 +163,15 @@ func stateName(s compactorv1.JobState) string {
 	return strings.TrimPrefix(s.String(), "JOB_STATE_")
 }
 
+// kindName is a job kind without its enum prefix: "INDEX_REBUILD";
+// "UNKNOWN" for a kind this client does not know.
+func kindName(k compactorv1.JobKind) string {
+	if k == compactorv1.JobKind_JOB_KIND_UNSPECIFIED {
+		return "UNKNOWN"
+	}
+	return strings.TrimPrefix(k.String(), "JOB_KIND_")
+}
+
 // triggerName is a trigger without its enum prefix: "ONE_OFF".
 func triggerName(t compactorv1.Trigger) string {
 	return strings.TrimPrefix(t.String(), "TRIGGER_")

@@ -20,19 +20,22 @@ import (
 type watchOptions struct {
 	collection string // id or name; "" for every collection
 	progress   bool
+	kinds      []string
+	kindValues []compactorv1.JobKind // set by RunE from kinds
 	rc         reconnect
 }
 
 func newWatchCmd(g *globals) *cobra.Command {
 	var opts watchOptions
 	cmd := &cobra.Command{
-		Use:   "watch [--collection COLLECTION] [--progress] [--reconnect-timeout D]",
-		Short: "Stream compaction job changes until interrupted",
-		Long: `Stream compaction job changes until interrupted (Ctrl-C ends it with exit
+		Use:   "watch [--collection COLLECTION] [--kind K]... [--progress] [--reconnect-timeout D]",
+		Short: "Stream job changes until interrupted",
+		Long: `Stream job changes (compactions, index rebuilds) until interrupted (Ctrl-C ends it with exit
 status 0). It starts with the queued and running jobs (event "snapshot"), then
 prints one line per change: a job created or changed ("changed"), and with
 --progress also the progress of running jobs ("progress"). --collection (an id
-or a name) keeps the jobs of one collection. Not limited by --timeout. When
+or a name) keeps the jobs of one collection, --kind (repeatable: compaction,
+index-rebuild, verify) the jobs of those kinds. Not limited by --timeout. When
 the server drops the stream (restart, or this client fell behind) it
 reconnects with backoff, starting again with a snapshot; after
 --reconnect-timeout (default 10m) without an answer it gives up (exit status
@@ -46,6 +49,10 @@ reconnects with backoff, starting again with a snapshot; after
 			if err := opts.rc.validate(); err != nil {
 				return UsageError(cmd, err)
 			}
+			var err error
+			if opts.kindValues, err = parseKinds(opts.kinds); err != nil {
+				return UsageError(cmd, err)
+			}
 			s, err := newSession(cmd, g)
 			if err != nil {
 				return err
@@ -55,6 +62,8 @@ reconnects with backoff, starting again with a snapshot; after
 	}
 	cmd.Flags().StringVar(&opts.collection, "collection", "", "only jobs of this collection (id or name)")
 	cmd.Flags().BoolVar(&opts.progress, "progress", false, "also print the progress of running jobs")
+	cmd.Flags().StringArrayVar(&opts.kinds, "kind", nil, "only jobs of this kind (repeatable): compaction, index-rebuild, verify")
+	_ = cmd.RegisterFlagCompletionFunc("kind", fixedCompletion(jobKinds...))
 	opts.rc.register(cmd.Flags(), 10*time.Minute)
 	_ = cmd.RegisterFlagCompletionFunc("collection", completeCollections(g, -1))
 	return cmd
@@ -66,11 +75,11 @@ func (s *session) watch(ctx context.Context, opts watchOptions) error {
 		return err
 	}
 	if !s.out.json {
-		fmt.Fprintf(s.out.w, "%-20s  %-9s  %-36s  %-24s  %-9s  %s\n", "TIME", "EVENT", "JOB", "COLLECTION", "STATE", "DETAIL")
+		fmt.Fprintf(s.out.w, "%-20s  %-9s  %-36s  %-13s  %-24s  %-9s  %s\n", "TIME", "EVENT", "JOB", "KIND", "COLLECTION", "STATE", "DETAIL")
 	}
 	line := func(event string, j *compactorv1.Job, detail string) error {
-		_, err := fmt.Fprintf(s.out.w, "%-20s  %-9s  %-36s  %-24s  %-9s  %s\n",
-			s.out.now().UTC().Format("2006-01-02T15:04:05Z"), event, j.GetId(),
+		_, err := fmt.Fprintf(s.out.w, "%-20s  %-9s  %-36s  %-13s  %-24s  %-9s  %s\n",
+			s.out.now().UTC().Format("2006-01-02T15:04:05Z"), event, j.GetId(), kindName(j.GetKind()),
 			ellipsize(collectionLabel(j), 24), stateName(j.GetState()), orDash(detail))
 		return err
 	}
@@ -80,7 +89,7 @@ func (s *session) watch(ctx context.Context, opts watchOptions) error {
 	})
 	defer etas.stop()
 	err = s.watchJobs(ctx, opts.rc, func() *compactorv1.WatchCompactionsRequest {
-		return &compactorv1.WatchCompactionsRequest{CollectionId: id, IncludeProgress: opts.progress}
+		return &compactorv1.WatchCompactionsRequest{CollectionId: id, IncludeProgress: opts.progress, Kinds: opts.kindValues}
 	}, func(m *compactorv1.WatchCompactionsResponse) (bool, error) {
 		if s.out.json {
 			return false, s.out.writeProtoLine(m)

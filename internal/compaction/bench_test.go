@@ -45,13 +45,20 @@ func report(b *testing.B, records, bytes int64) {
 // BenchmarkCompactFull: one compaction of 100,000 records with 128-dim
 // embeddings into an empty collection (log read, materialization, Parquet
 // blocks, manifest, commit). Setup (appending to the log) is not timed.
-func BenchmarkCompactFull(b *testing.B) {
+func BenchmarkCompactFull(b *testing.B) { benchCompactFull(b, false) }
+
+// BenchmarkCompactFullNoIndex is BenchmarkCompactFull into a collection
+// without a vector index: the materialization alone, the work DuckDB does
+// in scripts/bench.sh.
+func BenchmarkCompactFullNoIndex(b *testing.B) { benchCompactFull(b, true) }
+
+func benchCompactFull(b *testing.B, noIndex bool) {
 	const n, dim = 100_000, 128
 	ops := benchOps(rand.New(rand.NewPCG(1, 2)), n, dim, 10, 0)
 	var records, bytes int64
 	for b.Loop() {
 		b.StopTimer()
-		e := newEnv(b, envConfig{maxRecords: n, batchRecords: 5000, maxBlock: 4096, minBlock: 1024})
+		e := newEnv(b, envConfig{maxRecords: n, batchRecords: 5000, maxBlock: 4096, minBlock: 1024, noIndex: noIndex})
 		pushAll(b, e, ops)
 		b.StartTimer()
 		res := e.compact()

@@ -16,14 +16,12 @@
 package compaction
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"math"
 	"os"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -520,22 +518,19 @@ func (c *Compactor) Prepare(ctx context.Context, collectionID string, opts Optio
 		p.BlocksTotal = max(p.BlocksTotal, p.BlocksWritten)
 		report(p)
 	}
-	var m *segment.Manifest
-	var stats segment.WriteStats
-	if changes, small, cerr := c.smallChanges(ctx, base, runs, res.OpRecordsRead); cerr != nil {
-		err = cerr
-	} else if small && c.seg.PreferDelta(base, changes) {
-		// Few changes over many blocks: one delta (DESIGN.md §7b).
-		p.BlocksTotal = 0
-		report(p)
-		m, stats, err = c.writeDelta(ctx, w, changes, end, coll.Dimension, ib.onChange())
-	} else if small {
-		m, stats, err = w.WriteFrom(ctx, slices.All(changes), segment.WriteOptions{CompactionOffset: end, Dimension: coll.Dimension, OnBlock: onBlock, OnChange: ib.onChange()})
-	} else {
-		m, stats, err = w.WriteStream(ctx, changesOf(ctx, runs), segment.WriteOptions{CompactionOffset: end, Dimension: coll.Dimension, OnBlock: onBlock, OnChange: ib.onChange()})
-	}
+	// The writer decides whether the slice becomes a delta (few changes
+	// over many blocks, DESIGN.md §7b) or rewritten blocks.
+	m, stats, err := w.Write(ctx, changesOf(ctx, runs), segment.WriteOptions{
+		CompactionOffset: end, Dimension: coll.Dimension, OnBlock: onBlock, OnChange: ib.onChange(),
+		OnKind: func(k segment.WriteKind) {
+			if k == segment.WroteDelta {
+				p.BlocksTotal = 0 // no block is written
+				report(p)
+			}
+		},
+	})
 	if err != nil {
-		return nil, fmt.Errorf("compact %s: write blocks: %w", collectionID, classifyWrite(ctx, err))
+		return nil, fmt.Errorf("compact %s: write segment: %w", collectionID, classifyWrite(ctx, err))
 	}
 	if runs.spilled > 0 {
 		c.logger.Debug("spilled sorted runs", "collection", collectionID, "runs", runs.spilled, "bytes", runs.spilledBytes)
@@ -692,69 +687,6 @@ func (c *Compactor) committed(ctx context.Context, err error, collectionID strin
 	}
 	coll, gerr := c.cat.GetCollection(ctx, collectionID)
 	return gerr == nil && coll.SegmentVersion == version && coll.ManifestKey == key
-}
-
-// smallChanges returns the log slice's changes (one per record id, with
-// its operation records, in id order) when the slice may be written as a
-// delta: the base has blocks, deltas are on and the slice holds at most
-// segment.MaxDeltaChanges operation records (so it is small enough to
-// hold). small is false, and nothing is read, otherwise: the slice
-// streams into the blocks.
-func (c *Compactor) smallChanges(ctx context.Context, base *segment.Manifest, runs *runSet, opRecords int64) (changes []segment.Change, small bool, err error) {
-	if base == nil || len(base.Blocks) == 0 || opRecords > c.seg.MaxDeltaChanges(base) {
-		return nil, false, nil
-	}
-	for ch, err := range changesOf(ctx, runs) {
-		if err != nil {
-			return nil, false, err
-		}
-		changes = append(changes, ch)
-	}
-	return changes, true, nil
-}
-
-// writeDelta materializes changes (with operation records) against their
-// current records and writes them as one delta over the writer's base.
-// onChange (nil: none) is told each record changed, as the writer's
-// WriteOptions.OnChange is.
-func (c *Compactor) writeDelta(ctx context.Context, w *segment.Writer, changes []segment.Change, end int64, dimension int, onChange func(string, *materialize.Record)) (*segment.Manifest, segment.WriteStats, error) {
-	ids := make([]string, len(changes))
-	for i, ch := range changes {
-		ids[i] = ch.ID
-	}
-	current, err := w.Get(ctx, ids)
-	if err != nil {
-		return nil, segment.WriteStats{}, err
-	}
-	out := changes[:0]
-	for _, ch := range changes {
-		var cur *materialize.Record
-		if r, ok := current[ch.ID]; ok {
-			cur = &r
-		}
-		next := ch.Record
-		if ch.Ops != nil {
-			next = materialize.ApplyOwning(cur, ch.Ops)
-		}
-		if cur == nil && next == nil {
-			continue // absent before and after: nothing to write
-		}
-		if onChange != nil {
-			onChange(ch.ID, next)
-		}
-		out = append(out, segment.Change{ID: ch.ID, Record: next})
-	}
-	return w.WriteDelta(ctx, out, end, cmp.Or(dimension, dimensionOf(out)))
-}
-
-// dimensionOf returns the embedding length of the first record in changes.
-func dimensionOf(changes []segment.Change) int {
-	for _, ch := range changes {
-		if ch.Record != nil && len(ch.Record.Embedding) > 0 {
-			return len(ch.Record.Embedding)
-		}
-	}
-	return 0
 }
 
 // blockBytes is the size of m's blocks, in bytes.

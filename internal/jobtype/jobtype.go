@@ -17,12 +17,36 @@ import "time"
 // of its kind.
 type Kind string
 
-// Kinds of job.
+// Kinds of job. Every kind shares the one queue (the catalog's jobs
+// table), the lease, the failure policy, cancel, watch and the history.
+// The queue keeps at most one QUEUED job per collection and kind, and at
+// most one RUNNING job per collection whatever its kind: every kind commits
+// segment versions of its collection, so two running at once would only
+// make one lose its compare-and-swap.
 const (
 	// KindCompaction materializes a collection's log into a new segment
-	// version (the only kind so far; a job row without a kind is one).
+	// version (a job row written before jobs had kinds is one).
 	KindCompaction Kind = "compaction"
+	// KindIndexRebuild builds a fresh vector index from the current
+	// version's blocks and commits it as a new version with the same
+	// blocks.
+	KindIndexRebuild Kind = "index_rebuild"
+	// KindVerify re-checks the digests of a collection's kept versions
+	// (reserved: the name is part of the API).
+	KindVerify Kind = "verify"
 )
+
+// Kinds lists every kind, in the order surfaces list them.
+func Kinds() []Kind { return []Kind{KindCompaction, KindIndexRebuild, KindVerify} }
+
+// Known reports whether k is one of Kinds.
+func (k Kind) Known() bool {
+	switch k {
+	case KindCompaction, KindIndexRebuild, KindVerify:
+		return true
+	}
+	return false
+}
 
 // Phase is the step a running job is in, as its progress reports it.
 type Phase string

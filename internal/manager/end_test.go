@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -184,6 +185,63 @@ func TestJobsRunOnTheExecutorOfTheirKind(t *testing.T) {
 		}
 		if byKind.callsOf("a") != 1 || byNew.callsOf("a") != 0 {
 			t.Fatalf("calls: kind's executor %d, New's %d; want 1 and 0", byKind.callsOf("a"), byNew.callsOf("a"))
+		}
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// TestAJobOfAnUnknownKindFailsNamingTheKind: a job whose kind no executor
+// of this node runs (queued by a newer replica) fails, not as a transient
+// failure, with an error naming its kind and the kinds the node runs; a
+// compaction of the same collection queued beside it still runs.
+func TestAJobOfAnUnknownKindFailsNamingTheKind(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := newMemStore()
+		store.addCollection("a", 20, time.Now())
+		store.put(catalog.Job{ID: "odd", CollectionID: "a", Kind: "reshard", Trigger: catalog.TriggerOneOff, State: catalog.JobQueued,
+			Attempt: 1, CreatedAt: time.Now().UTC()})
+		exec := newFakeExec(store, 100)
+		gate := make(chan struct{})
+		exec.gate["a"] = gate // holds the compaction, claimed after the odd job
+		cfg := testConfig()
+		cfg.Node = "n1"
+		m, err := New(store, exec, cfg, nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error, 1)
+		go func() { done <- m.Run(ctx) }()
+		<-m.Started()
+		enq, err := m.Compact(t.Context(), []string{"a"}, false, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !enq[0].Created {
+			t.Fatalf("Compact returned the queued %s job instead of queueing a compaction", enq[0].Job.Kind)
+		}
+		synctest.Wait()
+		j, err := m.Get(t.Context(), "odd")
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := `job odd is of kind "reshard", which node n1 does not run (it runs compaction)`
+		if j.State != catalog.JobFailed || !strings.Contains(j.Error, want) || j.Note == "transient failure" {
+			t.Fatalf("job %s, error %q, note %q; want FAILED with an error containing %q, not transient", j.State, j.Error, j.Note, want)
+		}
+		if c := store.collection("a"); c.FailureCount != 1 {
+			t.Fatalf("failure count %d, want 1 (not a transient failure)", c.FailureCount)
+		}
+		close(gate)
+		synctest.Wait()
+		if got, _ := m.Get(t.Context(), enq[0].Job.ID); got.State != catalog.JobSucceeded || got.Kind != jobtype.KindCompaction {
+			t.Fatalf("the compaction queued beside it: %s %s, want a SUCCEEDED compaction", got.Kind, got.State)
+		}
+		if exec.callsOf("a") != 1 {
+			t.Fatalf("executor calls %d, want 1 (the compaction only)", exec.callsOf("a"))
 		}
 		cancel()
 		if err := <-done; err != nil {

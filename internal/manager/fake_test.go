@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/compactorhq/compactor/internal/catalog"
+	"github.com/compactorhq/compactor/internal/jobtype"
 )
 
 // memStore is an in-memory Store for manager tests.
@@ -116,6 +117,17 @@ func (s *memStore) activeOfLocked(collectionID string, st catalog.JobState) (cat
 	return catalog.Job{}, false
 }
 
+// queuedOfLocked returns the collection's QUEUED job of kind k ("" is a
+// compaction); s.mu must be held.
+func (s *memStore) queuedOfLocked(collectionID string, k jobtype.Kind) (catalog.Job, bool) {
+	for _, j := range s.jobs {
+		if j.CollectionID == collectionID && j.State == catalog.JobQueued && kindOf(j) == cmp.Or(k, jobtype.KindCompaction) {
+			return j, true
+		}
+	}
+	return catalog.Job{}, false
+}
+
 func (s *memStore) EnqueueJob(_ context.Context, r catalog.JobRequest) (catalog.Job, bool, error) {
 	s.mu.Lock()
 	gate := s.insertGate
@@ -177,14 +189,14 @@ func (s *memStore) enqueueLocked(r catalog.JobRequest) (catalog.Job, bool, error
 	if !ok {
 		return catalog.Job{}, false, fmt.Errorf("collection %s: %w", r.CollectionID, catalog.ErrNotFound)
 	}
-	if q, ok := s.activeOfLocked(r.CollectionID, catalog.JobQueued); ok {
+	if q, ok := s.queuedOfLocked(r.CollectionID, r.Kind); ok {
 		if r.Trigger == catalog.TriggerOneOff && q.Trigger != catalog.TriggerOneOff {
 			q.Expedited = true
 			s.jobs[q.ID] = q
 		}
 		return q, false, nil
 	}
-	j := catalog.Job{ID: r.ID, CollectionID: r.CollectionID, Trigger: r.Trigger, State: catalog.JobQueued, Reason: r.Reason,
+	j := catalog.Job{ID: r.ID, CollectionID: r.CollectionID, Kind: cmp.Or(r.Kind, jobtype.KindCompaction), Trigger: r.Trigger, State: catalog.JobQueued, Reason: r.Reason,
 		Attempt: c.RetryCount + 1, CreatedAt: time.Now().UTC().Truncate(time.Millisecond), Continues: r.Continues, OldestAt: r.OldestAt}
 	s.insertLocked(j)
 	return s.jobs[s.order[len(s.order)-1]], true, nil
@@ -300,8 +312,8 @@ func (s *memStore) interruptLocked(j catalog.Job, why string) catalog.Job {
 	j.VersionAfter, j.RecordsRead = j.VersionBefore, max(j.RecordsRead, j.Progress.OpRecordsRead)
 	j.LeaseOwner, j.LeaseExpiresAt = "", time.Time{}
 	s.jobs[j.ID] = j
-	if _, queued := s.activeOfLocked(j.CollectionID, catalog.JobQueued); !queued {
-		s.insertLocked(catalog.Job{CollectionID: j.CollectionID, Trigger: j.Trigger, State: catalog.JobQueued, Reason: j.Reason,
+	if _, queued := s.queuedOfLocked(j.CollectionID, j.Kind); !queued {
+		s.insertLocked(catalog.Job{CollectionID: j.CollectionID, Kind: kindOf(j), Trigger: j.Trigger, State: catalog.JobQueued, Reason: j.Reason,
 			Attempt: j.Attempt + 1, CreatedAt: j.FinishedAt, Continues: j.ID, Expedited: j.Expedited, OldestAt: j.OldestAt})
 	}
 	return j
@@ -411,6 +423,9 @@ func (s *memStore) ListJobs(_ context.Context, f catalog.JobFilter) ([]catalog.J
 			continue
 		}
 		if f.Trigger != "" && j.Trigger != f.Trigger {
+			continue
+		}
+		if len(f.Kinds) > 0 && !slices.Contains(f.Kinds, kindOf(j)) {
 			continue
 		}
 		if !f.FinishedSince.IsZero() && (j.FinishedAt.IsZero() || j.FinishedAt.Before(f.FinishedSince)) {

@@ -6,7 +6,8 @@
 // persisted job history.
 //
 // The queue is the catalog's jobs table, shared by every replica: the
-// database keeps at most one QUEUED and one RUNNING job per collection, a
+// database keeps at most one QUEUED job per collection and kind and one
+// RUNNING job per collection of any kind, a
 // worker claims a job with a lease that its lease keeper renews while the
 // job runs (persisting progress), and a job's commit is fenced by that
 // lease. The parts, after Mimir's compactor scheduler and River (Manager
@@ -37,6 +38,7 @@ import (
 	"log/slog"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -299,20 +301,34 @@ func WithExecutor(k jobtype.Kind, exec Executor) Option {
 	return func(m *Manager) { m.execs[k] = exec }
 }
 
-// ErrNoExecutor: a claimed job is of a kind no executor runs here.
+// ErrNoExecutor: a claimed job is of a kind no executor runs here. The job
+// fails (not as a transient failure: retrying on this node cannot help).
 var ErrNoExecutor = errors.New("no executor for the job's kind")
 
-// kindOf is the kind of job j: every job is a compaction until the jobs
-// table records a kind (the next kind adds the column, and
-// catalog.JobRequest and catalog.Job carry it).
-func kindOf(catalog.Job) jobtype.Kind { return jobtype.KindCompaction }
+// kindOf is the kind of job j, as its row records it ("" is a compaction:
+// rows written before jobs had kinds).
+func kindOf(j catalog.Job) jobtype.Kind { return cmp.Or(j.Kind, jobtype.KindCompaction) }
 
-// executorOf returns the executor of job j's kind.
+// executorOf returns the executor of job j's kind; for a kind this node
+// does not run, an error naming the kind and the kinds it runs.
 func (m *Manager) executorOf(j catalog.Job) (Executor, error) {
-	if e, ok := m.execs[kindOf(j)]; ok {
+	if e, ok := m.execs[kindOf(j)]; ok && e != nil {
 		return e, nil
 	}
-	return nil, fmt.Errorf("job %s of kind %q: %w", j.ID, kindOf(j), ErrNoExecutor)
+	return nil, fmt.Errorf("job %s is of kind %q, which node %s does not run (it runs %s): %w",
+		j.ID, kindOf(j), m.cfg.Node, strings.Join(m.Kinds(), ", "), ErrNoExecutor)
+}
+
+// Kinds returns the kinds of job this node runs, sorted.
+func (m *Manager) Kinds() []string {
+	out := make([]string, 0, len(m.execs))
+	for k, e := range m.execs {
+		if e != nil {
+			out = append(out, string(k))
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // Node is the name of this replica on the jobs it runs.
@@ -437,7 +453,7 @@ func (m *Manager) Started() <-chan struct{} { return m.started }
 // Compact requests one-off compactions of the given collections, or of all
 // of them with all=true (exactly one of the two). One-offs bypass the minimum
 // size and the dead-letter gate. Duplicate ids collapse. For a collection
-// with a QUEUED job that job is returned (Created false) and claimed with
+// with a QUEUED compaction that job is returned (Created false) and claimed with
 // the one-offs; with a RUNNING job, one follow-up job is queued. All or
 // nothing for unknown ids: they fail the request with a *NotFoundError
 // naming each, and nothing is enqueued. One transaction checks the ids and
@@ -464,7 +480,7 @@ func (m *Manager) Compact(ctx context.Context, ids []string, all bool, reason st
 			return nil, fmt.Errorf("list collections: %w", err)
 		}
 		for _, c := range colls {
-			call.Requests = append(call.Requests, catalog.JobRequest{CollectionID: c.ID, Trigger: catalog.TriggerOneOff, Reason: reason, TraceParent: tp, TriggeredBy: by})
+			call.Requests = append(call.Requests, catalog.JobRequest{CollectionID: c.ID, Kind: jobtype.KindCompaction, Trigger: catalog.TriggerOneOff, Reason: reason, TraceParent: tp, TriggeredBy: by})
 		}
 	} else {
 		seen := make(map[string]bool, len(ids))
@@ -473,7 +489,7 @@ func (m *Manager) Compact(ctx context.Context, ids []string, all bool, reason st
 				continue
 			}
 			seen[id] = true
-			call.Requests = append(call.Requests, catalog.JobRequest{CollectionID: id, Trigger: catalog.TriggerOneOff, Reason: reason, TraceParent: tp, TriggeredBy: by})
+			call.Requests = append(call.Requests, catalog.JobRequest{CollectionID: id, Kind: jobtype.KindCompaction, Trigger: catalog.TriggerOneOff, Reason: reason, TraceParent: tp, TriggeredBy: by})
 		}
 	}
 	if m.runs.isStopping() {

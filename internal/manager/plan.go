@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/compactorhq/compactor/internal/catalog"
+	"github.com/compactorhq/compactor/internal/jobtype"
 )
 
 // Decision says what the scheduler does with a collection on its next run.
@@ -20,7 +21,7 @@ const (
 	DecideDeadLettered Decision = "dead-lettered" // too many consecutive failures
 	DecideBackingOff   Decision = "backing-off"   // a failure's retry delay has not passed
 	DecideRunning      Decision = "running"       // a job of it is running
-	DecideQueued       Decision = "queued"        // a job of it is queued already
+	DecideQueued       Decision = "queued"        // a compaction of it is queued already
 	DecideBelow        Decision = "below-thresholds"
 	DecideEmpty        Decision = "empty" // nothing to compact
 )
@@ -106,9 +107,15 @@ func (s *scheduler) plan(ctx context.Context) (Plan, error) {
 	if err != nil {
 		return Plan{}, fmt.Errorf("list active jobs: %w", err)
 	}
+	// A running job of any kind holds the collection (one runs at a time);
+	// only a queued compaction makes another one redundant.
 	state := make(map[string]catalog.JobState, len(active))
+	running := make(map[string]jobtype.Kind, len(active))
 	for _, j := range active {
-		if state[j.CollectionID] != catalog.JobRunning {
+		if j.State == catalog.JobRunning {
+			running[j.CollectionID] = kindOf(j)
+		}
+		if state[j.CollectionID] != catalog.JobRunning && (j.State == catalog.JobRunning || kindOf(j) == jobtype.KindCompaction) {
 			state[j.CollectionID] = j.State
 		}
 	}
@@ -127,8 +134,11 @@ func (s *scheduler) plan(ctx context.Context) (Plan, error) {
 			e.Decision, e.Reason = DecideEmpty, "nothing to compact"
 		case state[c.ID] == catalog.JobRunning:
 			e.Decision, e.Reason = DecideRunning, "a job of it is running"
+			if k := running[c.ID]; k != jobtype.KindCompaction {
+				e.Reason = fmt.Sprintf("a job of it is running (%s)", k)
+			}
 		case state[c.ID] == catalog.JobQueued:
-			e.Decision, e.Reason = DecideQueued, "a job of it is queued"
+			e.Decision, e.Reason = DecideQueued, "a compaction of it is queued"
 		case pause.Paused:
 			e.Decision, e.Reason = DecideSchedPaused, "automatic compaction is paused: "+cmpText(pause.Reason)
 		case c.Paused():

@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/compactorhq/compactor/internal/catalog"
+	"github.com/compactorhq/compactor/internal/jobtype"
 )
 
 // A job's life on this node, after River's job executor (execute, then
@@ -55,7 +56,7 @@ func (m *Manager) run(workCtx context.Context, j catalog.Job) {
 	defer cancel(nil)
 	jobCtx, span := m.startJobSpan(jobCtx, j)
 	defer span.End()
-	log := m.logger.With("job", j.ID, "collection", j.CollectionID)
+	log := m.logger.With("job", j.ID, "collection", j.CollectionID, "kind", string(kindOf(j)))
 	if sc := span.SpanContext(); sc.IsValid() {
 		log = log.With("trace_id", sc.TraceID().String())
 	}
@@ -118,8 +119,8 @@ type executed struct {
 func (m *Manager) execute(ctx context.Context, exec Executor, r *run) (x executed) {
 	defer func() {
 		if p := recover(); p != nil {
-			m.logger.Error("compaction panicked", "job", r.job.ID, "collection", r.job.CollectionID, "panic", p)
-			x.err = fmt.Errorf("compaction panicked: %v", p)
+			m.logger.Error("job panicked", "job", r.job.ID, "collection", r.job.CollectionID, "kind", string(kindOf(r.job)), "panic", p)
+			x.err = fmt.Errorf("%s panicked: %v", kindOf(r.job), p)
 		}
 	}()
 	claimed, _, _ := m.runs.job(r)
@@ -323,15 +324,25 @@ func (m *Manager) applyPolicy(ctx context.Context, e *jobEnd) {
 func (m *Manager) observe(e *jobEnd) {
 	switch e.row.State {
 	case catalog.JobSucceeded:
-		e.log.Info("compaction succeeded", "records_read", e.row.RecordsRead, "version", e.row.VersionAfter,
+		e.log.Info(logMsg(e.row, "succeeded"), "records_read", e.row.RecordsRead, "version", e.row.VersionAfter,
 			"duration", e.row.FinishedAt.Sub(e.row.StartedAt))
 	case catalog.JobFailed:
-		e.log.Warn("compaction failed", "err", e.err, "transient", e.class.Transient)
+		e.log.Warn(logMsg(e.row, "failed"), "err", e.err, "transient", e.class.Transient)
 	default:
-		e.log.Info("compaction cancelled", "note", e.row.Note)
+		e.log.Info(logMsg(e.row, "cancelled"), "note", e.row.Note)
 	}
 	m.metrics.finished(e.row, e.err)
 	endJobSpan(e.span, e.row, e.err)
+}
+
+// logMsg is the message of a job's end: "compaction succeeded" and the
+// like for compactions (the messages operators search for), "job
+// succeeded" for the other kinds, whose log lines carry their kind.
+func logMsg(j catalog.Job, end string) string {
+	if kindOf(j) == jobtype.KindCompaction {
+		return "compaction " + end
+	}
+	return "job " + end
 }
 
 // refreshBacklogAfter updates the backlog gauges before the end is
@@ -352,7 +363,7 @@ func (m *Manager) queueContinuation(ctx context.Context, e *jobEnd) {
 	}
 	reason := fmt.Sprintf("continues job %.8s: %d records remain", e.row.ID, e.outcome.Remaining)
 	next, created, err := m.store.EnqueueJob(ctx, catalog.JobRequest{
-		CollectionID: e.row.CollectionID, Trigger: e.row.Trigger, Reason: reason, Continues: e.row.ID, TraceParent: e.row.TraceParent,
+		CollectionID: e.row.CollectionID, Kind: e.row.Kind, Trigger: e.row.Trigger, Reason: reason, Continues: e.row.ID, TraceParent: e.row.TraceParent,
 		TriggeredBy: e.row.TriggeredBy,
 	})
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/compactorhq/compactor/internal/catalog"
+	"github.com/compactorhq/compactor/internal/jobtype"
 )
 
 // schedulerLease names the leader lease in the catalog: the replica that
@@ -103,7 +104,7 @@ func (s *scheduler) schedule(ctx context.Context) error {
 			continue
 		}
 		j, created, err := s.store.EnqueueJob(ctx, catalog.JobRequest{
-			CollectionID: e.Collection.ID, Trigger: catalog.TriggerScheduled, Reason: e.Reason, OldestAt: e.Collection.OldestUncompactedAt,
+			CollectionID: e.Collection.ID, Kind: jobtype.KindCompaction, Trigger: catalog.TriggerScheduled, Reason: e.Reason, OldestAt: e.Collection.OldestUncompactedAt,
 		})
 		if err != nil {
 			return fmt.Errorf("queue job for collection %s: %w", e.Collection.ID, err)

@@ -649,6 +649,21 @@ func testListCompactions(t *testing.T, c clients) {
 	if n := len(list(&compactorv1.ListCompactionsRequest{Trigger: compactorv1.Trigger_TRIGGER_ONE_OFF, PageSize: 1000}).GetJobs()); n != len(all.GetJobs()) {
 		t.Errorf("%d ONE_OFF jobs, want all %d", n, len(all.GetJobs()))
 	}
+	for _, j := range all.GetJobs() {
+		if j.GetKind() != compactorv1.JobKind_JOB_KIND_COMPACTION {
+			t.Errorf("job %s of a Compact call is of kind %v, want JOB_KIND_COMPACTION", j.GetId(), j.GetKind())
+		}
+	}
+	compactions := compactorv1.JobKind_JOB_KIND_COMPACTION
+	if n := len(list(&compactorv1.ListCompactionsRequest{Kinds: []compactorv1.JobKind{compactions}, PageSize: 1000}).GetJobs()); n != len(all.GetJobs()) {
+		t.Errorf("%d compactions listed, want all %d", n, len(all.GetJobs()))
+	}
+	if n := len(list(&compactorv1.ListCompactionsRequest{Kinds: []compactorv1.JobKind{compactorv1.JobKind_JOB_KIND_VERIFY}}).GetJobs()); n != 0 {
+		t.Errorf("%d verify jobs listed, want none", n)
+	}
+	_, err := c.jobs.ListCompactions(ctx, connect.NewRequest(&compactorv1.ListCompactionsRequest{
+		Kinds: []compactorv1.JobKind{compactions, compactorv1.JobKind_JOB_KIND_UNSPECIFIED}}))
+	wantViolation(t, err, "kinds[1]", "JOB_KIND_UNSPECIFIED is not a job kind")
 }
 
 func testWatch(t *testing.T, c clients) {

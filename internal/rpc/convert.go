@@ -63,9 +63,48 @@ func triggerFromProto(t compactorv1.Trigger) catalog.Trigger {
 	return ""
 }
 
+var kindToProto = map[jobtype.Kind]compactorv1.JobKind{
+	jobtype.KindCompaction:   compactorv1.JobKind_JOB_KIND_COMPACTION,
+	jobtype.KindIndexRebuild: compactorv1.JobKind_JOB_KIND_INDEX_REBUILD,
+	jobtype.KindVerify:       compactorv1.JobKind_JOB_KIND_VERIFY,
+}
+
+// jobKindToProto is k's enum value; "" is a compaction, an unknown kind
+// (a newer replica's) JOB_KIND_UNSPECIFIED.
+func jobKindToProto(k jobtype.Kind) compactorv1.JobKind {
+	if k == "" {
+		k = jobtype.KindCompaction
+	}
+	return kindToProto[k]
+}
+
+func kindFromProto(k compactorv1.JobKind) (jobtype.Kind, bool) {
+	for kind, v := range kindToProto {
+		if v == k {
+			return kind, true
+		}
+	}
+	return "", false
+}
+
+// kindsFromProto converts a kinds filter; field names the request's field
+// in the INVALID_ARGUMENT of an unknown or unset value.
+func kindsFromProto(field string, ks []compactorv1.JobKind) ([]jobtype.Kind, error) {
+	var out []jobtype.Kind
+	for i, k := range ks {
+		kind, ok := kindFromProto(k)
+		if !ok {
+			return nil, invalidArgument(fmt.Sprintf("%s[%d]", field, i), "%s is not a job kind", k)
+		}
+		out = append(out, kind)
+	}
+	return out, nil
+}
+
 func jobToProto(j manager.Job) *compactorv1.Job {
 	p := &compactorv1.Job{
 		Id:              j.ID,
+		Kind:            jobKindToProto(j.Kind),
 		CollectionId:    j.CollectionID,
 		CollectionName:  j.CollectionName,
 		Trigger:         triggerToProto(j.Trigger),

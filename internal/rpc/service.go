@@ -7,10 +7,12 @@
 package rpc
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"unicode/utf8"
@@ -23,6 +25,7 @@ import (
 	"github.com/compactorhq/compactor/internal/audit"
 	"github.com/compactorhq/compactor/internal/catalog"
 	"github.com/compactorhq/compactor/internal/compaction"
+	"github.com/compactorhq/compactor/internal/jobtype"
 	"github.com/compactorhq/compactor/internal/manager"
 	"github.com/compactorhq/compactor/internal/materialize"
 )
@@ -291,6 +294,11 @@ func (s *Service) ListCompactions(ctx context.Context, req *connect.Request[comp
 		}
 		f.States = append(f.States, state)
 	}
+	kinds, err := kindsFromProto("kinds", m.GetKinds())
+	if err != nil {
+		return nil, err
+	}
+	f.Kinds = kinds
 	size, err := pageSize(m.GetPageSize())
 	if err != nil {
 		return nil, err
@@ -339,8 +347,15 @@ func (s *Service) WatchCompactions(ctx context.Context, req *connect.Request[com
 		}
 		wanted[id] = true
 	}
+	kinds, err := kindsFromProto("kinds", m.GetKinds())
+	if err != nil {
+		return err
+	}
 	match := func(j manager.Job) bool {
 		if len(wanted) > 0 && !wanted[j.ID] {
+			return false
+		}
+		if len(kinds) > 0 && !slices.Contains(kinds, cmp.Or(j.Kind, jobtype.KindCompaction)) {
 			return false
 		}
 		return m.GetCollectionId() == "" || j.CollectionID == m.GetCollectionId()

@@ -33,7 +33,7 @@ func BenchmarkWriteBlocks(b *testing.B) {
 	s := segment.NewStore(d, segment.Config{}, nil)
 	var written int64
 	for b.Loop() {
-		_, stats, err := s.NewWriter(testCollection, nil).Write(context.Background(), changes, 0, dim, nil)
+		_, stats, err := s.NewWriter(testCollection, nil).WriteBlocks(context.Background(), changes, 0, dim, nil)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -22,7 +22,7 @@ type Config struct {
 	// neighbour (default MaxBlockRecords/4).
 	MinBlockRecords int
 
-	// Deltas (Store.PreferDelta, DESIGN.md §7b). A compaction writes its
+	// Deltas (Writer.Write, DESIGN.md §7b). A compaction writes its
 	// changes as a delta instead of rewriting blocks when they touch more
 	// than DeltaMinBlocks blocks and number less than DeltaMaxFraction of
 	// the records of those blocks, or when the base has deltas already; it

@@ -2,12 +2,12 @@ package segment
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"iter"
 	"maps"
 	"slices"
 	"sort"
@@ -101,10 +101,10 @@ func deltaRows(m *Manifest) int64 {
 	return n
 }
 
-// PreferDelta reports whether changes (sorted by unique id) over base should
-// be written as a delta (Writer.WriteDelta) rather than by rewriting blocks
-// (Writer.Write, which folds base's deltas into the blocks it rewrites).
-// The rules, with the Config fields:
+// preferDelta reports whether changes (sorted by unique id) over base are
+// written as a delta rather than by rewriting blocks (which folds base's
+// deltas into the blocks it rewrites): Writer.Write's rule. With the
+// Config fields:
 //   - never with NoDeltas, without base blocks, or for more changes than
 //     one delta file can hold back to a read (about 46,000 rows at
 //     dimension 128);
@@ -114,7 +114,7 @@ func deltaRows(m *Manifest) int64 {
 //     that touches few blocks would rewrite every block they touch);
 //   - else when the changes touch more than DeltaMinBlocks blocks and
 //     number less than DeltaMaxFraction of those blocks' records.
-func (s *Store) PreferDelta(base *Manifest, changes []Change) bool {
+func (s *Store) preferDelta(base *Manifest, changes []Change) bool {
 	c := s.cfg
 	switch {
 	case c.NoDeltas || base == nil || len(base.Blocks) == 0:
@@ -141,77 +141,84 @@ func (s *Store) PreferDelta(base *Manifest, changes []Change) bool {
 	return touched > c.DeltaMinBlocks && float64(len(changes)) < c.DeltaMaxFraction*float64(records)
 }
 
-// MaxDeltaChanges is the most operation records a compaction over base
-// gathers to consider a delta (PreferDelta): none when deltas are off or
-// base has no blocks, else what the delta may still take before a fold,
-// within what one delta file holds. A larger log slice streams into the
-// blocks.
-func (s *Store) MaxDeltaChanges(base *Manifest) int64 {
+// maxDeltaChanges is the most operation records Writer.Write gathers over
+// base to consider a delta (preferDelta): none when deltas are off, base
+// has no blocks or lists MaxDeltas deltas, else what the deltas may still
+// take before a fold, within what one delta file holds. A longer stream
+// is written as blocks.
+func (s *Store) maxDeltaChanges(base *Manifest) int64 {
 	if s.cfg.NoDeltas || base == nil || len(base.Blocks) == 0 || len(base.Deltas) >= s.cfg.MaxDeltas {
 		return 0
 	}
 	return max(0, min(maxDeltaRows(base.Dimension), s.cfg.foldRecords(base)-deltaRows(base)))
 }
 
-// WriteDelta writes changes (sorted by unique id) over the base as one delta
-// file and returns the new manifest (Version = base's + 1, not yet
-// written): base's blocks and deltas by reference, the new delta last.
-// Changes that change nothing (a tombstone of an absent id, a record equal
-// to the current one) are left out; when none is left, no delta is written.
-// The current records come from Get (the blocks Get loaded are not read
-// again). It needs a base with blocks. On error the caller calls Abort.
-func (w *Writer) WriteDelta(ctx context.Context, changes []Change, compactionOffset int64, dimension int) (*Manifest, WriteStats, error) {
-	var stats WriteStats
-	if w.wrote {
-		return nil, stats, errors.New("write delta: called twice on one Writer")
-	}
-	w.wrote = true
-	if err := w.checkWrite(changes, dimension); err != nil {
-		return nil, stats, fmt.Errorf("write delta: %w", err)
-	}
+// writeDelta is Write's delta write of changes (sorted by unique id, with
+// Records or Ops) over a base with blocks: base's blocks and deltas by
+// reference, the new delta last (none when no change changes anything).
+func (w *Writer) writeDelta(ctx context.Context, changes []Change, opts WriteOptions) (*Manifest, WriteReport, error) {
+	report := WriteReport{Kind: WroteDelta}
 	if w.base == nil || len(w.base.Blocks) == 0 {
-		return nil, stats, errors.New("write delta: the base has no blocks (write blocks instead)")
+		return nil, report, errors.New("write delta: the base has no blocks (write blocks instead)")
 	}
-	current, err := w.currentOf(ctx, changes)
+	src := &changeSource{dimension: cmp.Or(opts.Dimension, w.base.Dimension)}
+	ids := make([]string, len(changes))
+	for i, c := range changes {
+		if err := src.check(c); err != nil {
+			return nil, report, fmt.Errorf("write delta: %w", err)
+		}
+		ids[i] = c.ID
+	}
+	current, err := w.readFew(ctx, ids)
 	if err != nil {
-		return nil, stats, fmt.Errorf("write delta: %w", err)
+		return nil, report, fmt.Errorf("write delta: %w", err)
 	}
 	m := *w.base
 	m.Version = w.base.Version + 1
-	m.CompactionOffset = compactionOffset
-	m.Dimension = dimension
+	m.CompactionOffset = opts.CompactionOffset
 	m.CreatedAt = w.s.now().UTC().Round(0)
 	m.Blocks = slices.Clone(w.base.Blocks)
 	m.Deltas = slices.Clone(w.base.Deltas)
 	m.Index = nil // the base's index is not this version's: the caller sets one
 	rows := make([]Change, 0, len(changes))
 	var ref DeltaRef
-	for _, ch := range changes {
-		cur, ok := current[ch.ID]
+	for _, c := range changes {
+		var cur *materialize.Record
+		if r, ok := current[c.ID]; ok {
+			cur = &r
+		}
+		r, err := src.resolve(c, cur)
+		if err != nil {
+			return nil, report, err
+		}
 		switch {
-		case ch.Record == nil && !ok:
-			continue // deleting an absent id
-		case ch.Record != nil && ok && sameRecord(cur, *ch.Record):
+		case r == nil && cur == nil:
+			continue // absent before and after
+		case r != nil && cur != nil && sameRecord(*cur, *r):
 			continue
-		case ch.Record == nil:
+		case r == nil:
 			m.RecordCount--
 			ref.Tombstones++
 		default:
-			if !ok {
+			if cur == nil {
 				m.RecordCount++
 			}
 			ref.Records++
 		}
-		rows = append(rows, ch)
+		if opts.OnChange != nil {
+			opts.OnChange(c.ID, r)
+		}
+		rows = append(rows, Change{ID: c.ID, Record: r})
 	}
-	stats.BlocksReused = len(m.Blocks)
+	m.Dimension = cmp.Or(src.dimension, m.Dimension)
+	report.BlocksReused = len(m.Blocks)
 	if len(rows) > 0 {
 		if err := ctx.Err(); err != nil {
-			return nil, stats, fmt.Errorf("write delta: %w", err)
+			return nil, report, fmt.Errorf("write delta: %w", err)
 		}
 		data, err := encodeDelta(rows)
 		if err != nil {
-			return nil, stats, fmt.Errorf("encode delta: %w", err)
+			return nil, report, fmt.Errorf("encode delta: %w", err)
 		}
 		ref.Key = newDeltaKey(w.collectionID)
 		ref.MinID, ref.MaxID = rows[0].ID, rows[len(rows)-1].ID
@@ -219,45 +226,18 @@ func (w *Writer) WriteDelta(ctx context.Context, changes []Change, compactionOff
 		// Recorded before the Put: a Put that fails may still have written.
 		w.written = append(w.written, ref.Key)
 		if err := w.s.blobs.Put(ctx, ref.Key, data); err != nil {
-			return nil, stats, fmt.Errorf("put delta %s: %w", ref.Key, err)
+			return nil, report, fmt.Errorf("put delta %s: %w", ref.Key, err)
 		}
 		m.Deltas = append(m.Deltas, ref)
 		m.FormatVersion = formatVersionDeltas
-		stats.DeltasWritten = 1
-		stats.RecordsWritten = int64(len(rows))
-		stats.BytesWritten = ref.Bytes
+		report.DeltasWritten = 1
+		report.RecordsWritten = int64(len(rows))
+		report.BytesWritten = ref.Bytes
 	}
 	if err := checkManifest(&m); err != nil {
-		return nil, stats, fmt.Errorf("write delta: new manifest: %w", err)
+		return nil, report, fmt.Errorf("write delta: new manifest: %w", err)
 	}
-	return &m, stats, nil
-}
-
-// currentOf returns the current records of the ids of changes: the ones
-// Get found (remembered by Get) or, for ids Get was not asked, from Get now.
-func (w *Writer) currentOf(ctx context.Context, changes []Change) (map[string]materialize.Record, error) {
-	out := make(map[string]materialize.Record, len(changes))
-	var ask []string
-	for _, ch := range changes {
-		r, seen := w.present[ch.ID]
-		switch {
-		case !seen:
-			ask = append(ask, ch.ID)
-		case r != nil:
-			out[ch.ID] = *r
-		}
-	}
-	if len(ask) == 0 {
-		return out, nil
-	}
-	got, err := w.Get(ctx, ask)
-	if err != nil {
-		return nil, err
-	}
-	for id, r := range got {
-		out[id] = r
-	}
-	return out, nil
+	return &m, report, nil
 }
 
 // readOverlay reads the deltas of m (all, or those want accepts) and
@@ -387,8 +367,7 @@ func (w *Writer) deltaOverlay(ctx context.Context) ([]Change, error) {
 }
 
 // overlayGet applies the base's deltas to out, the base blocks' records of
-// ids (Writer.Get), and remembers what it returns for WriteDelta when a
-// delta may be written.
+// ids (Writer.Get).
 func (w *Writer) overlayGet(ctx context.Context, ids []string, out map[string]materialize.Record) error {
 	ov, err := w.deltaOverlay(ctx)
 	if err != nil {
@@ -403,97 +382,54 @@ func (w *Writer) overlayGet(ctx context.Context, ids []string, out map[string]ma
 			}
 		}
 	}
-	if w.base == nil || len(w.base.Blocks) == 0 || w.s.cfg.NoDeltas || int64(len(ids)) > maxDeltaRows(w.base.Dimension) {
-		return nil
-	}
-	if w.present == nil {
-		w.present = make(map[string]*materialize.Record, len(ids))
-	}
-	for _, id := range ids {
-		if r, ok := out[id]; ok {
-			w.present[id] = &r
-		} else {
-			w.present[id] = nil
-		}
-	}
 	return nil
-}
-
-// foldDeltas returns changes merged over the records and tombstones of the
-// base's deltas (older delta < newer delta < changes), for a Write that
-// folds them into the blocks it rewrites, and how many deltas that is.
-func (w *Writer) foldDeltas(ctx context.Context, changes []Change) ([]Change, int, error) {
-	ov, err := w.deltaOverlay(ctx)
-	if err != nil || len(ov) == 0 {
-		return changes, 0, err
-	}
-	return mergeNewer(ov, changes), len(w.base.Deltas), nil
 }
 
 // foldDeltaStream merges the base's delta rows (overlay: sorted by unique
-// id, a nil Record a tombstone) under the change stream in, for a write
+// id, a nil Record a tombstone) under the changes next pulls, for a write
 // that folds the deltas into the blocks it rewrites: an id only in overlay
-// becomes a change to its delta value; a change of in whose id the overlay
-// holds applies over the delta value (a Change with Ops is folded onto it
-// here, since the block's record is older), and a Change with a Record
-// replaces it.
-func foldDeltaStream(overlay []Change, in iter.Seq2[Change, error]) iter.Seq2[Change, error] {
-	return func(yield func(Change, error) bool) {
-		i := 0
-		for c, err := range in {
-			if err != nil {
-				yield(Change{}, err)
-				return
-			}
-			for i < len(overlay) && overlay[i].ID < c.ID {
-				if !yield(overlay[i], nil) {
-					return
-				}
-				i++
-			}
-			if i < len(overlay) && overlay[i].ID == c.ID {
-				if c.Ops != nil {
-					var cur *materialize.Record
-					if r := overlay[i].Record; r != nil {
-						cp := r.Clone()
-						cur = &cp
-					}
-					c = Change{ID: c.ID, Record: materialize.ApplyOwning(cur, c.Ops)}
-				}
-				i++
-			}
-			if !yield(c, nil) {
-				return
+// becomes a change to its delta value; a change whose id the overlay holds
+// applies over the delta value (a Change with Ops is folded onto it here,
+// Change.valueOver, since the block's record is older), and a Change with
+// a Record replaces it. An error of next ends the stream.
+func foldDeltaStream(overlay []Change, next func() (Change, error, bool)) func() (Change, error, bool) {
+	i := 0
+	var held Change
+	holding, ended := false, false
+	return func() (Change, error, bool) {
+		if !holding && !ended {
+			c, err, ok := next()
+			switch {
+			case !ok:
+				ended = true
+			case err != nil:
+				ended, i = true, len(overlay)
+				return Change{}, err, true
+			default:
+				held, holding = c, true
 			}
 		}
-		for ; i < len(overlay); i++ {
-			if !yield(overlay[i], nil) {
-				return
+		if i < len(overlay) && (!holding || overlay[i].ID < held.ID) {
+			i++
+			c := overlay[i-1]
+			c.folded, c.was = true, c.Record
+			return c, nil, true
+		}
+		if !holding {
+			return Change{}, nil, false
+		}
+		c := held
+		held, holding = Change{}, false
+		if i < len(overlay) && overlay[i].ID == c.ID {
+			was := overlay[i].Record
+			if c.Ops != nil {
+				c = Change{ID: c.ID, Record: c.valueOver(was)}
 			}
+			c.folded, c.was = true, was
+			i++
 		}
+		return c, nil, true
 	}
-}
-
-// checkWrite checks changes for WriteDelta as a block write checks its
-// stream: a valid collection id and base, ids non-empty, sorted and unique,
-// records of their id and of dimension, with storable metadata.
-func (w *Writer) checkWrite(changes []Change, dimension int) error {
-	if err := checkCollectionID(w.collectionID); err != nil {
-		return err
-	}
-	if w.base != nil && w.base.CollectionID != w.collectionID {
-		return fmt.Errorf("base manifest is of collection %s, not %s", w.base.CollectionID, w.collectionID)
-	}
-	src := &changeSource{dimension: dimension}
-	for _, c := range changes {
-		if c.Ops != nil {
-			return fmt.Errorf("change %q: a delta takes records, not operation records", c.ID)
-		}
-		if err := src.check(c); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // ReadDelta reads all rows of a delta, in id order, as changes (a nil Record
@@ -668,11 +604,8 @@ func inspectDelta(data []byte, wantRows, limit int64) (blockInfo, error) {
 }
 
 // getFew is Writer.Get for few ids spread over many blocks (ok true): when
-// the ids, taken as changes, would be written as a delta (PreferDelta), it
-// reads from each block only its id column and the rows of the ids
-// (readBlockRows) instead of decoding the whole block, and keeps no block
-// for Write (which reads what it rewrites). ok false: Get reads whole
-// blocks.
+// the ids, taken as changes, would be written as a delta (preferDelta), it
+// reads them with readFew. ok false: Get reads whole blocks.
 func (w *Writer) getFew(ctx context.Context, ids []string) (_ map[string]materialize.Record, ok bool, _ error) {
 	if w.base == nil || len(ids) == 0 {
 		return nil, false, nil
@@ -684,9 +617,19 @@ func (w *Writer) getFew(ctx context.Context, ids []string) (_ map[string]materia
 			asChanges = append(asChanges, Change{ID: id})
 		}
 	}
-	if !w.s.PreferDelta(w.base, asChanges) {
+	if !w.s.preferDelta(w.base, asChanges) {
 		return nil, false, nil
 	}
+	out, err := w.readFew(ctx, ids)
+	return out, true, err
+}
+
+// readFew returns the current records of ids in the base, its deltas
+// applied (missing ids absent), reading from each block only its id
+// column and the rows of the ids (readBlockRows) instead of decoding the
+// whole block (a block Get loaded is looked up instead), and keeping no
+// block for a block write (which reads what it rewrites).
+func (w *Writer) readFew(ctx context.Context, ids []string) (map[string]materialize.Record, error) {
 	out := make(map[string]materialize.Record)
 	byBlock, order := idsByBlock(w.base.Blocks, ids)
 	for _, i := range order {
@@ -699,18 +642,18 @@ func (w *Writer) getFew(ctx context.Context, ids []string) (_ map[string]materia
 			continue
 		}
 		if err := ctx.Err(); err != nil {
-			return nil, true, fmt.Errorf("read block %s: %w", w.base.Blocks[i].Key, err)
+			return nil, fmt.Errorf("read block %s: %w", w.base.Blocks[i].Key, err)
 		}
 		found, err := w.s.readBlockRows(ctx, w.base.Blocks[i], byBlock[i])
 		if err != nil {
-			return nil, true, err
+			return nil, err
 		}
 		maps.Copy(out, found)
 	}
 	if err := w.overlayGet(ctx, ids, out); err != nil {
-		return nil, true, err
+		return nil, err
 	}
-	return out, true, nil
+	return out, nil
 }
 
 // readBlockRows reads from the block ref names the records of ids (absent

@@ -18,7 +18,7 @@ import (
 
 // writeDelta runs one Writer over base, writes changes as a delta and the
 // manifest.
-func writeDelta(t testing.TB, s *segment.Store, base *segment.Manifest, changes []segment.Change) (*segment.Manifest, segment.WriteStats, string) {
+func writeDelta(t testing.TB, s *segment.Store, base *segment.Manifest, changes []segment.Change) (*segment.Manifest, segment.WriteReport, string) {
 	t.Helper()
 	ctx := context.Background()
 	w := s.NewWriter(testCollection, base)

@@ -245,7 +245,7 @@ func durableVersions(t *testing.T, root string, fsys durableFS, rounds int, afte
 		}
 		slices.SortFunc(changes, func(a, b Change) int { return strings.Compare(a.ID, b.ID) })
 		w := s.NewWriter(durableCollection, base)
-		m, _, err := w.Write(ctx, changes, int64(round+1), 2, nil)
+		m, _, err := w.WriteBlocks(ctx, changes, int64(round+1), 2, nil)
 		if err != nil {
 			return keys, want
 		}
@@ -508,7 +508,7 @@ func BenchmarkDurableWrite(b *testing.B) {
 			s := NewStore(blobs, Config{}, nil)
 			for b.Loop() {
 				w := s.NewWriter(durableCollection, nil)
-				m, _, err := w.Write(context.Background(), changes, 1, 64, nil)
+				m, _, err := w.WriteBlocks(context.Background(), changes, 1, 64, nil)
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -69,11 +69,11 @@ func deletes(ids ...string) []segment.Change {
 }
 
 // commit runs one Writer over base and writes its manifest.
-func commit(t testing.TB, s *segment.Store, base *segment.Manifest, changes []segment.Change) (*segment.Manifest, segment.WriteStats, string) {
+func commit(t testing.TB, s *segment.Store, base *segment.Manifest, changes []segment.Change) (*segment.Manifest, segment.WriteReport, string) {
 	t.Helper()
 	ctx := context.Background()
 	w := s.NewWriter(testCollection, base)
-	m, stats, err := w.Write(ctx, changes, 0, 0, nil)
+	m, stats, err := w.WriteBlocks(ctx, changes, 0, 0, nil)
 	if err != nil {
 		t.Fatalf("write: %v", err)
 	}

@@ -64,8 +64,8 @@
 // # Deltas
 //
 // A write whose changes are few but spread over many blocks need not rewrite
-// them (Store.PreferDelta, Config): Writer.WriteDelta writes the changes as
-// one delta, a Parquet file under
+// them: Writer.Write decides (its documentation gives the rule, Config its
+// settings) and then writes the changes as one delta, a Parquet file under
 //
 //	collections/<collection id>/deltas/<uuid>.parquet
 //
@@ -76,9 +76,9 @@
 // the records with the deltas applied. Reads (Store.Get, Store.Scan,
 // Writer.Get) merge them on read: per id, the newest delta holding it wins
 // and a tombstone hides it; else the block owning the id holds it. A block
-// rewrite (Writer.Write) folds every delta of its base into the blocks it
-// rewrites (older delta < newer delta < the write's changes), so a version
-// written by Write lists no deltas and keeps format version 1. GC keeps the
+// rewrite (a Write of kind WroteBlocks) folds every delta of its base into
+// the blocks it rewrites (older delta < newer delta < the write's changes),
+// so a version written by it lists no deltas and keeps format version 1. GC keeps the
 // deltas of kept versions like their blocks. docs/storage.md shows one DuckDB
 // query that reads a version with its deltas.
 package segment
@@ -168,17 +168,23 @@ type Change struct {
 	ID     string
 	Record *materialize.Record
 	Ops    []materialize.OperationRecord
+	// folded: a delta of the base holds ID, and was is its value there
+	// (nil: a tombstone), the base version's record that OnChange compares
+	// with when the deltas are folded into blocks (foldDeltaStream).
+	folded bool
+	was    *materialize.Record
 }
 
-// WriteStats are the figures of one Writer.Write.
-type WriteStats struct {
-	BlocksWritten  int   // new block files
-	BlocksReused   int   // blocks of the base carried over by reference
-	BlocksDropped  int   // blocks of the base not in the new version
-	RecordsWritten int64 // records in the blocks written
-	BytesWritten   int64 // bytes of the blocks and delta written (manifest excluded)
-	DeltasWritten  int   // delta files written (Writer.WriteDelta: 0 or 1)
-	DeltasFolded   int   // deltas of the base folded into the blocks written
+// WriteReport is what one Writer.Write did: the kind of write and its figures.
+type WriteReport struct {
+	Kind           WriteKind // WroteBlocks or WroteDelta
+	BlocksWritten  int       // new block files
+	BlocksReused   int       // blocks of the base carried over by reference
+	BlocksDropped  int       // blocks of the base not in the new version
+	RecordsWritten int64     // records in the blocks written, or rows (records and tombstones) of the delta
+	BytesWritten   int64     // bytes of the blocks and delta written (manifest excluded)
+	DeltasWritten  int       // delta files written (0 or 1, WroteDelta only)
+	DeltasFolded   int       // deltas of the base folded into the blocks written
 }
 
 // GCPlan says what one GC pass over a collection may delete (Store.GC).

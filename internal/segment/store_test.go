@@ -178,13 +178,13 @@ func TestGC(t *testing.T) {
 	clock.Advance(2 * time.Hour)
 	v2, _, v2Key := commit(t, s, v1, deletes("k0000"))
 	orphan := s.NewWriter(testCollection, v2)
-	if _, _, err := orphan.Write(ctx, deletes("k0500"), 0, 0, nil); err != nil {
+	if _, _, err := orphan.WriteBlocks(ctx, deletes("k0500"), 0, 0, nil); err != nil {
 		t.Fatal(err)
 	}
 	orphanKeys := diff(listKeys(t, blobs, ""), sorted(blockKeys(v1), blockKeys(v2), []string{v1Key, v2Key}))
 	clock.Advance(time.Hour)
 	young := s.NewWriter(testCollection, v2)
-	if _, _, err := young.Write(ctx, deletes("k0900"), 0, 0, nil); err != nil {
+	if _, _, err := young.WriteBlocks(ctx, deletes("k0900"), 0, 0, nil); err != nil {
 		t.Fatal(err)
 	}
 	youngKeys := diff(listKeys(t, blobs, ""), sorted(blockKeys(v1), blockKeys(v2), []string{v1Key, v2Key}, orphanKeys))
@@ -193,7 +193,7 @@ func TestGC(t *testing.T) {
 	}
 	other := segment.NewStore(blobs, segment.Config{}, clock.Now)
 	ow := other.NewWriter("other-collection", nil)
-	if _, _, err := ow.Write(ctx, upserts(recs[:5]), 0, 0, nil); err != nil {
+	if _, _, err := ow.WriteBlocks(ctx, upserts(recs[:5]), 0, 0, nil); err != nil {
 		t.Fatal(err)
 	}
 	otherKeys := listKeys(t, blobs, "collections/other-collection/")
@@ -281,7 +281,7 @@ func TestGCExpiredAndSparedOrphans(t *testing.T) {
 	v1, _, v1Key := commit(t, s, nil, upserts(recs))
 	v2, _, v2Key := commit(t, s, v1, deletes("k0000"))
 	orphan := s.NewWriter(testCollection, v2)
-	if _, _, err := orphan.Write(ctx, deletes("k0500"), 0, 0, nil); err != nil {
+	if _, _, err := orphan.WriteBlocks(ctx, deletes("k0500"), 0, 0, nil); err != nil {
 		t.Fatal(err)
 	}
 	clock.Advance(time.Hour)
@@ -340,7 +340,7 @@ func TestDeleteCollectionDeletesItsPrefixOnly(t *testing.T) {
 	ctx := context.Background()
 	commit(t, s, nil, upserts(records(rng, "k%04d", 50, 4)))
 	w := s.NewWriter(testCollection+"x", nil) // a collection whose id extends this one's
-	if _, _, err := w.Write(ctx, upserts(records(rng, "k%04d", 5, 4)), 0, 0, nil); err != nil {
+	if _, _, err := w.WriteBlocks(ctx, upserts(records(rng, "k%04d", 5, 4)), 0, 0, nil); err != nil {
 		t.Fatal(err)
 	}
 	keep := listKeys(t, mem, "collections/"+testCollection+"x/")

@@ -7,16 +7,15 @@ import (
 	"fmt"
 	"iter"
 	"math"
-	"slices"
 	"sync"
 
 	"github.com/compactorhq/compactor/internal/materialize"
 )
 
-// Writer builds one new segment version from a base by copy-on-write. It is
-// used by one goroutine (WriteFrom's encoders are its own). Get, then Write
-// (or WriteFrom, WriteStream), then WriteManifest; Abort on any failure
-// deletes every blob this writer wrote.
+// Writer builds one new segment version from a base: Write (blocks by
+// copy-on-write, or a delta), then WriteManifest; Abort on any failure
+// deletes every blob this writer wrote. It is used by one goroutine
+// (Write's encoders are its own).
 type Writer struct {
 	s            *Store
 	collectionID string
@@ -31,10 +30,8 @@ type Writer struct {
 	unsynced []string
 	mu       sync.Mutex // guards written and unsynced while encoders put blocks
 	wrote    bool
-	// Deltas (delta.go): the base's deltas merged, once read, and the
-	// current records Get returned, for WriteDelta.
+	// overlay is the base's deltas merged, once read (delta.go).
 	overlay *[]Change
-	present map[string]*materialize.Record
 	// onChange is WriteOptions.OnChange of the write running.
 	onChange func(id string, r *materialize.Record)
 }
@@ -65,9 +62,11 @@ func (w *Writer) load(ctx context.Context, i int) ([]materialize.Record, error) 
 	return recs, nil
 }
 
-// Get returns the current records of the given ids in the base (missing ids
-// absent). It loads and keeps the blocks whose ranges hold the ids, so that
-// Write does not read them again.
+// Get returns the current records of the given ids in the base, its
+// deltas applied (missing ids absent). For ids few enough to make a delta
+// over many blocks it reads only their rows; otherwise it loads and keeps
+// the blocks whose ranges hold the ids, so that a block Write does not
+// read them again.
 func (w *Writer) Get(ctx context.Context, ids []string) (map[string]materialize.Record, error) {
 	if out, ok, err := w.getFew(ctx, ids); ok { // delta.go: few ids over many blocks
 		return out, err
@@ -92,99 +91,181 @@ func (w *Writer) Get(ctx context.Context, ids []string) (map[string]materialize.
 	return out, nil
 }
 
-// Write applies changes (sorted by ID, unique) to the base and writes the
-// blocks that change, checking ctx before each block write (a batch
-// boundary) and calling onBlock(bytes) after each. It returns the new
-// manifest (Version = base's + 1, not yet written) and the figures. On error
-// the caller calls Abort. It is WriteFrom over the slice with one encoder
-// (blocks are encoded and put one after the other).
-func (w *Writer) Write(ctx context.Context, changes []Change, compactionOffset int64, dimension int, onBlock func(int64)) (*Manifest, WriteStats, error) {
-	// The changes are in memory already: the window holds them whole, so
-	// every run is cut into near-equal blocks.
-	return w.WriteFrom(ctx, slices.All(changes), WriteOptions{CompactionOffset: compactionOffset, Dimension: dimension, OnBlock: onBlock, Encoders: 1,
-		Window: math.MaxInt})
-}
+// WriteKind is what a Write wrote: blocks or a delta.
+type WriteKind string
 
-// WriteOptions are the settings of one WriteFrom.
+// The kinds of write (WriteReport.Kind).
+const (
+	// WroteBlocks: the changes were merged into the blocks whose id
+	// ranges they fall into, which were rewritten (copy-on-write), with
+	// every delta of the base folded into them; the new version lists no
+	// deltas.
+	WroteBlocks WriteKind = "blocks"
+	// WroteDelta: the changes were written as one delta file that the new
+	// version lists after the base's deltas, beside the base's blocks,
+	// all reused by reference (none when no change changed anything).
+	WroteDelta WriteKind = "delta"
+)
+
+// WriteOptions are the settings of one Write.
 type WriteOptions struct {
 	// CompactionOffset is the manifest's compaction offset.
 	CompactionOffset int64
 	// Dimension is the collection's embedding dimension; 0: the first
 	// record's (then every record must have it).
 	Dimension int
+	// OnKind, when set, is called once from Write's goroutine with the
+	// kind of write chosen, before anything is written.
+	OnKind func(WriteKind)
 	// OnBlock, when set, is called with the bytes of each block written,
-	// in manifest order, from WriteFrom's goroutine.
+	// in manifest order, from Write's goroutine (never for a delta).
 	OnBlock func(bytes int64)
 	// Encoders is how many blocks are encoded and put at once (<= 0:
 	// GOMAXPROCS). Blocks keep their id order in the manifest whatever
 	// order they finish in; at most Encoders blocks are in flight, so
 	// memory stays bounded.
 	Encoders int
-	// OnChange, when set, is called from WriteFrom's goroutine for each
+	// OnChange, when set, is called from Write's goroutine for each
 	// record id whose record the write changes against the base: r is the
 	// new record (inserted or updated) or nil (deleted). The record is the
 	// writer's: a caller that keeps it past the call copies what it keeps.
-	// A record a delta of the base held and the write folds into a block
-	// may be reported although its value is the base version's.
 	OnChange func(id string, r *materialize.Record)
 	// Window is the most records a run being built holds before it sends
 	// blocks of 15/16 of MaxBlockRecords from its front (<= 0: 8 blocks'
-	// worth);
-	// the rest of a run is cut into near-equal blocks. It bounds the
-	// writer's memory whatever the size of the change.
+	// worth); the rest of a run is cut into near-equal blocks. It bounds
+	// the writer's memory whatever the size of the change.
 	Window int
 }
 
-// WriteFrom applies a stream of changes (sorted by ID, unique; a Change with
-// Ops is folded onto the base's record of its id) to the base and writes
-// the blocks that change, streaming: it holds one base block and the records
-// of the blocks being built (a bounded window), never the whole change set.
-// The layout is Write's: untouched blocks are reused, changed ones
-// rewritten, empty ones dropped, small ones merged with a neighbour, runs
-// cut into blocks of at most MaxBlockRecords (near-equal in size within the
-// window). ctx is checked before each block write; an error of changes ends
-// the write and is returned as it is. It returns the new manifest (Version
-// = base's + 1, not yet written) and the figures. On error the caller calls
-// Abort. Write or WriteFrom is called once per Writer.
-func (w *Writer) WriteFrom(ctx context.Context, changes iter.Seq2[int, Change], opts WriteOptions) (*Manifest, WriteStats, error) {
-	return w.writeFrom(ctx, func(yield func(Change, error) bool) {
-		for _, c := range changes {
-			if !yield(c, nil) {
-				return
-			}
-		}
-	}, opts)
+// Write applies a stream of changes (sorted by ID, unique; a Change with
+// Ops is folded onto its id's current record with the materialization
+// rules) to the base and writes the blobs of the new version, deciding
+// itself whether as a delta or as blocks (DESIGN.md §7b; docs/storage.md,
+// "Deltas"):
+//
+//  1. It first gathers the stream in memory while it holds at most
+//     maxDeltaChanges(base) operation records (a Change with a Record
+//     counts one): none when the base has no blocks, Config.NoDeltas is
+//     set or the base lists Config.MaxDeltas deltas; else what the base's
+//     deltas may still take before they are folded (Config.DeltaFoldRecords,
+//     by default max(MaxBlockRecords, 10% of the base's records), less the
+//     rows they hold), within what one delta file can hold back to a read
+//     (about 46,000 rows at dimension 128). A longer stream is written as
+//     blocks, streaming on past what was gathered.
+//  2. A stream gathered whole is written as a delta when the base has
+//     deltas already (folding them for a change that touches few blocks
+//     would rewrite every block they touch), or when its changes touch
+//     more than Config.DeltaMinBlocks blocks and number less than
+//     Config.DeltaMaxFraction of those blocks' records; else as blocks.
+//
+// Blocks: untouched blocks are reused, changed ones rewritten, empty ones
+// dropped, small ones merged with a neighbour, runs cut into blocks of at
+// most MaxBlockRecords (near-equal in size within opts.Window), every delta
+// of the base folded into the blocks written; the writer holds one base
+// block and the window, never the whole change set. A delta: the current
+// records of the changed ids are read (only their rows, for few ids over
+// many blocks), changes that change nothing (a delete of an absent id, a
+// record equal to the current one) are left out, and the rest are written
+// as one delta file (none when nothing is left; the version still moves
+// on).
+//
+// ctx is checked before each blob write; an error the stream yields ends
+// the write and is returned as it is; a change out of order, of another
+// dimension or with unstorable metadata is an error naming it. It returns
+// the new manifest (Version = base's + 1, not yet written: WriteManifest)
+// and the report of what it wrote. On error the caller calls Abort. Write
+// is called once per Writer.
+func (w *Writer) Write(ctx context.Context, changes iter.Seq2[Change, error], opts WriteOptions) (*Manifest, WriteReport, error) {
+	if err := w.begin(); err != nil {
+		return nil, WriteReport{}, err
+	}
+	next, stop := iter.Pull2(changes)
+	defer stop()
+	gathered, whole, err := gather(next, w.s.maxDeltaChanges(w.base))
+	if err != nil {
+		return nil, WriteReport{}, err
+	}
+	kind := WroteBlocks
+	if whole && w.s.preferDelta(w.base, gathered) {
+		kind = WroteDelta
+	}
+	if opts.OnKind != nil {
+		opts.OnKind(kind)
+	}
+	if kind == WroteDelta {
+		return w.writeDelta(ctx, gathered, opts)
+	}
+	return w.writeBlocks(ctx, prefixed(gathered, next), opts)
 }
 
-// WriteStream is WriteFrom over a stream that can fail: the first error
-// it yields ends the write and is returned as it is.
-func (w *Writer) WriteStream(ctx context.Context, changes iter.Seq2[Change, error], opts WriteOptions) (*Manifest, WriteStats, error) {
-	return w.writeFrom(ctx, changes, opts)
-}
-
-func (w *Writer) writeFrom(ctx context.Context, changes iter.Seq2[Change, error], opts WriteOptions) (*Manifest, WriteStats, error) {
-	var stats WriteStats
+// begin starts the one write of w: it refuses a second one, an invalid
+// collection id and a base of another collection.
+func (w *Writer) begin() error {
 	if w.wrote {
-		return nil, stats, errors.New("write segment: Write called twice on one Writer")
+		return errors.New("write segment: Write called twice on one Writer")
 	}
 	w.wrote = true
+	if err := checkCollectionID(w.collectionID); err != nil {
+		return fmt.Errorf("write segment: %w", err)
+	}
+	if w.base != nil && w.base.CollectionID != w.collectionID {
+		return fmt.Errorf("write segment: base manifest is of collection %s, not %s", w.base.CollectionID, w.collectionID)
+	}
+	return nil
+}
+
+// gather pulls changes from next while they hold at most limit operation
+// records (a Change with a Record counts one). whole: the stream ended
+// within the limit, and changes is all of it. An error of the stream is
+// returned as it is.
+func gather(next func() (Change, error, bool), limit int64) (changes []Change, whole bool, err error) {
+	if limit <= 0 {
+		return nil, false, nil
+	}
+	var ops int64
+	for {
+		c, err, ok := next()
+		if !ok {
+			return changes, true, nil
+		}
+		if err != nil {
+			return nil, false, err
+		}
+		changes = append(changes, c)
+		if ops += int64(max(len(c.Ops), 1)); ops > limit {
+			return changes, false, nil
+		}
+	}
+}
+
+// prefixed returns a pull function that yields first before what next
+// yields.
+func prefixed(first []Change, next func() (Change, error, bool)) func() (Change, error, bool) {
+	return func() (Change, error, bool) {
+		if len(first) > 0 {
+			c := first[0]
+			first[0] = Change{} // let the writer's copy be the only one
+			first = first[1:]
+			return c, nil, true
+		}
+		return next()
+	}
+}
+
+// writeBlocks is Write's block write over the changes next yields.
+func (w *Writer) writeBlocks(ctx context.Context, next func() (Change, error, bool), opts WriteOptions) (*Manifest, WriteReport, error) {
+	report := WriteReport{Kind: WroteBlocks}
 	w.onChange = opts.OnChange
 	// The loaded base blocks are not needed after the write: let them go.
 	defer clear(w.loaded)
-	if err := checkCollectionID(w.collectionID); err != nil {
-		return nil, stats, fmt.Errorf("write segment: %w", err)
-	}
-	if w.base != nil && w.base.CollectionID != w.collectionID {
-		return nil, stats, fmt.Errorf("write segment: base manifest is of collection %s, not %s", w.base.CollectionID, w.collectionID)
-	}
 	// The base's deltas go into the blocks this write rewrites.
 	overlay, err := w.deltaOverlay(ctx)
 	if err != nil {
-		return nil, stats, fmt.Errorf("write segment: fold deltas: %w", err)
+		return nil, report, fmt.Errorf("write segment: fold deltas: %w", err)
 	}
 	if len(overlay) > 0 {
-		changes = foldDeltaStream(overlay, changes)
-		stats.DeltasFolded = len(w.base.Deltas)
+		next = foldDeltaStream(overlay, next)
+		report.DeltasFolded = len(w.base.Deltas)
 	}
 	blocks := w.baseBlocks()
 	m := &Manifest{
@@ -199,8 +280,6 @@ func (w *Writer) writeFrom(ctx context.Context, changes iter.Seq2[Change, error]
 	if w.base != nil {
 		m.Version = w.base.Version + 1
 	}
-	next, stop := iter.Pull2(changes)
-	defer stop()
 	src := &changeSource{next: next, dimension: opts.Dimension}
 	out := newBlockSink(ctx, w, opts.Encoders, opts.OnBlock)
 	lay := &layout{w: w, ctx: ctx, blocks: blocks, min: w.s.cfg.MinBlockRecords, max: w.s.cfg.MaxBlockRecords, out: out, openIdx: -1}
@@ -217,7 +296,7 @@ func (w *Writer) writeFrom(ctx context.Context, changes iter.Seq2[Change, error]
 		err = werr
 	}
 	if err != nil {
-		return nil, stats, err
+		return nil, report, err
 	}
 	if m.Dimension == 0 {
 		m.Dimension = src.dimension
@@ -226,27 +305,27 @@ func (w *Writer) writeFrom(ctx context.Context, changes iter.Seq2[Change, error]
 		m.Blocks = append(m.Blocks, r.ref)
 		m.RecordCount += r.ref.Records
 		if r.reused {
-			stats.BlocksReused++
+			report.BlocksReused++
 			continue
 		}
-		stats.BlocksWritten++
-		stats.RecordsWritten += r.ref.Records
-		stats.BytesWritten += r.ref.Bytes
+		report.BlocksWritten++
+		report.RecordsWritten += r.ref.Records
+		report.BytesWritten += r.ref.Bytes
 	}
-	stats.BlocksDropped = len(blocks) - stats.BlocksReused
+	report.BlocksDropped = len(blocks) - report.BlocksReused
 	// Every block is durable before the manifest that lists it is written
 	// (and so before a commit can reference it).
 	if ds, ok := w.s.blobs.(deferredSyncer); ok && len(w.unsynced) > 0 {
 		if err := ds.syncNames(ctx, w.unsynced); err != nil {
-			return nil, stats, fmt.Errorf("sync blocks: %w", err)
+			return nil, report, fmt.Errorf("sync blocks: %w", err)
 		}
 		w.unsynced = nil
 	}
 	if err := checkManifest(m); err != nil {
 		// A bug, not bad input: the plan must keep the invariants.
-		return nil, stats, fmt.Errorf("write segment: new manifest: %w", err)
+		return nil, report, fmt.Errorf("write segment: new manifest: %w", err)
 	}
-	return m, stats, nil
+	return m, report, nil
 }
 
 // changeSource pulls changes and checks them: ids non-empty, sorted and
@@ -321,13 +400,28 @@ func (s *changeSource) checkRecord(r *materialize.Record) error {
 	return nil
 }
 
-// resolve returns the value of change c over cur (the base's record of c.ID,
-// nil when absent): c.Record, or c.Ops folded onto cur.
+// valueOver returns the record c leaves its id with over cur, the id's
+// current record (nil when absent): c.Record, or c.Ops folded onto cur
+// with the materialization rules (materialize.ApplyOwning: c's operation
+// records are taken over; cur is not modified). nil: the id ends absent.
+// It is the one place a compaction applies the rules: to the base block's
+// record as blocks are rewritten, to the current record as a delta is
+// written, and to a base delta's record as deltas are folded.
+func (c Change) valueOver(cur *materialize.Record) *materialize.Record {
+	if c.Ops == nil {
+		return c.Record
+	}
+	return materialize.ApplyOwning(cur, c.Ops)
+}
+
+// resolve returns the value of change c over cur (the current record of
+// c.ID, nil when absent: Change.valueOver), checked as a record that goes
+// into a block.
 func (s *changeSource) resolve(c Change, cur *materialize.Record) (*materialize.Record, error) {
 	if c.Ops == nil {
 		return c.Record, nil
 	}
-	r := materialize.ApplyOwning(cur, c.Ops)
+	r := c.valueOver(cur)
 	if r != nil {
 		if r.ID != c.ID {
 			return nil, fmt.Errorf("write segment: change %q: operation records of id %q", c.ID, r.ID)
@@ -357,7 +451,6 @@ func (w *Writer) baseRecords(ctx context.Context, i int) ([]materialize.Record, 
 // changes change nothing) is reused; the merged records of a changed block
 // form a rewritten span.
 func (w *Writer) merge(ctx context.Context, blocks []BlockRef, src *changeSource, lay *layout) error {
-	onChange := w.onChange
 	if len(blocks) == 0 {
 		lay.open()
 		for {
@@ -373,10 +466,8 @@ func (w *Writer) merge(ctx context.Context, blocks []BlockRef, src *changeSource
 			if err != nil {
 				return err
 			}
+			w.tell(c, nil, r)
 			if r != nil {
-				if onChange != nil {
-					onChange(r.ID, r)
-				}
 				if err := lay.add(*r); err != nil {
 					return err
 				}
@@ -451,25 +542,17 @@ func (w *Writer) merge(ctx context.Context, blocks []BlockRef, src *changeSource
 			if err != nil {
 				return err
 			}
+			w.tell(c, cur, r)
 			switch {
-			case r == nil && cur == nil: // absent before and after
+			case r == nil && cur == nil: // absent from the block before and after
 			case r == nil: // deleted
 				err = markChanged()
-				if onChange != nil {
-					onChange(c.ID, nil)
-				}
 			case cur == nil: // inserted
-				if onChange != nil {
-					onChange(r.ID, r)
-				}
 				if err = markChanged(); err == nil {
 					err = emit(*r)
 				}
 			default:
 				if !sameRecord(*cur, *r) {
-					if onChange != nil {
-						onChange(r.ID, r)
-					}
 					err = markChanged()
 				}
 				if err == nil {
@@ -496,6 +579,21 @@ func (w *Writer) merge(ctx context.Context, blocks []BlockRef, src *changeSource
 		}
 	}
 	return nil
+}
+
+// tell calls WriteOptions.OnChange when change c, whose value is r, changes
+// its id's record in the base version: against cur, the base block's
+// record, or, for an id a base delta holds (c.folded), against the delta's.
+func (w *Writer) tell(c Change, cur, r *materialize.Record) {
+	if w.onChange == nil {
+		return
+	}
+	if c.folded {
+		cur = c.was
+	}
+	if (cur == nil) != (r == nil) || (r != nil && !sameRecord(*cur, *r)) {
+		w.onChange(c.ID, r)
+	}
 }
 
 // span is a run of the new version's records: either one base block reused

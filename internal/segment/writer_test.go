@@ -35,7 +35,7 @@ func TestWriterIntoEmptyCollectionChunksIntoNearEqualBlocks(t *testing.T) {
 			recs := records(rng, "id-%05d", tc.n, 8)
 			var onBlockBytes int64
 			w := s.NewWriter(testCollection, nil)
-			m, stats, err := w.Write(context.Background(), upserts(recs), 42, 8, func(n int64) { onBlockBytes += n })
+			m, stats, err := w.WriteBlocks(context.Background(), upserts(recs), 42, 8, func(n int64) { onBlockBytes += n })
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -56,7 +56,7 @@ func TestWriterIntoEmptyCollectionChunksIntoNearEqualBlocks(t *testing.T) {
 			for _, b := range m.Blocks {
 				bytes += b.Bytes
 			}
-			wantStats := segment.WriteStats{BlocksWritten: tc.wantBlocks, RecordsWritten: int64(tc.n), BytesWritten: bytes}
+			wantStats := segment.WriteReport{Kind: segment.WroteBlocks, BlocksWritten: tc.wantBlocks, RecordsWritten: int64(tc.n), BytesWritten: bytes}
 			if stats != wantStats || onBlockBytes != bytes {
 				t.Errorf("stats %+v (onBlock total %d), want %+v", stats, onBlockBytes, wantStats)
 			}
@@ -117,7 +117,7 @@ func TestWriterRewritesOnlyTheBlocksOwningChangedIDs(t *testing.T) {
 
 	blobs.Reset()
 	w := s.NewWriter(testCollection, base)
-	m, stats, err := w.Write(context.Background(), upserts(added), 0, 2, nil)
+	m, stats, err := w.WriteBlocks(context.Background(), upserts(added), 0, 2, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,7 +172,7 @@ func TestWriterMergesABlockShrunkBelowMinWithANeighbour(t *testing.T) {
 		ids = append(ids, fmt.Sprintf("k%04d", i))
 	}
 	m, stats, _ := commit(t, s, base, deletes(ids...))
-	want := segment.WriteStats{BlocksWritten: 1, BlocksReused: 18, BlocksDropped: 2, RecordsWritten: 70}
+	want := segment.WriteReport{Kind: segment.WroteBlocks, BlocksWritten: 1, BlocksReused: 18, BlocksDropped: 2, RecordsWritten: 70}
 	want.BytesWritten = stats.BytesWritten
 	if stats != want {
 		t.Errorf("stats %+v, want %+v", stats, want)
@@ -294,7 +294,7 @@ func TestWriterDeletingEverythingYieldsZeroBlocks(t *testing.T) {
 	if len(m.Blocks) != 0 || m.RecordCount != 0 || m.Version != 2 {
 		t.Errorf("manifest %+v, want version 2 with no blocks", m)
 	}
-	if stats != (segment.WriteStats{BlocksDropped: 4}) {
+	if stats != (segment.WriteReport{Kind: segment.WroteBlocks, BlocksDropped: 4}) {
 		t.Errorf("stats %+v, want 4 dropped", stats)
 	}
 	// An empty version is a valid base.
@@ -334,22 +334,22 @@ func TestWriterRejectsBadChanges(t *testing.T) {
 		"int metadata":    {{ID: "b", Record: &materialize.Record{ID: "b", Embedding: []float32{1, 2}, Metadata: materialize.Metadata{"n": 1}}}},
 	} {
 		w := s.NewWriter(testCollection, nil)
-		if _, _, err := w.Write(context.Background(), changes, 0, 2, nil); err == nil {
+		if _, _, err := w.WriteBlocks(context.Background(), changes, 0, 2, nil); err == nil {
 			t.Errorf("%s: Write succeeded", name)
 		}
 	}
 	w := s.NewWriter(testCollection, nil)
-	if _, _, err := w.Write(context.Background(), upserts([]materialize.Record{r}), 0, 2, nil); err != nil {
+	if _, _, err := w.WriteBlocks(context.Background(), upserts([]materialize.Record{r}), 0, 2, nil); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := w.Write(context.Background(), nil, 0, 2, nil); err == nil {
+	if _, _, err := w.WriteBlocks(context.Background(), nil, 0, 2, nil); err == nil {
 		t.Error("a second Write succeeded")
 	}
-	if _, _, err := s.NewWriter("bad/id", nil).Write(context.Background(), nil, 0, 0, nil); err == nil {
+	if _, _, err := s.NewWriter("bad/id", nil).WriteBlocks(context.Background(), nil, 0, 0, nil); err == nil {
 		t.Error("Write with a collection id holding a slash succeeded")
 	}
 	foreign := &segment.Manifest{FormatVersion: 1, CollectionID: "other", Version: 1}
-	if _, _, err := s.NewWriter(testCollection, foreign).Write(context.Background(), nil, 0, 0, nil); err == nil {
+	if _, _, err := s.NewWriter(testCollection, foreign).WriteBlocks(context.Background(), nil, 0, 0, nil); err == nil {
 		t.Error("Write over another collection's base succeeded")
 	}
 }
@@ -378,7 +378,7 @@ func TestWriterGetReadsOnlyOwningBlocksOnce(t *testing.T) {
 	got["k0520"].Embedding[0] = 999
 	// Write into the same blocks reads nothing again.
 	upd := newRecord(rng, "k0250", 4)
-	m, _, err := w.Write(ctx, []segment.Change{{ID: "k0250", Record: &upd}, {ID: "k0521"}}, 0, 4, nil)
+	m, _, err := w.WriteBlocks(ctx, []segment.Change{{ID: "k0250", Record: &upd}, {ID: "k0521"}}, 0, 4, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -398,14 +398,15 @@ func TestWriterGetReadsOnlyOwningBlocksOnce(t *testing.T) {
 // A property test: random batches of changes against a plain map, with
 // small blocks so that splits and merges happen all the time.
 func TestWriterMatchesAMapModel(t *testing.T) {
-	t.Run("Write", func(t *testing.T) { testWriterMatchesAMapModel(t, false) })
-	// WriteFrom with a window of a few blocks and several encoders: runs
-	// send blocks from their front, blocks finish out of order.
-	t.Run("WriteFrom streaming", func(t *testing.T) { testWriterMatchesAMapModel(t, true) })
+	t.Run("blocks", func(t *testing.T) { testWriterMatchesAMapModel(t, false) })
+	// Write with a window of a few blocks and several encoders: runs send
+	// blocks from their front, blocks finish out of order.
+	t.Run("Write streaming", func(t *testing.T) { testWriterMatchesAMapModel(t, true) })
 }
 
 func testWriterMatchesAMapModel(t *testing.T, streaming bool) {
-	cfg := segment.Config{MaxBlockRecords: 32, MinBlockRecords: 8}
+	// Deltas off: every round checks the block layout.
+	cfg := segment.Config{MaxBlockRecords: 32, MinBlockRecords: 8, NoDeltas: true}
 	s, _ := NewStore(t, cfg)
 	rng := rand.New(rand.NewPCG(2026, 11))
 	ctx := context.Background()
@@ -450,13 +451,13 @@ func testWriterMatchesAMapModel(t *testing.T, streaming bool) {
 		var onBlock int64
 		var (
 			next  *segment.Manifest
-			stats segment.WriteStats
+			stats segment.WriteReport
 		)
 		if streaming {
-			next, stats, err = w.WriteFrom(ctx, slices.All(changes), segment.WriteOptions{CompactionOffset: int64(round), Dimension: 3,
+			next, stats, err = w.Write(ctx, segment.Seq(changes), segment.WriteOptions{CompactionOffset: int64(round), Dimension: 3,
 				OnBlock: func(n int64) { onBlock += n }, Encoders: 3, Window: 70})
 		} else {
-			next, stats, err = w.Write(ctx, changes, int64(round), 3, func(n int64) { onBlock += n })
+			next, stats, err = w.WriteBlocks(ctx, changes, int64(round), 3, func(n int64) { onBlock += n })
 		}
 		if err != nil {
 			t.Fatalf("round %d: %v", round, err)
@@ -485,7 +486,7 @@ func testWriterMatchesAMapModel(t *testing.T, streaming bool) {
 	}
 }
 
-func checkRound(t *testing.T, s *segment.Store, cfg segment.Config, base, m *segment.Manifest, stats segment.WriteStats, onBlock int64, model map[string]materialize.Record, rng *rand.Rand) {
+func checkRound(t *testing.T, s *segment.Store, cfg segment.Config, base, m *segment.Manifest, stats segment.WriteReport, onBlock int64, model map[string]materialize.Record, rng *rand.Rand) {
 	t.Helper()
 	ctx := context.Background()
 	all := checkManifest(t, s, m, cfg)
@@ -523,7 +524,7 @@ func checkRound(t *testing.T, s *segment.Store, cfg segment.Config, base, m *seg
 			t.Errorf("version %d: new block of %d records under the minimum %d", m.Version, b.Records, cfg.MinBlockRecords)
 		}
 	}
-	want := segment.WriteStats{BlocksWritten: written, BlocksReused: reused, BlocksDropped: len(baseKeys) - reused, RecordsWritten: recs, BytesWritten: bytes}
+	want := segment.WriteReport{Kind: segment.WroteBlocks, BlocksWritten: written, BlocksReused: reused, BlocksDropped: len(baseKeys) - reused, RecordsWritten: recs, BytesWritten: bytes}
 	if stats != want || onBlock != bytes {
 		t.Errorf("version %d: stats %+v (onBlock %d), want %+v", m.Version, stats, onBlock, want)
 	}
@@ -584,7 +585,7 @@ func TestAbortDeletesOnlyWhatTheWriterWrote(t *testing.T) {
 	for i := 0; i < 1000; i += 7 {
 		ids = append(ids, fmt.Sprintf("k%04d", i))
 	}
-	m, stats, err := w.Write(ctx, deletes(ids...), 0, 0, nil)
+	m, stats, err := w.WriteBlocks(ctx, deletes(ids...), 0, 0, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -620,7 +621,7 @@ func TestCancelledBeforeABlockPutStopsThereAndAbortCleansUp(t *testing.T) {
 	defer cancel()
 	blocks := 0
 	w := s.NewWriter(testCollection, nil)
-	_, _, err := w.Write(ctx, upserts(records(rng, "k%04d", 100, 4)), 0, 4, func(int64) {
+	_, _, err := w.WriteBlocks(ctx, upserts(records(rng, "k%04d", 100, 4)), 0, 4, func(int64) {
 		blocks++
 		if blocks == 2 {
 			cancel() // between the second and the third block
@@ -654,7 +655,7 @@ func TestCancelWhileAPutIsHeld(t *testing.T) {
 	w := s.NewWriter(testCollection, nil)
 	done := make(chan error, 1)
 	go func() {
-		_, _, err := w.Write(ctx, upserts(records(rng, "k%04d", 100, 4)), 0, 4, nil)
+		_, _, err := w.WriteBlocks(ctx, upserts(records(rng, "k%04d", 100, 4)), 0, 4, nil)
 		done <- err
 	}()
 	<-entered
@@ -681,7 +682,7 @@ func TestFailedBlockPutIsReportedAndAbortCleansUp(t *testing.T) {
 	blobs.Reset()
 	blobs.FailPutAt = 2
 	w := s.NewWriter(testCollection, base)
-	_, _, err := w.Write(context.Background(), deletes("k0001", "k0101", "k0201", "k0301"), 0, 0, nil)
+	_, _, err := w.WriteBlocks(context.Background(), deletes("k0001", "k0101", "k0201", "k0301"), 0, 0, nil)
 	if !errors.Is(err, segmenttest.ErrInjected) {
 		t.Fatalf("Write: %v, want the injected fault", err)
 	}
@@ -704,7 +705,7 @@ func TestWriteManifestKeysAndChecks(t *testing.T) {
 	s, _ := NewStore(t, segment.Config{})
 	ctx := context.Background()
 	w := s.NewWriter(testCollection, nil)
-	m, _, err := w.Write(ctx, upserts(records(rng, "k%02d", 10, 4)), 9, 4, nil)
+	m, _, err := w.WriteBlocks(ctx, upserts(records(rng, "k%02d", 10, 4)), 9, 4, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -32,7 +32,7 @@ type running struct {
 // startApp opens and runs an App with the defaults, a temporary data
 // directory and a scheduler interval of an hour (no scheduler run during a
 // test), changed by mutate; the test's end stops it.
-func startApp(t *testing.T, mutate func(*server.Config)) *running {
+func startApp(t testing.TB, mutate func(*server.Config)) *running {
 	t.Helper()
 	cfg := server.DefaultConfig()
 	cfg.DataDir = t.TempDir()
@@ -83,7 +83,7 @@ func startApp(t *testing.T, mutate func(*server.Config)) *running {
 	return r
 }
 
-func (r *running) get(t *testing.T, url string) (int, http.Header, string) {
+func (r *running) get(t testing.TB, url string) (int, http.Header, string) {
 	t.Helper()
 	res, err := r.hc.Get(url)
 	if err != nil {

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"github.com/compactorhq/compactor/internal/audit"
 	"github.com/compactorhq/compactor/internal/buildinfo"
 	"github.com/compactorhq/compactor/internal/catalog"
+	"github.com/compactorhq/compactor/internal/jobtype"
 	"github.com/compactorhq/compactor/internal/manager"
 	"github.com/compactorhq/compactor/internal/redact"
 	"github.com/compactorhq/compactor/internal/segment"
@@ -52,7 +54,7 @@ var (
 
 func webJob(j manager.Job) web.Job {
 	w := web.Job{
-		ID: j.ID, CollectionID: j.CollectionID, CollectionName: j.CollectionName,
+		ID: j.ID, CollectionID: j.CollectionID, CollectionName: j.CollectionName, Kind: string(cmp.Or(j.Kind, jobtype.KindCompaction)),
 		Trigger: string(j.Trigger), State: string(j.State), Reason: j.Reason, Error: redact.Paths(j.Error), Note: j.Note, Node: j.Node, TriggeredBy: j.TriggeredBy,
 		Attempt: j.Attempt, CreatedAt: j.CreatedAt, StartedAt: j.StartedAt, FinishedAt: j.FinishedAt,
 		OffsetStart: j.OffsetStart, OffsetEnd: j.OffsetEnd, RecordsRead: j.RecordsRead, RecordsWritten: j.RecordsWritten,

@@ -103,7 +103,7 @@ func Fixture() *Source {
 			OffsetStart: 10, OffsetEnd: 310, RecordsRead: 120, RecordsTotal: 300, VersionBefore: 2,
 		},
 		{
-			ID: Cancelled, CollectionID: Debian, CollectionName: "debian-packages", Trigger: web.TriggerOneOff,
+			ID: Cancelled, CollectionID: Debian, CollectionName: "debian-packages", Kind: web.KindIndexRebuild, Trigger: web.TriggerOneOff,
 			State: web.StateCancelled, Reason: "test", Note: "cancelled by operator", Node: "node-a", Attempt: 1,
 			CreatedAt: ago(50 * time.Minute), StartedAt: ago(49 * time.Minute), FinishedAt: ago(48 * time.Minute),
 			RecordsRead: 700, RecordsTotal: 2000, VersionBefore: 39,

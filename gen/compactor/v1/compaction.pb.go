@@ -89,6 +89,70 @@ func (JobState) EnumDescriptor() ([]byte, []int) {
 	return file_compactor_v1_compaction_proto_rawDescGZIP(), []int{0}
 }
 
+// JobKind says what a job does. Every kind shares one queue, with its
+// leases, failure policy, cancel, watch and history: at most one QUEUED job
+// per collection and kind (a queued compaction and a queued index rebuild of
+// one collection are two jobs), and at most one RUNNING job per collection
+// whatever its kind, since every kind commits segment versions of it.
+type JobKind int32
+
+const (
+	// Not set. Never the kind of a job; in a filter it matches nothing.
+	JobKind_JOB_KIND_UNSPECIFIED JobKind = 0
+	// Materializes the collection's write-ahead log into a new segment version
+	// (Compact, the scheduler).
+	JobKind_JOB_KIND_COMPACTION JobKind = 1
+	// Builds a fresh vector index from the current version's blocks and commits
+	// it as a new version with the same blocks.
+	JobKind_JOB_KIND_INDEX_REBUILD JobKind = 2
+	// Re-checks the record counts and digests of a collection's kept versions.
+	// Reserved: no server runs it yet.
+	JobKind_JOB_KIND_VERIFY JobKind = 3
+)
+
+// Enum value maps for JobKind.
+var (
+	JobKind_name = map[int32]string{
+		0: "JOB_KIND_UNSPECIFIED",
+		1: "JOB_KIND_COMPACTION",
+		2: "JOB_KIND_INDEX_REBUILD",
+		3: "JOB_KIND_VERIFY",
+	}
+	JobKind_value = map[string]int32{
+		"JOB_KIND_UNSPECIFIED":   0,
+		"JOB_KIND_COMPACTION":    1,
+		"JOB_KIND_INDEX_REBUILD": 2,
+		"JOB_KIND_VERIFY":        3,
+	}
+)
+
+func (x JobKind) Enum() *JobKind {
+	p := new(JobKind)
+	*p = x
+	return p
+}
+
+func (x JobKind) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (JobKind) Descriptor() protoreflect.EnumDescriptor {
+	return file_compactor_v1_compaction_proto_enumTypes[1].Descriptor()
+}
+
+func (JobKind) Type() protoreflect.EnumType {
+	return &file_compactor_v1_compaction_proto_enumTypes[1]
+}
+
+func (x JobKind) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use JobKind.Descriptor instead.
+func (JobKind) EnumDescriptor() ([]byte, []int) {
+	return file_compactor_v1_compaction_proto_rawDescGZIP(), []int{1}
+}
+
 // Trigger says why a job exists.
 type Trigger int32
 
@@ -130,11 +194,11 @@ func (x Trigger) String() string {
 }
 
 func (Trigger) Descriptor() protoreflect.EnumDescriptor {
-	return file_compactor_v1_compaction_proto_enumTypes[1].Descriptor()
+	return file_compactor_v1_compaction_proto_enumTypes[2].Descriptor()
 }
 
 func (Trigger) Type() protoreflect.EnumType {
-	return &file_compactor_v1_compaction_proto_enumTypes[1]
+	return &file_compactor_v1_compaction_proto_enumTypes[2]
 }
 
 func (x Trigger) Number() protoreflect.EnumNumber {
@@ -143,7 +207,7 @@ func (x Trigger) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Trigger.Descriptor instead.
 func (Trigger) EnumDescriptor() ([]byte, []int) {
-	return file_compactor_v1_compaction_proto_rawDescGZIP(), []int{1}
+	return file_compactor_v1_compaction_proto_rawDescGZIP(), []int{2}
 }
 
 // WatchEventType says what a WatchCompactionsResponse reports.
@@ -193,11 +257,11 @@ func (x WatchEventType) String() string {
 }
 
 func (WatchEventType) Descriptor() protoreflect.EnumDescriptor {
-	return file_compactor_v1_compaction_proto_enumTypes[2].Descriptor()
+	return file_compactor_v1_compaction_proto_enumTypes[3].Descriptor()
 }
 
 func (WatchEventType) Type() protoreflect.EnumType {
-	return &file_compactor_v1_compaction_proto_enumTypes[2]
+	return &file_compactor_v1_compaction_proto_enumTypes[3]
 }
 
 func (x WatchEventType) Number() protoreflect.EnumNumber {
@@ -206,10 +270,10 @@ func (x WatchEventType) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use WatchEventType.Descriptor instead.
 func (WatchEventType) EnumDescriptor() ([]byte, []int) {
-	return file_compactor_v1_compaction_proto_rawDescGZIP(), []int{2}
+	return file_compactor_v1_compaction_proto_rawDescGZIP(), []int{3}
 }
 
-// Job is one compaction of one collection.
+// Job is one job of one collection: a compaction, or another kind (kind).
 type Job struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The job's id (a UUID).
@@ -278,11 +342,14 @@ type Job struct {
 	// job may (the server's maximum compaction size) and left a backlog, so
 	// this one was queued at once. Empty for other jobs.
 	ContinuesJobId string `protobuf:"bytes,23,opt,name=continues_job_id,json=continuesJobId,proto3" json:"continues_job_id,omitempty"`
+	// What the job does. A job of a kind the answering server does not know
+	// (queued by a newer replica) is JOB_KIND_UNSPECIFIED.
+	Kind JobKind `protobuf:"varint,24,opt,name=kind,proto3,enum=compactor.v1.JobKind" json:"kind,omitempty"`
 	// Who asked for the job: the name of the credential that made the Compact
 	// call (on the RPC API or the status page), "anonymous" when the server
 	// has no credentials; empty for a job the scheduler queued. A job that
 	// continues another keeps its value.
-	TriggeredBy   string `protobuf:"bytes,24,opt,name=triggered_by,json=triggeredBy,proto3" json:"triggered_by,omitempty"`
+	TriggeredBy   string `protobuf:"bytes,25,opt,name=triggered_by,json=triggeredBy,proto3" json:"triggered_by,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -476,6 +543,13 @@ func (x *Job) GetContinuesJobId() string {
 		return x.ContinuesJobId
 	}
 	return ""
+}
+
+func (x *Job) GetKind() JobKind {
+	if x != nil {
+		return x.Kind
+	}
+	return JobKind_JOB_KIND_UNSPECIFIED
 }
 
 func (x *Job) GetTriggeredBy() string {
@@ -880,7 +954,10 @@ type ListCompactionsRequest struct {
 	PageSize int32 `protobuf:"varint,4,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
 	// The next_page_token of a previous response with the same filters, to
 	// continue from there; empty for the first page.
-	PageToken     string `protobuf:"bytes,5,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	PageToken string `protobuf:"bytes,5,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	// Only jobs of one of these kinds; empty: every kind. JOB_KIND_UNSPECIFIED
+	// is INVALID_ARGUMENT.
+	Kinds         []JobKind `protobuf:"varint,6,rep,packed,name=kinds,proto3,enum=compactor.v1.JobKind" json:"kinds,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -948,6 +1025,13 @@ func (x *ListCompactionsRequest) GetPageToken() string {
 		return x.PageToken
 	}
 	return ""
+}
+
+func (x *ListCompactionsRequest) GetKinds() []JobKind {
+	if x != nil {
+		return x.Kinds
+	}
+	return nil
 }
 
 // Response of CompactionService.ListCompactions.
@@ -1019,8 +1103,11 @@ type WatchCompactionsRequest struct {
 	// Also send WATCH_EVENT_TYPE_PROGRESS messages while jobs run (rate-limited
 	// by the server); otherwise only creations and state changes are sent.
 	IncludeProgress bool `protobuf:"varint,3,opt,name=include_progress,json=includeProgress,proto3" json:"include_progress,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// Only jobs of one of these kinds; empty: every kind. JOB_KIND_UNSPECIFIED
+	// is INVALID_ARGUMENT.
+	Kinds         []JobKind `protobuf:"varint,4,rep,packed,name=kinds,proto3,enum=compactor.v1.JobKind" json:"kinds,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *WatchCompactionsRequest) Reset() {
@@ -1072,6 +1159,13 @@ func (x *WatchCompactionsRequest) GetIncludeProgress() bool {
 		return x.IncludeProgress
 	}
 	return false
+}
+
+func (x *WatchCompactionsRequest) GetKinds() []JobKind {
+	if x != nil {
+		return x.Kinds
+	}
+	return nil
 }
 
 // Response (one stream message) of CompactionService.WatchCompactions.
@@ -1410,7 +1504,7 @@ var File_compactor_v1_compaction_proto protoreflect.FileDescriptor
 
 const file_compactor_v1_compaction_proto_rawDesc = "" +
 	"\n" +
-	"\x1dcompactor/v1/compaction.proto\x12\fcompactor.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x92\a\n" +
+	"\x1dcompactor/v1/compaction.proto\x12\fcompactor.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xbd\a\n" +
 	"\x03Job\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12#\n" +
 	"\rcollection_id\x18\x02 \x01(\tR\fcollectionId\x12'\n" +
@@ -1439,8 +1533,9 @@ const file_compactor_v1_compaction_proto_rawDesc = "" +
 	"\x04node\x18\x14 \x01(\tR\x04node\x122\n" +
 	"\bprogress\x18\x15 \x01(\v2\x16.compactor.v1.ProgressR\bprogress\x12)\n" +
 	"\x10cancel_requested\x18\x16 \x01(\bR\x0fcancelRequested\x12(\n" +
-	"\x10continues_job_id\x18\x17 \x01(\tR\x0econtinuesJobId\x12!\n" +
-	"\ftriggered_by\x18\x18 \x01(\tR\vtriggeredBy\"\xa0\x02\n" +
+	"\x10continues_job_id\x18\x17 \x01(\tR\x0econtinuesJobId\x12)\n" +
+	"\x04kind\x18\x18 \x01(\x0e2\x15.compactor.v1.JobKindR\x04kind\x12!\n" +
+	"\ftriggered_by\x18\x19 \x01(\tR\vtriggeredBy\"\xa0\x02\n" +
 	"\bProgress\x12!\n" +
 	"\frecords_read\x18\x01 \x01(\x03R\vrecordsRead\x12#\n" +
 	"\rrecords_total\x18\x02 \x01(\x03R\frecordsTotal\x12#\n" +
@@ -1462,21 +1557,23 @@ const file_compactor_v1_compaction_proto_rawDesc = "" +
 	"\x14GetCompactionRequest\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\"<\n" +
 	"\x15GetCompactionResponse\x12#\n" +
-	"\x03job\x18\x01 \x01(\v2\x11.compactor.v1.JobR\x03job\"\xda\x01\n" +
+	"\x03job\x18\x01 \x01(\v2\x11.compactor.v1.JobR\x03job\"\x87\x02\n" +
 	"\x16ListCompactionsRequest\x12#\n" +
 	"\rcollection_id\x18\x01 \x01(\tR\fcollectionId\x12.\n" +
 	"\x06states\x18\x02 \x03(\x0e2\x16.compactor.v1.JobStateR\x06states\x12/\n" +
 	"\atrigger\x18\x03 \x01(\x0e2\x15.compactor.v1.TriggerR\atrigger\x12\x1b\n" +
 	"\tpage_size\x18\x04 \x01(\x05R\bpageSize\x12\x1d\n" +
 	"\n" +
-	"page_token\x18\x05 \x01(\tR\tpageToken\"h\n" +
+	"page_token\x18\x05 \x01(\tR\tpageToken\x12+\n" +
+	"\x05kinds\x18\x06 \x03(\x0e2\x15.compactor.v1.JobKindR\x05kinds\"h\n" +
 	"\x17ListCompactionsResponse\x12%\n" +
 	"\x04jobs\x18\x01 \x03(\v2\x11.compactor.v1.JobR\x04jobs\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\x82\x01\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xaf\x01\n" +
 	"\x17WatchCompactionsRequest\x12#\n" +
 	"\rcollection_id\x18\x01 \x01(\tR\fcollectionId\x12\x17\n" +
 	"\ajob_ids\x18\x02 \x03(\tR\x06jobIds\x12)\n" +
-	"\x10include_progress\x18\x03 \x01(\bR\x0fincludeProgress\"q\n" +
+	"\x10include_progress\x18\x03 \x01(\bR\x0fincludeProgress\x12+\n" +
+	"\x05kinds\x18\x04 \x03(\x0e2\x15.compactor.v1.JobKindR\x05kinds\"q\n" +
 	"\x18WatchCompactionsResponse\x120\n" +
 	"\x04type\x18\x01 \x01(\x0e2\x1c.compactor.v1.WatchEventTypeR\x04type\x12#\n" +
 	"\x03job\x18\x02 \x01(\v2\x11.compactor.v1.JobR\x03job\"0\n" +
@@ -1502,7 +1599,12 @@ const file_compactor_v1_compaction_proto_rawDesc = "" +
 	"\x11JOB_STATE_RUNNING\x10\x02\x12\x17\n" +
 	"\x13JOB_STATE_SUCCEEDED\x10\x03\x12\x14\n" +
 	"\x10JOB_STATE_FAILED\x10\x04\x12\x17\n" +
-	"\x13JOB_STATE_CANCELLED\x10\x05*N\n" +
+	"\x13JOB_STATE_CANCELLED\x10\x05*m\n" +
+	"\aJobKind\x12\x18\n" +
+	"\x14JOB_KIND_UNSPECIFIED\x10\x00\x12\x17\n" +
+	"\x13JOB_KIND_COMPACTION\x10\x01\x12\x1a\n" +
+	"\x16JOB_KIND_INDEX_REBUILD\x10\x02\x12\x13\n" +
+	"\x0fJOB_KIND_VERIFY\x10\x03*N\n" +
 	"\aTrigger\x12\x17\n" +
 	"\x13TRIGGER_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11TRIGGER_SCHEDULED\x10\x01\x12\x13\n" +
@@ -1534,68 +1636,72 @@ func file_compactor_v1_compaction_proto_rawDescGZIP() []byte {
 	return file_compactor_v1_compaction_proto_rawDescData
 }
 
-var file_compactor_v1_compaction_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
+var file_compactor_v1_compaction_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
 var file_compactor_v1_compaction_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
 var file_compactor_v1_compaction_proto_goTypes = []any{
 	(JobState)(0),                    // 0: compactor.v1.JobState
-	(Trigger)(0),                     // 1: compactor.v1.Trigger
-	(WatchEventType)(0),              // 2: compactor.v1.WatchEventType
-	(*Job)(nil),                      // 3: compactor.v1.Job
-	(*Progress)(nil),                 // 4: compactor.v1.Progress
-	(*CompactRequest)(nil),           // 5: compactor.v1.CompactRequest
-	(*CompactResponse)(nil),          // 6: compactor.v1.CompactResponse
-	(*CompactResult)(nil),            // 7: compactor.v1.CompactResult
-	(*GetCompactionRequest)(nil),     // 8: compactor.v1.GetCompactionRequest
-	(*GetCompactionResponse)(nil),    // 9: compactor.v1.GetCompactionResponse
-	(*ListCompactionsRequest)(nil),   // 10: compactor.v1.ListCompactionsRequest
-	(*ListCompactionsResponse)(nil),  // 11: compactor.v1.ListCompactionsResponse
-	(*WatchCompactionsRequest)(nil),  // 12: compactor.v1.WatchCompactionsRequest
-	(*WatchCompactionsResponse)(nil), // 13: compactor.v1.WatchCompactionsResponse
-	(*CancelCompactionRequest)(nil),  // 14: compactor.v1.CancelCompactionRequest
-	(*CancelCompactionResponse)(nil), // 15: compactor.v1.CancelCompactionResponse
-	(*ListNodesRequest)(nil),         // 16: compactor.v1.ListNodesRequest
-	(*ListNodesResponse)(nil),        // 17: compactor.v1.ListNodesResponse
-	(*Node)(nil),                     // 18: compactor.v1.Node
-	(*timestamppb.Timestamp)(nil),    // 19: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),      // 20: google.protobuf.Duration
+	(JobKind)(0),                     // 1: compactor.v1.JobKind
+	(Trigger)(0),                     // 2: compactor.v1.Trigger
+	(WatchEventType)(0),              // 3: compactor.v1.WatchEventType
+	(*Job)(nil),                      // 4: compactor.v1.Job
+	(*Progress)(nil),                 // 5: compactor.v1.Progress
+	(*CompactRequest)(nil),           // 6: compactor.v1.CompactRequest
+	(*CompactResponse)(nil),          // 7: compactor.v1.CompactResponse
+	(*CompactResult)(nil),            // 8: compactor.v1.CompactResult
+	(*GetCompactionRequest)(nil),     // 9: compactor.v1.GetCompactionRequest
+	(*GetCompactionResponse)(nil),    // 10: compactor.v1.GetCompactionResponse
+	(*ListCompactionsRequest)(nil),   // 11: compactor.v1.ListCompactionsRequest
+	(*ListCompactionsResponse)(nil),  // 12: compactor.v1.ListCompactionsResponse
+	(*WatchCompactionsRequest)(nil),  // 13: compactor.v1.WatchCompactionsRequest
+	(*WatchCompactionsResponse)(nil), // 14: compactor.v1.WatchCompactionsResponse
+	(*CancelCompactionRequest)(nil),  // 15: compactor.v1.CancelCompactionRequest
+	(*CancelCompactionResponse)(nil), // 16: compactor.v1.CancelCompactionResponse
+	(*ListNodesRequest)(nil),         // 17: compactor.v1.ListNodesRequest
+	(*ListNodesResponse)(nil),        // 18: compactor.v1.ListNodesResponse
+	(*Node)(nil),                     // 19: compactor.v1.Node
+	(*timestamppb.Timestamp)(nil),    // 20: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),      // 21: google.protobuf.Duration
 }
 var file_compactor_v1_compaction_proto_depIdxs = []int32{
-	1,  // 0: compactor.v1.Job.trigger:type_name -> compactor.v1.Trigger
+	2,  // 0: compactor.v1.Job.trigger:type_name -> compactor.v1.Trigger
 	0,  // 1: compactor.v1.Job.state:type_name -> compactor.v1.JobState
-	19, // 2: compactor.v1.Job.create_time:type_name -> google.protobuf.Timestamp
-	19, // 3: compactor.v1.Job.start_time:type_name -> google.protobuf.Timestamp
-	19, // 4: compactor.v1.Job.finish_time:type_name -> google.protobuf.Timestamp
-	4,  // 5: compactor.v1.Job.progress:type_name -> compactor.v1.Progress
-	20, // 6: compactor.v1.Progress.eta:type_name -> google.protobuf.Duration
-	7,  // 7: compactor.v1.CompactResponse.jobs:type_name -> compactor.v1.CompactResult
-	3,  // 8: compactor.v1.CompactResult.job:type_name -> compactor.v1.Job
-	3,  // 9: compactor.v1.GetCompactionResponse.job:type_name -> compactor.v1.Job
-	0,  // 10: compactor.v1.ListCompactionsRequest.states:type_name -> compactor.v1.JobState
-	1,  // 11: compactor.v1.ListCompactionsRequest.trigger:type_name -> compactor.v1.Trigger
-	3,  // 12: compactor.v1.ListCompactionsResponse.jobs:type_name -> compactor.v1.Job
-	2,  // 13: compactor.v1.WatchCompactionsResponse.type:type_name -> compactor.v1.WatchEventType
-	3,  // 14: compactor.v1.WatchCompactionsResponse.job:type_name -> compactor.v1.Job
-	3,  // 15: compactor.v1.CancelCompactionResponse.job:type_name -> compactor.v1.Job
-	18, // 16: compactor.v1.ListNodesResponse.nodes:type_name -> compactor.v1.Node
-	19, // 17: compactor.v1.Node.start_time:type_name -> google.protobuf.Timestamp
-	19, // 18: compactor.v1.Node.heartbeat_time:type_name -> google.protobuf.Timestamp
-	5,  // 19: compactor.v1.CompactionService.Compact:input_type -> compactor.v1.CompactRequest
-	8,  // 20: compactor.v1.CompactionService.GetCompaction:input_type -> compactor.v1.GetCompactionRequest
-	10, // 21: compactor.v1.CompactionService.ListCompactions:input_type -> compactor.v1.ListCompactionsRequest
-	12, // 22: compactor.v1.CompactionService.WatchCompactions:input_type -> compactor.v1.WatchCompactionsRequest
-	14, // 23: compactor.v1.CompactionService.CancelCompaction:input_type -> compactor.v1.CancelCompactionRequest
-	16, // 24: compactor.v1.CompactionService.ListNodes:input_type -> compactor.v1.ListNodesRequest
-	6,  // 25: compactor.v1.CompactionService.Compact:output_type -> compactor.v1.CompactResponse
-	9,  // 26: compactor.v1.CompactionService.GetCompaction:output_type -> compactor.v1.GetCompactionResponse
-	11, // 27: compactor.v1.CompactionService.ListCompactions:output_type -> compactor.v1.ListCompactionsResponse
-	13, // 28: compactor.v1.CompactionService.WatchCompactions:output_type -> compactor.v1.WatchCompactionsResponse
-	15, // 29: compactor.v1.CompactionService.CancelCompaction:output_type -> compactor.v1.CancelCompactionResponse
-	17, // 30: compactor.v1.CompactionService.ListNodes:output_type -> compactor.v1.ListNodesResponse
-	25, // [25:31] is the sub-list for method output_type
-	19, // [19:25] is the sub-list for method input_type
-	19, // [19:19] is the sub-list for extension type_name
-	19, // [19:19] is the sub-list for extension extendee
-	0,  // [0:19] is the sub-list for field type_name
+	20, // 2: compactor.v1.Job.create_time:type_name -> google.protobuf.Timestamp
+	20, // 3: compactor.v1.Job.start_time:type_name -> google.protobuf.Timestamp
+	20, // 4: compactor.v1.Job.finish_time:type_name -> google.protobuf.Timestamp
+	5,  // 5: compactor.v1.Job.progress:type_name -> compactor.v1.Progress
+	1,  // 6: compactor.v1.Job.kind:type_name -> compactor.v1.JobKind
+	21, // 7: compactor.v1.Progress.eta:type_name -> google.protobuf.Duration
+	8,  // 8: compactor.v1.CompactResponse.jobs:type_name -> compactor.v1.CompactResult
+	4,  // 9: compactor.v1.CompactResult.job:type_name -> compactor.v1.Job
+	4,  // 10: compactor.v1.GetCompactionResponse.job:type_name -> compactor.v1.Job
+	0,  // 11: compactor.v1.ListCompactionsRequest.states:type_name -> compactor.v1.JobState
+	2,  // 12: compactor.v1.ListCompactionsRequest.trigger:type_name -> compactor.v1.Trigger
+	1,  // 13: compactor.v1.ListCompactionsRequest.kinds:type_name -> compactor.v1.JobKind
+	4,  // 14: compactor.v1.ListCompactionsResponse.jobs:type_name -> compactor.v1.Job
+	1,  // 15: compactor.v1.WatchCompactionsRequest.kinds:type_name -> compactor.v1.JobKind
+	3,  // 16: compactor.v1.WatchCompactionsResponse.type:type_name -> compactor.v1.WatchEventType
+	4,  // 17: compactor.v1.WatchCompactionsResponse.job:type_name -> compactor.v1.Job
+	4,  // 18: compactor.v1.CancelCompactionResponse.job:type_name -> compactor.v1.Job
+	19, // 19: compactor.v1.ListNodesResponse.nodes:type_name -> compactor.v1.Node
+	20, // 20: compactor.v1.Node.start_time:type_name -> google.protobuf.Timestamp
+	20, // 21: compactor.v1.Node.heartbeat_time:type_name -> google.protobuf.Timestamp
+	6,  // 22: compactor.v1.CompactionService.Compact:input_type -> compactor.v1.CompactRequest
+	9,  // 23: compactor.v1.CompactionService.GetCompaction:input_type -> compactor.v1.GetCompactionRequest
+	11, // 24: compactor.v1.CompactionService.ListCompactions:input_type -> compactor.v1.ListCompactionsRequest
+	13, // 25: compactor.v1.CompactionService.WatchCompactions:input_type -> compactor.v1.WatchCompactionsRequest
+	15, // 26: compactor.v1.CompactionService.CancelCompaction:input_type -> compactor.v1.CancelCompactionRequest
+	17, // 27: compactor.v1.CompactionService.ListNodes:input_type -> compactor.v1.ListNodesRequest
+	7,  // 28: compactor.v1.CompactionService.Compact:output_type -> compactor.v1.CompactResponse
+	10, // 29: compactor.v1.CompactionService.GetCompaction:output_type -> compactor.v1.GetCompactionResponse
+	12, // 30: compactor.v1.CompactionService.ListCompactions:output_type -> compactor.v1.ListCompactionsResponse
+	14, // 31: compactor.v1.CompactionService.WatchCompactions:output_type -> compactor.v1.WatchCompactionsResponse
+	16, // 32: compactor.v1.CompactionService.CancelCompaction:output_type -> compactor.v1.CancelCompactionResponse
+	18, // 33: compactor.v1.CompactionService.ListNodes:output_type -> compactor.v1.ListNodesResponse
+	28, // [28:34] is the sub-list for method output_type
+	22, // [22:28] is the sub-list for method input_type
+	22, // [22:22] is the sub-list for extension type_name
+	22, // [22:22] is the sub-list for extension extendee
+	0,  // [0:22] is the sub-list for field type_name
 }
 
 func init() { file_compactor_v1_compaction_proto_init() }
@@ -1608,7 +1714,7 @@ func file_compactor_v1_compaction_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_compactor_v1_compaction_proto_rawDesc), len(file_compactor_v1_compaction_proto_rawDesc)),
-			NumEnums:      3,
+			NumEnums:      4,
 			NumMessages:   16,
 			NumExtensions: 0,
 			NumServices:   1,
