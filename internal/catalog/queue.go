@@ -374,13 +374,20 @@ func (c *Catalog) execEnqueueLocked(ctx context.Context, tx *sql.Tx, call Enqueu
 }
 
 // auditEnqueue appends the audit event of request r of call, answered by
-// job (created, or queued already), when the call has an actor.
+// job (created, or queued already), when the call has an actor: action
+// audit.ActionCompact for a compaction, the job's kind for another kind.
 func (c *Catalog) auditEnqueue(ctx context.Context, tx *sql.Tx, call EnqueueCall, r JobRequest, job Job, created bool) error {
 	if call.Actor == nil {
 		return nil
 	}
+	// A compaction is "compact"; a job of another kind is named by its
+	// kind ("verify", "index_rebuild").
+	action := audit.ActionCompact
+	if k := kindOrDefault(job.Kind); k != jobtype.KindCompaction {
+		action = string(k)
+	}
 	_, err := c.AppendAuditEvent(ctx, tx, *call.Actor, AuditEntry{
-		Action: audit.ActionCompact, CollectionID: r.CollectionID, Target: r.CollectionID, Reason: r.Reason, JobID: job.ID,
+		Action: action, CollectionID: r.CollectionID, Target: r.CollectionID, Reason: r.Reason, JobID: job.ID,
 		After: map[string]any{"job_id": job.ID, "kind": kindOrDefault(job.Kind), "created": created, "trigger": job.Trigger, "expedited": job.Expedited},
 	})
 	return err
