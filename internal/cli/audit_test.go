@@ -61,6 +61,9 @@ func TestAuditListAndVerify(t *testing.T) {
 		}
 	}
 	fails(t, addr, nil, 1, "permission_denied", "--token", "r-tok", "audit")
+	if out := ok(t, addr, "--token", "r-tok", "job", got[1].JobID).stdout; !strings.Contains(out, "Triggered by:") || !strings.Contains(out, "ops") {
+		t.Errorf("job printed no Triggered by ops:\n%s", out)
+	}
 	fails(t, addr, nil, 2, "--since", "--token", "o-tok", "audit", "--since", "yesterday")
 
 	out := ok(t, addr, "--token", "o-tok", "audit", "verify").stdout
