@@ -269,7 +269,7 @@ func (o *observer) WrapStreamingHandler(next connect.StreamingHandlerFunc) conne
 // interceptor of one request.
 type callState struct {
 	observed atomic.Bool // the interceptor counted the request
-	authErr  error       // the auth function refused it
+	authErr  error       // the authorizer refused it (UNAUTHENTICATED or PERMISSION_DENIED)
 
 	mu sync.Mutex
 	// cause is what toConnect kept from the client of a failed call, to be
@@ -305,7 +305,7 @@ func (o *observer) refusals(h http.Handler) http.Handler {
 		}
 		code, msg := rec.outcome()
 		if st.authErr != nil {
-			code, msg = connect.CodeUnauthenticated.String(), st.authErr.Error()
+			code, msg = connect.CodeOf(st.authErr).String(), st.authErr.Error()
 		}
 		o.requests.WithLabelValues(proc, code).Inc()
 		o.log.InfoContext(r.Context(), "rpc refused", "procedure", proc, "code", code, "err", truncate(msg, 4*MaxEchoBytes))

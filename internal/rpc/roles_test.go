@@ -21,6 +21,7 @@ import (
 	_ "modernc.org/sqlite"
 
 	compactorv1 "github.com/compactorhq/compactor/gen/compactor/v1"
+	"github.com/compactorhq/compactor/gen/compactor/v1/compactorv1connect"
 	"github.com/compactorhq/compactor/internal/auth"
 	"github.com/compactorhq/compactor/internal/rpc"
 	"github.com/compactorhq/compactor/internal/server"
@@ -184,6 +185,9 @@ func TestEachRoleIsRefusedAboveIt(t *testing.T) {
 			}
 		})
 	}
+	if n := requestsCounted(t, f, compactorv1connect.CollectionServiceDeleteCollectionProcedure, "permission_denied"); n == 0 {
+		t.Error("refusals of DeleteCollection are not counted as permission_denied")
+	}
 	for _, r := range auth.Roles {
 		if strings.Contains(f.logs.String(), string(r)+"-token") {
 			t.Errorf("the server log shows the token of %s", r)
@@ -300,4 +304,28 @@ func TestAnonymousWithoutCredentials(t *testing.T) {
 			t.Errorf("event %v", e)
 		}
 	}
+}
+
+// requestsCounted reads compactor_rpc_requests_total of procedure and code.
+func requestsCounted(t *testing.T, f *fixture, procedure, code string) float64 {
+	t.Helper()
+	mfs, err := f.app.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "compactor_rpc_requests_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["procedure"] == procedure && labels["code"] == code {
+				return m.GetCounter().GetValue()
+			}
+		}
+	}
+	return 0
 }
