@@ -268,6 +268,9 @@ func newRunProgress(now time.Time, j Job) runProgress {
 	if j.BlocksTotal > 0 {
 		parts = append(parts, fmtCount(j.BlocksWritten)+" / "+fmtCount(j.BlocksTotal)+" blocks")
 	}
+	if j.VectorsTotal > 0 {
+		parts = append(parts, fmtCount(j.VectorsIndexed)+" / "+fmtCount(j.VectorsTotal)+" vectors")
+	}
 	p.Text = strings.Join(parts, " · ")
 	return p
 }

@@ -121,10 +121,13 @@ type Job struct {
 	ETA                        time.Duration
 	ETAKnown                   bool
 	BlocksWritten, BlocksTotal int64
-	RecordsWritten             int64
-	BytesWritten               int64
-	VersionBefore              int64
-	VersionAfter               int64
+	// VectorsIndexed of VectorsTotal: the vectors an index rebuild has
+	// inserted (0: not counted).
+	VectorsIndexed, VectorsTotal int64
+	RecordsWritten               int64
+	BytesWritten                 int64
+	VersionBefore                int64
+	VersionAfter                 int64
 }
 
 // Collection is a collection as the page shows it.

@@ -197,6 +197,15 @@ type Version struct {
 	// retained. Its blobs are deleted only once it has been retired for
 	// longer than the GC grace period (see RetireVersions).
 	RetiredAt time.Time
+	// Digest is the version's record digest as its compaction recorded it
+	// (segment.Digest text, 32 hex digits); "" for a version committed
+	// before digests, or without one.
+	Digest string
+	// VerifiedAt is when a verify job or the scrub last checked the
+	// version (zero: never); VerifyError what that check found wrong ("":
+	// it verified).
+	VerifiedAt  time.Time
+	VerifyError string
 }
 
 // Retention is the outcome of RetireVersions: every version row of the
@@ -253,6 +262,10 @@ type Job struct {
 	// verify); "" is read as compaction. The catalog stores any non-empty
 	// kind; the manager fails a job of a kind no executor of its node runs.
 	Kind JobKind
+	// Params is what a job of a kind other than compaction is asked to
+	// do, a JSON object of the kind's parameters ("" for none; an index
+	// rebuild's is jobtype.IndexRebuildParams). Set at insertion.
+	Params string
 	// CollectionName is the collection's name as read with the job (a join,
 	// not a column of the job row); "" once the collection is deleted.
 	CollectionName string
@@ -339,6 +352,7 @@ type Commit struct {
 	RecordCount      int64  // records in the new version
 	SegmentBytes     int64  // bytes of the new version's blocks
 	BlockCount       int    // blocks the new version's manifest lists
+	Digest           string // the new version's record digest ("" : none recorded)
 	// Job, when non-nil, is written in the same transaction (typically in
 	// state SUCCEEDED with its figures), so a committed compaction and its
 	// finished job are never seen apart.
@@ -347,4 +361,8 @@ type Commit struct {
 	// ErrLeaseLost, writing nothing, unless Job is RUNNING under this node's
 	// unexpired lease (a node that lost its lease cannot commit).
 	LeaseOwner string
+	// Index, when set, becomes the collection's vector index parameters
+	// (M and EfConstruction; the distance, EfSearch and Disabled are
+	// kept) in the same transaction: an index rebuild with new parameters.
+	Index *IndexSettings
 }

@@ -40,7 +40,7 @@ func TestCommitCompactionCommitsEverythingAtOnce(t *testing.T) {
 		done.OffsetStart, done.OffsetEnd, done.RecordsRead, done.RecordsWritten, done.BytesWritten = 0, 6, 6, 5, 4096
 		done.VersionBefore, done.VersionAfter, done.Note = 0, 1, "compacted"
 		cm := catalog.Commit{CollectionID: col.ID, BaseVersion: 0, NewVersion: 1, ManifestKey: "collections/x/v1.json",
-			CompactionOffset: 6, RecordCount: 5, SegmentBytes: 8192, BlockCount: 2, Job: &done}
+			CompactionOffset: 6, RecordCount: 5, SegmentBytes: 8192, BlockCount: 2, Digest: "0123456789abcdef0123456789abcdef", Job: &done}
 		if err := c.CommitCompaction(ctx, cm); err != nil {
 			t.Fatalf("CommitCompaction: %v", err)
 		}
@@ -68,7 +68,34 @@ func TestCommitCompactionCommitsEverythingAtOnce(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		equal(t, "versions", versions, []catalog.Version{{CollectionID: col.ID, Version: 1, ManifestKey: cm.ManifestKey, CompactionOffset: 6, RecordCount: 5, SegmentBytes: 8192, BlockCount: 2, CreatedAt: now}})
+		equal(t, "versions", versions, []catalog.Version{{CollectionID: col.ID, Version: 1, ManifestKey: cm.ManifestKey, CompactionOffset: 6, RecordCount: 5, SegmentBytes: 8192, BlockCount: 2, CreatedAt: now,
+			Digest: cm.Digest}})
+		// A verification's outcome is kept on the version row, at the
+		// catalog's time; the latest one wins.
+		verifiedAt := ms(e.clock.Advance(time.Second))
+		if err := c.RecordVerification(ctx, col.ID, 1, "verification failed: block b: digest"); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.RecordVerification(ctx, col.ID, 9, ""); !errors.Is(err, catalog.ErrNotFound) {
+			t.Errorf("verification of version 9: %v, want not found", err)
+		}
+		if versions, err = c.ListVersions(ctx, col.ID); err != nil || versions[0].VerifyError != "verification failed: block b: digest" || !versions[0].VerifiedAt.Equal(verifiedAt) {
+			t.Errorf("after a failed verification: %+v %v", versions, err)
+		}
+		// The scrub's next versions: never verified ones by their commit
+		// time, the others by their last verification.
+		if vs, err := c.VersionsToScrub(ctx, verifiedAt.Add(time.Millisecond), 10); err != nil || len(vs) != 1 || vs[0].Version != 1 || !vs[0].VerifiedAt.Equal(verifiedAt) {
+			t.Errorf("versions to scrub: %+v %v", vs, err)
+		}
+		if vs, err := c.VersionsToScrub(ctx, verifiedAt, 10); err != nil || len(vs) != 0 {
+			t.Errorf("versions to scrub before the verification: %+v %v", vs, err)
+		}
+		if err := c.RecordVerification(ctx, col.ID, 1, ""); err != nil {
+			t.Fatal(err)
+		}
+		if versions, err = c.ListVersions(ctx, col.ID); err != nil || versions[0].VerifyError != "" {
+			t.Errorf("after a passed verification: %+v %v", versions, err)
+		}
 		stored, err := c.GetJob(ctx, job.ID)
 		if err != nil {
 			t.Fatal(err)

@@ -25,7 +25,8 @@ const jobColumns = `id, collection_id, trigger_type, state, reason, attempt, cre
 	error_text, note, node, continues,
 	priority, oldest_at, lease_owner, lease_expires_at, cancel_requested,
 	progress_phase, progress_read, progress_total, progress_bytes, progress_at,
-	progress_fraction, progress_eta_ms, progress_blocks_written, progress_blocks_total, trace_parent, kind, triggered_by`
+	progress_fraction, progress_eta_ms, progress_blocks_written, progress_blocks_total, trace_parent, kind,
+	params, progress_vectors, progress_vectors_total, triggered_by`
 
 // jobReadColumns selects a job row (table alias j) in the order scanJob
 // reads it: jobColumns, then the name of the job's collection, joined in
@@ -36,7 +37,8 @@ const jobReadColumns = `j.id, j.collection_id, j.trigger_type, j.state, j.reason
 	j.error_text, j.note, j.node, j.continues,
 	j.priority, j.oldest_at, j.lease_owner, j.lease_expires_at, j.cancel_requested,
 	j.progress_phase, j.progress_read, j.progress_total, j.progress_bytes, j.progress_at,
-	j.progress_fraction, j.progress_eta_ms, j.progress_blocks_written, j.progress_blocks_total, j.trace_parent, j.kind, j.triggered_by,
+	j.progress_fraction, j.progress_eta_ms, j.progress_blocks_written, j.progress_blocks_total, j.trace_parent, j.kind,
+	j.params, j.progress_vectors, j.progress_vectors_total, j.triggered_by,
 	COALESCE((SELECT cn.name FROM collections cn WHERE cn.id = j.collection_id), '')`
 
 func scanJob(s scanner) (Job, error) {
@@ -52,7 +54,8 @@ func scanJob(s scanner) (Job, error) {
 		&j.Error, &j.Note, &j.Node, &j.Continues,
 		&priority, msTime{&j.OldestAt}, &j.LeaseOwner, msTime{&j.LeaseExpiresAt}, &cancel,
 		&j.Progress.Phase, &j.Progress.OpRecordsRead, &j.Progress.OpRecordsTotal, &j.Progress.BytesWritten, msTime{&j.Progress.UpdatedAt},
-		&j.Progress.Fraction, &eta, &j.Progress.BlocksWritten, &j.Progress.BlocksTotal, &j.TraceParent, &j.Kind, &j.TriggeredBy,
+		&j.Progress.Fraction, &eta, &j.Progress.BlocksWritten, &j.Progress.BlocksTotal, &j.TraceParent, &j.Kind,
+		&j.Params, &j.Progress.VectorsIndexed, &j.Progress.VectorsTotal, &j.TriggeredBy,
 		&j.CollectionName)
 	if err != nil {
 		return Job{}, err
@@ -129,7 +132,7 @@ func (c *Catalog) InsertJob(ctx context.Context, j Job) error {
 // insertJobQuery inserts a job row, last in enqueue order.
 func (c *Catalog) insertJobQuery() string {
 	return `INSERT INTO jobs (` + jobColumns + `, queue_seq)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ` + c.d.nextQueueSeq + `)`
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ` + c.d.nextQueueSeq + `)`
 }
 
 // execInsertJob inserts job j, placing it last in enqueue order. A second
@@ -147,7 +150,8 @@ func (c *Catalog) execInsertJob(ctx context.Context, tx *sql.Tx, j Job) error {
 		j.Error, j.Note, j.Node, j.Continues,
 		priorityOf(j), msOrNull(j.OldestAt), j.LeaseOwner, msOrNull(j.LeaseExpiresAt), cancel,
 		string(j.Progress.Phase), j.Progress.OpRecordsRead, j.Progress.OpRecordsTotal, j.Progress.BytesWritten, msOrNull(j.Progress.UpdatedAt),
-		j.Progress.Fraction, etaOrNull(j.Progress), j.Progress.BlocksWritten, j.Progress.BlocksTotal, j.TraceParent, string(kindOrDefault(j.Kind)), j.TriggeredBy)
+		j.Progress.Fraction, etaOrNull(j.Progress), j.Progress.BlocksWritten, j.Progress.BlocksTotal, j.TraceParent, string(kindOrDefault(j.Kind)),
+		j.Params, j.Progress.VectorsIndexed, j.Progress.VectorsTotal, j.TriggeredBy)
 	switch c.d.kind(err) {
 	case kindUnique:
 		return fmt.Errorf("job id is taken, or collection %s has a %s %s job already: %w", j.CollectionID, j.State, kindOrDefault(j.Kind), ErrAlreadyExists)

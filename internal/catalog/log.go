@@ -300,6 +300,19 @@ func (c *Catalog) ReadLog(ctx context.Context, id string, after, upTo int64, lim
 // ErrNotFound when the collection
 // does not exist; an error of fn ends the scan and is returned as it is.
 func (c *Catalog) ScanLog(ctx context.Context, id string, after, upTo int64, limit int, fn func(offset int64, record []byte) error) (int, error) {
+	return c.scanLog(ctx, id, after, upTo, limit, fn, true)
+}
+
+// ScanKeptLog is ScanLog without skipping the rows at or below the
+// compaction offset: it visits every log row still stored in (after,
+// upTo], compacted or not (the rows that PurgeLog has not removed yet, or
+// that the log keeps for older kept versions). The verification's replay
+// reads the log slice between two versions with it.
+func (c *Catalog) ScanKeptLog(ctx context.Context, id string, after, upTo int64, limit int, fn func(offset int64, record []byte) error) (int, error) {
+	return c.scanLog(ctx, id, after, upTo, limit, fn, false)
+}
+
+func (c *Catalog) scanLog(ctx context.Context, id string, after, upTo int64, limit int, fn func(offset int64, record []byte) error, uncompacted bool) (int, error) {
 	n := 0
 	var fnErr error
 	err := c.readTx(ctx, func(tx *sql.Tx) error {
@@ -312,6 +325,9 @@ func (c *Catalog) ScanLog(ctx context.Context, id string, after, upTo int64, lim
 			return err
 		}
 		query := `SELECT log_offset, record FROM log WHERE collection_id = ? AND log_offset > ? AND log_offset <= ? ORDER BY log_offset`
+		if !uncompacted {
+			compacted = 0
+		}
 		args := []any{id, max(after, compacted), upTo}
 		if limit > 0 {
 			query += ` LIMIT ?`

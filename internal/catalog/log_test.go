@@ -328,6 +328,20 @@ func TestReadLogRangesAndLimits(t *testing.T) {
 			t.Fatal(err)
 		}
 		equal(t, "offsets after compaction to 4", offsets(mustReadLog(t, c, col.ID, 0, 10, 0)), span(5, 10))
+		// ScanKeptLog still visits the compacted rows stored, until a purge.
+		var kept []int64
+		if _, err := c.ScanKeptLog(ctx, col.ID, 1, 6, 0, func(off int64, _ []byte) error { kept = append(kept, off); return nil }); err != nil {
+			t.Fatal(err)
+		}
+		equal(t, "kept offsets after compaction to 4", kept, span(2, 6))
+		if _, err := c.PurgeLog(ctx, col.ID); err != nil {
+			t.Fatal(err)
+		}
+		kept = nil
+		if _, err := c.ScanKeptLog(ctx, col.ID, 0, 6, 0, func(off int64, _ []byte) error { kept = append(kept, off); return nil }); err != nil {
+			t.Fatal(err)
+		}
+		equal(t, "kept offsets after the purge", kept, span(5, 6))
 		_, err := c.ReadLog(ctx, uuid.NewString(), 0, 10, 0)
 		wantErr(t, "ReadLog of an unknown collection", err, catalog.ErrNotFound)
 	})

@@ -71,7 +71,10 @@ type JobRequest struct {
 	CollectionID string
 	// Kind of the job; "" is a compaction. Deduplication is per
 	// collection and kind.
-	Kind    JobKind
+	Kind JobKind
+	// Params of the job (Job.Params), kept by the job it creates, not by
+	// one that was queued already.
+	Params  string
 	Trigger Trigger
 	Reason  string
 	// OldestAt is the append time of the collection's oldest uncompacted
@@ -359,7 +362,7 @@ func (c *Catalog) execEnqueueLocked(ctx context.Context, tx *sql.Tx, call Enqueu
 		job := Job{
 			ID: id, CollectionID: r.CollectionID, CollectionName: ci.name, Kind: key.kind, Trigger: r.Trigger, State: JobQueued, Reason: r.Reason,
 			Attempt: ci.retries + 1, CreatedAt: now, Continues: r.Continues, OldestAt: fromMs(ms(r.OldestAt)),
-			TraceParent: r.TraceParent, TriggeredBy: r.TriggeredBy,
+			TraceParent: r.TraceParent, Params: r.Params, TriggeredBy: r.TriggeredBy,
 		}
 		if err := c.execInsertJob(ctx, tx, job); err != nil {
 			return nil, err
@@ -479,7 +482,7 @@ func (c *Catalog) RenewLease(ctx context.Context, jobID, node string, lease time
 	now, dbNow := ms(c.now()), c.dbNow()
 	var cancel int
 	plan, args := "", []any{dbNow, lease.Milliseconds(), string(p.Phase), p.OpRecordsRead, p.OpRecordsTotal, p.BytesWritten, now,
-		p.Fraction, etaOrNull(p), p.BlocksWritten, p.BlocksTotal}
+		p.Fraction, etaOrNull(p), p.BlocksWritten, p.BlocksTotal, p.VectorsIndexed, p.VectorsTotal}
 	if p.Planned {
 		plan = `, offset_start = ?, offset_end = ?, version_before = ?, version_after = ?, records_read = ?`
 		args = append(args, p.OffsetStart, p.OffsetEnd, p.VersionBefore, p.VersionBefore, p.OpRecordsRead)
@@ -488,7 +491,8 @@ func (c *Catalog) RenewLease(ctx context.Context, jobID, node string, lease time
 	err = c.writeTx(ctx, func(tx *sql.Tx) error {
 		return tx.QueryRowContext(ctx, c.d.q(`UPDATE jobs SET lease_expires_at = `+c.d.clockMs+` + ?,
 				progress_phase = ?, progress_read = ?, progress_total = ?, progress_bytes = ?, progress_at = ?,
-				progress_fraction = ?, progress_eta_ms = ?, progress_blocks_written = ?, progress_blocks_total = ?`+plan+`
+				progress_fraction = ?, progress_eta_ms = ?, progress_blocks_written = ?, progress_blocks_total = ?,
+				progress_vectors = ?, progress_vectors_total = ?`+plan+`
 			WHERE id = ? AND state = ? AND lease_owner = ? AND lease_expires_at >= `+c.d.clockMs+`
 			RETURNING cancel_requested`), args...).Scan(&cancel)
 	})
@@ -700,11 +704,11 @@ func (c *Catalog) execInterrupt(ctx context.Context, tx *sql.Tx, j Job) error {
 	if err != nil {
 		return fmt.Errorf("interrupt job %s: %w", j.ID, err)
 	}
-	_, err = tx.ExecContext(ctx, c.d.q(`INSERT INTO jobs (id, collection_id, kind, trigger_type, state, reason, attempt, created_at,
+	_, err = tx.ExecContext(ctx, c.d.q(`INSERT INTO jobs (id, collection_id, kind, params, trigger_type, state, reason, attempt, created_at,
 			continues, priority, oldest_at, triggered_by, queue_seq)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, `+c.d.nextQueueSeq+`)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, `+c.d.nextQueueSeq+`)
 		ON CONFLICT DO NOTHING`),
-		uuid.NewString(), j.CollectionID, string(kindOrDefault(j.Kind)), string(j.Trigger), string(JobQueued), j.Reason, j.Attempt+1, ms(j.FinishedAt),
+		uuid.NewString(), j.CollectionID, string(kindOrDefault(j.Kind)), j.Params, string(j.Trigger), string(JobQueued), j.Reason, j.Attempt+1, ms(j.FinishedAt),
 		j.ID, priorityOf(j), msOrNull(j.OldestAt), j.TriggeredBy)
 	if err != nil {
 		return fmt.Errorf("queue follow-up of interrupted job %s: %w", j.ID, err)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -65,8 +66,14 @@ func (c *Catalog) CommitCompaction(ctx context.Context, cm Commit) error {
 		} else if n != 1 { // cannot happen while the row is locked; kept as a guard
 			return &ConflictError{CollectionID: cm.CollectionID, Expected: cm.BaseVersion, Actual: -1}
 		}
-		_, err = tx.ExecContext(ctx, c.d.q(`INSERT INTO versions (collection_id, version, manifest_key, compaction_offset, record_count, segment_bytes, block_count, created_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?)`), cm.CollectionID, cm.NewVersion, cm.ManifestKey, cm.CompactionOffset, cm.RecordCount, cm.SegmentBytes, cm.BlockCount, now)
+		if ix := cm.Index; ix != nil {
+			if _, err := tx.ExecContext(ctx, c.d.q(`UPDATE collections SET index_m = ?, index_ef_construction = ? WHERE id = ?`),
+				ix.M, ix.EfConstruction, cm.CollectionID); err != nil {
+				return fmt.Errorf("update index settings: %w", err)
+			}
+		}
+		_, err = tx.ExecContext(ctx, c.d.q(`INSERT INTO versions (collection_id, version, manifest_key, compaction_offset, record_count, segment_bytes, block_count, created_at, digest)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`), cm.CollectionID, cm.NewVersion, cm.ManifestKey, cm.CompactionOffset, cm.RecordCount, cm.SegmentBytes, cm.BlockCount, now, cm.Digest)
 		if err != nil {
 			return fmt.Errorf("insert version %d: %w", cm.NewVersion, err)
 		}
@@ -91,6 +98,11 @@ func validateCommit(cm Commit) error {
 		return fmt.Errorf("negative compaction offset %d: %w", cm.CompactionOffset, ErrInvalidArgument)
 	case cm.RecordCount < 0:
 		return fmt.Errorf("negative record count %d: %w", cm.RecordCount, ErrInvalidArgument)
+	}
+	if ix := cm.Index; ix != nil {
+		if err := ix.WithDefaults().Validate(); err != nil {
+			return err
+		}
 	}
 	if cm.Job != nil {
 		if cm.Job.CollectionID != cm.CollectionID {
@@ -123,6 +135,70 @@ func (c *Catalog) ListVersions(ctx context.Context, id string) ([]Version, error
 	}
 	return vs, nil
 }
+
+// RecordVerification records the outcome of a verification of version
+// version of collection id, at the catalog clock's now: problem "" when it
+// verified, else what was found wrong (kept to 4 KiB). Errors: ErrNotFound
+// when the collection or the version row is gone (collected meanwhile).
+func (c *Catalog) RecordVerification(ctx context.Context, id string, version int64, problem string) error {
+	if len(problem) > maxVerifyError {
+		problem = strings.ToValidUTF8(problem[:maxVerifyError], "") + "…"
+	}
+	now := ms(c.now())
+	err := c.writeTx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, c.d.q(`UPDATE versions SET verified_at = ?, verify_error = ? WHERE collection_id = ? AND version = ?`),
+			now, problem, id, version)
+		if err != nil {
+			return err
+		}
+		if n, err := rowsAffected(res); err != nil {
+			return err
+		} else if n == 0 {
+			return fmt.Errorf("version %d: %w", version, ErrNotFound)
+		}
+		return nil
+	})
+	return c.wrap(err, "record verification of collection %s", id)
+}
+
+// VersionsToScrub returns up to limit (<= 0: 100) retained versions, of
+// every collection, last verified (or, never verified, committed: the
+// commit's read-back check verified it) before before, the longest ago
+// first: what the background scrub verifies next. Only CollectionID,
+// Version, CreatedAt and VerifiedAt are set.
+func (c *Catalog) VersionsToScrub(ctx context.Context, before time.Time, limit int) ([]Version, error) {
+	if limit <= 0 {
+		limit = 100
+	}
+	var vs []Version
+	err := c.readTx(ctx, func(tx *sql.Tx) error {
+		vs = nil
+		rows, err := tx.QueryContext(ctx, c.d.q(`SELECT collection_id, version, created_at, verified_at FROM versions
+			WHERE retired_at IS NULL AND COALESCE(verified_at, created_at) < ?
+			ORDER BY COALESCE(verified_at, created_at), collection_id, version LIMIT ?`), ms(before), limit)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var v Version
+			var createdAt int64
+			if err := rows.Scan(&v.CollectionID, &v.Version, &createdAt, msTime{&v.VerifiedAt}); err != nil {
+				return err
+			}
+			v.CreatedAt = fromMs(createdAt)
+			vs = append(vs, v)
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, c.wrap(err, "list versions to scrub")
+	}
+	return vs, nil
+}
+
+// maxVerifyError bounds the text RecordVerification keeps.
+const maxVerifyError = 4096
 
 // deleteChunk bounds the number of parameters of one DELETE ... IN (...).
 const deleteChunk = 500
@@ -161,7 +237,8 @@ func (c *Catalog) DeleteVersions(ctx context.Context, id string, versions []int6
 // queryVersions reads the version rows of a collection, newest first (an
 // empty, non-nil slice when none).
 func (c *Catalog) queryVersions(ctx context.Context, q querier, id string) ([]Version, error) {
-	rows, err := q.QueryContext(ctx, c.d.q(`SELECT collection_id, version, manifest_key, compaction_offset, record_count, segment_bytes, block_count, created_at, retired_at
+	rows, err := q.QueryContext(ctx, c.d.q(`SELECT collection_id, version, manifest_key, compaction_offset, record_count, segment_bytes, block_count, created_at, retired_at,
+			digest, verified_at, verify_error
 		FROM versions WHERE collection_id = ? ORDER BY version DESC`), id)
 	if err != nil {
 		return nil, err
@@ -173,7 +250,8 @@ func (c *Catalog) queryVersions(ctx context.Context, q querier, id string) ([]Ve
 			v         Version
 			createdAt int64
 		)
-		if err := rows.Scan(&v.CollectionID, &v.Version, &v.ManifestKey, &v.CompactionOffset, &v.RecordCount, &v.SegmentBytes, &v.BlockCount, &createdAt, msTime{&v.RetiredAt}); err != nil {
+		if err := rows.Scan(&v.CollectionID, &v.Version, &v.ManifestKey, &v.CompactionOffset, &v.RecordCount, &v.SegmentBytes, &v.BlockCount, &createdAt, msTime{&v.RetiredAt},
+			&v.Digest, msTime{&v.VerifiedAt}, &v.VerifyError); err != nil {
 			return nil, err
 		}
 		v.CreatedAt = fromMs(createdAt)

@@ -138,6 +138,8 @@ func Commands(s Streams) []*cobra.Command {
 		newResumeCmd(g),
 		newPlanCmd(g),
 		newThrottleCmd(g),
+		newIndexCmd(g),
+		newVerifyCmd(g),
 		newAuditCmd(g),
 	}
 	for _, c := range cmds {

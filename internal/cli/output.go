@@ -226,9 +226,12 @@ func progressText(p *compactorv1.Progress) string {
 	if s != "" {
 		s += ", "
 	}
-	if p.GetRecordsTotal() > 0 {
+	switch {
+	case p.GetVectorsTotal() > 0:
+		s += fmt.Sprintf("%d of %d vectors indexed", p.GetVectorsIndexed(), p.GetVectorsTotal())
+	case p.GetRecordsTotal() > 0:
 		s += fmt.Sprintf("%d of %d records read", p.GetRecordsRead(), p.GetRecordsTotal())
-	} else {
+	default:
 		s += plural(p.GetRecordsRead(), "record") + " read"
 	}
 	return s + ", " + etaText(p)

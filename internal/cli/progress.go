@@ -53,6 +53,16 @@ func finishedText(j *compactorv1.Job) string {
 	}
 	switch j.GetState() {
 	case compactorv1.JobState_JOB_STATE_SUCCEEDED:
+		if j.GetKind() == compactorv1.JobKind_JOB_KIND_INDEX_REBUILD {
+			s := fmt.Sprintf("SUCCEEDED%s: version %d -> %d", d, j.GetVersionBefore(), j.GetVersionAfter())
+			if ip := j.GetIndexRebuild(); ip.GetM() > 0 || ip.GetEfConstruction() > 0 {
+				s += fmt.Sprintf(", m %d, ef_construction %d", ip.GetM(), ip.GetEfConstruction())
+			}
+			if n := j.GetNote(); n != "" {
+				s += " (" + safeText(n) + ")"
+			}
+			return s
+		}
 		s := fmt.Sprintf("SUCCEEDED%s: %d records read, %d written, version %d -> %d", d, j.GetRecordsRead(), j.GetRecordsWritten(),
 			j.GetVersionBefore(), j.GetVersionAfter())
 		if n := j.GetNote(); n != "" {

@@ -16,6 +16,7 @@
 package compaction
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -183,6 +184,9 @@ type Options struct {
 	// atomically with the commit). It is not called when nothing is
 	// committed. Callers of Prepare pass the row to Prepared.Commit.
 	CommitJob func(Result) *catalog.Job
+	// JobID is the id of the job the compaction runs as, recorded with the
+	// vector index it builds ("" for none).
+	JobID string
 }
 
 // Catalog is what a Compactor uses of the catalog: a *catalog.Catalog, or
@@ -195,6 +199,7 @@ type Catalog interface {
 	AppendLog(ctx context.Context, id string, ops []materialize.OperationRecord, lim catalog.AppendLimits) (first, last int64, err error)
 	ReadLog(ctx context.Context, id string, after, upTo int64, limit int) ([]materialize.OperationRecord, error)
 	ScanLog(ctx context.Context, id string, after, upTo int64, limit int, fn func(offset int64, record []byte) error) (int, error)
+	ScanKeptLog(ctx context.Context, id string, after, upTo int64, limit int, fn func(offset int64, record []byte) error) (int, error)
 	ReadTailIDs(ctx context.Context, id string, ids []string) (catalog.Tail, error)
 	ReadTailRange(ctx context.Context, id string, r catalog.TailRange) (catalog.Tail, error)
 	PurgeLog(ctx context.Context, id string) (int64, error)
@@ -202,6 +207,7 @@ type Catalog interface {
 	ListVersions(ctx context.Context, id string) ([]catalog.Version, error)
 	RetireVersions(ctx context.Context, id string, keep int, grace time.Duration) (catalog.Retention, error)
 	DeleteVersions(ctx context.Context, id string, versions []int64) error
+	RecordVerification(ctx context.Context, id string, version int64, problem string) error
 	ListJobs(ctx context.Context, f catalog.JobFilter) ([]catalog.Job, error)
 }
 
@@ -270,6 +276,9 @@ type Compactor struct {
 	// index build's metrics (nil without WithRegisterer).
 	indexes *indexCache
 	indexm  *indexMetrics
+	// verifym counts verifications (verify.go); nil fields without
+	// WithRegisterer.
+	verifym verifyMetrics
 	// scans holds a token per exact query scan running (see
 	// MaxConcurrentScans).
 	scans chan struct{}
@@ -367,6 +376,9 @@ type Prepared struct {
 	w      *segment.Writer   // nil when nothing to commit
 	unpin  func()            // releases the GC pins; nil once ended
 	onDone func(error) error // counts damaged data met, once
+	// what names the work in Commit's errors: "compact" ("" too), or
+	// "rebuild the index of".
+	what string
 }
 
 // Result is the compaction's figures: of the prepared version until
@@ -398,6 +410,7 @@ func (p *Prepared) Pending() bool { return p != nil && p.w != nil && p.unpin != 
 func (c *Compactor) Prepare(ctx context.Context, collectionID string, opts Options) (out *Prepared, err error) {
 	onDone := func(err error) error {
 		c.noteCorrupt("compaction", collectionID, err)
+		c.noteVerification(collectionID, err)
 		return err
 	}
 	var res Result
@@ -450,18 +463,35 @@ func (c *Compactor) Prepare(ctx context.Context, collectionID string, opts Optio
 			unpin()
 		}
 	}()
-	end := min(coll.LogPosition, coll.CompactionOffset+int64(c.cfg.MaxRecords))
+	// The slice starts at the compaction offset, over the current version;
+	// when the current version failed verification, at the offset of the
+	// newest earlier kept version that verifies, over that version
+	// (repair.go).
+	from, baseKey, baseVersion, scan := coll.CompactionOffset, coll.ManifestKey, coll.SegmentVersion, c.cat.ScanLog
+	rb, err := c.repairBase(ctx, coll)
+	if err != nil {
+		return nil, fmt.Errorf("compact %s: %w", collectionID, err)
+	}
+	if rb != nil {
+		from, baseKey, baseVersion, scan = rb.CompactionOffset, rb.ManifestKey, rb.Version, c.cat.ScanKeptLog
+		defer c.pins.pin(collectionID, rb.ManifestKey, false)()
+	}
+	end := min(coll.LogPosition, from+int64(c.cfg.MaxRecords))
+	if end < coll.CompactionOffset {
+		return nil, fmt.Errorf("compact %s: version %d failed verification; rebuilding it from version %d needs log offsets (%d, %d], more than --max-compaction-size %d records",
+			collectionID, coll.SegmentVersion, baseVersion, from, coll.CompactionOffset, c.cfg.MaxRecords)
+	}
 	res = Result{
 		CollectionID:  collectionID,
-		OffsetStart:   coll.CompactionOffset,
+		OffsetStart:   from,
 		OffsetEnd:     end,
 		VersionBefore: coll.SegmentVersion,
 		VersionAfter:  coll.SegmentVersion,
 		RecordCount:   coll.RecordCount,
 		Remaining:     coll.LogPosition - end,
 	}
-	total := end - coll.CompactionOffset
-	if total <= 0 {
+	total := end - from
+	if total <= 0 && rb == nil {
 		res.OffsetEnd = coll.CompactionOffset
 		res.Note = NoteNothingToCompact
 		return &Prepared{c: c, res: res, unpin: unpin, onDone: onDone}, nil
@@ -471,15 +501,19 @@ func (c *Compactor) Prepare(ctx context.Context, collectionID string, opts Optio
 	// next batch while this one sorts), grouping operation records by
 	// record id in sorted runs, spilled to disk past the memory budget.
 	begin("read log")
-	p := jobtype.Progress{Phase: jobtype.PhaseReading, OpRecordsTotal: total, Planned: true, OffsetStart: coll.CompactionOffset, OffsetEnd: end, VersionBefore: coll.SegmentVersion}
+	p := jobtype.Progress{Phase: jobtype.PhaseReading, OpRecordsTotal: total, Planned: true, OffsetStart: from, OffsetEnd: end,
+		VersionBefore: coll.SegmentVersion, NoIndexing: coll.Index.Disabled}
 	report(p)
 	runs := &runSet{dir: c.cfg.SpillDir, budget: c.cfg.MemoryBytes / 4}
 	defer runs.close()
-	if err := c.readRuns(ctx, collectionID, coll.CompactionOffset, end, runs, func(n int) {
-		res.OpRecordsRead += int64(n)
-		p.OpRecordsRead = res.OpRecordsRead
-		report(p)
-	}); err != nil {
+	if total > 0 {
+		err = c.readRunsFrom(ctx, scan, collectionID, from, end, runs, func(n int) {
+			res.OpRecordsRead += int64(n)
+			p.OpRecordsRead = res.OpRecordsRead
+			report(p)
+		})
+	}
+	if err != nil {
 		return nil, fmt.Errorf("compact %s: %w", collectionID, err)
 	}
 
@@ -491,15 +525,22 @@ func (c *Compactor) Prepare(ctx context.Context, collectionID string, opts Optio
 	report(p)
 	var base *segment.Manifest
 	var baseRecords int64
-	if coll.SegmentVersion > 0 {
-		if base, err = c.seg.ReadManifest(ctx, coll.ManifestKey); err != nil {
-			return nil, fmt.Errorf("compact %s: read manifest of version %d: %w", collectionID, coll.SegmentVersion, classifyRead(err))
+	if baseVersion > 0 {
+		if base, err = c.seg.ReadManifest(ctx, baseKey); err != nil {
+			return nil, fmt.Errorf("compact %s: read manifest of version %d: %w", collectionID, baseVersion, classifyRead(err))
 		}
 		baseRecords = base.RecordCount
+		if rb != nil {
+			// The writer numbers the new version after its base's.
+			base.Version = coll.SegmentVersion
+		}
 	}
 	ib, err := c.startIndex(ctx, coll, base)
 	if err != nil {
 		return nil, fmt.Errorf("compact %s: %w", collectionID, err)
+	}
+	if ib != nil {
+		ib.job = opts.JobID
 	}
 	w := c.seg.NewWriter(collectionID, base)
 	defer func() {
@@ -560,6 +601,9 @@ func (c *Compactor) Prepare(ctx context.Context, collectionID string, opts Optio
 	if res.OpRecordsRead > 0 && res.RecordsWritten == 0 && stats.BlocksWritten == 0 && stats.DeltasWritten == 0 && stats.BlocksDropped == 0 && res.RecordCount == baseRecords {
 		res.Note = NoteNoChange
 	}
+	if rb != nil {
+		res.Note = fmt.Sprintf("version %d failed verification: rebuilt from version %d and log offsets (%d, %d]", coll.SegmentVersion, rb.Version, from, end)
+	}
 
 	// The last point where cancellation is honoured: what remains is the
 	// commit, which is not interrupted.
@@ -581,6 +625,7 @@ func (c *Compactor) Prepare(ctx context.Context, collectionID string, opts Optio
 		RecordCount:      m.RecordCount,
 		SegmentBytes:     blockBytes(m),
 		BlockCount:       len(m.Blocks),
+		Digest:           m.Digest,
 	}}, nil
 }
 
@@ -634,7 +679,7 @@ func (p *Prepared) Commit(ctx context.Context, job *catalog.Job) (err error) {
 			c.logger.Warn("commit reported an error but took effect", "collection", id, "version", cm.NewVersion, "err", err)
 			return nil
 		}
-		return fmt.Errorf("compact %s: commit version %d: %w", id, cm.NewVersion, err)
+		return fmt.Errorf("%s %s: commit version %d: %w", cmp.Or(p.what, "compact"), id, cm.NewVersion, err)
 	}
 	c.purgeLog(ctx, id)
 	c.logger.Debug("compacted", "collection", id, "offset", cm.CompactionOffset, "version", cm.NewVersion,
@@ -714,9 +759,11 @@ func classifyWrite(ctx context.Context, err error) error {
 	if ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
 		return err
 	}
-	if _, ok := CorruptKind(err); ok || errors.Is(err, segment.ErrBlockTooLarge) {
+	if _, ok := CorruptKind(err); ok || errors.Is(err, segment.ErrBlockTooLarge) || errors.Is(err, segment.ErrVerification) {
 		// Write reads the blocks it rewrites; a block too large to be
-		// read back fails again at every attempt.
+		// read back fails again at every attempt; a write that fails its
+		// verification (blobs that do not read back as written, or
+		// records lost or altered) is not retried blindly.
 		return err
 	}
 	return transient(err)

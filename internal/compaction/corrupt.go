@@ -43,7 +43,10 @@ type Option func(*Compactor)
 // WithRegisterer registers the Compactor's metrics on reg:
 // compactor_corrupt_blocks_total{kind="block|delta|manifest|log_row"}, the reads
 // and compactions that failed on damaged stored data, and
-// compactor_query_duration_seconds{plan="exact|index"}.
+// compactor_query_duration_seconds{plan="exact|index"}, and the
+// verification series (compactor_verification_failures_total{phase},
+// compactor_verifications_total{phase},
+// compactor_verification_read_bytes_total{phase}).
 func WithRegisterer(reg prometheus.Registerer) Option {
 	return func(c *Compactor) {
 		v := promauto.With(reg).NewCounterVec(prometheus.CounterOpts{
@@ -56,6 +59,7 @@ func WithRegisterer(reg prometheus.Registerer) Option {
 		c.corrupt = v
 		c.query = newQueryMetrics(reg)
 		c.indexm = newIndexMetrics(reg)
+		c.verifym = newVerifyMetrics(reg)
 	}
 }
 

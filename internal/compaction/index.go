@@ -84,6 +84,7 @@ const (
 	buildFull        = "full"
 	buildIncremental = "incremental"
 	buildRepaired    = "repaired"
+	buildRebuild     = "rebuild" // an index rebuild job
 )
 
 func newIndexMetrics(reg prometheus.Registerer) *indexMetrics {
@@ -91,7 +92,7 @@ func newIndexMetrics(reg prometheus.Registerer) *indexMetrics {
 	m := &indexMetrics{
 		seconds: f.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "compactor_index_build_seconds",
-			Help:    "Duration of the index phase of compactions that wrote a vector index, by build: full (every record), incremental (a successor of the previous version's graph) or repaired (incremental, then tombstones re-linked).",
+			Help:    "Duration of the index phase of jobs that wrote a vector index, by build: full (every record), incremental (a successor of the previous version's graph), repaired (incremental, then tombstones re-linked) or rebuild (an index rebuild job).",
 			Buckets: []float64{0.001, 0.005, 0.025, 0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800},
 		}, []string{"build"}),
 		vectors: f.NewCounter(prometheus.CounterOpts{
@@ -104,7 +105,7 @@ func newIndexMetrics(reg prometheus.Registerer) *indexMetrics {
 		}),
 		fractions: map[string]float64{},
 	}
-	for _, b := range []string{buildFull, buildIncremental, buildRepaired} {
+	for _, b := range []string{buildFull, buildIncremental, buildRepaired, buildRebuild} {
 		m.seconds.WithLabelValues(b)
 	}
 	return m
@@ -152,6 +153,7 @@ type indexBuild struct {
 	spent    time.Duration // in the change hook
 	err      error         // the first error of the hook
 	threads  int
+	job      string // the id of the job building it ("" unknown)
 }
 
 // startIndex prepares the index of the version a compaction of coll over
@@ -267,7 +269,7 @@ func (c *Compactor) writeIndex(ctx context.Context, b *indexBuild, w *segment.Wr
 	case g == nil:
 		build = buildFull
 		var err error
-		if g, err = c.buildFullIndex(ctx, params, m, b.threads); err != nil {
+		if g, err = c.buildFullIndex(ctx, params, m, b.threads, nil); err != nil {
 			return err
 		}
 		b.inserted = g.Len()
@@ -289,6 +291,28 @@ func (c *Compactor) writeIndex(ctx context.Context, b *indexBuild, w *segment.Wr
 	if build != buildFull && b.base != nil && b.base.Index != nil {
 		chunks = slices.Clone(b.base.Index.Chunks)
 	}
+	ref, err := c.putIndex(ctx, w, g, chunks)
+	if err != nil {
+		return err
+	}
+	spent := b.spent + time.Since(start)
+	ref.Build, ref.BuiltAt, ref.BuildSeconds, ref.Job = build, m.CreatedAt, spent.Seconds(), b.job
+	m.Index = ref
+	if m.FormatVersion < 1 {
+		m.FormatVersion = 1
+	}
+	c.indexm.observe(b.coll.ID, build, spent, b.inserted, g.Stats())
+	return nil
+}
+
+// putIndex writes graph g through w: its chunks after those listed in
+// chunks (the chunk blobs a successor shares with its base), then the
+// graph blob, durably. It returns the reference a manifest lists, with the
+// graph's parameters and figures (Build and the times are the caller's),
+// and caches g under its graph key: the graph is immutable from here (the
+// next compaction takes a successor of it, queries of the version search
+// it). Errors: storage errors.
+func (c *Compactor) putIndex(ctx context.Context, w *segment.Writer, g *vindex.Graph, chunks []segment.BlobRef) (*segment.IndexRef, error) {
 	graph, err := g.Encode(func(_ vindex.ChunkRef, chunk []byte) error {
 		ref, err := w.PutIndexBlob(ctx, segment.IndexChunk, chunk)
 		if err != nil {
@@ -298,37 +322,29 @@ func (c *Compactor) writeIndex(ctx context.Context, b *indexBuild, w *segment.Wr
 		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("write index: %w", err)
+		return nil, fmt.Errorf("write index: %w", err)
 	}
 	if len(chunks) != len(g.Chunks()) {
-		return fmt.Errorf("write index: %d chunk keys for %d chunks", len(chunks), len(g.Chunks()))
+		return nil, fmt.Errorf("write index: %d chunk keys for %d chunks", len(chunks), len(g.Chunks()))
 	}
 	gref, err := w.PutIndexBlob(ctx, segment.IndexGraph, graph)
 	if err != nil {
-		return fmt.Errorf("write index: %w", err)
+		return nil, fmt.Errorf("write index: %w", err)
 	}
-	st := g.Stats()
-	spent := b.spent + time.Since(start)
-	p := g.Params()
-	m.Index = &segment.IndexRef{
+	st, p := g.Stats(), g.Params()
+	c.indexes.put(gref.Key, g)
+	return &segment.IndexRef{
 		Graph: gref, Chunks: chunks,
 		Dimension: p.Dim, Distance: p.Distance.String(), M: p.M, EfConstruction: p.EfConstruction, EfSearch: p.EfSearch,
 		Vectors: st.Vectors, Tombstones: st.Tombstones, Dropped: st.Dropped,
-		Build: build, BuiltAt: m.CreatedAt, BuildSeconds: spent.Seconds(),
-	}
-	if m.FormatVersion < 1 {
-		m.FormatVersion = 1
-	}
-	// The graph is immutable from here: the next compaction takes a
-	// successor of it, queries of the version search it.
-	c.indexes.put(gref.Key, g)
-	c.indexm.observe(b.coll.ID, build, spent, b.inserted, st)
-	return nil
+	}, nil
 }
 
 // buildFullIndex builds a graph of every record of m, read from its
-// blocks and deltas.
-func (c *Compactor) buildFullIndex(ctx context.Context, p vindex.Params, m *segment.Manifest, threads int) (*vindex.Graph, error) {
+// blocks and deltas; inserted, when set, is called with the vectors
+// inserted so far after each batch. It returns at a batch boundary with
+// ctx's error when ctx ends.
+func (c *Compactor) buildFullIndex(ctx context.Context, p vindex.Params, m *segment.Manifest, threads int, inserted func(n int)) (*vindex.Graph, error) {
 	g, err := vindex.New(p)
 	if err != nil {
 		return nil, fmt.Errorf("build the index: %w", err)
@@ -343,6 +359,9 @@ func (c *Compactor) buildFullIndex(ctx context.Context, p vindex.Params, m *segm
 			return fmt.Errorf("build the index: %w", err)
 		}
 		ids, vecs = ids[:0], vecs[:0]
+		if inserted != nil {
+			inserted(g.Len())
+		}
 		return nil
 	}
 	var ferr error

@@ -24,6 +24,13 @@ type logBatch struct {
 // each time it reaches a quarter of the runs' budget. ctx is checked between
 // batches; onBatch is called with the number of records of each batch.
 func (c *Compactor) readRuns(ctx context.Context, collectionID string, after, end int64, runs *runSet, onBatch func(n int)) error {
+	return c.readRunsFrom(ctx, c.cat.ScanLog, collectionID, after, end, runs, onBatch)
+}
+
+// readRunsFrom is readRuns reading the log with scan (Catalog.ScanLog, or
+// ScanKeptLog for a slice already compacted).
+func (c *Compactor) readRunsFrom(ctx context.Context, scan func(ctx context.Context, id string, after, upTo int64, limit int, fn func(offset int64, record []byte) error) (int, error),
+	collectionID string, after, end int64, runs *runSet, onBatch func(n int)) error {
 	rctx, stop := context.WithCancel(ctx)
 	batches := make(chan logBatch, 1)
 	var wg sync.WaitGroup
@@ -35,7 +42,7 @@ func (c *Compactor) readRuns(ctx context.Context, collectionID string, after, en
 		for from := after; from < end; {
 			b := logBatch{entries: make([]opEntry, 0, c.cfg.BatchRecords)}
 			var derr error
-			_, err := c.cat.ScanLog(rctx, collectionID, from, end, c.cfg.BatchRecords, func(off int64, rec []byte) error {
+			_, err := scan(rctx, collectionID, from, end, c.cfg.BatchRecords, func(off int64, rec []byte) error {
 				e, err := newEntry(&a, off, rec)
 				if err != nil {
 					derr = err

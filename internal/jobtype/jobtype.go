@@ -11,7 +11,11 @@
 // ones a job writes into a segment (Records*).
 package jobtype
 
-import "time"
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+)
 
 // Kind names a kind of job; the manager dispatches a job to the executor
 // of its kind.
@@ -76,6 +80,14 @@ type Progress struct {
 	// BlocksWritten and BlocksTotal count the blocks the job writes;
 	// BlocksTotal is 0 while unknown (before the writing phase).
 	BlocksWritten, BlocksTotal int64
+	// VectorsIndexed and VectorsTotal count the vectors the indexing
+	// phase inserts into a vector index (an index rebuild: every vector of
+	// the version); VectorsTotal is 0 while unknown.
+	VectorsIndexed, VectorsTotal int64
+	// NoIndexing: the job has no indexing phase (a compaction of a
+	// collection with indexing off), so the phase's weight goes to the
+	// others. Set from the first report on.
+	NoIndexing bool
 	// Fraction is how much of the whole job is done, from 0 to 1 (below 1
 	// while the job runs). Set by the manager.
 	Fraction float64
@@ -130,4 +142,35 @@ type Estimate struct {
 type Enqueued[J any] struct {
 	Job     J
 	Created bool // false: an already queued job was returned
+}
+
+// IndexRebuildParams are the parameters of a KindIndexRebuild job, kept
+// as its row's params (a JSON object): the HNSW parameters the new index is
+// built with, which become the collection's on commit; 0 keeps the
+// collection's.
+type IndexRebuildParams struct {
+	M              int `json:"m,omitempty"`               // neighbours per node and layer
+	EfConstruction int `json:"ef_construction,omitempty"` // candidate list size while building
+}
+
+// Encode returns p as a job's params: "" when p keeps every parameter.
+func (p IndexRebuildParams) Encode() string {
+	if p == (IndexRebuildParams{}) {
+		return ""
+	}
+	b, _ := json.Marshal(p) // a struct of ints always encodes
+	return string(b)
+}
+
+// DecodeIndexRebuildParams reads a job's params ("" is the zero value).
+// Errors: a params text that is not such a JSON object.
+func DecodeIndexRebuildParams(s string) (IndexRebuildParams, error) {
+	var p IndexRebuildParams
+	if s == "" {
+		return p, nil
+	}
+	if err := json.Unmarshal([]byte(s), &p); err != nil {
+		return p, fmt.Errorf("index rebuild params %q: %w", s, err)
+	}
+	return p, nil
 }

@@ -47,7 +47,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/compactorhq/compactor/internal/audit"
 	"github.com/compactorhq/compactor/internal/catalog"
 	"github.com/compactorhq/compactor/internal/clock"
 	"github.com/compactorhq/compactor/internal/jobtype"
@@ -460,7 +459,7 @@ func (m *Manager) Started() <-chan struct{} { return m.started }
 // queues the jobs, shared with the concurrent calls (a group commit, see
 // enqueuer). The actor ctx carries (audit.ActorFrom: the RPC's or the
 // page's principal) becomes each new job's TriggeredBy, and the same
-// transaction writes an audit event per collection (catalog.EnqueueCall.Actor);
+// transaction writes an audit event per collection (see enqueuer.enqueue);
 // without one, nothing is audited. Errors: ErrInvalidArgument, *NotFoundError, ErrStopped (checked
 // before the ids), ctx's error while the call waited for its turn (nothing
 // queued), store errors (nothing queued).
@@ -470,17 +469,13 @@ func (m *Manager) Compact(ctx context.Context, ids []string, all bool, reason st
 	}
 	call := catalog.EnqueueCall{SkipMissing: all}
 	tp := traceParent(ctx) // the jobs' traces link to this request's
-	by := ""
-	if actor, ok := audit.ActorFrom(ctx); ok {
-		call.Actor, by = &actor, actor.Name // audited in the enqueue's transaction
-	}
 	if all {
 		colls, err := m.store.ListCollections(ctx)
 		if err != nil {
 			return nil, fmt.Errorf("list collections: %w", err)
 		}
 		for _, c := range colls {
-			call.Requests = append(call.Requests, catalog.JobRequest{CollectionID: c.ID, Kind: jobtype.KindCompaction, Trigger: catalog.TriggerOneOff, Reason: reason, TraceParent: tp, TriggeredBy: by})
+			call.Requests = append(call.Requests, catalog.JobRequest{CollectionID: c.ID, Kind: jobtype.KindCompaction, Trigger: catalog.TriggerOneOff, Reason: reason, TraceParent: tp})
 		}
 	} else {
 		seen := make(map[string]bool, len(ids))
@@ -489,7 +484,7 @@ func (m *Manager) Compact(ctx context.Context, ids []string, all bool, reason st
 				continue
 			}
 			seen[id] = true
-			call.Requests = append(call.Requests, catalog.JobRequest{CollectionID: id, Kind: jobtype.KindCompaction, Trigger: catalog.TriggerOneOff, Reason: reason, TraceParent: tp, TriggeredBy: by})
+			call.Requests = append(call.Requests, catalog.JobRequest{CollectionID: id, Kind: jobtype.KindCompaction, Trigger: catalog.TriggerOneOff, Reason: reason, TraceParent: tp})
 		}
 	}
 	if m.runs.isStopping() {
@@ -704,4 +699,34 @@ func (m *Manager) Queue(ctx context.Context) ([]Job, error) {
 		out[i] = Job{Job: j}
 	}
 	return out, nil
+}
+
+// RebuildIndex queues a one-off job of kind jobtype.KindIndexRebuild for a
+// collection, with params (jobtype.IndexRebuildParams, encoded as the
+// job's params; "" keeps the collection's). A collection with a rebuild
+// queued already gets that job back (Created false), with its own params
+// (cancel it to queue another); a queued compaction of it is a different
+// job. The caller checks the params against the collection (the executor
+// checks them again when the job runs). Errors: ErrInvalidArgument (empty
+// id), *NotFoundError, ErrStopped, store errors (nothing queued).
+func (m *Manager) RebuildIndex(ctx context.Context, collectionID, params, reason string) (Enqueued, error) {
+	if collectionID == "" {
+		return Enqueued{}, fmt.Errorf("give the collection whose index to rebuild: %w", ErrInvalidArgument)
+	}
+	if m.runs.isStopping() {
+		return Enqueued{}, ErrStopped
+	}
+	res := m.enq.enqueue(ctx, catalog.EnqueueCall{Requests: []catalog.JobRequest{{
+		CollectionID: collectionID, Kind: jobtype.KindIndexRebuild, Params: params, Trigger: catalog.TriggerOneOff,
+		Reason: reason, TraceParent: traceParent(ctx),
+	}}})
+	if missing := (*catalog.MissingCollectionsError)(nil); errors.As(res.Err, &missing) {
+		return Enqueued{}, &NotFoundError{IDs: missing.IDs}
+	}
+	if res.Err != nil {
+		return Enqueued{}, fmt.Errorf("queue index rebuild: %w", res.Err)
+	}
+	e := res.Jobs[0]
+	m.changedJob(e.Job)
+	return Enqueued{Job: Job{Job: e.Job}, Created: e.Created}, nil
 }

@@ -6,23 +6,77 @@ import (
 	"github.com/compactorhq/compactor/internal/jobtype"
 )
 
-// phaseWeights is each phase's expected share of a job's time, in job order;
-// the shares sum to 1. They come from measured jobs (reading the
-// log was 0.9 s of a 9.7 s job; writing blocks dominates, reading the blocks
-// a change touches while materializing comes second; building the vector
-// index of a version is a fraction of writing it for an incremental build,
-// about as long for a full one) and only shape the fraction and the ETA
-// before the job has timed a phase of its own. A job of a collection
-// without an index skips the indexing phase.
-var phaseWeights = [...]struct {
+// phaseWeight is one phase's expected share of a job's time.
+type phaseWeight struct {
 	phase  jobtype.Phase
 	weight float64
-}{
+}
+
+// compactionWeights are the phases of a compaction in job order with their
+// shares, which sum to 1. They come from measured jobs (reading the log was
+// 0.9 s of a 9.7 s job; writing blocks dominates, reading the blocks a
+// change touches while materializing comes second; building the vector
+// index of a version is a fraction of writing it for an incremental build,
+// about as long for a full one) and only shape the fraction and the ETA
+// before the job has timed a phase of its own.
+var compactionWeights = []phaseWeight{
 	{jobtype.PhaseReading, 0.15},
 	{jobtype.PhaseMaterializing, 0.15},
 	{jobtype.PhaseWriting, 0.50},
 	{jobtype.PhaseIndexing, 0.15},
 	{jobtype.PhaseCommitting, 0.05},
+}
+
+// compactionNoIndexWeights are compactionWeights of a collection with
+// indexing off: without the indexing phase, its share spread over the
+// others in proportion, so that the fraction still reaches 1 only at the
+// end, without a jump where the index would have been built.
+var compactionNoIndexWeights = without(compactionWeights, jobtype.PhaseIndexing)
+
+// indexRebuildWeights are the phases of an index rebuild: building the
+// graph from every vector of the version (its counter: vectors inserted),
+// then the commit of the new manifest.
+var indexRebuildWeights = []phaseWeight{
+	{jobtype.PhaseIndexing, 0.95},
+	{jobtype.PhaseCommitting, 0.05},
+}
+
+// verifyWeights are the phases of a verify job: re-reading the version's
+// blobs (its counter: blobs checked), then, with replay, re-materializing
+// the version from the log (operation records read). A job without replay
+// ends after the first.
+var verifyWeights = []phaseWeight{
+	{jobtype.PhaseVerifying, 0.6},
+	{jobtype.PhaseReplaying, 0.4},
+}
+
+// without returns ws without phase, the other shares scaled to sum to 1.
+func without(ws []phaseWeight, phase jobtype.Phase) []phaseWeight {
+	var out []phaseWeight
+	total := 0.0
+	for _, w := range ws {
+		if w.phase != phase {
+			out = append(out, w)
+			total += w.weight
+		}
+	}
+	for i := range out {
+		out[i].weight /= total
+	}
+	return out
+}
+
+// weightsOf returns the phases of a job of kind k, and whether it indexes.
+func weightsOf(k jobtype.Kind, noIndexing bool) []phaseWeight {
+	switch {
+	case k == jobtype.KindIndexRebuild:
+		return indexRebuildWeights
+	case k == jobtype.KindVerify:
+		return verifyWeights
+	case noIndexing:
+		return compactionNoIndexWeights
+	}
+	return compactionWeights
 }
 
 // Thresholds of the ETA: a phase's rate is trusted once the phase has done
@@ -32,10 +86,10 @@ const (
 	etaMinElapsed  = 200 * time.Millisecond
 )
 
-// phaseIndex returns the position of phase in phaseWeights, -1 for
-// jobtype.PhaseStarting and any unknown phase.
-func phaseIndex(phase jobtype.Phase) int {
-	for i, w := range phaseWeights {
+// phaseIndex returns the position of phase in ws, -1 for
+// jobtype.PhaseStarting and any phase ws does not have.
+func phaseIndex(ws []phaseWeight, phase jobtype.Phase) int {
+	for i, w := range ws {
 		if w.phase == phase {
 			return i
 		}
@@ -45,16 +99,21 @@ func phaseIndex(phase jobtype.Phase) int {
 
 // withinPhase is how far p's phase has got by its own counter, from 0 to 1,
 // and whether the phase has one: records read while reading the log, blocks
-// written while writing blocks. Materializing and committing have none.
+// written while writing blocks, vectors inserted while indexing (when the
+// job counts them). Materializing and committing have none.
 func withinPhase(p Progress) (float64, bool) {
 	switch p.Phase {
-	case jobtype.PhaseReading:
+	case jobtype.PhaseReading, jobtype.PhaseReplaying:
 		if p.OpRecordsTotal > 0 {
 			return min(1, float64(p.OpRecordsRead)/float64(p.OpRecordsTotal)), true
 		}
-	case jobtype.PhaseWriting:
+	case jobtype.PhaseWriting, jobtype.PhaseVerifying:
 		if p.BlocksTotal > 0 {
 			return min(1, float64(p.BlocksWritten)/float64(p.BlocksTotal)), true
+		}
+	case jobtype.PhaseIndexing:
+		if p.VectorsTotal > 0 {
+			return min(1, float64(p.VectorsIndexed)/float64(p.VectorsTotal)), true
 		}
 	}
 	return 0, false
@@ -64,25 +123,29 @@ func withinPhase(p Progress) (float64, bool) {
 // ETA from the rates observed in that job. It is not safe for concurrent
 // use (the run registry guards it).
 type tracker struct {
+	kind       jobtype.Kind  // the job's kind: its phases and their weights
+	weights    []phaseWeight // of kind, and of whether the job indexes
 	last       Progress
-	lastAt     time.Time       // when last was reported
-	phaseStart time.Time       // when the current phase began
-	spent      []time.Duration // time each phase of phaseWeights took, once ended
+	lastAt     time.Time                       // when last was reported
+	phaseStart time.Time                       // when the current phase began
+	spent      map[jobtype.Phase]time.Duration // time each phase took, once ended
 }
 
 // observe records report p made at time at.
 func (t *tracker) observe(p Progress, at time.Time) {
 	if t.spent == nil {
-		t.spent = make([]time.Duration, len(phaseWeights))
+		t.spent = map[jobtype.Phase]time.Duration{}
 		t.phaseStart = at
 	}
+	t.weights = weightsOf(t.kind, p.NoIndexing || t.last.NoIndexing)
 	if p.Phase != t.last.Phase {
-		if i := phaseIndex(t.last.Phase); i >= 0 {
-			t.spent[i] = at.Sub(t.phaseStart)
+		if phaseIndex(t.weights, t.last.Phase) >= 0 {
+			t.spent[t.last.Phase] = at.Sub(t.phaseStart)
 		}
 		// Phases skipped between two reports took no time of their own.
 		t.phaseStart = at
 	}
+	p.NoIndexing = p.NoIndexing || t.last.NoIndexing
 	t.last, t.lastAt = p, at
 }
 
@@ -94,23 +157,24 @@ func (t *tracker) observe(p Progress, at time.Time) {
 // without a counter that has overrun what the timed phases predicted. A
 // known ETA is positive: the phases after the current one still remain.
 func (t *tracker) estimate(now time.Time) (fraction float64, eta time.Duration, known bool) {
-	cur := phaseIndex(t.last.Phase)
+	ws := t.weights
+	cur := phaseIndex(ws, t.last.Phase)
 	if cur < 0 {
 		return 0, 0, false
 	}
 	within, counted := withinPhase(t.last)
 	for i := range cur {
-		fraction += phaseWeights[i].weight
+		fraction += ws[i].weight
 	}
-	fraction += phaseWeights[cur].weight * within
+	fraction += ws[cur].weight * within
 	fraction = min(fraction, 0.999)
 
 	// Seconds per unit of weight, from the phases this job has timed: the
 	// ended ones as they took, the current one extrapolated from its rate.
 	var timed, weight float64
 	for i := range cur {
-		timed += t.spent[i].Seconds()
-		weight += phaseWeights[i].weight
+		timed += t.spent[ws[i].phase].Seconds()
+		weight += ws[i].weight
 	}
 	elapsed := now.Sub(t.phaseStart)
 	var curLeft float64 // seconds left in the current phase
@@ -118,7 +182,7 @@ func (t *tracker) estimate(now time.Time) (fraction float64, eta time.Duration, 
 	if rated {
 		phaseTotal := t.lastAt.Sub(t.phaseStart).Seconds() / within
 		timed += phaseTotal
-		weight += phaseWeights[cur].weight
+		weight += ws[cur].weight
 		// A phase past its extrapolated end is about to end: the phases
 		// after it remain.
 		curLeft = max(0, phaseTotal-elapsed.Seconds())
@@ -128,7 +192,7 @@ func (t *tracker) estimate(now time.Time) (fraction float64, eta time.Duration, 
 	}
 	perWeight := timed / weight
 	if !rated {
-		curLeft = perWeight*phaseWeights[cur].weight - elapsed.Seconds()
+		curLeft = perWeight*ws[cur].weight - elapsed.Seconds()
 		if curLeft <= 0 {
 			// Overran what the timed phases predicted: they say nothing
 			// more about this one.
@@ -136,8 +200,8 @@ func (t *tracker) estimate(now time.Time) (fraction float64, eta time.Duration, 
 		}
 	}
 	left := curLeft
-	for i := cur + 1; i < len(phaseWeights); i++ {
-		left += perWeight * phaseWeights[i].weight
+	for i := cur + 1; i < len(ws); i++ {
+		left += perWeight * ws[i].weight
 	}
 	eta = time.Duration(left * float64(time.Second)).Round(time.Millisecond)
 	if eta <= 0 {
@@ -162,6 +226,7 @@ func persistedProgress(jp Progress, now time.Time) Progress {
 	p := Progress{
 		Phase: jp.Phase, OpRecordsRead: jp.OpRecordsRead, OpRecordsTotal: jp.OpRecordsTotal, BytesWritten: jp.BytesWritten,
 		BlocksWritten: jp.BlocksWritten, BlocksTotal: jp.BlocksTotal, Fraction: jp.Fraction,
+		VectorsIndexed: jp.VectorsIndexed, VectorsTotal: jp.VectorsTotal,
 	}
 	if jp.ETAKnown {
 		left := jp.ETA

@@ -182,3 +182,51 @@ func TestRunningJobShowsItsPhaseFractionAndETA(t *testing.T) {
 		close(gate)
 	})
 }
+
+// TestTrackerWithoutIndexingSpreadsTheIndexingWeight: a compaction of a
+// collection with indexing off has no indexing phase; its share is spread
+// over the others, so writing the last block is most of the job (0.80 of
+// 0.85), not 0.80 followed by a jump where the index would have been built.
+func TestTrackerWithoutIndexingSpreadsTheIndexingWeight(t *testing.T) {
+	var tr tracker
+	tr.observe(Progress{Phase: jobtype.PhaseStarting}, at(0))
+	steps := []struct {
+		p    Progress
+		want float64
+	}{
+		{Progress{Phase: jobtype.PhaseReading, OpRecordsTotal: 100, NoIndexing: true}, 0},
+		{Progress{Phase: jobtype.PhaseReading, OpRecordsRead: 100, OpRecordsTotal: 100, NoIndexing: true}, 0.15 / 0.85},
+		{Progress{Phase: jobtype.PhaseWriting, BlocksWritten: 4, BlocksTotal: 4, NoIndexing: true}, 0.80 / 0.85},
+		{Progress{Phase: jobtype.PhaseCommitting, NoIndexing: true}, 0.80 / 0.85},
+	}
+	for i, s := range steps {
+		tr.observe(s.p, at(time.Duration(i)*time.Second))
+		f, _, _ := tr.estimate(at(time.Duration(i) * time.Second))
+		if d := f - s.want; d > 1e-9 || d < -1e-9 {
+			t.Fatalf("%s: fraction %v, want %v", s.p.Phase, f, s.want)
+		}
+	}
+	// The ETA after writing counts the commit only: 3 s took 0.80/0.85 of
+	// the job, so the commit's 0.05/0.85 is about 0.19 s.
+	_, eta, known := tr.estimate(at(3 * time.Second))
+	if !known || eta > 200*time.Millisecond {
+		t.Fatalf("committing: ETA %s (known %v), want at most the commit's share (~0.19 s)", eta, known)
+	}
+}
+
+// TestTrackerOfAnIndexRebuildCountsVectors: an index rebuild is its
+// indexing phase (by vectors inserted) and its commit.
+func TestTrackerOfAnIndexRebuildCountsVectors(t *testing.T) {
+	tr := tracker{kind: jobtype.KindIndexRebuild}
+	tr.observe(Progress{Phase: jobtype.PhaseStarting}, at(0))
+	tr.observe(Progress{Phase: jobtype.PhaseIndexing, VectorsTotal: 1000}, at(0))
+	tr.observe(Progress{Phase: jobtype.PhaseIndexing, VectorsIndexed: 500, VectorsTotal: 1000}, at(10*time.Second))
+	f, eta, known := tr.estimate(at(10 * time.Second))
+	if d := f - 0.475; d > 1e-9 || d < -1e-9 {
+		t.Fatalf("half the vectors: fraction %v, want 0.475", f)
+	}
+	// 500 vectors in 10 s: 10 s more of indexing, and the commit's share.
+	if want := 10*time.Second + 1052*time.Millisecond; !known || eta < want-100*time.Millisecond || eta > want+100*time.Millisecond {
+		t.Fatalf("half the vectors in 10 s: ETA %s (known %v), want about %s", eta, known, want)
+	}
+}

@@ -49,7 +49,7 @@ func newRunRegistry(clock func() time.Time, mono func() time.Duration) *runRegis
 
 // add registers a run of job j and returns it with its snapshot.
 func (g *runRegistry) add(j catalog.Job, cancel context.CancelCauseFunc) (*run, Job) {
-	r := &run{job: j, progress: Progress{Phase: jobtype.PhaseStarting}, cancel: cancel, done: make(chan struct{}), claimed: g.mono()}
+	r := &run{job: j, progress: Progress{Phase: jobtype.PhaseStarting}, tracker: tracker{kind: kindOf(j)}, cancel: cancel, done: make(chan struct{}), claimed: g.mono()}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	r.tracker.observe(r.progress, g.clock())

@@ -131,6 +131,15 @@ func jobToProto(j manager.Job) *compactorv1.Job {
 	if pr := j.Progress; pr != nil {
 		p.Progress = progressToProto(*pr)
 	}
+	if j.Kind == jobtype.KindIndexRebuild {
+		// Params the server wrote; a row it cannot read shows none.
+		ip, _ := jobtype.DecodeIndexRebuildParams(j.Params)
+		p.IndexRebuild = &compactorv1.IndexRebuildParams{M: int32(ip.M), EfConstruction: int32(ip.EfConstruction)}
+	}
+	if j.Kind == jobtype.KindVerify {
+		vp, _ := jobtype.DecodeVerifyParams(j.Params)
+		p.Verify = &compactorv1.VerifyParams{Version: vp.Version, Replay: vp.Replay, Scrub: vp.Scrub}
+	}
 	return p
 }
 
@@ -140,6 +149,7 @@ func progressToProto(pr jobtype.Progress) *compactorv1.Progress {
 	out := &compactorv1.Progress{
 		RecordsRead: pr.OpRecordsRead, RecordsTotal: pr.OpRecordsTotal, BytesWritten: pr.BytesWritten, Phase: string(pr.Phase),
 		Fraction: pr.Fraction, BlocksWritten: pr.BlocksWritten, BlocksTotal: pr.BlocksTotal,
+		VectorsIndexed: pr.VectorsIndexed, VectorsTotal: pr.VectorsTotal,
 	}
 	if pr.ETAKnown && pr.ETA > 0 {
 		out.Eta = durationpb.New(pr.ETA)

@@ -28,6 +28,8 @@ var ProcedureRoles = map[string]auth.Role{
 	compactorv1connect.CompactionServiceWatchCompactionsProcedure: auth.RoleReader,
 	compactorv1connect.CompactionServiceCancelCompactionProcedure: auth.RoleOperator,
 	compactorv1connect.CompactionServiceListNodesProcedure:        auth.RoleReader,
+	compactorv1connect.CompactionServiceRebuildIndexProcedure:     auth.RoleOperator,
+	compactorv1connect.CompactionServiceVerifyCollectionProcedure: auth.RoleOperator,
 
 	compactorv1connect.CollectionServiceCreateCollectionProcedure: auth.RoleWriter,
 	compactorv1connect.CollectionServiceGetCollectionProcedure:    auth.RoleReader,

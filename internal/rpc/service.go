@@ -49,6 +49,8 @@ type Manager interface {
 	Nodes(ctx context.Context) ([]manager.NodeStatus, error)
 	Watch(ctx context.Context) (*manager.Subscription, []manager.Job, error)
 	Cancel(ctx context.Context, jobID string) (manager.Job, error)
+	RebuildIndex(ctx context.Context, collectionID, params, reason string) (manager.Enqueued, error)
+	Verify(ctx context.Context, collectionID string, params jobtype.VerifyParams, reason string) (manager.Enqueued, error)
 }
 
 // Catalog is what the handlers need of the catalog.
@@ -247,6 +249,80 @@ func (s *Service) Compact(ctx context.Context, req *connect.Request[compactorv1.
 		out.Jobs[i] = &compactorv1.CompactResult{Job: jobToProto(e.Job), Created: e.Created}
 	}
 	return connect.NewResponse(out), nil
+}
+
+// RebuildIndex implements CompactionService.RebuildIndex: the parameters
+// are checked against the collection here, so that a bad request fails at
+// once instead of as a job.
+func (s *Service) RebuildIndex(ctx context.Context, req *connect.Request[compactorv1.RebuildIndexRequest]) (*connect.Response[compactorv1.RebuildIndexResponse], error) {
+	const proc = compactorv1connect.CompactionServiceRebuildIndexProcedure
+	m := req.Msg
+	if err := checkID("collection_id", m.GetCollectionId()); err != nil {
+		return nil, err
+	}
+	switch {
+	case len(m.GetReason()) > MaxReasonBytes:
+		return nil, invalidArgument("reason", "is %d bytes, longer than the limit of %d", len(m.GetReason()), MaxReasonBytes)
+	case !utf8.ValidString(m.GetReason()):
+		return nil, invalidArgument("reason", "is not valid UTF-8")
+	case m.GetM() < 0:
+		return nil, invalidArgument("m", "must not be negative, got %d (0: the collection's)", m.GetM())
+	case m.GetEfConstruction() < 0:
+		return nil, invalidArgument("ef_construction", "must not be negative, got %d (0: the collection's)", m.GetEfConstruction())
+	}
+	coll, err := s.cat.GetCollection(ctx, m.GetCollectionId())
+	if err != nil {
+		return nil, s.fail(ctx, proc, err)
+	}
+	params := jobtype.IndexRebuildParams{M: int(m.GetM()), EfConstruction: int(m.GetEfConstruction())}
+	if _, err := compaction.RebuildSettings(coll, params); err != nil {
+		var bad *catalog.IndexSettingsError
+		switch {
+		case errors.As(err, &bad):
+			return nil, invalidArgument(bad.Field, "%s", bad.Problem)
+		case errors.Is(err, compaction.ErrIndexDisabled):
+			return nil, connect.NewError(connect.CodeFailedPrecondition, err)
+		}
+		return nil, s.fail(ctx, proc, err)
+	}
+	e, err := s.mgr.RebuildIndex(ctx, coll.ID, params.Encode(), strings.TrimSpace(m.GetReason()))
+	if err != nil {
+		return nil, s.fail(ctx, proc, err)
+	}
+	return connect.NewResponse(&compactorv1.RebuildIndexResponse{Job: jobToProto(e.Job), Created: e.Created}), nil
+}
+
+// VerifyCollection implements CompactionService.VerifyCollection.
+func (s *Service) VerifyCollection(ctx context.Context, req *connect.Request[compactorv1.VerifyCollectionRequest]) (*connect.Response[compactorv1.VerifyCollectionResponse], error) {
+	const proc = compactorv1connect.CompactionServiceVerifyCollectionProcedure
+	m := req.Msg
+	if err := checkID("collection_id", m.GetCollectionId()); err != nil {
+		return nil, err
+	}
+	switch {
+	case len(m.GetReason()) > MaxReasonBytes:
+		return nil, invalidArgument("reason", "is %d bytes, longer than the limit of %d", len(m.GetReason()), MaxReasonBytes)
+	case !utf8.ValidString(m.GetReason()):
+		return nil, invalidArgument("reason", "is not valid UTF-8")
+	case m.GetVersion() < 0:
+		return nil, invalidArgument("version", "must not be negative, got %d (0: the current version)", m.GetVersion())
+	}
+	coll, err := s.cat.GetCollection(ctx, m.GetCollectionId())
+	if err != nil {
+		return nil, s.fail(ctx, proc, err)
+	}
+	switch {
+	case coll.SegmentVersion == 0:
+		return nil, connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf("collection %s has no segment version yet: nothing is compacted to verify", coll.ID))
+	case m.GetVersion() > coll.SegmentVersion:
+		return nil, connect.NewError(connect.CodeNotFound, fmt.Errorf("collection %s has no version %d: its current version is %d", coll.ID, m.GetVersion(), coll.SegmentVersion))
+	}
+	params := jobtype.VerifyParams{Version: m.GetVersion(), Replay: m.GetReplay()}
+	e, err := s.mgr.Verify(ctx, coll.ID, params, strings.TrimSpace(m.GetReason()))
+	if err != nil {
+		return nil, s.fail(ctx, proc, err)
+	}
+	return connect.NewResponse(&compactorv1.VerifyCollectionResponse{Job: jobToProto(e.Job), Created: e.Created}), nil
 }
 
 // GetCompaction implements CompactionService.GetCompaction.

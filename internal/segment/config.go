@@ -52,6 +52,13 @@ type Config struct {
 	// decoded size; 0 keeps none. DefaultConfig gives
 	// DefaultBlockCacheBytes; zero is not filled in.
 	BlockCacheBytes int64
+
+	// NoReadBack turns off the read-back check of writes: by default each
+	// block and delta a Writer puts is read again from the blob store,
+	// decoded and digested, and a write whose blobs do not read back to
+	// the records meant fails with a *VerificationError (bytes read = bytes
+	// written; see docs/semantics.md, "Verified versions").
+	NoReadBack bool
 }
 
 // DefaultConfig returns the documented defaults (those NewStore fills in
@@ -75,6 +82,7 @@ func (c *Config) RegisterFlags(fs *pflag.FlagSet) {
 	fs.Float64Var(&c.DeltaMaxFraction, "delta-max-fraction", c.DeltaMaxFraction, "changes under this fraction of the records of the blocks they touch are written as a delta (0 < f <= 1)")
 	fs.IntVar(&c.DeltaFoldRecords, "delta-fold-records", c.DeltaFoldRecords, "delta rows past which deltas are folded into blocks (0: the larger of --max-block-records and 10% of the collection's records)")
 	fs.IntVar(&c.MaxDeltas, "max-deltas", c.MaxDeltas, "deltas a segment version may list before they are folded into blocks")
+	fs.BoolVar(&c.NoReadBack, "no-read-back", c.NoReadBack, "do not re-read the blocks and deltas a compaction writes before its commit (the read-back check: bytes read = bytes written)")
 	fs.Int64Var(&c.BlockCacheBytes, "block-cache-bytes", c.BlockCacheBytes, "bytes of decoded segment blocks that reads keep in memory (estimated decoded size; 0 disables the cache)")
 }
 

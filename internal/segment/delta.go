@@ -182,6 +182,11 @@ func (w *Writer) writeDelta(ctx context.Context, changes []Change, opts WriteOpt
 	m.Index = nil // the base's index is not this version's: the caller sets one
 	rows := make([]Change, 0, len(changes))
 	var ref DeltaRef
+	// The version's digest moves by what the delta changes in the view:
+	// minus each current record it replaces or deletes, plus each record
+	// it holds. A base without a digest gives a version without one.
+	view, viewErr := ParseDigest(w.base.Digest)
+	var recDigest, tombDigest Digest
 	for _, c := range changes {
 		var cur *materialize.Record
 		if r, ok := current[c.ID]; ok {
@@ -199,16 +204,27 @@ func (w *Writer) writeDelta(ctx context.Context, changes []Change, opts WriteOpt
 		case r == nil:
 			m.RecordCount--
 			ref.Tombstones++
+			tombDigest = tombDigest.Add(tombstoneHash(c.ID))
 		default:
 			if cur == nil {
 				m.RecordCount++
 			}
 			ref.Records++
+			h := RecordHash(r)
+			recDigest = recDigest.Add(h)
+			view = view.Add(h)
+		}
+		if cur != nil {
+			view = view.Sub(RecordHash(cur))
 		}
 		if opts.OnChange != nil {
 			opts.OnChange(c.ID, r)
 		}
 		rows = append(rows, Change{ID: c.ID, Record: r})
+	}
+	m.Digest = ""
+	if viewErr == nil {
+		m.Digest = view.String()
 	}
 	m.Dimension = cmp.Or(src.dimension, m.Dimension)
 	report.BlocksReused = len(m.Blocks)
@@ -223,10 +239,25 @@ func (w *Writer) writeDelta(ctx context.Context, changes []Change, opts WriteOpt
 		ref.Key = newDeltaKey(w.collectionID)
 		ref.MinID, ref.MaxID = rows[0].ID, rows[len(rows)-1].ID
 		ref.Bytes = int64(len(data))
+		ref.Digest, ref.TombstoneDigest, ref.Checksum = recDigest.String(), tombDigest.String(), Checksum(data)
 		// Recorded before the Put: a Put that fails may still have written.
 		w.written = append(w.written, ref.Key)
 		if err := w.s.blobs.Put(ctx, ref.Key, data); err != nil {
 			return nil, report, fmt.Errorf("put delta %s: %w", ref.Key, err)
+		}
+		if err := w.readBack(ctx, KindDelta, ref.Key, ref.Checksum, func(back []byte) (Digest, error) {
+			cs, err := decodeDeltaOf(ref, back)
+			var d Digest
+			for _, c := range cs {
+				if c.Record != nil {
+					d = d.Add(RecordHash(c.Record))
+				} else {
+					d = d.Add(tombstoneHash(c.ID))
+				}
+			}
+			return d, err
+		}, recDigest.Add(tombDigest)); err != nil {
+			return nil, report, err
 		}
 		m.Deltas = append(m.Deltas, ref)
 		m.FormatVersion = formatVersionDeltas

@@ -36,6 +36,9 @@ const (
 type BlobRef struct {
 	Key   string `json:"key"`
 	Bytes int64  `json:"bytes"`
+	// Checksum is the SHA-256 of the blob (64 hex digits); empty before
+	// checksums were recorded.
+	Checksum string `json:"sha256,omitempty"`
 }
 
 // IndexRef is a version's vector index (package vindex): its graph blob
@@ -58,10 +61,14 @@ type IndexRef struct {
 	Vectors    int `json:"vectors"`
 	Tombstones int `json:"tombstones"`
 	Dropped    int `json:"dropped"`
-	// Build says how the compaction that wrote it got it: "full" (built
-	// from every record), "incremental" (a successor of the previous
-	// version's), or "repaired" (incremental, then tombstones re-linked).
+	// Build says how the job that wrote it got it: "full" (built from
+	// every record), "incremental" (a successor of the previous version's),
+	// "repaired" (incremental, then tombstones re-linked), or "rebuild" (an
+	// index rebuild job: every record, the blocks unchanged).
 	Build string `json:"build"`
+	// Job is the id of the job that built it ("" when not known: written
+	// before this field, or by a compaction run outside the queue).
+	Job string `json:"job,omitempty"`
 	// BuiltAt is when it was written; BuildSeconds how long the index
 	// phase of its compaction took.
 	BuiltAt      time.Time `json:"built_at"`
@@ -148,7 +155,7 @@ func (w *Writer) PutIndexBlob(ctx context.Context, kind IndexBlobKind, data []by
 	if err := w.s.blobs.Put(ctx, key, data); err != nil {
 		return BlobRef{}, fmt.Errorf("put index blob %s: %w", key, err)
 	}
-	return BlobRef{Key: key, Bytes: int64(len(data))}, nil
+	return BlobRef{Key: key, Bytes: int64(len(data)), Checksum: Checksum(data)}, nil
 }
 
 // ReadIndexBlob reads an index blob a manifest lists. A missing blob is a

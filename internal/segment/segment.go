@@ -124,6 +124,12 @@ type BlockRef struct {
 	MaxID   string `json:"max_id"`
 	Records int64  `json:"records"`
 	Bytes   int64  `json:"bytes"`
+	// Digest is the Digest of the block's records (32 hex digits); empty
+	// in a manifest written before digests ("no digest recorded").
+	Digest string `json:"digest,omitempty"`
+	// Checksum is the SHA-256 of the block file (64 hex digits); empty
+	// before digests.
+	Checksum string `json:"sha256,omitempty"`
 }
 
 // DeltaRef is a manifest's entry for one delta: a Parquet file of rows
@@ -136,19 +142,30 @@ type DeltaRef struct {
 	Records    int64  `json:"records"`    // rows that are records (deleted false)
 	Tombstones int64  `json:"tombstones"` // rows that delete their id (deleted true)
 	Bytes      int64  `json:"bytes"`
+	// Digest is the Digest of the delta's records (rows with deleted
+	// false), TombstoneDigest that of its tombstones (each hashed as a
+	// record with its id and nothing else), Checksum the SHA-256 of the
+	// file; empty before digests.
+	Digest          string `json:"digest,omitempty"`
+	TombstoneDigest string `json:"tombstone_digest,omitempty"`
+	Checksum        string `json:"sha256,omitempty"`
 }
 
 // Manifest is one segment version: an ordered list of blocks, and the
 // deltas that override them.
 type Manifest struct {
-	FormatVersion    int        `json:"format_version"` // 1, or 2 when it lists deltas
-	CollectionID     string     `json:"collection_id"`
-	Version          int64      `json:"version"`
-	CompactionOffset int64      `json:"compaction_offset"` // last log offset materialized into it
-	Dimension        int        `json:"dimension"`
-	RecordCount      int64      `json:"record_count"` // records of the version, deltas applied
-	CreatedAt        time.Time  `json:"created_at"`
-	Blocks           []BlockRef `json:"blocks"` // sorted by MinID, disjoint ranges
+	FormatVersion    int    `json:"format_version"` // 1, or 2 when it lists deltas
+	CollectionID     string `json:"collection_id"`
+	Version          int64  `json:"version"`
+	CompactionOffset int64  `json:"compaction_offset"` // last log offset materialized into it
+	Dimension        int    `json:"dimension"`
+	RecordCount      int64  `json:"record_count"` // records of the version, deltas applied
+	// Digest is the Digest of the version's records, deltas applied (the
+	// sum of its blocks' digests when it lists no deltas); empty when the
+	// version or one of the blocks it reuses was written before digests.
+	Digest    string     `json:"digest,omitempty"`
+	CreatedAt time.Time  `json:"created_at"`
+	Blocks    []BlockRef `json:"blocks"` // sorted by MinID, disjoint ranges
 	// Deltas override the blocks, oldest first: per id, the newest delta
 	// holding it wins, and a tombstone there means the id is absent.
 	Deltas []DeltaRef `json:"deltas,omitempty"`

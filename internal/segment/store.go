@@ -47,6 +47,10 @@ type Store struct {
 	// cache holds decoded blocks and deltas for Get and Scan; nil when
 	// Config.BlockCacheBytes is 0.
 	cache *blockCache
+	// dropRecord, set by tests only (never in production), changes the
+	// records of each block before it is encoded: a writer that loses a
+	// record, for the verification tests.
+	dropRecord func([]materialize.Record) []materialize.Record
 }
 
 // StoreOption configures NewStore.

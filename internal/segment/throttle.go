@@ -70,6 +70,20 @@ func (t *Throttle) wait(ctx context.Context, n int) error {
 	return nil
 }
 
+// Wait blocks until n more bytes may pass under t's cap (at once when there
+// is none): how a reader that is not a Put (the scrub's verification)
+// keeps to a rate. Errors: ctx's end, wrapped.
+func (t *Throttle) Wait(ctx context.Context, n int64) error {
+	for n > 0 {
+		chunk := int(min(n, 1<<30))
+		if err := t.wait(ctx, chunk); err != nil {
+			return err
+		}
+		n -= int64(chunk)
+	}
+	return nil
+}
+
 // Wrap returns b with its Puts throttled by t.
 func (t *Throttle) Wrap(b Blobs) Blobs { return throttledBlobs{Blobs: b, t: t} }
 

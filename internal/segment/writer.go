@@ -34,6 +34,52 @@ type Writer struct {
 	overlay *[]Change
 	// onChange is WriteOptions.OnChange of the write running.
 	onChange func(id string, r *materialize.Record)
+	// check holds the figures of the write's verification (digest.go's
+	// identity: what was written = what was consumed + what changed).
+	check writeCheck
+}
+
+// writeCheck accumulates, during one write, the two sides of the
+// identity a write must keep: the records and digest of the blocks it
+// writes equal those of the base blocks it consumes (rewrites or drops)
+// adjusted by the changes it applies (minus each record replaced or
+// deleted, plus each record inserted or updated). Reused blocks are on
+// neither side. A writer that loses, duplicates or alters a record breaks
+// it.
+type writeCheck struct {
+	applied        Digest // Σ H(new) − Σ H(old) over the changes applied
+	appliedRecords int64  // inserted − deleted
+	consumed       map[int]Digest
+	consumedCount  map[int]int64
+}
+
+// consume records base block i, read as recs, as an input of the write:
+// its digest as recorded (so that a block damaged since it was written is
+// caught), else as read.
+func (c *writeCheck) consume(ref BlockRef, i int, recs []materialize.Record) {
+	if _, ok := c.consumed[i]; ok {
+		return
+	}
+	if c.consumed == nil {
+		c.consumed, c.consumedCount = make(map[int]Digest), make(map[int]int64)
+	}
+	d, err := ParseDigest(ref.Digest)
+	if err != nil {
+		d = DigestOf(recs)
+	}
+	c.consumed[i], c.consumedCount[i] = d, int64(len(recs))
+}
+
+// apply records a change of a record from old to new (nil: absent).
+func (c *writeCheck) apply(old, new *materialize.Record) {
+	if old != nil {
+		c.applied = c.applied.Sub(RecordHash(old))
+		c.appliedRecords--
+	}
+	if new != nil {
+		c.applied = c.applied.Add(RecordHash(new))
+		c.appliedRecords++
+	}
 }
 
 // NewWriter starts a new version of collectionID over base (nil: the
@@ -59,6 +105,7 @@ func (w *Writer) load(ctx context.Context, i int) ([]materialize.Record, error) 
 		return nil, err
 	}
 	w.loaded[i] = recs
+	w.check.consume(w.base.Blocks[i], i, recs)
 	return recs, nil
 }
 
@@ -313,6 +360,9 @@ func (w *Writer) writeBlocks(ctx context.Context, next func() (Change, error, bo
 		report.BytesWritten += r.ref.Bytes
 	}
 	report.BlocksDropped = len(blocks) - report.BlocksReused
+	if err := w.verifyWrite(m, refs); err != nil {
+		return nil, report, err
+	}
 	// Every block is durable before the manifest that lists it is written
 	// (and so before a commit can reference it).
 	if ds, ok := w.s.blobs.(deferredSyncer); ok && len(w.unsynced) > 0 {
@@ -326,6 +376,61 @@ func (w *Writer) writeBlocks(ctx context.Context, next func() (Change, error, bo
 		return nil, report, fmt.Errorf("write segment: new manifest: %w", err)
 	}
 	return m, report, nil
+}
+
+// verifyWrite checks the identity of writeCheck over the blocks of the new
+// manifest m (refs: its blocks, reused or written) and sets m.Digest, the
+// sum of its blocks' digests, when every block has one (a block reused
+// from a manifest written before digests has none). A write that breaks
+// the identity is a *VerificationError of phase "compaction".
+func (w *Writer) verifyWrite(m *Manifest, refs []*sinkSlot) error {
+	var written, consumed Digest
+	var writtenRecs, consumedRecs int64
+	var sum Digest
+	all := true
+	for _, r := range refs {
+		d, err := ParseDigest(r.ref.Digest)
+		if err != nil {
+			all = false
+		}
+		sum = sum.Add(d)
+		if r.reused {
+			continue
+		}
+		written = written.Add(d)
+		writtenRecs += r.ref.Records
+	}
+	for i, d := range w.check.consumed {
+		consumed = consumed.Add(d)
+		consumedRecs += w.check.consumedCount[i]
+	}
+	// Base blocks read by Get but reused as they are are on neither side.
+	for _, r := range refs {
+		if !r.reused {
+			continue
+		}
+		for i, b := range w.baseBlocks() {
+			if b.Key == r.ref.Key {
+				if d, ok := w.check.consumed[i]; ok {
+					consumed = consumed.Sub(d)
+					consumedRecs -= w.check.consumedCount[i]
+				}
+				break
+			}
+		}
+	}
+	want := consumed.Add(w.check.applied)
+	wantRecs := consumedRecs + w.check.appliedRecords
+	if written != want || writtenRecs != wantRecs {
+		return &VerificationError{CollectionID: w.collectionID, Version: m.Version, Phase: "compaction",
+			Problems: []Problem{{Kind: KindManifest, Key: "(version " + fmt.Sprint(m.Version) + ", not written)",
+				What: fmt.Sprintf("the blocks written hold %d records digesting to %s; the base blocks rewritten with the changes applied hold %d digesting to %s",
+					writtenRecs, written, wantRecs, want)}}}
+	}
+	if all {
+		m.Digest = sum.String()
+	}
+	return nil
 }
 
 // changeSource pulls changes and checks them: ids non-empty, sorted and
@@ -443,6 +548,7 @@ func (w *Writer) baseRecords(ctx context.Context, i int) ([]materialize.Record, 
 	if err != nil {
 		return nil, fmt.Errorf("write segment: %w", err)
 	}
+	w.check.consume(w.base.Blocks[i], i, recs)
 	return recs, nil
 }
 
@@ -468,6 +574,7 @@ func (w *Writer) merge(ctx context.Context, blocks []BlockRef, src *changeSource
 			}
 			w.tell(c, nil, r)
 			if r != nil {
+				w.check.apply(nil, r)
 				if err := lay.add(*r); err != nil {
 					return err
 				}
@@ -547,12 +654,15 @@ func (w *Writer) merge(ctx context.Context, blocks []BlockRef, src *changeSource
 			case r == nil && cur == nil: // absent from the block before and after
 			case r == nil: // deleted
 				err = markChanged()
+				w.check.apply(cur, nil)
 			case cur == nil: // inserted
+				w.check.apply(nil, r)
 				if err = markChanged(); err == nil {
 					err = emit(*r)
 				}
 			default:
 				if !sameRecord(*cur, *r) {
+					w.check.apply(cur, r)
 					err = markChanged()
 				}
 				if err == nil {
@@ -818,10 +928,14 @@ func (w *Writer) putBlock(ctx context.Context, recs []materialize.Record) (Block
 	if err := ctx.Err(); err != nil {
 		return BlockRef{}, fmt.Errorf("write block: %w", err)
 	}
+	if w.s.dropRecord != nil { // tests only: a writer that loses a record
+		recs = w.s.dropRecord(recs)
+	}
 	data, err := encodeBlock(recs)
 	if err != nil {
 		return BlockRef{}, fmt.Errorf("encode block: %w", err)
 	}
+	digest := DigestOf(recs)
 	key := newBlockKey(w.collectionID)
 	// Recorded before the Put: a Put that fails may still have written.
 	// Encoders put concurrently: the lists are shared.
@@ -838,13 +952,69 @@ func (w *Writer) putBlock(ctx context.Context, recs []materialize.Record) (Block
 	} else if err := w.s.blobs.Put(ctx, key, data); err != nil {
 		return BlockRef{}, fmt.Errorf("put block %s: %w", key, err)
 	}
-	return BlockRef{
-		Key:     key,
-		MinID:   recs[0].ID,
-		MaxID:   recs[len(recs)-1].ID,
-		Records: int64(len(recs)),
-		Bytes:   int64(len(data)),
-	}, nil
+	ref := BlockRef{
+		Key:      key,
+		MinID:    recs[0].ID,
+		MaxID:    recs[len(recs)-1].ID,
+		Records:  int64(len(recs)),
+		Bytes:    int64(len(data)),
+		Digest:   digest.String(),
+		Checksum: Checksum(data),
+	}
+	if err := w.readBack(ctx, KindBlock, ref.Key, ref.Checksum, func(back []byte) (Digest, error) {
+		got, err := decodeBlockOf(ref, back)
+		return DigestOf(got), err
+	}, digest); err != nil {
+		return BlockRef{}, err
+	}
+	return ref, nil
+}
+
+// readBack is the read-back check of one blob this writer put (unless
+// Config.NoReadBack): it reads the blob at key again from the blob store
+// (not from any cache), checks its SHA-256 against checksum, decodes and
+// digests it with decode, and compares the digest with want, the digest of
+// the records the writer meant to write. A blob that is missing, does not
+// decode or digests differently is a *VerificationError of phase
+// "compaction" naming the key; a failure to read is returned as it is.
+func (w *Writer) readBack(ctx context.Context, kind, key, checksum string, decode func([]byte) (Digest, error), want Digest) error {
+	if w.s.cfg.NoReadBack {
+		return nil
+	}
+	fail := func(format string, args ...any) error {
+		return &VerificationError{CollectionID: w.collectionID, Version: w.newVersion(), Phase: "compaction",
+			Problems: []Problem{{Kind: kind, Key: key, What: "read back after the write: " + fmt.Sprintf(format, args...)}}}
+	}
+	back, err := w.s.blobs.Get(ctx, key)
+	if errors.Is(err, ErrNotExist) {
+		return fail("missing from the blob store")
+	}
+	if err != nil {
+		return fmt.Errorf("read back %s %s: %w", kind, key, err)
+	}
+	if got := Checksum(back); got != checksum {
+		return fail("SHA-256 %s written, %s read", checksum, got)
+	}
+	got, err := decode(back)
+	if err != nil {
+		var ce *CorruptError
+		if errors.As(err, &ce) {
+			return fail("%v", ce.Err)
+		}
+		return fail("%v", err)
+	}
+	if got != want {
+		return fail("records written digest to %s, the records read to %s", want, got)
+	}
+	return nil
+}
+
+// newVersion is the version this writer builds.
+func (w *Writer) newVersion() int64 {
+	if w.base == nil {
+		return 1
+	}
+	return w.base.Version + 1
 }
 
 // WriteManifest writes m under a new unique key and returns the key and its

@@ -3,9 +3,11 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/compactorhq/compactor/internal/catalog"
 	"github.com/compactorhq/compactor/internal/compaction"
+	"github.com/compactorhq/compactor/internal/jobtype"
 	"github.com/compactorhq/compactor/internal/manager"
 	"github.com/compactorhq/compactor/internal/segment"
 )
@@ -22,7 +24,7 @@ func (e executor) SetMaxThroughput(bytesPerSecond int64) { e.throttle.SetLimit(b
 
 // Prepare implements manager.Executor: a compaction up to its manifest.
 func (e executor) Prepare(ctx context.Context, j catalog.Job, progress func(manager.Progress)) (manager.Prepared, error) {
-	p, err := e.c.Prepare(ctx, j.CollectionID, compaction.Options{Progress: progress})
+	p, err := e.c.Prepare(ctx, j.CollectionID, compaction.Options{Progress: progress, JobID: j.ID})
 	return prepared{p}, err
 }
 
@@ -51,4 +53,19 @@ func (e executor) GC(ctx context.Context, collectionID string) error {
 // Estimate implements manager.Estimator for plan previews.
 func (e executor) Estimate(ctx context.Context, collectionID string) (manager.Estimate, error) {
 	return e.c.Estimate(ctx, collectionID)
+}
+
+// rebuildExecutor runs the jobs of kind index_rebuild on a
+// compaction.Compactor: a fresh vector index of the current version.
+type rebuildExecutor struct{ executor }
+
+// Prepare implements manager.Executor: the new index and manifest, up to
+// the commit.
+func (e rebuildExecutor) Prepare(ctx context.Context, j catalog.Job, progress func(manager.Progress)) (manager.Prepared, error) {
+	params, err := jobtype.DecodeIndexRebuildParams(j.Params)
+	if err != nil {
+		return nil, fmt.Errorf("job %s: %w", j.ID, err)
+	}
+	p, err := e.c.PrepareRebuild(ctx, j.CollectionID, compaction.RebuildOptions{Params: params, Progress: progress, JobID: j.ID})
+	return prepared{p}, err
 }

@@ -40,6 +40,7 @@ import (
 	"github.com/compactorhq/compactor/internal/buildinfo"
 	"github.com/compactorhq/compactor/internal/catalog"
 	"github.com/compactorhq/compactor/internal/compaction"
+	"github.com/compactorhq/compactor/internal/jobtype"
 	"github.com/compactorhq/compactor/internal/manager"
 	"github.com/compactorhq/compactor/internal/rpc"
 	"github.com/compactorhq/compactor/internal/segment"
@@ -82,6 +83,9 @@ type Config struct {
 	Segment           segment.Config
 	Compaction        compaction.Config
 	Manager           manager.Config
+	// Scrub is the background scrub's (--scrub-interval,
+	// --scrub-max-throughput).
+	Scrub ScrubConfig
 	// Web holds the status page's own settings (refresh, trusted origins);
 	// its token and read protection come from Token and ProtectReads.
 	Web web.Config
@@ -121,6 +125,7 @@ func DefaultConfig() Config {
 		Segment:           segment.DefaultConfig(),
 		Compaction:        compaction.DefaultConfig(),
 		Manager:           manager.DefaultConfig(),
+		Scrub:             DefaultScrubConfig(),
 
 		PushKeyWindow: 24 * time.Hour,
 		// Room for deleting a collection on a full disk; tiny next to a
@@ -154,6 +159,7 @@ func (c *Config) RegisterFlags(fs *pflag.FlagSet) {
 	c.Segment.RegisterFlags(fs)
 	c.Compaction.RegisterFlags(fs)
 	c.Manager.RegisterFlags(fs)
+	c.Scrub.RegisterFlags(fs)
 	c.Web.RegisterFlags(fs)
 	c.registerObservabilityFlags(fs)
 }
@@ -226,6 +232,9 @@ func (c *Config) Validate() error {
 	}
 	// The manager's writes at the end of a job may wait behind a commit.
 	c.Manager.PersistTimeout = c.Compaction.CommitTimeout
+	if err := c.Scrub.Validate(); err != nil {
+		return err
+	}
 	if err := c.Manager.Validate(); err != nil {
 		return err
 	}
@@ -380,7 +389,10 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (_ *App, err err
 	if mcfg.Version == "" {
 		mcfg.Version = buildinfo.Get().Version
 	}
-	a.Manager, err = manager.New(traced, executor{c: a.Compactor, throttle: throttle}, mcfg, a.Registry, logger.With("component", "manager"))
+	exec := executor{c: a.Compactor, throttle: throttle}
+	a.Manager, err = manager.New(traced, exec, mcfg, a.Registry, logger.With("component", "manager"),
+		manager.WithExecutor(jobtype.KindIndexRebuild, rebuildExecutor{exec}),
+		manager.WithExecutor(jobtype.KindVerify, verifyExecutor{exec, segment.NewThrottle(cfg.Scrub.MaxThroughput)}))
 	if err != nil {
 		return nil, err
 	}
@@ -540,6 +552,16 @@ func (a *App) Run(ctx context.Context, ln net.Listener, started func(addr net.Ad
 	})
 	g.Go(func() error {
 		a.probe.run(gctx, a.cfg.BlobProbeInterval)
+		return nil
+	})
+	g.Go(func() error {
+		select {
+		case <-a.Manager.Started():
+		case <-gctx.Done():
+			return nil
+		}
+		sc := &scrubber{cat: a.Catalog, mgr: a.Manager, cfg: a.cfg.Scrub, now: time.Now, log: a.log.With("component", "scrub")}
+		sc.run(gctx)
 		return nil
 	})
 	g.Go(func() error {

@@ -64,6 +64,7 @@ func webJob(j manager.Job) web.Job {
 		w.RecordsRead, w.RecordsTotal, w.BytesWritten = p.OpRecordsRead, p.OpRecordsTotal, p.BytesWritten
 		w.Phase, w.Fraction, w.ETA, w.ETAKnown = string(p.Phase), p.Fraction, p.ETA, p.ETAKnown
 		w.BlocksWritten, w.BlocksTotal = p.BlocksWritten, p.BlocksTotal
+		w.VectorsIndexed, w.VectorsTotal = p.VectorsIndexed, p.VectorsTotal
 	}
 	return w
 }

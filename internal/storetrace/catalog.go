@@ -76,6 +76,14 @@ func (t Catalog) ReadLog(ctx context.Context, id string, after, upTo int64, limi
 	}, coll(id))
 }
 
+func (t Catalog) RecordVerification(ctx context.Context, id string, version int64, problem string) error {
+	return call0(ctx, "catalog RecordVerification", func(ctx context.Context) error { return t.Catalog.RecordVerification(ctx, id, version, problem) }, coll(id))
+}
+
+func (t Catalog) ScanKeptLog(ctx context.Context, id string, after, upTo int64, limit int, fn func(offset int64, record []byte) error) (int, error) {
+	return call(ctx, "catalog ScanKeptLog", func(ctx context.Context) (int, error) { return t.Catalog.ScanKeptLog(ctx, id, after, upTo, limit, fn) }, coll(id))
+}
+
 func (t Catalog) ScanLog(ctx context.Context, id string, after, upTo int64, limit int, fn func(offset int64, record []byte) error) (int, error) {
 	return call(ctx, "catalog ScanLog", func(ctx context.Context) (int, error) { return t.Catalog.ScanLog(ctx, id, after, upTo, limit, fn) }, coll(id))
 }

@@ -7,8 +7,22 @@ import (
 
 // The benchmarks use a 20,000 × 128 Gaussian mixture (200 centres), M 16,
 // ef_construction 200: figures for comparing changes on one machine, not
-// verdicts (scripts/bench/vindex.sh measures against hnswlib).
+// verdicts (scripts/bench/vindex.sh measures against hnswlib). Beside the
+// wall time each reports cpu-ns/op, the process's CPU time (user + system,
+// every goroutine and the GC) per operation: on a loaded machine it moves
+// far less than the wall time, so benchstat comparisons use it.
 const benchN, benchDim = 20_000, 128
+
+// measureCPU starts the CPU clock of a benchmark; call the function it
+// returns after the b.Loop loop to report cpu-ns/op.
+func measureCPU(b *testing.B) func() {
+	start := processCPU()
+	return func() {
+		if end := processCPU(); start >= 0 && end >= 0 && b.N > 0 {
+			b.ReportMetric(float64(end-start)/float64(b.N), "cpu-ns/op")
+		}
+	}
+}
 
 func benchData() ([]string, [][]float32, [][]float32) {
 	rng := rand.New(rand.NewPCG(1, 1))
@@ -25,8 +39,8 @@ func benchData() ([]string, [][]float32, [][]float32) {
 func BenchmarkInsert(b *testing.B) {
 	ids, vecs, extra := benchData()
 	g := build(b, Params{Dim: benchDim, Distance: DistanceL2}, vecs, 2)
-	b.ResetTimer()
 	s := g.Successor()
+	done := measureCPU(b)
 	for i := 0; b.Loop(); i++ {
 		if i%len(extra) == 0 && i > 0 {
 			s = g.Successor()
@@ -35,6 +49,7 @@ func BenchmarkInsert(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+	done()
 }
 
 // BenchmarkBuild reports building a graph of benchN vectors on 1 and 2
@@ -43,9 +58,11 @@ func BenchmarkBuild(b *testing.B) {
 	_, vecs, _ := benchData()
 	for _, threads := range []int{1, 2} {
 		b.Run(map[int]string{1: "threads=1", 2: "threads=2"}[threads], func(b *testing.B) {
+			done := measureCPU(b)
 			for b.Loop() {
 				build(b, Params{Dim: benchDim, Distance: DistanceL2}, vecs[:5000], threads)
 			}
+			done()
 		})
 	}
 }
@@ -62,11 +79,13 @@ func BenchmarkSearch(b *testing.B) {
 		allow func(string) bool
 	}{{"ef=10", 10, nil}, {"ef=50", 50, nil}, {"ef=100", 100, nil}, {"ef=100/filter=10%", 100, allow}} {
 		b.Run(c.name, func(b *testing.B) {
+			done := measureCPU(b)
 			for i := 0; b.Loop(); i++ {
 				if _, err := g.Search(queries[i%len(queries)], 10, c.ef, c.allow); err != nil {
 					b.Fatal(err)
 				}
 			}
+			done()
 		})
 	}
 }
@@ -79,9 +98,11 @@ func BenchmarkDistance(b *testing.B) {
 		k := d.kernel()
 		b.Run(d.String(), func(b *testing.B) {
 			var s float32
+			done := measureCPU(b)
 			for b.Loop() {
 				s += k(v[0], v[1])
 			}
+			done()
 			_ = s
 		})
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"math/rand/v2"
+	"os"
 	"slices"
 	"testing"
 )
@@ -201,5 +202,49 @@ func TestEncodeSizesTheGraphBlobExactly(t *testing.T) {
 	g, blob, _ := twoVersions(t)
 	if again := g.encodeGraph(); cap(again) != len(again) || !bytes.Equal(again, blob) {
 		t.Errorf("graph blob of %d bytes in a buffer of %d", len(again), cap(again))
+	}
+}
+
+// testdata/format-v1 holds twoVersions as the encoder of the first
+// release wrote it (graph blob and its two vector chunks). It must keep
+// decoding to the same graph: the same counts, every live id found at
+// distance 0 by its own vector, and a re-encode to the same bytes.
+func TestDecodeReadsFormatVersion1(t *testing.T) {
+	blob, err := os.ReadFile("testdata/format-v1/graph.bin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var chunks [][]byte
+	for i := range 2 {
+		c, err := os.ReadFile(fmt.Sprintf("testdata/format-v1/chunk-%d.bin", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		chunks = append(chunks, c)
+	}
+	d, err := Decode(blob, chunksOf(chunks))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _, _ := twoVersions(t)
+	if got, w := d.Stats(), want.Stats(); got.Vectors != w.Vectors || got.Tombstones != w.Tombstones || got.Dropped != w.Dropped || got.Slots != w.Slots {
+		t.Errorf("decoded Stats %+v, want %+v", got, w)
+	}
+	for n, st := range d.state {
+		if st != stateLive {
+			continue
+		}
+		id := d.ids[n]
+		hits, err := d.Search(d.Vector(id), 1, 50, func(h string) bool { return h == id })
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(hits) != 1 || hits[0].ID != id || hits[0].Distance > 1e-6 {
+			t.Errorf("a search for %s by its own vector found %+v", id, hits)
+		}
+	}
+	again, more := d.encodeAll()
+	if len(more) != 0 || !bytes.Equal(again, blob) {
+		t.Errorf("re-encoding the decoded graph wrote %d new chunks and a graph blob equal to the stored one: %v", len(more), bytes.Equal(again, blob))
 	}
 }

@@ -78,10 +78,11 @@ func (d Distance) Between(a, b []float32) float32 {
 	}
 }
 
-// dot is a·b with four accumulators, unrolled by eight: the inner loop of
-// every distance. The partial sums are added in a fixed order, so a result
-// depends only on the inputs. a and b must have the same length.
-func dot(a, b []float32) float32 {
+// dotGeneric is a·b in pure Go with four accumulators, unrolled by eight:
+// the kernel where no assembly one runs (see distance_amd64.go). The
+// partial sums are added in a fixed order, so a result depends only on the
+// inputs. a and b must have the same length.
+func dotGeneric(a, b []float32) float32 {
 	b = b[:len(a)]
 	var s0, s1, s2, s3 float32
 	i := 0
@@ -98,16 +99,17 @@ func dot(a, b []float32) float32 {
 	return (s0 + s1) + (s2 + s3)
 }
 
-// l2 is the squared Euclidean distance: l2Within without a bound, so the
-// two add in the same order and agree to the bit.
-func l2(a, b []float32) float32 { return l2Within(a, b, maxFloat) }
+// l2Generic is the squared Euclidean distance in pure Go:
+// l2WithinGeneric without a bound, so the two add in the same order and
+// agree to the bit.
+func l2Generic(a, b []float32) float32 { return l2WithinGeneric(a, b, maxFloat) }
 
-// l2Within is the squared Euclidean distance with four accumulators,
-// unrolled by eight, that stops early once the partial sum (which only
-// grows) exceeds bound, checked every 32 dimensions: it then returns the
-// partial sum, a value above bound. The search uses it when only a
-// distance below its current bound matters.
-func l2Within(a, b []float32, bound float32) float32 {
+// l2WithinGeneric is the squared Euclidean distance in pure Go with four
+// accumulators, unrolled by eight, that stops early once the partial sum
+// (which only grows) exceeds bound, checked every 32 dimensions: it then
+// returns the partial sum, a value above bound. The search uses it (as
+// l2Within) when only a distance below its current bound matters.
+func l2WithinGeneric(a, b []float32, bound float32) float32 {
 	b = b[:len(a)]
 	var s0, s1, s2, s3 float32
 	i := 0

@@ -53,6 +53,19 @@
 // InsertBatch of the live vectors: g.Rebuild(params, threads). Stats counts vectors, tombstones,
 // dropped slots, and what this graph inserted, deleted and repaired.
 //
+// # Distance kernels
+//
+// The distances run on AVX2 + FMA kernels in Go assembly
+// (distance_amd64.s) when the processor has both, else on the pure-Go
+// kernels of distance.go, which the purego build tag selects everywhere.
+// The kernel is most of a build's and a search's CPU time and the Go
+// compiler does not vectorize, so the assembly one is about 4× faster
+// per distance on 128 dimensions. Each kernel adds in a fixed order, so its
+// results are deterministic on every processor that runs it; the two
+// kernels round differently and agree within 1e-5 of the sum of the
+// terms' magnitudes. A graph built by one kernel searches correctly with
+// the other; a single-thread build is reproducible to the byte per kernel.
+//
 // # Persisted format
 //
 // Encode(put) hands put, one at a time, the vector chunk blobs of the

@@ -11,7 +11,10 @@
 # recall, the incremental cost of upserting 1 % of the vectors against the
 # full build, filtered-search recall and latency, the encoded sizes and the
 # peak RSS. Every figure carries the load average it ran under: on a
-# shared machine they are not verdicts.
+# shared machine they are not verdicts. Its sibling
+# scripts/bench/vindex-server.sh measures the index through the real
+# server (compaction with indexing, QueryRecords over Connect).
+# GOFLAGS=-tags=purego runs the product's side on the pure-Go kernels.
 #
 # Vector sets: debian (the shared Debian sample: 5,000 × 64, cosine, its
 # updates as queries), mixture (a seeded Gaussian mixture of 1,000

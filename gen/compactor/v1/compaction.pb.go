@@ -345,11 +345,16 @@ type Job struct {
 	// What the job does. A job of a kind the answering server does not know
 	// (queued by a newer replica) is JOB_KIND_UNSPECIFIED.
 	Kind JobKind `protobuf:"varint,24,opt,name=kind,proto3,enum=compactor.v1.JobKind" json:"kind,omitempty"`
+	// The parameters a JOB_KIND_INDEX_REBUILD job builds the index with; unset
+	// for other kinds.
+	IndexRebuild *IndexRebuildParams `protobuf:"bytes,25,opt,name=index_rebuild,json=indexRebuild,proto3" json:"index_rebuild,omitempty"`
+	// What a JOB_KIND_VERIFY job checks; unset for other kinds.
+	Verify *VerifyParams `protobuf:"bytes,26,opt,name=verify,proto3" json:"verify,omitempty"`
 	// Who asked for the job: the name of the credential that made the Compact
 	// call (on the RPC API or the status page), "anonymous" when the server
 	// has no credentials; empty for a job the scheduler queued. A job that
 	// continues another keeps its value.
-	TriggeredBy   string `protobuf:"bytes,25,opt,name=triggered_by,json=triggeredBy,proto3" json:"triggered_by,omitempty"`
+	TriggeredBy   string `protobuf:"bytes,27,opt,name=triggered_by,json=triggeredBy,proto3" json:"triggered_by,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -552,11 +557,147 @@ func (x *Job) GetKind() JobKind {
 	return JobKind_JOB_KIND_UNSPECIFIED
 }
 
+func (x *Job) GetIndexRebuild() *IndexRebuildParams {
+	if x != nil {
+		return x.IndexRebuild
+	}
+	return nil
+}
+
+func (x *Job) GetVerify() *VerifyParams {
+	if x != nil {
+		return x.Verify
+	}
+	return nil
+}
+
 func (x *Job) GetTriggeredBy() string {
 	if x != nil {
 		return x.TriggeredBy
 	}
 	return ""
+}
+
+// VerifyParams are what a verify job was asked to check.
+type VerifyParams struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The segment version; 0: the collection's current one when the job runs.
+	Version int64 `protobuf:"varint,1,opt,name=version,proto3" json:"version,omitempty"`
+	// Also re-materialize the version from the previous kept version and the
+	// log, and compare the digests.
+	Replay bool `protobuf:"varint,2,opt,name=replay,proto3" json:"replay,omitempty"`
+	// Queued by the background scrub (its reads keep to the scrub's throughput
+	// cap).
+	Scrub         bool `protobuf:"varint,3,opt,name=scrub,proto3" json:"scrub,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *VerifyParams) Reset() {
+	*x = VerifyParams{}
+	mi := &file_compactor_v1_compaction_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *VerifyParams) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*VerifyParams) ProtoMessage() {}
+
+func (x *VerifyParams) ProtoReflect() protoreflect.Message {
+	mi := &file_compactor_v1_compaction_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use VerifyParams.ProtoReflect.Descriptor instead.
+func (*VerifyParams) Descriptor() ([]byte, []int) {
+	return file_compactor_v1_compaction_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *VerifyParams) GetVersion() int64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *VerifyParams) GetReplay() bool {
+	if x != nil {
+		return x.Replay
+	}
+	return false
+}
+
+func (x *VerifyParams) GetScrub() bool {
+	if x != nil {
+		return x.Scrub
+	}
+	return false
+}
+
+// IndexRebuildParams are the HNSW parameters an index rebuild was asked for;
+// 0 keeps the collection's.
+type IndexRebuildParams struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Neighbours per node and layer.
+	M int32 `protobuf:"varint,1,opt,name=m,proto3" json:"m,omitempty"`
+	// Candidate list size while building.
+	EfConstruction int32 `protobuf:"varint,2,opt,name=ef_construction,json=efConstruction,proto3" json:"ef_construction,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *IndexRebuildParams) Reset() {
+	*x = IndexRebuildParams{}
+	mi := &file_compactor_v1_compaction_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *IndexRebuildParams) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*IndexRebuildParams) ProtoMessage() {}
+
+func (x *IndexRebuildParams) ProtoReflect() protoreflect.Message {
+	mi := &file_compactor_v1_compaction_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use IndexRebuildParams.ProtoReflect.Descriptor instead.
+func (*IndexRebuildParams) Descriptor() ([]byte, []int) {
+	return file_compactor_v1_compaction_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *IndexRebuildParams) GetM() int32 {
+	if x != nil {
+		return x.M
+	}
+	return 0
+}
+
+func (x *IndexRebuildParams) GetEfConstruction() int32 {
+	if x != nil {
+		return x.EfConstruction
+	}
+	return 0
 }
 
 // Progress of a running job.
@@ -586,13 +727,18 @@ type Progress struct {
 	// unknown (known once materialization has planned the new version).
 	BlocksWritten int64 `protobuf:"varint,7,opt,name=blocks_written,json=blocksWritten,proto3" json:"blocks_written,omitempty"`
 	BlocksTotal   int64 `protobuf:"varint,8,opt,name=blocks_total,json=blocksTotal,proto3" json:"blocks_total,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// Vectors inserted into the vector index so far, and vectors to insert, in
+	// vectors, while the phase is "indexing" of a job that counts them (an
+	// index rebuild: every record of the version); 0 while unknown.
+	VectorsIndexed int64 `protobuf:"varint,9,opt,name=vectors_indexed,json=vectorsIndexed,proto3" json:"vectors_indexed,omitempty"`
+	VectorsTotal   int64 `protobuf:"varint,10,opt,name=vectors_total,json=vectorsTotal,proto3" json:"vectors_total,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *Progress) Reset() {
 	*x = Progress{}
-	mi := &file_compactor_v1_compaction_proto_msgTypes[1]
+	mi := &file_compactor_v1_compaction_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -604,7 +750,7 @@ func (x *Progress) String() string {
 func (*Progress) ProtoMessage() {}
 
 func (x *Progress) ProtoReflect() protoreflect.Message {
-	mi := &file_compactor_v1_compaction_proto_msgTypes[1]
+	mi := &file_compactor_v1_compaction_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -617,7 +763,7 @@ func (x *Progress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Progress.ProtoReflect.Descriptor instead.
 func (*Progress) Descriptor() ([]byte, []int) {
-	return file_compactor_v1_compaction_proto_rawDescGZIP(), []int{1}
+	return file_compactor_v1_compaction_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *Progress) GetRecordsRead() int64 {
@@ -676,6 +822,20 @@ func (x *Progress) GetBlocksTotal() int64 {
 	return 0
 }
 
+func (x *Progress) GetVectorsIndexed() int64 {
+	if x != nil {
+		return x.VectorsIndexed
+	}
+	return 0
+}
+
+func (x *Progress) GetVectorsTotal() int64 {
+	if x != nil {
+		return x.VectorsTotal
+	}
+	return 0
+}
+
 // Request of CompactionService.Compact. Exactly one of collection_ids
 // (non-empty) and all must be given.
 type CompactRequest struct {
@@ -692,7 +852,7 @@ type CompactRequest struct {
 
 func (x *CompactRequest) Reset() {
 	*x = CompactRequest{}
-	mi := &file_compactor_v1_compaction_proto_msgTypes[2]
+	mi := &file_compactor_v1_compaction_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -704,7 +864,7 @@ func (x *CompactRequest) String() string {
 func (*CompactRequest) ProtoMessage() {}
 
 func (x *CompactRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_compactor_v1_compaction_proto_msgTypes[2]
+	mi := &file_compactor_v1_compaction_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -717,7 +877,7 @@ func (x *CompactRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompactRequest.ProtoReflect.Descriptor instead.
 func (*CompactRequest) Descriptor() ([]byte, []int) {
-	return file_compactor_v1_compaction_proto_rawDescGZIP(), []int{2}
+	return file_compactor_v1_compaction_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *CompactRequest) GetCollectionIds() []string {
@@ -753,7 +913,7 @@ type CompactResponse struct {
 
 func (x *CompactResponse) Reset() {
 	*x = CompactResponse{}
-	mi := &file_compactor_v1_compaction_proto_msgTypes[3]
+	mi := &file_compactor_v1_compaction_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -765,7 +925,7 @@ func (x *CompactResponse) String() string {
 func (*CompactResponse) ProtoMessage() {}
 
 func (x *CompactResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_compactor_v1_compaction_proto_msgTypes[3]
+	mi := &file_compactor_v1_compaction_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -778,7 +938,7 @@ func (x *CompactResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompactResponse.ProtoReflect.Descriptor instead.
 func (*CompactResponse) Descriptor() ([]byte, []int) {
-	return file_compactor_v1_compaction_proto_rawDescGZIP(), []int{3}
+	return file_compactor_v1_compaction_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *CompactResponse) GetJobs() []*CompactResult {
@@ -802,7 +962,7 @@ type CompactResult struct {
 
 func (x *CompactResult) Reset() {
 	*x = CompactResult{}
-	mi := &file_compactor_v1_compaction_proto_msgTypes[4]
+	mi := &file_compactor_v1_compaction_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -814,7 +974,7 @@ func (x *CompactResult) String() string {
 func (*CompactResult) ProtoMessage() {}
 
 func (x *CompactResult) ProtoReflect() protoreflect.Message {
-	mi := &file_compactor_v1_compaction_proto_msgTypes[4]
+	mi := &file_compactor_v1_compaction_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -827,7 +987,7 @@ func (x *CompactResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompactResult.ProtoReflect.Descriptor instead.
 func (*CompactResult) Descriptor() ([]byte, []int) {
-	return file_compactor_v1_compaction_proto_rawDescGZIP(), []int{4}
+	return file_compactor_v1_compaction_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *CompactResult) GetJob() *Job {
@@ -858,7 +1018,7 @@ type GetCompactionRequest struct {
 
 func (x *GetCompactionRequest) Reset() {
 	*x = GetCompactionRequest{}
-	mi := &file_compactor_v1_compaction_proto_msgTypes[5]
+	mi := &file_compactor_v1_compaction_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -870,7 +1030,7 @@ func (x *GetCompactionRequest) String() string {
 func (*GetCompactionRequest) ProtoMessage() {}
 
 func (x *GetCompactionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_compactor_v1_compaction_proto_msgTypes[5]
+	mi := &file_compactor_v1_compaction_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -883,7 +1043,7 @@ func (x *GetCompactionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetCompactionRequest.ProtoReflect.Descriptor instead.
 func (*GetCompactionRequest) Descriptor() ([]byte, []int) {
-	return file_compactor_v1_compaction_proto_rawDescGZIP(), []int{5}
+	return file_compactor_v1_compaction_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *GetCompactionRequest) GetJobId() string {
@@ -904,7 +1064,7 @@ type GetCompactionResponse struct {
 
 func (x *GetCompactionResponse) Reset() {
 	*x = GetCompactionResponse{}
-	mi := &file_compactor_v1_compaction_proto_msgTypes[6]
+	mi := &file_compactor_v1_compaction_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -916,7 +1076,7 @@ func (x *GetCompactionResponse) String() string {
 func (*GetCompactionResponse) ProtoMessage() {}
 
 func (x *GetCompactionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_compactor_v1_compaction_proto_msgTypes[6]
+	mi := &file_compactor_v1_compaction_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -929,7 +1089,7 @@ func (x *GetCompactionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetCompactionResponse.ProtoReflect.Descriptor instead.
 func (*GetCompactionResponse) Descriptor() ([]byte, []int) {
-	return file_compactor_v1_compaction_proto_rawDescGZIP(), []int{6}
+	return file_compactor_v1_compaction_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *GetCompactionResponse) GetJob() *Job {
@@ -964,7 +1124,7 @@ type ListCompactionsRequest struct {
 
 func (x *ListCompactionsRequest) Reset() {
 	*x = ListCompactionsRequest{}
-	mi := &file_compactor_v1_compaction_proto_msgTypes[7]
+	mi := &file_compactor_v1_compaction_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -976,7 +1136,7 @@ func (x *ListCompactionsRequest) String() string {
 func (*ListCompactionsRequest) ProtoMessage() {}
 
 func (x *ListCompactionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_compactor_v1_compaction_proto_msgTypes[7]
+	mi := &file_compactor_v1_compaction_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -989,7 +1149,7 @@ func (x *ListCompactionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListCompactionsRequest.ProtoReflect.Descriptor instead.
 func (*ListCompactionsRequest) Descriptor() ([]byte, []int) {
-	return file_compactor_v1_compaction_proto_rawDescGZIP(), []int{7}
+	return file_compactor_v1_compaction_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ListCompactionsRequest) GetCollectionId() string {
@@ -1047,7 +1207,7 @@ type ListCompactionsResponse struct {
 
 func (x *ListCompactionsResponse) Reset() {
 	*x = ListCompactionsResponse{}
-	mi := &file_compactor_v1_compaction_proto_msgTypes[8]
+	mi := &file_compactor_v1_compaction_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1059,7 +1219,7 @@ func (x *ListCompactionsResponse) String() string {
 func (*ListCompactionsResponse) ProtoMessage() {}
 
 func (x *ListCompactionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_compactor_v1_compaction_proto_msgTypes[8]
+	mi := &file_compactor_v1_compaction_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1072,7 +1232,7 @@ func (x *ListCompactionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListCompactionsResponse.ProtoReflect.Descriptor instead.
 func (*ListCompactionsResponse) Descriptor() ([]byte, []int) {
-	return file_compactor_v1_compaction_proto_rawDescGZIP(), []int{8}
+	return file_compactor_v1_compaction_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ListCompactionsResponse) GetJobs() []*Job {
@@ -1112,7 +1272,7 @@ type WatchCompactionsRequest struct {
 
 func (x *WatchCompactionsRequest) Reset() {
 	*x = WatchCompactionsRequest{}
-	mi := &file_compactor_v1_compaction_proto_msgTypes[9]
+	mi := &file_compactor_v1_compaction_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1124,7 +1284,7 @@ func (x *WatchCompactionsRequest) String() string {
 func (*WatchCompactionsRequest) ProtoMessage() {}
 
 func (x *WatchCompactionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_compactor_v1_compaction_proto_msgTypes[9]
+	mi := &file_compactor_v1_compaction_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1137,7 +1297,7 @@ func (x *WatchCompactionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchCompactionsRequest.ProtoReflect.Descriptor instead.
 func (*WatchCompactionsRequest) Descriptor() ([]byte, []int) {
-	return file_compactor_v1_compaction_proto_rawDescGZIP(), []int{9}
+	return file_compactor_v1_compaction_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *WatchCompactionsRequest) GetCollectionId() string {
@@ -1181,7 +1341,7 @@ type WatchCompactionsResponse struct {
 
 func (x *WatchCompactionsResponse) Reset() {
 	*x = WatchCompactionsResponse{}
-	mi := &file_compactor_v1_compaction_proto_msgTypes[10]
+	mi := &file_compactor_v1_compaction_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1193,7 +1353,7 @@ func (x *WatchCompactionsResponse) String() string {
 func (*WatchCompactionsResponse) ProtoMessage() {}
 
 func (x *WatchCompactionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_compactor_v1_compaction_proto_msgTypes[10]
+	mi := &file_compactor_v1_compaction_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1206,7 +1366,7 @@ func (x *WatchCompactionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchCompactionsResponse.ProtoReflect.Descriptor instead.
 func (*WatchCompactionsResponse) Descriptor() ([]byte, []int) {
-	return file_compactor_v1_compaction_proto_rawDescGZIP(), []int{10}
+	return file_compactor_v1_compaction_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *WatchCompactionsResponse) GetType() WatchEventType {
@@ -1235,7 +1395,7 @@ type CancelCompactionRequest struct {
 
 func (x *CancelCompactionRequest) Reset() {
 	*x = CancelCompactionRequest{}
-	mi := &file_compactor_v1_compaction_proto_msgTypes[11]
+	mi := &file_compactor_v1_compaction_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1247,7 +1407,7 @@ func (x *CancelCompactionRequest) String() string {
 func (*CancelCompactionRequest) ProtoMessage() {}
 
 func (x *CancelCompactionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_compactor_v1_compaction_proto_msgTypes[11]
+	mi := &file_compactor_v1_compaction_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1260,7 +1420,7 @@ func (x *CancelCompactionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelCompactionRequest.ProtoReflect.Descriptor instead.
 func (*CancelCompactionRequest) Descriptor() ([]byte, []int) {
-	return file_compactor_v1_compaction_proto_rawDescGZIP(), []int{11}
+	return file_compactor_v1_compaction_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *CancelCompactionRequest) GetJobId() string {
@@ -1282,7 +1442,7 @@ type CancelCompactionResponse struct {
 
 func (x *CancelCompactionResponse) Reset() {
 	*x = CancelCompactionResponse{}
-	mi := &file_compactor_v1_compaction_proto_msgTypes[12]
+	mi := &file_compactor_v1_compaction_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1294,7 +1454,7 @@ func (x *CancelCompactionResponse) String() string {
 func (*CancelCompactionResponse) ProtoMessage() {}
 
 func (x *CancelCompactionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_compactor_v1_compaction_proto_msgTypes[12]
+	mi := &file_compactor_v1_compaction_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1307,7 +1467,7 @@ func (x *CancelCompactionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelCompactionResponse.ProtoReflect.Descriptor instead.
 func (*CancelCompactionResponse) Descriptor() ([]byte, []int) {
-	return file_compactor_v1_compaction_proto_rawDescGZIP(), []int{12}
+	return file_compactor_v1_compaction_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *CancelCompactionResponse) GetJob() *Job {
@@ -1315,6 +1475,264 @@ func (x *CancelCompactionResponse) GetJob() *Job {
 		return x.Job
 	}
 	return nil
+}
+
+// Request of CompactionService.RebuildIndex.
+type RebuildIndexRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The collection's id (a UUID).
+	CollectionId string `protobuf:"bytes,1,opt,name=collection_id,json=collectionId,proto3" json:"collection_id,omitempty"`
+	// HNSW neighbours per node and layer of the new index, 2 to 100; 0 keeps the
+	// collection's.
+	M int32 `protobuf:"varint,2,opt,name=m,proto3" json:"m,omitempty"`
+	// Candidate list size while building, m to 10000; 0 keeps the collection's
+	// (raised to m when below it).
+	EfConstruction int32 `protobuf:"varint,3,opt,name=ef_construction,json=efConstruction,proto3" json:"ef_construction,omitempty"`
+	// Why the operator asks, kept on the job as Job.reason; optional.
+	Reason        string `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RebuildIndexRequest) Reset() {
+	*x = RebuildIndexRequest{}
+	mi := &file_compactor_v1_compaction_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RebuildIndexRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RebuildIndexRequest) ProtoMessage() {}
+
+func (x *RebuildIndexRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_compactor_v1_compaction_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RebuildIndexRequest.ProtoReflect.Descriptor instead.
+func (*RebuildIndexRequest) Descriptor() ([]byte, []int) {
+	return file_compactor_v1_compaction_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *RebuildIndexRequest) GetCollectionId() string {
+	if x != nil {
+		return x.CollectionId
+	}
+	return ""
+}
+
+func (x *RebuildIndexRequest) GetM() int32 {
+	if x != nil {
+		return x.M
+	}
+	return 0
+}
+
+func (x *RebuildIndexRequest) GetEfConstruction() int32 {
+	if x != nil {
+		return x.EfConstruction
+	}
+	return 0
+}
+
+func (x *RebuildIndexRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+// Response of CompactionService.RebuildIndex.
+type RebuildIndexResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The job: newly queued, or the collection's rebuild queued already.
+	Job *Job `protobuf:"bytes,1,opt,name=job,proto3" json:"job,omitempty"`
+	// True when the job was created by this call.
+	Created       bool `protobuf:"varint,2,opt,name=created,proto3" json:"created,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RebuildIndexResponse) Reset() {
+	*x = RebuildIndexResponse{}
+	mi := &file_compactor_v1_compaction_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RebuildIndexResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RebuildIndexResponse) ProtoMessage() {}
+
+func (x *RebuildIndexResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_compactor_v1_compaction_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RebuildIndexResponse.ProtoReflect.Descriptor instead.
+func (*RebuildIndexResponse) Descriptor() ([]byte, []int) {
+	return file_compactor_v1_compaction_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *RebuildIndexResponse) GetJob() *Job {
+	if x != nil {
+		return x.Job
+	}
+	return nil
+}
+
+func (x *RebuildIndexResponse) GetCreated() bool {
+	if x != nil {
+		return x.Created
+	}
+	return false
+}
+
+// Request of CompactionService.VerifyCollection.
+type VerifyCollectionRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The collection's id (a UUID).
+	CollectionId string `protobuf:"bytes,1,opt,name=collection_id,json=collectionId,proto3" json:"collection_id,omitempty"`
+	// The kept segment version to verify; 0: the current one.
+	Version int64 `protobuf:"varint,2,opt,name=version,proto3" json:"version,omitempty"`
+	// Also replay the version from the previous kept version and the log.
+	Replay bool `protobuf:"varint,3,opt,name=replay,proto3" json:"replay,omitempty"`
+	// Why the operator asks, kept on the job as Job.reason; optional.
+	Reason        string `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *VerifyCollectionRequest) Reset() {
+	*x = VerifyCollectionRequest{}
+	mi := &file_compactor_v1_compaction_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *VerifyCollectionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*VerifyCollectionRequest) ProtoMessage() {}
+
+func (x *VerifyCollectionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_compactor_v1_compaction_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use VerifyCollectionRequest.ProtoReflect.Descriptor instead.
+func (*VerifyCollectionRequest) Descriptor() ([]byte, []int) {
+	return file_compactor_v1_compaction_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *VerifyCollectionRequest) GetCollectionId() string {
+	if x != nil {
+		return x.CollectionId
+	}
+	return ""
+}
+
+func (x *VerifyCollectionRequest) GetVersion() int64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *VerifyCollectionRequest) GetReplay() bool {
+	if x != nil {
+		return x.Replay
+	}
+	return false
+}
+
+func (x *VerifyCollectionRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+// Response of CompactionService.VerifyCollection.
+type VerifyCollectionResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The job: newly queued, or the collection's verify job queued already.
+	Job *Job `protobuf:"bytes,1,opt,name=job,proto3" json:"job,omitempty"`
+	// True when the job was created by this call.
+	Created       bool `protobuf:"varint,2,opt,name=created,proto3" json:"created,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *VerifyCollectionResponse) Reset() {
+	*x = VerifyCollectionResponse{}
+	mi := &file_compactor_v1_compaction_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *VerifyCollectionResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*VerifyCollectionResponse) ProtoMessage() {}
+
+func (x *VerifyCollectionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_compactor_v1_compaction_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use VerifyCollectionResponse.ProtoReflect.Descriptor instead.
+func (*VerifyCollectionResponse) Descriptor() ([]byte, []int) {
+	return file_compactor_v1_compaction_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *VerifyCollectionResponse) GetJob() *Job {
+	if x != nil {
+		return x.Job
+	}
+	return nil
+}
+
+func (x *VerifyCollectionResponse) GetCreated() bool {
+	if x != nil {
+		return x.Created
+	}
+	return false
 }
 
 // Request of CompactionService.ListNodes.
@@ -1326,7 +1744,7 @@ type ListNodesRequest struct {
 
 func (x *ListNodesRequest) Reset() {
 	*x = ListNodesRequest{}
-	mi := &file_compactor_v1_compaction_proto_msgTypes[13]
+	mi := &file_compactor_v1_compaction_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1338,7 +1756,7 @@ func (x *ListNodesRequest) String() string {
 func (*ListNodesRequest) ProtoMessage() {}
 
 func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_compactor_v1_compaction_proto_msgTypes[13]
+	mi := &file_compactor_v1_compaction_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1351,7 +1769,7 @@ func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesRequest.ProtoReflect.Descriptor instead.
 func (*ListNodesRequest) Descriptor() ([]byte, []int) {
-	return file_compactor_v1_compaction_proto_rawDescGZIP(), []int{13}
+	return file_compactor_v1_compaction_proto_rawDescGZIP(), []int{19}
 }
 
 // Response of CompactionService.ListNodes.
@@ -1365,7 +1783,7 @@ type ListNodesResponse struct {
 
 func (x *ListNodesResponse) Reset() {
 	*x = ListNodesResponse{}
-	mi := &file_compactor_v1_compaction_proto_msgTypes[14]
+	mi := &file_compactor_v1_compaction_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1377,7 +1795,7 @@ func (x *ListNodesResponse) String() string {
 func (*ListNodesResponse) ProtoMessage() {}
 
 func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_compactor_v1_compaction_proto_msgTypes[14]
+	mi := &file_compactor_v1_compaction_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1390,7 +1808,7 @@ func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesResponse.ProtoReflect.Descriptor instead.
 func (*ListNodesResponse) Descriptor() ([]byte, []int) {
-	return file_compactor_v1_compaction_proto_rawDescGZIP(), []int{14}
+	return file_compactor_v1_compaction_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ListNodesResponse) GetNodes() []*Node {
@@ -1423,7 +1841,7 @@ type Node struct {
 
 func (x *Node) Reset() {
 	*x = Node{}
-	mi := &file_compactor_v1_compaction_proto_msgTypes[15]
+	mi := &file_compactor_v1_compaction_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1435,7 +1853,7 @@ func (x *Node) String() string {
 func (*Node) ProtoMessage() {}
 
 func (x *Node) ProtoReflect() protoreflect.Message {
-	mi := &file_compactor_v1_compaction_proto_msgTypes[15]
+	mi := &file_compactor_v1_compaction_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1448,7 +1866,7 @@ func (x *Node) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Node.ProtoReflect.Descriptor instead.
 func (*Node) Descriptor() ([]byte, []int) {
-	return file_compactor_v1_compaction_proto_rawDescGZIP(), []int{15}
+	return file_compactor_v1_compaction_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Node) GetName() string {
@@ -1504,7 +1922,7 @@ var File_compactor_v1_compaction_proto protoreflect.FileDescriptor
 
 const file_compactor_v1_compaction_proto_rawDesc = "" +
 	"\n" +
-	"\x1dcompactor/v1/compaction.proto\x12\fcompactor.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xbd\a\n" +
+	"\x1dcompactor/v1/compaction.proto\x12\fcompactor.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xb8\b\n" +
 	"\x03Job\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12#\n" +
 	"\rcollection_id\x18\x02 \x01(\tR\fcollectionId\x12'\n" +
@@ -1534,8 +1952,17 @@ const file_compactor_v1_compaction_proto_rawDesc = "" +
 	"\bprogress\x18\x15 \x01(\v2\x16.compactor.v1.ProgressR\bprogress\x12)\n" +
 	"\x10cancel_requested\x18\x16 \x01(\bR\x0fcancelRequested\x12(\n" +
 	"\x10continues_job_id\x18\x17 \x01(\tR\x0econtinuesJobId\x12)\n" +
-	"\x04kind\x18\x18 \x01(\x0e2\x15.compactor.v1.JobKindR\x04kind\x12!\n" +
-	"\ftriggered_by\x18\x19 \x01(\tR\vtriggeredBy\"\xa0\x02\n" +
+	"\x04kind\x18\x18 \x01(\x0e2\x15.compactor.v1.JobKindR\x04kind\x12E\n" +
+	"\rindex_rebuild\x18\x19 \x01(\v2 .compactor.v1.IndexRebuildParamsR\findexRebuild\x122\n" +
+	"\x06verify\x18\x1a \x01(\v2\x1a.compactor.v1.VerifyParamsR\x06verify\x12!\n" +
+	"\ftriggered_by\x18\x1b \x01(\tR\vtriggeredBy\"V\n" +
+	"\fVerifyParams\x12\x18\n" +
+	"\aversion\x18\x01 \x01(\x03R\aversion\x12\x16\n" +
+	"\x06replay\x18\x02 \x01(\bR\x06replay\x12\x14\n" +
+	"\x05scrub\x18\x03 \x01(\bR\x05scrub\"K\n" +
+	"\x12IndexRebuildParams\x12\f\n" +
+	"\x01m\x18\x01 \x01(\x05R\x01m\x12'\n" +
+	"\x0fef_construction\x18\x02 \x01(\x05R\x0eefConstruction\"\xee\x02\n" +
 	"\bProgress\x12!\n" +
 	"\frecords_read\x18\x01 \x01(\x03R\vrecordsRead\x12#\n" +
 	"\rrecords_total\x18\x02 \x01(\x03R\frecordsTotal\x12#\n" +
@@ -1544,7 +1971,10 @@ const file_compactor_v1_compaction_proto_rawDesc = "" +
 	"\bfraction\x18\x05 \x01(\x01R\bfraction\x12+\n" +
 	"\x03eta\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\x03eta\x12%\n" +
 	"\x0eblocks_written\x18\a \x01(\x03R\rblocksWritten\x12!\n" +
-	"\fblocks_total\x18\b \x01(\x03R\vblocksTotal\"a\n" +
+	"\fblocks_total\x18\b \x01(\x03R\vblocksTotal\x12'\n" +
+	"\x0fvectors_indexed\x18\t \x01(\x03R\x0evectorsIndexed\x12#\n" +
+	"\rvectors_total\x18\n" +
+	" \x01(\x03R\fvectorsTotal\"a\n" +
 	"\x0eCompactRequest\x12%\n" +
 	"\x0ecollection_ids\x18\x01 \x03(\tR\rcollectionIds\x12\x10\n" +
 	"\x03all\x18\x02 \x01(\bR\x03all\x12\x16\n" +
@@ -1580,7 +2010,23 @@ const file_compactor_v1_compaction_proto_rawDesc = "" +
 	"\x17CancelCompactionRequest\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\"?\n" +
 	"\x18CancelCompactionResponse\x12#\n" +
-	"\x03job\x18\x01 \x01(\v2\x11.compactor.v1.JobR\x03job\"\x12\n" +
+	"\x03job\x18\x01 \x01(\v2\x11.compactor.v1.JobR\x03job\"\x89\x01\n" +
+	"\x13RebuildIndexRequest\x12#\n" +
+	"\rcollection_id\x18\x01 \x01(\tR\fcollectionId\x12\f\n" +
+	"\x01m\x18\x02 \x01(\x05R\x01m\x12'\n" +
+	"\x0fef_construction\x18\x03 \x01(\x05R\x0eefConstruction\x12\x16\n" +
+	"\x06reason\x18\x04 \x01(\tR\x06reason\"U\n" +
+	"\x14RebuildIndexResponse\x12#\n" +
+	"\x03job\x18\x01 \x01(\v2\x11.compactor.v1.JobR\x03job\x12\x18\n" +
+	"\acreated\x18\x02 \x01(\bR\acreated\"\x88\x01\n" +
+	"\x17VerifyCollectionRequest\x12#\n" +
+	"\rcollection_id\x18\x01 \x01(\tR\fcollectionId\x12\x18\n" +
+	"\aversion\x18\x02 \x01(\x03R\aversion\x12\x16\n" +
+	"\x06replay\x18\x03 \x01(\bR\x06replay\x12\x16\n" +
+	"\x06reason\x18\x04 \x01(\tR\x06reason\"Y\n" +
+	"\x18VerifyCollectionResponse\x12#\n" +
+	"\x03job\x18\x01 \x01(\v2\x11.compactor.v1.JobR\x03job\x12\x18\n" +
+	"\acreated\x18\x02 \x01(\bR\acreated\"\x12\n" +
 	"\x10ListNodesRequest\"=\n" +
 	"\x11ListNodesResponse\x12(\n" +
 	"\x05nodes\x18\x01 \x03(\v2\x12.compactor.v1.NodeR\x05nodes\"\xf6\x01\n" +
@@ -1614,14 +2060,16 @@ const file_compactor_v1_compaction_proto_rawDesc = "" +
 	"\x19WATCH_EVENT_TYPE_SNAPSHOT\x10\x01\x12&\n" +
 	"\"WATCH_EVENT_TYPE_SNAPSHOT_COMPLETE\x10\x02\x12\x1c\n" +
 	"\x18WATCH_EVENT_TYPE_CHANGED\x10\x03\x12\x1d\n" +
-	"\x19WATCH_EVENT_TYPE_PROGRESS\x10\x042\xbf\x04\n" +
+	"\x19WATCH_EVENT_TYPE_PROGRESS\x10\x042\xf9\x05\n" +
 	"\x11CompactionService\x12F\n" +
 	"\aCompact\x12\x1c.compactor.v1.CompactRequest\x1a\x1d.compactor.v1.CompactResponse\x12]\n" +
 	"\rGetCompaction\x12\".compactor.v1.GetCompactionRequest\x1a#.compactor.v1.GetCompactionResponse\"\x03\x90\x02\x01\x12c\n" +
 	"\x0fListCompactions\x12$.compactor.v1.ListCompactionsRequest\x1a%.compactor.v1.ListCompactionsResponse\"\x03\x90\x02\x01\x12h\n" +
 	"\x10WatchCompactions\x12%.compactor.v1.WatchCompactionsRequest\x1a&.compactor.v1.WatchCompactionsResponse\"\x03\x90\x02\x010\x01\x12a\n" +
 	"\x10CancelCompaction\x12%.compactor.v1.CancelCompactionRequest\x1a&.compactor.v1.CancelCompactionResponse\x12Q\n" +
-	"\tListNodes\x12\x1e.compactor.v1.ListNodesRequest\x1a\x1f.compactor.v1.ListNodesResponse\"\x03\x90\x02\x01B\xb3\x01\n" +
+	"\tListNodes\x12\x1e.compactor.v1.ListNodesRequest\x1a\x1f.compactor.v1.ListNodesResponse\"\x03\x90\x02\x01\x12U\n" +
+	"\fRebuildIndex\x12!.compactor.v1.RebuildIndexRequest\x1a\".compactor.v1.RebuildIndexResponse\x12a\n" +
+	"\x10VerifyCollection\x12%.compactor.v1.VerifyCollectionRequest\x1a&.compactor.v1.VerifyCollectionResponseB\xb3\x01\n" +
 	"\x10com.compactor.v1B\x0fCompactionProtoP\x01Z=github.com/compactorhq/compactor/gen/compactor/v1;compactorv1\xa2\x02\x03CXX\xaa\x02\fCompactor.V1\xca\x02\fCompactor\\V1\xe2\x02\x18Compactor\\V1\\GPBMetadata\xea\x02\rCompactor::V1b\x06proto3"
 
 var (
@@ -1637,71 +2085,85 @@ func file_compactor_v1_compaction_proto_rawDescGZIP() []byte {
 }
 
 var file_compactor_v1_compaction_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_compactor_v1_compaction_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
+var file_compactor_v1_compaction_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
 var file_compactor_v1_compaction_proto_goTypes = []any{
 	(JobState)(0),                    // 0: compactor.v1.JobState
 	(JobKind)(0),                     // 1: compactor.v1.JobKind
 	(Trigger)(0),                     // 2: compactor.v1.Trigger
 	(WatchEventType)(0),              // 3: compactor.v1.WatchEventType
 	(*Job)(nil),                      // 4: compactor.v1.Job
-	(*Progress)(nil),                 // 5: compactor.v1.Progress
-	(*CompactRequest)(nil),           // 6: compactor.v1.CompactRequest
-	(*CompactResponse)(nil),          // 7: compactor.v1.CompactResponse
-	(*CompactResult)(nil),            // 8: compactor.v1.CompactResult
-	(*GetCompactionRequest)(nil),     // 9: compactor.v1.GetCompactionRequest
-	(*GetCompactionResponse)(nil),    // 10: compactor.v1.GetCompactionResponse
-	(*ListCompactionsRequest)(nil),   // 11: compactor.v1.ListCompactionsRequest
-	(*ListCompactionsResponse)(nil),  // 12: compactor.v1.ListCompactionsResponse
-	(*WatchCompactionsRequest)(nil),  // 13: compactor.v1.WatchCompactionsRequest
-	(*WatchCompactionsResponse)(nil), // 14: compactor.v1.WatchCompactionsResponse
-	(*CancelCompactionRequest)(nil),  // 15: compactor.v1.CancelCompactionRequest
-	(*CancelCompactionResponse)(nil), // 16: compactor.v1.CancelCompactionResponse
-	(*ListNodesRequest)(nil),         // 17: compactor.v1.ListNodesRequest
-	(*ListNodesResponse)(nil),        // 18: compactor.v1.ListNodesResponse
-	(*Node)(nil),                     // 19: compactor.v1.Node
-	(*timestamppb.Timestamp)(nil),    // 20: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),      // 21: google.protobuf.Duration
+	(*VerifyParams)(nil),             // 5: compactor.v1.VerifyParams
+	(*IndexRebuildParams)(nil),       // 6: compactor.v1.IndexRebuildParams
+	(*Progress)(nil),                 // 7: compactor.v1.Progress
+	(*CompactRequest)(nil),           // 8: compactor.v1.CompactRequest
+	(*CompactResponse)(nil),          // 9: compactor.v1.CompactResponse
+	(*CompactResult)(nil),            // 10: compactor.v1.CompactResult
+	(*GetCompactionRequest)(nil),     // 11: compactor.v1.GetCompactionRequest
+	(*GetCompactionResponse)(nil),    // 12: compactor.v1.GetCompactionResponse
+	(*ListCompactionsRequest)(nil),   // 13: compactor.v1.ListCompactionsRequest
+	(*ListCompactionsResponse)(nil),  // 14: compactor.v1.ListCompactionsResponse
+	(*WatchCompactionsRequest)(nil),  // 15: compactor.v1.WatchCompactionsRequest
+	(*WatchCompactionsResponse)(nil), // 16: compactor.v1.WatchCompactionsResponse
+	(*CancelCompactionRequest)(nil),  // 17: compactor.v1.CancelCompactionRequest
+	(*CancelCompactionResponse)(nil), // 18: compactor.v1.CancelCompactionResponse
+	(*RebuildIndexRequest)(nil),      // 19: compactor.v1.RebuildIndexRequest
+	(*RebuildIndexResponse)(nil),     // 20: compactor.v1.RebuildIndexResponse
+	(*VerifyCollectionRequest)(nil),  // 21: compactor.v1.VerifyCollectionRequest
+	(*VerifyCollectionResponse)(nil), // 22: compactor.v1.VerifyCollectionResponse
+	(*ListNodesRequest)(nil),         // 23: compactor.v1.ListNodesRequest
+	(*ListNodesResponse)(nil),        // 24: compactor.v1.ListNodesResponse
+	(*Node)(nil),                     // 25: compactor.v1.Node
+	(*timestamppb.Timestamp)(nil),    // 26: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),      // 27: google.protobuf.Duration
 }
 var file_compactor_v1_compaction_proto_depIdxs = []int32{
 	2,  // 0: compactor.v1.Job.trigger:type_name -> compactor.v1.Trigger
 	0,  // 1: compactor.v1.Job.state:type_name -> compactor.v1.JobState
-	20, // 2: compactor.v1.Job.create_time:type_name -> google.protobuf.Timestamp
-	20, // 3: compactor.v1.Job.start_time:type_name -> google.protobuf.Timestamp
-	20, // 4: compactor.v1.Job.finish_time:type_name -> google.protobuf.Timestamp
-	5,  // 5: compactor.v1.Job.progress:type_name -> compactor.v1.Progress
+	26, // 2: compactor.v1.Job.create_time:type_name -> google.protobuf.Timestamp
+	26, // 3: compactor.v1.Job.start_time:type_name -> google.protobuf.Timestamp
+	26, // 4: compactor.v1.Job.finish_time:type_name -> google.protobuf.Timestamp
+	7,  // 5: compactor.v1.Job.progress:type_name -> compactor.v1.Progress
 	1,  // 6: compactor.v1.Job.kind:type_name -> compactor.v1.JobKind
-	21, // 7: compactor.v1.Progress.eta:type_name -> google.protobuf.Duration
-	8,  // 8: compactor.v1.CompactResponse.jobs:type_name -> compactor.v1.CompactResult
-	4,  // 9: compactor.v1.CompactResult.job:type_name -> compactor.v1.Job
-	4,  // 10: compactor.v1.GetCompactionResponse.job:type_name -> compactor.v1.Job
-	0,  // 11: compactor.v1.ListCompactionsRequest.states:type_name -> compactor.v1.JobState
-	2,  // 12: compactor.v1.ListCompactionsRequest.trigger:type_name -> compactor.v1.Trigger
-	1,  // 13: compactor.v1.ListCompactionsRequest.kinds:type_name -> compactor.v1.JobKind
-	4,  // 14: compactor.v1.ListCompactionsResponse.jobs:type_name -> compactor.v1.Job
-	1,  // 15: compactor.v1.WatchCompactionsRequest.kinds:type_name -> compactor.v1.JobKind
-	3,  // 16: compactor.v1.WatchCompactionsResponse.type:type_name -> compactor.v1.WatchEventType
-	4,  // 17: compactor.v1.WatchCompactionsResponse.job:type_name -> compactor.v1.Job
-	4,  // 18: compactor.v1.CancelCompactionResponse.job:type_name -> compactor.v1.Job
-	19, // 19: compactor.v1.ListNodesResponse.nodes:type_name -> compactor.v1.Node
-	20, // 20: compactor.v1.Node.start_time:type_name -> google.protobuf.Timestamp
-	20, // 21: compactor.v1.Node.heartbeat_time:type_name -> google.protobuf.Timestamp
-	6,  // 22: compactor.v1.CompactionService.Compact:input_type -> compactor.v1.CompactRequest
-	9,  // 23: compactor.v1.CompactionService.GetCompaction:input_type -> compactor.v1.GetCompactionRequest
-	11, // 24: compactor.v1.CompactionService.ListCompactions:input_type -> compactor.v1.ListCompactionsRequest
-	13, // 25: compactor.v1.CompactionService.WatchCompactions:input_type -> compactor.v1.WatchCompactionsRequest
-	15, // 26: compactor.v1.CompactionService.CancelCompaction:input_type -> compactor.v1.CancelCompactionRequest
-	17, // 27: compactor.v1.CompactionService.ListNodes:input_type -> compactor.v1.ListNodesRequest
-	7,  // 28: compactor.v1.CompactionService.Compact:output_type -> compactor.v1.CompactResponse
-	10, // 29: compactor.v1.CompactionService.GetCompaction:output_type -> compactor.v1.GetCompactionResponse
-	12, // 30: compactor.v1.CompactionService.ListCompactions:output_type -> compactor.v1.ListCompactionsResponse
-	14, // 31: compactor.v1.CompactionService.WatchCompactions:output_type -> compactor.v1.WatchCompactionsResponse
-	16, // 32: compactor.v1.CompactionService.CancelCompaction:output_type -> compactor.v1.CancelCompactionResponse
-	18, // 33: compactor.v1.CompactionService.ListNodes:output_type -> compactor.v1.ListNodesResponse
-	28, // [28:34] is the sub-list for method output_type
-	22, // [22:28] is the sub-list for method input_type
-	22, // [22:22] is the sub-list for extension type_name
-	22, // [22:22] is the sub-list for extension extendee
-	0,  // [0:22] is the sub-list for field type_name
+	6,  // 7: compactor.v1.Job.index_rebuild:type_name -> compactor.v1.IndexRebuildParams
+	5,  // 8: compactor.v1.Job.verify:type_name -> compactor.v1.VerifyParams
+	27, // 9: compactor.v1.Progress.eta:type_name -> google.protobuf.Duration
+	10, // 10: compactor.v1.CompactResponse.jobs:type_name -> compactor.v1.CompactResult
+	4,  // 11: compactor.v1.CompactResult.job:type_name -> compactor.v1.Job
+	4,  // 12: compactor.v1.GetCompactionResponse.job:type_name -> compactor.v1.Job
+	0,  // 13: compactor.v1.ListCompactionsRequest.states:type_name -> compactor.v1.JobState
+	2,  // 14: compactor.v1.ListCompactionsRequest.trigger:type_name -> compactor.v1.Trigger
+	1,  // 15: compactor.v1.ListCompactionsRequest.kinds:type_name -> compactor.v1.JobKind
+	4,  // 16: compactor.v1.ListCompactionsResponse.jobs:type_name -> compactor.v1.Job
+	1,  // 17: compactor.v1.WatchCompactionsRequest.kinds:type_name -> compactor.v1.JobKind
+	3,  // 18: compactor.v1.WatchCompactionsResponse.type:type_name -> compactor.v1.WatchEventType
+	4,  // 19: compactor.v1.WatchCompactionsResponse.job:type_name -> compactor.v1.Job
+	4,  // 20: compactor.v1.CancelCompactionResponse.job:type_name -> compactor.v1.Job
+	4,  // 21: compactor.v1.RebuildIndexResponse.job:type_name -> compactor.v1.Job
+	4,  // 22: compactor.v1.VerifyCollectionResponse.job:type_name -> compactor.v1.Job
+	25, // 23: compactor.v1.ListNodesResponse.nodes:type_name -> compactor.v1.Node
+	26, // 24: compactor.v1.Node.start_time:type_name -> google.protobuf.Timestamp
+	26, // 25: compactor.v1.Node.heartbeat_time:type_name -> google.protobuf.Timestamp
+	8,  // 26: compactor.v1.CompactionService.Compact:input_type -> compactor.v1.CompactRequest
+	11, // 27: compactor.v1.CompactionService.GetCompaction:input_type -> compactor.v1.GetCompactionRequest
+	13, // 28: compactor.v1.CompactionService.ListCompactions:input_type -> compactor.v1.ListCompactionsRequest
+	15, // 29: compactor.v1.CompactionService.WatchCompactions:input_type -> compactor.v1.WatchCompactionsRequest
+	17, // 30: compactor.v1.CompactionService.CancelCompaction:input_type -> compactor.v1.CancelCompactionRequest
+	23, // 31: compactor.v1.CompactionService.ListNodes:input_type -> compactor.v1.ListNodesRequest
+	19, // 32: compactor.v1.CompactionService.RebuildIndex:input_type -> compactor.v1.RebuildIndexRequest
+	21, // 33: compactor.v1.CompactionService.VerifyCollection:input_type -> compactor.v1.VerifyCollectionRequest
+	9,  // 34: compactor.v1.CompactionService.Compact:output_type -> compactor.v1.CompactResponse
+	12, // 35: compactor.v1.CompactionService.GetCompaction:output_type -> compactor.v1.GetCompactionResponse
+	14, // 36: compactor.v1.CompactionService.ListCompactions:output_type -> compactor.v1.ListCompactionsResponse
+	16, // 37: compactor.v1.CompactionService.WatchCompactions:output_type -> compactor.v1.WatchCompactionsResponse
+	18, // 38: compactor.v1.CompactionService.CancelCompaction:output_type -> compactor.v1.CancelCompactionResponse
+	24, // 39: compactor.v1.CompactionService.ListNodes:output_type -> compactor.v1.ListNodesResponse
+	20, // 40: compactor.v1.CompactionService.RebuildIndex:output_type -> compactor.v1.RebuildIndexResponse
+	22, // 41: compactor.v1.CompactionService.VerifyCollection:output_type -> compactor.v1.VerifyCollectionResponse
+	34, // [34:42] is the sub-list for method output_type
+	26, // [26:34] is the sub-list for method input_type
+	26, // [26:26] is the sub-list for extension type_name
+	26, // [26:26] is the sub-list for extension extendee
+	0,  // [0:26] is the sub-list for field type_name
 }
 
 func init() { file_compactor_v1_compaction_proto_init() }
@@ -1715,7 +2177,7 @@ func file_compactor_v1_compaction_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_compactor_v1_compaction_proto_rawDesc), len(file_compactor_v1_compaction_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   16,
+			NumMessages:   22,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -51,6 +51,12 @@ const (
 	// CompactionServiceListNodesProcedure is the fully-qualified name of the CompactionService's
 	// ListNodes RPC.
 	CompactionServiceListNodesProcedure = "/compactor.v1.CompactionService/ListNodes"
+	// CompactionServiceRebuildIndexProcedure is the fully-qualified name of the CompactionService's
+	// RebuildIndex RPC.
+	CompactionServiceRebuildIndexProcedure = "/compactor.v1.CompactionService/RebuildIndex"
+	// CompactionServiceVerifyCollectionProcedure is the fully-qualified name of the CompactionService's
+	// VerifyCollection RPC.
+	CompactionServiceVerifyCollectionProcedure = "/compactor.v1.CompactionService/VerifyCollection"
 )
 
 // CompactionServiceClient is a client for the compactor.v1.CompactionService service.
@@ -93,6 +99,44 @@ type CompactionServiceClient interface {
 	// (they share one queue of jobs), by name, with whether each is alive: a
 	// replica that missed three heartbeats is shown as gone.
 	ListNodes(context.Context, *connect.Request[v1.ListNodesRequest]) (*connect.Response[v1.ListNodesResponse], error)
+	// RebuildIndex queues a job of kind JOB_KIND_INDEX_REBUILD for a collection:
+	// it builds a fresh vector index from every record of the current segment
+	// version (read from its blocks, so a damaged index is repaired), with the
+	// collection's HNSW parameters or new ones (m, ef_construction), and
+	// commits a new version with the same blocks and the new index; the new
+	// parameters become the collection's at that commit. It runs in the queue
+	// with the compactions (one job of a collection at a time), is listed,
+	// watched and cancelled like them, and reports the phase "indexing" with
+	// vectors_indexed of vectors_total. A cancelled or failed rebuild leaves the
+	// previous index current. A collection with a rebuild already queued gets
+	// that job back (created = false) with its own parameters.
+	//
+	// Errors: INVALID_ARGUMENT for a malformed collection_id, or m or
+	// ef_construction out of bounds (named in a google.rpc.BadRequest); NOT_FOUND
+	// for an unknown collection; FAILED_PRECONDITION for a collection created
+	// with indexing off.
+	RebuildIndex(context.Context, *connect.Request[v1.RebuildIndexRequest]) (*connect.Response[v1.RebuildIndexResponse], error)
+	// VerifyCollection queues a job of kind JOB_KIND_VERIFY for a collection: it
+	// re-reads every blob of a kept segment version (the current one, or
+	// version) and checks the manifest, each blob's SHA-256 checksum, each
+	// block's and delta's record count and digest, and the version's count and
+	// digest; with replay, it also re-materializes the version from the
+	// previous kept version and the log between them and compares the digests.
+	// It commits nothing. It runs in the queue with the compactions (one job of
+	// a collection at a time), is listed, watched and cancelled like them, and
+	// reports the phases "verifying" (blocks_written of blocks_total: blobs
+	// checked) and "replaying" (records_read of records_total). The job ends
+	// FAILED with an error starting "verification failed", naming each blob
+	// that is wrong, when the version does not verify; SUCCEEDED with a note
+	// saying what was checked (and why it was not replayed, when it was not)
+	// otherwise. A collection with a verify job queued already gets that job
+	// back (created = false) with its own parameters.
+	//
+	// Errors: INVALID_ARGUMENT for a malformed collection_id or a negative
+	// version; NOT_FOUND for an unknown collection, or a version that is not
+	// kept (the message names the kept ones); FAILED_PRECONDITION for a
+	// collection with nothing compacted yet.
+	VerifyCollection(context.Context, *connect.Request[v1.VerifyCollectionRequest]) (*connect.Response[v1.VerifyCollectionResponse], error)
 }
 
 // NewCompactionServiceClient constructs a client for the compactor.v1.CompactionService service. By
@@ -146,6 +190,18 @@ func NewCompactionServiceClient(httpClient connect.HTTPClient, baseURL string, o
 			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 			connect.WithClientOptions(opts...),
 		),
+		rebuildIndex: connect.NewClient[v1.RebuildIndexRequest, v1.RebuildIndexResponse](
+			httpClient,
+			baseURL+CompactionServiceRebuildIndexProcedure,
+			connect.WithSchema(compactionServiceMethods.ByName("RebuildIndex")),
+			connect.WithClientOptions(opts...),
+		),
+		verifyCollection: connect.NewClient[v1.VerifyCollectionRequest, v1.VerifyCollectionResponse](
+			httpClient,
+			baseURL+CompactionServiceVerifyCollectionProcedure,
+			connect.WithSchema(compactionServiceMethods.ByName("VerifyCollection")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -157,6 +213,8 @@ type compactionServiceClient struct {
 	watchCompactions *connect.Client[v1.WatchCompactionsRequest, v1.WatchCompactionsResponse]
 	cancelCompaction *connect.Client[v1.CancelCompactionRequest, v1.CancelCompactionResponse]
 	listNodes        *connect.Client[v1.ListNodesRequest, v1.ListNodesResponse]
+	rebuildIndex     *connect.Client[v1.RebuildIndexRequest, v1.RebuildIndexResponse]
+	verifyCollection *connect.Client[v1.VerifyCollectionRequest, v1.VerifyCollectionResponse]
 }
 
 // Compact calls compactor.v1.CompactionService.Compact.
@@ -187,6 +245,16 @@ func (c *compactionServiceClient) CancelCompaction(ctx context.Context, req *con
 // ListNodes calls compactor.v1.CompactionService.ListNodes.
 func (c *compactionServiceClient) ListNodes(ctx context.Context, req *connect.Request[v1.ListNodesRequest]) (*connect.Response[v1.ListNodesResponse], error) {
 	return c.listNodes.CallUnary(ctx, req)
+}
+
+// RebuildIndex calls compactor.v1.CompactionService.RebuildIndex.
+func (c *compactionServiceClient) RebuildIndex(ctx context.Context, req *connect.Request[v1.RebuildIndexRequest]) (*connect.Response[v1.RebuildIndexResponse], error) {
+	return c.rebuildIndex.CallUnary(ctx, req)
+}
+
+// VerifyCollection calls compactor.v1.CompactionService.VerifyCollection.
+func (c *compactionServiceClient) VerifyCollection(ctx context.Context, req *connect.Request[v1.VerifyCollectionRequest]) (*connect.Response[v1.VerifyCollectionResponse], error) {
+	return c.verifyCollection.CallUnary(ctx, req)
 }
 
 // CompactionServiceHandler is an implementation of the compactor.v1.CompactionService service.
@@ -229,6 +297,44 @@ type CompactionServiceHandler interface {
 	// (they share one queue of jobs), by name, with whether each is alive: a
 	// replica that missed three heartbeats is shown as gone.
 	ListNodes(context.Context, *connect.Request[v1.ListNodesRequest]) (*connect.Response[v1.ListNodesResponse], error)
+	// RebuildIndex queues a job of kind JOB_KIND_INDEX_REBUILD for a collection:
+	// it builds a fresh vector index from every record of the current segment
+	// version (read from its blocks, so a damaged index is repaired), with the
+	// collection's HNSW parameters or new ones (m, ef_construction), and
+	// commits a new version with the same blocks and the new index; the new
+	// parameters become the collection's at that commit. It runs in the queue
+	// with the compactions (one job of a collection at a time), is listed,
+	// watched and cancelled like them, and reports the phase "indexing" with
+	// vectors_indexed of vectors_total. A cancelled or failed rebuild leaves the
+	// previous index current. A collection with a rebuild already queued gets
+	// that job back (created = false) with its own parameters.
+	//
+	// Errors: INVALID_ARGUMENT for a malformed collection_id, or m or
+	// ef_construction out of bounds (named in a google.rpc.BadRequest); NOT_FOUND
+	// for an unknown collection; FAILED_PRECONDITION for a collection created
+	// with indexing off.
+	RebuildIndex(context.Context, *connect.Request[v1.RebuildIndexRequest]) (*connect.Response[v1.RebuildIndexResponse], error)
+	// VerifyCollection queues a job of kind JOB_KIND_VERIFY for a collection: it
+	// re-reads every blob of a kept segment version (the current one, or
+	// version) and checks the manifest, each blob's SHA-256 checksum, each
+	// block's and delta's record count and digest, and the version's count and
+	// digest; with replay, it also re-materializes the version from the
+	// previous kept version and the log between them and compares the digests.
+	// It commits nothing. It runs in the queue with the compactions (one job of
+	// a collection at a time), is listed, watched and cancelled like them, and
+	// reports the phases "verifying" (blocks_written of blocks_total: blobs
+	// checked) and "replaying" (records_read of records_total). The job ends
+	// FAILED with an error starting "verification failed", naming each blob
+	// that is wrong, when the version does not verify; SUCCEEDED with a note
+	// saying what was checked (and why it was not replayed, when it was not)
+	// otherwise. A collection with a verify job queued already gets that job
+	// back (created = false) with its own parameters.
+	//
+	// Errors: INVALID_ARGUMENT for a malformed collection_id or a negative
+	// version; NOT_FOUND for an unknown collection, or a version that is not
+	// kept (the message names the kept ones); FAILED_PRECONDITION for a
+	// collection with nothing compacted yet.
+	VerifyCollection(context.Context, *connect.Request[v1.VerifyCollectionRequest]) (*connect.Response[v1.VerifyCollectionResponse], error)
 }
 
 // NewCompactionServiceHandler builds an HTTP handler from the service implementation. It returns
@@ -278,6 +384,18 @@ func NewCompactionServiceHandler(svc CompactionServiceHandler, opts ...connect.H
 		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 		connect.WithHandlerOptions(opts...),
 	)
+	compactionServiceRebuildIndexHandler := connect.NewUnaryHandler(
+		CompactionServiceRebuildIndexProcedure,
+		svc.RebuildIndex,
+		connect.WithSchema(compactionServiceMethods.ByName("RebuildIndex")),
+		connect.WithHandlerOptions(opts...),
+	)
+	compactionServiceVerifyCollectionHandler := connect.NewUnaryHandler(
+		CompactionServiceVerifyCollectionProcedure,
+		svc.VerifyCollection,
+		connect.WithSchema(compactionServiceMethods.ByName("VerifyCollection")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/compactor.v1.CompactionService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case CompactionServiceCompactProcedure:
@@ -292,6 +410,10 @@ func NewCompactionServiceHandler(svc CompactionServiceHandler, opts ...connect.H
 			compactionServiceCancelCompactionHandler.ServeHTTP(w, r)
 		case CompactionServiceListNodesProcedure:
 			compactionServiceListNodesHandler.ServeHTTP(w, r)
+		case CompactionServiceRebuildIndexProcedure:
+			compactionServiceRebuildIndexHandler.ServeHTTP(w, r)
+		case CompactionServiceVerifyCollectionProcedure:
+			compactionServiceVerifyCollectionHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -323,4 +445,12 @@ func (UnimplementedCompactionServiceHandler) CancelCompaction(context.Context, *
 
 func (UnimplementedCompactionServiceHandler) ListNodes(context.Context, *connect.Request[v1.ListNodesRequest]) (*connect.Response[v1.ListNodesResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("compactor.v1.CompactionService.ListNodes is not implemented"))
+}
+
+func (UnimplementedCompactionServiceHandler) RebuildIndex(context.Context, *connect.Request[v1.RebuildIndexRequest]) (*connect.Response[v1.RebuildIndexResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("compactor.v1.CompactionService.RebuildIndex is not implemented"))
+}
+
+func (UnimplementedCompactionServiceHandler) VerifyCollection(context.Context, *connect.Request[v1.VerifyCollectionRequest]) (*connect.Response[v1.VerifyCollectionResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("compactor.v1.CompactionService.VerifyCollection is not implemented"))
 }

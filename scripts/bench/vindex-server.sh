@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# Benchmark of the vector index through the real server (not run in CI): a
+# BENCH_VSERVE_N × 128 Gaussian mixture (scripts/bench/vecgen, the l2 set of
+# scripts/bench/vindex.sh) pushed into `compactor serve` (SQLite + file://,
+# default index settings: M 16, ef_construction 200, ef_search 100) and
+# measured by scripts/bench/vserve over the Connect API:
+#   - one full compaction with indexing: the job's time, its index phase
+#     (the server's compactor_index_build_seconds), and the server's peak
+#     RSS (VmHWM, reset just before the job) against the 1.5 GB goal;
+#   - QueryRecords, k = 10, from BENCH_VSERVE_CLIENTS concurrent clients:
+#     p50 / p99 latency, queries/s and recall@10 against an exact scan;
+#   - filtered queries at 1 %, 10 % and 50 % selectivity: recall@10 and
+#     latency;
+#   - BENCH_VSERVE_UPSERTS updates pushed and compacted: the index phase as a
+#     percentage of the full build's, the peak RSS, and recall after it.
+# It ends with a markdown table with the 1-minute load average beside each
+# figure: on a shared machine the times are loaded figures, not verdicts.
+#
+# Environment:
+#   BENCH_VSERVE_N        vectors (default 1000000; 200000 on a busy machine)
+#   BENCH_VSERVE_QUERIES  query vectors (default 1000)
+#   BENCH_VSERVE_CLIENTS  concurrent query clients (default 8)
+#   BENCH_VSERVE_REQUESTS queries per client (default 250)
+#   BENCH_VSERVE_UPSERTS  updates of the incremental step (default 10000)
+#   BENCH_VSERVE_DIR      working directory (default .cache/bench-vserve; the
+#                         1M set takes ~600 MB, the server's data dir ~1.5 GB;
+#                         the data dir is removed at the end unless KEEP_DATA=1)
+# Needs: go.
+set -euo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/../.."
+N=${BENCH_VSERVE_N:-1000000}
+QUERIES=${BENCH_VSERVE_QUERIES:-1000}
+CLIENTS=${BENCH_VSERVE_CLIENTS:-8}
+REQUESTS=${BENCH_VSERVE_REQUESTS:-250}
+UPSERTS=${BENCH_VSERVE_UPSERTS:-10000}
+DIR=${BENCH_VSERVE_DIR:-.cache/bench-vserve}
+
+note() { echo "bench vserve: $*" >&2; }
+die() { note "$*"; exit 1; }
+for v in "$N" "$QUERIES" "$CLIENTS" "$REQUESTS" "$UPSERTS"; do
+	[[ $v =~ ^[1-9][0-9]*$ ]] || die "BENCH_VSERVE_N, _QUERIES, _CLIENTS, _REQUESTS and _UPSERTS take positive integers, got '$v'"
+done
+mkdir -p "$DIR"
+DIR=$(cd "$DIR" && pwd)
+go build -o "$DIR/bin/" ./cmd/compactor ./scripts/bench/vecgen ./scripts/bench/vserve
+
+args="-n $N -queries $QUERIES -dim 128 -centres 1000"
+if [[ ! -f $DIR/mixture.json || $(cat "$DIR/mixture.args" 2>/dev/null) != "$args" ]]; then
+	note "generating the mixture ($args)"
+	# shellcheck disable=SC2086
+	"$DIR/bin/vecgen" -kind mixture $args -out "$DIR"
+	echo "$args" >"$DIR/mixture.args"
+fi
+
+data=$DIR/data
+log=$DIR/server.log
+rm -rf "$data"
+server_pid=
+cleanup() {
+	local rc=$?
+	if [[ -n $server_pid ]]; then
+		kill -TERM "$server_pid" 2>/dev/null || true
+		for _ in $(seq 600); do kill -0 "$server_pid" 2>/dev/null || break; sleep 0.1; done
+		kill -KILL "$server_pid" 2>/dev/null || true
+		wait "$server_pid" 2>/dev/null || true
+	fi
+	[[ ${KEEP_DATA:-} == 1 ]] || rm -rf "$data"
+	[[ $rc -eq 0 ]] || note "failed (status $rc); the server's log is $log"
+	exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# One job for the whole collection, no scheduled compaction, no backpressure.
+"$DIR/bin/compactor" serve --listen 127.0.0.1:0 --data-dir "$data" --log-format text --schedule-interval 1h \
+	--max-backlog $((4 * N)) --max-compaction-size $((2 * N)) >"$log" 2>&1 &
+server_pid=$!
+addr=
+for _ in $(seq 1200); do
+	kill -0 "$server_pid" 2>/dev/null || die "compactor serve exited at start: $(tail -5 "$log")"
+	addr=$(sed -n 's/.*msg=serving addr=\([0-9.]*:[0-9]*\).*/\1/p' "$log" | head -n 1)
+	[[ -n $addr ]] && break
+	sleep 0.1
+done
+[[ -n $addr ]] || die "compactor serve did not log its address in 120 s: $(tail -5 "$log")"
+for _ in $(seq 1200); do "$DIR/bin/compactor" --addr "http://$addr" healthcheck >/dev/null 2>&1 && break; sleep 0.1; done
+note "server at http://$addr (pid $server_pid, load $(cut -d' ' -f1 /proc/loadavg))"
+
+"$DIR/bin/vserve" -addr "http://$addr" -server-pid "$server_pid" -dir "$DIR" -kind mixture \
+	-clients "$CLIENTS" -requests "$REQUESTS" -upserts "$UPSERTS" -json "$DIR/vserve.json"
