@@ -38,7 +38,8 @@ type AuditEvent struct {
 	// saw it (a proxy's address behind a proxy).
 	Source string `protobuf:"bytes,5,opt,name=source,proto3" json:"source,omitempty"`
 	// The action: "compact", "cancel", "pause", "resume", "throttle",
-	// "settings", "collection.create", "collection.delete".
+	// "settings", "collection.create", "collection.delete", and "verify" or
+	// "index_rebuild" for a job of that kind queued by an operator.
 	Action string `protobuf:"bytes,6,opt,name=action,proto3" json:"action,omitempty"`
 	// The collection acted on (a UUID); empty for actions on every collection
 	// (the global pause, the throughput cap).
