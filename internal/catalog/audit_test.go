@@ -11,6 +11,7 @@ import (
 
 	"github.com/compactorhq/compactor/internal/audit"
 	"github.com/compactorhq/compactor/internal/catalog"
+	"github.com/compactorhq/compactor/internal/jobtype"
 )
 
 var alice = audit.Actor{Name: "alice", Role: "operator", Source: "10.0.0.7:51234"}
@@ -255,6 +256,25 @@ func TestJobTriggeredByIsKept(t *testing.T) {
 		queued, err := c.ListJobs(ctx, catalog.JobFilter{States: []catalog.JobState{catalog.JobQueued}})
 		if err != nil || len(queued) != 1 || queued[0].TriggeredBy != "alice" || queued[0].Continues != job.ID {
 			t.Fatalf("follow-up: %+v, %v", queued, err)
+		}
+	})
+}
+
+// TestAuditNamesJobsOfOtherKindsByKind: a verify job queued by an operator
+// is audited as "verify", with its job.
+func TestAuditNamesJobsOfOtherKindsByKind(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		c := e.open(t)
+		col := mustCreate(t, c, "v", 2)
+		outs, err := c.EnqueueJobs(ctx, []catalog.EnqueueCall{{Actor: &alice, Requests: []catalog.JobRequest{
+			{CollectionID: col.ID, Kind: jobtype.KindVerify, Trigger: catalog.TriggerOneOff, TriggeredBy: alice.Name},
+		}}})
+		if err != nil || outs[0].Err != nil {
+			t.Fatalf("enqueue: %v %v", err, outs)
+		}
+		events, err := c.ListAuditEvents(ctx, catalog.AuditFilter{})
+		if err != nil || len(events) != 1 || events[0].Action != "verify" || events[0].JobID != outs[0].Jobs[0].Job.ID {
+			t.Fatalf("events: %+v, %v", events, err)
 		}
 	})
 }
