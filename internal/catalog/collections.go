@@ -88,17 +88,25 @@ type querier interface {
 // characters (NUL, newlines, bidirectional overrides...), which would
 // mislead whoever reads the name in a table, a log or the page.
 func validateName(name string) error {
-	switch {
-	case strings.TrimSpace(name) == "":
+	if strings.TrimSpace(name) == "" {
 		return fmt.Errorf("collection name must not be empty: %w", ErrInvalidArgument)
-	case len(name) > maxNameBytes:
-		return fmt.Errorf("collection name is %d bytes, longer than the limit of %d: %w", len(name), maxNameBytes, ErrInvalidArgument)
-	case !utf8.ValidString(name):
-		return fmt.Errorf("collection name is not valid UTF-8: %w", ErrInvalidArgument)
 	}
-	for i, r := range name {
+	return checkText("collection name", name, maxNameBytes)
+}
+
+// checkText checks s, text that people read (what names it in errors,
+// "collection name"): at most maxBytes bytes, valid UTF-8, no control or
+// format characters. Errors match ErrInvalidArgument.
+func checkText(what, s string, maxBytes int) error {
+	switch {
+	case len(s) > maxBytes:
+		return fmt.Errorf("%s is %d bytes, longer than the limit of %d: %w", what, len(s), maxBytes, ErrInvalidArgument)
+	case !utf8.ValidString(s):
+		return fmt.Errorf("%s is not valid UTF-8: %w", what, ErrInvalidArgument)
+	}
+	for i, r := range s {
 		if unicode.In(r, unicode.Cc, unicode.Cf) {
-			return fmt.Errorf("collection name has the control or format character %U at byte %d: %w", r, i, ErrInvalidArgument)
+			return fmt.Errorf("%s has the control or format character %U at byte %d: %w", what, r, i, ErrInvalidArgument)
 		}
 	}
 	return nil

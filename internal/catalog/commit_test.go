@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/compactorhq/compactor/internal/catalog"
+	"github.com/compactorhq/compactor/internal/jobtype"
 	"github.com/compactorhq/compactor/internal/materialize"
 )
 
@@ -28,7 +29,7 @@ func TestCommitCompactionCommitsEverythingAtOnce(t *testing.T) {
 			t.Fatal("setup: collection not dead-lettered")
 		}
 		started := ms(e.clock.Advance(time.Second))
-		job := catalog.Job{ID: uuid.NewString(), CollectionID: col.ID, Trigger: catalog.TriggerOneOff, State: catalog.JobRunning,
+		job := catalog.Job{ID: uuid.NewString(), CollectionID: col.ID, Kind: jobtype.KindCompaction, Trigger: catalog.TriggerOneOff, State: catalog.JobRunning,
 			Attempt: 1, CreatedAt: started, StartedAt: started, Node: "n1"}
 		if err := c.InsertJob(ctx, job); err != nil {
 			t.Fatal(err)

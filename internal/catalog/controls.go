@@ -127,15 +127,10 @@ func (c *Catalog) updateCollection(ctx context.Context, id string, entry func(be
 				return err
 			}
 		}
-		res, err := tx.ExecContext(ctx, c.d.q(`UPDATE collections SET `+set+` WHERE id = ?`), append(args, id)...)
-		if err != nil {
+		if err := c.updateOne(ctx, tx, `UPDATE collections SET `+set+` WHERE id = ?`, append(args, id)...); err != nil {
 			return err
 		}
-		if n, err := rowsAffected(res); err != nil {
-			return err
-		} else if n == 0 {
-			return ErrNotFound
-		}
+		var err error
 		if col, err = c.queryCollection(ctx, tx, id); err != nil {
 			return err
 		}

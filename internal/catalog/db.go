@@ -312,6 +312,21 @@ func placeholders(n int) string {
 	return string(b)
 }
 
+// updateOne runs in tx an UPDATE (query, with ? placeholders) that must
+// match one row: ErrNotFound when it matches none.
+func (c *Catalog) updateOne(ctx context.Context, tx *sql.Tx, query string, args ...any) error {
+	res, err := tx.ExecContext(ctx, c.d.q(query), args...)
+	if err != nil {
+		return err
+	}
+	if n, err := rowsAffected(res); err != nil {
+		return err
+	} else if n == 0 {
+		return ErrNotFound
+	}
+	return nil
+}
+
 // rowsAffected returns res.RowsAffected, as an error when the driver cannot
 // tell.
 func rowsAffected(res sql.Result) (int64, error) {

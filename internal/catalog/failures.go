@@ -40,18 +40,12 @@ func (c *Catalog) RecordFailure(ctx context.Context, id string, deadLetterAfter 
 		dead     sql.NullInt64
 	)
 	err := c.writeTx(ctx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, c.d.q(`UPDATE collections SET
+		if err := c.updateOne(ctx, tx, `UPDATE collections SET
 				failure_count = failure_count + 1,
 				dead_lettered_at = CASE WHEN dead_lettered_at IS NULL AND failure_count + 1 >= ? THEN ? ELSE dead_lettered_at END,
 				updated_at = ?
-			WHERE id = ?`), deadLetterAfter, now, now, id)
-		if err != nil {
+			WHERE id = ?`, deadLetterAfter, now, now, id); err != nil {
 			return err
-		}
-		if n, err := rowsAffected(res); err != nil {
-			return err
-		} else if n == 0 {
-			return ErrNotFound
 		}
 		return tx.QueryRowContext(ctx, c.d.q(`SELECT failure_count, dead_lettered_at FROM collections WHERE id = ?`), id).Scan(&failures, &dead)
 	})
@@ -66,16 +60,7 @@ func (c *Catalog) RecordFailure(ctx context.Context, id string, deadLetterAfter 
 func (c *Catalog) RecordSuccess(ctx context.Context, id string) error {
 	now := ms(c.now())
 	err := c.writeTx(ctx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, c.d.q(`UPDATE collections SET `+clearFailureState+`, updated_at = ? WHERE id = ?`), now, id)
-		if err != nil {
-			return err
-		}
-		if n, err := rowsAffected(res); err != nil {
-			return err
-		} else if n == 0 {
-			return ErrNotFound
-		}
-		return nil
+		return c.updateOne(ctx, tx, `UPDATE collections SET `+clearFailureState+`, updated_at = ? WHERE id = ?`, now, id)
 	})
 	return c.wrap(err, "record success of collection %s", id)
 }

@@ -10,12 +10,13 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/compactorhq/compactor/internal/catalog"
+	"github.com/compactorhq/compactor/internal/jobtype"
 )
 
 func fullJob(collectionID string, at time.Time) catalog.Job {
 	return catalog.Job{
-		ID: uuid.NewString(), CollectionID: collectionID, Trigger: catalog.TriggerOneOff, State: catalog.JobSucceeded,
-		Reason: "operator: <b>reindex</b>", Attempt: 3,
+		ID: uuid.NewString(), CollectionID: collectionID, Kind: jobtype.KindIndexRebuild, Params: `{"m":32}`,
+		Trigger: catalog.TriggerOneOff, State: catalog.JobSucceeded, Reason: "operator: <b>reindex</b>", Attempt: 3,
 		CreatedAt: at, StartedAt: at.Add(time.Second), FinishedAt: at.Add(3 * time.Second),
 		OffsetStart: 10, OffsetEnd: 20, RecordsRead: 10, RecordsWritten: 7, BytesWritten: 1 << 40,
 		VersionBefore: 4, VersionAfter: 5, Error: "", Note: "ok", Node: "host-1", Continues: uuid.NewString(),
@@ -27,7 +28,7 @@ func TestInsertAndGetJob(t *testing.T) {
 		c := e.open(t)
 		col := mustCreate(t, c, "jobs", 0)
 		full := fullJob(col.ID, ms(e.clock.Now()))
-		queued := catalog.Job{ID: uuid.NewString(), CollectionID: col.ID, Trigger: catalog.TriggerScheduled, State: catalog.JobQueued}
+		queued := catalog.Job{ID: uuid.NewString(), CollectionID: col.ID, Kind: jobtype.KindCompaction, Trigger: catalog.TriggerScheduled, State: catalog.JobQueued}
 		queuedWant := queued
 		queuedWant.CreatedAt = ms(e.clock.Now()) // a zero creation time is set to now
 		subMs := fullJob(col.ID, e.clock.Now().Add(123456*time.Nanosecond))
@@ -76,7 +77,7 @@ func TestUpdateJob(t *testing.T) {
 		col := mustCreate(t, c, "jobs", 0)
 		other := mustCreate(t, c, "other", 0)
 		created := ms(e.clock.Now())
-		j := catalog.Job{ID: uuid.NewString(), CollectionID: col.ID, Trigger: catalog.TriggerScheduled, State: catalog.JobQueued, Attempt: 1, CreatedAt: created}
+		j := catalog.Job{ID: uuid.NewString(), CollectionID: col.ID, Kind: jobtype.KindCompaction, Trigger: catalog.TriggerScheduled, State: catalog.JobQueued, Attempt: 1, CreatedAt: created}
 		if err := c.InsertJob(ctx, j); err != nil {
 			t.Fatal(err)
 		}
@@ -84,8 +85,9 @@ func TestUpdateJob(t *testing.T) {
 		running.State, running.StartedAt, running.Node, running.OffsetStart, running.OffsetEnd = catalog.JobRunning, created.Add(time.Second), "n2", 5, 9
 		failed := fullJob(col.ID, created)
 		failed.ID, failed.State, failed.Error, failed.Note = j.ID, catalog.JobFailed, "blob store: timeout", ""
-		failed.Continues = "" // set at insertion only: see "continues is kept"
-		reverted := failed    // optional times and text can be cleared again
+		failed.Continues = ""                         // set at insertion only: see "continues is kept"
+		failed.Kind, failed.Params = j.Kind, j.Params // likewise
+		reverted := failed                            // optional times and text can be cleared again
 		reverted.StartedAt, reverted.FinishedAt, reverted.Error, reverted.Reason = time.Time{}, time.Time{}, "", ""
 		moved := reverted // identity fields are not mutable
 		moved.CollectionID, moved.CreatedAt, moved.Continues = other.ID, created.Add(time.Hour), uuid.NewString()
@@ -134,6 +136,7 @@ func TestListJobsFiltersAndPages(t *testing.T) {
 			}
 			j := catalog.Job{
 				ID:             uuid.NewString(),
+				Kind:           jobtype.KindCompaction,
 				CollectionID:   collection.ID,
 				CollectionName: collection.Name,
 				Trigger:        []catalog.Trigger{catalog.TriggerScheduled, catalog.TriggerOneOff}[i%3/2],

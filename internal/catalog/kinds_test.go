@@ -99,3 +99,43 @@ func TestJobKindsQueueApartAndRunOneAtATime(t *testing.T) {
 		}
 	})
 }
+
+// TestIndexRebuildRowsAndCommit: a job's params and its vector counts
+// (persisted with its lease) are stored; a commit with Index sets the
+// collection's M and ef_construction in its transaction and keeps the rest
+// (distance, ef_search), and one with settings out of bounds is refused.
+func TestIndexRebuildRowsAndCommit(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		c := e.open(t)
+		col := mustCreate(t, c, "rebuilt", 2)
+		params := jobtype.IndexRebuildParams{M: 24}.Encode()
+		queued, _ := mustEnqueue(t, c, catalog.JobRequest{CollectionID: col.ID, Kind: jobtype.KindIndexRebuild, Params: params, Trigger: catalog.TriggerOneOff})
+		if queued.Params != `{"m":24}` {
+			t.Fatalf("params %q", queued.Params)
+		}
+		j := mustClaim(t, c, "n1/a")
+		if j.Params != params || j.Kind != jobtype.KindIndexRebuild {
+			t.Fatalf("claimed %q with params %q", j.Kind, j.Params)
+		}
+		p := catalog.JobProgress{Phase: jobtype.PhaseIndexing, VectorsIndexed: 40, VectorsTotal: 100}
+		if _, err := c.RenewLease(ctx, j.ID, "n1/a", lease, p); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := c.GetJob(ctx, j.ID); err != nil || got.Progress.VectorsIndexed != 40 || got.Progress.VectorsTotal != 100 || got.Params != params {
+			t.Fatalf("stored job: progress %+v params %q, %v", got.Progress, got.Params, err)
+		}
+		was := mustGet(t, c, col.ID).Index
+		ix := was.WithDefaults()
+		ix.M, ix.EfConstruction = 24, 300
+		bad := ix
+		bad.M = 1000
+		wantErr(t, "a commit with M out of bounds", c.CommitCompaction(ctx, catalog.Commit{CollectionID: col.ID, BaseVersion: 0, NewVersion: 1, ManifestKey: "v1", Index: &bad}), catalog.ErrInvalidArgument)
+		if err := c.CommitCompaction(ctx, catalog.Commit{CollectionID: col.ID, BaseVersion: 0, NewVersion: 1, ManifestKey: "v1", Index: &ix}); err != nil {
+			t.Fatal(err)
+		}
+		got := mustGet(t, c, col.ID)
+		if got.SegmentVersion != 1 || got.Index.M != 24 || got.Index.EfConstruction != 300 || got.Index.EfSearch != was.WithDefaults().EfSearch || got.Index.Distance != was.WithDefaults().Distance {
+			t.Fatalf("collection after the commit: version %d, index %+v (was %+v)", got.SegmentVersion, got.Index, was)
+		}
+	})
+}

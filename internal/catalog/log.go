@@ -11,8 +11,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/compactorhq/compactor/internal/materialize"
 )
@@ -32,20 +30,10 @@ const DefaultKeyWindow = 24 * time.Hour
 // valid UTF-8 without control or format characters. Errors match
 // ErrInvalidArgument.
 func ValidatePushKey(key string) error {
-	switch {
-	case key == "":
+	if key == "" {
 		return fmt.Errorf("idempotency key is empty: %w", ErrInvalidArgument)
-	case len(key) > MaxPushKeyBytes:
-		return fmt.Errorf("idempotency key is %d bytes, longer than the limit of %d: %w", len(key), MaxPushKeyBytes, ErrInvalidArgument)
-	case !utf8.ValidString(key):
-		return fmt.Errorf("idempotency key is not valid UTF-8: %w", ErrInvalidArgument)
 	}
-	for i, r := range key {
-		if unicode.In(r, unicode.Cc, unicode.Cf) {
-			return fmt.Errorf("idempotency key has the control or format character %U at byte %d: %w", r, i, ErrInvalidArgument)
-		}
-	}
-	return nil
+	return checkText("idempotency key", key, MaxPushKeyBytes)
 }
 
 // AppendLog validates ops (materialize.Validate against the collection's

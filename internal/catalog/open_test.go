@@ -12,6 +12,7 @@ import (
 
 	"github.com/compactorhq/compactor/internal/catalog"
 	"github.com/compactorhq/compactor/internal/catalog/catalogtest"
+	"github.com/compactorhq/compactor/internal/jobtype"
 )
 
 func TestOpenRejectsBadConfig(t *testing.T) {
@@ -74,7 +75,7 @@ func TestReopenKeepsData(t *testing.T) {
 		}
 		col := mustCreate(t, c, "durable", 2)
 		mustAppend(t, c, col.ID, adds("a", 5, 2))
-		job := catalog.Job{ID: uuid.NewString(), CollectionID: col.ID, Trigger: catalog.TriggerOneOff, State: catalog.JobRunning, CreatedAt: ms(e.clock.Now())}
+		job := catalog.Job{ID: uuid.NewString(), CollectionID: col.ID, Kind: jobtype.KindCompaction, Trigger: catalog.TriggerOneOff, State: catalog.JobRunning, CreatedAt: ms(e.clock.Now())}
 		if err := c.InsertJob(ctx, job); err != nil {
 			t.Fatal(err)
 		}

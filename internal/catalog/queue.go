@@ -628,22 +628,32 @@ func (c *Catalog) ExpireLeases(ctx context.Context, renewing []string) ([]Job, e
 		if err != nil {
 			return err
 		}
-		for i := range jobs {
-			j := &jobs[i]
-			j.State, j.FinishedAt, j.Error = JobFailed, now, fmt.Sprintf(interruptedLease, cmp.Or(j.Node, j.LeaseOwner))
-			if err := c.execInterrupt(ctx, tx, *j); err != nil {
-				return err
-			}
-			j.VersionAfter, j.RecordsRead = j.VersionBefore, max(j.RecordsRead, j.Progress.OpRecordsRead)
-			j.LeaseOwner, j.LeaseExpiresAt = "", time.Time{}
-		}
-		return nil
+		return c.interruptJobs(ctx, tx, jobs, now, func(j *Job) string {
+			return fmt.Sprintf(interruptedLease, cmp.Or(j.Node, j.LeaseOwner))
+		})
 	})
 	if err != nil {
 		return nil, c.wrap(err, "expire job leases")
 	}
 	// Not logged here: the caller (the manager) logs each job it gets.
 	return jobs, nil
+}
+
+// interruptJobs ends each of jobs (RUNNING, read in tx) FAILED at now with
+// the error text why gives it (execInterrupt, which also queues its
+// follow-up), and updates jobs to what was written: no lease, the figures
+// its owner persisted.
+func (c *Catalog) interruptJobs(ctx context.Context, tx *sql.Tx, jobs []Job, now time.Time, why func(*Job) string) error {
+	for i := range jobs {
+		j := &jobs[i]
+		j.State, j.FinishedAt, j.Error = JobFailed, now, why(j)
+		if err := c.execInterrupt(ctx, tx, *j); err != nil {
+			return err
+		}
+		j.VersionAfter, j.RecordsRead = j.VersionBefore, max(j.RecordsRead, j.Progress.OpRecordsRead)
+		j.LeaseOwner, j.LeaseExpiresAt = "", time.Time{}
+	}
+	return nil
 }
 
 // ReleaseNode ends, as a process starts, the RUNNING jobs that a previous
@@ -674,16 +684,7 @@ func (c *Catalog) ReleaseNode(ctx context.Context, node string) ([]Job, error) {
 		if err != nil {
 			return err
 		}
-		for i := range jobs {
-			j := &jobs[i]
-			j.State, j.FinishedAt, j.Error = JobFailed, now, interrupted
-			if err := c.execInterrupt(ctx, tx, *j); err != nil {
-				return err
-			}
-			j.VersionAfter, j.RecordsRead = j.VersionBefore, max(j.RecordsRead, j.Progress.OpRecordsRead)
-			j.LeaseOwner, j.LeaseExpiresAt = "", time.Time{}
-		}
-		return nil
+		return c.interruptJobs(ctx, tx, jobs, now, func(*Job) string { return interrupted })
 	})
 	if err != nil {
 		return nil, c.wrap(err, "release jobs of node %s", node)

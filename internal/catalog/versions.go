@@ -203,15 +203,23 @@ const maxVerifyError = 4096
 // deleteChunk bounds the number of parameters of one DELETE ... IN (...).
 const deleteChunk = 500
 
+// lockSegmentVersion returns the current segment version of collection id,
+// its row locked for the rest of tx (PostgreSQL; SQLite's write
+// transaction holds the whole database). ErrNotFound: no such collection.
+func (c *Catalog) lockSegmentVersion(ctx context.Context, tx *sql.Tx, id string) (int64, error) {
+	var current int64
+	err := tx.QueryRowContext(ctx, c.d.q(`SELECT segment_version FROM collections WHERE id = ?`+c.d.forUpdate), id).Scan(&current)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, ErrNotFound
+	}
+	return current, err
+}
+
 // DeleteVersions removes version rows (never the current version: such a
 // request is ErrInvalidArgument and deletes nothing).
 func (c *Catalog) DeleteVersions(ctx context.Context, id string, versions []int64) error {
 	err := c.writeTx(ctx, func(tx *sql.Tx) error {
-		var current int64
-		err := tx.QueryRowContext(ctx, c.d.q(`SELECT segment_version FROM collections WHERE id = ?`+c.d.forUpdate), id).Scan(&current)
-		if errors.Is(err, sql.ErrNoRows) {
-			return ErrNotFound
-		}
+		current, err := c.lockSegmentVersion(ctx, tx, id)
 		if err != nil {
 			return err
 		}
@@ -279,11 +287,7 @@ func (c *Catalog) RetireVersions(ctx context.Context, id string, keep int, grace
 	var r Retention
 	err := c.writeTx(ctx, func(tx *sql.Tx) error {
 		r = Retention{}
-		var current int64
-		err := tx.QueryRowContext(ctx, c.d.q(`SELECT segment_version FROM collections WHERE id = ?`+c.d.forUpdate), id).Scan(&current)
-		if errors.Is(err, sql.ErrNoRows) {
-			return ErrNotFound
-		}
+		current, err := c.lockSegmentVersion(ctx, tx, id)
 		if err != nil {
 			return err
 		}

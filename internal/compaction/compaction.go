@@ -78,12 +78,17 @@ type Config struct {
 	// compaction commits, so the default (10 min) is far above what a
 	// maximum-size commit takes on a busy machine (seconds).
 	CommitTimeout time.Duration
+	// IndexCacheBytes bounds, in bytes (estimated: vectors and links), the
+	// decoded vector indexes kept in process for queries and the next
+	// compaction, least recently used out first; the index used last stays
+	// even when it alone is over the bound. 0 keeps only that one.
+	IndexCacheBytes int64
 }
 
 // DefaultConfig returns the defaults documented on the flags.
 func DefaultConfig() Config {
 	return Config{MaxRecords: 10_000_000, BatchRecords: 10_000, MemoryBytes: 256 << 20, SpillDir: os.TempDir(),
-		VersionsToKeep: 2, GCGrace: time.Hour, CommitTimeout: 10 * time.Minute}
+		VersionsToKeep: 2, GCGrace: time.Hour, CommitTimeout: 10 * time.Minute, IndexCacheBytes: DefaultIndexCacheBytes}
 }
 
 // RegisterFlags registers the compaction flags on fs with c's values as
@@ -96,6 +101,7 @@ func (c *Config) RegisterFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&c.VersionsToKeep, "versions-to-keep", c.VersionsToKeep, "segment versions retained per collection by GC")
 	fs.DurationVar(&c.GCGrace, "gc-grace", c.GCGrace, fmt.Sprintf("how long GC waits after a segment version stops being retained before deleting its blobs: the longest a read may take (at least %s)", MinGCGrace))
 	fs.DurationVar(&c.CommitTimeout, "commit-timeout", c.CommitTimeout, "longest a compaction's commit (and the clean-up after a failed one) may take; neither cancel nor shutdown interrupts it")
+	fs.Var((*byteSize)(&c.IndexCacheBytes), "index-cache-bytes", "bytes (estimated: vectors and links) of decoded vector indexes kept in memory for queries and the next compaction, e.g. 1GiB; least recently used out first, the last one used always kept")
 }
 
 // Validate rejects zero or negative sizes and a GC grace under MinGCGrace.
@@ -115,6 +121,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("--gc-grace must be at least %s (GC may delete a superseded version's blocks that long after it stops being retained, so it bounds how long a read may take), got %s", MinGCGrace, c.GCGrace)
 	case c.CommitTimeout <= 0:
 		return fmt.Errorf("--commit-timeout must be positive, got %s", c.CommitTimeout)
+	case c.IndexCacheBytes < 0:
+		return fmt.Errorf("--index-cache-bytes must not be negative, got %d", c.IndexCacheBytes)
 	}
 	return nil
 }
@@ -171,12 +179,13 @@ func IsTransient(err error) bool {
 
 // Options are per-call settings of Prepare and Compact.
 type Options struct {
-	// Progress, when set, is called after every log batch and every block
-	// write, from the calling goroutine, with the plan (Planned) from the
-	// first report on. BlocksTotal is 0 until jobtype.PhaseWriting, then an
-	// estimate from the slice: (records of the base + operation records
-	// read) / records per block, an upper bound when records are updated or
-	// deleted (never below BlocksWritten); the final report, of
+	// Progress, when set, is called as each phase starts and after every
+	// log batch and every block write, from the calling goroutine, with the
+	// plan (Planned) from the first report on. BlocksTotal is 0 until
+	// jobtype.PhaseWriting, then an estimate from the slice: (records of the
+	// base + operation records read) / records per block, an upper bound
+	// when records are updated or deleted (never below BlocksWritten), or 0
+	// when the writer writes a delta; the final report, of
 	// jobtype.PhaseCommitting, holds the exact count.
 	Progress func(jobtype.Progress)
 	// CommitJob, used by Compact only, builds the job row written in the
@@ -230,6 +239,9 @@ type Result struct {
 	// when positive, another compaction should follow at once.
 	Remaining int64
 	Note      string // "nothing to compact" when the backlog was empty
+	// WriteKind is what the writer wrote: segment.WroteBlocks or
+	// segment.WroteDelta; empty when nothing was written.
+	WriteKind segment.WriteKind
 }
 
 // Outcome is r in the vocabulary of jobs.
@@ -339,6 +351,7 @@ func New(cat Catalog, seg *segment.Store, cfg Config, logger *slog.Logger, opts 
 	}
 	c := &Compactor{cat: cat, seg: seg, cfg: cfg, logger: logger, pins: newPins(), purges: make(map[string]bool),
 		scans: make(chan struct{}, MaxConcurrentScans), indexes: newIndexCache()}
+	c.indexes.budget = cfg.IndexCacheBytes
 	for _, o := range opts {
 		o(c)
 	}
@@ -437,18 +450,22 @@ func (c *Compactor) Prepare(ctx context.Context, collectionID string, opts Optio
 			opts.Progress(p)
 		}
 	}
-	// Each step has a span, a child of the caller's (the job's) span in
-	// ctx; without one they are no-ops.
-	var step trace.Span
-	begin := func(name string) {
-		if step != nil {
-			step.End()
+	// Each phase (jobtype.Phase) is reported as it starts and has a span
+	// named after it, a child of the caller's (the job's) span in ctx;
+	// without one the spans are no-ops.
+	var p jobtype.Progress
+	var span trace.Span
+	enter := func(ph jobtype.Phase) {
+		if span != nil {
+			span.End()
 		}
-		_, step = startSpan(ctx, name)
+		_, span = startSpan(ctx, string(ph))
+		p.Phase = ph
+		report(p)
 	}
 	defer func() {
-		if step != nil {
-			endSpan(step, err)
+		if span != nil {
+			endSpan(span, err)
 		}
 	}()
 	coll, err := c.cat.GetCollection(ctx, collectionID)
@@ -497,13 +514,12 @@ func (c *Compactor) Prepare(ctx context.Context, collectionID string, opts Optio
 		return &Prepared{c: c, res: res, unpin: unpin, onDone: onDone}, nil
 	}
 
-	// 1. Read the log slice in batches (a reader goroutine fetches the
-	// next batch while this one sorts), grouping operation records by
-	// record id in sorted runs, spilled to disk past the memory budget.
-	begin("read log")
-	p := jobtype.Progress{Phase: jobtype.PhaseReading, OpRecordsTotal: total, Planned: true, OffsetStart: from, OffsetEnd: end,
+	// Reading the log: the slice in batches (a reader goroutine fetches
+	// the next batch while this one sorts), its operation records grouped
+	// by record id in sorted runs, spilled to disk past the memory budget.
+	p = jobtype.Progress{OpRecordsTotal: total, Planned: true, OffsetStart: from, OffsetEnd: end,
 		VersionBefore: coll.SegmentVersion, NoIndexing: coll.Index.Disabled}
-	report(p)
+	enter(jobtype.PhaseReading)
 	runs := &runSet{dir: c.cfg.SpillDir, budget: c.cfg.MemoryBytes / 4}
 	defer runs.close()
 	if total > 0 {
@@ -517,18 +533,17 @@ func (c *Compactor) Prepare(ctx context.Context, collectionID string, opts Optio
 		return nil, fmt.Errorf("compact %s: %w", collectionID, err)
 	}
 
-	// 2. Materialize against the current segment and write the changed
-	// blocks, streaming: the runs are merged into per-id groups in id order,
-	// which the writer merge-joins with the base blocks one at a time.
-	begin("materialize")
-	p.Phase = jobtype.PhaseMaterializing
-	report(p)
-	var base *segment.Manifest
+	// Materializing: the runs merged into one change per record id, in id
+	// order, folded by the writer onto the current segment's records;
+	// the writer first gathers as many as a delta may take, then decides
+	// between a delta and blocks (segment.Writer.Write).
+	enter(jobtype.PhaseMaterializing)
+	base, err := c.readBase(ctx, baseVersion, baseKey)
+	if err != nil {
+		return nil, fmt.Errorf("compact %s: %w", collectionID, err)
+	}
 	var baseRecords int64
-	if baseVersion > 0 {
-		if base, err = c.seg.ReadManifest(ctx, baseKey); err != nil {
-			return nil, fmt.Errorf("compact %s: read manifest of version %d: %w", collectionID, baseVersion, classifyRead(err))
-		}
+	if base != nil {
 		baseRecords = base.RecordCount
 		if rb != nil {
 			// The writer numbers the new version after its base's.
@@ -548,42 +563,38 @@ func (c *Compactor) Prepare(ctx context.Context, collectionID string, opts Optio
 			c.abortWriter(ctx, w, collectionID)
 		}
 	}()
-	begin("write blocks")
-	p.Phase = jobtype.PhaseWriting
-	perBlock := int64(c.seg.MaxBlockRecords())
-	p.BlocksTotal = (baseRecords + res.OpRecordsRead + perBlock - 1) / perBlock
-	report(p)
+	// Writing blocks: from the writer's decision on, the changed blocks
+	// (or the one delta) are written, the materializing streaming on
+	// into them.
+	onKind := func(k segment.WriteKind) {
+		if k == segment.WroteBlocks {
+			perBlock := int64(c.seg.MaxBlockRecords())
+			p.BlocksTotal = (baseRecords + res.OpRecordsRead + perBlock - 1) / perBlock
+		}
+		enter(jobtype.PhaseWriting)
+	}
 	onBlock := func(n int64) {
 		p.BytesWritten += n
 		p.BlocksWritten++
 		p.BlocksTotal = max(p.BlocksTotal, p.BlocksWritten)
 		report(p)
 	}
-	// The writer decides whether the slice becomes a delta (few changes
-	// over many blocks, DESIGN.md §7b) or rewritten blocks.
 	m, stats, err := w.Write(ctx, changesOf(ctx, runs), segment.WriteOptions{
-		CompactionOffset: end, Dimension: coll.Dimension, OnBlock: onBlock, OnChange: ib.onChange(),
-		OnKind: func(k segment.WriteKind) {
-			if k == segment.WroteDelta {
-				p.BlocksTotal = 0 // no block is written
-				report(p)
-			}
-		},
-	})
+		CompactionOffset: end, Dimension: coll.Dimension, OnKind: onKind, OnBlock: onBlock, OnChange: ib.onChange()})
 	if err != nil {
 		return nil, fmt.Errorf("compact %s: write segment: %w", collectionID, classifyWrite(ctx, err))
 	}
+	res.WriteKind = stats.Kind
 	if runs.spilled > 0 {
 		c.logger.Debug("spilled sorted runs", "collection", collectionID, "runs", runs.spilled, "bytes", runs.spilledBytes)
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("compact %s: before manifest: %w", collectionID, err)
 	}
-	// 3. The version's vector index, durable before the manifest lists it.
+	// Indexing: the version's vector index, durable before the manifest
+	// lists it.
 	if ib != nil {
-		begin("index")
-		p.Phase = jobtype.PhaseIndexing
-		report(p)
+		enter(jobtype.PhaseIndexing)
 	}
 	if err := c.writeIndex(ctx, ib, w, m); err != nil {
 		return nil, fmt.Errorf("compact %s: %w", collectionID, classifyWrite(ctx, err))
@@ -611,7 +622,10 @@ func (c *Compactor) Prepare(ctx context.Context, collectionID string, opts Optio
 		return nil, fmt.Errorf("compact %s: before commit: %w", collectionID, err)
 	}
 
-	// The final report holds the exact counts.
+	// Committing (Prepared.Commit, a span of its own): the final report
+	// holds the exact counts.
+	span.End()
+	span = nil
 	p.Phase = jobtype.PhaseCommitting
 	p.BytesWritten = res.BytesWritten
 	p.BlocksWritten, p.BlocksTotal = int64(stats.BlocksWritten), int64(stats.BlocksWritten)
@@ -627,6 +641,21 @@ func (c *Compactor) Prepare(ctx context.Context, collectionID string, opts Optio
 		BlockCount:       len(m.Blocks),
 		Digest:           m.Digest,
 	}}, nil
+}
+
+// readBase reads the manifest key of segment version, the base of a
+// compaction; nil for version 0 (before the first compaction). A blob read
+// failure is transient unless the manifest is missing or damaged
+// (classifyRead).
+func (c *Compactor) readBase(ctx context.Context, version int64, key string) (*segment.Manifest, error) {
+	if version == 0 {
+		return nil, nil
+	}
+	m, err := c.seg.ReadManifest(ctx, key)
+	if err != nil {
+		return nil, fmt.Errorf("read manifest of version %d: %w", version, classifyRead(err))
+	}
+	return m, nil
 }
 
 // Commit commits the prepared version in one catalog transaction:
@@ -650,7 +679,7 @@ func (p *Prepared) Commit(ctx context.Context, job *catalog.Job) (err error) {
 		return nil // nothing to commit
 	}
 	defer func() { p.onDone(err) }()
-	_, span := startSpan(ctx, "commit")
+	_, span := startSpan(ctx, string(jobtype.PhaseCommitting))
 	defer func() { endSpan(span, err) }()
 	defer func() {
 		if err != nil {
@@ -683,7 +712,7 @@ func (p *Prepared) Commit(ctx context.Context, job *catalog.Job) (err error) {
 	}
 	c.purgeLog(ctx, id)
 	c.logger.Debug("compacted", "collection", id, "offset", cm.CompactionOffset, "version", cm.NewVersion,
-		"records_read", p.res.OpRecordsRead, "blocks_written", p.res.BlocksWritten, "blocks_reused", p.res.BlocksReused)
+		"records_read", p.res.OpRecordsRead, "wrote", p.res.WriteKind, "blocks_written", p.res.BlocksWritten, "blocks_reused", p.res.BlocksReused)
 	return nil
 }
 

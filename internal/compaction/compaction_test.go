@@ -578,3 +578,67 @@ func TestReadRetriesWhenGCRemovesItsVersion(t *testing.T) {
 		t.Fatalf("%d read retries, want 1 (the version read was collected)", n)
 	}
 }
+
+// A compaction reports its phases in order, each once: reading log,
+// materializing, writing blocks, indexing, committing; the result says
+// whether the writer wrote blocks or a delta, and a delta's progress
+// counts no block.
+func TestProgressReportsThePhasesInOrderAndTheResultTheKindOfWrite(t *testing.T) {
+	e := newEnv(t, envConfig{maxRecords: 1000, batchRecords: 50, maxBlock: 16, minBlock: 4,
+		seg: segment.Config{DeltaMinBlocks: 2, DeltaMaxFraction: 0.5}})
+	phases := func(opts *Options) *[]jobtype.Progress {
+		var seen []jobtype.Progress
+		opts.Progress = func(p jobtype.Progress) {
+			if len(seen) == 0 || seen[len(seen)-1].Phase != p.Phase {
+				seen = append(seen, p)
+			} else {
+				seen[len(seen)-1] = p
+			}
+		}
+		return &seen
+	}
+	want := []jobtype.Phase{jobtype.PhaseReading, jobtype.PhaseMaterializing, jobtype.PhaseWriting, jobtype.PhaseIndexing, jobtype.PhaseCommitting}
+	order := func(seen []jobtype.Progress) []jobtype.Phase {
+		var out []jobtype.Phase
+		for _, p := range seen {
+			out = append(out, p.Phase)
+		}
+		return out
+	}
+	var ops []materialize.OperationRecord
+	for i := range 160 {
+		ops = append(ops, materialize.OperationRecord{Op: materialize.OpAdd, ID: fmt.Sprintf("k%04d", i*10), Embedding: emb(float32(i))})
+	}
+	e.push(ops...)
+	var opts Options
+	seen := phases(&opts)
+	res, err := e.comp.Compact(e.ctx, e.id, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := order(*seen); !slices.Equal(got, want) || res.WriteKind != segment.WroteBlocks {
+		t.Fatalf("first compaction: phases %v, wrote %q; want %v and blocks", got, res.WriteKind, want)
+	}
+	if w := (*seen)[2]; w.BlocksTotal < 10 || w.BlocksWritten != w.BlocksTotal {
+		t.Errorf("writing blocks ended at %d of %d blocks, want at least 10 of as many", w.BlocksWritten, w.BlocksTotal)
+	}
+
+	// Updates in 8 of the 10 blocks: a delta.
+	ops = ops[:0]
+	for i := range 8 {
+		ops = append(ops, materialize.OperationRecord{Op: materialize.OpUpdate, ID: fmt.Sprintf("k%04d", i*200), Document: doc("updated")})
+	}
+	e.push(ops...)
+	opts = Options{}
+	seen = phases(&opts)
+	if res, err = e.comp.Compact(e.ctx, e.id, opts); err != nil {
+		t.Fatal(err)
+	}
+	if got := order(*seen); !slices.Equal(got, want) || res.WriteKind != segment.WroteDelta || e.deltaCount() != 1 {
+		t.Fatalf("spread update: phases %v, wrote %q, %d deltas; want %v and one delta", got, res.WriteKind, e.deltaCount(), want)
+	}
+	if w := (*seen)[2]; w.BlocksTotal != 0 || w.BlocksWritten != 0 || res.BlocksWritten != 0 {
+		t.Errorf("a delta's progress counts %d of %d blocks (result %d), want none", w.BlocksWritten, w.BlocksTotal, res.BlocksWritten)
+	}
+	e.check("after the delta")
+}

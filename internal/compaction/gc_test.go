@@ -12,6 +12,7 @@ import (
 
 	"github.com/compactorhq/compactor/internal/catalog"
 	"github.com/compactorhq/compactor/internal/catalog/catalogtest"
+	"github.com/compactorhq/compactor/internal/clock"
 	"github.com/compactorhq/compactor/internal/materialize"
 	"github.com/compactorhq/compactor/internal/segment"
 	"github.com/compactorhq/compactor/internal/segment/segmenttest"
@@ -111,9 +112,9 @@ func TestReadsSurviveGCAtTheMostAggressiveSettings(t *testing.T) {
 		perRegion   = 40 // ids per region
 	)
 	ctx := context.Background()
-	clock := segmenttest.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	cat := catalogtest.OpenConfig(t, catalog.Config{Now: clock.Now})
-	shared := segmenttest.NewClocked(segmenttest.NewMem(t), clock.Now)
+	fake := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	cat := catalogtest.OpenConfig(t, catalog.Config{Now: fake.Now})
+	shared := segmenttest.NewClocked(segmenttest.NewMem(t), fake.Now)
 	segCfg := segment.Config{MaxBlockRecords: 32, MinBlockRecords: 8}
 	cfg := DefaultConfig()
 	cfg.VersionsToKeep, cfg.GCGrace = 1, MinGCGrace
@@ -121,7 +122,7 @@ func TestReadsSurviveGCAtTheMostAggressiveSettings(t *testing.T) {
 		t.Fatalf("the most aggressive settings are refused: %v", err)
 	}
 	newCompactor := func(b segment.Blobs) *Compactor {
-		c, err := New(cat, segment.NewStore(b, segCfg, clock.Now), cfg, nil)
+		c, err := New(cat, segment.NewStore(b, segCfg, fake.Now), cfg, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -248,7 +249,7 @@ func TestReadsSurviveGCAtTheMostAggressiveSettings(t *testing.T) {
 		retired += res.VersionsRetired
 		deleted += res.VersionsDeleted
 		close(resume)
-		gate.advance(func() { clock.Advance(cfg.GCGrace / 2) })
+		gate.advance(func() { fake.Advance(cfg.GCGrace / 2) })
 	}
 	close(done)
 	wg.Wait()

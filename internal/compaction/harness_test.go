@@ -14,6 +14,7 @@ import (
 
 	"github.com/compactorhq/compactor/internal/catalog"
 	"github.com/compactorhq/compactor/internal/catalog/catalogtest"
+	"github.com/compactorhq/compactor/internal/clock"
 	"github.com/compactorhq/compactor/internal/materialize"
 	"github.com/compactorhq/compactor/internal/segment"
 	"github.com/compactorhq/compactor/internal/segment/segmenttest"
@@ -131,7 +132,7 @@ type env struct {
 	t      testing.TB
 	ctx    context.Context
 	cat    *catalog.Catalog
-	clock  *segmenttest.FakeClock
+	clock  *clock.Fake
 	faulty *segmenttest.FaultyBlobs
 	crash  *crashable
 	blobs  *segmenttest.Clocked
@@ -162,7 +163,7 @@ type envConfig struct {
 func newEnv(t testing.TB, ec envConfig) *env {
 	t.Helper()
 	e := &env{t: t, ctx: context.Background(), model: model{}}
-	e.clock = segmenttest.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	e.clock = clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	e.cat = catalogtest.OpenConfig(t, catalog.Config{Now: e.clock.Now})
 	e.faulty = segmenttest.NewFaulty(segmenttest.NewMem(t))
 	e.crash = &crashable{Blobs: e.faulty}

@@ -54,7 +54,7 @@ import (
 // version), and unfiltered queries never pay for it.
 
 // DefaultIndexCacheBytes is the default budget of the in-process cache of
-// decoded vector indexes (WithIndexCacheBytes).
+// decoded vector indexes (Config.IndexCacheBytes, --index-cache-bytes).
 const DefaultIndexCacheBytes = 1 << 30
 
 // indexBatch is how many vectors an incremental build inserts at once.
@@ -62,8 +62,8 @@ const indexBatch = 4096
 
 // WithIndexCacheBytes sets the budget, in bytes (estimated: vectors and
 // links), of the decoded vector indexes kept in process for queries and
-// the next compaction. The index most recently used is kept even when it
-// alone is over the budget. Default DefaultIndexCacheBytes.
+// the next compaction, overriding Config.IndexCacheBytes. The index most
+// recently used is kept even when it alone is over the budget.
 func WithIndexCacheBytes(n int64) Option {
 	return func(c *Compactor) { c.indexes.budget = n }
 }

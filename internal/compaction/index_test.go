@@ -355,3 +355,58 @@ func TestIndexMetrics(t *testing.T) {
 		t.Fatalf("lint: %v %v", problems, err)
 	}
 }
+
+// A record a delta inserted and a later compaction deletes while it folds
+// the deltas into blocks leaves the incremental index too: the successor
+// agrees with the version (no full rebuild is needed to mend it), and a
+// query through it never returns the deleted record.
+func TestFoldThatDeletesADeltaRecordRemovesItFromTheIndex(t *testing.T) {
+	e := newEnv(t, envConfig{maxRecords: 1000, batchRecords: 100, maxBlock: 16, minBlock: 4,
+		seg: segment.Config{DeltaMinBlocks: 2, DeltaMaxFraction: 0.5, DeltaFoldRecords: 20}})
+	var base []materialize.OperationRecord
+	for i := range 160 {
+		base = append(base, materialize.OperationRecord{Op: materialize.OpAdd, ID: fmt.Sprintf("k%04d", i*10), Embedding: emb(float32(i))})
+	}
+	e.push(base...)
+	e.compact()
+	// New ids in 8 of the 10 blocks: a delta.
+	var added, deleted []materialize.OperationRecord
+	for i := range 8 {
+		id := fmt.Sprintf("k%04d-new", i*200+5)
+		added = append(added, materialize.OperationRecord{Op: materialize.OpAdd, ID: id, Embedding: emb(1000 + float32(i))})
+		deleted = append(deleted, materialize.OperationRecord{Op: materialize.OpDelete, ID: id})
+	}
+	e.push(added...)
+	e.compact()
+	if e.deltaCount() != 1 {
+		t.Fatalf("%d deltas after the spread insert, want 1", e.deltaCount())
+	}
+	// Their deletes with more updates than the deltas may take: a fold.
+	for i := range 30 {
+		deleted = append(deleted, materialize.OperationRecord{Op: materialize.OpUpsert, ID: fmt.Sprintf("k%04d", i*10), Embedding: emb(float32(i) + 0.5)})
+	}
+	e.push(deleted...)
+	e.compact()
+	m := e.currentManifest()
+	if len(m.Deltas) != 0 || m.Index == nil {
+		t.Fatalf("after the fold: %d deltas, index %v; want none and an index", len(m.Deltas), m.Index)
+	}
+	if m.Index.Vectors != int(m.RecordCount) || m.Index.Build == buildFull {
+		t.Errorf("index of %d vectors built %s, version of %d records; want a successor (incremental or repaired) of as many", m.Index.Vectors, m.Index.Build, m.RecordCount)
+	}
+	for i := range 8 {
+		res, err := e.comp.QueryRecords(e.ctx, e.id, Query{Embeddings: [][]float32{emb(1000 + float32(i))}, K: 3, Ef: 100})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Exact {
+			t.Fatal("the query did not use the index")
+		}
+		for _, h := range res.Hits[0] {
+			if _, ok := e.model[h.Record.ID]; !ok {
+				t.Errorf("query returned %s, which was deleted", h.Record.ID)
+			}
+		}
+	}
+	e.check("after the fold")
+}

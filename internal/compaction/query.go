@@ -420,26 +420,7 @@ func (c *Compactor) scanIDs(ctx context.Context, m *segment.Manifest, ids []stri
 	if err != nil {
 		return err
 	}
-	for _, id := range ids {
-		var cur *materialize.Record
-		if r, ok := base[id]; ok {
-			cur = &r
-		}
-		n := 0
-		for n < len(ops) && ops[n].ID == id {
-			n++
-		}
-		if n == 0 {
-			if cur != nil {
-				s.offer(cur)
-			}
-			continue
-		}
-		if r := materialize.Apply(cur, ops[:n]); r != nil {
-			s.offer(r)
-		}
-		ops = ops[n:]
-	}
+	viewOfIDs(ids, base, ops, s.offer)
 	return nil
 }
 

@@ -121,7 +121,17 @@ func (c *Compactor) getRecords(ctx context.Context, collectionID string, ids []s
 		return ReadResult{}, fmt.Errorf("get records of %s: %w", collectionID, err)
 	}
 	out := make([]materialize.Record, 0, len(ids))
-	ops := tail.Ops
+	viewOfIDs(ids, base, tail.Ops, func(r *materialize.Record) { out = append(out, *r) })
+	return result(coll, out, ""), nil
+}
+
+// viewOfIDs passes to fn, in the order of ids (sorted, unique), the record
+// each id has in the view: its record in base (the segment's, by id) with
+// the tail's operation records of the id (ops: sorted by id, then offset)
+// applied by the materialization rules; an id absent from the view is
+// skipped. A record the tail does not touch is base's, shared: fn must
+// not modify it.
+func viewOfIDs(ids []string, base map[string]materialize.Record, ops []materialize.OperationRecord, fn func(*materialize.Record)) {
 	for _, id := range ids {
 		var cur *materialize.Record
 		if r, ok := base[id]; ok {
@@ -131,12 +141,14 @@ func (c *Compactor) getRecords(ctx context.Context, collectionID string, ids []s
 		for n < len(ops) && ops[n].ID == id {
 			n++
 		}
-		if r := materialize.Apply(cur, ops[:n]); r != nil {
-			out = append(out, *r)
+		if n > 0 {
+			cur = materialize.Apply(cur, ops[:n])
+			ops = ops[n:]
 		}
-		ops = ops[n:]
+		if cur != nil {
+			fn(cur)
+		}
 	}
-	return result(coll, out, ""), nil
 }
 
 // manifest reads the manifest of coll's segment version; nil before the

@@ -208,3 +208,17 @@ func (c *Compactor) PrepareRebuild(ctx context.Context, collectionID string, opt
 		Index:            &settings,
 	}}, nil
 }
+
+// CurrentIndex returns the vector index of coll's current version as its
+// manifest lists it (one manifest read); nil before the first version, with
+// indexing off, or for a version without one. Errors: the manifest's read.
+func (c *Compactor) CurrentIndex(ctx context.Context, coll catalog.Collection) (*segment.IndexRef, error) {
+	if coll.SegmentVersion == 0 || coll.Index.Disabled {
+		return nil, nil
+	}
+	m, err := c.seg.ReadManifest(ctx, coll.ManifestKey)
+	if err != nil {
+		return nil, fmt.Errorf("collection %s: read manifest of version %d: %w", coll.ID, coll.SegmentVersion, classifyRead(err))
+	}
+	return m.Index, nil
+}

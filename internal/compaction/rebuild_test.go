@@ -3,10 +3,15 @@ package compaction
 import (
 	"context"
 	"errors"
+	"fmt"
+	"math"
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/spf13/pflag"
 
 	"github.com/compactorhq/compactor/internal/catalog"
 	"github.com/compactorhq/compactor/internal/jobtype"
@@ -14,15 +19,51 @@ import (
 	"github.com/compactorhq/compactor/internal/segment"
 )
 
-// rebuildEnv is a compacted collection of 300 records of dimension 3
-// (fixed seed) in blocks of at most 16.
+// rebuildEnv is a compacted collection of 300 records with distinct
+// random vectors of dimension 8 (fixed seed) in blocks of at most 16, and
+// a few updates and deletes compacted after them.
+//
+// The index builds insert on one thread here: a parallel batch insert
+// links nodes in an order that depends on scheduling, and under -race such
+// a graph of 300 vectors has been seen to leave a vector unreachable (a
+// miss at ef above the collection's size); one thread makes the graphs,
+// and the exact-result assertions, deterministic.
 func rebuildEnv(t *testing.T) *env {
+	t.Cleanup(func(n int) func() { return func() { runtime.GOMAXPROCS(n) } }(runtime.GOMAXPROCS(1)))
 	e := newEnv(t, envConfig{maxRecords: 1000, batchRecords: 100, maxBlock: 16, minBlock: 4})
-	g := gen{r: rand.New(rand.NewPCG(7, 7)), ids: 200, dim: 3}
-	e.push(g.batch(300)...)
+	r := rand.New(rand.NewPCG(7, 7))
+	vec := func() []float32 {
+		v := make([]float32, 8)
+		for i := range v {
+			v[i] = float32(r.NormFloat64())
+		}
+		return v
+	}
+	var ops []materialize.OperationRecord
+	for i := range 300 {
+		ops = append(ops, materialize.OperationRecord{Op: materialize.OpAdd, ID: fmt.Sprintf("r%03d", i), Embedding: vec()})
+	}
+	e.push(ops...)
+	e.compact()
+	e.push(materialize.OperationRecord{Op: materialize.OpDelete, ID: "r007"},
+		materialize.OperationRecord{Op: materialize.OpUpsert, ID: "r010", Embedding: vec()},
+		materialize.OperationRecord{Op: materialize.OpAdd, ID: "r300", Embedding: vec()})
 	e.compact()
 	return e
 }
+
+// queries are the fixed query vectors of wantExact.
+var queries = func() [][]float32 {
+	r := rand.New(rand.NewPCG(9, 9))
+	out := make([][]float32, 6)
+	for i := range out {
+		out[i] = make([]float32, 8)
+		for j := range out[i] {
+			out[i][j] = float32(r.NormFloat64())
+		}
+	}
+	return out
+}()
 
 // rebuild runs an index rebuild of e's collection to its commit.
 func (e *env) rebuild(p jobtype.IndexRebuildParams, progress func(jobtype.Progress)) (Result, error) {
@@ -44,11 +85,20 @@ func idsOf(hits []QueryHit) string {
 	return strings.Join(ids, " ")
 }
 
+// distancesOf is the distances of hits, nearest first.
+func distancesOf(hits []QueryHit) []float32 {
+	var ds []float32
+	for _, h := range hits {
+		ds = append(ds, h.Distance)
+	}
+	return ds
+}
+
 // wantExact checks that index queries at a large ef return what exact
 // scans return, for a few fixed embeddings.
 func (e *env) wantExact(when string) {
 	e.t.Helper()
-	for i, q := range [][]float32{{1, 2, 3}, {-5, 0.5, 9}, {0, -7, -2}, {8, 8, -8}} {
+	for i, q := range queries {
 		exact, err := e.comp.QueryRecords(e.ctx, e.id, Query{Embeddings: [][]float32{q}, K: 10, Exact: true})
 		if err != nil {
 			e.t.Fatalf("%s: exact query %d: %v", when, i, err)
@@ -60,8 +110,11 @@ func (e *env) wantExact(when string) {
 		if got.Exact {
 			e.t.Fatalf("%s: query %d scanned instead of searching the index", when, i)
 		}
-		if a, b := idsOf(got.Hits[0]), idsOf(exact.Hits[0]); a != b {
-			e.t.Fatalf("%s: query %d: index found %s, exact %s", when, i, a, b)
+		// By distance: records at the same distance may come in either
+		// order.
+		a, b := distancesOf(got.Hits[0]), distancesOf(exact.Hits[0])
+		if !slices.EqualFunc(a, b, func(x, y float32) bool { return math.Abs(float64(x-y)) < 1e-5 }) {
+			e.t.Fatalf("%s: query %d: index found %s at %v, exact %s at %v", when, i, idsOf(got.Hits[0]), a, idsOf(exact.Hits[0]), b)
 		}
 	}
 }
@@ -75,7 +128,7 @@ func TestIndexRebuildWithNewParameters(t *testing.T) {
 	before, was := e.currentManifest(), e.coll().Index
 	e.wantExact("before the rebuild")
 	var reports []jobtype.Progress
-	res, err := e.rebuild(jobtype.IndexRebuildParams{M: 6, EfConstruction: 40}, func(p jobtype.Progress) { reports = append(reports, p) })
+	res, err := e.rebuild(jobtype.IndexRebuildParams{M: 12, EfConstruction: 64}, func(p jobtype.Progress) { reports = append(reports, p) })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,11 +141,11 @@ func TestIndexRebuildWithNewParameters(t *testing.T) {
 			len(after.Blocks), after.RecordCount, after.CompactionOffset, len(before.Blocks), before.RecordCount, before.CompactionOffset)
 	}
 	ix := after.Index
-	if ix == nil || ix.M != 6 || ix.EfConstruction != 40 || ix.Build != buildRebuild || ix.Job != "job-1" || int64(ix.Vectors) != after.RecordCount || ix.Graph.Key == before.Index.Graph.Key {
-		t.Fatalf("new index %+v: want m 6, ef_construction 40, build rebuild by job-1, %d vectors, a new graph", ix, after.RecordCount)
+	if ix == nil || ix.M != 12 || ix.EfConstruction != 64 || ix.Build != buildRebuild || ix.Job != "job-1" || int64(ix.Vectors) != after.RecordCount || ix.Graph.Key == before.Index.Graph.Key {
+		t.Fatalf("new index %+v: want m 12, ef_construction 64, build rebuild by job-1, %d vectors, a new graph", ix, after.RecordCount)
 	}
-	if s := e.coll().Index; s.M != 6 || s.EfConstruction != 40 || s.EfSearch != was.EfSearch || s.Distance != was.Distance {
-		t.Fatalf("collection settings after the rebuild: %+v, want m 6, ef_construction 40, the rest kept", s)
+	if s := e.coll().Index; s.M != 12 || s.EfConstruction != 64 || s.EfSearch != was.EfSearch || s.Distance != was.Distance {
+		t.Fatalf("collection settings after the rebuild: %+v, want m 12, ef_construction 64, the rest kept", s)
 	}
 	if len(reports) < 3 || reports[0].Phase != jobtype.PhaseIndexing || reports[0].VectorsTotal != after.RecordCount || !reports[0].Planned {
 		t.Fatalf("progress %+v: want the indexing plan with %d vectors first", reports, after.RecordCount)
@@ -104,10 +157,10 @@ func TestIndexRebuildWithNewParameters(t *testing.T) {
 	e.wantExact("after the rebuild")
 	e.check("after the rebuild") // reads are unchanged
 	// The next compaction builds on the new index, with the new settings.
-	e.push(materialize.OperationRecord{Op: materialize.OpUpsert, ID: "new", Embedding: []float32{1, 2, 3}})
+	e.push(materialize.OperationRecord{Op: materialize.OpUpsert, ID: "new", Embedding: queries[0]})
 	e.compact()
-	if m := e.currentManifest(); m.Index == nil || m.Index.M != 6 || m.Index.Build != buildIncremental {
-		t.Fatalf("the compaction after the rebuild wrote index %+v, want an incremental one with m 6", m.Index)
+	if m := e.currentManifest(); m.Index == nil || m.Index.M != 12 || m.Index.Build != buildIncremental {
+		t.Fatalf("the compaction after the rebuild wrote index %+v, want an incremental one with m 12", m.Index)
 	}
 	e.wantExact("after the next compaction")
 	e.checkNoGarbage("after the rebuild and a compaction")
@@ -181,7 +234,7 @@ func TestCorruptIndexIsRepairedByARebuild(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.comp = next
-	q := Query{Embeddings: [][]float32{{1, 2, 3}}, K: 3}
+	q := Query{Embeddings: queries[:1], K: 3}
 	if _, err := e.comp.QueryRecords(e.ctx, e.id, q); !isDataLoss(err, m.Index.Graph.Key) {
 		t.Fatalf("query over the damaged index: %v, want data loss naming %s", err, m.Index.Graph.Key)
 	}
@@ -221,5 +274,41 @@ func TestIndexRebuildWithNothingToIndexOrIndexingOff(t *testing.T) {
 	off.compact()
 	if _, err := off.comp.PrepareRebuild(off.ctx, off.id, RebuildOptions{}); !errors.Is(err, ErrIndexDisabled) || !strings.Contains(err.Error(), off.id) {
 		t.Fatalf("rebuild with indexing off: %v, want ErrIndexDisabled naming the collection", err)
+	}
+}
+
+// TestIndexCacheBoundIsAFlag: --index-cache-bytes sets the bound of the
+// decoded index cache (a negative one is refused naming the flag), and an
+// index over it is dropped once another one is used.
+func TestIndexCacheBoundIsAFlag(t *testing.T) {
+	cfg := DefaultConfig()
+	fs := pflag.NewFlagSet("serve", pflag.ContinueOnError)
+	cfg.RegisterFlags(fs)
+	if err := fs.Parse([]string{"--index-cache-bytes", "1KiB"}); err != nil {
+		t.Fatal(err)
+	}
+	if cfg.IndexCacheBytes != 1024 {
+		t.Fatalf("--index-cache-bytes 1KiB: %d bytes", cfg.IndexCacheBytes)
+	}
+	e := rebuildEnv(t)
+	c, err := New(e.cat, e.seg, cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.comp = c
+	first := e.currentManifest().Index.Graph.Key
+	e.wantExact("with a small cache") // decodes the index: over the bound, kept as the last used
+	if c.indexes.get(first) == nil {
+		t.Fatal("the index used last was not kept")
+	}
+	if _, err := e.rebuild(jobtype.IndexRebuildParams{}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if c.indexes.get(first) != nil || c.indexes.get(e.currentManifest().Index.Graph.Key) == nil {
+		t.Fatal("over the bound, the older index stayed in the cache")
+	}
+	cfg.IndexCacheBytes = -1
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "--index-cache-bytes") {
+		t.Fatalf("a negative bound: %v, want an error naming --index-cache-bytes", err)
 	}
 }

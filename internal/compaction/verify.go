@@ -1,6 +1,7 @@
 package compaction
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -171,7 +172,7 @@ func (c *Compactor) Verify(ctx context.Context, collectionID string, opts Verify
 	if err != nil {
 		return res, fmt.Errorf("verify %s: list versions: %w", collectionID, err)
 	}
-	slices.SortFunc(versions, func(a, b catalog.Version) int { return int(a.Version - b.Version) })
+	slices.SortFunc(versions, func(a, b catalog.Version) int { return cmp.Compare(a.Version, b.Version) })
 	var kept []catalog.Version
 	for _, v := range versions {
 		if v.RetiredAt.IsZero() || v.Version == coll.SegmentVersion {

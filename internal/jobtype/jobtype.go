@@ -58,13 +58,20 @@ type Phase string
 // The phases of a compaction, in order. PhaseStarting is the manager's,
 // from the claim until the executor's first report.
 const (
-	PhaseStarting      Phase = "starting"
-	PhaseReading       Phase = "reading log"
+	PhaseStarting Phase = "starting"
+	// PhaseReading reads the log slice into sorted runs.
+	PhaseReading Phase = "reading log"
+	// PhaseMaterializing reads the base version and gathers the changes
+	// until the segment writer decides between a delta and blocks.
 	PhaseMaterializing Phase = "materializing"
-	PhaseWriting       Phase = "writing blocks"
+	// PhaseWriting writes the changed blocks (or the one delta), the
+	// changes materialized as they are written.
+	PhaseWriting Phase = "writing blocks"
 	// PhaseIndexing builds the version's vector index (skipped by a
 	// collection with indexing off).
-	PhaseIndexing   Phase = "indexing"
+	PhaseIndexing Phase = "indexing"
+	// PhaseCommitting commits the new version in the catalog (compare-and-
+	// swap, advance of the compaction offset, the job row).
 	PhaseCommitting Phase = "committing"
 )
 

@@ -51,8 +51,9 @@ func requestLink(traceparent string) []trace.Link {
 // under the manager's context, not a request's), named "compaction job",
 // with the job's identity as attributes, linked to the span of the request
 // that queued it (a Compact call) when there was one. The executor's spans
-// (read log, materialize, write blocks, commit, and the catalog and blob
-// calls under them) and the GC after it are its children.
+// (one per phase, named as jobtype.Phase: reading log, materializing,
+// writing blocks, indexing, committing; and the catalog and blob calls
+// under them) and the GC after it are its children.
 func (m *Manager) startJobSpan(ctx context.Context, j catalog.Job) (context.Context, trace.Span) {
 	return m.tracer.Start(ctx, "compaction job", trace.WithNewRoot(), trace.WithSpanKind(trace.SpanKindInternal),
 		trace.WithLinks(requestLink(j.TraceParent)...),

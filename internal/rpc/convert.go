@@ -17,6 +17,7 @@ import (
 	"github.com/compactorhq/compactor/internal/manager"
 	"github.com/compactorhq/compactor/internal/materialize"
 	"github.com/compactorhq/compactor/internal/redact"
+	"github.com/compactorhq/compactor/internal/segment"
 )
 
 func ts(t time.Time) *timestamppb.Timestamp {
@@ -155,6 +156,19 @@ func progressToProto(pr jobtype.Progress) *compactorv1.Progress {
 		out.Eta = durationpb.New(pr.ETA)
 	}
 	return out
+}
+
+// indexFiguresToProto converts a version's index reference; nil for none.
+func indexFiguresToProto(ix *segment.IndexRef) *compactorv1.IndexFigures {
+	if ix == nil {
+		return nil
+	}
+	return &compactorv1.IndexFigures{
+		M: int32(ix.M), EfConstruction: int32(ix.EfConstruction), EfSearch: int32(ix.EfSearch),
+		Vectors: int64(ix.Vectors), Tombstones: int64(ix.Tombstones), EncodedBytes: ix.Bytes(),
+		Build: ix.Build, BuildTime: ts(ix.BuiltAt), BuildDuration: durationpb.New(time.Duration(ix.BuildSeconds * float64(time.Second))),
+		JobId: ix.Job,
+	}
 }
 
 func collectionToProto(c catalog.Collection) *compactorv1.Collection {

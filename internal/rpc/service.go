@@ -28,6 +28,7 @@ import (
 	"github.com/compactorhq/compactor/internal/jobtype"
 	"github.com/compactorhq/compactor/internal/manager"
 	"github.com/compactorhq/compactor/internal/materialize"
+	"github.com/compactorhq/compactor/internal/segment"
 )
 
 // Limits of one request.
@@ -78,6 +79,9 @@ type Records interface {
 	ListRecords(ctx context.Context, collectionID, after string, limit int) (compaction.ReadResult, error)
 	QueryRecords(ctx context.Context, collectionID string, q compaction.Query) (compaction.QueryResult, error)
 	DeleteCollection(ctx context.Context, collectionID string) (catalog.Collection, error)
+	// CurrentIndex is the vector index of the collection's current
+	// version (nil: none).
+	CurrentIndex(ctx context.Context, coll catalog.Collection) (*segment.IndexRef, error)
 }
 
 // Service implements the three Connect services.
@@ -548,7 +552,13 @@ func (s *Service) GetCollection(ctx context.Context, req *connect.Request[compac
 	if err != nil {
 		return nil, s.fail(ctx, compactorv1connect.CollectionServiceGetCollectionProcedure, err)
 	}
-	return connect.NewResponse(&compactorv1.GetCollectionResponse{Collection: collectionToProto(c)}), nil
+	ix, err := s.recs.CurrentIndex(ctx, c)
+	if err != nil {
+		return nil, s.fail(ctx, compactorv1connect.CollectionServiceGetCollectionProcedure, err)
+	}
+	out := collectionToProto(c)
+	out.IndexFigures = indexFiguresToProto(ix)
+	return connect.NewResponse(&compactorv1.GetCollectionResponse{Collection: out}), nil
 }
 
 // ListCollections implements CollectionService.ListCollections: by name,

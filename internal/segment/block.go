@@ -282,6 +282,23 @@ func checkMetadata(m materialize.Metadata) error {
 	return nil
 }
 
+// openParquet opens data as a Parquet file (page indexes and bloom filters
+// skipped) whose schema has every leaf column of columns, by path.
+func openParquet(data []byte, columns [][]string) (*parquet.File, error) {
+	f, err := parquet.OpenFile(bytes.NewReader(data), int64(len(data)),
+		parquet.SkipPageIndex(true), parquet.SkipBloomFilters(true))
+	if err != nil {
+		return nil, fmt.Errorf("open parquet: %w", err)
+	}
+	schema := f.Schema()
+	for _, path := range columns {
+		if _, ok := schema.Lookup(path...); !ok {
+			return nil, fmt.Errorf("parquet schema lacks column %q", path)
+		}
+	}
+	return f, nil
+}
+
 // decodeBlock decodes a block file written by encodeBlock. It checks the
 // file's structure and every size it claims before parquet-go allocates from
 // them (see inspectBlock), the schema, and that ids are sorted and unique.
@@ -300,19 +317,12 @@ func decodeBlock(data []byte, wantRows int64) (recs []materialize.Record, err er
 	if err != nil {
 		return nil, err
 	}
-	f, err := parquet.OpenFile(bytes.NewReader(data), int64(len(data)),
-		parquet.SkipPageIndex(true), parquet.SkipBloomFilters(true))
+	f, err := openParquet(data, blockColumns)
 	if err != nil {
-		return nil, fmt.Errorf("open parquet: %w", err)
+		return nil, err
 	}
 	if v, ok := f.Lookup(blockFormatKey); !ok || !slices.Contains(readableBlockFormats, v) {
 		return nil, fmt.Errorf("parquet key/value metadata %s = %.20q: not a block format this version reads (%v)", blockFormatKey, v, readableBlockFormats)
-	}
-	schema := f.Schema()
-	for _, path := range blockColumns {
-		if _, ok := schema.Lookup(path...); !ok {
-			return nil, fmt.Errorf("parquet schema lacks column %q", path)
-		}
 	}
 	r := parquet.NewGenericReader[blockRow](f)
 	defer r.Close()

@@ -91,6 +91,28 @@ const maxDimension = 65536
 // than one block decode may hold (MaxBlockDecodeBytes) cannot be read.
 const maxBlockRecords = MaxBlockDecodeBytes / decodeBytesPerRow
 
+// checkRef checks what the manifest entries of blocks and deltas share:
+// the i-th entry of kind ("block" or "delta") has a key of a Parquet file
+// directly under prefix, not in seen (it is added), a size in bytes not
+// negative, and a non-empty id range.
+func checkRef(kind string, i int, key, prefix string, seen map[string]bool, bytes int64, minID, maxID string) error {
+	name, ok := strings.CutPrefix(key, prefix)
+	switch {
+	case !ok || !strings.HasSuffix(name, ".parquet") || strings.ContainsAny(name, "/\\") || strings.HasPrefix(name, "."):
+		return fmt.Errorf("%s %d: key %q is not a %s key under %s", kind, i, key, kind, prefix)
+	case seen[key]:
+		return fmt.Errorf("%s %d: key %s listed twice", kind, i, key)
+	case bytes < 0:
+		return fmt.Errorf("%s %s: %d bytes", kind, key, bytes)
+	case minID == "":
+		return fmt.Errorf("%s %s: empty min id", kind, key)
+	case minID > maxID:
+		return fmt.Errorf("%s %s: min id %q > max id %q", kind, key, minID, maxID)
+	}
+	seen[key] = true
+	return nil
+}
+
 // checkManifest checks the invariants every manifest keeps: known format,
 // a valid collection id and version, sane offsets and sizes, blocks with
 // keys of the collection (each once), non-empty ranges sorted and disjoint,
@@ -118,24 +140,15 @@ func checkManifest(m *Manifest) error {
 	keys := make(map[string]bool, len(m.Blocks))
 	var total int64
 	for i, b := range m.Blocks {
-		name, ok := strings.CutPrefix(b.Key, prefix)
+		if err := checkRef("block", i, b.Key, prefix, keys, b.Bytes, b.MinID, b.MaxID); err != nil {
+			return err
+		}
 		switch {
-		case !ok || !strings.HasSuffix(name, ".parquet") || strings.ContainsAny(name, "/\\") || strings.HasPrefix(name, "."):
-			return fmt.Errorf("block %d: key %q is not a block key under %s", i, b.Key, prefix)
-		case keys[b.Key]:
-			return fmt.Errorf("block %d: key %s listed twice", i, b.Key)
 		case b.Records < 1 || b.Records > maxBlockRecords:
 			return fmt.Errorf("block %s: %d records, outside 1..%d", b.Key, b.Records, maxBlockRecords)
-		case b.Bytes < 0:
-			return fmt.Errorf("block %s: %d bytes", b.Key, b.Bytes)
-		case b.MinID == "":
-			return fmt.Errorf("block %s: empty min id", b.Key)
-		case b.MinID > b.MaxID:
-			return fmt.Errorf("block %s: min id %q > max id %q", b.Key, b.MinID, b.MaxID)
 		case i > 0 && m.Blocks[i-1].MaxID >= b.MinID:
 			return fmt.Errorf("block %s: range overlaps or precedes the previous block's", b.Key)
 		}
-		keys[b.Key] = true
 		total += b.Records
 	}
 	if err := checkIndex(m); err != nil {

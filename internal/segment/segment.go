@@ -81,6 +81,16 @@
 // so a version written by it lists no deltas and keeps format version 1. GC keeps the
 // deltas of kept versions like their blocks. docs/storage.md shows one DuckDB
 // query that reads a version with its deltas.
+//
+// # Digests
+//
+// Every block and delta entry of a manifest records the Digest of its
+// records (an order-independent sum of per-record hashes, digest.go) and
+// the SHA-256 of its file; the manifest records the version's Digest. A
+// Writer reads back each blob it puts and checks that the blocks it wrote
+// hold the base blocks it consumed adjusted by the changes it applied
+// (writeCheck); Store.Verify re-reads a whole version. Entries written
+// before digests have none and are checked for the rest.
 package segment
 
 import (

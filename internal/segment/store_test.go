@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/compactorhq/compactor/internal/clock"
 	"github.com/compactorhq/compactor/internal/materialize"
 	"github.com/compactorhq/compactor/internal/segment"
 	"github.com/compactorhq/compactor/internal/segment/segmenttest"
@@ -166,23 +167,23 @@ func TestStoreReadBlockDetectsAMissingOrMismatchedBlock(t *testing.T) {
 func TestGC(t *testing.T) {
 	rng := rand.New(rand.NewPCG(23, 23))
 	ctx := context.Background()
-	clock := segmenttest.NewFakeClock(epoch)
+	fake := clock.NewFake(epoch)
 	faulty := segmenttest.NewFaulty(segmenttest.NewMem(t))
-	blobs := segmenttest.NewClocked(faulty, clock.Now)
-	s := segment.NewStore(blobs, segment.Config{MaxBlockRecords: 100}, clock.Now)
+	blobs := segmenttest.NewClocked(faulty, fake.Now)
+	s := segment.NewStore(blobs, segment.Config{MaxBlockRecords: 100}, fake.Now)
 	recs := records(rng, "k%04d", 1000, 4)
 
 	// t0: version 1. t0+2h: version 2 (rewrites block 0), and a failed
 	// compaction's orphan block. t0+3h: an in-flight compaction's block.
 	v1, _, v1Key := commit(t, s, nil, upserts(recs))
-	clock.Advance(2 * time.Hour)
+	fake.Advance(2 * time.Hour)
 	v2, _, v2Key := commit(t, s, v1, deletes("k0000"))
 	orphan := s.NewWriter(testCollection, v2)
 	if _, _, err := orphan.WriteBlocks(ctx, deletes("k0500"), 0, 0, nil); err != nil {
 		t.Fatal(err)
 	}
 	orphanKeys := diff(listKeys(t, blobs, ""), sorted(blockKeys(v1), blockKeys(v2), []string{v1Key, v2Key}))
-	clock.Advance(time.Hour)
+	fake.Advance(time.Hour)
 	young := s.NewWriter(testCollection, v2)
 	if _, _, err := young.WriteBlocks(ctx, deletes("k0900"), 0, 0, nil); err != nil {
 		t.Fatal(err)
@@ -191,7 +192,7 @@ func TestGC(t *testing.T) {
 	if len(orphanKeys) != 1 || len(youngKeys) != 1 {
 		t.Fatalf("setup: %d orphan and %d young blobs, want 1 and 1", len(orphanKeys), len(youngKeys))
 	}
-	other := segment.NewStore(blobs, segment.Config{}, clock.Now)
+	other := segment.NewStore(blobs, segment.Config{}, fake.Now)
 	ow := other.NewWriter("other-collection", nil)
 	if _, _, err := ow.WriteBlocks(ctx, upserts(recs[:5]), 0, 0, nil); err != nil {
 		t.Fatal(err)
@@ -258,7 +259,7 @@ func TestGC(t *testing.T) {
 	}
 
 	// Once older than the grace, the young block goes too.
-	clock.Advance(time.Hour)
+	fake.Advance(time.Hour)
 	stats, err = s.GC(ctx, testCollection, segment.GCPlan{Keep: []string{v2Key}, OrphanGrace: 30 * time.Minute})
 	if err != nil {
 		t.Fatal(err)
@@ -274,9 +275,9 @@ func TestGC(t *testing.T) {
 func TestGCExpiredAndSparedOrphans(t *testing.T) {
 	rng := rand.New(rand.NewPCG(29, 29))
 	ctx := context.Background()
-	clock := segmenttest.NewFakeClock(epoch)
-	blobs := segmenttest.NewClocked(segmenttest.NewMem(t), clock.Now)
-	s := segment.NewStore(blobs, segment.Config{MaxBlockRecords: 100}, clock.Now)
+	fake := clock.NewFake(epoch)
+	blobs := segmenttest.NewClocked(segmenttest.NewMem(t), fake.Now)
+	s := segment.NewStore(blobs, segment.Config{MaxBlockRecords: 100}, fake.Now)
 	recs := records(rng, "k%04d", 1000, 4)
 	v1, _, v1Key := commit(t, s, nil, upserts(recs))
 	v2, _, v2Key := commit(t, s, v1, deletes("k0000"))
@@ -284,7 +285,7 @@ func TestGCExpiredAndSparedOrphans(t *testing.T) {
 	if _, _, err := orphan.WriteBlocks(ctx, deletes("k0500"), 0, 0, nil); err != nil {
 		t.Fatal(err)
 	}
-	clock.Advance(time.Hour)
+	fake.Advance(time.Hour)
 	orphanKeys := diff(listKeys(t, blobs, ""), sorted(blockKeys(v1), blockKeys(v2), []string{v1Key, v2Key}))
 	if len(orphanKeys) != 1 {
 		t.Fatalf("setup: %d orphans, want 1", len(orphanKeys))

@@ -71,7 +71,7 @@ func TestRPCsAndJobsProduceSpansAndJobLogsCarryTheTraceID(t *testing.T) {
 	if attrs["compactor.collection.id"] != id || attrs["compactor.job.state"] != "succeeded" || attrs["compactor.job.records_read"] != "25" {
 		t.Errorf("job span attributes %v", attrs)
 	}
-	for _, phase := range []string{"read log", "materialize", "write blocks", "commit", "gc"} {
+	for _, phase := range []string{"reading log", "materializing", "writing blocks", "committing", "gc"} {
 		s, ok := byName[phase]
 		if !ok {
 			t.Errorf("no %q span among %v", phase, names(rec.Ended()))

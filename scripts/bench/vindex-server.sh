@@ -22,6 +22,9 @@
 #   BENCH_VSERVE_CLIENTS  concurrent query clients (default 8)
 #   BENCH_VSERVE_REQUESTS queries per client (default 250)
 #   BENCH_VSERVE_UPSERTS  updates of the incremental step (default 10000)
+#   BENCH_VSERVE_FILTER_QUERIES  queries per filtered selectivity (default 100;
+#                         a selective filter is planned as a scan of the version,
+#                         seconds per query at 1M)
 #   BENCH_VSERVE_DIR      working directory (default .cache/bench-vserve; the
 #                         1M set takes ~600 MB, the server's data dir ~1.5 GB;
 #                         the data dir is removed at the end unless KEEP_DATA=1)
@@ -34,12 +37,13 @@ QUERIES=${BENCH_VSERVE_QUERIES:-1000}
 CLIENTS=${BENCH_VSERVE_CLIENTS:-8}
 REQUESTS=${BENCH_VSERVE_REQUESTS:-250}
 UPSERTS=${BENCH_VSERVE_UPSERTS:-10000}
+FILTER_QUERIES=${BENCH_VSERVE_FILTER_QUERIES:-100}
 DIR=${BENCH_VSERVE_DIR:-.cache/bench-vserve}
 
 note() { echo "bench vserve: $*" >&2; }
 die() { note "$*"; exit 1; }
-for v in "$N" "$QUERIES" "$CLIENTS" "$REQUESTS" "$UPSERTS"; do
-	[[ $v =~ ^[1-9][0-9]*$ ]] || die "BENCH_VSERVE_N, _QUERIES, _CLIENTS, _REQUESTS and _UPSERTS take positive integers, got '$v'"
+for v in "$N" "$QUERIES" "$CLIENTS" "$REQUESTS" "$UPSERTS" "$FILTER_QUERIES"; do
+	[[ $v =~ ^[1-9][0-9]*$ ]] || die "BENCH_VSERVE_N, _QUERIES, _CLIENTS, _REQUESTS, _UPSERTS and _FILTER_QUERIES take positive integers, got '$v'"
 done
 mkdir -p "$DIR"
 DIR=$(cd "$DIR" && pwd)
@@ -88,4 +92,4 @@ for _ in $(seq 1200); do "$DIR/bin/compactor" --addr "http://$addr" healthcheck 
 note "server at http://$addr (pid $server_pid, load $(cut -d' ' -f1 /proc/loadavg))"
 
 "$DIR/bin/vserve" -addr "http://$addr" -server-pid "$server_pid" -dir "$DIR" -kind mixture \
-	-clients "$CLIENTS" -requests "$REQUESTS" -upserts "$UPSERTS" -json "$DIR/vserve.json"
+	-clients "$CLIENTS" -requests "$REQUESTS" -upserts "$UPSERTS" -filter-queries "$FILTER_QUERIES" -json "$DIR/vserve.json"

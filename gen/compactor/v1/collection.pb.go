@@ -82,7 +82,11 @@ type Collection struct {
 	// The distance QueryRecords ranks by, fixed at creation.
 	Distance Distance `protobuf:"varint,22,opt,name=distance,proto3,enum=compactor.v1.Distance" json:"distance,omitempty"`
 	// The parameters of its vector index, fixed at creation.
-	Index         *IndexSettings `protobuf:"bytes,23,opt,name=index,proto3" json:"index,omitempty"`
+	Index *IndexSettings `protobuf:"bytes,23,opt,name=index,proto3" json:"index,omitempty"`
+	// The current version's vector index as written: its parameters and figures;
+	// set by GetCollection only (it reads the version's manifest), unset before
+	// the first version and with indexing off.
+	IndexFigures  *IndexFigures `protobuf:"bytes,24,opt,name=index_figures,json=indexFigures,proto3" json:"index_figures,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -274,6 +278,13 @@ func (x *Collection) GetDistance() Distance {
 func (x *Collection) GetIndex() *IndexSettings {
 	if x != nil {
 		return x.Index
+	}
+	return nil
+}
+
+func (x *Collection) GetIndexFigures() *IndexFigures {
+	if x != nil {
+		return x.IndexFigures
 	}
 	return nil
 }
@@ -921,11 +932,136 @@ func (x *GetRecordsResponse) GetLogPosition() int64 {
 	return 0
 }
 
+// IndexFigures describe the vector index of a collection's current segment
+// version, as the job that built it wrote it.
+type IndexFigures struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The HNSW parameters it was built with.
+	M              int32 `protobuf:"varint,1,opt,name=m,proto3" json:"m,omitempty"`
+	EfConstruction int32 `protobuf:"varint,2,opt,name=ef_construction,json=efConstruction,proto3" json:"ef_construction,omitempty"`
+	EfSearch       int32 `protobuf:"varint,3,opt,name=ef_search,json=efSearch,proto3" json:"ef_search,omitempty"`
+	// Live vectors, in vectors.
+	Vectors int64 `protobuf:"varint,4,opt,name=vectors,proto3" json:"vectors,omitempty"`
+	// Deleted vectors still linked in the graph, in vectors.
+	Tombstones int64 `protobuf:"varint,5,opt,name=tombstones,proto3" json:"tombstones,omitempty"`
+	// Bytes of its blobs (graph and vector chunks), in bytes.
+	EncodedBytes int64 `protobuf:"varint,6,opt,name=encoded_bytes,json=encodedBytes,proto3" json:"encoded_bytes,omitempty"`
+	// How it was built: "full", "incremental", "repaired" or "rebuild".
+	Build string `protobuf:"bytes,7,opt,name=build,proto3" json:"build,omitempty"`
+	// When it was built, and how long its build took.
+	BuildTime     *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=build_time,json=buildTime,proto3" json:"build_time,omitempty"`
+	BuildDuration *durationpb.Duration   `protobuf:"bytes,9,opt,name=build_duration,json=buildDuration,proto3" json:"build_duration,omitempty"`
+	// The id of the job that built it; empty when not recorded.
+	JobId         string `protobuf:"bytes,10,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *IndexFigures) Reset() {
+	*x = IndexFigures{}
+	mi := &file_compactor_v1_collection_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *IndexFigures) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*IndexFigures) ProtoMessage() {}
+
+func (x *IndexFigures) ProtoReflect() protoreflect.Message {
+	mi := &file_compactor_v1_collection_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use IndexFigures.ProtoReflect.Descriptor instead.
+func (*IndexFigures) Descriptor() ([]byte, []int) {
+	return file_compactor_v1_collection_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *IndexFigures) GetM() int32 {
+	if x != nil {
+		return x.M
+	}
+	return 0
+}
+
+func (x *IndexFigures) GetEfConstruction() int32 {
+	if x != nil {
+		return x.EfConstruction
+	}
+	return 0
+}
+
+func (x *IndexFigures) GetEfSearch() int32 {
+	if x != nil {
+		return x.EfSearch
+	}
+	return 0
+}
+
+func (x *IndexFigures) GetVectors() int64 {
+	if x != nil {
+		return x.Vectors
+	}
+	return 0
+}
+
+func (x *IndexFigures) GetTombstones() int64 {
+	if x != nil {
+		return x.Tombstones
+	}
+	return 0
+}
+
+func (x *IndexFigures) GetEncodedBytes() int64 {
+	if x != nil {
+		return x.EncodedBytes
+	}
+	return 0
+}
+
+func (x *IndexFigures) GetBuild() string {
+	if x != nil {
+		return x.Build
+	}
+	return ""
+}
+
+func (x *IndexFigures) GetBuildTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.BuildTime
+	}
+	return nil
+}
+
+func (x *IndexFigures) GetBuildDuration() *durationpb.Duration {
+	if x != nil {
+		return x.BuildDuration
+	}
+	return nil
+}
+
+func (x *IndexFigures) GetJobId() string {
+	if x != nil {
+		return x.JobId
+	}
+	return ""
+}
+
 var File_compactor_v1_collection_proto protoreflect.FileDescriptor
 
 const file_compactor_v1_collection_proto_rawDesc = "" +
 	"\n" +
-	"\x1dcompactor/v1/collection.proto\x12\fcompactor.v1\x1a\x18compactor/v1/query.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xa5\b\n" +
+	"\x1dcompactor/v1/collection.proto\x12\fcompactor.v1\x1a\x18compactor/v1/query.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xe6\b\n" +
 	"\n" +
 	"Collection\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
@@ -954,7 +1090,8 @@ const file_compactor_v1_collection_proto_rawDesc = "" +
 	"\x13min_compaction_size\x18\x14 \x01(\x03R\x11minCompactionSize\x12I\n" +
 	"\x13max_uncompacted_age\x18\x15 \x01(\v2\x19.google.protobuf.DurationR\x11maxUncompactedAge\x122\n" +
 	"\bdistance\x18\x16 \x01(\x0e2\x16.compactor.v1.DistanceR\bdistance\x121\n" +
-	"\x05index\x18\x17 \x01(\v2\x1b.compactor.v1.IndexSettingsR\x05index\"\x99\x01\n" +
+	"\x05index\x18\x17 \x01(\v2\x1b.compactor.v1.IndexSettingsR\x05index\x12?\n" +
+	"\rindex_figures\x18\x18 \x01(\v2\x1a.compactor.v1.IndexFiguresR\findexFigures\"\x99\x01\n" +
 	"\x06Record\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1c\n" +
 	"\tembedding\x18\x02 \x03(\x02R\tembedding\x12\x1f\n" +
@@ -999,7 +1136,22 @@ const file_compactor_v1_collection_proto_rawDesc = "" +
 	"\arecords\x18\x01 \x03(\v2\x14.compactor.v1.RecordR\arecords\x12&\n" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\x12'\n" +
 	"\x0fsegment_version\x18\x03 \x01(\x03R\x0esegmentVersion\x12!\n" +
-	"\flog_position\x18\x04 \x01(\x03R\vlogPosition2\xcf\x04\n" +
+	"\flog_position\x18\x04 \x01(\x03R\vlogPosition\"\xeb\x02\n" +
+	"\fIndexFigures\x12\f\n" +
+	"\x01m\x18\x01 \x01(\x05R\x01m\x12'\n" +
+	"\x0fef_construction\x18\x02 \x01(\x05R\x0eefConstruction\x12\x1b\n" +
+	"\tef_search\x18\x03 \x01(\x05R\befSearch\x12\x18\n" +
+	"\avectors\x18\x04 \x01(\x03R\avectors\x12\x1e\n" +
+	"\n" +
+	"tombstones\x18\x05 \x01(\x03R\n" +
+	"tombstones\x12#\n" +
+	"\rencoded_bytes\x18\x06 \x01(\x03R\fencodedBytes\x12\x14\n" +
+	"\x05build\x18\a \x01(\tR\x05build\x129\n" +
+	"\n" +
+	"build_time\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\tbuildTime\x12@\n" +
+	"\x0ebuild_duration\x18\t \x01(\v2\x19.google.protobuf.DurationR\rbuildDuration\x12\x15\n" +
+	"\x06job_id\x18\n" +
+	" \x01(\tR\x05jobId2\xcf\x04\n" +
 	"\x11CollectionService\x12a\n" +
 	"\x10CreateCollection\x12%.compactor.v1.CreateCollectionRequest\x1a&.compactor.v1.CreateCollectionResponse\x12]\n" +
 	"\rGetCollection\x12\".compactor.v1.GetCollectionRequest\x1a#.compactor.v1.GetCollectionResponse\"\x03\x90\x02\x01\x12c\n" +
@@ -1022,7 +1174,7 @@ func file_compactor_v1_collection_proto_rawDescGZIP() []byte {
 	return file_compactor_v1_collection_proto_rawDescData
 }
 
-var file_compactor_v1_collection_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
+var file_compactor_v1_collection_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
 var file_compactor_v1_collection_proto_goTypes = []any{
 	(*Collection)(nil),               // 0: compactor.v1.Collection
 	(*Record)(nil),                   // 1: compactor.v1.Record
@@ -1036,49 +1188,53 @@ var file_compactor_v1_collection_proto_goTypes = []any{
 	(*DeleteCollectionResponse)(nil), // 9: compactor.v1.DeleteCollectionResponse
 	(*GetRecordsRequest)(nil),        // 10: compactor.v1.GetRecordsRequest
 	(*GetRecordsResponse)(nil),       // 11: compactor.v1.GetRecordsResponse
-	(*timestamppb.Timestamp)(nil),    // 12: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),      // 13: google.protobuf.Duration
-	(Distance)(0),                    // 14: compactor.v1.Distance
-	(*IndexSettings)(nil),            // 15: compactor.v1.IndexSettings
-	(*structpb.Struct)(nil),          // 16: google.protobuf.Struct
-	(*QueryRecordsRequest)(nil),      // 17: compactor.v1.QueryRecordsRequest
-	(*QueryRecordsResponse)(nil),     // 18: compactor.v1.QueryRecordsResponse
+	(*IndexFigures)(nil),             // 12: compactor.v1.IndexFigures
+	(*timestamppb.Timestamp)(nil),    // 13: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),      // 14: google.protobuf.Duration
+	(Distance)(0),                    // 15: compactor.v1.Distance
+	(*IndexSettings)(nil),            // 16: compactor.v1.IndexSettings
+	(*structpb.Struct)(nil),          // 17: google.protobuf.Struct
+	(*QueryRecordsRequest)(nil),      // 18: compactor.v1.QueryRecordsRequest
+	(*QueryRecordsResponse)(nil),     // 19: compactor.v1.QueryRecordsResponse
 }
 var file_compactor_v1_collection_proto_depIdxs = []int32{
-	12, // 0: compactor.v1.Collection.dead_letter_time:type_name -> google.protobuf.Timestamp
-	12, // 1: compactor.v1.Collection.oldest_uncompacted_time:type_name -> google.protobuf.Timestamp
-	12, // 2: compactor.v1.Collection.last_compaction_time:type_name -> google.protobuf.Timestamp
-	12, // 3: compactor.v1.Collection.create_time:type_name -> google.protobuf.Timestamp
-	12, // 4: compactor.v1.Collection.update_time:type_name -> google.protobuf.Timestamp
-	12, // 5: compactor.v1.Collection.pause_time:type_name -> google.protobuf.Timestamp
-	13, // 6: compactor.v1.Collection.max_uncompacted_age:type_name -> google.protobuf.Duration
-	14, // 7: compactor.v1.Collection.distance:type_name -> compactor.v1.Distance
-	15, // 8: compactor.v1.Collection.index:type_name -> compactor.v1.IndexSettings
-	16, // 9: compactor.v1.Record.metadata:type_name -> google.protobuf.Struct
-	14, // 10: compactor.v1.CreateCollectionRequest.distance:type_name -> compactor.v1.Distance
-	15, // 11: compactor.v1.CreateCollectionRequest.index:type_name -> compactor.v1.IndexSettings
-	0,  // 12: compactor.v1.CreateCollectionResponse.collection:type_name -> compactor.v1.Collection
-	0,  // 13: compactor.v1.GetCollectionResponse.collection:type_name -> compactor.v1.Collection
-	0,  // 14: compactor.v1.ListCollectionsResponse.collections:type_name -> compactor.v1.Collection
-	0,  // 15: compactor.v1.DeleteCollectionResponse.collection:type_name -> compactor.v1.Collection
-	1,  // 16: compactor.v1.GetRecordsResponse.records:type_name -> compactor.v1.Record
-	2,  // 17: compactor.v1.CollectionService.CreateCollection:input_type -> compactor.v1.CreateCollectionRequest
-	4,  // 18: compactor.v1.CollectionService.GetCollection:input_type -> compactor.v1.GetCollectionRequest
-	6,  // 19: compactor.v1.CollectionService.ListCollections:input_type -> compactor.v1.ListCollectionsRequest
-	8,  // 20: compactor.v1.CollectionService.DeleteCollection:input_type -> compactor.v1.DeleteCollectionRequest
-	10, // 21: compactor.v1.CollectionService.GetRecords:input_type -> compactor.v1.GetRecordsRequest
-	17, // 22: compactor.v1.CollectionService.QueryRecords:input_type -> compactor.v1.QueryRecordsRequest
-	3,  // 23: compactor.v1.CollectionService.CreateCollection:output_type -> compactor.v1.CreateCollectionResponse
-	5,  // 24: compactor.v1.CollectionService.GetCollection:output_type -> compactor.v1.GetCollectionResponse
-	7,  // 25: compactor.v1.CollectionService.ListCollections:output_type -> compactor.v1.ListCollectionsResponse
-	9,  // 26: compactor.v1.CollectionService.DeleteCollection:output_type -> compactor.v1.DeleteCollectionResponse
-	11, // 27: compactor.v1.CollectionService.GetRecords:output_type -> compactor.v1.GetRecordsResponse
-	18, // 28: compactor.v1.CollectionService.QueryRecords:output_type -> compactor.v1.QueryRecordsResponse
-	23, // [23:29] is the sub-list for method output_type
-	17, // [17:23] is the sub-list for method input_type
-	17, // [17:17] is the sub-list for extension type_name
-	17, // [17:17] is the sub-list for extension extendee
-	0,  // [0:17] is the sub-list for field type_name
+	13, // 0: compactor.v1.Collection.dead_letter_time:type_name -> google.protobuf.Timestamp
+	13, // 1: compactor.v1.Collection.oldest_uncompacted_time:type_name -> google.protobuf.Timestamp
+	13, // 2: compactor.v1.Collection.last_compaction_time:type_name -> google.protobuf.Timestamp
+	13, // 3: compactor.v1.Collection.create_time:type_name -> google.protobuf.Timestamp
+	13, // 4: compactor.v1.Collection.update_time:type_name -> google.protobuf.Timestamp
+	13, // 5: compactor.v1.Collection.pause_time:type_name -> google.protobuf.Timestamp
+	14, // 6: compactor.v1.Collection.max_uncompacted_age:type_name -> google.protobuf.Duration
+	15, // 7: compactor.v1.Collection.distance:type_name -> compactor.v1.Distance
+	16, // 8: compactor.v1.Collection.index:type_name -> compactor.v1.IndexSettings
+	12, // 9: compactor.v1.Collection.index_figures:type_name -> compactor.v1.IndexFigures
+	17, // 10: compactor.v1.Record.metadata:type_name -> google.protobuf.Struct
+	15, // 11: compactor.v1.CreateCollectionRequest.distance:type_name -> compactor.v1.Distance
+	16, // 12: compactor.v1.CreateCollectionRequest.index:type_name -> compactor.v1.IndexSettings
+	0,  // 13: compactor.v1.CreateCollectionResponse.collection:type_name -> compactor.v1.Collection
+	0,  // 14: compactor.v1.GetCollectionResponse.collection:type_name -> compactor.v1.Collection
+	0,  // 15: compactor.v1.ListCollectionsResponse.collections:type_name -> compactor.v1.Collection
+	0,  // 16: compactor.v1.DeleteCollectionResponse.collection:type_name -> compactor.v1.Collection
+	1,  // 17: compactor.v1.GetRecordsResponse.records:type_name -> compactor.v1.Record
+	13, // 18: compactor.v1.IndexFigures.build_time:type_name -> google.protobuf.Timestamp
+	14, // 19: compactor.v1.IndexFigures.build_duration:type_name -> google.protobuf.Duration
+	2,  // 20: compactor.v1.CollectionService.CreateCollection:input_type -> compactor.v1.CreateCollectionRequest
+	4,  // 21: compactor.v1.CollectionService.GetCollection:input_type -> compactor.v1.GetCollectionRequest
+	6,  // 22: compactor.v1.CollectionService.ListCollections:input_type -> compactor.v1.ListCollectionsRequest
+	8,  // 23: compactor.v1.CollectionService.DeleteCollection:input_type -> compactor.v1.DeleteCollectionRequest
+	10, // 24: compactor.v1.CollectionService.GetRecords:input_type -> compactor.v1.GetRecordsRequest
+	18, // 25: compactor.v1.CollectionService.QueryRecords:input_type -> compactor.v1.QueryRecordsRequest
+	3,  // 26: compactor.v1.CollectionService.CreateCollection:output_type -> compactor.v1.CreateCollectionResponse
+	5,  // 27: compactor.v1.CollectionService.GetCollection:output_type -> compactor.v1.GetCollectionResponse
+	7,  // 28: compactor.v1.CollectionService.ListCollections:output_type -> compactor.v1.ListCollectionsResponse
+	9,  // 29: compactor.v1.CollectionService.DeleteCollection:output_type -> compactor.v1.DeleteCollectionResponse
+	11, // 30: compactor.v1.CollectionService.GetRecords:output_type -> compactor.v1.GetRecordsResponse
+	19, // 31: compactor.v1.CollectionService.QueryRecords:output_type -> compactor.v1.QueryRecordsResponse
+	26, // [26:32] is the sub-list for method output_type
+	20, // [20:26] is the sub-list for method input_type
+	20, // [20:20] is the sub-list for extension type_name
+	20, // [20:20] is the sub-list for extension extendee
+	0,  // [0:20] is the sub-list for field type_name
 }
 
 func init() { file_compactor_v1_collection_proto_init() }
@@ -1094,7 +1250,7 @@ func file_compactor_v1_collection_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_compactor_v1_collection_proto_rawDesc), len(file_compactor_v1_collection_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   12,
+			NumMessages:   13,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

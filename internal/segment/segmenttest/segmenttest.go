@@ -211,29 +211,6 @@ func (c *Clocked) List(ctx context.Context, prefix string) ([]segment.BlobInfo, 
 	return infos, nil
 }
 
-// FakeClock is a settable clock for tests, safe for concurrent use.
-type FakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-// NewFakeClock returns a clock reading t.
-func NewFakeClock(t time.Time) *FakeClock { return &FakeClock{t: t} }
-
-// Now returns the clock's time.
-func (c *FakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-// Advance moves the clock forward by d.
-func (c *FakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
-
 var (
 	_ segment.Blobs = (*FaultyBlobs)(nil)
 	_ segment.Blobs = (*Clocked)(nil)

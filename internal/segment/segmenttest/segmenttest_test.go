@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/compactorhq/compactor/internal/clock"
 	"github.com/compactorhq/compactor/internal/segment"
 	"github.com/compactorhq/compactor/internal/segment/segmenttest"
 )
@@ -105,13 +106,13 @@ func TestFaultyBlobsHoldsPutsUntilReleased(t *testing.T) {
 }
 
 func TestClockedReportsPutTimes(t *testing.T) {
-	clock := segmenttest.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	c := segmenttest.NewClocked(segmenttest.NewMem(t), clock.Now)
+	fake := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	c := segmenttest.NewClocked(segmenttest.NewMem(t), fake.Now)
 	ctx := context.Background()
 	if err := c.Put(ctx, "a", nil); err != nil {
 		t.Fatal(err)
 	}
-	clock.Advance(time.Hour)
+	fake.Advance(time.Hour)
 	if err := c.Put(ctx, "b", nil); err != nil {
 		t.Fatal(err)
 	}
@@ -119,7 +120,7 @@ func TestClockedReportsPutTimes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(infos) != 2 || !infos[0].ModTime.Equal(clock.Now().Add(-time.Hour)) || !infos[1].ModTime.Equal(clock.Now()) {
+	if len(infos) != 2 || !infos[0].ModTime.Equal(fake.Now().Add(-time.Hour)) || !infos[1].ModTime.Equal(fake.Now()) {
 		t.Errorf("list: %+v", infos)
 	}
 }

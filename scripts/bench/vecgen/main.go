@@ -19,22 +19,21 @@
 //
 // Files written into -out: KIND.base.f32 (n × dim float32), KIND.query.f32
 // (queries × dim), KIND.json ({"kind", "n", "queries", "dim", "distance",
-// "seed"}).
+// "seed"}): the format of package scripts/bench/vecset.
 package main
 
 import (
 	"bufio"
 	"compress/gzip"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"math"
 	"math/rand/v2"
 	"os"
-	"path/filepath"
+
+	"github.com/compactorhq/compactor/scripts/bench/vecset"
 )
 
 func main() {
@@ -42,15 +41,6 @@ func main() {
 		fmt.Fprintln(os.Stderr, "vecgen:", err)
 		os.Exit(1)
 	}
-}
-
-type meta struct {
-	Kind     string `json:"kind"`
-	N        int    `json:"n"`
-	Queries  int    `json:"queries"`
-	Dim      int    `json:"dim"`
-	Distance string `json:"distance"`
-	Seed     uint64 `json:"seed"`
 }
 
 func run(args []string, stderr io.Writer) error {
@@ -77,7 +67,7 @@ func run(args []string, stderr io.Writer) error {
 	if err := os.MkdirAll(*out, 0o755); err != nil {
 		return err
 	}
-	m := meta{Kind: *kind, N: *n, Queries: *queries, Dim: *dim, Distance: "l2", Seed: *seed}
+	m := vecset.Meta{Kind: *kind, N: *n, Queries: *queries, Dim: *dim, Distance: "l2", Seed: *seed}
 	var base, query [][]float32
 	switch *kind {
 	case "mixture":
@@ -120,14 +110,13 @@ func run(args []string, stderr io.Writer) error {
 	default:
 		return fmt.Errorf("-kind %q: want mixture, uniform or debian", *kind)
 	}
-	if err := write(filepath.Join(*out, *kind+".base.f32"), base, m.Dim); err != nil {
+	if err := vecset.WriteF32(vecset.BasePath(*out, *kind), base, m.Dim); err != nil {
 		return err
 	}
-	if err := write(filepath.Join(*out, *kind+".query.f32"), query, m.Dim); err != nil {
+	if err := vecset.WriteF32(vecset.QueryPath(*out, *kind), query, m.Dim); err != nil {
 		return err
 	}
-	b, _ := json.Marshal(m)
-	return os.WriteFile(filepath.Join(*out, *kind+".json"), append(b, '\n'), 0o644)
+	return vecset.WriteMeta(*out, m)
 }
 
 // normal returns centre plus a standard-normal vector (centre nil: zero).
@@ -179,27 +168,4 @@ func readEmbeddings(path string) ([][]float32, error) {
 		return nil, fmt.Errorf("%s: no embeddings", path)
 	}
 	return out, nil
-}
-
-func write(path string, vs [][]float32, dim int) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	w := bufio.NewWriterSize(f, 1<<20)
-	buf := make([]byte, 4*dim)
-	for _, v := range vs {
-		for j, x := range v {
-			binary.LittleEndian.PutUint32(buf[4*j:], math.Float32bits(x))
-		}
-		if _, err := w.Write(buf); err != nil {
-			f.Close()
-			return err
-		}
-	}
-	if err := w.Flush(); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
 }

@@ -19,8 +19,6 @@
 package main
 
 import (
-	"bufio"
-	"encoding/binary"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -35,6 +33,7 @@ import (
 	"time"
 
 	"github.com/compactorhq/compactor/internal/vindex"
+	"github.com/compactorhq/compactor/scripts/bench/vecset"
 )
 
 func main() {
@@ -42,14 +41,6 @@ func main() {
 		fmt.Fprintln(os.Stderr, "vindex bench:", err)
 		os.Exit(1)
 	}
-}
-
-type meta struct {
-	Kind     string `json:"kind"`
-	N        int    `json:"n"`
-	Queries  int    `json:"queries"`
-	Dim      int    `json:"dim"`
-	Distance string `json:"distance"`
 }
 
 type searchFig struct {
@@ -88,27 +79,23 @@ func run(args []string, stdout, stderr io.Writer) error {
 	if *dir == "" {
 		return fmt.Errorf("-dir is required")
 	}
-	var md meta
-	b, err := os.ReadFile(filepath.Join(*dir, *kind+".json"))
+	md, err := vecset.ReadMeta(*dir, *kind)
 	if err != nil {
 		return err
-	}
-	if err := json.Unmarshal(b, &md); err != nil {
-		return fmt.Errorf("%s.json: %w", *kind, err)
 	}
 	dist, err := vindex.ParseDistance(md.Distance)
 	if err != nil {
 		return err
 	}
-	base, err := readF32(filepath.Join(*dir, *kind+".base.f32"), md.Dim)
+	base, err := vecset.ReadF32(vecset.BasePath(*dir, *kind), md.Dim)
 	if err != nil {
 		return err
 	}
-	queries, err := readF32(filepath.Join(*dir, *kind+".query.f32"), md.Dim)
+	queries, err := vecset.ReadF32(vecset.QueryPath(*dir, *kind), md.Dim)
 	if err != nil {
 		return err
 	}
-	gtFlat, err := readF32(filepath.Join(*dir, *kind+".gt.f32"), *k)
+	gtFlat, err := vecset.ReadF32(filepath.Join(*dir, *kind+".gt.f32"), *k)
 	if err != nil {
 		return fmt.Errorf("ground truth (run hnswlib_bench.py first): %w", err)
 	}
@@ -312,32 +299,6 @@ func exactDistance(d vindex.Distance, q, x []float32) float64 {
 		return 1
 	}
 	return 1 - dot/math.Sqrt(qq*xx)
-}
-
-// readF32 reads a raw little-endian float32 file of rows of dim values.
-func readF32(path string, dim int) ([][]float32, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if st.Size()%int64(4*dim) != 0 {
-		return nil, fmt.Errorf("%s: %d bytes, not rows of %d float32", path, st.Size(), dim)
-	}
-	rows := int(st.Size() / int64(4*dim))
-	flat := make([]float32, rows*dim)
-	if err := binary.Read(bufio.NewReaderSize(f, 1<<20), binary.LittleEndian, flat); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	out := make([][]float32, rows)
-	for i := range out {
-		out[i] = flat[i*dim : (i+1)*dim : (i+1)*dim]
-	}
-	return out, nil
 }
 
 func cpu() float64 {

@@ -135,7 +135,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	clients := fs.Int("clients", 8, "concurrent query clients")
 	requests := fs.Int("requests", 250, "queries per client")
 	upserts := fs.Int("upserts", 10_000, "UPDATEs of the incremental step")
-	filterQueries := fs.Int("filter-queries", 200, "queries per filtered selectivity")
+	filterQueries := fs.Int("filter-queries", 100, "queries per filtered selectivity (a selective filter is planned as a scan of the version, seconds per query at 1M)")
 	recallQueries := fs.Int("recall-queries", 200, "queries of the recall after the upserts")
 	wait := fs.Duration("wait", 4*time.Hour, "the longest a compaction may take")
 	jsonOut := fs.String("json", "", "file to write the figures to as JSON")

@@ -1,0 +1,374 @@
+package segment
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/parquet-go/parquet-go"
+	"github.com/parquet-go/parquet-go/encoding"
+
+	"github.com/compactorhq/compactor/internal/materialize"
+)
+
+// getFew is Writer.Get for few ids spread over many blocks (ok true): when
+// the ids, taken as changes, would be written as a delta (preferDelta), it
+// reads them with readFew. ok false: Get reads whole blocks.
+func (w *Writer) getFew(ctx context.Context, ids []string) (_ map[string]materialize.Record, ok bool, _ error) {
+	if w.base == nil || len(ids) == 0 {
+		return nil, false, nil
+	}
+	sorted := slices.Sorted(slices.Values(ids))
+	asChanges := make([]Change, 0, len(sorted))
+	for i, id := range sorted {
+		if i == 0 || sorted[i-1] != id {
+			asChanges = append(asChanges, Change{ID: id})
+		}
+	}
+	if !w.s.preferDelta(w.base, asChanges) {
+		return nil, false, nil
+	}
+	out, err := w.readFew(ctx, ids)
+	return out, true, err
+}
+
+// readFew returns the current records of ids in the base, its deltas
+// applied (missing ids absent), reading from each block only its id
+// column and the rows of the ids (readBlockRows) instead of decoding the
+// whole block (a block Get loaded is looked up instead), and keeping no
+// block for a block write (which reads what it rewrites).
+func (w *Writer) readFew(ctx context.Context, ids []string) (map[string]materialize.Record, error) {
+	out := make(map[string]materialize.Record)
+	byBlock, order := idsByBlock(w.base.Blocks, ids)
+	for _, i := range order {
+		if recs, loaded := w.loaded[i]; loaded {
+			for _, id := range byBlock[i] {
+				if r, ok := findRecord(recs, id); ok {
+					out[id] = r.Clone()
+				}
+			}
+			continue
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("read block %s: %w", w.base.Blocks[i].Key, err)
+		}
+		found, err := w.s.readBlockRows(ctx, w.base.Blocks[i], byBlock[i])
+		if err != nil {
+			return nil, err
+		}
+		maps.Copy(out, found)
+	}
+	if err := w.overlayGet(ctx, ids, out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// readBlockRows reads from the block ref names the records of ids (absent
+// ids are left out): it checks the file as ReadBlock does (inspectBlock),
+// decodes the id column alone (checking the ids sorted, unique and as ref
+// says), then only the rows holding ids. A block of more than one row group
+// is read whole. Errors as ReadBlock's.
+func (s *Store) readBlockRows(ctx context.Context, ref BlockRef, ids []string) (map[string]materialize.Record, error) {
+	data, err := s.getBlob(ctx, KindBlock, ref.Key)
+	if err != nil {
+		return nil, fmt.Errorf("read block %s: %w", ref.Key, err)
+	}
+	out, err := blockRows(ref, data, ids)
+	if err != nil {
+		return nil, corrupt(KindBlock, ref.Key, err)
+	}
+	return out, nil
+}
+
+// blockRows is readBlockRows on the block's data.
+func blockRows(ref BlockRef, data []byte, ids []string) (out map[string]materialize.Record, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			out, err = nil, fmt.Errorf("read parquet: %v", p)
+		}
+	}()
+	if ref.Bytes > 0 && int64(len(data)) != ref.Bytes {
+		return nil, fmt.Errorf("%d bytes, manifest says %d", len(data), ref.Bytes)
+	}
+	if _, err := inspectBlock(data, ref.Records, MaxBlockDecodeBytes); err != nil {
+		return nil, err
+	}
+	f, err := openParquet(data, blockColumns)
+	if err != nil {
+		return nil, err
+	}
+	if len(f.RowGroups()) != 1 {
+		recs, err := decodeBlock(data, ref.Records)
+		if err != nil {
+			return nil, err
+		}
+		out = make(map[string]materialize.Record, len(ids))
+		for _, id := range ids {
+			if r, ok := findRecord(recs, id); ok {
+				out[id] = r
+			}
+		}
+		return out, nil
+	}
+	want := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		want[id] = true
+	}
+	idCol, _ := f.Schema().Lookup("id")
+	pages := f.RowGroups()[0].ColumnChunks()[idCol.ColumnIndex].Pages()
+	defer pages.Close()
+	var rows []int64
+	var rowIDs []string
+	var n int64
+	var first, last string
+	vals := make([]parquet.Value, 256)
+	for {
+		p, err := pages.ReadPage()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read id column: %w", err)
+		}
+		vr := p.Values()
+		for {
+			k, err := vr.ReadValues(vals)
+			for _, v := range vals[:k] {
+				id := v.String()
+				if n > 0 && id <= last {
+					return nil, fmt.Errorf("ids not sorted and unique at row %d (%q)", n, id)
+				}
+				if n == 0 {
+					first = id
+				}
+				last = id
+				if want[id] {
+					rows = append(rows, n)
+					rowIDs = append(rowIDs, id)
+				}
+				n++
+			}
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				return nil, fmt.Errorf("read id column: %w", err)
+			}
+			if k == 0 {
+				return nil, fmt.Errorf("read id column: no progress at row %d", n)
+			}
+		}
+		parquet.Release(p)
+	}
+	switch {
+	case n != ref.Records:
+		return nil, fmt.Errorf("%d records, manifest says %d", n, ref.Records)
+	case n > 0 && (first != ref.MinID || last != ref.MaxID):
+		return nil, fmt.Errorf("ids [%q, %q], manifest says [%q, %q]", first, last, ref.MinID, ref.MaxID)
+	}
+	// The rows' values, column by column: every page of a column is
+	// decoded once (a seek per row would decode its page again each time).
+	cols := make([][][]parquet.Value, len(blockColumns)) // column → wanted row → values
+	for c, path := range blockColumns[1:] {
+		leaf, _ := f.Schema().Lookup(path...)
+		vs, err := columnRows(f.RowGroups()[0].ColumnChunks()[leaf.ColumnIndex], rows, n, len(path) > 1)
+		if err != nil {
+			return nil, fmt.Errorf("read column %s: %w", strings.Join(path, "."), err)
+		}
+		cols[c+1] = vs
+	}
+	out = make(map[string]materialize.Record, len(rows))
+	for i := range rows {
+		row := blockRow{ID: rowIDs[i]}
+		emb, doc, meta := cols[1][i], cols[2][i], cols[3][i]
+		if len(doc) != 1 || len(meta) != 1 || len(emb) == 0 {
+			return nil, fmt.Errorf("row %d: %d, %d and %d values in the embedding, document and metadata columns", rows[i], len(emb), len(doc), len(meta))
+		}
+		if emb[0].DefinitionLevel() > 0 {
+			row.Embedding = make([]float32, 0, len(emb))
+			for _, v := range emb {
+				if !v.IsNull() {
+					row.Embedding = append(row.Embedding, v.Float())
+				}
+			}
+		}
+		if !doc[0].IsNull() {
+			d := string(doc[0].ByteArray())
+			row.Document = &d
+		}
+		if !meta[0].IsNull() {
+			m := string(meta[0].ByteArray())
+			row.Metadata = &m
+		}
+		rec, err := recordOf(&row)
+		if err != nil {
+			return nil, err
+		}
+		out[rec.ID] = rec
+	}
+	return out, nil
+}
+
+// columnRows returns the values of the given rows (sorted, unique) of
+// chunk, a column of a block of total rows: every page is decoded once, and
+// only the wanted rows' values are read from it (Page.Slice; one pass over
+// the page for a repeated column). The pages' row counts must add up to
+// total. repeated: the column is the embedding list's element (its values
+// carry repetition levels).
+func columnRows(chunk parquet.ColumnChunk, rows []int64, total int64, repeated bool) ([][]parquet.Value, error) {
+	out := make([][]parquet.Value, len(rows))
+	pages := chunk.Pages()
+	defer pages.Close()
+	vals := make([]parquet.Value, 256)
+	next, base := 0, int64(0)
+	for {
+		p, err := pages.ReadPage()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+		n := p.NumRows()
+		if n < 0 || n > total-base {
+			return nil, fmt.Errorf("page of %d rows after row %d of %d", n, base, total)
+		}
+		if repeated && next < len(rows) && rows[next] < base+n {
+			// Slicing a repeated page walks its levels from the start: one
+			// pass over the page takes every wanted row instead, over its
+			// levels and floats when the page holds them plainly.
+			var err error
+			ok := false
+			if next, ok, err = floatListRows(p, rows, next, base, out); !ok && err == nil {
+				next, err = repeatedRows(p, rows, next, base, out, vals)
+			}
+			if err != nil {
+				return nil, err
+			}
+		}
+		for ; next < len(rows) && rows[next] < base+n; next++ {
+			vr := p.Slice(rows[next]-base, rows[next]-base+1).Values()
+			for {
+				k, err := vr.ReadValues(vals)
+				for _, v := range vals[:k] {
+					out[next] = append(out[next], v.Clone())
+				}
+				if errors.Is(err, io.EOF) {
+					break
+				}
+				if err != nil {
+					return nil, err
+				}
+				if k == 0 {
+					return nil, fmt.Errorf("no progress at row %d", rows[next])
+				}
+			}
+		}
+		base += n
+		parquet.Release(p)
+	}
+	if base != total {
+		return nil, fmt.Errorf("pages hold %d rows, the block %d", base, total)
+	}
+	return out, nil
+}
+
+// repeatedRows reads the values of page p (holding the rows from base on)
+// in one pass, appending to out[i] the values of rows[i] for every i from
+// next on whose row p holds; it returns the first i whose row is past p.
+// A row starts at each value of repetition level 0.
+func repeatedRows(p parquet.Page, rows []int64, next int, base int64, out [][]parquet.Value, vals []parquet.Value) (int, error) {
+	vr := p.Values()
+	row := base - 1
+	end := base + p.NumRows()
+	for next < len(rows) && rows[next] < end {
+		k, err := vr.ReadValues(vals)
+		for _, v := range vals[:k] {
+			if v.RepetitionLevel() == 0 {
+				row++
+			}
+			for next < len(rows) && rows[next] < row {
+				next++
+			}
+			if next < len(rows) && rows[next] == row {
+				out[next] = append(out[next], v.Clone())
+			}
+		}
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return next, err
+		}
+		if k == 0 {
+			return next, fmt.Errorf("no progress at row %d", row)
+		}
+	}
+	if row >= end {
+		return next, fmt.Errorf("page of %d rows holds a row %d after row %d", p.NumRows(), row-base, base)
+	}
+	// Every wanted row before end was read; the loop stops at the first
+	// row past the page.
+	for next < len(rows) && rows[next] < end {
+		next++
+	}
+	return next, nil
+}
+
+// embeddingMaxDefinition is the definition level of a present float of the
+// embedding list (optional group, repeated list, required element).
+const embeddingMaxDefinition = 2
+
+// floatListRows is repeatedRows over the page's levels and float data
+// directly, for a page of the embedding column whose values are plain
+// floats (not dictionary indexes); ok false, with nothing read, for any
+// other page.
+func floatListRows(p parquet.Page, rows []int64, next int, base int64, out [][]parquet.Value) (int, bool, error) {
+	data := p.Data()
+	if data.Kind() != encoding.Float {
+		return next, false, nil
+	}
+	floats := data.Float()
+	reps, defs := p.RepetitionLevels(), p.DefinitionLevels()
+	if len(reps) != len(defs) {
+		return next, false, nil
+	}
+	col := p.Column()
+	row, vi := base-1, 0
+	end := base + p.NumRows()
+	for i := range reps {
+		if reps[i] == 0 {
+			row++
+			if row >= end {
+				return next, true, fmt.Errorf("page of %d rows holds a row %d after row %d", p.NumRows(), row-base, base)
+			}
+			for next < len(rows) && rows[next] < row {
+				next++
+			}
+		}
+		def := defs[i]
+		var v parquet.Value
+		if def == embeddingMaxDefinition {
+			if vi >= len(floats) {
+				return next, true, fmt.Errorf("page of %d floats has more present values", len(floats))
+			}
+			v = parquet.FloatValue(floats[vi])
+			vi++
+		}
+		if next < len(rows) && rows[next] == row {
+			out[next] = append(out[next], v.Level(int(reps[i]), int(def), col))
+		}
+	}
+	if vi != len(floats) {
+		return next, true, fmt.Errorf("page of %d floats has %d present values", len(floats), vi)
+	}
+	for next < len(rows) && rows[next] < end {
+		next++
+	}
+	return next, true, nil
+}
