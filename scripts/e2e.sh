@@ -544,6 +544,42 @@ else
 	echo "e2e: promtool not on PATH: skipping promtool check metrics"
 fi
 
+# --- versions and rollback -----------------------------------------------------
+
+# A second compaction (three deletes), then a rollback to the version before
+# it: the view keeps the deletes (read from the log again), the rollback's
+# version reads as the old one, and the next compaction makes the deletes a
+# version again.
+cli() { bin/compactor --addr "$URL" "$@"; }
+out=$(printf '%s\n' '{"op": "delete", "id": "0ad"}' '{"op": "delete", "id": "aide"}' '{"op": "delete", "id": "ziptime"}' |
+	cli push --collection "$coll" - 2>&1) || fail "compactor push of 3 deletes" "$out"
+out=$(cli compact "$coll" --wait 2>&1) || fail "compactor compact --wait after the deletes" "$out"
+read_all "$TMP/v2.json" >/dev/null || fail "GetRecords after the second compaction"
+v2=$(cli -o json versions "$coll" | python3 -c 'import json,sys; print(json.load(sys.stdin)["current_version"])') ||
+	fail "compactor versions -o json"
+v1=$((v2 - 1))
+out=$(cli rollback "$coll" --to-version "$v1" --reason e2e --yes 2>&1) || fail "compactor rollback --to-version $v1" "$out"
+[[ $out == *"backlog 3 records"* ]] || fail "the rollback leaves the 3 deletes to compact again" "$out"
+read_all "$TMP/rolled.json" >/dev/null || fail "GetRecords after the rollback"
+# The rollback's version is version v1's segment: it holds 0ad, which the
+# view (with the deletes in its tail) does not.
+rb=$((v2 + 1))
+out=$(cli -o json get --collection "$coll" --version "$rb" 0ad 2>&1) || fail "compactor get --version $rb 0ad" "$out"
+[[ $out == *'"id": "0ad"'* ]] || fail "version $rb (the rollback's) holds 0ad" "$out"
+out=$(cli compact "$coll" --wait 2>&1) || fail "compactor compact --wait after the rollback" "$out"
+read_all "$TMP/recompacted.json" >/dev/null || fail "GetRecords after the compaction that follows the rollback"
+# GC after that compaction keeps 2 versions: the new one and the rollback's.
+out=$(cli get --collection "$coll" --version "$v1" 0ad 2>&1) && fail "get --version $v1 after GC retired it" "$out"
+[[ $out == *"no longer keeps version $v1: the oldest kept version is $rb"* ]] ||
+	fail "get of a retired version names the oldest kept one" "$out"
+python3 - "$TMP/v2.json" "$TMP/rolled.json" "$TMP/recompacted.json" <<'PYEOF' || fail "reads after a rollback equal the reads before it"
+import json, sys
+v2, rolled, again = ([r["id"] for r in json.load(open(p))["records"]] for p in sys.argv[1:])
+assert len(v2) == 4997 and "0ad" not in v2, len(v2)
+assert rolled == v2 and again == v2
+PYEOF
+pass "versions and rollback: after a rollback to version $v1 the view keeps the 3 deletes, get --version $rb reads version $v1's records, the next compaction makes the deletes a version again"
+
 # --- shutdown -----------------------------------------------------------------
 
 kill -TERM "$server_pid"

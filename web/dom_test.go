@@ -132,3 +132,12 @@ func attrs(ns []*node, name string) []string {
 	}
 	return out
 }
+
+// texts returns the text of each node.
+func texts(ns []*node) []string {
+	out := make([]string, len(ns))
+	for i, n := range ns {
+		out[i] = n.Text()
+	}
+	return out
+}

@@ -449,7 +449,32 @@ func TestCollectionPageShowsFieldsJobsFormAndCharts(t *testing.T) {
 		t.Fatalf("backlog line %v", line)
 	}
 
+	// The version history, newest first: the rollback names what it
+	// restored, who asked and why; compactions link their job.
+	if got := texts(p.ByTestID("version-number")); !slices.Equal(got, []string{"12", "11", "10", "9"}) {
+		t.Errorf("versions %v", got)
+	}
+	if got := texts(p.ByTestID("version-state")); !slices.Equal(got, []string{"current", "kept", "kept", "retired"}) {
+		t.Errorf("version states %v", got)
+	}
+	origins := p.ByTestID("version-origin")
+	if got := origins[0].Text(); !strings.HasPrefix(got, "rollback to 10 by alice@ops: version 11 dropped records") {
+		t.Errorf("rollback origin %q", got)
+	}
+	if links := origins[0].ByTag("a"); len(links) != 1 || links[0].Attrs["href"] != "/jobs/"+webtest.Rollback {
+		t.Errorf("the rollback's job link %v", links)
+	}
+	if links := origins[1].ByTag("a"); len(links) != 1 || links[0].Attrs["href"] != "/jobs/"+webtest.Succeeded {
+		t.Errorf("version 11's job link %v", links)
+	}
+	if got := texts(p.ByTestID("version-offsets")); !slices.Equal(got, []string{"(60,500, 60,000]", "(60,000, 60,500]", "(59,000, 60,000]", "… 59,000]"}) {
+		t.Errorf("version offsets %v", got)
+	}
+
 	empty := e.get("/collections/" + webtest.Users).page(t)
+	if got := empty.One(t, "versions-empty").Text(); !strings.Contains(got, "No version yet") {
+		t.Errorf("a collection without versions: %q", got)
+	}
 	if got := empty.One(t, "chart-backlog").Text(); !strings.Contains(got, "No backlog samples yet.") {
 		t.Errorf("empty backlog chart %q", got)
 	}

@@ -834,6 +834,67 @@ type collectionView struct {
 	CompactURL string
 	JobsURL    string
 	Pause      pauseView
+	Versions   []versionRow
+}
+
+// versionRow is one line of a collection's version history.
+type versionRow struct {
+	Version   string
+	Created   timeView
+	Offsets   string
+	Records   string
+	Bytes     string
+	Blocks    string
+	State     string // "current", "kept", "retired"
+	Badge     string // the state's CSS class
+	JobURL    string // "" for a rollback
+	JobShort  string
+	Origin    string // "rollback to 3 by alice: …"; "" for a compaction
+	Digest    string
+	DigestTip string
+	Verified  string
+}
+
+// versionRows builds the version history table.
+func versionRows(now time.Time, vs []CollectionVersion) []versionRow {
+	rows := make([]versionRow, 0, len(vs))
+	for _, v := range vs {
+		r := versionRow{
+			Version: fmtCount(v.Version), Created: newTimeView(now, v.CreatedAt),
+			Offsets: fmt.Sprintf("(%s, %s]", fmtCount(v.OffsetStart), fmtCount(v.CompactionOffset)),
+			Records: fmtCount(v.RecordCount), Bytes: fmtBytes(v.SegmentBytes), Blocks: fmtCount(int64(v.BlockCount)),
+			State: "retired", Badge: "state-cancelled", Digest: dash, Verified: "unknown",
+		}
+		if v.OffsetStart < 0 {
+			r.Offsets = "… " + fmtCount(v.CompactionOffset) + "]"
+		}
+		switch {
+		case v.Current:
+			r.State, r.Badge = "current", "state-succeeded"
+		case v.Kept:
+			r.State, r.Badge = "kept", "state-queued"
+		}
+		if v.JobID != "" {
+			r.JobURL, r.JobShort = jobURL(v.JobID), shortID(v.JobID)
+		}
+		if v.RollbackOf > 0 {
+			r.Origin = fmt.Sprintf("rollback to %d", v.RollbackOf)
+			if v.CreatedBy != "" {
+				r.Origin += " by " + v.CreatedBy
+			}
+			if v.Reason != "" {
+				r.Origin += ": " + v.Reason
+			}
+		}
+		if v.Digest != "" {
+			r.Digest, r.DigestTip = truncate(v.Digest, 12), v.Digest
+		}
+		if v.Verification != "" {
+			r.Verified = v.Verification
+		}
+		rows = append(rows, r)
+	}
+	return rows
 }
 
 const collectionJobsShown = 100
@@ -879,6 +940,7 @@ func buildCollection(now time.Time, c Collection, jobs []Job, history []Point, a
 		Throughput: throughputChart(now, jobs),
 	}
 	v.Fields = append(v.Fields, indexFields(now, c.Index)...)
+	v.Versions = versionRows(now, c.Versions)
 	return v
 }
 

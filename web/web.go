@@ -73,6 +73,7 @@ const (
 	KindCompaction   = "compaction"
 	KindIndexRebuild = "index_rebuild"
 	KindVerify       = "verify"
+	KindRollback     = "rollback"
 )
 
 // Sentinel errors a Source returns (wrapped or not; they are matched with
@@ -163,6 +164,30 @@ type Collection struct {
 	// Index is the vector index: the collection's settings, and what the
 	// current version's index holds (on the collection page only).
 	Index CollectionIndex
+	// Versions is the version history, newest first (on the collection
+	// page only).
+	Versions []CollectionVersion
+}
+
+// CollectionVersion is one committed segment version of a collection.
+type CollectionVersion struct {
+	Version   int64
+	CreatedAt time.Time
+	// The log offsets it covers: (OffsetStart, CompactionOffset];
+	// OffsetStart -1 when not known.
+	OffsetStart, CompactionOffset int64
+	JobID                         string // the job that wrote it; "" for a rollback
+	RecordCount, SegmentBytes     int64
+	BlockCount                    int
+	Current                       bool // the collection's current version
+	Kept                          bool // readable by version, a rollback target; false once retired
+	// RollbackOf is the version a rollback restored (0: not a rollback),
+	// with the operator's reason and name.
+	RollbackOf        int64
+	Reason, CreatedBy string
+	// Digest and Verification as the manifest records them; "" when it
+	// records none.
+	Digest, Verification string
 }
 
 // CollectionIndex is a collection's vector index settings and, when its

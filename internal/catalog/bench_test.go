@@ -2,12 +2,14 @@ package catalog_test
 
 import (
 	"fmt"
+	"path/filepath"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/compactorhq/compactor/internal/catalog"
 	"github.com/compactorhq/compactor/internal/catalog/catalogtest"
+	"github.com/compactorhq/compactor/internal/sampletest"
 )
 
 // BenchmarkAppendLog appends batches of 5,000 ADD records with 64-dimension
@@ -68,4 +70,72 @@ func cpuSeconds() float64 {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
+}
+
+// BenchmarkLogRowBytes measures what the log rows a kept version needs cost
+// the catalog: the Debian sample (5,000 ADD records, 64-dim embeddings,
+// documents and metadata) appended to an empty collection, in bytes of
+// database per log row (SQLite: the file's pages after a checkpoint, the
+// record-id index included; PostgreSQL, with COMPACTOR_TEST_POSTGRES_DSN:
+// the log table's total relation size, indexes and TOAST included). Each
+// kept version beyond the current one keeps the log rows its compaction
+// covered, so a kept version costs (records it compacted) × this.
+func BenchmarkLogRowBytes(b *testing.B) {
+	ops := sampletest.Base(b)
+	backends := map[string]func(b *testing.B) (*catalog.Catalog, func() int64){
+		"sqlite": func(b *testing.B) (*catalog.Catalog, func() int64) {
+			e := &env{backend: "sqlite", driver: "sqlite", dsn: filepath.Join(b.TempDir(), "catalog.db"), clock: newClock()}
+			c := e.open(b)
+			db := rawDBTB(b, e)
+			return c, func() int64 {
+				var pages, size int64
+				if _, err := db.ExecContext(ctx, `PRAGMA wal_checkpoint(TRUNCATE)`); err != nil {
+					b.Fatal(err)
+				}
+				if err := db.QueryRowContext(ctx, `PRAGMA page_count`).Scan(&pages); err != nil {
+					b.Fatal(err)
+				}
+				if err := db.QueryRowContext(ctx, `PRAGMA page_size`).Scan(&size); err != nil {
+					b.Fatal(err)
+				}
+				return pages * size
+			}
+		},
+	}
+	if base := postgresBase(); base != "" {
+		backends["postgres"] = func(b *testing.B) (*catalog.Catalog, func() int64) {
+			e := &env{backend: "postgres", driver: "postgres", dsn: postgresSchema(b, base), clock: newClock()}
+			c := e.open(b)
+			db := rawDBTB(b, e)
+			return c, func() int64 {
+				var n int64
+				if _, err := db.ExecContext(ctx, `VACUUM ANALYZE log`); err != nil {
+					b.Fatal(err)
+				}
+				if err := db.QueryRowContext(ctx, `SELECT pg_total_relation_size('log')`).Scan(&n); err != nil {
+					b.Fatal(err)
+				}
+				return n
+			}
+		}
+	}
+	for _, name := range []string{"sqlite", "postgres"} {
+		open, ok := backends[name]
+		if !ok {
+			continue
+		}
+		b.Run(name, func(b *testing.B) {
+			var perRow float64
+			for b.Loop() {
+				c, size := open(b)
+				col := mustCreate(b, c, fmt.Sprintf("rows-%d", time.Now().UnixNano()), 64)
+				before := size()
+				if _, _, err := c.AppendLog(ctx, col.ID, ops, catalog.AppendLimits{}); err != nil {
+					b.Fatal(err)
+				}
+				perRow = float64(size()-before) / float64(len(ops))
+			}
+			b.ReportMetric(perRow, "bytes/row")
+		})
+	}
 }

@@ -37,6 +37,10 @@ var (
 	ErrInvalidArgument = errors.New("invalid argument")
 	// ErrUnavailable: the database cannot be reached or is busy; transient.
 	ErrUnavailable = errors.New("catalog unavailable")
+	// ErrFailedPrecondition: the collection is not in a state that allows
+	// the operation (a rollback while a job of the collection runs, or to a
+	// version whose later log rows are gone).
+	ErrFailedPrecondition = errors.New("failed precondition")
 	// ErrStorageFull: a store (the catalog database or the blob store) has
 	// no space left for a write. Every such error is a *StorageFullError.
 	ErrStorageFull = errors.New("storage full")
@@ -102,6 +106,32 @@ func (e *ConflictError) Error() string {
 // Is reports whether target is ErrConflict.
 func (e *ConflictError) Is(target error) bool { return target == ErrConflict }
 
+// VersionNotFoundError is returned for a segment version that a
+// collection does not keep: never committed, or retired by GC (beyond
+// --versions-to-keep). It names the versions that are kept. It matches
+// ErrNotFound.
+type VersionNotFoundError struct {
+	CollectionID string
+	Version      int64
+	// Oldest and Newest are the kept versions' range; both 0 when the
+	// collection has no committed version.
+	Oldest, Newest int64
+}
+
+func (e *VersionNotFoundError) Error() string {
+	switch {
+	case e.Newest == 0:
+		return fmt.Sprintf("collection %s has no version %d: it has no committed version yet", e.CollectionID, e.Version)
+	case e.Version > e.Newest:
+		return fmt.Sprintf("collection %s has no version %d: the newest is %d (kept: %d to %d)", e.CollectionID, e.Version, e.Newest, e.Oldest, e.Newest)
+	}
+	return fmt.Sprintf("collection %s no longer keeps version %d: the oldest kept version is %d (kept: %d to %d; --versions-to-keep bounds how many)",
+		e.CollectionID, e.Version, e.Oldest, e.Oldest, e.Newest)
+}
+
+// Is reports whether target is ErrNotFound.
+func (e *VersionNotFoundError) Is(target error) bool { return target == ErrNotFound }
+
 // BackpressureError is returned by AppendLog when appending would take the
 // collection's backlog (log position minus compaction offset, in records)
 // past the limit. It matches ErrBackpressure.
@@ -140,11 +170,14 @@ func (e *KeyReuseError) Is(target error) bool { return target == ErrInvalidArgum
 
 // Collection is one row of the collections table.
 type Collection struct {
-	ID               string // UUID, assigned at creation
-	Name             string // unique, 1..256 bytes
-	Dimension        int    // embedding dimension; 0 until fixed by creation or the first write
-	LogPosition      int64  // offset of the last appended log record; 0 when none
-	CompactionOffset int64  // offset of the last compacted record; never decreases
+	ID          string // UUID, assigned at creation
+	Name        string // unique, 1..256 bytes
+	Dimension   int    // embedding dimension; 0 until fixed by creation or the first write
+	LogPosition int64  // offset of the last appended log record; 0 when none
+	// CompactionOffset is the offset of the last compacted record. It
+	// never decreases, except by a rollback (CommitRollback), which sets it
+	// back to the restored version's.
+	CompactionOffset int64
 	SegmentVersion   int64  // 0 before the first committed compaction
 	ManifestKey      string // blob key of the current version's manifest; "" at version 0
 	RecordCount      int64  // records in the current segment version
@@ -197,6 +230,22 @@ type Version struct {
 	// retained. Its blobs are deleted only once it has been retired for
 	// longer than the GC grace period (see RetireVersions).
 	RetiredAt time.Time
+	// JobID is the job whose commit wrote the version; "" for a version
+	// made by a rollback, and for versions committed before it was recorded.
+	JobID string
+	// OffsetStart is the compaction offset the version was built from:
+	// the version covers the log offsets (OffsetStart, CompactionOffset].
+	// Of a rollback, the offset of the version it replaced. -1 when not
+	// known (a version committed before it was recorded, whose older
+	// neighbour is gone).
+	OffsetStart int64
+	// RollbackOf is, for a version made by a rollback, the version whose
+	// segment and compaction offset it restores; 0 otherwise.
+	RollbackOf int64
+	// Reason and CreatedBy are a rollback's: the operator's reason and who
+	// asked for it, as the request named them ("" when not given).
+	Reason    string
+	CreatedBy string
 	// Digest is the version's record digest as its compaction recorded it
 	// (segment.Digest text, 32 hex digits); "" for a version committed
 	// before digests, or without one.
@@ -207,6 +256,11 @@ type Version struct {
 	VerifiedAt  time.Time
 	VerifyError string
 }
+
+// Kept reports whether v is in the retained set (not retired by GC): the
+// versions that reads by version and rollbacks may use, and whose log the
+// catalog keeps (PurgeLog).
+func (v Version) Kept() bool { return v.RetiredAt.IsZero() }
 
 // Retention is the outcome of RetireVersions: every version row of the
 // collection, split by what GC may do with its blobs. Both lists are newest
@@ -223,6 +277,27 @@ type Retention struct {
 	Expired []Version
 	// Retired is how many versions this call marked retired.
 	Retired int
+}
+
+// Rollback is what CommitRollback writes in one transaction: a new version
+// (NewVersion = BaseVersion+1) whose segment is ToVersion's (ManifestKey is
+// a copy of ToVersion's manifest, FromManifestKey, under the new version
+// number) and whose compaction offset, record count and storage figures
+// are ToVersion's.
+type Rollback struct {
+	CollectionID    string
+	BaseVersion     int64 // compare-and-swap: must equal the current segment version
+	NewVersion      int64 // must be BaseVersion+1
+	ToVersion       int64 // the kept version restored
+	FromManifestKey string
+	ManifestKey     string
+	Reason          string // the operator's, kept in the history
+	By              string // who asked, as the request named them
+	// JobID, when set, is the id of the job row of kind rollback that
+	// records the rollback in the job history, written SUCCEEDED in the
+	// same transaction (see CommitRollback); Node names the node on it.
+	JobID string
+	Node  string
 }
 
 // JobState is the lifecycle state of a compaction job (DESIGN.md §5).

@@ -23,8 +23,9 @@ const (
 
 // collectionColumns selects a collection row (table alias c) in the order
 // scanCollection reads it. The last column is the append time of the first
-// uncompacted log record: offsets are dense and compacted rows are purged,
-// so that is the row at compaction_offset+1, found through the primary key.
+// uncompacted log record: offsets are dense and the rows after the
+// compaction offset are never purged, so that is the row at
+// compaction_offset+1, found through the primary key.
 const collectionColumns = `c.id, c.name, c.dimension, c.log_position, c.compaction_offset,
 	c.segment_version, c.manifest_key, c.record_count, c.failure_count,
 	c.dead_lettered_at, c.last_compacted_at, c.created_at, c.updated_at, c.retry_count, c.retry_after,

@@ -70,7 +70,7 @@ func TestCommitCompactionCommitsEverythingAtOnce(t *testing.T) {
 			t.Fatal(err)
 		}
 		equal(t, "versions", versions, []catalog.Version{{CollectionID: col.ID, Version: 1, ManifestKey: cm.ManifestKey, CompactionOffset: 6, RecordCount: 5, SegmentBytes: 8192, BlockCount: 2, CreatedAt: now,
-			Digest: cm.Digest}})
+			Digest: cm.Digest, JobID: job.ID}})
 		// A verification's outcome is kept on the version row, at the
 		// catalog's time; the latest one wins.
 		verifiedAt := ms(e.clock.Advance(time.Second))
@@ -101,7 +101,8 @@ func TestCommitCompactionCommitsEverythingAtOnce(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		done.CollectionName = col.Name // read with the job
+		done.CollectionName = col.Name     // read with the job
+		done.Kind = jobtype.KindCompaction // a job written without a kind reads as a compaction
 		equal(t, "job", stored, done)
 
 		// Committing with nothing new (same offset) and no job is allowed.

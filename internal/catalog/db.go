@@ -241,8 +241,9 @@ func (c *Catalog) wrap(err error, format string, args ...any) error {
 		backlog  *BackpressureError
 		invalid  *materialize.InvalidRecordError
 		reused   *KeyReuseError
+		version  *VersionNotFoundError
 	)
-	if errors.As(err, &conflict) || errors.As(err, &backlog) || errors.As(err, &invalid) || errors.As(err, &reused) {
+	if errors.As(err, &conflict) || errors.As(err, &backlog) || errors.As(err, &invalid) || errors.As(err, &reused) || errors.As(err, &version) {
 		return err
 	}
 	return fmt.Errorf("%s: %w", fmt.Sprintf(format, args...), c.classify(err))

@@ -435,23 +435,24 @@ func (g *writerGate) yield(ctx context.Context, maxWait time.Duration) error {
 	}
 }
 
-// PurgeLog deletes the log rows of a collection at or below its committed
-// compaction offset, in transactions of at most logPurgeChunk rows (range
-// deletes on the (collection_id, log_offset) key), and returns the number of
-// rows deleted. Before each chunk it yields to the foreground writes of the
-// catalog (see writerGate): a purge of a million rows after a large
-// compaction does not make the small jobs that follow wait behind it. It
-// runs after a compaction's commit, off the commit's critical path: every
-// reader already ignores rows at or below the compaction offset (ReadLog,
-// ScanLog and ReadView read above it), so rows a crash leaves behind are
-// harmless, and the next purge of the collection removes them. ErrNotFound
-// when the collection does not exist.
+// PurgeLog deletes the log rows of a collection that no kept version needs:
+// those at or below the compaction offset of the oldest kept version (the
+// lowest compaction offset among the versions GC has not retired, and the
+// collection's own), so that a rollback to any kept version finds every
+// operation record after it (CommitRollback) — with --versions-to-keep 1,
+// that is the current compaction offset. It deletes in transactions of at
+// most logPurgeChunk rows (range deletes on the (collection_id, log_offset)
+// key) and returns the number of rows deleted. Before each chunk it yields
+// to the foreground writes of the catalog (see writerGate): a purge of a
+// million rows after a large compaction does not make the small jobs that
+// follow wait behind it. It runs after a compaction's commit and after GC
+// retires versions, off the commit's critical path: every reader ignores
+// rows at or below the current compaction offset (ReadLog, ScanLog and
+// ReadView read above it), so rows a crash leaves behind are harmless, and
+// the next purge of the collection removes them. ErrNotFound when the
+// collection does not exist.
 func (c *Catalog) PurgeLog(ctx context.Context, id string) (int64, error) {
-	var offset int64
-	err := c.r.QueryRowContext(ctx, c.d.q(`SELECT compaction_offset FROM collections WHERE id = ?`), id).Scan(&offset)
-	if errors.Is(err, sql.ErrNoRows) {
-		err = ErrNotFound
-	}
+	offset, err := c.purgeBound(ctx, id)
 	if err != nil {
 		return 0, c.wrap(err, "purge log of collection %s", id)
 	}
@@ -481,6 +482,29 @@ func (c *Catalog) PurgeLog(ctx context.Context, id string) (int64, error) {
 		}
 	}
 	return total, nil
+}
+
+// purgeBound is the offset at or below which PurgeLog may delete the log
+// rows of collection id: the lowest compaction offset of the collection
+// and of its kept versions.
+func (c *Catalog) purgeBound(ctx context.Context, id string) (int64, error) {
+	var (
+		offset int64
+		kept   sql.NullInt64
+	)
+	err := c.r.QueryRowContext(ctx, c.d.q(`SELECT c.compaction_offset,
+			(SELECT MIN(v.compaction_offset) FROM versions v WHERE v.collection_id = c.id AND v.retired_at IS NULL)
+		FROM collections c WHERE c.id = ?`), id).Scan(&offset, &kept)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, ErrNotFound
+	}
+	if err != nil {
+		return 0, err
+	}
+	if kept.Valid {
+		offset = min(offset, kept.Int64)
+	}
+	return offset, nil
 }
 
 // queryLog runs a query of (log_offset, record) rows and decodes them.

@@ -167,7 +167,9 @@ func TestReadTailRangeOrdersIDsByBytes(t *testing.T) {
 
 // rawDB opens the test's database directly, as an older process or an
 // operator would.
-func rawDB(t *testing.T, e *env) *sql.DB {
+func rawDB(t *testing.T, e *env) *sql.DB { return rawDBTB(t, e) }
+
+func rawDBTB(t testing.TB, e *env) *sql.DB {
 	t.Helper()
 	driver := "sqlite"
 	if e.driver == "postgres" {

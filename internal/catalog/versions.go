@@ -8,11 +8,14 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/compactorhq/compactor/internal/jobtype"
 )
 
 // CommitCompaction commits a compaction in one transaction: compare-and-swap
 // of the segment version (BaseVersion → NewVersion), advance of the
-// compaction offset, a row in the versions table, the reset of the failure count and dead-letter
+// compaction offset, a row in the versions table (with the job's id and
+// the offset it was built from), the reset of the failure count and dead-letter
 // mark, and cm.Job when set. Errors: *ConflictError when the current version
 // is not BaseVersion (nothing written), ErrInvalidArgument when the offset
 // would go backwards or past the log position or NewVersion != BaseVersion+1,
@@ -72,8 +75,12 @@ func (c *Catalog) CommitCompaction(ctx context.Context, cm Commit) error {
 				return fmt.Errorf("update index settings: %w", err)
 			}
 		}
-		_, err = tx.ExecContext(ctx, c.d.q(`INSERT INTO versions (collection_id, version, manifest_key, compaction_offset, record_count, segment_bytes, block_count, created_at, digest)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`), cm.CollectionID, cm.NewVersion, cm.ManifestKey, cm.CompactionOffset, cm.RecordCount, cm.SegmentBytes, cm.BlockCount, now, cm.Digest)
+		jobID := ""
+		if cm.Job != nil {
+			jobID = cm.Job.ID
+		}
+		_, err = tx.ExecContext(ctx, c.d.q(`INSERT INTO versions (collection_id, version, manifest_key, compaction_offset, record_count, segment_bytes, block_count, created_at, digest, job_id, offset_start)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`), cm.CollectionID, cm.NewVersion, cm.ManifestKey, cm.CompactionOffset, cm.RecordCount, cm.SegmentBytes, cm.BlockCount, now, cm.Digest, jobID, offset)
 		if err != nil {
 			return fmt.Errorf("insert version %d: %w", cm.NewVersion, err)
 		}
@@ -242,11 +249,36 @@ func (c *Catalog) DeleteVersions(ctx context.Context, id string, versions []int6
 	return c.wrap(err, "delete versions of collection %s", id)
 }
 
+// versionColumns selects a version row in the order scanVersion reads it.
+const versionColumns = `collection_id, version, manifest_key, compaction_offset, record_count, segment_bytes, block_count, created_at, retired_at,
+	digest, verified_at, verify_error, job_id, offset_start, rollback_of, reason, created_by`
+
+func scanVersion(s scanner) (Version, error) {
+	var (
+		v                   Version
+		createdAt           int64
+		offsetStart, rollOf sql.NullInt64
+	)
+	if err := s.Scan(&v.CollectionID, &v.Version, &v.ManifestKey, &v.CompactionOffset, &v.RecordCount, &v.SegmentBytes, &v.BlockCount, &createdAt, msTime{&v.RetiredAt},
+		&v.Digest, msTime{&v.VerifiedAt}, &v.VerifyError, &v.JobID, &offsetStart, &rollOf, &v.Reason, &v.CreatedBy); err != nil {
+		return Version{}, err
+	}
+	v.CreatedAt = fromMs(createdAt)
+	v.OffsetStart = -1
+	if offsetStart.Valid {
+		v.OffsetStart = offsetStart.Int64
+	} else if v.Version == 1 {
+		v.OffsetStart = 0
+	}
+	v.RollbackOf = rollOf.Int64
+	return v, nil
+}
+
 // queryVersions reads the version rows of a collection, newest first (an
-// empty, non-nil slice when none).
+// empty, non-nil slice when none). A row committed before OffsetStart was
+// recorded takes its older neighbour's compaction offset.
 func (c *Catalog) queryVersions(ctx context.Context, q querier, id string) ([]Version, error) {
-	rows, err := q.QueryContext(ctx, c.d.q(`SELECT collection_id, version, manifest_key, compaction_offset, record_count, segment_bytes, block_count, created_at, retired_at,
-			digest, verified_at, verify_error
+	rows, err := q.QueryContext(ctx, c.d.q(`SELECT `+versionColumns+`
 		FROM versions WHERE collection_id = ? ORDER BY version DESC`), id)
 	if err != nil {
 		return nil, err
@@ -254,18 +286,191 @@ func (c *Catalog) queryVersions(ctx context.Context, q querier, id string) ([]Ve
 	defer rows.Close()
 	vs := []Version{}
 	for rows.Next() {
-		var (
-			v         Version
-			createdAt int64
-		)
-		if err := rows.Scan(&v.CollectionID, &v.Version, &v.ManifestKey, &v.CompactionOffset, &v.RecordCount, &v.SegmentBytes, &v.BlockCount, &createdAt, msTime{&v.RetiredAt},
-			&v.Digest, msTime{&v.VerifiedAt}, &v.VerifyError); err != nil {
+		v, err := scanVersion(rows)
+		if err != nil {
 			return nil, err
 		}
-		v.CreatedAt = fromMs(createdAt)
 		vs = append(vs, v)
 	}
-	return vs, rows.Err()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	for i := range vs {
+		if vs[i].OffsetStart < 0 && i+1 < len(vs) && vs[i+1].Version == vs[i].Version-1 {
+			vs[i].OffsetStart = vs[i+1].CompactionOffset
+		}
+	}
+	return vs, nil
+}
+
+// GetVersion returns the row of a kept version of a collection (one GC has
+// not retired; the current version is always kept). Errors: ErrNotFound
+// when the collection does not exist; a *VersionNotFoundError (matching
+// ErrNotFound, naming the kept versions) when version was never committed
+// or has been retired; ErrInvalidArgument for a version below 1.
+func (c *Catalog) GetVersion(ctx context.Context, id string, version int64) (Version, error) {
+	if version < 1 {
+		return Version{}, c.wrap(fmt.Errorf("version %d: versions start at 1: %w", version, ErrInvalidArgument), "get version of collection %s", id)
+	}
+	var v Version
+	err := c.readTx(ctx, func(tx *sql.Tx) error {
+		var err error
+		v, err = c.keptVersion(ctx, tx, id, version)
+		return err
+	})
+	if err != nil {
+		return Version{}, c.wrap(err, "get version %d of collection %s", version, id)
+	}
+	return v, nil
+}
+
+// keptVersion reads version of collection id through q: ErrNotFound for
+// no collection, *VersionNotFoundError when the version is not kept.
+func (c *Catalog) keptVersion(ctx context.Context, q querier, id string, version int64) (Version, error) {
+	vs, err := c.queryVersions(ctx, q, id)
+	if err != nil {
+		return Version{}, err
+	}
+	if len(vs) == 0 {
+		ok, err := c.existsCollection(ctx, q, id)
+		if err != nil {
+			return Version{}, err
+		}
+		if !ok {
+			return Version{}, ErrNotFound
+		}
+	}
+	nf := &VersionNotFoundError{CollectionID: id, Version: version}
+	for _, v := range vs {
+		if v.Kept() {
+			nf.Oldest = v.Version
+			nf.Newest = max(nf.Newest, v.Version)
+		}
+	}
+	for _, v := range vs {
+		if v.Version == version && v.Kept() {
+			return v, nil
+		}
+	}
+	return Version{}, nf
+}
+
+// CommitRollback makes a kept version's segment current again, as a new
+// version, in one transaction fenced like a compaction's commit:
+// compare-and-swap of the segment version (BaseVersion → NewVersion =
+// BaseVersion+1), no job of the collection RUNNING, and then the collection
+// takes rb.ManifestKey and rb.ToVersion's compaction offset (which moves
+// back: every log record after it is read again by the next compaction),
+// record count and storage figures; the new version row records the
+// rollback (RollbackOf, Reason, CreatedBy) and, with rb.JobID set, its
+// job: a row of kind rollback, SUCCEEDED, with the versions before and
+// after, the log offsets compacted again (OffsetStart, OffsetEnd] and a
+// note, so that the rollback is in the job history too. The failure count
+// and dead-letter mark are left as they are.
+//
+// Errors: ErrNotFound (no collection); *VersionNotFoundError (ToVersion not
+// kept); *ConflictError (the current version is not BaseVersion);
+// ErrInvalidArgument (NewVersion != BaseVersion+1, ToVersion already
+// current, FromManifestKey not ToVersion's manifest); ErrFailedPrecondition
+// when a job of the collection is RUNNING (naming it: it could commit a
+// version built on the one replaced) or when the log rows after
+// ToVersion's compaction offset are gone (purged by a release that purged
+// up to the newest version's offset: the rollback would lose those
+// records). Nothing is written on error.
+func (c *Catalog) CommitRollback(ctx context.Context, rb Rollback) error {
+	switch {
+	case rb.NewVersion != rb.BaseVersion+1:
+		return c.wrap(fmt.Errorf("new version %d does not follow base version %d: %w", rb.NewVersion, rb.BaseVersion, ErrInvalidArgument), "roll back collection %s", rb.CollectionID)
+	case rb.ToVersion < 1:
+		return c.wrap(fmt.Errorf("version %d: versions start at 1: %w", rb.ToVersion, ErrInvalidArgument), "roll back collection %s", rb.CollectionID)
+	}
+	now := ms(c.now())
+	err := c.writeTx(ctx, func(tx *sql.Tx) error {
+		var version, offset, position int64
+		err := tx.QueryRowContext(ctx, c.d.q(`SELECT segment_version, compaction_offset, log_position FROM collections WHERE id = ?`+c.d.forUpdate),
+			rb.CollectionID).Scan(&version, &offset, &position)
+		if errors.Is(err, sql.ErrNoRows) {
+			return ErrNotFound
+		}
+		if err != nil {
+			return err
+		}
+		to, err := c.keptVersion(ctx, tx, rb.CollectionID, rb.ToVersion)
+		if err != nil {
+			return err
+		}
+		if version != rb.BaseVersion {
+			return &ConflictError{CollectionID: rb.CollectionID, Expected: rb.BaseVersion, Actual: version}
+		}
+		if to.Version == version {
+			return fmt.Errorf("version %d is already the current version: %w", to.Version, ErrInvalidArgument)
+		}
+		if to.ManifestKey != rb.FromManifestKey {
+			return fmt.Errorf("manifest %s is not version %d's (%s): %w", rb.FromManifestKey, to.Version, to.ManifestKey, ErrInvalidArgument)
+		}
+		var running string
+		err = tx.QueryRowContext(ctx, c.d.q(`SELECT id FROM jobs WHERE collection_id = ? AND state = ? ORDER BY created_at LIMIT 1`),
+			rb.CollectionID, string(JobRunning)).Scan(&running)
+		if err == nil {
+			return fmt.Errorf("job %s of the collection is running and could commit a version built on version %d: cancel it or wait for it to end, then roll back: %w",
+				running, version, ErrFailedPrecondition)
+		}
+		if !errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("look for running jobs: %w", err)
+		}
+		if to.CompactionOffset < position {
+			// Offsets are dense and purges delete from the lowest up, so
+			// the row after the offset is there exactly when all are.
+			var n int
+			if err := tx.QueryRowContext(ctx, c.d.q(`SELECT COUNT(*) FROM log WHERE collection_id = ? AND log_offset = ?`),
+				rb.CollectionID, to.CompactionOffset+1).Scan(&n); err != nil {
+				return fmt.Errorf("look for the log after version %d: %w", to.Version, err)
+			}
+			if n == 0 {
+				return fmt.Errorf("the log records after version %d's compaction offset %d were purged, so a rollback to it would lose them: %w",
+					to.Version, to.CompactionOffset, ErrFailedPrecondition)
+			}
+		}
+		res, err := tx.ExecContext(ctx, c.d.q(`UPDATE collections SET
+				segment_version = ?, compaction_offset = ?, manifest_key = ?, record_count = ?, updated_at = ?
+			WHERE id = ? AND segment_version = ?`),
+			rb.NewVersion, to.CompactionOffset, rb.ManifestKey, to.RecordCount, now, rb.CollectionID, rb.BaseVersion)
+		if err != nil {
+			return fmt.Errorf("update collection: %w", err)
+		}
+		if n, err := rowsAffected(res); err != nil {
+			return err
+		} else if n != 1 {
+			return &ConflictError{CollectionID: rb.CollectionID, Expected: rb.BaseVersion, Actual: -1}
+		}
+		// The segment is to's: its digest too (its verification is the
+		// new version's own, none yet).
+		_, err = tx.ExecContext(ctx, c.d.q(`INSERT INTO versions (collection_id, version, manifest_key, compaction_offset, record_count, segment_bytes, block_count, created_at,
+				digest, job_id, offset_start, rollback_of, reason, created_by)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
+			rb.CollectionID, rb.NewVersion, rb.ManifestKey, to.CompactionOffset, to.RecordCount, to.SegmentBytes, to.BlockCount, now,
+			to.Digest, rb.JobID, offset, to.Version, rb.Reason, rb.By)
+		if err != nil {
+			return fmt.Errorf("insert version %d: %w", rb.NewVersion, err)
+		}
+		if rb.JobID == "" {
+			return nil
+		}
+		at := fromMs(now)
+		note := fmt.Sprintf("rolled back to version %d: its segment and compaction offset %d are current again; the log records (%d, %d] are compacted again",
+			to.Version, to.CompactionOffset, to.CompactionOffset, offset)
+		if rb.By != "" {
+			note += "; asked by " + rb.By
+		}
+		j := Job{ID: rb.JobID, CollectionID: rb.CollectionID, Kind: jobtype.KindRollback, Trigger: TriggerOneOff, State: JobSucceeded,
+			Reason: rb.Reason, Attempt: 1, CreatedAt: at, StartedAt: at, FinishedAt: at,
+			OffsetStart: to.CompactionOffset, OffsetEnd: offset, VersionBefore: version, VersionAfter: rb.NewVersion, Note: note, Node: rb.Node}
+		if err := c.execInsertJob(ctx, tx, j); err != nil {
+			return fmt.Errorf("insert rollback job %s: %w", rb.JobID, err)
+		}
+		return nil
+	})
+	return c.wrap(err, "roll back collection %s to version %d", rb.CollectionID, rb.ToVersion)
 }
 
 // RetireVersions is GC's bookkeeping of retention, in catalog time and in

@@ -133,6 +133,8 @@ func Commands(s Streams) []*cobra.Command {
 		newPushCmd(g),
 		newGetCmd(g),
 		newQueryCmd(g),
+		newVersionsCmd(g),
+		newRollbackCmd(g),
 		newNodesCmd(g),
 		newPauseCmd(g),
 		newResumeCmd(g),

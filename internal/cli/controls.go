@@ -163,7 +163,7 @@ log). Collections with nothing to compact are left out unless --all.
 			tw := s.out.table()
 			header := "COLLECTION\tDECISION\tBACKLOG\tWHY"
 			if estimate {
-				header += "\tRECORDS\tBLOCKS TO REWRITE\tBYTES TO REWRITE"
+				header += "\tRECORDS\tBLOCKS TO REWRITE\tBYTES TO REWRITE\tINDEX"
 			}
 			fmt.Fprintln(tw, header)
 			shown := 0
@@ -174,14 +174,18 @@ log). Collections with nothing to compact are left out unless --all.
 				shown++
 				decision := strings.ToLower(strings.TrimPrefix(e.GetDecision().String(), "PLAN_DECISION_"))
 				decision = strings.ReplaceAll(decision, "_", " ")
-				line := fmt.Sprintf("%s\t%s\t%d\t%s", safeText(ellipsize(e.GetCollectionName(), 40)), decision, e.GetBacklog(), safeText(ellipsize(e.GetReason(), 100)))
+				why := e.GetReason()
+				if j := e.GetIndexRebuild(); j != nil {
+					why += fmt.Sprintf("; index rebuild %.8s %s", j.GetId(), strings.ToLower(stateName(j.GetState())))
+				}
+				line := fmt.Sprintf("%s\t%s\t%d\t%s", safeText(ellipsize(e.GetCollectionName(), 40)), decision, e.GetBacklog(), safeText(ellipsize(why, 100)))
 				if estimate {
 					if x := e.GetEstimate(); x != nil {
-						line += fmt.Sprintf("\t%d\t%d of %d\t%s", x.GetRecords(), x.GetBlocksToRewrite(), x.GetBlocksTotal(), format.Bytes(x.GetBytesToRewrite()))
+						line += fmt.Sprintf("\t%d\t%d of %d\t%s\t%s", x.GetRecords(), x.GetBlocksToRewrite(), x.GetBlocksTotal(), format.Bytes(x.GetBytesToRewrite()), indexWork(x))
 					} else if e.GetEstimateError() != "" {
-						line += "\t-\t-\t" + safeText(ellipsize("estimate failed: "+e.GetEstimateError(), 60))
+						line += "\t-\t-\t" + safeText(ellipsize("estimate failed: "+e.GetEstimateError(), 60)) + "\t-"
 					} else {
-						line += "\t-\t-\t-"
+						line += "\t-\t-\t-\t-"
 					}
 				}
 				fmt.Fprintln(tw, line)
@@ -308,4 +312,16 @@ included: {"bytes_per_second": "0", "override_bytes_per_second": "0",
 	}
 	cmd.Flags().StringVar(&operator, "operator", defaultOperator(), "who sets the cap, kept with it")
 	return cmd
+}
+
+// indexWork is the index column of a plan estimate: "off", "+12 -3
+// vectors", or "full build (why)".
+func indexWork(x *compactorv1.JobEstimate) string {
+	switch {
+	case !x.GetIndexed():
+		return "off"
+	case x.GetIndexFullBuild():
+		return "full build (" + safeText(x.GetIndexFullBuildReason()) + ")"
+	}
+	return fmt.Sprintf("+%d -%d vectors", x.GetVectorsToInsert(), x.GetVectorsToDelete())
 }

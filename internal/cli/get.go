@@ -21,6 +21,7 @@ type getOptions struct {
 	collection string   // id or name
 	ids        []string // record ids; none for a paged read
 	limit      int
+	version    *int64 // a kept version to read alone; nil: the current view
 }
 
 func (o *getOptions) validate() error {
@@ -29,14 +30,19 @@ func (o *getOptions) validate() error {
 		return errors.New("--collection is required")
 	case o.limit < 0:
 		return fmt.Errorf("--limit must not be negative, got %d", o.limit)
+	case o.version != nil && *o.version < 1:
+		return fmt.Errorf("--version must be at least 1, got %d", *o.version)
 	}
 	return nil
 }
 
 func newGetCmd(g *globals) *cobra.Command {
-	var opts getOptions
+	var (
+		opts    getOptions
+		version int64
+	)
 	cmd := &cobra.Command{
-		Use:   "get --collection COLLECTION [RECORD-ID...] [--limit N]",
+		Use:   "get --collection COLLECTION [RECORD-ID...] [--limit N] [--version N]",
 		Short: "Read records of a collection's materialized view",
 		Long: `Read records of a collection (--collection: its id or its name) as readers see
 them: the current segment version plus the uncompacted log tail, so the result
@@ -45,11 +51,16 @@ is the same before and after any compaction. With record ids, those records
 the records in id order, following pages up to --limit records (0: every
 record).
 
+--version N reads kept segment version N alone (compactor versions lists
+them), without the log tail: the records as that version holds them. A
+version the collection no longer keeps is an error naming the oldest kept one.
+
 The table shows each record's id, document (truncated), metadata (compact
 JSON) and embedding dimension. -o json prints an array of Record objects
 ({"id", "embedding", "document", "metadata"}).`,
 		RunE: func(cmd *cobra.Command, ids []string) error {
 			opts.ids = ids
+			opts.version = versionFlag(cmd, version)
 			if err := opts.validate(); err != nil {
 				return UsageError(cmd, err)
 			}
@@ -62,6 +73,8 @@ JSON) and embedding dimension. -o json prints an array of Record objects
 	}
 	cmd.Flags().StringVar(&opts.collection, "collection", "", "id or name of the collection (required)")
 	cmd.Flags().IntVar(&opts.limit, "limit", 100, "most records of a paged read (0: all); ignored with record ids")
+	cmd.Flags().Int64Var(&version, "version", 0, "read this kept segment version alone, without the log tail")
+	_ = cmd.RegisterFlagCompletionFunc("version", cobra.NoFileCompletions)
 	_ = cmd.RegisterFlagCompletionFunc("collection", completeCollections(g, -1))
 	return cmd
 }
@@ -73,9 +86,9 @@ func (s *session) get(ctx context.Context, opts getOptions) error {
 	}
 	var recs []*compactorv1.Record
 	if len(opts.ids) > 0 {
-		recs, err = s.getByIDs(ctx, id, opts.ids)
+		recs, err = s.getByIDs(ctx, id, opts.ids, opts.version)
 	} else {
-		recs, err = s.getPaged(ctx, id, opts.limit)
+		recs, err = s.getPaged(ctx, id, opts.limit, opts.version)
 	}
 	if err != nil {
 		return err
@@ -89,12 +102,22 @@ func (s *session) get(ctx context.Context, opts getOptions) error {
 	return nil
 }
 
-func (s *session) getByIDs(ctx context.Context, collection string, ids []string) ([]*compactorv1.Record, error) {
+// versionFlag is the value of cmd's --version flag when given; nil when not.
+func versionFlag(cmd *cobra.Command, v int64) *int64 {
+	if !cmd.Flags().Changed("version") {
+		return nil
+	}
+	return &v
+}
+
+// getByIDs reads records by id, of the current view or of version (nil:
+// the current view).
+func (s *session) getByIDs(ctx context.Context, collection string, ids []string, version *int64) ([]*compactorv1.Record, error) {
 	var recs []*compactorv1.Record
 	for start := 0; start < len(ids); start += maxGetIDs {
 		chunk := ids[start:min(start+maxGetIDs, len(ids))]
 		res, err := callUnary(ctx, s, func(ctx context.Context) (*connect.Response[compactorv1.GetRecordsResponse], error) {
-			return s.c.collection.GetRecords(ctx, connect.NewRequest(&compactorv1.GetRecordsRequest{CollectionId: collection, Ids: chunk}))
+			return s.c.collection.GetRecords(ctx, connect.NewRequest(&compactorv1.GetRecordsRequest{CollectionId: collection, Ids: chunk, Version: version}))
 		})
 		if err != nil {
 			return nil, err
@@ -104,9 +127,9 @@ func (s *session) getByIDs(ctx context.Context, collection string, ids []string)
 	return recs, nil
 }
 
-func (s *session) getPaged(ctx context.Context, collection string, limit int) ([]*compactorv1.Record, error) {
+func (s *session) getPaged(ctx context.Context, collection string, limit int, version *int64) ([]*compactorv1.Record, error) {
 	var recs []*compactorv1.Record
-	req := &compactorv1.GetRecordsRequest{CollectionId: collection}
+	req := &compactorv1.GetRecordsRequest{CollectionId: collection, Version: version}
 	for {
 		req.PageSize = 1000
 		if limit > 0 {

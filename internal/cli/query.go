@@ -25,7 +25,8 @@ type queryOptions struct {
 	where      string // JSON object
 	ef         int
 	exact      bool
-	embeddings bool // include the embeddings
+	embeddings bool   // include the embeddings
+	version    *int64 // a kept version to query alone; nil: the current view
 }
 
 // maxQueryK is the server's bound of k.
@@ -39,6 +40,8 @@ func (o *queryOptions) validate() error {
 		return fmt.Errorf("-k must be in 1..%d, got %d", maxQueryK, o.k)
 	case o.ef < 0:
 		return fmt.Errorf("--ef must not be negative, got %d", o.ef)
+	case o.version != nil && *o.version < 1:
+		return fmt.Errorf("--version must be at least 1, got %d", *o.version)
 	}
 	return nil
 }
@@ -81,9 +84,12 @@ func parseWhere(s string) (*structpb.Struct, error) {
 }
 
 func newQueryCmd(g *globals) *cobra.Command {
-	var opts queryOptions
+	var (
+		opts    queryOptions
+		version int64
+	)
 	cmd := &cobra.Command{
-		Use:   "query COLLECTION (--embedding JSON | --like RECORD_ID) [-k 10] [--where JSON]",
+		Use:   "query COLLECTION (--embedding JSON | --like RECORD_ID) [-k 10] [--where JSON] [--version N]",
 		Short: "Find the records nearest to an embedding",
 		Long: `Find the -k records of a collection (its id or its name) nearest to a query
 embedding by the collection's distance (l2, cosine or ip, fixed at creation),
@@ -104,6 +110,9 @@ matches $ne and $nin.
 --exact scans the matching records instead of using the vector index: exact
 results at a cost that grows with the collection.
 
+--version N queries kept segment version N alone (its index and blocks,
+without the log tail; --like then takes the record as that version holds it).
+
 The table shows each result's rank, id, distance, document (truncated) and
 metadata (compact JSON). -o json prints an array of results: {"id",
 "distance", "document", "metadata"} (and "embedding" with --embeddings).`,
@@ -111,10 +120,11 @@ metadata (compact JSON). -o json prints an array of results: {"id",
 		ValidArgsFunction: completeCollections(g, 1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.collection = args[0]
+			opts.version = versionFlag(cmd, version)
 			if err := opts.validate(); err != nil {
 				return UsageError(cmd, err)
 			}
-			req := &compactorv1.QueryRecordsRequest{K: int32(opts.k), Ef: int32(opts.ef), Exact: opts.exact}
+			req := &compactorv1.QueryRecordsRequest{K: int32(opts.k), Ef: int32(opts.ef), Exact: opts.exact, Version: opts.version}
 			if opts.embedding != "" {
 				v, err := parseEmbedding(opts.embedding)
 				if err != nil {
@@ -146,7 +156,8 @@ metadata (compact JSON). -o json prints an array of results: {"id",
 	f.IntVar(&opts.ef, "ef", 0, "candidate list size of an index search (0: the collection's ef_search)")
 	f.BoolVar(&opts.exact, "exact", false, "scan instead of using the vector index (exact results)")
 	f.BoolVar(&opts.embeddings, "embeddings", false, "include the embeddings in the output")
-	for _, name := range []string{"embedding", "like", "k", "where", "ef"} {
+	f.Int64Var(&version, "version", 0, "query this kept segment version alone, without the log tail")
+	for _, name := range []string{"embedding", "like", "k", "where", "ef", "version"} {
 		_ = cmd.RegisterFlagCompletionFunc(name, cobra.NoFileCompletions)
 	}
 	return cmd
@@ -159,7 +170,7 @@ func (s *session) query(ctx context.Context, opts queryOptions, req *compactorv1
 	}
 	req.CollectionId = id
 	if opts.like != "" {
-		recs, err := s.getByIDs(ctx, id, []string{opts.like})
+		recs, err := s.getByIDs(ctx, id, []string{opts.like}, opts.version)
 		if err != nil {
 			return err
 		}

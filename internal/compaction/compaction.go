@@ -3,16 +3,17 @@
 // current segment with the rules of package materialize, write the changed
 // blocks and a new manifest (copy-on-write), and commit in one catalog
 // transaction (compare-and-swap on the segment version, advance of the
-// compaction offset, the job's end); the compacted log rows are purged
-// afterwards, off the job's critical path. The log slice is streamed: sorted
+// compaction offset, the job's end); the log rows no kept version needs are
+// purged afterwards, off the job's critical path. The log slice is streamed: sorted
 // runs of operation records (spilled to disk past Config.MemoryBytes) are
 // merged by record id and merge-joined with the base blocks, one at a time,
 // into blocks encoded in parallel.
 //
 // It also holds the read path (segment + uncompacted log tail, materialized
 // with the same rules, so a read returns the same records before and after a
-// compaction) and the garbage collection of superseded versions and orphan
-// blocks.
+// compaction; or one kept version alone), the version history and rollback
+// (versions.go), and the garbage collection of superseded versions and
+// orphan blocks.
 package compaction
 
 import (
@@ -214,6 +215,8 @@ type Catalog interface {
 	PurgeLog(ctx context.Context, id string) (int64, error)
 	CommitCompaction(ctx context.Context, cm catalog.Commit) error
 	ListVersions(ctx context.Context, id string) ([]catalog.Version, error)
+	GetVersion(ctx context.Context, id string, version int64) (catalog.Version, error)
+	CommitRollback(ctx context.Context, rb catalog.Rollback) error
 	RetireVersions(ctx context.Context, id string, keep int, grace time.Duration) (catalog.Retention, error)
 	DeleteVersions(ctx context.Context, id string, versions []int64) error
 	RecordVerification(ctx context.Context, id string, version int64, problem string) error
@@ -299,41 +302,52 @@ type Compactor struct {
 	// collected their version (see retryRead); none is expected at accepted
 	// settings.
 	readRetries atomic.Int64
-	// purges are the log purges running after commits, by collection.
+	// purges are the log purges running, by collection: true when another
+	// was asked for while it ran (it then runs again).
 	purgeMu sync.Mutex
 	purges  map[string]bool
 	purgeWG sync.WaitGroup
 }
 
 // purgeLog deletes, on a goroutine of its own, the log rows of
-// collectionID at or below its compaction offset (catalog.PurgeLog), off
-// the job's critical path: the commit has already made them invisible. At
-// most one purge per collection runs; one that finds another running
-// leaves the rows to it or to the next commit's purge (which removes
-// everything at or below the offset, also rows a crash left behind). It is
-// bounded by Config.CommitTimeout and not interrupted by cancellation;
-// failures are logged.
+// collectionID that no kept version needs (catalog.PurgeLog: at or below
+// the oldest kept version's compaction offset), off the job's critical
+// path: the commit has already made the rows at or below the current
+// offset invisible. At most one purge per collection runs; a call while one
+// runs makes it run once more when done, since the bound may have moved (a
+// commit, or GC retiring versions). It is bounded by Config.CommitTimeout
+// and not interrupted by cancellation; failures are logged.
 func (c *Compactor) purgeLog(ctx context.Context, collectionID string) {
 	c.purgeMu.Lock()
 	defer c.purgeMu.Unlock()
-	if c.purges[collectionID] {
+	if _, running := c.purges[collectionID]; running {
+		c.purges[collectionID] = true // again, once this one ends
 		return
 	}
-	c.purges[collectionID] = true
+	c.purges[collectionID] = false
 	c.purgeWG.Add(1)
-	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.CommitTimeout)
 	go func() {
 		defer c.purgeWG.Done()
-		defer cancel()
-		n, err := c.cat.PurgeLog(pctx, collectionID)
-		c.purgeMu.Lock()
-		delete(c.purges, collectionID)
-		c.purgeMu.Unlock()
-		if err != nil && !errors.Is(err, catalog.ErrNotFound) {
-			c.logger.Warn("purge compacted log rows", "collection", collectionID, "err", err)
-			return
+		for {
+			pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.CommitTimeout)
+			n, err := c.cat.PurgeLog(pctx, collectionID)
+			cancel()
+			switch {
+			case err != nil && !errors.Is(err, catalog.ErrNotFound):
+				c.logger.Warn("purge compacted log rows", "collection", collectionID, "err", err)
+			case err == nil:
+				c.logger.Debug("purged compacted log rows", "collection", collectionID, "rows", n)
+			}
+			c.purgeMu.Lock()
+			again := c.purges[collectionID] && err == nil
+			if !again {
+				delete(c.purges, collectionID)
+				c.purgeMu.Unlock()
+				return
+			}
+			c.purges[collectionID] = false
+			c.purgeMu.Unlock()
 		}
-		c.logger.Debug("purged compacted log rows", "collection", collectionID, "rows", n)
 	}()
 }
 
@@ -428,18 +442,7 @@ func (c *Compactor) Prepare(ctx context.Context, collectionID string, opts Optio
 	}
 	var res Result
 	defer func() {
-		// A blob of the base version missing: data loss when that version
-		// is still current, else another compaction committed meanwhile
-		// (this one would lose its compare-and-swap).
-		if err != nil && errors.Is(err, segment.ErrNotExist) {
-			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.CommitTimeout)
-			defer cancel()
-			if lost, ok := c.dataLoss(rctx, collectionID, err); ok {
-				err = fmt.Errorf("compact %s: %w", collectionID, lost)
-			} else if !IsTransient(err) {
-				err = transient(err)
-			}
-		}
+		err = c.missingBlob(ctx, "compact", collectionID, err)
 		onDone(err)
 		if err != nil {
 			out = &Prepared{res: res} // ended: the figures so far
@@ -641,6 +644,28 @@ func (c *Compactor) Prepare(ctx context.Context, collectionID string, opts Optio
 		BlockCount:       len(m.Blocks),
 		Digest:           m.Digest,
 	}}, nil
+}
+
+// missingBlob classifies err, the end of work (what: "compact", "rebuild
+// the index of") on collectionID, when it says a blob of the base version
+// is missing: data loss when that version is still current (an error
+// saying so, not transient), else transient (another compaction committed
+// meanwhile, and this one would lose its compare-and-swap). Any other err
+// is returned as it is. The check reads the catalog with a context of its
+// own, bounded by Config.CommitTimeout (ctx may have ended).
+func (c *Compactor) missingBlob(ctx context.Context, what, collectionID string, err error) error {
+	if err == nil || !errors.Is(err, segment.ErrNotExist) {
+		return err
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.CommitTimeout)
+	defer cancel()
+	if lost, ok := c.dataLoss(rctx, collectionID, err); ok {
+		return fmt.Errorf("%s %s: %w", what, collectionID, lost)
+	}
+	if !IsTransient(err) {
+		return transient(err)
+	}
+	return err
 }
 
 // readBase reads the manifest key of segment version, the base of a

@@ -51,7 +51,8 @@ func TestEstimateCountsTheBlocksTheNextCompactionRewrites(t *testing.T) {
 	for _, b := range m.Blocks {
 		total, records = total+b.Bytes, records+b.Records
 	}
-	want := jobtype.Estimate{OpRecords: 4, BlocksTotal: len(m.Blocks), BlocksToRewrite: 2, BytesToRewrite: first.Bytes + last.Bytes + total/records}
+	want := jobtype.Estimate{OpRecords: 4, BlocksTotal: len(m.Blocks), BlocksToRewrite: 2, BytesToRewrite: first.Bytes + last.Bytes + total/records,
+		Indexed: true, VectorsToInsert: 4} // four upserts with embeddings, into the index incrementally
 	if first.MaxID < "id-010" || last.MinID > "id-990" || last.MaxID != "id-990" {
 		t.Fatalf("test setup: blocks %+v do not have the assumed ranges", m.Blocks)
 	}

@@ -39,6 +39,9 @@ type GCResult struct {
 //     deleted, except blocks that a retained version shares, and except
 //     versions a read or compaction of this process is still using (pins),
 //     then their catalog rows.
+//     When versions were retired, the log rows that only they needed are
+//     purged (catalog.PurgeLog keeps the log after the oldest kept
+//     version's compaction offset, for rollbacks).
 //  3. Orphan blobs (referenced by no version row: left by failed, cancelled
 //     or crashed compactions) older than GCGrace are deleted, unless a
 //     compaction of the collection is running (in this process, or as a
@@ -58,6 +61,10 @@ func (c *Compactor) GC(ctx context.Context, collectionID string) (_ GCResult, er
 		return res, fmt.Errorf("gc %s: %w", collectionID, err)
 	}
 	res.VersionsRetired = ret.Retired
+	if ret.Retired > 0 {
+		// The oldest kept version moved up: its log rows may go.
+		c.purgeLog(ctx, collectionID)
+	}
 	plan := segment.GCPlan{OrphanGrace: c.cfg.GCGrace}
 	for _, v := range ret.Retained {
 		plan.Keep = append(plan.Keep, v.ManifestKey)

@@ -124,6 +124,9 @@ type Query struct {
 	Ef int
 	// Exact scans the matching records instead of using the index.
 	Exact bool
+	// Version, when > 0, queries that kept version alone (its index and
+	// blocks, without the log tail); 0: the current view.
+	Version int64
 }
 
 // QueryHit is one result: a materialized record and its distance.
@@ -184,6 +187,10 @@ func newQueryMetrics(reg prometheus.Registerer) queryMetrics {
 // collectionID's materialized view nearest to it by the collection's
 // distance, that q.Where and q.IDs accept: nearest first, ties by id.
 //
+// With q.Version set, it searches that kept version alone (its index and
+// blocks, no log tail), as GetRecordsAt reads it; errors then also include
+// a *catalog.VersionNotFoundError naming the kept versions.
+//
 // It reads what GetRecords reads: in one catalog snapshot, the collection's
 // row and its uncompacted log tail, then the segment version current at
 // that snapshot (pinned), and applies the tail with the materialization
@@ -210,11 +217,19 @@ func (c *Compactor) QueryRecords(ctx context.Context, collectionID string, q Que
 	}
 	start := time.Now()
 	var res QueryResult
-	_, err := c.retryRead(ctx, collectionID, func() (ReadResult, error) {
-		var err error
+	var err error
+	if q.Version > 0 {
+		// A version read is not retried on another version: a blob gone
+		// means the version was collected (NOT_FOUND) or data loss.
 		res, err = c.queryRecords(ctx, collectionID, q)
-		return ReadResult{}, err
-	})
+		err = c.versionGone(ctx, collectionID, q.Version, err)
+	} else {
+		_, err = c.retryRead(ctx, collectionID, func() (ReadResult, error) {
+			var err error
+			res, err = c.queryRecords(ctx, collectionID, q)
+			return ReadResult{}, err
+		})
+	}
 	c.noteCorrupt("query", collectionID, err)
 	if err != nil {
 		return QueryResult{}, err
@@ -239,6 +254,8 @@ func checkQuery(q Query) error {
 		return &QueryError{"k", fmt.Sprintf("%d is outside 1..%d", q.K, MaxQueryK)}
 	case q.Ef < 0 || q.Ef > MaxQueryEf:
 		return &QueryError{"ef", fmt.Sprintf("%d is outside 0..%d (0: the collection's ef_search)", q.Ef, MaxQueryEf)}
+	case q.Version < 0:
+		return &QueryError{"version", fmt.Sprintf("%d: versions start at 1 (0: the current view)", q.Version)}
 	case len(q.IDs) > MaxQueryIDs:
 		return &QueryError{"ids", fmt.Sprintf("%d ids, more than the limit of %d", len(q.IDs), MaxQueryIDs)}
 	}
@@ -265,28 +282,42 @@ func (c *Compactor) queryRecords(ctx context.Context, collectionID string, q Que
 		slices.Sort(ids)
 		ids = slices.Compact(ids)
 	}
-	// The tail and the row in one snapshot, as GetRecords reads them.
-	var tail catalog.Tail
-	var err error
-	if ids != nil {
-		tail, err = c.cat.ReadTailIDs(ctx, collectionID, ids)
+	var (
+		tail    catalog.Tail
+		coll    catalog.Collection
+		m       *segment.Manifest
+		release func()
+		err     error
+	)
+	if q.Version > 0 {
+		// One kept version alone: no tail.
+		if coll, m, release, err = c.openVersion(ctx, collectionID, q.Version); err != nil {
+			return QueryResult{}, fmt.Errorf("query records of %s at version %d: %w", collectionID, q.Version, err)
+		}
+		defer release()
 	} else {
-		tail, err = c.cat.ReadTailRange(ctx, collectionID, catalog.TailRange{Unbounded: true})
+		// The tail and the row in one snapshot, as GetRecords reads them.
+		if ids != nil {
+			tail, err = c.cat.ReadTailIDs(ctx, collectionID, ids)
+		} else {
+			tail, err = c.cat.ReadTailRange(ctx, collectionID, catalog.TailRange{Unbounded: true})
+		}
+		if err != nil {
+			return QueryResult{}, fmt.Errorf("query records of %s: %w", collectionID, err)
+		}
+		coll = tail.Collection
+		// The version was current at the snapshot, so it was not retired
+		// then (see getRecords).
+		release = c.pins.pin(collectionID, coll.ManifestKey, false)
+		defer release()
 	}
-	if err != nil {
-		return QueryResult{}, fmt.Errorf("query records of %s: %w", collectionID, err)
-	}
-	coll := tail.Collection
 	if dim := coll.Dimension; dim > 0 && len(q.Embeddings[0]) != dim {
 		return QueryResult{}, &QueryError{"embeddings[0]", fmt.Sprintf("has %d dimensions, the collection's dimension is %d", len(q.Embeddings[0]), dim)}
 	}
-	// The version was current at the snapshot, so it was not retired then
-	// (see getRecords).
-	release := c.pins.pin(collectionID, coll.ManifestKey, false)
-	defer release()
-	m, err := c.manifest(ctx, coll)
-	if err != nil {
-		return QueryResult{}, fmt.Errorf("query records of %s: %w", collectionID, err)
+	if q.Version == 0 {
+		if m, err = c.manifest(ctx, coll); err != nil {
+			return QueryResult{}, fmt.Errorf("query records of %s: %w", collectionID, err)
+		}
 	}
 	res := QueryResult{SegmentVersion: coll.SegmentVersion, LogPosition: coll.LogPosition, Exact: true}
 	s := newSearch(q, coll.Index.Distance)

@@ -93,15 +93,7 @@ func (c *Compactor) PrepareRebuild(ctx context.Context, collectionID string, opt
 	}
 	var res Result
 	defer func() {
-		if err != nil && errors.Is(err, segment.ErrNotExist) {
-			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.CommitTimeout)
-			defer cancel()
-			if lost, ok := c.dataLoss(rctx, collectionID, err); ok {
-				err = fmt.Errorf("rebuild the index of %s: %w", collectionID, lost)
-			} else if !IsTransient(err) {
-				err = transient(err)
-			}
-		}
+		err = c.missingBlob(ctx, "rebuild the index of", collectionID, err)
 		onDone(err)
 		if err != nil {
 			out = &Prepared{res: res}

@@ -312,3 +312,37 @@ func TestIndexCacheBoundIsAFlag(t *testing.T) {
 		t.Fatalf("a negative bound: %v, want an error naming --index-cache-bytes", err)
 	}
 }
+
+// TestEstimateShowsTheIndexWork: the plan's estimate counts the vectors the
+// next compaction inserts and tombstones, and says when it builds the
+// index from every record (no index yet, new parameters); with indexing
+// off it shows none.
+func TestEstimateShowsTheIndexWork(t *testing.T) {
+	e := rebuildEnv(t)
+	e.push(materialize.OperationRecord{Op: materialize.OpUpsert, ID: "r001", Embedding: queries[1]},
+		materialize.OperationRecord{Op: materialize.OpAdd, ID: "r400", Embedding: queries[2]},
+		materialize.OperationRecord{Op: materialize.OpDelete, ID: "r002"})
+	est, err := e.comp.Estimate(e.ctx, e.id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !est.Indexed || est.VectorsToInsert != 2 || est.VectorsToDelete != 1 || est.IndexFullBuild {
+		t.Fatalf("estimate %+v: want 2 vectors to insert, 1 to delete, incremental", est)
+	}
+	// New parameters (as a rebuild with the collection's settings changed
+	// would leave them) make the next compaction build in full.
+	coll := e.coll()
+	if err := e.cat.CommitCompaction(e.ctx, catalog.Commit{CollectionID: e.id, BaseVersion: coll.SegmentVersion, NewVersion: coll.SegmentVersion + 1,
+		ManifestKey: coll.ManifestKey, CompactionOffset: coll.CompactionOffset, RecordCount: coll.RecordCount,
+		Index: &catalog.IndexSettings{Distance: coll.Index.Distance, M: 20, EfConstruction: 200, EfSearch: 100}}); err != nil {
+		t.Fatal(err)
+	}
+	if est, err := e.comp.Estimate(e.ctx, e.id); err != nil || !est.IndexFullBuild || !strings.Contains(est.IndexFullBuildReason, "parameters differ") {
+		t.Fatalf("estimate after a parameter change: %+v, %v; want a full build because the parameters differ", est, err)
+	}
+	off := newEnv(t, envConfig{maxRecords: 1000, batchRecords: 100, maxBlock: 16, minBlock: 4, noIndex: true})
+	off.push(materialize.OperationRecord{Op: materialize.OpAdd, ID: "a", Embedding: []float32{1}})
+	if est, err := off.comp.Estimate(off.ctx, off.id); err != nil || est.Indexed || est.VectorsToInsert != 0 || est.IndexFullBuild {
+		t.Fatalf("estimate with indexing off: %+v, %v; want no index work", est, err)
+	}
+}

@@ -38,15 +38,20 @@ const (
 	// KindVerify re-checks the digests of a collection's kept versions
 	// (reserved: the name is part of the API).
 	KindVerify Kind = "verify"
+	// KindRollback is a rollback of a collection to a kept version. It is
+	// never queued: the rollback commits in the request that asks for it,
+	// and its job row, finished (SUCCEEDED) in the same transaction, records
+	// it in the history.
+	KindRollback Kind = "rollback"
 )
 
 // Kinds lists every kind, in the order surfaces list them.
-func Kinds() []Kind { return []Kind{KindCompaction, KindIndexRebuild, KindVerify} }
+func Kinds() []Kind { return []Kind{KindCompaction, KindIndexRebuild, KindVerify, KindRollback} }
 
 // Known reports whether k is one of Kinds.
 func (k Kind) Known() bool {
 	switch k {
-	case KindCompaction, KindIndexRebuild, KindVerify:
+	case KindCompaction, KindIndexRebuild, KindVerify, KindRollback:
 		return true
 	}
 	return false
@@ -142,6 +147,16 @@ type Estimate struct {
 	// every block, the version's mean bytes per record times their count
 	// (0 before the first version).
 	BytesToRewrite int64
+	// The vector index work, when the collection has indexing on
+	// (Indexed): VectorsToInsert counts the operation records that carry
+	// an embedding (ADD, UPSERT, an UPDATE with one) and VectorsToDelete
+	// the DELETEs, upper bounds of the vectors an incremental build
+	// inserts and tombstones; IndexFullBuild says the job builds the index
+	// from every record instead, and IndexFullBuildReason why.
+	Indexed                          bool
+	VectorsToInsert, VectorsToDelete int64
+	IndexFullBuild                   bool
+	IndexFullBuildReason             string
 }
 
 // Enqueued is one job a request to enqueue returned, as J (the catalog's

@@ -249,3 +249,30 @@ func TestAJobOfAnUnknownKindFailsNamingTheKind(t *testing.T) {
 		}
 	})
 }
+
+// TestPlanShowsAQueuedIndexRebuild: a queued index rebuild of a collection
+// is on its plan entry, and does not hold its compaction back (it is a
+// job of another kind; the compaction waits only while the rebuild runs).
+func TestPlanShowsAQueuedIndexRebuild(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := newMemStore()
+		store.addCollection("a", 50, time.Now())
+		store.put(catalog.Job{ID: "rebuild", CollectionID: "a", Kind: jobtype.KindIndexRebuild, Params: `{"m":8}`, Trigger: catalog.TriggerOneOff,
+			State: catalog.JobQueued, Attempt: 1, CreatedAt: time.Now().UTC()})
+		m, err := New(store, newFakeExec(store, 100), testConfig(), nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := m.Plan(t.Context(), false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(p.Entries) != 1 {
+			t.Fatalf("%d entries, want 1", len(p.Entries))
+		}
+		e := p.Entries[0]
+		if e.IndexRebuild == nil || e.IndexRebuild.ID != "rebuild" || e.Decision != DecideRun {
+			t.Fatalf("entry: decision %s, index rebuild %+v; want run, with the queued rebuild", e.Decision, e.IndexRebuild)
+		}
+	})
+}

@@ -48,6 +48,9 @@ type PlanEntry struct {
 	// Plan was asked to; nil otherwise. EstimateError says why it is missing.
 	Estimate      *Estimate
 	EstimateError string
+	// IndexRebuild is the collection's index rebuild job, queued or
+	// running; nil for none.
+	IndexRebuild *catalog.Job
 }
 
 // Plan is what the scheduler would do on its next run.
@@ -111,7 +114,13 @@ func (s *scheduler) plan(ctx context.Context) (Plan, error) {
 	// only a queued compaction makes another one redundant.
 	state := make(map[string]catalog.JobState, len(active))
 	running := make(map[string]jobtype.Kind, len(active))
+	rebuilds := make(map[string]catalog.Job)
 	for _, j := range active {
+		if kindOf(j) == jobtype.KindIndexRebuild {
+			if _, ok := rebuilds[j.CollectionID]; !ok || j.State == catalog.JobRunning {
+				rebuilds[j.CollectionID] = j
+			}
+		}
 		if j.State == catalog.JobRunning {
 			running[j.CollectionID] = kindOf(j)
 		}
@@ -124,6 +133,9 @@ func (s *scheduler) plan(ctx context.Context) (Plan, error) {
 	var run, rest []PlanEntry
 	for _, c := range colls {
 		e := PlanEntry{Collection: c}
+		if j, ok := rebuilds[c.ID]; ok {
+			e.IndexRebuild = &j
+		}
 		e.MinCompactionSize, e.MaxUncompactedAge = s.thresholds(c)
 		age := time.Duration(0)
 		if !c.OldestUncompactedAt.IsZero() {

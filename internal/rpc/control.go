@@ -147,7 +147,12 @@ func (s *Service) PlanCompactions(ctx context.Context, req *connect.Request[comp
 			RetryTime: ts(e.RetryAfter), EstimateError: e.EstimateError,
 		}
 		if x := e.Estimate; x != nil {
-			pe.Estimate = &compactorv1.JobEstimate{Records: x.OpRecords, BlocksTotal: int32(x.BlocksTotal), BlocksToRewrite: int32(x.BlocksToRewrite), BytesToRewrite: x.BytesToRewrite}
+			pe.Estimate = &compactorv1.JobEstimate{Records: x.OpRecords, BlocksTotal: int32(x.BlocksTotal), BlocksToRewrite: int32(x.BlocksToRewrite), BytesToRewrite: x.BytesToRewrite,
+				Indexed: x.Indexed, VectorsToInsert: x.VectorsToInsert, VectorsToDelete: x.VectorsToDelete,
+				IndexFullBuild: x.IndexFullBuild, IndexFullBuildReason: x.IndexFullBuildReason}
+		}
+		if j := e.IndexRebuild; j != nil {
+			pe.IndexRebuild = jobToProto(manager.Job{Job: *j})
 		}
 		out.Entries = append(out.Entries, pe)
 	}

@@ -68,6 +68,7 @@ var kindToProto = map[jobtype.Kind]compactorv1.JobKind{
 	jobtype.KindCompaction:   compactorv1.JobKind_JOB_KIND_COMPACTION,
 	jobtype.KindIndexRebuild: compactorv1.JobKind_JOB_KIND_INDEX_REBUILD,
 	jobtype.KindVerify:       compactorv1.JobKind_JOB_KIND_VERIFY,
+	jobtype.KindRollback:     compactorv1.JobKind_JOB_KIND_ROLLBACK,
 }
 
 // jobKindToProto is k's enum value; "" is a compaction, an unknown kind

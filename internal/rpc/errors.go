@@ -147,7 +147,7 @@ func toConnect(ctx context.Context, log *slog.Logger, procedure string, err erro
 		return connect.NewError(connect.CodeAborted, err)
 	case errors.Is(err, catalog.ErrInvalidArgument), errors.Is(err, manager.ErrInvalidArgument):
 		return connect.NewError(connect.CodeInvalidArgument, err)
-	case errors.Is(err, manager.ErrFinished):
+	case errors.Is(err, manager.ErrFinished), errors.Is(err, catalog.ErrFailedPrecondition):
 		return connect.NewError(connect.CodeFailedPrecondition, err)
 	case errors.Is(err, manager.ErrStopped), errors.Is(err, catalog.ErrUnavailable):
 		return connect.NewError(connect.CodeUnavailable, err)

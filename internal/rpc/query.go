@@ -98,6 +98,12 @@ func (s *Service) QueryRecords(ctx context.Context, req *connect.Request[compact
 		return nil, err
 	}
 	q := compaction.Query{K: int(m.GetK()), Ef: int(m.GetEf()), Exact: m.GetExact()}
+	if m.Version != nil {
+		if m.GetVersion() < 1 {
+			return nil, invalidArgument("version", "%d: versions start at 1 (leave it unset to query the current view)", m.GetVersion())
+		}
+		q.Version = m.GetVersion()
+	}
 	if w := m.GetWhere(); w != nil {
 		if q.Where, err = where.Compile(w.AsMap()); err != nil {
 			return nil, s.fail(ctx, proc, err)

@@ -31,12 +31,14 @@ var ProcedureRoles = map[string]auth.Role{
 	compactorv1connect.CompactionServiceRebuildIndexProcedure:     auth.RoleOperator,
 	compactorv1connect.CompactionServiceVerifyCollectionProcedure: auth.RoleOperator,
 
-	compactorv1connect.CollectionServiceCreateCollectionProcedure: auth.RoleWriter,
-	compactorv1connect.CollectionServiceGetCollectionProcedure:    auth.RoleReader,
-	compactorv1connect.CollectionServiceListCollectionsProcedure:  auth.RoleReader,
-	compactorv1connect.CollectionServiceDeleteCollectionProcedure: auth.RoleAdmin,
-	compactorv1connect.CollectionServiceGetRecordsProcedure:       auth.RoleReader,
-	compactorv1connect.CollectionServiceQueryRecordsProcedure:     auth.RoleReader,
+	compactorv1connect.CollectionServiceCreateCollectionProcedure:   auth.RoleWriter,
+	compactorv1connect.CollectionServiceGetCollectionProcedure:      auth.RoleReader,
+	compactorv1connect.CollectionServiceListCollectionsProcedure:    auth.RoleReader,
+	compactorv1connect.CollectionServiceDeleteCollectionProcedure:   auth.RoleAdmin,
+	compactorv1connect.CollectionServiceGetRecordsProcedure:         auth.RoleReader,
+	compactorv1connect.CollectionServiceQueryRecordsProcedure:       auth.RoleReader,
+	compactorv1connect.CollectionServiceListVersionsProcedure:       auth.RoleReader,
+	compactorv1connect.CollectionServiceRollbackCollectionProcedure: auth.RoleAdmin,
 
 	compactorv1connect.LogServicePushLogsProcedure: auth.RoleWriter,
 

@@ -78,6 +78,11 @@ type Records interface {
 	GetRecords(ctx context.Context, collectionID string, ids []string) (compaction.ReadResult, error)
 	ListRecords(ctx context.Context, collectionID, after string, limit int) (compaction.ReadResult, error)
 	QueryRecords(ctx context.Context, collectionID string, q compaction.Query) (compaction.QueryResult, error)
+	// Reads of one kept version alone, the history, and rollback.
+	GetRecordsAt(ctx context.Context, collectionID string, version int64, ids []string) (compaction.ReadResult, error)
+	ListRecordsAt(ctx context.Context, collectionID string, version int64, after string, limit int) (compaction.ReadResult, error)
+	ListVersions(ctx context.Context, collectionID string) ([]compaction.VersionInfo, error)
+	Rollback(ctx context.Context, collectionID string, req compaction.RollbackRequest) (compaction.RollbackResult, error)
 	DeleteCollection(ctx context.Context, collectionID string) (catalog.Collection, error)
 	// CurrentIndex is the vector index of the collection's current
 	// version (nil: none).
@@ -614,6 +619,13 @@ func (s *Service) GetRecords(ctx context.Context, req *connect.Request[compactor
 	}
 	var res compaction.ReadResult
 	var err error
+	kind := tokenRecords
+	if m.Version != nil {
+		if m.GetVersion() < 1 {
+			return nil, invalidArgument("version", "%d: versions start at 1 (leave it unset to read the current view)", m.GetVersion())
+		}
+		kind = fmt.Sprintf("%s@%d", tokenRecords, m.GetVersion())
+	}
 	if len(m.GetIds()) > 0 {
 		if m.GetPageSize() != 0 || m.GetPageToken() != "" {
 			return nil, invalidArgument("ids", "give ids or page_size/page_token, not both")
@@ -621,22 +633,30 @@ func (s *Service) GetRecords(ctx context.Context, req *connect.Request[compactor
 		if len(m.GetIds()) > compaction.MaxReadIDs {
 			return nil, invalidArgument("ids", "%d ids, more than the limit of %d", len(m.GetIds()), compaction.MaxReadIDs)
 		}
-		res, err = s.recs.GetRecords(ctx, m.GetCollectionId(), m.GetIds())
+		if m.Version != nil {
+			res, err = s.recs.GetRecordsAt(ctx, m.GetCollectionId(), m.GetVersion(), m.GetIds())
+		} else {
+			res, err = s.recs.GetRecords(ctx, m.GetCollectionId(), m.GetIds())
+		}
 	} else {
 		size, perr := pageSize(m.GetPageSize())
 		if perr != nil {
 			return nil, perr
 		}
-		after, terr := decodeToken(tokenRecords, m.GetPageToken())
+		after, terr := decodeToken(kind, m.GetPageToken())
 		if terr != nil {
 			return nil, terr
 		}
-		res, err = s.recs.ListRecords(ctx, m.GetCollectionId(), after, size)
+		if m.Version != nil {
+			res, err = s.recs.ListRecordsAt(ctx, m.GetCollectionId(), m.GetVersion(), after, size)
+		} else {
+			res, err = s.recs.ListRecords(ctx, m.GetCollectionId(), after, size)
+		}
 	}
 	if err != nil {
 		return nil, s.fail(ctx, proc, collectionNotFound(m.GetCollectionId(), err))
 	}
-	out := &compactorv1.GetRecordsResponse{NextPageToken: encodeToken(tokenRecords, res.Next), SegmentVersion: res.SegmentVersion, LogPosition: res.LogPosition}
+	out := &compactorv1.GetRecordsResponse{NextPageToken: encodeToken(kind, res.Next), SegmentVersion: res.SegmentVersion, LogPosition: res.LogPosition}
 	for _, r := range res.Records {
 		p, err := recordToProto(r)
 		if err != nil {
@@ -684,6 +704,10 @@ func (s *Service) PushLogs(ctx context.Context, req *connect.Request[compactorv1
 // one thing a caller can act on: the collection does not exist. A read's
 // only lookup that can miss is the collection's; other errors pass.
 func collectionNotFound(id string, err error) error {
+	var version *catalog.VersionNotFoundError
+	if errors.As(err, &version) {
+		return connect.NewError(connect.CodeNotFound, version)
+	}
 	if errors.Is(err, catalog.ErrNotFound) {
 		return connect.NewError(connect.CodeNotFound, fmt.Errorf("collection %s not found", echo(id)))
 	}

@@ -21,10 +21,17 @@ import (
 // deletion (the manager's use case).
 type records struct {
 	*compaction.Compactor
-	del *manager.Deleter
+	del  *manager.Deleter
+	node string // this replica's --node
 }
 
 var _ rpc.Records = records{}
+
+// Rollback names this node on the rollback's job.
+func (r records) Rollback(ctx context.Context, collectionID string, req compaction.RollbackRequest) (compaction.RollbackResult, error) {
+	req.Node = r.node
+	return r.Compactor.Rollback(ctx, collectionID, req)
+}
 
 // DeleteCollection is the manager's use case.
 func (r records) DeleteCollection(ctx context.Context, collectionID string) (catalog.Collection, error) {

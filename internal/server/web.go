@@ -40,6 +40,7 @@ type webCatalog interface {
 	ListCollections(ctx context.Context) ([]catalog.Collection, error)
 	GetCollection(ctx context.Context, id string) (catalog.Collection, error)
 	ListStorageFigures(ctx context.Context) (map[string]catalog.StorageFigures, error)
+	ListVersions(ctx context.Context, id string) ([]catalog.Version, error)
 }
 
 // webAudit is the audit log the page's audit view reads.
@@ -216,6 +217,11 @@ func (s *webSource) Collection(ctx context.Context, id string) (web.Collection, 
 		return web.Collection{}, err
 	}
 	wc := webCollection(c, figures[c.ID])
+	vs, err := s.cat.ListVersions(ctx, id)
+	if err != nil && !errors.Is(err, catalog.ErrNotFound) {
+		return web.Collection{}, err
+	}
+	wc.Versions = webVersions(c, vs)
 	if s.seg != nil && c.SegmentVersion > 0 && !c.Index.Disabled {
 		// One manifest read: the page shows the current version's index.
 		m, err := s.seg.ReadManifest(ctx, c.ManifestKey)
@@ -229,6 +235,31 @@ func (s *webSource) Collection(ctx context.Context, id string) (web.Collection, 
 		}
 	}
 	return wc, nil
+}
+
+// webVersions is the page's version history of c (vs newest first).
+func webVersions(c catalog.Collection, vs []catalog.Version) []web.CollectionVersion {
+	out := make([]web.CollectionVersion, len(vs))
+	for i, v := range vs {
+		out[i] = web.CollectionVersion{
+			Version: v.Version, CreatedAt: v.CreatedAt, OffsetStart: v.OffsetStart, CompactionOffset: v.CompactionOffset,
+			JobID: v.JobID, RecordCount: v.RecordCount, SegmentBytes: v.SegmentBytes, BlockCount: v.BlockCount,
+			Current: v.Version == c.SegmentVersion, Kept: v.Kept(), RollbackOf: v.RollbackOf, Reason: v.Reason, CreatedBy: v.CreatedBy,
+			Digest: v.Digest, Verification: webVerification(v),
+		}
+	}
+	return out
+}
+
+// webVerification is "verified", "failed: <what>" or "" (never verified).
+func webVerification(v catalog.Version) string {
+	switch {
+	case v.VerifiedAt.IsZero():
+		return ""
+	case v.VerifyError != "":
+		return "failed: " + redact.Paths(v.VerifyError)
+	}
+	return "verified"
 }
 
 // webIndexSettings is the page's view of a collection's index settings.

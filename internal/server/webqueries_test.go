@@ -28,6 +28,11 @@ func (s *countingStore) ListStorageFigures(ctx context.Context) (map[string]cata
 	return s.cat.ListStorageFigures(ctx)
 }
 
+func (s *countingStore) ListVersions(ctx context.Context, id string) ([]catalog.Version, error) {
+	s.n.Add(1)
+	return s.cat.ListVersions(ctx, id)
+}
+
 func (s *countingStore) GetCollection(ctx context.Context, id string) (catalog.Collection, error) {
 	s.n.Add(1)
 	return s.Store.GetCollection(ctx, id)

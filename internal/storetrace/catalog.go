@@ -111,6 +111,16 @@ func (t Catalog) ListVersions(ctx context.Context, id string) ([]catalog.Version
 	return call(ctx, "catalog ListVersions", func(ctx context.Context) ([]catalog.Version, error) { return t.Catalog.ListVersions(ctx, id) }, coll(id))
 }
 
+func (t Catalog) GetVersion(ctx context.Context, id string, version int64) (catalog.Version, error) {
+	return call(ctx, "catalog GetVersion", func(ctx context.Context) (catalog.Version, error) { return t.Catalog.GetVersion(ctx, id, version) },
+		coll(id), attribute.Int64("compactor.segment.version", version))
+}
+
+func (t Catalog) CommitRollback(ctx context.Context, rb catalog.Rollback) error {
+	return call0(ctx, "catalog CommitRollback", func(ctx context.Context) error { return t.Catalog.CommitRollback(ctx, rb) },
+		coll(rb.CollectionID), attribute.Int64("compactor.segment.version", rb.NewVersion))
+}
+
 func (t Catalog) RetireVersions(ctx context.Context, id string, keep int, grace time.Duration) (catalog.Retention, error) {
 	return call(ctx, "catalog RetireVersions", func(ctx context.Context) (catalog.Retention, error) {
 		return t.Catalog.RetireVersions(ctx, id, keep, grace)

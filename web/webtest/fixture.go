@@ -23,6 +23,7 @@ const (
 	Nothing        = "a0000008-0000-4000-8000-000000000000" // Debian, nothing to compact
 	OldFailure     = "a0000009-0000-4000-8000-000000000000" // Hostile, failed 2 days ago
 	OlderSuccess   = "a0000010-0000-4000-8000-000000000000" // Orders, 3 h ago
+	Rollback       = "a0000011-0000-4000-8000-000000000000" // Orders' rollback to version 10 (a version's job only)
 
 	HostileName   = "<script>alert(1)</script>"
 	HostileReason = "He said \"stop\"\nthen <b>left</b> & 'went' <img src=x onerror=alert(2)>"
@@ -47,6 +48,15 @@ func Fixture() *Source {
 			SegmentBytes: 8650752, BlockCount: 13, VersionsKept: 3,
 			Index: web.CollectionIndex{Distance: "cosine", M: 16, EfConstruction: 200, EfSearch: 100, Built: true,
 				Vectors: 50000, Tombstones: 1250, Bytes: 15400000, Build: "incremental", BuiltAt: ago(5 * time.Minute), BuildSeconds: 0.84},
+			// Version 12 rolled back to 10, undoing 11; 9 retired.
+			Versions: []web.CollectionVersion{
+				{Version: 12, CreatedAt: ago(5 * time.Minute), OffsetStart: 60500, CompactionOffset: 60000, RecordCount: 50000, SegmentBytes: 8650752, BlockCount: 13,
+					Current: true, Kept: true, RollbackOf: 10, Reason: "version 11 dropped records", CreatedBy: "alice@ops", JobID: Rollback},
+				{Version: 11, CreatedAt: ago(time.Hour), OffsetStart: 60000, CompactionOffset: 60500, JobID: Succeeded, RecordCount: 49000, SegmentBytes: 8400000, BlockCount: 13,
+					Kept: true, Digest: "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08", Verification: "verified"},
+				{Version: 10, CreatedAt: ago(3 * time.Hour), OffsetStart: 59000, CompactionOffset: 60000, JobID: OlderSuccess, RecordCount: 50000, SegmentBytes: 8650752, BlockCount: 13, Kept: true},
+				{Version: 9, CreatedAt: ago(6 * time.Hour), OffsetStart: -1, CompactionOffset: 59000, RecordCount: 49500, SegmentBytes: 8500000, BlockCount: 13},
+			},
 		},
 		{
 			ID: Hostile, Name: HostileName, Dimension: 8, Backlog: 300, RecordCount: 10, SegmentVersion: 2,
@@ -54,6 +64,11 @@ func Fixture() *Source {
 			DeadLetteredAt: ago(2 * time.Hour), OldestUncompactedAt: ago(3 * time.Hour),
 			LastCompactedAt: ago(48 * time.Hour), CreatedAt: ago(10 * 24 * time.Hour),
 			Index: web.CollectionIndex{Disabled: true, Distance: "l2", M: 16, EfConstruction: 200, EfSearch: 100},
+			Versions: []web.CollectionVersion{
+				{Version: 2, CreatedAt: ago(48 * time.Hour), OffsetStart: 20, CompactionOffset: 10, RecordCount: 10, Current: true, Kept: true,
+					RollbackOf: 1, Reason: HostileReason, CreatedBy: HostileName},
+				{Version: 1, CreatedAt: ago(50 * time.Hour), OffsetStart: 0, CompactionOffset: 10, JobID: Failed, RecordCount: 10, Kept: true, Digest: HostileName},
+			},
 		},
 		{
 			ID: Debian, Name: "debian-packages", Dimension: 64, RecordCount: 123456, SegmentVersion: 40,

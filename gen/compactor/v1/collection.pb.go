@@ -24,6 +24,61 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// VersionVerification is the outcome of the last verification of a version
+// (a verify job or the background scrub).
+type VersionVerification int32
+
+const (
+	// Not known: the version was never verified.
+	VersionVerification_VERSION_VERIFICATION_UNSPECIFIED VersionVerification = 0
+	// The last verification found the version's blobs, counts and digests
+	// as its commit recorded them.
+	VersionVerification_VERSION_VERIFICATION_VERIFIED VersionVerification = 1
+	// The last verification failed; verify_error says what it found.
+	VersionVerification_VERSION_VERIFICATION_FAILED VersionVerification = 2
+)
+
+// Enum value maps for VersionVerification.
+var (
+	VersionVerification_name = map[int32]string{
+		0: "VERSION_VERIFICATION_UNSPECIFIED",
+		1: "VERSION_VERIFICATION_VERIFIED",
+		2: "VERSION_VERIFICATION_FAILED",
+	}
+	VersionVerification_value = map[string]int32{
+		"VERSION_VERIFICATION_UNSPECIFIED": 0,
+		"VERSION_VERIFICATION_VERIFIED":    1,
+		"VERSION_VERIFICATION_FAILED":      2,
+	}
+)
+
+func (x VersionVerification) Enum() *VersionVerification {
+	p := new(VersionVerification)
+	*p = x
+	return p
+}
+
+func (x VersionVerification) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (VersionVerification) Descriptor() protoreflect.EnumDescriptor {
+	return file_compactor_v1_collection_proto_enumTypes[0].Descriptor()
+}
+
+func (VersionVerification) Type() protoreflect.EnumType {
+	return &file_compactor_v1_collection_proto_enumTypes[0]
+}
+
+func (x VersionVerification) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use VersionVerification.Descriptor instead.
+func (VersionVerification) EnumDescriptor() ([]byte, []int) {
+	return file_compactor_v1_collection_proto_rawDescGZIP(), []int{0}
+}
+
 // Collection is a set of records written through a write-ahead log and
 // compacted into versioned segments.
 type Collection struct {
@@ -38,7 +93,9 @@ type Collection struct {
 	// The offset of the last record appended to the log; 0 when none. Offsets
 	// start at 1 and are dense per collection.
 	LogPosition int64 `protobuf:"varint,4,opt,name=log_position,json=logPosition,proto3" json:"log_position,omitempty"`
-	// The offset of the last compacted log record; never decreases.
+	// The offset of the last compacted log record; never decreases, except by
+	// a rollback (RollbackCollection), which sets it back to the restored
+	// version's.
 	CompactionOffset int64 `protobuf:"varint,5,opt,name=compaction_offset,json=compactionOffset,proto3" json:"compaction_offset,omitempty"`
 	// Log records not yet compacted (log_position - compaction_offset), in
 	// records.
@@ -794,7 +851,14 @@ type GetRecordsRequest struct {
 	PageSize int32 `protobuf:"varint,3,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
 	// Paged read: the next_page_token of a previous response (it continues after
 	// the last id returned); empty for the first page.
-	PageToken     string `protobuf:"bytes,4,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	PageToken string `protobuf:"bytes,4,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	// Read this kept segment version alone, without the log tail (the
+	// records as that version holds them); unset: the current view. NOT_FOUND,
+	// naming the oldest kept version, for a version the collection no longer
+	// keeps (--versions-to-keep); INVALID_ARGUMENT for a version below 1. A
+	// page token of a read of one version continues only a read of the same
+	// version.
+	Version       *int64 `protobuf:"varint,5,opt,name=version,proto3,oneof" json:"version,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -855,6 +919,13 @@ func (x *GetRecordsRequest) GetPageToken() string {
 		return x.PageToken
 	}
 	return ""
+}
+
+func (x *GetRecordsRequest) GetVersion() int64 {
+	if x != nil && x.Version != nil {
+		return *x.Version
+	}
+	return 0
 }
 
 // Response of CollectionService.GetRecords.
@@ -932,6 +1003,495 @@ func (x *GetRecordsResponse) GetLogPosition() int64 {
 	return 0
 }
 
+// Request of CollectionService.ListVersions.
+type ListVersionsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The collection's id (a UUID).
+	CollectionId  string `protobuf:"bytes,1,opt,name=collection_id,json=collectionId,proto3" json:"collection_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListVersionsRequest) Reset() {
+	*x = ListVersionsRequest{}
+	mi := &file_compactor_v1_collection_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListVersionsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListVersionsRequest) ProtoMessage() {}
+
+func (x *ListVersionsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_compactor_v1_collection_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListVersionsRequest.ProtoReflect.Descriptor instead.
+func (*ListVersionsRequest) Descriptor() ([]byte, []int) {
+	return file_compactor_v1_collection_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *ListVersionsRequest) GetCollectionId() string {
+	if x != nil {
+		return x.CollectionId
+	}
+	return ""
+}
+
+// Response of CollectionService.ListVersions.
+type ListVersionsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The versions, newest first.
+	Versions []*SegmentVersion `protobuf:"bytes,1,rep,name=versions,proto3" json:"versions,omitempty"`
+	// The collection's current version.
+	CurrentVersion int64 `protobuf:"varint,2,opt,name=current_version,json=currentVersion,proto3" json:"current_version,omitempty"`
+	// The oldest version reads and rollbacks may use (0 when none); the log
+	// is kept from its compaction offset on.
+	OldestKeptVersion int64 `protobuf:"varint,3,opt,name=oldest_kept_version,json=oldestKeptVersion,proto3" json:"oldest_kept_version,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *ListVersionsResponse) Reset() {
+	*x = ListVersionsResponse{}
+	mi := &file_compactor_v1_collection_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListVersionsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListVersionsResponse) ProtoMessage() {}
+
+func (x *ListVersionsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_compactor_v1_collection_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListVersionsResponse.ProtoReflect.Descriptor instead.
+func (*ListVersionsResponse) Descriptor() ([]byte, []int) {
+	return file_compactor_v1_collection_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *ListVersionsResponse) GetVersions() []*SegmentVersion {
+	if x != nil {
+		return x.Versions
+	}
+	return nil
+}
+
+func (x *ListVersionsResponse) GetCurrentVersion() int64 {
+	if x != nil {
+		return x.CurrentVersion
+	}
+	return 0
+}
+
+func (x *ListVersionsResponse) GetOldestKeptVersion() int64 {
+	if x != nil {
+		return x.OldestKeptVersion
+	}
+	return 0
+}
+
+// SegmentVersion is one committed segment version of a collection.
+type SegmentVersion struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The version number: 1 for the first commit, then one more per commit
+	// (compaction or rollback).
+	Version int64 `protobuf:"varint,1,opt,name=version,proto3" json:"version,omitempty"`
+	// When it was committed.
+	CreateTime *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
+	// The log offsets it covers: (offset_start, compaction_offset]. For a
+	// rollback, offset_start is the compaction offset of the version it
+	// replaced; -1 when not known (a version committed by a release that
+	// did not record it).
+	OffsetStart int64 `protobuf:"varint,3,opt,name=offset_start,json=offsetStart,proto3" json:"offset_start,omitempty"`
+	// The last log offset materialized into it.
+	CompactionOffset int64 `protobuf:"varint,4,opt,name=compaction_offset,json=compactionOffset,proto3" json:"compaction_offset,omitempty"`
+	// The job whose commit wrote it; empty for a rollback (and for versions
+	// committed by a release that did not record it).
+	JobId string `protobuf:"bytes,5,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	// Records in the version.
+	RecordCount int64 `protobuf:"varint,6,opt,name=record_count,json=recordCount,proto3" json:"record_count,omitempty"`
+	// Bytes of its blocks (0 for versions committed before this was
+	// recorded).
+	SegmentBytes int64 `protobuf:"varint,7,opt,name=segment_bytes,json=segmentBytes,proto3" json:"segment_bytes,omitempty"`
+	// Blocks its manifest lists.
+	BlockCount int32 `protobuf:"varint,8,opt,name=block_count,json=blockCount,proto3" json:"block_count,omitempty"`
+	// The blob key of its manifest, relative to the blob store's root.
+	ManifestKey string `protobuf:"bytes,9,opt,name=manifest_key,json=manifestKey,proto3" json:"manifest_key,omitempty"`
+	// Whether it is the collection's current version.
+	Current bool `protobuf:"varint,10,opt,name=current,proto3" json:"current,omitempty"`
+	// Whether it is kept: readable by version and a rollback target. A
+	// retired version (beyond --versions-to-keep) is not, and GC deletes it
+	// after --gc-grace.
+	Kept bool `protobuf:"varint,11,opt,name=kept,proto3" json:"kept,omitempty"`
+	// When GC retired it; unset while it is kept.
+	RetireTime *timestamppb.Timestamp `protobuf:"bytes,12,opt,name=retire_time,json=retireTime,proto3" json:"retire_time,omitempty"`
+	// For a version made by RollbackCollection: the version whose segment and
+	// compaction offset it restores; 0 otherwise.
+	RollbackOf int64 `protobuf:"varint,13,opt,name=rollback_of,json=rollbackOf,proto3" json:"rollback_of,omitempty"`
+	// A rollback's reason, as the operator gave it.
+	Reason string `protobuf:"bytes,14,opt,name=reason,proto3" json:"reason,omitempty"`
+	// Who asked for a rollback, as the request named them.
+	CreatedBy string `protobuf:"bytes,15,opt,name=created_by,json=createdBy,proto3" json:"created_by,omitempty"`
+	// The version's record digest as its commit recorded it (32 hex digits;
+	// a rollback's is the restored version's); empty for a version committed
+	// before digests.
+	Digest string `protobuf:"bytes,16,opt,name=digest,proto3" json:"digest,omitempty"`
+	// The outcome of its last verification.
+	Verification VersionVerification `protobuf:"varint,17,opt,name=verification,proto3,enum=compactor.v1.VersionVerification" json:"verification,omitempty"`
+	// When it was last verified; unset when never.
+	VerifyTime *timestamppb.Timestamp `protobuf:"bytes,18,opt,name=verify_time,json=verifyTime,proto3" json:"verify_time,omitempty"`
+	// What its last verification found wrong; empty when it verified.
+	VerifyError   string `protobuf:"bytes,19,opt,name=verify_error,json=verifyError,proto3" json:"verify_error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SegmentVersion) Reset() {
+	*x = SegmentVersion{}
+	mi := &file_compactor_v1_collection_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SegmentVersion) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SegmentVersion) ProtoMessage() {}
+
+func (x *SegmentVersion) ProtoReflect() protoreflect.Message {
+	mi := &file_compactor_v1_collection_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SegmentVersion.ProtoReflect.Descriptor instead.
+func (*SegmentVersion) Descriptor() ([]byte, []int) {
+	return file_compactor_v1_collection_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *SegmentVersion) GetVersion() int64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *SegmentVersion) GetCreateTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CreateTime
+	}
+	return nil
+}
+
+func (x *SegmentVersion) GetOffsetStart() int64 {
+	if x != nil {
+		return x.OffsetStart
+	}
+	return 0
+}
+
+func (x *SegmentVersion) GetCompactionOffset() int64 {
+	if x != nil {
+		return x.CompactionOffset
+	}
+	return 0
+}
+
+func (x *SegmentVersion) GetJobId() string {
+	if x != nil {
+		return x.JobId
+	}
+	return ""
+}
+
+func (x *SegmentVersion) GetRecordCount() int64 {
+	if x != nil {
+		return x.RecordCount
+	}
+	return 0
+}
+
+func (x *SegmentVersion) GetSegmentBytes() int64 {
+	if x != nil {
+		return x.SegmentBytes
+	}
+	return 0
+}
+
+func (x *SegmentVersion) GetBlockCount() int32 {
+	if x != nil {
+		return x.BlockCount
+	}
+	return 0
+}
+
+func (x *SegmentVersion) GetManifestKey() string {
+	if x != nil {
+		return x.ManifestKey
+	}
+	return ""
+}
+
+func (x *SegmentVersion) GetCurrent() bool {
+	if x != nil {
+		return x.Current
+	}
+	return false
+}
+
+func (x *SegmentVersion) GetKept() bool {
+	if x != nil {
+		return x.Kept
+	}
+	return false
+}
+
+func (x *SegmentVersion) GetRetireTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.RetireTime
+	}
+	return nil
+}
+
+func (x *SegmentVersion) GetRollbackOf() int64 {
+	if x != nil {
+		return x.RollbackOf
+	}
+	return 0
+}
+
+func (x *SegmentVersion) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *SegmentVersion) GetCreatedBy() string {
+	if x != nil {
+		return x.CreatedBy
+	}
+	return ""
+}
+
+func (x *SegmentVersion) GetDigest() string {
+	if x != nil {
+		return x.Digest
+	}
+	return ""
+}
+
+func (x *SegmentVersion) GetVerification() VersionVerification {
+	if x != nil {
+		return x.Verification
+	}
+	return VersionVerification_VERSION_VERIFICATION_UNSPECIFIED
+}
+
+func (x *SegmentVersion) GetVerifyTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.VerifyTime
+	}
+	return nil
+}
+
+func (x *SegmentVersion) GetVerifyError() string {
+	if x != nil {
+		return x.VerifyError
+	}
+	return ""
+}
+
+// Request of CollectionService.RollbackCollection.
+type RollbackCollectionRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The collection's id (a UUID).
+	CollectionId string `protobuf:"bytes,1,opt,name=collection_id,json=collectionId,proto3" json:"collection_id,omitempty"`
+	// The kept version whose segment becomes current again.
+	ToVersion int64 `protobuf:"varint,2,opt,name=to_version,json=toVersion,proto3" json:"to_version,omitempty"`
+	// Why, kept in the version history; at most 1,024 bytes.
+	Reason string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	// Who asks, kept in the version history; at most 1,024 bytes.
+	Operator      string `protobuf:"bytes,4,opt,name=operator,proto3" json:"operator,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RollbackCollectionRequest) Reset() {
+	*x = RollbackCollectionRequest{}
+	mi := &file_compactor_v1_collection_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RollbackCollectionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RollbackCollectionRequest) ProtoMessage() {}
+
+func (x *RollbackCollectionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_compactor_v1_collection_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RollbackCollectionRequest.ProtoReflect.Descriptor instead.
+func (*RollbackCollectionRequest) Descriptor() ([]byte, []int) {
+	return file_compactor_v1_collection_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *RollbackCollectionRequest) GetCollectionId() string {
+	if x != nil {
+		return x.CollectionId
+	}
+	return ""
+}
+
+func (x *RollbackCollectionRequest) GetToVersion() int64 {
+	if x != nil {
+		return x.ToVersion
+	}
+	return 0
+}
+
+func (x *RollbackCollectionRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *RollbackCollectionRequest) GetOperator() string {
+	if x != nil {
+		return x.Operator
+	}
+	return ""
+}
+
+// Response of CollectionService.RollbackCollection.
+type RollbackCollectionResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The collection after the rollback: its new segment version, the
+	// restored compaction offset, and the backlog to re-compact.
+	Collection *Collection `protobuf:"bytes,1,opt,name=collection,proto3" json:"collection,omitempty"`
+	// The version the rollback made.
+	Version *SegmentVersion `protobuf:"bytes,2,opt,name=version,proto3" json:"version,omitempty"`
+	// The version that was current before.
+	ReplacedVersion int64 `protobuf:"varint,3,opt,name=replaced_version,json=replacedVersion,proto3" json:"replaced_version,omitempty"`
+	// Operation records that were compacted into the replaced version (or
+	// the versions before it) after the restored version's compaction
+	// offset, which the next compaction reads again.
+	RecordsToRecompact int64 `protobuf:"varint,4,opt,name=records_to_recompact,json=recordsToRecompact,proto3" json:"records_to_recompact,omitempty"`
+	// The rollback's job (kind JOB_KIND_ROLLBACK, SUCCEEDED), which records it
+	// in the job history (GetCompaction, ListCompactions).
+	JobId         string `protobuf:"bytes,5,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RollbackCollectionResponse) Reset() {
+	*x = RollbackCollectionResponse{}
+	mi := &file_compactor_v1_collection_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RollbackCollectionResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RollbackCollectionResponse) ProtoMessage() {}
+
+func (x *RollbackCollectionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_compactor_v1_collection_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RollbackCollectionResponse.ProtoReflect.Descriptor instead.
+func (*RollbackCollectionResponse) Descriptor() ([]byte, []int) {
+	return file_compactor_v1_collection_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *RollbackCollectionResponse) GetCollection() *Collection {
+	if x != nil {
+		return x.Collection
+	}
+	return nil
+}
+
+func (x *RollbackCollectionResponse) GetVersion() *SegmentVersion {
+	if x != nil {
+		return x.Version
+	}
+	return nil
+}
+
+func (x *RollbackCollectionResponse) GetReplacedVersion() int64 {
+	if x != nil {
+		return x.ReplacedVersion
+	}
+	return 0
+}
+
+func (x *RollbackCollectionResponse) GetRecordsToRecompact() int64 {
+	if x != nil {
+		return x.RecordsToRecompact
+	}
+	return 0
+}
+
+func (x *RollbackCollectionResponse) GetJobId() string {
+	if x != nil {
+		return x.JobId
+	}
+	return ""
+}
+
 // IndexFigures describe the vector index of a collection's current segment
 // version, as the job that built it wrote it.
 type IndexFigures struct {
@@ -959,7 +1519,7 @@ type IndexFigures struct {
 
 func (x *IndexFigures) Reset() {
 	*x = IndexFigures{}
-	mi := &file_compactor_v1_collection_proto_msgTypes[12]
+	mi := &file_compactor_v1_collection_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -971,7 +1531,7 @@ func (x *IndexFigures) String() string {
 func (*IndexFigures) ProtoMessage() {}
 
 func (x *IndexFigures) ProtoReflect() protoreflect.Message {
-	mi := &file_compactor_v1_collection_proto_msgTypes[12]
+	mi := &file_compactor_v1_collection_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -984,7 +1544,7 @@ func (x *IndexFigures) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IndexFigures.ProtoReflect.Descriptor instead.
 func (*IndexFigures) Descriptor() ([]byte, []int) {
-	return file_compactor_v1_collection_proto_rawDescGZIP(), []int{12}
+	return file_compactor_v1_collection_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *IndexFigures) GetM() int32 {
@@ -1125,18 +1685,68 @@ const file_compactor_v1_collection_proto_rawDesc = "" +
 	"\x18DeleteCollectionResponse\x128\n" +
 	"\n" +
 	"collection\x18\x01 \x01(\v2\x18.compactor.v1.CollectionR\n" +
-	"collection\"\x86\x01\n" +
+	"collection\"\xb1\x01\n" +
 	"\x11GetRecordsRequest\x12#\n" +
 	"\rcollection_id\x18\x01 \x01(\tR\fcollectionId\x12\x10\n" +
 	"\x03ids\x18\x02 \x03(\tR\x03ids\x12\x1b\n" +
 	"\tpage_size\x18\x03 \x01(\x05R\bpageSize\x12\x1d\n" +
 	"\n" +
-	"page_token\x18\x04 \x01(\tR\tpageToken\"\xb8\x01\n" +
+	"page_token\x18\x04 \x01(\tR\tpageToken\x12\x1d\n" +
+	"\aversion\x18\x05 \x01(\x03H\x00R\aversion\x88\x01\x01B\n" +
+	"\n" +
+	"\b_version\"\xb8\x01\n" +
 	"\x12GetRecordsResponse\x12.\n" +
 	"\arecords\x18\x01 \x03(\v2\x14.compactor.v1.RecordR\arecords\x12&\n" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\x12'\n" +
 	"\x0fsegment_version\x18\x03 \x01(\x03R\x0esegmentVersion\x12!\n" +
-	"\flog_position\x18\x04 \x01(\x03R\vlogPosition\"\xeb\x02\n" +
+	"\flog_position\x18\x04 \x01(\x03R\vlogPosition\":\n" +
+	"\x13ListVersionsRequest\x12#\n" +
+	"\rcollection_id\x18\x01 \x01(\tR\fcollectionId\"\xa9\x01\n" +
+	"\x14ListVersionsResponse\x128\n" +
+	"\bversions\x18\x01 \x03(\v2\x1c.compactor.v1.SegmentVersionR\bversions\x12'\n" +
+	"\x0fcurrent_version\x18\x02 \x01(\x03R\x0ecurrentVersion\x12.\n" +
+	"\x13oldest_kept_version\x18\x03 \x01(\x03R\x11oldestKeptVersion\"\xdc\x05\n" +
+	"\x0eSegmentVersion\x12\x18\n" +
+	"\aversion\x18\x01 \x01(\x03R\aversion\x12;\n" +
+	"\vcreate_time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"createTime\x12!\n" +
+	"\foffset_start\x18\x03 \x01(\x03R\voffsetStart\x12+\n" +
+	"\x11compaction_offset\x18\x04 \x01(\x03R\x10compactionOffset\x12\x15\n" +
+	"\x06job_id\x18\x05 \x01(\tR\x05jobId\x12!\n" +
+	"\frecord_count\x18\x06 \x01(\x03R\vrecordCount\x12#\n" +
+	"\rsegment_bytes\x18\a \x01(\x03R\fsegmentBytes\x12\x1f\n" +
+	"\vblock_count\x18\b \x01(\x05R\n" +
+	"blockCount\x12!\n" +
+	"\fmanifest_key\x18\t \x01(\tR\vmanifestKey\x12\x18\n" +
+	"\acurrent\x18\n" +
+	" \x01(\bR\acurrent\x12\x12\n" +
+	"\x04kept\x18\v \x01(\bR\x04kept\x12;\n" +
+	"\vretire_time\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"retireTime\x12\x1f\n" +
+	"\vrollback_of\x18\r \x01(\x03R\n" +
+	"rollbackOf\x12\x16\n" +
+	"\x06reason\x18\x0e \x01(\tR\x06reason\x12\x1d\n" +
+	"\n" +
+	"created_by\x18\x0f \x01(\tR\tcreatedBy\x12\x16\n" +
+	"\x06digest\x18\x10 \x01(\tR\x06digest\x12E\n" +
+	"\fverification\x18\x11 \x01(\x0e2!.compactor.v1.VersionVerificationR\fverification\x12;\n" +
+	"\vverify_time\x18\x12 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"verifyTime\x12!\n" +
+	"\fverify_error\x18\x13 \x01(\tR\vverifyError\"\x93\x01\n" +
+	"\x19RollbackCollectionRequest\x12#\n" +
+	"\rcollection_id\x18\x01 \x01(\tR\fcollectionId\x12\x1d\n" +
+	"\n" +
+	"to_version\x18\x02 \x01(\x03R\ttoVersion\x12\x16\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\x12\x1a\n" +
+	"\boperator\x18\x04 \x01(\tR\boperator\"\x82\x02\n" +
+	"\x1aRollbackCollectionResponse\x128\n" +
+	"\n" +
+	"collection\x18\x01 \x01(\v2\x18.compactor.v1.CollectionR\n" +
+	"collection\x126\n" +
+	"\aversion\x18\x02 \x01(\v2\x1c.compactor.v1.SegmentVersionR\aversion\x12)\n" +
+	"\x10replaced_version\x18\x03 \x01(\x03R\x0freplacedVersion\x120\n" +
+	"\x14records_to_recompact\x18\x04 \x01(\x03R\x12recordsToRecompact\x12\x15\n" +
+	"\x06job_id\x18\x05 \x01(\tR\x05jobId\"\xeb\x02\n" +
 	"\fIndexFigures\x12\f\n" +
 	"\x01m\x18\x01 \x01(\x05R\x01m\x12'\n" +
 	"\x0fef_construction\x18\x02 \x01(\x05R\x0eefConstruction\x12\x1b\n" +
@@ -1151,7 +1761,11 @@ const file_compactor_v1_collection_proto_rawDesc = "" +
 	"build_time\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\tbuildTime\x12@\n" +
 	"\x0ebuild_duration\x18\t \x01(\v2\x19.google.protobuf.DurationR\rbuildDuration\x12\x15\n" +
 	"\x06job_id\x18\n" +
-	" \x01(\tR\x05jobId2\xcf\x04\n" +
+	" \x01(\tR\x05jobId*\x7f\n" +
+	"\x13VersionVerification\x12$\n" +
+	" VERSION_VERIFICATION_UNSPECIFIED\x10\x00\x12!\n" +
+	"\x1dVERSION_VERIFICATION_VERIFIED\x10\x01\x12\x1f\n" +
+	"\x1bVERSION_VERIFICATION_FAILED\x10\x022\x94\x06\n" +
 	"\x11CollectionService\x12a\n" +
 	"\x10CreateCollection\x12%.compactor.v1.CreateCollectionRequest\x1a&.compactor.v1.CreateCollectionResponse\x12]\n" +
 	"\rGetCollection\x12\".compactor.v1.GetCollectionRequest\x1a#.compactor.v1.GetCollectionResponse\"\x03\x90\x02\x01\x12c\n" +
@@ -1159,7 +1773,9 @@ const file_compactor_v1_collection_proto_rawDesc = "" +
 	"\x10DeleteCollection\x12%.compactor.v1.DeleteCollectionRequest\x1a&.compactor.v1.DeleteCollectionResponse\x12T\n" +
 	"\n" +
 	"GetRecords\x12\x1f.compactor.v1.GetRecordsRequest\x1a .compactor.v1.GetRecordsResponse\"\x03\x90\x02\x01\x12Z\n" +
-	"\fQueryRecords\x12!.compactor.v1.QueryRecordsRequest\x1a\".compactor.v1.QueryRecordsResponse\"\x03\x90\x02\x01B\xb3\x01\n" +
+	"\fQueryRecords\x12!.compactor.v1.QueryRecordsRequest\x1a\".compactor.v1.QueryRecordsResponse\"\x03\x90\x02\x01\x12Z\n" +
+	"\fListVersions\x12!.compactor.v1.ListVersionsRequest\x1a\".compactor.v1.ListVersionsResponse\"\x03\x90\x02\x01\x12g\n" +
+	"\x12RollbackCollection\x12'.compactor.v1.RollbackCollectionRequest\x1a(.compactor.v1.RollbackCollectionResponseB\xb3\x01\n" +
 	"\x10com.compactor.v1B\x0fCollectionProtoP\x01Z=github.com/compactorhq/compactor/gen/compactor/v1;compactorv1\xa2\x02\x03CXX\xaa\x02\fCompactor.V1\xca\x02\fCompactor\\V1\xe2\x02\x18Compactor\\V1\\GPBMetadata\xea\x02\rCompactor::V1b\x06proto3"
 
 var (
@@ -1174,67 +1790,85 @@ func file_compactor_v1_collection_proto_rawDescGZIP() []byte {
 	return file_compactor_v1_collection_proto_rawDescData
 }
 
-var file_compactor_v1_collection_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
+var file_compactor_v1_collection_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_compactor_v1_collection_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
 var file_compactor_v1_collection_proto_goTypes = []any{
-	(*Collection)(nil),               // 0: compactor.v1.Collection
-	(*Record)(nil),                   // 1: compactor.v1.Record
-	(*CreateCollectionRequest)(nil),  // 2: compactor.v1.CreateCollectionRequest
-	(*CreateCollectionResponse)(nil), // 3: compactor.v1.CreateCollectionResponse
-	(*GetCollectionRequest)(nil),     // 4: compactor.v1.GetCollectionRequest
-	(*GetCollectionResponse)(nil),    // 5: compactor.v1.GetCollectionResponse
-	(*ListCollectionsRequest)(nil),   // 6: compactor.v1.ListCollectionsRequest
-	(*ListCollectionsResponse)(nil),  // 7: compactor.v1.ListCollectionsResponse
-	(*DeleteCollectionRequest)(nil),  // 8: compactor.v1.DeleteCollectionRequest
-	(*DeleteCollectionResponse)(nil), // 9: compactor.v1.DeleteCollectionResponse
-	(*GetRecordsRequest)(nil),        // 10: compactor.v1.GetRecordsRequest
-	(*GetRecordsResponse)(nil),       // 11: compactor.v1.GetRecordsResponse
-	(*IndexFigures)(nil),             // 12: compactor.v1.IndexFigures
-	(*timestamppb.Timestamp)(nil),    // 13: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),      // 14: google.protobuf.Duration
-	(Distance)(0),                    // 15: compactor.v1.Distance
-	(*IndexSettings)(nil),            // 16: compactor.v1.IndexSettings
-	(*structpb.Struct)(nil),          // 17: google.protobuf.Struct
-	(*QueryRecordsRequest)(nil),      // 18: compactor.v1.QueryRecordsRequest
-	(*QueryRecordsResponse)(nil),     // 19: compactor.v1.QueryRecordsResponse
+	(VersionVerification)(0),           // 0: compactor.v1.VersionVerification
+	(*Collection)(nil),                 // 1: compactor.v1.Collection
+	(*Record)(nil),                     // 2: compactor.v1.Record
+	(*CreateCollectionRequest)(nil),    // 3: compactor.v1.CreateCollectionRequest
+	(*CreateCollectionResponse)(nil),   // 4: compactor.v1.CreateCollectionResponse
+	(*GetCollectionRequest)(nil),       // 5: compactor.v1.GetCollectionRequest
+	(*GetCollectionResponse)(nil),      // 6: compactor.v1.GetCollectionResponse
+	(*ListCollectionsRequest)(nil),     // 7: compactor.v1.ListCollectionsRequest
+	(*ListCollectionsResponse)(nil),    // 8: compactor.v1.ListCollectionsResponse
+	(*DeleteCollectionRequest)(nil),    // 9: compactor.v1.DeleteCollectionRequest
+	(*DeleteCollectionResponse)(nil),   // 10: compactor.v1.DeleteCollectionResponse
+	(*GetRecordsRequest)(nil),          // 11: compactor.v1.GetRecordsRequest
+	(*GetRecordsResponse)(nil),         // 12: compactor.v1.GetRecordsResponse
+	(*ListVersionsRequest)(nil),        // 13: compactor.v1.ListVersionsRequest
+	(*ListVersionsResponse)(nil),       // 14: compactor.v1.ListVersionsResponse
+	(*SegmentVersion)(nil),             // 15: compactor.v1.SegmentVersion
+	(*RollbackCollectionRequest)(nil),  // 16: compactor.v1.RollbackCollectionRequest
+	(*RollbackCollectionResponse)(nil), // 17: compactor.v1.RollbackCollectionResponse
+	(*IndexFigures)(nil),               // 18: compactor.v1.IndexFigures
+	(*timestamppb.Timestamp)(nil),      // 19: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),        // 20: google.protobuf.Duration
+	(Distance)(0),                      // 21: compactor.v1.Distance
+	(*IndexSettings)(nil),              // 22: compactor.v1.IndexSettings
+	(*structpb.Struct)(nil),            // 23: google.protobuf.Struct
+	(*QueryRecordsRequest)(nil),        // 24: compactor.v1.QueryRecordsRequest
+	(*QueryRecordsResponse)(nil),       // 25: compactor.v1.QueryRecordsResponse
 }
 var file_compactor_v1_collection_proto_depIdxs = []int32{
-	13, // 0: compactor.v1.Collection.dead_letter_time:type_name -> google.protobuf.Timestamp
-	13, // 1: compactor.v1.Collection.oldest_uncompacted_time:type_name -> google.protobuf.Timestamp
-	13, // 2: compactor.v1.Collection.last_compaction_time:type_name -> google.protobuf.Timestamp
-	13, // 3: compactor.v1.Collection.create_time:type_name -> google.protobuf.Timestamp
-	13, // 4: compactor.v1.Collection.update_time:type_name -> google.protobuf.Timestamp
-	13, // 5: compactor.v1.Collection.pause_time:type_name -> google.protobuf.Timestamp
-	14, // 6: compactor.v1.Collection.max_uncompacted_age:type_name -> google.protobuf.Duration
-	15, // 7: compactor.v1.Collection.distance:type_name -> compactor.v1.Distance
-	16, // 8: compactor.v1.Collection.index:type_name -> compactor.v1.IndexSettings
-	12, // 9: compactor.v1.Collection.index_figures:type_name -> compactor.v1.IndexFigures
-	17, // 10: compactor.v1.Record.metadata:type_name -> google.protobuf.Struct
-	15, // 11: compactor.v1.CreateCollectionRequest.distance:type_name -> compactor.v1.Distance
-	16, // 12: compactor.v1.CreateCollectionRequest.index:type_name -> compactor.v1.IndexSettings
-	0,  // 13: compactor.v1.CreateCollectionResponse.collection:type_name -> compactor.v1.Collection
-	0,  // 14: compactor.v1.GetCollectionResponse.collection:type_name -> compactor.v1.Collection
-	0,  // 15: compactor.v1.ListCollectionsResponse.collections:type_name -> compactor.v1.Collection
-	0,  // 16: compactor.v1.DeleteCollectionResponse.collection:type_name -> compactor.v1.Collection
-	1,  // 17: compactor.v1.GetRecordsResponse.records:type_name -> compactor.v1.Record
-	13, // 18: compactor.v1.IndexFigures.build_time:type_name -> google.protobuf.Timestamp
-	14, // 19: compactor.v1.IndexFigures.build_duration:type_name -> google.protobuf.Duration
-	2,  // 20: compactor.v1.CollectionService.CreateCollection:input_type -> compactor.v1.CreateCollectionRequest
-	4,  // 21: compactor.v1.CollectionService.GetCollection:input_type -> compactor.v1.GetCollectionRequest
-	6,  // 22: compactor.v1.CollectionService.ListCollections:input_type -> compactor.v1.ListCollectionsRequest
-	8,  // 23: compactor.v1.CollectionService.DeleteCollection:input_type -> compactor.v1.DeleteCollectionRequest
-	10, // 24: compactor.v1.CollectionService.GetRecords:input_type -> compactor.v1.GetRecordsRequest
-	18, // 25: compactor.v1.CollectionService.QueryRecords:input_type -> compactor.v1.QueryRecordsRequest
-	3,  // 26: compactor.v1.CollectionService.CreateCollection:output_type -> compactor.v1.CreateCollectionResponse
-	5,  // 27: compactor.v1.CollectionService.GetCollection:output_type -> compactor.v1.GetCollectionResponse
-	7,  // 28: compactor.v1.CollectionService.ListCollections:output_type -> compactor.v1.ListCollectionsResponse
-	9,  // 29: compactor.v1.CollectionService.DeleteCollection:output_type -> compactor.v1.DeleteCollectionResponse
-	11, // 30: compactor.v1.CollectionService.GetRecords:output_type -> compactor.v1.GetRecordsResponse
-	19, // 31: compactor.v1.CollectionService.QueryRecords:output_type -> compactor.v1.QueryRecordsResponse
-	26, // [26:32] is the sub-list for method output_type
-	20, // [20:26] is the sub-list for method input_type
-	20, // [20:20] is the sub-list for extension type_name
-	20, // [20:20] is the sub-list for extension extendee
-	0,  // [0:20] is the sub-list for field type_name
+	19, // 0: compactor.v1.Collection.dead_letter_time:type_name -> google.protobuf.Timestamp
+	19, // 1: compactor.v1.Collection.oldest_uncompacted_time:type_name -> google.protobuf.Timestamp
+	19, // 2: compactor.v1.Collection.last_compaction_time:type_name -> google.protobuf.Timestamp
+	19, // 3: compactor.v1.Collection.create_time:type_name -> google.protobuf.Timestamp
+	19, // 4: compactor.v1.Collection.update_time:type_name -> google.protobuf.Timestamp
+	19, // 5: compactor.v1.Collection.pause_time:type_name -> google.protobuf.Timestamp
+	20, // 6: compactor.v1.Collection.max_uncompacted_age:type_name -> google.protobuf.Duration
+	21, // 7: compactor.v1.Collection.distance:type_name -> compactor.v1.Distance
+	22, // 8: compactor.v1.Collection.index:type_name -> compactor.v1.IndexSettings
+	18, // 9: compactor.v1.Collection.index_figures:type_name -> compactor.v1.IndexFigures
+	23, // 10: compactor.v1.Record.metadata:type_name -> google.protobuf.Struct
+	21, // 11: compactor.v1.CreateCollectionRequest.distance:type_name -> compactor.v1.Distance
+	22, // 12: compactor.v1.CreateCollectionRequest.index:type_name -> compactor.v1.IndexSettings
+	1,  // 13: compactor.v1.CreateCollectionResponse.collection:type_name -> compactor.v1.Collection
+	1,  // 14: compactor.v1.GetCollectionResponse.collection:type_name -> compactor.v1.Collection
+	1,  // 15: compactor.v1.ListCollectionsResponse.collections:type_name -> compactor.v1.Collection
+	1,  // 16: compactor.v1.DeleteCollectionResponse.collection:type_name -> compactor.v1.Collection
+	2,  // 17: compactor.v1.GetRecordsResponse.records:type_name -> compactor.v1.Record
+	15, // 18: compactor.v1.ListVersionsResponse.versions:type_name -> compactor.v1.SegmentVersion
+	19, // 19: compactor.v1.SegmentVersion.create_time:type_name -> google.protobuf.Timestamp
+	19, // 20: compactor.v1.SegmentVersion.retire_time:type_name -> google.protobuf.Timestamp
+	0,  // 21: compactor.v1.SegmentVersion.verification:type_name -> compactor.v1.VersionVerification
+	19, // 22: compactor.v1.SegmentVersion.verify_time:type_name -> google.protobuf.Timestamp
+	1,  // 23: compactor.v1.RollbackCollectionResponse.collection:type_name -> compactor.v1.Collection
+	15, // 24: compactor.v1.RollbackCollectionResponse.version:type_name -> compactor.v1.SegmentVersion
+	19, // 25: compactor.v1.IndexFigures.build_time:type_name -> google.protobuf.Timestamp
+	20, // 26: compactor.v1.IndexFigures.build_duration:type_name -> google.protobuf.Duration
+	3,  // 27: compactor.v1.CollectionService.CreateCollection:input_type -> compactor.v1.CreateCollectionRequest
+	5,  // 28: compactor.v1.CollectionService.GetCollection:input_type -> compactor.v1.GetCollectionRequest
+	7,  // 29: compactor.v1.CollectionService.ListCollections:input_type -> compactor.v1.ListCollectionsRequest
+	9,  // 30: compactor.v1.CollectionService.DeleteCollection:input_type -> compactor.v1.DeleteCollectionRequest
+	11, // 31: compactor.v1.CollectionService.GetRecords:input_type -> compactor.v1.GetRecordsRequest
+	24, // 32: compactor.v1.CollectionService.QueryRecords:input_type -> compactor.v1.QueryRecordsRequest
+	13, // 33: compactor.v1.CollectionService.ListVersions:input_type -> compactor.v1.ListVersionsRequest
+	16, // 34: compactor.v1.CollectionService.RollbackCollection:input_type -> compactor.v1.RollbackCollectionRequest
+	4,  // 35: compactor.v1.CollectionService.CreateCollection:output_type -> compactor.v1.CreateCollectionResponse
+	6,  // 36: compactor.v1.CollectionService.GetCollection:output_type -> compactor.v1.GetCollectionResponse
+	8,  // 37: compactor.v1.CollectionService.ListCollections:output_type -> compactor.v1.ListCollectionsResponse
+	10, // 38: compactor.v1.CollectionService.DeleteCollection:output_type -> compactor.v1.DeleteCollectionResponse
+	12, // 39: compactor.v1.CollectionService.GetRecords:output_type -> compactor.v1.GetRecordsResponse
+	25, // 40: compactor.v1.CollectionService.QueryRecords:output_type -> compactor.v1.QueryRecordsResponse
+	14, // 41: compactor.v1.CollectionService.ListVersions:output_type -> compactor.v1.ListVersionsResponse
+	17, // 42: compactor.v1.CollectionService.RollbackCollection:output_type -> compactor.v1.RollbackCollectionResponse
+	35, // [35:43] is the sub-list for method output_type
+	27, // [27:35] is the sub-list for method input_type
+	27, // [27:27] is the sub-list for extension type_name
+	27, // [27:27] is the sub-list for extension extendee
+	0,  // [0:27] is the sub-list for field type_name
 }
 
 func init() { file_compactor_v1_collection_proto_init() }
@@ -1244,18 +1878,20 @@ func file_compactor_v1_collection_proto_init() {
 	}
 	file_compactor_v1_query_proto_init()
 	file_compactor_v1_collection_proto_msgTypes[1].OneofWrappers = []any{}
+	file_compactor_v1_collection_proto_msgTypes[10].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_compactor_v1_collection_proto_rawDesc), len(file_compactor_v1_collection_proto_rawDesc)),
-			NumEnums:      0,
-			NumMessages:   13,
+			NumEnums:      1,
+			NumMessages:   18,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
 		GoTypes:           file_compactor_v1_collection_proto_goTypes,
 		DependencyIndexes: file_compactor_v1_collection_proto_depIdxs,
+		EnumInfos:         file_compactor_v1_collection_proto_enumTypes,
 		MessageInfos:      file_compactor_v1_collection_proto_msgTypes,
 	}.Build()
 	File_compactor_v1_collection_proto = out.File

@@ -108,6 +108,11 @@ const (
 	// Re-checks the record counts and digests of a collection's kept versions.
 	// Reserved: no server runs it yet.
 	JobKind_JOB_KIND_VERIFY JobKind = 3
+	// A rollback to a kept version (CollectionService.RollbackCollection).
+	// Never queued: it commits in the request, and its job, SUCCEEDED in the
+	// same transaction, records it in the history (reason, versions before
+	// and after, the log offsets compacted again).
+	JobKind_JOB_KIND_ROLLBACK JobKind = 4
 )
 
 // Enum value maps for JobKind.
@@ -117,12 +122,14 @@ var (
 		1: "JOB_KIND_COMPACTION",
 		2: "JOB_KIND_INDEX_REBUILD",
 		3: "JOB_KIND_VERIFY",
+		4: "JOB_KIND_ROLLBACK",
 	}
 	JobKind_value = map[string]int32{
 		"JOB_KIND_UNSPECIFIED":   0,
 		"JOB_KIND_COMPACTION":    1,
 		"JOB_KIND_INDEX_REBUILD": 2,
 		"JOB_KIND_VERIFY":        3,
+		"JOB_KIND_ROLLBACK":      4,
 	}
 )
 
@@ -2045,12 +2052,13 @@ const file_compactor_v1_compaction_proto_rawDesc = "" +
 	"\x11JOB_STATE_RUNNING\x10\x02\x12\x17\n" +
 	"\x13JOB_STATE_SUCCEEDED\x10\x03\x12\x14\n" +
 	"\x10JOB_STATE_FAILED\x10\x04\x12\x17\n" +
-	"\x13JOB_STATE_CANCELLED\x10\x05*m\n" +
+	"\x13JOB_STATE_CANCELLED\x10\x05*\x84\x01\n" +
 	"\aJobKind\x12\x18\n" +
 	"\x14JOB_KIND_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13JOB_KIND_COMPACTION\x10\x01\x12\x1a\n" +
 	"\x16JOB_KIND_INDEX_REBUILD\x10\x02\x12\x13\n" +
-	"\x0fJOB_KIND_VERIFY\x10\x03*N\n" +
+	"\x0fJOB_KIND_VERIFY\x10\x03\x12\x15\n" +
+	"\x11JOB_KIND_ROLLBACK\x10\x04*N\n" +
 	"\aTrigger\x12\x17\n" +
 	"\x13TRIGGER_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11TRIGGER_SCHEDULED\x10\x01\x12\x13\n" +

@@ -823,6 +823,9 @@ type PlanEntry struct {
 	Estimate *JobEstimate `protobuf:"bytes,10,opt,name=estimate,proto3" json:"estimate,omitempty"`
 	// Why the estimate is missing, when it was asked and failed.
 	EstimateError string `protobuf:"bytes,11,opt,name=estimate_error,json=estimateError,proto3" json:"estimate_error,omitempty"`
+	// The collection's index rebuild job, queued or running (a job of its own
+	// kind beside the compactions); unset when there is none.
+	IndexRebuild  *Job `protobuf:"bytes,12,opt,name=index_rebuild,json=indexRebuild,proto3" json:"index_rebuild,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -934,6 +937,13 @@ func (x *PlanEntry) GetEstimateError() string {
 	return ""
 }
 
+func (x *PlanEntry) GetIndexRebuild() *Job {
+	if x != nil {
+		return x.IndexRebuild
+	}
+	return nil
+}
+
 // JobEstimate is what a compaction job would do, from the collection's
 // manifest and log.
 type JobEstimate struct {
@@ -949,8 +959,18 @@ type JobEstimate struct {
 	// Bytes of those blocks, plus the version's mean bytes per record for each
 	// record outside every block.
 	BytesToRewrite int64 `protobuf:"varint,4,opt,name=bytes_to_rewrite,json=bytesToRewrite,proto3" json:"bytes_to_rewrite,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The vector index work, for a collection with indexing on (indexed):
+	// operation records that carry an embedding (vectors to insert) and DELETEs
+	// (vectors to tombstone), upper bounds for an incremental build, in
+	// vectors; index_full_build when the job builds the index from every record
+	// instead, and why.
+	Indexed              bool   `protobuf:"varint,5,opt,name=indexed,proto3" json:"indexed,omitempty"`
+	VectorsToInsert      int64  `protobuf:"varint,6,opt,name=vectors_to_insert,json=vectorsToInsert,proto3" json:"vectors_to_insert,omitempty"`
+	VectorsToDelete      int64  `protobuf:"varint,7,opt,name=vectors_to_delete,json=vectorsToDelete,proto3" json:"vectors_to_delete,omitempty"`
+	IndexFullBuild       bool   `protobuf:"varint,8,opt,name=index_full_build,json=indexFullBuild,proto3" json:"index_full_build,omitempty"`
+	IndexFullBuildReason string `protobuf:"bytes,9,opt,name=index_full_build_reason,json=indexFullBuildReason,proto3" json:"index_full_build_reason,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
 }
 
 func (x *JobEstimate) Reset() {
@@ -1009,6 +1029,41 @@ func (x *JobEstimate) GetBytesToRewrite() int64 {
 		return x.BytesToRewrite
 	}
 	return 0
+}
+
+func (x *JobEstimate) GetIndexed() bool {
+	if x != nil {
+		return x.Indexed
+	}
+	return false
+}
+
+func (x *JobEstimate) GetVectorsToInsert() int64 {
+	if x != nil {
+		return x.VectorsToInsert
+	}
+	return 0
+}
+
+func (x *JobEstimate) GetVectorsToDelete() int64 {
+	if x != nil {
+		return x.VectorsToDelete
+	}
+	return 0
+}
+
+func (x *JobEstimate) GetIndexFullBuild() bool {
+	if x != nil {
+		return x.IndexFullBuild
+	}
+	return false
+}
+
+func (x *JobEstimate) GetIndexFullBuildReason() string {
+	if x != nil {
+		return x.IndexFullBuildReason
+	}
+	return ""
 }
 
 // Request of ControlService.UpdateCollectionSettings.
@@ -1128,7 +1183,7 @@ var File_compactor_v1_control_proto protoreflect.FileDescriptor
 
 const file_compactor_v1_control_proto_rawDesc = "" +
 	"\n" +
-	"\x1acompactor/v1/control.proto\x12\fcompactor.v1\x1a\x1dcompactor/v1/collection.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x94\x01\n" +
+	"\x1acompactor/v1/control.proto\x12\fcompactor.v1\x1a\x1dcompactor/v1/collection.proto\x1a\x1dcompactor/v1/compaction.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x94\x01\n" +
 	"\n" +
 	"PauseState\x12\x16\n" +
 	"\x06paused\x18\x01 \x01(\bR\x06paused\x12\x16\n" +
@@ -1177,7 +1232,7 @@ const file_compactor_v1_control_proto_rawDesc = "" +
 	"\x17PlanCompactionsResponse\x127\n" +
 	"\tplan_time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\bplanTime\x12.\n" +
 	"\x05pause\x18\x02 \x01(\v2\x18.compactor.v1.PauseStateR\x05pause\x121\n" +
-	"\aentries\x18\x03 \x03(\v2\x17.compactor.v1.PlanEntryR\aentries\"\xab\x04\n" +
+	"\aentries\x18\x03 \x03(\v2\x17.compactor.v1.PlanEntryR\aentries\"\xe3\x04\n" +
 	"\tPlanEntry\x12#\n" +
 	"\rcollection_id\x18\x01 \x01(\tR\fcollectionId\x12'\n" +
 	"\x0fcollection_name\x18\x02 \x01(\tR\x0ecollectionName\x126\n" +
@@ -1191,12 +1246,18 @@ const file_compactor_v1_control_proto_rawDesc = "" +
 	"retry_time\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\tretryTime\x125\n" +
 	"\bestimate\x18\n" +
 	" \x01(\v2\x19.compactor.v1.JobEstimateR\bestimate\x12%\n" +
-	"\x0eestimate_error\x18\v \x01(\tR\restimateError\"\xa0\x01\n" +
+	"\x0eestimate_error\x18\v \x01(\tR\restimateError\x126\n" +
+	"\rindex_rebuild\x18\f \x01(\v2\x11.compactor.v1.JobR\findexRebuild\"\xf3\x02\n" +
 	"\vJobEstimate\x12\x18\n" +
 	"\arecords\x18\x01 \x01(\x03R\arecords\x12!\n" +
 	"\fblocks_total\x18\x02 \x01(\x05R\vblocksTotal\x12*\n" +
 	"\x11blocks_to_rewrite\x18\x03 \x01(\x05R\x0fblocksToRewrite\x12(\n" +
-	"\x10bytes_to_rewrite\x18\x04 \x01(\x03R\x0ebytesToRewrite\"\xc1\x01\n" +
+	"\x10bytes_to_rewrite\x18\x04 \x01(\x03R\x0ebytesToRewrite\x12\x18\n" +
+	"\aindexed\x18\x05 \x01(\bR\aindexed\x12*\n" +
+	"\x11vectors_to_insert\x18\x06 \x01(\x03R\x0fvectorsToInsert\x12*\n" +
+	"\x11vectors_to_delete\x18\a \x01(\x03R\x0fvectorsToDelete\x12(\n" +
+	"\x10index_full_build\x18\b \x01(\bR\x0eindexFullBuild\x125\n" +
+	"\x17index_full_build_reason\x18\t \x01(\tR\x14indexFullBuildReason\"\xc1\x01\n" +
 	"\x1fUpdateCollectionSettingsRequest\x12#\n" +
 	"\rcollection_id\x18\x01 \x01(\tR\fcollectionId\x12.\n" +
 	"\x13min_compaction_size\x18\x02 \x01(\x03R\x11minCompactionSize\x12I\n" +
@@ -1260,6 +1321,7 @@ var file_compactor_v1_control_proto_goTypes = []any{
 	(*timestamppb.Timestamp)(nil),            // 17: google.protobuf.Timestamp
 	(*Collection)(nil),                       // 18: compactor.v1.Collection
 	(*durationpb.Duration)(nil),              // 19: google.protobuf.Duration
+	(*Job)(nil),                              // 20: compactor.v1.Job
 }
 var file_compactor_v1_control_proto_depIdxs = []int32{
 	17, // 0: compactor.v1.PauseState.pause_time:type_name -> google.protobuf.Timestamp
@@ -1279,25 +1341,26 @@ var file_compactor_v1_control_proto_depIdxs = []int32{
 	19, // 14: compactor.v1.PlanEntry.max_uncompacted_age:type_name -> google.protobuf.Duration
 	17, // 15: compactor.v1.PlanEntry.retry_time:type_name -> google.protobuf.Timestamp
 	14, // 16: compactor.v1.PlanEntry.estimate:type_name -> compactor.v1.JobEstimate
-	19, // 17: compactor.v1.UpdateCollectionSettingsRequest.max_uncompacted_age:type_name -> google.protobuf.Duration
-	18, // 18: compactor.v1.UpdateCollectionSettingsResponse.collection:type_name -> compactor.v1.Collection
-	2,  // 19: compactor.v1.ControlService.PauseCompactions:input_type -> compactor.v1.PauseCompactionsRequest
-	4,  // 20: compactor.v1.ControlService.ResumeCompactions:input_type -> compactor.v1.ResumeCompactionsRequest
-	9,  // 21: compactor.v1.ControlService.SetThroughput:input_type -> compactor.v1.SetThroughputRequest
-	6,  // 22: compactor.v1.ControlService.GetControls:input_type -> compactor.v1.GetControlsRequest
-	11, // 23: compactor.v1.ControlService.PlanCompactions:input_type -> compactor.v1.PlanCompactionsRequest
-	15, // 24: compactor.v1.ControlService.UpdateCollectionSettings:input_type -> compactor.v1.UpdateCollectionSettingsRequest
-	3,  // 25: compactor.v1.ControlService.PauseCompactions:output_type -> compactor.v1.PauseCompactionsResponse
-	5,  // 26: compactor.v1.ControlService.ResumeCompactions:output_type -> compactor.v1.ResumeCompactionsResponse
-	10, // 27: compactor.v1.ControlService.SetThroughput:output_type -> compactor.v1.SetThroughputResponse
-	7,  // 28: compactor.v1.ControlService.GetControls:output_type -> compactor.v1.GetControlsResponse
-	12, // 29: compactor.v1.ControlService.PlanCompactions:output_type -> compactor.v1.PlanCompactionsResponse
-	16, // 30: compactor.v1.ControlService.UpdateCollectionSettings:output_type -> compactor.v1.UpdateCollectionSettingsResponse
-	25, // [25:31] is the sub-list for method output_type
-	19, // [19:25] is the sub-list for method input_type
-	19, // [19:19] is the sub-list for extension type_name
-	19, // [19:19] is the sub-list for extension extendee
-	0,  // [0:19] is the sub-list for field type_name
+	20, // 17: compactor.v1.PlanEntry.index_rebuild:type_name -> compactor.v1.Job
+	19, // 18: compactor.v1.UpdateCollectionSettingsRequest.max_uncompacted_age:type_name -> google.protobuf.Duration
+	18, // 19: compactor.v1.UpdateCollectionSettingsResponse.collection:type_name -> compactor.v1.Collection
+	2,  // 20: compactor.v1.ControlService.PauseCompactions:input_type -> compactor.v1.PauseCompactionsRequest
+	4,  // 21: compactor.v1.ControlService.ResumeCompactions:input_type -> compactor.v1.ResumeCompactionsRequest
+	9,  // 22: compactor.v1.ControlService.SetThroughput:input_type -> compactor.v1.SetThroughputRequest
+	6,  // 23: compactor.v1.ControlService.GetControls:input_type -> compactor.v1.GetControlsRequest
+	11, // 24: compactor.v1.ControlService.PlanCompactions:input_type -> compactor.v1.PlanCompactionsRequest
+	15, // 25: compactor.v1.ControlService.UpdateCollectionSettings:input_type -> compactor.v1.UpdateCollectionSettingsRequest
+	3,  // 26: compactor.v1.ControlService.PauseCompactions:output_type -> compactor.v1.PauseCompactionsResponse
+	5,  // 27: compactor.v1.ControlService.ResumeCompactions:output_type -> compactor.v1.ResumeCompactionsResponse
+	10, // 28: compactor.v1.ControlService.SetThroughput:output_type -> compactor.v1.SetThroughputResponse
+	7,  // 29: compactor.v1.ControlService.GetControls:output_type -> compactor.v1.GetControlsResponse
+	12, // 30: compactor.v1.ControlService.PlanCompactions:output_type -> compactor.v1.PlanCompactionsResponse
+	16, // 31: compactor.v1.ControlService.UpdateCollectionSettings:output_type -> compactor.v1.UpdateCollectionSettingsResponse
+	26, // [26:32] is the sub-list for method output_type
+	20, // [20:26] is the sub-list for method input_type
+	20, // [20:20] is the sub-list for extension type_name
+	20, // [20:20] is the sub-list for extension extendee
+	0,  // [0:20] is the sub-list for field type_name
 }
 
 func init() { file_compactor_v1_control_proto_init() }
@@ -1306,6 +1369,7 @@ func file_compactor_v1_control_proto_init() {
 		return
 	}
 	file_compactor_v1_collection_proto_init()
+	file_compactor_v1_compaction_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{

@@ -286,7 +286,13 @@ type QueryRecordsRequest struct {
 	// Scan the matching records instead of using the index: exact results
 	// (the ground truth an index search approximates), at a cost that grows
 	// with the collection.
-	Exact         bool `protobuf:"varint,8,opt,name=exact,proto3" json:"exact,omitempty"`
+	Exact bool `protobuf:"varint,8,opt,name=exact,proto3" json:"exact,omitempty"`
+	// Query this kept segment version alone (its index and blocks, without
+	// the log tail) instead of the current view; unset: the current view.
+	// NOT_FOUND, naming the oldest kept version, for a version the
+	// collection no longer keeps (--versions-to-keep); INVALID_ARGUMENT for
+	// a version below 1.
+	Version       *int64 `protobuf:"varint,9,opt,name=version,proto3,oneof" json:"version,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -375,6 +381,13 @@ func (x *QueryRecordsRequest) GetExact() bool {
 		return x.Exact
 	}
 	return false
+}
+
+func (x *QueryRecordsRequest) GetVersion() int64 {
+	if x != nil && x.Version != nil {
+		return *x.Version
+	}
+	return 0
 }
 
 // QueryHit is one result record.
@@ -590,7 +603,7 @@ const file_compactor_v1_query_proto_rawDesc = "" +
 	"\tef_search\x18\x03 \x01(\x05R\befSearch\x12\x1a\n" +
 	"\bdisabled\x18\x04 \x01(\bR\bdisabled\"(\n" +
 	"\x0eQueryEmbedding\x12\x16\n" +
-	"\x06values\x18\x01 \x03(\x02R\x06values\"\x9e\x02\n" +
+	"\x06values\x18\x01 \x03(\x02R\x06values\"\xc9\x02\n" +
 	"\x13QueryRecordsRequest\x12#\n" +
 	"\rcollection_id\x18\x01 \x01(\tR\fcollectionId\x12<\n" +
 	"\n" +
@@ -601,7 +614,10 @@ const file_compactor_v1_query_proto_rawDesc = "" +
 	"\x03ids\x18\x05 \x03(\tR\x03ids\x12\x0e\n" +
 	"\x02ef\x18\x06 \x01(\x05R\x02ef\x12/\n" +
 	"\ainclude\x18\a \x03(\x0e2\x15.compactor.v1.IncludeR\ainclude\x12\x14\n" +
-	"\x05exact\x18\b \x01(\bR\x05exact\"\xc9\x01\n" +
+	"\x05exact\x18\b \x01(\bR\x05exact\x12\x1d\n" +
+	"\aversion\x18\t \x01(\x03H\x00R\aversion\x88\x01\x01B\n" +
+	"\n" +
+	"\b_version\"\xc9\x01\n" +
 	"\bQueryHit\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1f\n" +
 	"\bdistance\x18\x02 \x01(\x02H\x00R\bdistance\x88\x01\x01\x12\x1f\n" +
@@ -675,6 +691,7 @@ func file_compactor_v1_query_proto_init() {
 	if File_compactor_v1_query_proto != nil {
 		return
 	}
+	file_compactor_v1_query_proto_msgTypes[2].OneofWrappers = []any{}
 	file_compactor_v1_query_proto_msgTypes[3].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{

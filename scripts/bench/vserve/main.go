@@ -22,7 +22,8 @@
 //     protobuf, HTTP/1.1, one connection each), -requests each, cycling
 //     through the queries: p50, p99 and max latency as each client sees
 //     it, queries per second, and the server's CPU time per query (from
-//     /proc/PID/stat); after one warm-up query;
+//     /proc/PID/stat, in ticks of 10 ms over the whole run: meaningful over
+//     hundreds of queries); after one warm-up query;
 //  4. recall@10 of those answers against an exact scan computed here (a hit
 //     counts when its distance, recomputed in float64, is at most the 10th
 //     exact distance);
@@ -44,7 +45,6 @@ import (
 	"bufio"
 	"cmp"
 	"context"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -53,7 +53,6 @@ import (
 	"math"
 	"net/http"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -66,6 +65,7 @@ import (
 	"github.com/compactorhq/compactor/client"
 	compactorv1 "github.com/compactorhq/compactor/gen/compactor/v1"
 	"github.com/compactorhq/compactor/internal/vindex"
+	"github.com/compactorhq/compactor/scripts/bench/vecset"
 )
 
 func main() {
@@ -76,14 +76,6 @@ func main() {
 }
 
 const k = 10
-
-type meta struct {
-	Kind     string `json:"kind"`
-	N        int    `json:"n"`
-	Queries  int    `json:"queries"`
-	Dim      int    `json:"dim"`
-	Distance string `json:"distance"`
-}
 
 // figures is what the run measured.
 type figures struct {
@@ -148,22 +140,18 @@ func run(args []string, stdout, stderr io.Writer) error {
 	case *clients < 1 || *requests < 1 || *upserts < 0 || *filterQueries < 1 || *recallQueries < 1:
 		return errors.New("-clients, -requests, -filter-queries and -recall-queries take positive numbers, -upserts ≥ 0")
 	}
-	var m meta
-	b, err := os.ReadFile(filepath.Join(*dir, *kind+".json"))
+	m, err := vecset.ReadMeta(*dir, *kind)
 	if err != nil {
 		return err
-	}
-	if err := json.Unmarshal(b, &m); err != nil {
-		return fmt.Errorf("%s.json: %w", *kind, err)
 	}
 	if m.Distance != "l2" {
 		return fmt.Errorf("vector set %s has distance %s; this benchmark runs l2 sets", *kind, m.Distance)
 	}
-	base, err := readF32(filepath.Join(*dir, *kind+".base.f32"), m.Dim)
+	base, err := vecset.ReadF32(vecset.BasePath(*dir, *kind), m.Dim)
 	if err != nil {
 		return err
 	}
-	queries, err := readF32(filepath.Join(*dir, *kind+".query.f32"), m.Dim)
+	queries, err := vecset.ReadF32(vecset.QueryPath(*dir, *kind), m.Dim)
 	if err != nil {
 		return err
 	}
@@ -578,31 +566,6 @@ func exact(q, x []float32) float64 {
 		s += d * d
 	}
 	return s
-}
-
-func readF32(path string, dim int) ([][]float32, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if st.Size()%int64(4*dim) != 0 {
-		return nil, fmt.Errorf("%s: %d bytes, not rows of %d float32", path, st.Size(), dim)
-	}
-	rows := int(st.Size() / int64(4*dim))
-	flat := make([]float32, rows*dim)
-	if err := binary.Read(bufio.NewReaderSize(f, 1<<20), binary.LittleEndian, flat); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	out := make([][]float32, rows)
-	for i := range out {
-		out[i] = flat[i*dim : (i+1)*dim : (i+1)*dim]
-	}
-	return out, nil
 }
 
 func load() float64 {

@@ -51,6 +51,12 @@ const (
 	// CollectionServiceQueryRecordsProcedure is the fully-qualified name of the CollectionService's
 	// QueryRecords RPC.
 	CollectionServiceQueryRecordsProcedure = "/compactor.v1.CollectionService/QueryRecords"
+	// CollectionServiceListVersionsProcedure is the fully-qualified name of the CollectionService's
+	// ListVersions RPC.
+	CollectionServiceListVersionsProcedure = "/compactor.v1.CollectionService/ListVersions"
+	// CollectionServiceRollbackCollectionProcedure is the fully-qualified name of the
+	// CollectionService's RollbackCollection RPC.
+	CollectionServiceRollbackCollectionProcedure = "/compactor.v1.CollectionService/RollbackCollection"
 )
 
 // CollectionServiceClient is a client for the compactor.v1.CollectionService service.
@@ -90,6 +96,34 @@ type CollectionServiceClient interface {
 	// that does not parse (unknown operator, wrong-typed operand, empty $and),
 	// more than 10,000 ids; DATA_LOSS naming the blob for damaged stored data.
 	QueryRecords(context.Context, *connect.Request[v1.QueryRecordsRequest]) (*connect.Response[v1.QueryRecordsResponse], error)
+	// ListVersions returns a collection's version history, newest first: the
+	// current version, the versions kept by --versions-to-keep (readable with
+	// GetRecords.version and QueryRecords.version, and targets of
+	// RollbackCollection), and retired versions GC has not collected yet.
+	//
+	// Errors: INVALID_ARGUMENT for a malformed id; NOT_FOUND for an unknown
+	// collection.
+	ListVersions(context.Context, *connect.Request[v1.ListVersionsRequest]) (*connect.Response[v1.ListVersionsResponse], error)
+	// RollbackCollection makes a kept version's segment current again, as a
+	// new version (the next number; numbers are never reused) whose segment
+	// is that version's (the same blocks, deltas and vector index) and whose
+	// compaction offset is that version's. Every operation record appended
+	// after that offset becomes backlog again: reads apply it as the log
+	// tail and the next compaction re-compacts it, so the versions after it
+	// are undone and no write is lost. It does not queue that compaction
+	// (pause the collection first to keep it at the restored version).
+	//
+	// Fenced like a compaction's commit: it fails with FAILED_PRECONDITION,
+	// naming the job, while a job of the collection runs (cancel it or wait),
+	// and with ABORTED when a compaction committed meanwhile (retry).
+	//
+	// Errors: INVALID_ARGUMENT for a malformed id, a version below 1, the
+	// current version, a reason or operator over 1,024 bytes; NOT_FOUND for an
+	// unknown collection or a version the collection no longer keeps (naming
+	// the oldest kept one); FAILED_PRECONDITION as above, or when the log
+	// after the version was purged (by a release that purged up to the
+	// newest version's compaction offset).
+	RollbackCollection(context.Context, *connect.Request[v1.RollbackCollectionRequest]) (*connect.Response[v1.RollbackCollectionResponse], error)
 }
 
 // NewCollectionServiceClient constructs a client for the compactor.v1.CollectionService service. By
@@ -143,17 +177,32 @@ func NewCollectionServiceClient(httpClient connect.HTTPClient, baseURL string, o
 			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 			connect.WithClientOptions(opts...),
 		),
+		listVersions: connect.NewClient[v1.ListVersionsRequest, v1.ListVersionsResponse](
+			httpClient,
+			baseURL+CollectionServiceListVersionsProcedure,
+			connect.WithSchema(collectionServiceMethods.ByName("ListVersions")),
+			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+			connect.WithClientOptions(opts...),
+		),
+		rollbackCollection: connect.NewClient[v1.RollbackCollectionRequest, v1.RollbackCollectionResponse](
+			httpClient,
+			baseURL+CollectionServiceRollbackCollectionProcedure,
+			connect.WithSchema(collectionServiceMethods.ByName("RollbackCollection")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
 // collectionServiceClient implements CollectionServiceClient.
 type collectionServiceClient struct {
-	createCollection *connect.Client[v1.CreateCollectionRequest, v1.CreateCollectionResponse]
-	getCollection    *connect.Client[v1.GetCollectionRequest, v1.GetCollectionResponse]
-	listCollections  *connect.Client[v1.ListCollectionsRequest, v1.ListCollectionsResponse]
-	deleteCollection *connect.Client[v1.DeleteCollectionRequest, v1.DeleteCollectionResponse]
-	getRecords       *connect.Client[v1.GetRecordsRequest, v1.GetRecordsResponse]
-	queryRecords     *connect.Client[v1.QueryRecordsRequest, v1.QueryRecordsResponse]
+	createCollection   *connect.Client[v1.CreateCollectionRequest, v1.CreateCollectionResponse]
+	getCollection      *connect.Client[v1.GetCollectionRequest, v1.GetCollectionResponse]
+	listCollections    *connect.Client[v1.ListCollectionsRequest, v1.ListCollectionsResponse]
+	deleteCollection   *connect.Client[v1.DeleteCollectionRequest, v1.DeleteCollectionResponse]
+	getRecords         *connect.Client[v1.GetRecordsRequest, v1.GetRecordsResponse]
+	queryRecords       *connect.Client[v1.QueryRecordsRequest, v1.QueryRecordsResponse]
+	listVersions       *connect.Client[v1.ListVersionsRequest, v1.ListVersionsResponse]
+	rollbackCollection *connect.Client[v1.RollbackCollectionRequest, v1.RollbackCollectionResponse]
 }
 
 // CreateCollection calls compactor.v1.CollectionService.CreateCollection.
@@ -184,6 +233,16 @@ func (c *collectionServiceClient) GetRecords(ctx context.Context, req *connect.R
 // QueryRecords calls compactor.v1.CollectionService.QueryRecords.
 func (c *collectionServiceClient) QueryRecords(ctx context.Context, req *connect.Request[v1.QueryRecordsRequest]) (*connect.Response[v1.QueryRecordsResponse], error) {
 	return c.queryRecords.CallUnary(ctx, req)
+}
+
+// ListVersions calls compactor.v1.CollectionService.ListVersions.
+func (c *collectionServiceClient) ListVersions(ctx context.Context, req *connect.Request[v1.ListVersionsRequest]) (*connect.Response[v1.ListVersionsResponse], error) {
+	return c.listVersions.CallUnary(ctx, req)
+}
+
+// RollbackCollection calls compactor.v1.CollectionService.RollbackCollection.
+func (c *collectionServiceClient) RollbackCollection(ctx context.Context, req *connect.Request[v1.RollbackCollectionRequest]) (*connect.Response[v1.RollbackCollectionResponse], error) {
+	return c.rollbackCollection.CallUnary(ctx, req)
 }
 
 // CollectionServiceHandler is an implementation of the compactor.v1.CollectionService service.
@@ -223,6 +282,34 @@ type CollectionServiceHandler interface {
 	// that does not parse (unknown operator, wrong-typed operand, empty $and),
 	// more than 10,000 ids; DATA_LOSS naming the blob for damaged stored data.
 	QueryRecords(context.Context, *connect.Request[v1.QueryRecordsRequest]) (*connect.Response[v1.QueryRecordsResponse], error)
+	// ListVersions returns a collection's version history, newest first: the
+	// current version, the versions kept by --versions-to-keep (readable with
+	// GetRecords.version and QueryRecords.version, and targets of
+	// RollbackCollection), and retired versions GC has not collected yet.
+	//
+	// Errors: INVALID_ARGUMENT for a malformed id; NOT_FOUND for an unknown
+	// collection.
+	ListVersions(context.Context, *connect.Request[v1.ListVersionsRequest]) (*connect.Response[v1.ListVersionsResponse], error)
+	// RollbackCollection makes a kept version's segment current again, as a
+	// new version (the next number; numbers are never reused) whose segment
+	// is that version's (the same blocks, deltas and vector index) and whose
+	// compaction offset is that version's. Every operation record appended
+	// after that offset becomes backlog again: reads apply it as the log
+	// tail and the next compaction re-compacts it, so the versions after it
+	// are undone and no write is lost. It does not queue that compaction
+	// (pause the collection first to keep it at the restored version).
+	//
+	// Fenced like a compaction's commit: it fails with FAILED_PRECONDITION,
+	// naming the job, while a job of the collection runs (cancel it or wait),
+	// and with ABORTED when a compaction committed meanwhile (retry).
+	//
+	// Errors: INVALID_ARGUMENT for a malformed id, a version below 1, the
+	// current version, a reason or operator over 1,024 bytes; NOT_FOUND for an
+	// unknown collection or a version the collection no longer keeps (naming
+	// the oldest kept one); FAILED_PRECONDITION as above, or when the log
+	// after the version was purged (by a release that purged up to the
+	// newest version's compaction offset).
+	RollbackCollection(context.Context, *connect.Request[v1.RollbackCollectionRequest]) (*connect.Response[v1.RollbackCollectionResponse], error)
 }
 
 // NewCollectionServiceHandler builds an HTTP handler from the service implementation. It returns
@@ -272,6 +359,19 @@ func NewCollectionServiceHandler(svc CollectionServiceHandler, opts ...connect.H
 		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 		connect.WithHandlerOptions(opts...),
 	)
+	collectionServiceListVersionsHandler := connect.NewUnaryHandler(
+		CollectionServiceListVersionsProcedure,
+		svc.ListVersions,
+		connect.WithSchema(collectionServiceMethods.ByName("ListVersions")),
+		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+		connect.WithHandlerOptions(opts...),
+	)
+	collectionServiceRollbackCollectionHandler := connect.NewUnaryHandler(
+		CollectionServiceRollbackCollectionProcedure,
+		svc.RollbackCollection,
+		connect.WithSchema(collectionServiceMethods.ByName("RollbackCollection")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/compactor.v1.CollectionService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case CollectionServiceCreateCollectionProcedure:
@@ -286,6 +386,10 @@ func NewCollectionServiceHandler(svc CollectionServiceHandler, opts ...connect.H
 			collectionServiceGetRecordsHandler.ServeHTTP(w, r)
 		case CollectionServiceQueryRecordsProcedure:
 			collectionServiceQueryRecordsHandler.ServeHTTP(w, r)
+		case CollectionServiceListVersionsProcedure:
+			collectionServiceListVersionsHandler.ServeHTTP(w, r)
+		case CollectionServiceRollbackCollectionProcedure:
+			collectionServiceRollbackCollectionHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -317,4 +421,12 @@ func (UnimplementedCollectionServiceHandler) GetRecords(context.Context, *connec
 
 func (UnimplementedCollectionServiceHandler) QueryRecords(context.Context, *connect.Request[v1.QueryRecordsRequest]) (*connect.Response[v1.QueryRecordsResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("compactor.v1.CollectionService.QueryRecords is not implemented"))
+}
+
+func (UnimplementedCollectionServiceHandler) ListVersions(context.Context, *connect.Request[v1.ListVersionsRequest]) (*connect.Response[v1.ListVersionsResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("compactor.v1.CollectionService.ListVersions is not implemented"))
+}
+
+func (UnimplementedCollectionServiceHandler) RollbackCollection(context.Context, *connect.Request[v1.RollbackCollectionRequest]) (*connect.Response[v1.RollbackCollectionResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("compactor.v1.CollectionService.RollbackCollection is not implemented"))
 }
