@@ -39,9 +39,12 @@ type Client struct {
 	// Controls pauses and resumes automatic compaction, caps its
 	// throughput, tunes per-collection thresholds and previews the plan.
 	Controls compactorv1connect.ControlServiceClient
+	// Audit lists the audit log of operator actions and verifies its hash
+	// chain.
+	Audit compactorv1connect.AuditServiceClient
 }
 
-// New returns clients of the four services at baseURL, the server's root
+// New returns clients of the five services at baseURL, the server's root
 // URL such as "http://127.0.0.1:7070" (the API shares its port with the
 // status page and the metrics). opts apply to every call: for example
 // WithBearerToken, connect.WithGRPC(), connect.WithSendGzip().
@@ -51,12 +54,14 @@ func New(httpClient connect.HTTPClient, baseURL string, opts ...connect.ClientOp
 		Collections: compactorv1connect.NewCollectionServiceClient(httpClient, baseURL, opts...),
 		Logs:        compactorv1connect.NewLogServiceClient(httpClient, baseURL, opts...),
 		Controls:    compactorv1connect.NewControlServiceClient(httpClient, baseURL, opts...),
+		Audit:       compactorv1connect.NewAuditServiceClient(httpClient, baseURL, opts...),
 	}
 }
 
 // WithBearerToken sends "Authorization: Bearer <token>" on every call,
-// unary and streaming: the token a server started with --token (or
-// --token-file) requires. The token is sent as given, so keep it out of
+// unary and streaming: a token of the server's --tokens-file, or its
+// --token (or --token-file). The server answers a call above the token's
+// role with PERMISSION_DENIED. The token is sent as given, so keep it out of
 // logs on the caller's side too.
 func WithBearerToken(token string) connect.ClientOption {
 	return connect.WithInterceptors(bearer("Bearer " + token))

@@ -1,6 +1,6 @@
-// Package client is the Go client of compactor's API: the four services of
+// Package client is the Go client of compactor's API: the five services of
 // package compactorv1connect (CompactionService, CollectionService,
-// LogService, ControlService) behind one constructor, a bearer-token
+// LogService, ControlService, AuditService) behind one constructor, a bearer-token
 // option, batched pushes with idempotency keys and retries (Push, Pusher),
 // a reconnecting watch of compaction jobs and a wait built on it (Watch,
 // Wait, WaitJobs), and readers of the typed error details the server

@@ -2,10 +2,13 @@ package web
 
 import (
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/compactorhq/compactor/internal/auth"
 )
 
 // maxReasonBytes bounds the reason of a one-off compaction from the page.
@@ -13,9 +16,14 @@ const maxReasonBytes = 1000
 
 const defaultReason = "compact now from the status page"
 
-// actionForm reads an action's form and checks the token. It answers the
-// request itself (400, or 401 with the sign-in page) and returns ok=false
-// when the action must not go on.
+// actionRole is the role the page's actions need (compact, cancel, pause,
+// resume): the role of the same calls on the RPC API (rpc.ProcedureRoles).
+const actionRole = auth.RoleOperator
+
+// actionForm reads an action's form and checks that its principal may act.
+// It answers the request itself (400; 401 with the sign-in page when not
+// signed in; 403 naming the role needed when the principal's role does not
+// allow it) and returns ok=false when the action must not go on.
 func (h *handler) actionForm(w http.ResponseWriter, r *http.Request, fallbackNext, notice string) (next string, ok bool) {
 	r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
 	if err := r.ParseForm(); err != nil {
@@ -26,8 +34,13 @@ func (h *handler) actionForm(w http.ResponseWriter, r *http.Request, fallbackNex
 	if n := r.PostForm.Get("next"); n != "" {
 		next = localPath(n)
 	}
-	if !h.authorized(r) {
-		h.renderLogin(w, r, http.StatusUnauthorized, next, notice, "")
+	if p, signedIn := h.principal(r); !h.may(r, actionRole) {
+		if !signedIn {
+			h.renderLogin(w, r, http.StatusUnauthorized, next, notice, "")
+		} else {
+			h.log.Warn("page action refused", "path", r.URL.Path, "principal", p.Name, "role", p.Role)
+			h.renderError(w, r, http.StatusForbidden, fmt.Sprintf("This action needs role %s or admin; %s has role %s.", actionRole, p.Name, p.Role))
+		}
 		return "", false
 	}
 	return next, true
@@ -62,7 +75,7 @@ func (h *handler) compact(w http.ResponseWriter, r *http.Request) {
 	if reason == "" {
 		reason = defaultReason
 	}
-	jobID, err := h.src.Compact(r.Context(), id, reason)
+	jobID, err := h.src.Compact(h.actorContext(r), id, reason)
 	switch {
 	case errors.Is(err, ErrConflict):
 		h.log.Info("compaction refused", "collection", id, "err", err)
@@ -83,7 +96,7 @@ func (h *handler) cancel(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	err := h.src.Cancel(r.Context(), id)
+	err := h.src.Cancel(h.actorContext(r), id)
 	switch {
 	case errors.Is(err, ErrConflict):
 		http.Redirect(w, r, withFlash(next, "cancel-refused", ""), http.StatusSeeOther)
@@ -123,12 +136,16 @@ func (h *handler) setPause(w http.ResponseWriter, r *http.Request, paused bool) 
 		return
 	}
 	by := "status page (" + clientHost(r) + ")"
+	if p, signedIn := h.principal(r); signedIn {
+		by = p.Name + " (status page, " + clientHost(r) + ")"
+	}
+	ctx := h.actorContext(r)
 	var err error
 	flash := "resumed"
 	if paused {
-		err, flash = h.src.Pause(r.Context(), id, reason, by), "paused"
+		err, flash = h.src.Pause(ctx, id, reason, by), "paused"
 	} else {
-		err = h.src.Resume(r.Context(), id, by)
+		err = h.src.Resume(ctx, id, by)
 	}
 	if err != nil {
 		h.fail(w, r, err)

@@ -1,12 +1,12 @@
 package web
 
 import (
-	"crypto/hmac"
-	"crypto/sha256"
-	"crypto/subtle"
-	"encoding/base64"
+	"context"
 	"net/http"
 	"time"
+
+	"github.com/compactorhq/compactor/internal/audit"
+	"github.com/compactorhq/compactor/internal/auth"
 )
 
 // CookieName is the sign-in cookie set by POST /login.
@@ -17,38 +17,55 @@ const (
 	maxFormBytes = 64 << 10
 )
 
-// sessionValue is the cookie value for a token: a MAC of a fixed label
-// keyed with the token. It proves knowledge of the token without the token
-// itself sitting in the browser (a stolen cookie does not open the RPC API),
-// needs no server state, and changes when the token is rotated.
-func sessionValue(token string) string {
-	m := hmac.New(sha256.New, []byte(token))
-	m.Write([]byte("compactor web session v1"))
-	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
-}
-
-// authorized reports whether r may act (and read, with ProtectReads): no
-// token configured, a valid sign-in cookie, or a bearer token.
-func (h *handler) authorized(r *http.Request) bool {
-	if h.cfg.Token == "" {
-		return true
+// principal returns who r is, and whether r is signed in (a valid sign-in
+// cookie or bearer token). Without credentials every request is
+// "anonymous" with role admin (and not signed in); otherwise a request not
+// signed in is "anonymous" with role reader. The cookie (made by
+// auth.Authenticator.Session) names its principal and is checked against
+// the credentials in force, so it stops working when its token is rotated
+// or its credential removed.
+func (h *handler) principal(r *http.Request) (auth.Principal, bool) {
+	if !h.auth.Enabled() {
+		return auth.Principal{Name: auth.Anonymous, Role: auth.RoleAdmin}, false
 	}
 	if c, err := r.Cookie(CookieName); err == nil {
-		if subtle.ConstantTimeCompare([]byte(c.Value), []byte(h.session)) == 1 {
-			return true
+		if p, ok := h.auth.SessionPrincipal(c.Value); ok {
+			return p, true
 		}
 	}
-	return h.token.CheckHeader(r.Header) == nil
+	p, err := h.auth.Authenticate(r.Header)
+	if err != nil {
+		return auth.Principal{Name: auth.Anonymous, Role: auth.RoleReader}, false
+	}
+	return p, true
+}
+
+// may reports whether r's principal may do what needs role need: with
+// credentials configured, only when signed in.
+func (h *handler) may(r *http.Request, need auth.Role) bool {
+	p, signedIn := h.principal(r)
+	return (signedIn || !h.auth.Enabled()) && p.Role.Allows(need)
 }
 
 // mayRead reports whether r may see pages.
 func (h *handler) mayRead(r *http.Request) bool {
-	return !h.cfg.ProtectReads || h.authorized(r)
+	if !h.cfg.ProtectReads {
+		return true
+	}
+	_, signedIn := h.principal(r)
+	return signedIn
+}
+
+// actorContext returns r's context carrying r's principal as the actor of
+// the actions it asks for (their audit events).
+func (h *handler) actorContext(r *http.Request) context.Context {
+	p, _ := h.principal(r)
+	return audit.WithActor(r.Context(), audit.Actor{Name: p.Name, Role: string(p.Role), Source: r.RemoteAddr})
 }
 
 func (h *handler) loginPage(w http.ResponseWriter, r *http.Request) {
 	next := localPath(r.URL.Query().Get("next"))
-	if h.cfg.Token == "" {
+	if !h.auth.Enabled() {
 		http.Redirect(w, r, next, http.StatusSeeOther)
 		return
 	}
@@ -62,25 +79,30 @@ func (h *handler) login(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	next := localPath(r.PostForm.Get("next"))
-	if h.cfg.Token == "" {
+	if !h.auth.Enabled() {
 		http.Redirect(w, r, next, http.StatusSeeOther)
 		return
 	}
-	if !h.token.Matches(r.PostForm.Get("token")) {
+	p, ok := h.auth.Credentials().Lookup(r.PostForm.Get("token"))
+	session := ""
+	if ok {
+		session, ok = h.auth.Session(p.Name)
+	}
+	if !ok {
 		h.log.Warn("sign-in refused", "remote", r.RemoteAddr)
 		h.renderLogin(w, r, http.StatusUnauthorized, next, "", "That token is not correct.")
 		return
 	}
 	http.SetCookie(w, &http.Cookie{
 		Name:     CookieName,
-		Value:    h.session,
+		Value:    session,
 		Path:     "/",
 		MaxAge:   int(cookieMaxAge / time.Second),
 		HttpOnly: true,
 		Secure:   r.TLS != nil,
 		SameSite: http.SameSiteStrictMode,
 	})
-	h.log.Info("signed in", "remote", r.RemoteAddr)
+	h.log.Info("signed in", "remote", r.RemoteAddr, "principal", p.Name, "role", p.Role)
 	http.Redirect(w, r, withFlash(next, "signed-in", ""), http.StatusSeeOther)
 }
 

@@ -9,6 +9,8 @@ import (
 	"strconv"
 
 	"github.com/a-h/templ"
+
+	"github.com/compactorhq/compactor/internal/auth"
 )
 
 // isPartial reports whether the request wants only the content of <main>.
@@ -19,6 +21,7 @@ func isPartial(r *http.Request) bool { return r.URL.Query().Get("partial") == "1
 func here(r *http.Request) string { return localPath(r.URL.RequestURI()) }
 
 func (h *handler) meta(r *http.Request, title, section string, live bool) pageMeta {
+	p, signedIn := h.principal(r)
 	m := pageMeta{
 		Title:     title,
 		Section:   section,
@@ -28,8 +31,11 @@ func (h *handler) meta(r *http.Request, title, section string, live bool) pageMe
 		IconURL:   h.static.url("favicon.svg"),
 		Flash:     flashFor(r.URL.Query()),
 		Auth: authView{
-			Required:  h.cfg.Token != "",
-			SignedIn:  h.cfg.Token != "" && h.authorized(r),
+			Required:  h.auth.Enabled(),
+			SignedIn:  signedIn,
+			Principal: p.Name,
+			Role:      string(p.Role),
+			MayAudit:  h.hasAudit() && h.may(r, auth.RoleOperator),
 			LoginURL:  "/login?" + url.Values{"next": {here(r)}}.Encode(),
 			LogoutURL: "/logout",
 		},
@@ -47,10 +53,14 @@ func (h *handler) meta(r *http.Request, title, section string, live bool) pageMe
 }
 
 func (h *handler) act(r *http.Request) actView {
+	p, signedIn := h.principal(r)
 	return actView{
-		Allowed:  h.authorized(r),
-		Next:     here(r),
-		LoginURL: "/login?" + url.Values{"next": {here(r)}}.Encode(),
+		Allowed:   h.may(r, auth.RoleOperator),
+		SignedIn:  signedIn,
+		Principal: p.Name,
+		Role:      string(p.Role),
+		Next:      here(r),
+		LoginURL:  "/login?" + url.Values{"next": {here(r)}}.Encode(),
 	}
 }
 

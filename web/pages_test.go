@@ -339,6 +339,7 @@ func TestJobPageShowsEveryField(t *testing.T) {
 		"collection_id":   webtest.Orders,
 		"kind":            "compaction",
 		"trigger":         "scheduled",
+		"triggered_by":    "the scheduler",
 		"reason":          "backlog 1200 >= 10",
 		"attempt":         "1",
 		"node":            "node-a",

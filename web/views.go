@@ -42,8 +42,11 @@ type buildView struct {
 }
 
 type authView struct {
-	Required  bool   // a token is configured
-	SignedIn  bool   // the request carries it
+	Required  bool   // credentials are configured
+	SignedIn  bool   // the request carries one
+	Principal string // the signed-in credential's name
+	Role      string // its role
+	MayAudit  bool   // the role may read the audit log (operator, admin)
 	LoginURL  string // /login?next=<this page>
 	LogoutURL string
 }
@@ -51,9 +54,14 @@ type authView struct {
 // actView is what an action form needs: whether it may be shown, where to
 // come back to, and where to sign in otherwise.
 type actView struct {
-	Allowed  bool
-	Next     string
-	LoginURL string
+	Allowed bool // the principal's role may act (operator or admin)
+	// SignedIn: the request is signed in, as Principal with Role (which
+	// does not allow the action when Allowed is false).
+	SignedIn  bool
+	Principal string
+	Role      string
+	Next      string
+	LoginURL  string
 }
 
 type flashView struct {
@@ -812,6 +820,7 @@ func buildJob(now time.Time, j Job, capBps int64, act actView) jobView {
 			{Key: "collection_id", Label: "Collection ID", Value: j.CollectionID},
 			{Key: "kind", Label: "Kind", Value: r.Kind},
 			{Key: "trigger", Label: "Trigger", Value: r.Trigger},
+			{Key: "triggered_by", Label: "Triggered by", Value: triggeredBy(j.TriggeredBy)},
 			{Key: "reason", Label: "Reason", Value: orDash(j.Reason), Pre: j.Reason != ""},
 			{Key: "attempt", Label: "Attempt", Value: r.Attempt},
 			{Key: "node", Label: "Node", Value: orDash(j.Node)},
@@ -1322,4 +1331,12 @@ func buildPlan(now time.Time, c Controls, entries []PlanEntry, act actView) plan
 	}
 	v.Total = total.row()
 	return v
+}
+
+// triggeredBy shows who asked for a job; the scheduler's jobs name no one.
+func triggeredBy(by string) string {
+	if by == "" {
+		return "the scheduler"
+	}
+	return by
 }

@@ -56,7 +56,7 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/compactorhq/compactor/internal/bearer"
+	"github.com/compactorhq/compactor/internal/auth"
 	"github.com/compactorhq/compactor/internal/jobtype"
 )
 
@@ -96,13 +96,16 @@ type Job struct {
 	CollectionName string // may be empty; the page then looks it up or shows the id
 	// Kind is what the job does: KindCompaction, KindIndexRebuild,
 	// KindVerify ("" is a compaction; another value is shown as it is).
-	Kind         string
-	Trigger      string // TriggerScheduled or TriggerOneOff
-	State        string // StateQueued … StateCancelled
-	Reason       string
-	Error        string // error text of a failed job
-	Note         string // e.g. "nothing to compact", "interrupted"
-	Node         string // the node that ran it
+	Kind    string
+	Trigger string // TriggerScheduled or TriggerOneOff
+	State   string // StateQueued … StateCancelled
+	Reason  string
+	Error   string // error text of a failed job
+	Note    string // e.g. "nothing to compact", "interrupted"
+	Node    string // the node that ran it
+	// TriggeredBy is who asked for the job (a credential's name,
+	// "anonymous" without authentication); "" for the scheduler's.
+	TriggeredBy  string
 	Attempt      int
 	CreatedAt    time.Time
 	StartedAt    time.Time
@@ -349,12 +352,17 @@ type Source interface {
 // Config tunes the page. The zero value, with defaults filled in by
 // NewHandler, is valid: no authentication, 10 s no-script refresh.
 type Config struct {
-	// Token, when set, is required (as a sign-in cookie made by /login, or
-	// an "Authorization: Bearer" header) for every action; with
-	// ProtectReads, for every page too. Empty: no authentication. The token
-	// is never logged.
+	// Auth, when it holds credentials, is required (as a sign-in cookie
+	// made by /login, or an "Authorization: Bearer" header) for every
+	// action, which the principal's role must allow (compact, cancel,
+	// pause and resume: operator; the audit view: operator); with
+	// ProtectReads, a sign-in is required for every page too. Nil: Token
+	// alone.
+	Auth *auth.Authenticator
+	// Token, when set and Auth is nil, is the single admin credential.
+	// Empty, with Auth nil: no authentication. Tokens are never logged.
 	Token string
-	// ProtectReads requires the token for pages and /events too.
+	// ProtectReads requires a sign-in for pages and /events too.
 	ProtectReads bool
 	// Now is the clock for relative times ("3m ago"), ETAs and the 24 h
 	// window. Nil: time.Now.
@@ -404,7 +412,7 @@ func (c Config) Validate() error {
 		return fmt.Errorf("web event interval must not be negative, got %s", c.MinEventInterval)
 	case c.MaxStreams < 0:
 		return fmt.Errorf("web max streams must not be negative, got %d", c.MaxStreams)
-	case c.ProtectReads && c.Token == "":
+	case c.ProtectReads && c.Token == "" && !c.Auth.Enabled():
 		return errors.New("web protect reads needs a token")
 	}
 	for _, o := range c.TrustedOrigins {
@@ -441,8 +449,7 @@ type handler struct {
 	src     Source
 	cfg     Config
 	log     *slog.Logger
-	session string       // expected sign-in cookie value; "" without a token
-	token   bearer.Token // the check the RPC API uses too
+	auth    *auth.Authenticator // the credentials the RPC API uses too
 	static  *staticFiles
 	streams atomic.Int64
 }
@@ -468,9 +475,9 @@ func NewHandler(src Source, cfg Config) (http.Handler, error) {
 		log:    cfg.Logger.With("component", "web"),
 		static: st,
 	}
-	if cfg.Token != "" {
-		h.session = sessionValue(cfg.Token)
-		h.token = bearer.New(cfg.Token)
+	h.auth = cfg.Auth
+	if h.auth == nil {
+		h.auth = auth.NewAuthenticator(auth.SingleToken(cfg.Token))
 	}
 
 	mux := http.NewServeMux()
@@ -478,6 +485,7 @@ func NewHandler(src Source, cfg Config) (http.Handler, error) {
 	mux.HandleFunc("GET /jobs/{id}", h.jobPage)
 	mux.HandleFunc("POST /jobs/{id}/cancel", h.cancel)
 	mux.HandleFunc("GET /collections", h.collectionsPage)
+	mux.HandleFunc("GET /audit", h.auditPage)
 	mux.HandleFunc("GET /collections/{id}", h.collectionPage)
 	mux.HandleFunc("POST /collections/{id}/compact", h.compact)
 	mux.HandleFunc("POST /collections/{id}/pause", h.pause)

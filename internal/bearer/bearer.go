@@ -50,7 +50,12 @@ func (t Token) Matches(presented string) bool {
 // (the scheme is case-insensitive, RFC 9110 §11.1), or false when h has
 // none.
 func FromHeader(h http.Header) (string, bool) {
-	scheme, tok, ok := strings.Cut(strings.TrimSpace(h.Get("Authorization")), " ")
+	return FromHeaderValue(h.Get("Authorization"))
+}
+
+// FromHeaderValue is FromHeader for the value of an Authorization header.
+func FromHeaderValue(v string) (string, bool) {
+	scheme, tok, ok := strings.Cut(strings.TrimSpace(v), " ")
 	tok = strings.TrimSpace(tok)
 	if !ok || !strings.EqualFold(scheme, "Bearer") || tok == "" {
 		return "", false

@@ -381,6 +381,11 @@ type Job struct {
 	// unknown.
 	Predicted *jobtype.Prediction
 	Actual    *jobtype.Actual
+	// TriggeredBy is the principal who asked for the job (a one-off
+	// compaction: its credential's name, "anonymous" without
+	// authentication); "" for a job the scheduler queued. A continuation
+	// job keeps its predecessor's.
+	TriggeredBy string
 
 	// Queue state (DESIGN.md §7a; see queue.go).
 

@@ -11,6 +11,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/google/uuid"
+
+	"github.com/compactorhq/compactor/internal/audit"
 )
 
 // Bounds of collection attributes.
@@ -153,7 +155,14 @@ func (c *Catalog) CreateCollectionSpec(ctx context.Context, spec CollectionSpec)
 		if err != nil && c.d.kind(err) == kindUnique {
 			return fmt.Errorf("name is taken: %w", ErrAlreadyExists)
 		}
-		return err
+		if err != nil {
+			return err
+		}
+		return c.auditFromContext(ctx, tx, AuditEntry{
+			Action: audit.ActionCreateCollection, CollectionID: col.ID, Target: col.ID,
+			After: map[string]any{"name": col.Name, "dimension": col.Dimension, "distance": idx.Distance.String(),
+				"index_m": idx.M, "index_ef_construction": idx.EfConstruction, "index_ef_search": idx.EfSearch, "index_disabled": idx.Disabled},
+		})
 	})
 	if err != nil {
 		return Collection{}, c.wrap(err, "create collection %q", name)
@@ -252,8 +261,14 @@ func (c *Catalog) DeleteCollection(ctx context.Context, id string) (Collection, 
 		if err := c.d.deleteLog(ctx, c, tx, id); err != nil {
 			return err
 		}
-		_, err = tx.ExecContext(ctx, c.d.q(`DELETE FROM collections WHERE id = ?`), id)
-		return err
+		if _, err = tx.ExecContext(ctx, c.d.q(`DELETE FROM collections WHERE id = ?`), id); err != nil {
+			return err
+		}
+		return c.auditFromContext(ctx, tx, AuditEntry{
+			Action: audit.ActionDeleteCollection, CollectionID: id, Target: id,
+			Before: map[string]any{"name": col.Name, "dimension": col.Dimension, "log_position": col.LogPosition,
+				"compaction_offset": col.CompactionOffset, "segment_version": col.SegmentVersion, "record_count": col.RecordCount},
+		})
 	}
 	run := func() error { return c.d.deleteTx(ctx, c, del) }
 	err := run()

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/compactorhq/compactor/internal/audit"
 )
 
 // Operator controls persisted in the catalog, so that they survive restarts
@@ -49,6 +51,20 @@ const (
 	SettingMaxThroughput = "compaction.max_throughput_bytes"
 )
 
+// settingAction is the audit action of a change of setting s.
+func settingAction(s Setting) string {
+	switch s.Name {
+	case SettingSchedulerPaused:
+		if s.Value == "true" {
+			return audit.ActionPause
+		}
+		return audit.ActionResume
+	case SettingMaxThroughput:
+		return audit.ActionThrottle
+	}
+	return audit.ActionSettings
+}
+
 func checkControlText(what, s string) error {
 	if len(s) > maxControlText {
 		return fmt.Errorf("%s is %d bytes, more than %d: %w", what, len(s), maxControlText, ErrInvalidArgument)
@@ -72,25 +88,56 @@ func (c *Catalog) SetCollectionPause(ctx context.Context, id string, paused bool
 	} else {
 		at = now
 	}
-	col, err := c.updateCollection(ctx, id, `paused_at = ?, pause_reason = ?, paused_by = ?, updated_at = ?`, at, reason, by, now)
+	action := audit.ActionResume
+	if paused {
+		action = audit.ActionPause
+	}
+	entry := func(before, after Collection) AuditEntry {
+		return AuditEntry{Action: action, CollectionID: id, Target: id, Reason: reason,
+			Before: pauseState(before), After: pauseState(after)}
+	}
+	col, err := c.updateCollection(ctx, id, entry, `paused_at = ?, pause_reason = ?, paused_by = ?, updated_at = ?`, at, reason, by, now)
 	if err != nil {
 		return Collection{}, c.wrap(err, "set pause of collection %s", id)
 	}
 	return col, nil
 }
 
+func pauseState(c Collection) map[string]any {
+	return map[string]any{"paused": c.Paused(), "reason": c.PauseReason, "by": c.PausedBy}
+}
+
+func settingsState(c Collection) map[string]any {
+	return map[string]any{"min_compaction_size": c.Settings.MinCompactionSize,
+		"max_uncompacted_age_ms": c.Settings.MaxUncompactedAge.Milliseconds()}
+}
+
 // updateCollection sets columns of collection id (set is the SET list,
-// args its values) and returns the row as stored, in one transaction.
-// ErrNotFound when there is no such collection.
-func (c *Catalog) updateCollection(ctx context.Context, id, set string, args ...any) (Collection, error) {
+// args its values) and returns the row as stored, in one transaction. With
+// entry set, the transaction also appends the audit event entry makes of
+// the row before and after, when ctx carries an actor. ErrNotFound when
+// there is no such collection.
+func (c *Catalog) updateCollection(ctx context.Context, id string, entry func(before, after Collection) AuditEntry, set string, args ...any) (Collection, error) {
 	var col Collection
 	err := c.writeTx(ctx, func(tx *sql.Tx) error {
+		var before Collection
+		if _, audited := audit.ActorFrom(ctx); audited && entry != nil {
+			var err error
+			if before, err = c.queryCollection(ctx, tx, id); err != nil {
+				return err
+			}
+		}
 		if err := c.updateOne(ctx, tx, `UPDATE collections SET `+set+` WHERE id = ?`, append(args, id)...); err != nil {
 			return err
 		}
 		var err error
-		col, err = c.queryCollection(ctx, tx, id)
-		return err
+		if col, err = c.queryCollection(ctx, tx, id); err != nil {
+			return err
+		}
+		if entry == nil {
+			return nil
+		}
+		return c.auditFromContext(ctx, tx, entry(before, col))
 	})
 	return col, err
 }
@@ -111,7 +158,11 @@ func (c *Catalog) SetCollectionSettings(ctx context.Context, id string, s Collec
 		}
 		return v
 	}
-	col, err := c.updateCollection(ctx, id, `min_compaction_size = ?, max_uncompacted_age_ms = ?, updated_at = ?`,
+	entry := func(before, after Collection) AuditEntry {
+		return AuditEntry{Action: audit.ActionSettings, CollectionID: id, Target: id,
+			Before: settingsState(before), After: settingsState(after)}
+	}
+	col, err := c.updateCollection(ctx, id, entry, `min_compaction_size = ?, max_uncompacted_age_ms = ?, updated_at = ?`,
 		nullable(s.MinCompactionSize), nullable(s.MaxUncompactedAge.Milliseconds()), ms(c.now()))
 	if err != nil {
 		return Collection{}, c.wrap(err, "set settings of collection %s", id)
@@ -134,11 +185,25 @@ func (c *Catalog) PutSetting(ctx context.Context, s Setting) (Setting, error) {
 	}
 	s.UpdatedAt = fromMs(ms(c.now()))
 	err := c.writeTx(ctx, func(tx *sql.Tx) error {
+		before := ""
+		_, audited := audit.ActorFrom(ctx)
+		if audited {
+			err := tx.QueryRowContext(ctx, c.d.q(`SELECT value FROM settings WHERE name = ?`), s.Name).Scan(&before)
+			if err != nil && !errors.Is(err, sql.ErrNoRows) {
+				return err
+			}
+		}
 		_, err := tx.ExecContext(ctx, c.d.q(`INSERT INTO settings (name, value, reason, updated_by, updated_at) VALUES (?, ?, ?, ?, ?)
 			ON CONFLICT (name) DO UPDATE SET value = excluded.value, reason = excluded.reason,
 				updated_by = excluded.updated_by, updated_at = excluded.updated_at`),
 			s.Name, s.Value, s.Reason, s.UpdatedBy, ms(s.UpdatedAt))
-		return err
+		if err != nil || !audited {
+			return err
+		}
+		return c.auditFromContext(ctx, tx, AuditEntry{
+			Action: settingAction(s), Target: audit.TargetAll, Reason: s.Reason,
+			Before: map[string]any{s.Name: before}, After: map[string]any{s.Name: s.Value},
+		})
 	})
 	if err != nil {
 		return Setting{}, c.wrap(err, "put setting %s", s.Name)

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"github.com/compactorhq/compactor/internal/audit"
 	"time"
 )
 
@@ -23,7 +24,7 @@ const clearFailureState = `failure_count = 0, dead_lettered_at = NULL, retry_cou
 // it is claimed (zero: none). The failure policy that computes them lives
 // with the caller. Errors: ErrNotFound, ErrUnavailable.
 func (c *Catalog) SetRetry(ctx context.Context, collectionID string, retries int, retryAfter time.Time) error {
-	_, err := c.updateCollection(ctx, collectionID, `retry_count = ?, retry_after = ?`, retries, msOrNull(retryAfter))
+	_, err := c.updateCollection(ctx, collectionID, nil, `retry_count = ?, retry_after = ?`, retries, msOrNull(retryAfter))
 	return c.wrap(err, "set retry state of collection %s", collectionID)
 }
 
@@ -332,8 +333,11 @@ func (c *Catalog) ClearDeadLetter(ctx context.Context, id, actor, reason string)
 			return err
 		}
 		cleared = true
-		col, err = c.queryCollection(ctx, tx, id)
-		return err
+		if col, err = c.queryCollection(ctx, tx, id); err != nil {
+			return err
+		}
+		return c.auditFromContext(ctx, tx, AuditEntry{Action: audit.ActionClearDeadLetter, CollectionID: id, Target: id, Reason: reason,
+			Before: map[string]any{"dead_lettered": true, "failures": failures}, After: map[string]any{"dead_lettered": false, "failures": 0}})
 	})
 	if err != nil {
 		return Collection{}, false, c.wrap(err, "clear dead-letter state of collection %s", id)

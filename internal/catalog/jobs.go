@@ -52,7 +52,7 @@ const jobColumns = `id, collection_id, trigger_type, state, reason, attempt, cre
 	progress_phase, progress_read, progress_total, progress_bytes, progress_at,
 	progress_fraction, progress_eta_ms, progress_blocks_written, progress_blocks_total, trace_parent, kind,
 	params, progress_vectors, progress_vectors_total,
-	start_after, start_before, failure_class, predicted, actual`
+	start_after, start_before, failure_class, predicted, actual, triggered_by`
 
 // jobReadColumns selects a job row (table alias j) in the order scanJob
 // reads it: jobColumns, then the name of the job's collection, joined in
@@ -65,7 +65,7 @@ const jobReadColumns = `j.id, j.collection_id, j.trigger_type, j.state, j.reason
 	j.progress_phase, j.progress_read, j.progress_total, j.progress_bytes, j.progress_at,
 	j.progress_fraction, j.progress_eta_ms, j.progress_blocks_written, j.progress_blocks_total, j.trace_parent, j.kind,
 	j.params, j.progress_vectors, j.progress_vectors_total,
-	j.start_after, j.start_before, j.failure_class, j.predicted, j.actual,
+	j.start_after, j.start_before, j.failure_class, j.predicted, j.actual, j.triggered_by,
 	COALESCE((SELECT cn.name FROM collections cn WHERE cn.id = j.collection_id), '')`
 
 func scanJob(s scanner) (Job, error) {
@@ -86,7 +86,7 @@ func scanJob(s scanner) (Job, error) {
 		&j.Progress.Phase, &j.Progress.OpRecordsRead, &j.Progress.OpRecordsTotal, &j.Progress.BytesWritten, msTime{&j.Progress.UpdatedAt},
 		&j.Progress.Fraction, &eta, &j.Progress.BlocksWritten, &j.Progress.BlocksTotal, &j.TraceParent, &j.Kind,
 		&j.Params, &j.Progress.VectorsIndexed, &j.Progress.VectorsTotal,
-		msTime{&j.StartAfter}, msTime{&j.StartBefore}, &class, &predicted, &actual,
+		msTime{&j.StartAfter}, msTime{&j.StartBefore}, &class, &predicted, &actual, &j.TriggeredBy,
 		&j.CollectionName)
 	if err != nil {
 		return Job{}, err
@@ -168,7 +168,7 @@ func (c *Catalog) InsertJob(ctx context.Context, j Job) error {
 // insertJobQuery inserts a job row, last in enqueue order.
 func (c *Catalog) insertJobQuery() string {
 	return `INSERT INTO jobs (` + jobColumns + `, queue_seq)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ` + c.d.nextQueueSeq + `)`
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ` + c.d.nextQueueSeq + `)`
 }
 
 // execInsertJob inserts job j, placing it last in enqueue order. A second
@@ -189,7 +189,7 @@ func (c *Catalog) execInsertJob(ctx context.Context, tx *sql.Tx, j Job) error {
 		j.Progress.Fraction, etaOrNull(j.Progress), j.Progress.BlocksWritten, j.Progress.BlocksTotal, j.TraceParent, string(kindOrDefault(j.Kind)),
 		j.Params, j.Progress.VectorsIndexed, j.Progress.VectorsTotal,
 		msOrNull(j.StartAfter), msOrNull(j.StartBefore),
-		string(j.FailureClass), encodeJSON(j.Predicted), encodeJSON(j.Actual))
+		string(j.FailureClass), encodeJSON(j.Predicted), encodeJSON(j.Actual), j.TriggeredBy)
 	switch c.d.kind(err) {
 	case kindUnique:
 		return fmt.Errorf("job id is taken, or collection %s has a %s %s job already: %w", j.CollectionID, j.State, kindOrDefault(j.Kind), ErrAlreadyExists)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"github.com/compactorhq/compactor/internal/audit"
 	"strings"
 	"time"
 )
@@ -177,7 +178,10 @@ func (c *Catalog) UpdateCollectionPolicy(ctx context.Context, id string, u Polic
 		return c.GetCollection(ctx, id)
 	}
 	set, args = append(set, "updated_at = ?"), append(args, ms(c.now()))
-	col, err := c.updateCollection(ctx, id, strings.Join(set, ", "), args...)
+	entry := func(before, after Collection) AuditEntry {
+		return AuditEntry{Action: audit.ActionPolicy, CollectionID: id, Target: id, Before: before.Policy, After: after.Policy}
+	}
+	col, err := c.updateCollection(ctx, id, entry, strings.Join(set, ", "), args...)
 	if err != nil {
 		return Collection{}, c.wrap(err, "set scheduling policy of collection %s", id)
 	}

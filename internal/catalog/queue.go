@@ -13,6 +13,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/compactorhq/compactor/internal/audit"
 	"github.com/compactorhq/compactor/internal/jobtype"
 )
 
@@ -88,6 +89,9 @@ type JobRequest struct {
 	// StartAfter and StartBefore bound when a scheduled job may be claimed
 	// (its compaction window); zero: no bound. Kept by the job it creates.
 	StartAfter, StartBefore time.Time
+	// TriggeredBy is the principal who asked for the job ("" for the
+	// scheduler); kept like TraceParent.
+	TriggeredBy string
 }
 
 // EnqueueJob queues a job of kind r.Kind for r.CollectionID unless one of
@@ -122,6 +126,11 @@ type EnqueueCall struct {
 	// SkipMissing leaves out the collections that do not exist instead of
 	// failing the call (compact all: deleted since they were listed).
 	SkipMissing bool
+	// Actor, when set, is the operator who asked: every job of the call
+	// (queued, or found queued) gets an audit event (audit.ActionCompact)
+	// in the batch's transaction. A field rather than the context's actor,
+	// because one batch holds the calls of several callers.
+	Actor *audit.Actor
 }
 
 // Enqueued is one job of an EnqueueCall: the job queued, or the one that
@@ -344,6 +353,9 @@ func (c *Catalog) execEnqueueLocked(ctx context.Context, tx *sql.Tx, call Enqueu
 			}
 			queued[key] = job
 			out = append(out, Enqueued{Job: job})
+			if err := c.auditEnqueue(ctx, tx, call, r, job, false); err != nil {
+				return nil, err
+			}
 			continue
 		}
 		id := r.ID
@@ -353,7 +365,7 @@ func (c *Catalog) execEnqueueLocked(ctx context.Context, tx *sql.Tx, call Enqueu
 		job := Job{
 			ID: id, CollectionID: r.CollectionID, CollectionName: ci.name, Kind: key.kind, Trigger: r.Trigger, State: JobQueued, Reason: r.Reason,
 			Attempt: ci.retries + 1, CreatedAt: now, Continues: r.Continues, OldestAt: fromMs(ms(r.OldestAt)),
-			TraceParent: r.TraceParent, Params: r.Params, StartAfter: fromMs(ms(r.StartAfter)), StartBefore: fromMs(ms(r.StartBefore)),
+			TraceParent: r.TraceParent, Params: r.Params, TriggeredBy: r.TriggeredBy, StartAfter: fromMs(ms(r.StartAfter)), StartBefore: fromMs(ms(r.StartBefore)),
 		}
 		if r.Trigger == TriggerOneOff {
 			job.StartAfter, job.StartBefore = time.Time{}, time.Time{}
@@ -363,8 +375,31 @@ func (c *Catalog) execEnqueueLocked(ctx context.Context, tx *sql.Tx, call Enqueu
 		}
 		queued[key] = job
 		out = append(out, Enqueued{Job: job, Created: true})
+		if err := c.auditEnqueue(ctx, tx, call, r, job, true); err != nil {
+			return nil, err
+		}
 	}
 	return out, nil
+}
+
+// auditEnqueue appends the audit event of request r of call, answered by
+// job (created, or queued already), when the call has an actor: action
+// audit.ActionCompact for a compaction, the job's kind for another kind.
+func (c *Catalog) auditEnqueue(ctx context.Context, tx *sql.Tx, call EnqueueCall, r JobRequest, job Job, created bool) error {
+	if call.Actor == nil {
+		return nil
+	}
+	// A compaction is "compact"; a job of another kind is named by its
+	// kind ("verify", "index_rebuild").
+	action := audit.ActionCompact
+	if k := kindOrDefault(job.Kind); k != jobtype.KindCompaction {
+		action = string(k)
+	}
+	_, err := c.AppendAuditEvent(ctx, tx, *call.Actor, AuditEntry{
+		Action: action, CollectionID: r.CollectionID, Target: r.CollectionID, Reason: r.Reason, JobID: job.ID,
+		After: map[string]any{"job_id": job.ID, "kind": kindOrDefault(job.Kind), "created": created, "trigger": job.Trigger, "expedited": job.Expedited},
+	})
+	return err
 }
 
 // ClaimJob makes the next runnable QUEUED job RUNNING under owner's lease,
@@ -586,13 +621,20 @@ func (c *Catalog) CancelJob(ctx context.Context, jobID, note string) (Job, error
 			job.State, job.FinishedAt, job.Note = JobCancelled, now, note
 			_, err = tx.ExecContext(ctx, c.d.q(`UPDATE jobs SET state = ?, finished_at = ?, note = ? WHERE id = ?`),
 				string(job.State), ms(now), note, job.ID)
-			return err
 		case JobRunning:
 			job.CancelRequested = true
 			_, err = tx.ExecContext(ctx, c.d.q(`UPDATE jobs SET cancel_requested = 1 WHERE id = ?`), job.ID)
+		default:
+			return ErrJobFinished
+		}
+		if err != nil {
 			return err
 		}
-		return ErrJobFinished
+		return c.auditFromContext(ctx, tx, AuditEntry{
+			Action: audit.ActionCancel, CollectionID: job.CollectionID, Target: job.ID, JobID: job.ID, Reason: note,
+			Before: map[string]any{"state": jobs[0].State},
+			After:  map[string]any{"state": job.State, "cancel_requested": job.CancelRequested},
+		})
 	})
 	if err != nil {
 		return Job{}, c.wrap(err, "cancel job %s", jobID)
@@ -718,11 +760,11 @@ func (c *Catalog) execInterrupt(ctx context.Context, tx *sql.Tx, j Job) error {
 		return fmt.Errorf("interrupt job %s: %w", j.ID, err)
 	}
 	_, err = tx.ExecContext(ctx, c.d.q(`INSERT INTO jobs (id, collection_id, kind, params, trigger_type, state, reason, attempt, created_at,
-			continues, priority, oldest_at, start_after, start_before, queue_seq)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, `+c.d.nextQueueSeq+`)
+			continues, priority, oldest_at, start_after, start_before, triggered_by, queue_seq)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, `+c.d.nextQueueSeq+`)
 		ON CONFLICT DO NOTHING`),
 		uuid.NewString(), j.CollectionID, string(kindOrDefault(j.Kind)), j.Params, string(j.Trigger), string(JobQueued), j.Reason, j.Attempt+1, ms(j.FinishedAt),
-		j.ID, priorityOf(j), msOrNull(j.OldestAt), msOrNull(j.StartAfter), msOrNull(j.StartBefore))
+		j.ID, priorityOf(j), msOrNull(j.OldestAt), msOrNull(j.StartAfter), msOrNull(j.StartBefore), j.TriggeredBy)
 	if err != nil {
 		return fmt.Errorf("queue follow-up of interrupted job %s: %w", j.ID, err)
 	}

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"github.com/compactorhq/compactor/internal/audit"
 	"slices"
 	"strings"
 	"time"
@@ -453,8 +454,10 @@ func (c *Catalog) CommitRollback(ctx context.Context, rb Rollback) error {
 		if err != nil {
 			return fmt.Errorf("insert version %d: %w", rb.NewVersion, err)
 		}
+		rollbackEvent := AuditEntry{Action: audit.ActionRollback, CollectionID: rb.CollectionID, Target: rb.CollectionID, Reason: rb.Reason,
+			Before: map[string]int64{"version": version}, After: map[string]int64{"version": rb.NewVersion, "restored_version": to.Version}, JobID: rb.JobID}
 		if rb.JobID == "" {
-			return nil
+			return c.auditFromContext(ctx, tx, rollbackEvent)
 		}
 		at := fromMs(now)
 		note := fmt.Sprintf("rolled back to version %d: its segment and compaction offset %d are current again; the log records (%d, %d] are compacted again",
@@ -468,7 +471,7 @@ func (c *Catalog) CommitRollback(ctx context.Context, rb Rollback) error {
 		if err := c.execInsertJob(ctx, tx, j); err != nil {
 			return fmt.Errorf("insert rollback job %s: %w", rb.JobID, err)
 		}
-		return nil
+		return c.auditFromContext(ctx, tx, rollbackEvent)
 	})
 	return c.wrap(err, "roll back collection %s to version %d", rb.CollectionID, rb.ToVersion)
 }

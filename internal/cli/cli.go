@@ -1,6 +1,6 @@
 // Package cli is compactor's client: the commands that control a running
 // server over its Connect API (compact, jobs, job, watch, cancel,
-// collections, push, get, nodes, pause, resume, plan, throttle,
+// collections, push, get, nodes, pause, resume, plan, throttle, audit,
 // healthcheck). cmd/compactor wires them into the binary next to serve.
 //
 // One file per command. Each command reads its flags into an options
@@ -142,6 +142,7 @@ func Commands(s Streams) []*cobra.Command {
 		newThrottleCmd(g),
 		newIndexCmd(g),
 		newVerifyCmd(g),
+		newAuditCmd(g),
 	}
 	for _, c := range cmds {
 		g.register(c, allFlags)

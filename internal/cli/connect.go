@@ -168,6 +168,7 @@ type clients struct {
 	control    compactorv1connect.ControlServiceClient
 	collection compactorv1connect.CollectionServiceClient
 	log        compactorv1connect.LogServiceClient
+	audit      compactorv1connect.AuditServiceClient
 }
 
 // baseURL is --addr with http:// added when it has no scheme.
@@ -266,6 +267,7 @@ func (g *globals) connect(cmd *cobra.Command) (*clients, error) {
 		control:    api.Controls,
 		collection: api.Collections,
 		log:        api.Logs,
+		audit:      api.Audit,
 	}, nil
 }
 

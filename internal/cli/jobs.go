@@ -226,6 +226,7 @@ func (s *session) printJob(j *compactorv1.Job) error {
 		{"Kind", kindName(j.GetKind())},
 		{"Collection", coll},
 		{"Trigger", triggerName(j.GetTrigger())},
+		{"Triggered by", triggeredByText(j.GetTriggeredBy())},
 		{"State", state},
 		{"Reason", orDash(safeText(j.GetReason()))},
 		{"Attempt", strconv.Itoa(int(j.GetAttempt()))},
@@ -316,4 +317,12 @@ func parseTrigger(s string) (compactorv1.Trigger, bool) {
 		return 0, false
 	}
 	return compactorv1.Trigger(v), true
+}
+
+// triggeredByText is who asked for a job; the scheduler's jobs name no one.
+func triggeredByText(by string) string {
+	if by == "" {
+		return "the scheduler"
+	}
+	return safeText(by)
 }

@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/compactorhq/compactor/internal/audit"
 	"github.com/compactorhq/compactor/internal/catalog"
 )
 
@@ -42,7 +43,24 @@ type enqueueWait struct {
 // ctx ends before its call is taken into a write gets ctx's error and
 // nothing is enqueued; once taken, the write (bounded by
 // Config.PersistTimeout) completes and its result is returned.
+//
+// The actor ctx carries (audit.ActorFrom: the principal of an RPC or a
+// page action), when the call names none, becomes the call's Actor (an
+// audit event per job, in the enqueue's transaction) and the TriggeredBy of
+// its requests that name no one; without an actor (the scheduler, the
+// scrub) nothing is audited.
 func (e *enqueuer) enqueue(ctx context.Context, call catalog.EnqueueCall) catalog.EnqueueOutcome {
+	if actor, ok := audit.ActorFrom(ctx); ok && call.Actor == nil {
+		call.Actor = &actor
+		reqs := make([]catalog.JobRequest, len(call.Requests))
+		for i, r := range call.Requests {
+			if r.TriggeredBy == "" {
+				r.TriggeredBy = actor.Name
+			}
+			reqs[i] = r
+		}
+		call.Requests = reqs
+	}
 	w := &enqueueWait{call: call, done: make(chan struct{}), lead: make(chan struct{}, 1)}
 	e.mu.Lock()
 	e.pending = append(e.pending, w)

@@ -482,7 +482,10 @@ func (m *Manager) Started() <-chan struct{} { return m.started }
 // nothing for unknown ids: they fail the request with a *NotFoundError
 // naming each, and nothing is enqueued. One transaction checks the ids and
 // queues the jobs, shared with the concurrent calls (a group commit, see
-// enqueuer). Errors: ErrInvalidArgument, *NotFoundError, ErrStopped (checked
+// enqueuer). The actor ctx carries (audit.ActorFrom: the RPC's or the
+// page's principal) becomes each new job's TriggeredBy, and the same
+// transaction writes an audit event per collection (see enqueuer.enqueue);
+// without one, nothing is audited. Errors: ErrInvalidArgument, *NotFoundError, ErrStopped (checked
 // before the ids), ctx's error while the call waited for its turn (nothing
 // queued), store errors (nothing queued).
 func (m *Manager) Compact(ctx context.Context, ids []string, all bool, reason string) ([]Enqueued, error) {

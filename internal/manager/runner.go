@@ -400,6 +400,7 @@ func (m *Manager) queueContinuation(ctx context.Context, e *jobEnd) {
 	reason := fmt.Sprintf("continues job %.8s: %d records remain", e.row.ID, e.outcome.Remaining)
 	next, created, err := m.store.EnqueueJob(ctx, catalog.JobRequest{
 		CollectionID: e.row.CollectionID, Kind: e.row.Kind, Trigger: e.row.Trigger, Reason: reason, Continues: e.row.ID, TraceParent: e.row.TraceParent,
+		TriggeredBy: e.row.TriggeredBy,
 	})
 	if err != nil {
 		e.log.Error("queue continuation", "err", err)

@@ -40,7 +40,7 @@ func (s *Service) PauseCompactions(ctx context.Context, req *connect.Request[com
 	if err := checkControlTarget(m.GetCollectionId(), m.GetReason(), m.GetOperator()); err != nil {
 		return nil, err
 	}
-	if err := s.ctl.Pause(ctx, m.GetCollectionId(), strings.TrimSpace(m.GetReason()), strings.TrimSpace(m.GetOperator())); err != nil {
+	if err := s.ctl.Pause(ctx, m.GetCollectionId(), strings.TrimSpace(m.GetReason()), whoAsks(ctx, m.GetOperator())); err != nil {
 		return nil, s.fail(ctx, proc, err)
 	}
 	pause, coll, err := s.controlState(ctx, m.GetCollectionId())
@@ -57,7 +57,7 @@ func (s *Service) ResumeCompactions(ctx context.Context, req *connect.Request[co
 	if err := checkControlTarget(m.GetCollectionId(), "", m.GetOperator()); err != nil {
 		return nil, err
 	}
-	if err := s.ctl.Resume(ctx, m.GetCollectionId(), strings.TrimSpace(m.GetOperator())); err != nil {
+	if err := s.ctl.Resume(ctx, m.GetCollectionId(), whoAsks(ctx, m.GetOperator())); err != nil {
 		return nil, s.fail(ctx, proc, err)
 	}
 	pause, coll, err := s.controlState(ctx, m.GetCollectionId())
@@ -129,7 +129,7 @@ func (s *Service) SetThroughput(ctx context.Context, req *connect.Request[compac
 	if len(m.GetOperator()) > MaxReasonBytes {
 		return nil, invalidArgument("operator", "is %d bytes, more than %d", len(m.GetOperator()), MaxReasonBytes)
 	}
-	tp, err := s.ctl.SetMaxThroughput(ctx, m.GetBytesPerSecond(), strings.TrimSpace(m.GetOperator()))
+	tp, err := s.ctl.SetMaxThroughput(ctx, m.GetBytesPerSecond(), whoAsks(ctx, m.GetOperator()))
 	if err != nil {
 		return nil, s.fail(ctx, compactorv1connect.ControlServiceSetThroughputProcedure, err)
 	}

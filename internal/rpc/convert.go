@@ -128,6 +128,7 @@ func jobToProto(j manager.Job) *compactorv1.Job {
 		Node:            j.Node,
 		CancelRequested: j.CancelRequested,
 		ContinuesJobId:  j.Continues,
+		TriggeredBy:     j.TriggeredBy,
 	}
 	if pr := j.Progress; pr != nil {
 		p.Progress = progressToProto(*pr)

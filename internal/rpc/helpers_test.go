@@ -144,6 +144,7 @@ type clients struct {
 	colls compactorv1connect.CollectionServiceClient
 	logs  compactorv1connect.LogServiceClient
 	ctl   compactorv1connect.ControlServiceClient
+	audit compactorv1connect.AuditServiceClient
 }
 
 func (f *fixture) clients(p protocol, extra ...connect.ClientOption) clients {
@@ -154,6 +155,7 @@ func (f *fixture) clients(p protocol, extra ...connect.ClientOption) clients {
 		colls: compactorv1connect.NewCollectionServiceClient(hc, f.srv.URL, opts...),
 		logs:  compactorv1connect.NewLogServiceClient(hc, f.srv.URL, opts...),
 		ctl:   compactorv1connect.NewControlServiceClient(hc, f.srv.URL, opts...),
+		audit: compactorv1connect.NewAuditServiceClient(hc, f.srv.URL, opts...),
 	}
 }
 

@@ -10,7 +10,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"connectrpc.com/authn"
 	"connectrpc.com/connect"
 	"connectrpc.com/grpchealth"
 	"connectrpc.com/grpcreflect"
@@ -22,14 +21,19 @@ import (
 
 	compactorv1 "github.com/compactorhq/compactor/gen/compactor/v1"
 	"github.com/compactorhq/compactor/gen/compactor/v1/compactorv1connect"
-	"github.com/compactorhq/compactor/internal/bearer"
+	"github.com/compactorhq/compactor/internal/auth"
 )
 
 // Options configure Mount.
 type Options struct {
-	// Token, when set, is the bearer token every mutating procedure
-	// requires (and every procedure with ProtectReads).
-	Token        string
+	// Authenticator holds the named credentials and their roles
+	// (ProcedureRoles says which role each procedure needs); nil: Token
+	// alone. With neither, every call is "anonymous" with role admin.
+	Authenticator *auth.Authenticator
+	// Token, when set and Authenticator is nil, is the single admin
+	// credential.
+	Token string
+	// ProtectReads refuses reader procedures without a valid token too.
 	ProtectReads bool
 	// MaxRequestBytes bounds a request message (default 64 MiB); larger
 	// ones fail with RESOURCE_EXHAUSTED.
@@ -56,8 +60,8 @@ type Options struct {
 // compressMinBytes is the size under which responses go uncompressed.
 const compressMinBytes = 1 << 10
 
-// mutatingProcedures returns the procedures that change state, sorted: they
-// need the token whenever one is configured. They are read from the API's
+// mutatingProcedures returns the procedures that change state, sorted: none
+// is open to the reader role (ProcedureRoles). They are read from the API's
 // generated descriptors: every method of the API's services that is not
 // marked idempotency_level = NO_SIDE_EFFECTS.
 func mutatingProcedures() []string {
@@ -65,6 +69,7 @@ func mutatingProcedures() []string {
 	for _, fd := range []protoreflect.FileDescriptor{
 		compactorv1.File_compactor_v1_compaction_proto, compactorv1.File_compactor_v1_collection_proto,
 		compactorv1.File_compactor_v1_log_proto, compactorv1.File_compactor_v1_control_proto,
+		compactorv1.File_compactor_v1_audit_proto,
 	} {
 		for i := range fd.Services().Len() {
 			svc := fd.Services().Get(i)
@@ -87,6 +92,7 @@ var ServiceNames = []string{
 	compactorv1connect.CollectionServiceName,
 	compactorv1connect.LogServiceName,
 	compactorv1connect.ControlServiceName,
+	compactorv1connect.AuditServiceName,
 }
 
 // Mount registers the four services, gRPC health (grpc.health.v1) and gRPC
@@ -120,7 +126,11 @@ func Mount(mux *http.ServeMux, svc *Service, opts Options) *grpchealth.StaticChe
 		connect.WithInterceptors(opts.Interceptors...),
 		connect.WithInterceptors(obs, newWatcherLimit(opts.MaxWatchers)),
 	}
-	auth := authn.NewMiddleware(authFunc(bearer.New(opts.Token), opts.ProtectReads, mutatingProcedures()))
+	authn := opts.Authenticator
+	if authn == nil {
+		authn = auth.NewAuthenticator(auth.SingleToken(opts.Token))
+	}
+	authz := newAuthorizer(authn, opts.ProtectReads)
 	outer := func(path string, h http.Handler) {
 		if opts.Wrap != nil {
 			h = opts.Wrap(h)
@@ -128,9 +138,7 @@ func Mount(mux *http.ServeMux, svc *Service, opts Options) *grpchealth.StaticChe
 		mux.Handle(path, h)
 	}
 	wrap := func(path string, h http.Handler) {
-		if opts.Token != "" {
-			h = auth.Wrap(h)
-		}
+		h = authz.wrap(h)
 		if opts.Bodies != nil {
 			h = opts.Bodies.Wrap(h)
 		}
@@ -140,6 +148,7 @@ func Mount(mux *http.ServeMux, svc *Service, opts Options) *grpchealth.StaticChe
 	wrap(compactorv1connect.NewCollectionServiceHandler(svc, handlerOpts...))
 	wrap(compactorv1connect.NewLogServiceHandler(svc, handlerOpts...))
 	wrap(compactorv1connect.NewControlServiceHandler(svc, handlerOpts...))
+	wrap(compactorv1connect.NewAuditServiceHandler(svc, handlerOpts...))
 
 	checker := grpchealth.NewStaticChecker(ServiceNames...)
 	outer(grpchealth.NewHandler(checker))
@@ -150,25 +159,6 @@ func Mount(mux *http.ServeMux, svc *Service, opts Options) *grpchealth.StaticChe
 	wrap(grpcreflect.NewHandlerV1(reflector, reflectOpts...))
 	wrap(grpcreflect.NewHandlerV1Alpha(reflector, reflectOpts...))
 	return checker
-}
-
-// authFunc checks the bearer token of protected procedures (mutating ones,
-// sorted; every one with protectReads) with the check the page uses too
-// (bearer.Token). The token never appears in errors or logs.
-func authFunc(token bearer.Token, protectReads bool, mutating []string) authn.AuthFunc {
-	return func(ctx context.Context, req authn.Request) (any, error) {
-		if _, mutates := slices.BinarySearch(mutating, req.Procedure()); !protectReads && !mutates {
-			return nil, nil
-		}
-		if err := token.CheckHeader(req.Header()); err != nil {
-			aerr := authn.Errorf("%s", err.Error())
-			if st := stateOf(ctx); st != nil {
-				st.authErr = aerr
-			}
-			return nil, aerr
-		}
-		return "operator", nil
-	}
 }
 
 // observer is an interceptor that counts and times RPCs by procedure and
@@ -203,6 +193,7 @@ func newObserver(reg prometheus.Registerer, log *slog.Logger, failures *decodeFa
 		compactorv1.File_compactor_v1_compaction_proto.Services().ByName("CompactionService"),
 		compactorv1.File_compactor_v1_collection_proto.Services().ByName("CollectionService"),
 		compactorv1.File_compactor_v1_log_proto.Services().ByName("LogService"),
+		compactorv1.File_compactor_v1_audit_proto.Services().ByName("AuditService"),
 	} {
 		for i := range svc.Methods().Len() {
 			proc := "/" + string(svc.FullName()) + "/" + string(svc.Methods().Get(i).Name())
@@ -278,7 +269,7 @@ func (o *observer) WrapStreamingHandler(next connect.StreamingHandlerFunc) conne
 // interceptor of one request.
 type callState struct {
 	observed atomic.Bool // the interceptor counted the request
-	authErr  error       // the auth function refused it
+	authErr  error       // the authorizer refused it (UNAUTHENTICATED or PERMISSION_DENIED)
 
 	mu sync.Mutex
 	// cause is what toConnect kept from the client of a failed call, to be
@@ -314,7 +305,7 @@ func (o *observer) refusals(h http.Handler) http.Handler {
 		}
 		code, msg := rec.outcome()
 		if st.authErr != nil {
-			code, msg = connect.CodeUnauthenticated.String(), st.authErr.Error()
+			code, msg = connect.CodeOf(st.authErr).String(), st.authErr.Error()
 		}
 		o.requests.WithLabelValues(proc, code).Inc()
 		o.log.InfoContext(r.Context(), "rpc refused", "procedure", proc, "code", code, "err", truncate(msg, 4*MaxEchoBytes))

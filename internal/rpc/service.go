@@ -1,7 +1,8 @@
 // Package rpc adapts the compactor's core to its Connect API: the
-// CompactionService, CollectionService and LogService handlers, the mapping
-// of domain errors to Connect codes, and the interceptors (bearer-token
-// authentication, logging, metrics). It translates and validates; the
+// CompactionService, CollectionService, LogService, ControlService and
+// AuditService handlers, the mapping of domain errors to Connect codes, and
+// the middleware and interceptors (authentication and roles, logging,
+// metrics). It translates and validates; the
 // semantics live in internal/manager and internal/compaction.
 package rpc
 
@@ -21,6 +22,7 @@ import (
 
 	compactorv1 "github.com/compactorhq/compactor/gen/compactor/v1"
 	"github.com/compactorhq/compactor/gen/compactor/v1/compactorv1connect"
+	"github.com/compactorhq/compactor/internal/audit"
 	"github.com/compactorhq/compactor/internal/catalog"
 	"github.com/compactorhq/compactor/internal/compaction"
 	"github.com/compactorhq/compactor/internal/jobtype"
@@ -93,6 +95,7 @@ type Service struct {
 	ctl    Controller
 	cat    Catalog
 	recs   Records
+	audit  AuditLog
 	limits catalog.AppendLimits
 	log    *slog.Logger
 
@@ -106,14 +109,30 @@ var (
 	_ compactorv1connect.LogServiceHandler        = (*Service)(nil)
 )
 
-// NewService returns the handlers of the four services (ctl serves
-// ControlService). limits bound PushLogs (backlog and record
-// limits); logger nil discards logs.
+// NewService returns the handlers of the five services (ctl serves
+// ControlService; cat, when it implements AuditLog, AuditService). limits
+// bound PushLogs (backlog and record limits); logger nil discards logs.
 func NewService(mgr Manager, ctl Controller, cat Catalog, recs Records, limits catalog.AppendLimits, logger *slog.Logger) *Service {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	return &Service{mgr: mgr, ctl: ctl, cat: cat, recs: recs, limits: limits, log: logger, draining: make(chan struct{})}
+	al, _ := cat.(AuditLog)
+	if al == nil {
+		al = noAuditLog{}
+	}
+	return &Service{mgr: mgr, ctl: ctl, cat: cat, recs: recs, audit: al, limits: limits, log: logger, draining: make(chan struct{})}
+}
+
+// noAuditLog serves AuditService for a catalog without an audit log: the
+// calls fail with UNIMPLEMENTED.
+type noAuditLog struct{}
+
+func (noAuditLog) ListAuditEvents(context.Context, catalog.AuditFilter) ([]audit.Event, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("this server's catalog keeps no audit log"))
+}
+
+func (noAuditLog) VerifyAuditChain(context.Context) (catalog.AuditVerification, error) {
+	return catalog.AuditVerification{}, connect.NewError(connect.CodeUnimplemented, errors.New("this server's catalog keeps no audit log"))
 }
 
 // Drain ends the open WatchCompactions streams with UNAVAILABLE (the client

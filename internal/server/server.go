@@ -15,12 +15,14 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"connectrpc.com/connect"
@@ -34,6 +36,7 @@ import (
 	"go.opentelemetry.io/otel/trace/noop"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/compactorhq/compactor/internal/auth"
 	"github.com/compactorhq/compactor/internal/buildinfo"
 	"github.com/compactorhq/compactor/internal/catalog"
 	"github.com/compactorhq/compactor/internal/compaction"
@@ -55,6 +58,7 @@ type Config struct {
 	TLSKey          string // PEM private key file
 	Token           string
 	TokenFile       string
+	TokensFile      string // --tokens-file: named credentials with roles (package auth), reread on SIGHUP
 	ProtectReads    bool
 	MaxBacklog      int64 // records per collection before PushLogs is refused
 	MaxRequestBytes int
@@ -140,7 +144,8 @@ func (c *Config) RegisterFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.TLSKey, "tls-key", c.TLSKey, "PEM private key file of --tls-cert")
 	fs.StringVar(&c.Token, "token", c.Token, "bearer token required by mutating calls and page actions (empty: none)")
 	fs.StringVar(&c.TokenFile, "token-file", c.TokenFile, "file holding the bearer token (instead of --token)")
-	fs.BoolVar(&c.ProtectReads, "protect-reads", c.ProtectReads, "require the token for reads and pages too")
+	fs.StringVar(&c.TokensFile, "tokens-file", c.TokensFile, "file of named credentials, one \"name role sha256-hex-of-token\" per line (roles: reader, writer, operator, admin); reread on SIGHUP")
+	fs.BoolVar(&c.ProtectReads, "protect-reads", c.ProtectReads, "require a token (any role) for reads and pages too")
 	fs.Int64Var(&c.MaxBacklog, "max-backlog", c.MaxBacklog, "uncompacted records per collection at which pushes are refused (RESOURCE_EXHAUSTED)")
 	fs.DurationVar(&c.PushKeyWindow, "push-key-window", c.PushKeyWindow, "how long PushLogs idempotency keys are kept: a retry with the same key within it writes nothing")
 	fs.Int64Var(&c.CatalogReserveBytes, "catalog-reserve-bytes", c.CatalogReserveBytes, "bytes of the SQLite catalog's space reserve file, released to delete collections when the disk is full (0: none)")
@@ -191,8 +196,8 @@ func (c *Config) Validate() error {
 	if (c.TLSCert == "") != (c.TLSKey == "") {
 		return errors.New("give both --tls-cert and --tls-key, or neither")
 	}
-	if c.ProtectReads && c.Token == "" && c.TokenFile == "" {
-		return errors.New("--protect-reads needs --token or --token-file")
+	if c.ProtectReads && c.Token == "" && c.TokenFile == "" && c.TokensFile == "" {
+		return errors.New("--protect-reads needs --tokens-file, --token or --token-file")
 	}
 	switch {
 	case c.MaxBacklog <= 0:
@@ -272,7 +277,9 @@ type App struct {
 	Deleter  *manager.Deleter
 	Service  *rpc.Service
 	Registry *prometheus.Registry
-
+	// Auth holds the credentials in force, for the API and the page;
+	// ReloadCredentials replaces them.
+	Auth     *auth.Authenticator
 	cfg      Config
 	log      *slog.Logger
 	mux      *http.ServeMux
@@ -293,6 +300,8 @@ type App struct {
 	after   func(time.Duration) <-chan time.Time
 	done    chan struct{} // closed when shutdown starts: ends the page's event streams
 	stopped sync.Once
+
+	authSource auth.Source // where the credentials come from, for reloads
 }
 
 // Open reads the token file and the TLS key pair, opens storage and builds
@@ -307,8 +316,14 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (_ *App, err err
 	if err != nil {
 		return nil, err
 	}
+	authSource := auth.Source{Token: token, TokenFile: cfg.TokenFile, TokensFile: cfg.TokensFile}
+	creds, err := authSource.Load()
+	if err != nil {
+		return nil, err
+	}
 	cfg.Token, cfg.TokenFile = token, ""
-	a := &App{cfg: cfg, log: logger, mux: http.NewServeMux(), Registry: prometheus.NewRegistry(), done: make(chan struct{}), cert: cert, after: time.After}
+	a := &App{cfg: cfg, log: logger, mux: http.NewServeMux(), Registry: prometheus.NewRegistry(), done: make(chan struct{}), cert: cert, after: time.After,
+		Auth: auth.NewAuthenticator(creds), authSource: authSource}
 	defer func() {
 		if err != nil {
 			_ = a.Close()
@@ -402,8 +417,8 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (_ *App, err err
 	a.bodies = rpc.NewBodyLimiter(cfg.MaxRequestBytes, inFlight, a.Registry)
 	logger.Info("request bounds", "max_request_bytes", cfg.MaxRequestBytes, "max_inflight_request_bytes", a.bodies.MaxInFlightBytes())
 	a.health = rpc.Mount(a.mux, a.Service, rpc.Options{
-		Bodies: a.bodies,
-		Token:  cfg.Token, ProtectReads: cfg.ProtectReads, MaxRequestBytes: cfg.MaxRequestBytes,
+		Bodies:        a.bodies,
+		Authenticator: a.Auth, ProtectReads: cfg.ProtectReads, MaxRequestBytes: cfg.MaxRequestBytes,
 		MaxWatchers: cfg.MaxWatchers, Registerer: a.Registry, Logger: logger.With("component", "rpc"),
 		Interceptors: interceptors, Wrap: corsWrap(cfg.CORSOrigins),
 	})
@@ -551,6 +566,10 @@ func (a *App) Run(ctx context.Context, ln net.Listener, started func(addr net.Ad
 		return nil
 	})
 	g.Go(func() error {
+		a.reloadOnHangup(gctx)
+		return nil
+	})
+	g.Go(func() error {
 		var events <-chan manager.Event
 		select {
 		case <-a.Manager.Started():
@@ -689,6 +708,35 @@ func buildInfo() prometheus.Collector {
 	return g
 }
 
-// TokenRequired reports whether a bearer token guards the API and the page
-// (from --token or --token-file).
-func (a *App) TokenRequired() bool { return a.cfg.Token != "" }
+// TokenRequired reports whether credentials guard the API and the page
+// (from --tokens-file, --token or --token-file).
+func (a *App) TokenRequired() bool { return a.Auth.Enabled() }
+
+// ReloadCredentials rereads --tokens-file (and --token-file) and puts the
+// credentials in force for the API and the page; requests already
+// authenticated are not affected. A file that does not parse keeps the
+// credentials in force: the error (naming the file's line) is logged and
+// returned. Run calls it on SIGHUP.
+func (a *App) ReloadCredentials() error {
+	if err := a.Auth.Reload(a.authSource); err != nil {
+		a.log.Error("reload credentials: keeping the previous ones", "err", err)
+		return err
+	}
+	a.log.Info("credentials reloaded", "credentials", a.Auth.Credentials().Len())
+	return nil
+}
+
+// reloadOnHangup calls ReloadCredentials at each SIGHUP until ctx ends.
+func (a *App) reloadOnHangup(ctx context.Context) {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-hup:
+			_ = a.ReloadCredentials()
+		}
+	}
+}

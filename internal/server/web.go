@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/compactorhq/compactor/internal/audit"
 	"github.com/compactorhq/compactor/internal/buildinfo"
 	"github.com/compactorhq/compactor/internal/catalog"
 	"github.com/compactorhq/compactor/internal/jobtype"
@@ -24,6 +25,7 @@ import (
 type webSource struct {
 	mgr     *manager.Manager
 	cat     webCatalog
+	audit   webAudit // nil: the audit view has nothing to show
 	backlog *backlogSampler
 	// seg reads the current version's manifest for the collection page's
 	// index figures; nil: the page shows the index settings only.
@@ -41,12 +43,20 @@ type webCatalog interface {
 	ListVersions(ctx context.Context, id string) ([]catalog.Version, error)
 }
 
-var _ web.Source = (*webSource)(nil)
+// webAudit is the audit log the page's audit view reads.
+type webAudit interface {
+	ListAuditEvents(ctx context.Context, f catalog.AuditFilter) ([]audit.Event, error)
+}
+
+var (
+	_ web.Source      = (*webSource)(nil)
+	_ web.AuditSource = (*webSource)(nil)
+)
 
 func webJob(j manager.Job) web.Job {
 	w := web.Job{
 		ID: j.ID, CollectionID: j.CollectionID, CollectionName: j.CollectionName, Kind: string(cmp.Or(j.Kind, jobtype.KindCompaction)),
-		Trigger: string(j.Trigger), State: string(j.State), Reason: j.Reason, Error: redact.Paths(j.Error), Note: j.Note, Node: j.Node,
+		Trigger: string(j.Trigger), State: string(j.State), Reason: j.Reason, Error: redact.Paths(j.Error), Note: j.Note, Node: j.Node, TriggeredBy: j.TriggeredBy,
 		Attempt: j.Attempt, CreatedAt: j.CreatedAt, StartedAt: j.StartedAt, FinishedAt: j.FinishedAt,
 		OffsetStart: j.OffsetStart, OffsetEnd: j.OffsetEnd, RecordsRead: j.RecordsRead, RecordsWritten: j.RecordsWritten,
 		BytesWritten: j.BytesWritten, VersionBefore: j.VersionBefore, VersionAfter: j.VersionAfter,
@@ -409,15 +419,23 @@ func (b *backlogSampler) run(ctx context.Context, every time.Duration, events <-
 	}
 }
 
+// RecentAuditEvents implements web.AuditSource.
+func (s *webSource) RecentAuditEvents(ctx context.Context, collectionID string, limit int) ([]audit.Event, error) {
+	if s.audit == nil {
+		return nil, nil
+	}
+	return s.audit.ListAuditEvents(ctx, catalog.AuditFilter{CollectionID: collectionID, Limit: limit, Newest: true})
+}
+
 // mountWeb mounts the status page at "/".
 func (a *App) mountWeb() error {
 	a.backlog = &backlogSampler{cat: a.Catalog}
 	cfg := a.cfg.Web
-	cfg.Token, cfg.ProtectReads = a.cfg.Token, a.cfg.ProtectReads
+	cfg.Auth, cfg.ProtectReads = a.Auth, a.cfg.ProtectReads
 	cfg.Logger, cfg.Done = a.log, a.done // the page adds component=web
 	bi := buildinfo.Get()
 	cfg.Build = web.Build{Version: bi.Version, Revision: bi.Revision, Time: bi.Time, Modified: bi.Modified}
-	h, err := web.NewHandler(&webSource{mgr: a.Manager, cat: a.Catalog, backlog: a.backlog, seg: a.Segments, throttle: a.throttle}, cfg)
+	h, err := web.NewHandler(&webSource{mgr: a.Manager, cat: a.Catalog, audit: a.Catalog, backlog: a.backlog, seg: a.Segments, throttle: a.throttle}, cfg)
 	if err != nil {
 		return fmt.Errorf("status page: %w", err)
 	}

@@ -420,6 +420,11 @@ type Job struct {
 	IndexRebuild *IndexRebuildParams `protobuf:"bytes,25,opt,name=index_rebuild,json=indexRebuild,proto3" json:"index_rebuild,omitempty"`
 	// What a JOB_KIND_VERIFY job checks; unset for other kinds.
 	Verify *VerifyParams `protobuf:"bytes,26,opt,name=verify,proto3" json:"verify,omitempty"`
+	// Who asked for the job: the name of the credential that made the Compact
+	// call (on the RPC API or the status page), "anonymous" when the server
+	// has no credentials; empty for a job the scheduler queued. A job that
+	// continues another keeps its value.
+	TriggeredBy string `protobuf:"bytes,27,opt,name=triggered_by,json=triggeredBy,proto3" json:"triggered_by,omitempty"`
 	// Where the error of a FAILED job came from; unspecified in other states.
 	FailureClass FailureClass `protobuf:"varint,40,opt,name=failure_class,json=failureClass,proto3,enum=compactor.v1.FailureClass" json:"failure_class,omitempty"`
 	// The prediction made when the job was claimed; unset when none was made.
@@ -641,6 +646,13 @@ func (x *Job) GetVerify() *VerifyParams {
 		return x.Verify
 	}
 	return nil
+}
+
+func (x *Job) GetTriggeredBy() string {
+	if x != nil {
+		return x.TriggeredBy
+	}
+	return ""
 }
 
 func (x *Job) GetFailureClass() FailureClass {
@@ -2126,7 +2138,7 @@ var File_compactor_v1_compaction_proto protoreflect.FileDescriptor
 
 const file_compactor_v1_compaction_proto_rawDesc = "" +
 	"\n" +
-	"\x1dcompactor/v1/compaction.proto\x12\fcompactor.v1\x1a\x1bcompactor/v1/estimate.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xc0\t\n" +
+	"\x1dcompactor/v1/compaction.proto\x12\fcompactor.v1\x1a\x1bcompactor/v1/estimate.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xe3\t\n" +
 	"\x03Job\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12#\n" +
 	"\rcollection_id\x18\x02 \x01(\tR\fcollectionId\x12'\n" +
@@ -2158,7 +2170,8 @@ const file_compactor_v1_compaction_proto_rawDesc = "" +
 	"\x10continues_job_id\x18\x17 \x01(\tR\x0econtinuesJobId\x12)\n" +
 	"\x04kind\x18\x18 \x01(\x0e2\x15.compactor.v1.JobKindR\x04kind\x12E\n" +
 	"\rindex_rebuild\x18\x19 \x01(\v2 .compactor.v1.IndexRebuildParamsR\findexRebuild\x122\n" +
-	"\x06verify\x18\x1a \x01(\v2\x1a.compactor.v1.VerifyParamsR\x06verify\x12?\n" +
+	"\x06verify\x18\x1a \x01(\v2\x1a.compactor.v1.VerifyParamsR\x06verify\x12!\n" +
+	"\ftriggered_by\x18\x1b \x01(\tR\vtriggeredBy\x12?\n" +
 	"\rfailure_class\x18( \x01(\x0e2\x1a.compactor.v1.FailureClassR\ffailureClass\x127\n" +
 	"\tpredicted\x18) \x01(\v2\x19.compactor.v1.JobEstimateR\tpredicted\x12/\n" +
 	"\x06actual\x18* \x01(\v2\x17.compactor.v1.JobActualR\x06actual\"V\n" +
