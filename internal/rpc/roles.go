@@ -48,6 +48,9 @@ var ProcedureRoles = map[string]auth.Role{
 	compactorv1connect.ControlServiceGetControlsProcedure:              auth.RoleReader,
 	compactorv1connect.ControlServicePlanCompactionsProcedure:          auth.RoleReader,
 	compactorv1connect.ControlServiceUpdateCollectionSettingsProcedure: auth.RoleAdmin,
+	compactorv1connect.ControlServiceSetCollectionPolicyProcedure:      auth.RoleAdmin,
+	compactorv1connect.ControlServiceClearDeadLetterProcedure:          auth.RoleAdmin,
+	compactorv1connect.ControlServiceGetDeadLetterHistoryProcedure:     auth.RoleReader,
 
 	// The audit log names principals and the addresses they came from:
 	// operators and admins read it, not every reader.
