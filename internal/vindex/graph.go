@@ -440,6 +440,7 @@ func (g *Graph) InsertBatch(ids []string, vecs [][]float32, threads int) error {
 		g.pool.Put(s)
 		g.building, g.locks, g.pageMu = false, nil, nil
 		g.linkOrphans()
+		g.linkUnreachable()
 		return nil
 	}
 	var next atomic.Int32
@@ -461,6 +462,7 @@ func (g *Graph) InsertBatch(ids []string, vecs [][]float32, threads int) error {
 	wg.Wait()
 	g.building, g.locks, g.pageMu = false, nil, nil
 	g.linkOrphans()
+	g.linkUnreachable()
 	return nil
 }
 
@@ -516,6 +518,96 @@ func (g *Graph) linkOrphans() int {
 		fixed++
 	}
 	return fixed
+}
+
+// linkUnreachable makes every live node reachable on layer 0 from the
+// entry point, and returns how many it linked. linkOrphans gives each node
+// an in-link, but a group of nodes can still link only one another (two
+// near-duplicates inserted at once by two goroutines, each the other's
+// only in-link): a query never reaches them, whatever its ef. It walks
+// layer 0 from the entry point (a breadth-first pass over the lists, tombstones
+// included, as searches traverse them), then links each live node the walk
+// did not reach into the list of its nearest reachable live node that can
+// take it (linkInto, counting in-links from reachable nodes only), found by
+// a search of layer 0 from the entry point; every node reachable from the
+// linked one becomes reachable with it. A replaced entry may have been the
+// only way to some nodes, so the pass repeats, at most four times. Cost:
+// O(nodes × m0) per pass, plus a search per unreachable group.
+func (g *Graph) linkUnreachable() int {
+	if g.entry < 0 {
+		return 0
+	}
+	fixed := 0
+	for range 4 {
+		reach := g.reachable()
+		var lost []int32
+		for x := range int32(len(g.ids)) {
+			if g.state[x] == stateLive && !reach[x] {
+				lost = append(lost, x)
+			}
+		}
+		if len(lost) == 0 {
+			return fixed
+		}
+		indeg := make([]int32, len(g.ids))
+		for x := range int32(len(g.ids)) {
+			if reach[x] {
+				ls := g.links(x, 0)
+				for _, m := range ls[1 : 1+ls[0]] {
+					indeg[m]++
+				}
+			}
+		}
+		s := g.searcher()
+		for _, x := range lost {
+			if reach[x] {
+				continue // reached through a node linked before it
+			}
+			vx := g.vec(x)
+			s.search(g, vx, g.entry, g.dist(vx, g.vec(g.entry)), 0, max(g.p.EfConstruction, g.m0), nil, false)
+			s.cands = s.top.sorted(s.cands[:0])
+			for _, c := range s.cands {
+				if g.state[c.n] != stateLive || !reach[c.n] || !g.linkInto(c.n, x, indeg) {
+					continue
+				}
+				fixed++
+				indeg[x]++
+				g.markReachable(x, reach)
+				break
+			}
+		}
+		g.pool.Put(s)
+	}
+	return fixed
+}
+
+// reachable returns which nodes a walk of layer 0 from the entry point
+// reaches.
+func (g *Graph) reachable() []bool {
+	reach := make([]bool, len(g.ids))
+	g.markReachable(g.entry, reach)
+	return reach
+}
+
+// markReachable marks in reach every node a walk of layer 0 from n reaches
+// that is not marked yet, n included.
+func (g *Graph) markReachable(n int32, reach []bool) {
+	if reach[n] {
+		return
+	}
+	reach[n] = true
+	queue := []int32{n}
+	for len(queue) > 0 {
+		x := queue[len(queue)-1]
+		queue = queue[:len(queue)-1]
+		ls := g.links(x, 0)
+		for _, m := range ls[1 : 1+ls[0]] {
+			if !reach[m] && g.state[m] != stateDropped {
+				reach[m] = true
+				queue = append(queue, m)
+			}
+		}
+	}
 }
 
 // linkInto adds x to m's layer-0 list: appended when there is room, else

@@ -441,9 +441,9 @@ func TestRepairDropsTombstonesAndKeepsRecall(t *testing.T) {
 	if !s.NeedsRebuild() {
 		t.Errorf("NeedsRebuild false at %d dropped of %d slots", s.Stats().Dropped, s.Stats().Slots)
 	}
-	// A rebuild (here with a new M) holds the live vectors and nothing else.
-	// On one goroutine, so that its recall is reproducible.
-	r, err := s.Rebuild(Params{Dim: dim, Distance: DistanceL2, M: 8, Seed: 8}, 1)
+	// A rebuild (here with a new M, on two goroutines) holds the live
+	// vectors and nothing else.
+	r, err := s.Rebuild(Params{Dim: dim, Distance: DistanceL2, M: 8, Seed: 8}, 2)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -528,5 +528,55 @@ func TestLinkOrphansMakesAnUnlinkedNodeFindable(t *testing.T) {
 	}
 	if hits, _ := g.Search(vecs[victim], 1, 50, nil); len(hits) != 1 || hits[0].ID != idOf(int(victim)) {
 		t.Errorf("Search for the relinked node = %v, want %s", hits, idOf(int(victim)))
+	}
+}
+
+// TestLinkUnreachableReconnectsAGroupThatLinksOnlyItself: two nodes whose
+// only in-links come from each other have in-links (linkOrphans leaves
+// them), yet no search reaches them; linkUnreachable links them back.
+func TestLinkUnreachableReconnectsAGroupThatLinksOnlyItself(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 11))
+	vecs := uniform(rng, 500, 8)
+	g := build(t, Params{Dim: 8, Distance: DistanceL2, M: 4, EfConstruction: 20, Seed: 11}, vecs, 1)
+	a, b := int32(200), int32(201)
+	for a == g.entry || b == g.entry {
+		a, b = a+2, b+2
+	}
+	cut := func(m int32) bool { return m == a || m == b }
+	for x := range g.ids {
+		for l := 0; l <= int(g.level[x]); l++ {
+			ls := g.links(int32(x), l)
+			own := slices.DeleteFunc(slices.Clone(ls[1:1+ls[0]]), cut)
+			if l == 0 && int32(x) == a {
+				own = append(own[:min(len(own), g.m0-1)], b)
+			}
+			if l == 0 && int32(x) == b {
+				own = append(own[:min(len(own), g.m0-1)], a)
+			}
+			ls[0] = int32(len(own))
+			copy(ls[1:], own)
+		}
+	}
+	found := func(x int32) bool {
+		hits, _ := g.Search(vecs[x], 1, 500, nil)
+		return len(hits) == 1 && hits[0].ID == idOf(int(x))
+	}
+	if found(a) || found(b) {
+		t.Fatal("the cut pair is still found: the test cut nothing")
+	}
+	if n := g.linkOrphans(); n != 0 {
+		t.Fatalf("linkOrphans linked %d nodes; the pair has in-links, want 0", n)
+	}
+	if n := g.linkUnreachable(); n < 1 {
+		t.Errorf("linkUnreachable linked %d nodes, want at least 1", n)
+	}
+	if !found(a) || !found(b) {
+		t.Errorf("after linkUnreachable: found %v %v, want both found", found(a), found(b))
+	}
+	reach := g.reachable()
+	for x := range g.ids {
+		if g.state[x] == stateLive && !reach[x] {
+			t.Errorf("node %d is unreachable after linkUnreachable", x)
+		}
 	}
 }

@@ -130,6 +130,7 @@ func (g *Graph) Repair(threads int) int {
 		}
 	}
 	g.linkOrphans()
+	g.linkUnreachable()
 	return dropped
 }
 
