@@ -152,6 +152,11 @@ func (m *Manager) Plan(ctx context.Context, estimate bool) (Plan, error) {
 			e.EstimateError = err.Error()
 		} else {
 			pr := priceOf(x)
+			// Only jobs the scheduler would start now are priced: inside
+			// an open window, say until when it stays open.
+			if w := e.Window; len(w.Windows) > 0 && w.Open && !w.NextEnd.IsZero() {
+				pr.Window = "now, in a window open until " + w.NextEnd.UTC().Format(time.RFC3339)
+			}
 			e.Estimate = &pr
 			p.Totals.add(&pr)
 		}
