@@ -269,6 +269,39 @@ func unsuccessful(final []*compactorv1.CompactResult) error {
 	return &ExitError{Code: 1, Err: fmt.Errorf("%d of %d jobs did not succeed: %s", len(bad), len(final), strings.Join(bad, "; "))}
 }
 
+// showJob shows one job a request queued (created false: the one already
+// queued), as compact does: the table (or -o json) at once, or with wait,
+// the table, then the wait for its end (following the job across
+// reconnects by rc) and its summary. It exits non-zero (unsuccessful) when
+// the waited job did not succeed.
+func (s *session) showJob(ctx context.Context, job *compactorv1.Job, created, wait bool, rc reconnect) error {
+	results := []*compactorv1.CompactResult{{Job: job, Created: created}}
+	if !wait {
+		if s.out.json {
+			return s.compactJSON(results, nil)
+		}
+		return s.compactTable(results)
+	}
+	if !s.out.json {
+		if err := s.compactTable(results); err != nil {
+			return err
+		}
+	}
+	final, err := s.waitJobs(ctx, rc, results)
+	if err != nil {
+		return waitError(ctx, err)
+	}
+	if s.out.json {
+		err = s.compactJSON(final, nil)
+	} else {
+		err = s.waitSummary(final, nil)
+	}
+	if err != nil {
+		return err
+	}
+	return unsuccessful(final)
+}
+
 // waitJobs follows the jobs of results until each is finished and returns
 // them in their final state (client.Wait: watched by job id, so a job that
 // finished before the watch started is not missed), drawing each update.

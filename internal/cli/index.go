@@ -104,29 +104,5 @@ func (s *session) rebuildIndex(ctx context.Context, opts rebuildOptions) error {
 	if err != nil {
 		return err
 	}
-	results := []*compactorv1.CompactResult{{Job: res.Msg.GetJob(), Created: res.Msg.GetCreated()}}
-	if !opts.wait {
-		if s.out.json {
-			return s.compactJSON(results, nil)
-		}
-		return s.compactTable(results)
-	}
-	if !s.out.json {
-		if err := s.compactTable(results); err != nil {
-			return err
-		}
-	}
-	final, err := s.waitJobs(ctx, opts.rc, results)
-	if err != nil {
-		return waitError(ctx, err)
-	}
-	if s.out.json {
-		err = s.compactJSON(final, nil)
-	} else {
-		err = s.waitSummary(final, nil)
-	}
-	if err != nil {
-		return err
-	}
-	return unsuccessful(final)
+	return s.showJob(ctx, res.Msg.GetJob(), res.Msg.GetCreated(), opts.wait, opts.rc)
 }
