@@ -239,10 +239,8 @@ func (s *Service) Compact(ctx context.Context, req *connect.Request[compactorv1.
 		return nil, invalidArgument(collectionsField, "give at least one collection id, or all")
 	case len(m.GetCollectionIds()) > MaxCompactIDs:
 		return nil, invalidArgument(collectionsField, "%d ids, more than the limit of %d", len(m.GetCollectionIds()), MaxCompactIDs)
-	case len(m.GetReason()) > MaxReasonBytes:
-		return nil, invalidArgument("reason", "is %d bytes, longer than the limit of %d", len(m.GetReason()), MaxReasonBytes)
-	case !utf8.ValidString(m.GetReason()):
-		return nil, invalidArgument("reason", "is not valid UTF-8")
+	case checkReason(m.GetReason()) != nil:
+		return nil, checkReason(m.GetReason())
 	}
 	for i, id := range m.GetCollectionIds() {
 		if err := checkID(fmt.Sprintf("collection_ids[%d]", i), id); err != nil {
@@ -270,10 +268,8 @@ func (s *Service) RebuildIndex(ctx context.Context, req *connect.Request[compact
 		return nil, err
 	}
 	switch {
-	case len(m.GetReason()) > MaxReasonBytes:
-		return nil, invalidArgument("reason", "is %d bytes, longer than the limit of %d", len(m.GetReason()), MaxReasonBytes)
-	case !utf8.ValidString(m.GetReason()):
-		return nil, invalidArgument("reason", "is not valid UTF-8")
+	case checkReason(m.GetReason()) != nil:
+		return nil, checkReason(m.GetReason())
 	case m.GetM() < 0:
 		return nil, invalidArgument("m", "must not be negative, got %d (0: the collection's)", m.GetM())
 	case m.GetEfConstruction() < 0:
@@ -309,10 +305,8 @@ func (s *Service) VerifyCollection(ctx context.Context, req *connect.Request[com
 		return nil, err
 	}
 	switch {
-	case len(m.GetReason()) > MaxReasonBytes:
-		return nil, invalidArgument("reason", "is %d bytes, longer than the limit of %d", len(m.GetReason()), MaxReasonBytes)
-	case !utf8.ValidString(m.GetReason()):
-		return nil, invalidArgument("reason", "is not valid UTF-8")
+	case checkReason(m.GetReason()) != nil:
+		return nil, checkReason(m.GetReason())
 	case m.GetVersion() < 0:
 		return nil, invalidArgument("version", "must not be negative, got %d (0: the current version)", m.GetVersion())
 	}
@@ -712,4 +706,16 @@ func collectionNotFound(id string, err error) error {
 		return connect.NewError(connect.CodeNotFound, fmt.Errorf("collection %s not found", echo(id)))
 	}
 	return err
+}
+
+// checkReason checks an operator's reason: at most MaxReasonBytes bytes of
+// valid UTF-8. Errors: INVALID_ARGUMENT naming the field "reason".
+func checkReason(reason string) error {
+	switch {
+	case len(reason) > MaxReasonBytes:
+		return invalidArgument("reason", "is %d bytes, longer than the limit of %d", len(reason), MaxReasonBytes)
+	case !utf8.ValidString(reason):
+		return invalidArgument("reason", "is not valid UTF-8")
+	}
+	return nil
 }
