@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/google/uuid"
 	"sync"
 	"testing"
 	"time"
@@ -275,6 +277,61 @@ func TestAuditNamesJobsOfOtherKindsByKind(t *testing.T) {
 		events, err := c.ListAuditEvents(ctx, catalog.AuditFilter{})
 		if err != nil || len(events) != 1 || events[0].Action != "verify" || events[0].JobID != outs[0].Jobs[0].Job.ID {
 			t.Fatalf("events: %+v, %v", events, err)
+		}
+	})
+}
+
+// TestAuditEventsOfPolicyRollbackAndDeadLetterClear: a scheduling policy
+// change, a rollback and a dead-letter clear by an actor each write their
+// event, with the state before and after, in the action's transaction.
+func TestAuditEventsOfPolicyRollbackAndDeadLetterClear(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		c := e.open(t)
+		actx := audit.WithActor(ctx, alice)
+		col := mustCreate(t, c, "governed", 2)
+		critical := catalog.PriorityCritical
+		if _, err := c.UpdateCollectionPolicy(actx, col.ID, catalog.PolicyUpdate{Priority: &critical}); err != nil {
+			t.Fatal(err)
+		}
+		mustAppend(t, c, col.ID, adds("a", 10, 2))
+		commitAt(t, c, col.ID, 1, 4)
+		commitAt(t, c, col.ID, 2, 8)
+		rb := catalog.Rollback{CollectionID: col.ID, BaseVersion: 2, NewVersion: 3, ToVersion: 1, FromManifestKey: "m1", ManifestKey: "m3",
+			Reason: "bad compaction", By: "alice", JobID: uuid.NewString(), Node: "n1"}
+		if err := c.CommitRollback(actx, rb); err != nil {
+			t.Fatal(err)
+		}
+		rec := catalog.FailureRecord{DeadLetterAfter: 1, Build: "v1", JobID: "j1", Error: "corrupt block b1"}
+		if _, dead, err := c.RecordFailureOf(ctx, col.ID, rec); err != nil || !dead {
+			t.Fatalf("failure: dead %v, %v", dead, err)
+		}
+		if _, cleared, err := c.ClearDeadLetter(actx, col.ID, "alice", "restored b1"); err != nil || !cleared {
+			t.Fatalf("ClearDeadLetter: %v, %v", cleared, err)
+		}
+		events, err := c.ListAuditEvents(ctx, catalog.AuditFilter{CollectionID: col.ID})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := []struct{ action, job, reason, before, after string }{
+			{audit.ActionPolicy, "", "", `"Priority":`, `"Priority":`},
+			{audit.ActionRollback, rb.JobID, "bad compaction", `"version":2`, `"restored_version":1`},
+			{audit.ActionClearDeadLetter, "", "restored b1", `"dead_lettered":true`, `"dead_lettered":false`},
+		}
+		if len(events) != len(want) {
+			t.Fatalf("%d events, want %d: %+v", len(events), len(want), events)
+		}
+		for i, w := range want {
+			ev := events[i]
+			if ev.Action != w.action || ev.Target != col.ID || ev.JobID != w.job || ev.Reason != w.reason ||
+				!strings.Contains(ev.Before, w.before) || !strings.Contains(ev.After, w.after) || ev.Principal != "alice" {
+				t.Errorf("event %d = %+v, want %+v", i+1, ev, w)
+			}
+		}
+		if events[0].Before == events[0].After {
+			t.Errorf("policy event: before %s equals after", events[0].Before)
+		}
+		if v, err := c.VerifyAuditChain(ctx); err != nil || v.Broken != nil {
+			t.Fatalf("verify: %+v, %v", v, err)
 		}
 	})
 }
