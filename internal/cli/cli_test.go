@@ -955,6 +955,13 @@ func TestPauseResumePlanAndSettings(t *testing.T) {
 		}
 	}
 	fails(t, addr, nil, 1, "invalid_argument", "collections", "set", id, "--max-uncompacted-age", "1ms")
+	// One threshold given: the other keeps its value.
+	got = ok(t, addr, "collections", "set", id, "--max-uncompacted-age", "2m").stdout
+	if !strings.Contains(got, "1 records") || !strings.Contains(got, "2m0s") {
+		t.Errorf("collections set --max-uncompacted-age 2m must keep the minimum size of 1 record:\n%s", got)
+	}
+	got = ok(t, addr, "collections", "set", id, "--max-uncompacted-age", "90s").stdout
+	fails(t, addr, nil, 2, "give at least one setting", "collections", "set", id)
 	got = ok(t, addr, "collections", "set", id, "--priority", "low", "--compaction-window", "Mon-Fri 01:00-05:00 Europe/Berlin",
 		"--compaction-window", "Sat,Sun 00:00-24:00", "--objective-max-age", "10m", "--objective-max-backlog", "50000",
 		"--throughput-share", "0.25").stdout

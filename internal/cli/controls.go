@@ -312,6 +312,9 @@ Scheduling policy (only the flags given change):
 				}
 				policy.ThroughputShare, hasPolicy = &share, true
 			}
+			if !thresholds && !hasPolicy {
+				return UsageError(cmd, errors.New("give at least one setting to change (see --help)"))
+			}
 			s, err := newSession(cmd, g)
 			if err != nil {
 				return err
@@ -321,7 +324,21 @@ Scheduling policy (only the flags given change):
 				return err
 			}
 			var coll *compactorv1.Collection
-			if thresholds || !hasPolicy {
+			if thresholds {
+				// UpdateCollectionSettings replaces both thresholds: the one
+				// not given keeps the collection's current value.
+				cur, err := callUnary(cmd.Context(), s, func(ctx context.Context) (*connect.Response[compactorv1.GetCollectionResponse], error) {
+					return s.c.collection.GetCollection(ctx, connect.NewRequest(&compactorv1.GetCollectionRequest{Id: id}))
+				})
+				if err != nil {
+					return err
+				}
+				if !f.Changed("min-compaction-size") {
+					minSize = cur.Msg.GetCollection().GetMinCompactionSize()
+				}
+				if !f.Changed("max-uncompacted-age") {
+					maxAge = cur.Msg.GetCollection().GetMaxUncompactedAge().AsDuration()
+				}
 				req := &compactorv1.UpdateCollectionSettingsRequest{CollectionId: id, MinCompactionSize: minSize}
 				if maxAge != 0 {
 					req.MaxUncompactedAge = durationpb.New(maxAge)
