@@ -212,8 +212,9 @@ const (
 // sha256-hex-of-token" separated by spaces or tabs; blank lines and lines
 // starting with "#" are ignored. A name is 1 to 128 bytes of letters,
 // digits and "._-@"; a role one of Roles; the hash 64 hex digits (the
-// output of `printf %s "$TOKEN" | sha256sum`). Names and hashes are unique.
-// Errors name the file's line and what is wrong, never a hash.
+// output of `printf %s "$TOKEN" | sha256sum`). Names and hashes are unique,
+// and the file holds at least one credential. Errors name the file's line
+// and what is wrong, never a hash.
 func ParseFile(r io.Reader) (*Credentials, error) {
 	data, err := io.ReadAll(io.LimitReader(r, maxFileBytes+1))
 	if err != nil {
@@ -263,6 +264,11 @@ func ParseFile(r io.Reader) (*Credentials, error) {
 	}
 	if err := sc.Err(); err != nil {
 		return nil, fmt.Errorf("line %d: %w", line+1, err)
+	}
+	if len(out.creds) == 0 {
+		// Without credentials every call is anonymous and admin: an
+		// emptied file must not turn authentication off.
+		return nil, errors.New("no credentials: a tokens file needs at least one line \"name role sha256-hex-of-token\" (without --tokens-file and --token the server runs without authentication)")
 	}
 	return out, nil
 }

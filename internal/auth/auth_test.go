@@ -71,6 +71,8 @@ func TestParseFile(t *testing.T) {
 		{"anonymous", "anonymous reader " + sum("x"), "reserved"},
 		{"a name twice", "a reader " + sum("x") + "\na admin " + sum("y"), `line 2: credential "a" is named on line 1 already`},
 		{"a token twice", "a reader " + sum("x") + "\nb admin " + sum("x"), `line 2: credential "b" has the same token as line 1`},
+		{"an empty file", "", "no credentials"},
+		{"comments only", "# nobody yet\n\n", "no credentials"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := ParseFile(strings.NewReader(tt.file))
