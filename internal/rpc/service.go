@@ -320,6 +320,13 @@ func (s *Service) VerifyCollection(ctx context.Context, req *connect.Request[com
 	case m.GetVersion() > coll.SegmentVersion:
 		return nil, connect.NewError(connect.CodeNotFound, fmt.Errorf("collection %s has no version %d: its current version is %d", coll.ID, m.GetVersion(), coll.SegmentVersion))
 	}
+	if v := m.GetVersion(); v > 0 && v < coll.SegmentVersion {
+		// A version no longer kept would fail as a job (and count toward
+		// the collection's dead-letter state): refuse it here.
+		if err := keptVersion(ctx, s.recs, coll.ID, v); err != nil {
+			return nil, s.fail(ctx, proc, err)
+		}
+	}
 	params := jobtype.VerifyParams{Version: m.GetVersion(), Replay: m.GetReplay()}
 	e, err := s.mgr.Verify(ctx, coll.ID, params, strings.TrimSpace(m.GetReason()))
 	if err != nil {
@@ -718,4 +725,24 @@ func checkReason(reason string) error {
 		return invalidArgument("reason", "is not valid UTF-8")
 	}
 	return nil
+}
+
+// keptVersion returns nil when version of collectionID is kept (readable,
+// verifiable), else NOT_FOUND naming the oldest kept version.
+func keptVersion(ctx context.Context, recs Records, collectionID string, version int64) error {
+	vs, err := recs.ListVersions(ctx, collectionID)
+	if err != nil {
+		return collectionNotFound(collectionID, err)
+	}
+	oldest := int64(0)
+	for _, v := range vs {
+		if !v.Kept() {
+			continue
+		}
+		if v.Version.Version == version {
+			return nil
+		}
+		oldest = v.Version.Version
+	}
+	return connect.NewError(connect.CodeNotFound, fmt.Errorf("collection %s no longer keeps version %d: the oldest kept version is %d (--versions-to-keep)", collectionID, version, oldest))
 }
