@@ -166,7 +166,7 @@ func (c *Compactor) PrepareRebuild(ctx context.Context, collectionID string, opt
 	}
 	m := *base // the same blocks and deltas
 	m.Version = base.Version + 1
-	m.CreatedAt = time.Now().UTC().Round(0)
+	m.CreatedAt = c.seg.Now().UTC().Round(0) // the clock of every manifest the store writes
 	spent := time.Since(start)
 	ref.Build, ref.BuiltAt, ref.BuildSeconds, ref.Job = buildRebuild, m.CreatedAt, spent.Seconds(), opts.JobID
 	m.Index = ref

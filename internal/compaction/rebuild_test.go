@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/spf13/pflag"
 
@@ -344,5 +345,28 @@ func TestEstimateShowsTheIndexWork(t *testing.T) {
 	off.push(materialize.OperationRecord{Op: materialize.OpAdd, ID: "a", Embedding: []float32{1}})
 	if est, err := off.comp.Estimate(off.ctx, off.id); err != nil || est.Indexed || est.VectorsToInsert != 0 || est.IndexFullBuild {
 		t.Fatalf("estimate with indexing off: %+v, %v; want no index work", est, err)
+	}
+}
+
+// TestIndexRebuildManifestTakesTheStoreClock: the manifest an index
+// rebuild writes, and its index's build time, are the store's clock, as a
+// compaction's are, so that a fake clock (or a replica's own) is the one
+// time source of every version.
+func TestIndexRebuildManifestTakesTheStoreClock(t *testing.T) {
+	e := newEnv(t, envConfig{maxRecords: 1000, batchRecords: 10, maxBlock: 8, minBlock: 2})
+	g := gen{r: rand.New(rand.NewPCG(3, 3)), ids: 20, dim: 3}
+	e.push(g.batch(30)...)
+	e.compact()
+	at := e.clock.Advance(time.Hour)
+	res, err := e.rebuild(jobtype.IndexRebuildParams{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := e.currentManifest()
+	if m.Version != res.VersionAfter || res.VersionAfter != res.VersionBefore+1 {
+		t.Fatalf("setup: the rebuild committed version %d (result %+v)", m.Version, res)
+	}
+	if !m.CreatedAt.Equal(at) || m.Index == nil || !m.Index.BuiltAt.Equal(at) {
+		t.Fatalf("rebuilt version %d created at %v, index built at %v; want the store's clock %v", m.Version, m.CreatedAt, m.Index.BuiltAt, at)
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/google/uuid"
 
@@ -257,7 +256,7 @@ func (c *Compactor) Rollback(ctx context.Context, collectionID string, req Rollb
 	}
 	cp := *m
 	cp.Version = coll.SegmentVersion + 1
-	cp.CreatedAt = time.Now().UTC()
+	cp.CreatedAt = c.seg.Now().UTC().Round(0) // the clock of every manifest the store writes
 	w := c.seg.NewWriter(collectionID, m)
 	key, _, err := w.WriteManifest(ctx, &cp)
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/compactorhq/compactor/internal/catalog"
 	"github.com/compactorhq/compactor/internal/materialize"
@@ -322,4 +323,23 @@ func TestRollbackRefuses(t *testing.T) {
 		t.Fatalf("%d manifests after refused rollbacks, want %d: the copy was left behind", got, manifests)
 	}
 	e.check("after refused rollbacks")
+}
+
+// TestRollbackManifestTakesTheStoreClock: the manifest copy a rollback
+// writes records the store's clock, as a compaction's manifest does.
+func TestRollbackManifestTakesTheStoreClock(t *testing.T) {
+	e := newEnv(t, envConfig{maxRecords: 1000, batchRecords: 10, maxBlock: 8, minBlock: 2})
+	g := gen{r: rand.New(rand.NewPCG(5, 5)), ids: 20, dim: 3}
+	e.push(g.batch(20)...)
+	first := e.compact().VersionAfter
+	e.push(g.batch(10)...)
+	e.compact()
+	at := e.clock.Advance(time.Hour)
+	rb, err := e.comp.Rollback(e.ctx, e.id, RollbackRequest{ToVersion: first})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := e.currentManifest(); m.Version != rb.Version.Version || !m.CreatedAt.Equal(at) {
+		t.Fatalf("rollback's manifest of version %d created at %v; want version %d at the store's clock %v", m.Version, m.CreatedAt, rb.Version.Version, at)
+	}
 }

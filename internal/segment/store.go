@@ -82,6 +82,10 @@ func NewStore(b Blobs, cfg Config, now func() time.Time, opts ...StoreOption) *S
 	return s
 }
 
+// Now reads the Store's clock (NewStore's now): the time the manifests
+// written through it record, for writers of manifests outside Writer.
+func (s *Store) Now() time.Time { return s.now() }
+
 // ReadManifest reads and decodes a manifest. Errors wrap ErrNotExist when
 // missing; a manifest that cannot be decoded, breaks an invariant, is over
 // 256 MiB or is stored under another collection's or version's key is a
