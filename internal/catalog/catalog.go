@@ -233,14 +233,15 @@ type Version struct {
 	// retained. Its blobs are deleted only once it has been retired for
 	// longer than the GC grace period (see RetireVersions).
 	RetiredAt time.Time
-	// JobID is the job whose commit wrote the version; "" for a version
-	// made by a rollback, and for versions committed before it was recorded.
+	// JobID is the job whose commit wrote the version (of a rollback, its
+	// job of kind rollback); "" for versions committed before it was
+	// recorded.
 	JobID string
 	// OffsetStart is the compaction offset the version was built from:
 	// the version covers the log offsets (OffsetStart, CompactionOffset].
-	// Of a rollback, the offset of the version it replaced. -1 when not
-	// known (a version committed before it was recorded, whose older
-	// neighbour is gone).
+	// Of a rollback, the restored version's (its segment is that
+	// version's). -1 when not known (a version committed before it was
+	// recorded, whose older neighbour is gone, or a rollback to one).
 	OffsetStart int64
 	// RollbackOf is, for a version made by a rollback, the version whose
 	// segment and compaction offset it restores; 0 otherwise.

@@ -297,7 +297,7 @@ func (c *Catalog) queryVersions(ctx context.Context, q querier, id string) ([]Ve
 		return nil, err
 	}
 	for i := range vs {
-		if vs[i].OffsetStart < 0 && i+1 < len(vs) && vs[i+1].Version == vs[i].Version-1 {
+		if vs[i].OffsetStart < 0 && vs[i].RollbackOf == 0 && i+1 < len(vs) && vs[i+1].Version == vs[i].Version-1 {
 			vs[i].OffsetStart = vs[i+1].CompactionOffset
 		}
 	}
@@ -362,7 +362,8 @@ func (c *Catalog) keptVersion(ctx context.Context, q querier, id string, version
 // BaseVersion+1), no job of the collection RUNNING, and then the collection
 // takes rb.ManifestKey and rb.ToVersion's compaction offset (which moves
 // back: every log record after it is read again by the next compaction),
-// record count and storage figures; the new version row records the
+// record count and storage figures; the new version row takes ToVersion's
+// digest and log offsets (OffsetStart, CompactionOffset], records the
 // rollback (RollbackOf, Reason, CreatedBy) and, with rb.JobID set, its
 // job: a row of kind rollback, SUCCEEDED, with the versions before and
 // after, the log offsets compacted again (OffsetStart, OffsetEnd] and a
@@ -444,13 +445,17 @@ func (c *Catalog) CommitRollback(ctx context.Context, rb Rollback) error {
 		} else if n != 1 {
 			return &ConflictError{CollectionID: rb.CollectionID, Expected: rb.BaseVersion, Actual: -1}
 		}
-		// The segment is to's: its digest too (its verification is the
-		// new version's own, none yet).
+		// The segment is to's: its digest and the log offsets it covers
+		// too (its verification is the new version's own, none yet).
+		var offsetStart sql.NullInt64
+		if to.OffsetStart >= 0 {
+			offsetStart = sql.NullInt64{Int64: to.OffsetStart, Valid: true}
+		}
 		_, err = tx.ExecContext(ctx, c.d.q(`INSERT INTO versions (collection_id, version, manifest_key, compaction_offset, record_count, segment_bytes, block_count, created_at,
 				digest, job_id, offset_start, rollback_of, reason, created_by)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
 			rb.CollectionID, rb.NewVersion, rb.ManifestKey, to.CompactionOffset, to.RecordCount, to.SegmentBytes, to.BlockCount, now,
-			to.Digest, rb.JobID, offset, to.Version, rb.Reason, rb.By)
+			to.Digest, rb.JobID, offsetStart, to.Version, rb.Reason, rb.By)
 		if err != nil {
 			return fmt.Errorf("insert version %d: %w", rb.NewVersion, err)
 		}

@@ -146,7 +146,7 @@ func TestCommitRollback(t *testing.T) {
 			t.Fatal(err)
 		}
 		equal(t, "rollback version row", vs[0], catalog.Version{CollectionID: col.ID, Version: 3, ManifestKey: "m3", CompactionOffset: 4, RecordCount: 1,
-			SegmentBytes: 100, BlockCount: 1, CreatedAt: now, OffsetStart: 8, RollbackOf: 1, Reason: "bad compaction", CreatedBy: "alice@host", JobID: rb.JobID})
+			SegmentBytes: 100, BlockCount: 1, CreatedAt: now, OffsetStart: 0, RollbackOf: 1, Reason: "bad compaction", CreatedBy: "alice@host", JobID: rb.JobID})
 		// The job history has it: a finished job of kind rollback.
 		j, err := c.GetJob(ctx, rb.JobID)
 		if err != nil {

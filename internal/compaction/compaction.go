@@ -660,17 +660,25 @@ func (c *Compactor) Prepare(ctx context.Context, collectionID string, opts Optio
 	p.BytesWritten = res.BytesWritten
 	p.BlocksWritten, p.BlocksTotal = int64(stats.BlocksWritten), int64(stats.BlocksWritten)
 	report(p)
-	return &Prepared{c: c, res: res, w: w, unpin: unpin, onDone: onDone, cm: catalog.Commit{
+	return &Prepared{c: c, res: res, w: w, unpin: unpin, onDone: onDone, cm: commitOf(collectionID, coll.SegmentVersion, m, key, end)}, nil
+}
+
+// commitOf is the commit of version m, whose manifest is at key, over
+// baseVersion, with compaction offset offset: the one place a version's
+// catalog row is filled from its manifest (record count, storage figures,
+// digest), for compactions and index rebuilds alike.
+func commitOf(collectionID string, baseVersion int64, m *segment.Manifest, key string, offset int64) catalog.Commit {
+	return catalog.Commit{
 		CollectionID:     collectionID,
-		BaseVersion:      coll.SegmentVersion,
+		BaseVersion:      baseVersion,
 		NewVersion:       m.Version,
 		ManifestKey:      key,
-		CompactionOffset: end,
+		CompactionOffset: offset,
 		RecordCount:      m.RecordCount,
 		SegmentBytes:     blockBytes(m),
 		BlockCount:       len(m.Blocks),
 		Digest:           m.Digest,
-	}}, nil
+	}
 }
 
 // missingBlob classifies err, the end of work (what: "compact", "rebuild

@@ -188,17 +188,11 @@ func (c *Compactor) PrepareRebuild(ctx context.Context, collectionID string, opt
 		return nil, fmt.Errorf("rebuild the index of %s: before commit: %w", collectionID, err)
 	}
 	res.VersionAfter = m.Version
-	return &Prepared{c: c, res: res, w: w, unpin: unpin, onDone: onDone, what: "rebuild the index of", cm: catalog.Commit{
-		CollectionID:     collectionID,
-		BaseVersion:      coll.SegmentVersion,
-		NewVersion:       m.Version,
-		ManifestKey:      key,
-		CompactionOffset: coll.CompactionOffset,
-		RecordCount:      m.RecordCount,
-		SegmentBytes:     blockBytes(&m),
-		BlockCount:       len(m.Blocks),
-		Index:            &settings,
-	}}, nil
+	// The version row as a compaction's: the digest of the same records
+	// included.
+	cm := commitOf(collectionID, coll.SegmentVersion, &m, key, coll.CompactionOffset)
+	cm.Index = &settings
+	return &Prepared{c: c, res: res, w: w, unpin: unpin, onDone: onDone, what: "rebuild the index of", cm: cm}, nil
 }
 
 // CurrentIndex returns the vector index of coll's current version as its

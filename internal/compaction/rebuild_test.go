@@ -370,3 +370,29 @@ func TestIndexRebuildManifestTakesTheStoreClock(t *testing.T) {
 		t.Fatalf("rebuilt version %d created at %v, index built at %v; want the store's clock %v", m.Version, m.CreatedAt, m.Index.BuiltAt, at)
 	}
 }
+
+// TestIndexRebuildVersionRowHasTheDigest: the version an index rebuild
+// commits has the same records as its base, and its catalog row records
+// their digest, as a compaction's row does (the version history shows it,
+// and verify jobs compare with it).
+func TestIndexRebuildVersionRowHasTheDigest(t *testing.T) {
+	e := newEnv(t, envConfig{maxRecords: 1000, batchRecords: 10, maxBlock: 8, minBlock: 2})
+	g := gen{r: rand.New(rand.NewPCG(4, 4)), ids: 20, dim: 3}
+	e.push(g.batch(30)...)
+	base := e.compact().VersionAfter
+	res, err := e.rebuild(jobtype.IndexRebuildParams{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	was, err := e.cat.GetVersion(e.ctx, e.id, base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := e.cat.GetVersion(e.ctx, e.id, res.VersionAfter)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := e.currentManifest(); was.Digest == "" || got.Digest != was.Digest || got.Digest != m.Digest || got.OffsetStart != was.CompactionOffset {
+		t.Fatalf("rebuilt version %d: row digest %q, offsets (%d, %d]; base %d's digest %q, manifest's %q", got.Version, got.Digest, got.OffsetStart, got.CompactionOffset, base, was.Digest, m.Digest)
+	}
+}

@@ -343,3 +343,34 @@ func TestRollbackManifestTakesTheStoreClock(t *testing.T) {
 		t.Fatalf("rollback's manifest of version %d created at %v; want version %d at the store's clock %v", m.Version, m.CreatedAt, rb.Version.Version, at)
 	}
 }
+
+// TestRollbackVersionCoversTheRestoredOffsets: the version a rollback
+// makes lists the log offsets of the version it restores, whose segment it
+// is, so its range is never inverted (the offset moved back).
+func TestRollbackVersionCoversTheRestoredOffsets(t *testing.T) {
+	e := newEnv(t, envConfig{maxRecords: 1000, batchRecords: 10, maxBlock: 8, minBlock: 2})
+	g := gen{r: rand.New(rand.NewPCG(6, 6)), ids: 20, dim: 3}
+	e.push(g.batch(20)...)
+	e.compact()
+	e.push(g.batch(10)...)
+	second := e.compact().VersionAfter
+	e.push(g.batch(10)...)
+	e.compact()
+	rb, err := e.comp.Rollback(e.ctx, e.id, RollbackRequest{ToVersion: second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	to, err := e.cat.GetVersion(e.ctx, e.id, second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vs, err := e.comp.ListVersions(e.ctx, e.id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range []catalog.Version{rb.Version, vs[0].Version} {
+		if v.Version != rb.Version.Version || v.OffsetStart != to.OffsetStart || v.CompactionOffset != to.CompactionOffset || v.OffsetStart > v.CompactionOffset {
+			t.Fatalf("rollback's version %d covers (%d, %d]; want version %d's (%d, %d]", v.Version, v.OffsetStart, v.CompactionOffset, second, to.OffsetStart, to.CompactionOffset)
+		}
+	}
+}

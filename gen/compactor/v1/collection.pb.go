@@ -1231,15 +1231,16 @@ type SegmentVersion struct {
 	Version int64 `protobuf:"varint,1,opt,name=version,proto3" json:"version,omitempty"`
 	// When it was committed.
 	CreateTime *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
-	// The log offsets it covers: (offset_start, compaction_offset]. For a
-	// rollback, offset_start is the compaction offset of the version it
-	// replaced; -1 when not known (a version committed by a release that
+	// The log offsets it covers: (offset_start, compaction_offset]. A
+	// rollback's are those of the version it restores (its segment is that
+	// version's); -1 when not known (a version committed by a release that
 	// did not record it).
 	OffsetStart int64 `protobuf:"varint,3,opt,name=offset_start,json=offsetStart,proto3" json:"offset_start,omitempty"`
 	// The last log offset materialized into it.
 	CompactionOffset int64 `protobuf:"varint,4,opt,name=compaction_offset,json=compactionOffset,proto3" json:"compaction_offset,omitempty"`
-	// The job whose commit wrote it; empty for a rollback (and for versions
-	// committed by a release that did not record it).
+	// The job whose commit wrote it (for a rollback, its job of kind
+	// rollback); empty for versions committed by a release that did not
+	// record it.
 	JobId string `protobuf:"bytes,5,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
 	// Records in the version.
 	RecordCount int64 `protobuf:"varint,6,opt,name=record_count,json=recordCount,proto3" json:"record_count,omitempty"`
