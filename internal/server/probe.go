@@ -33,6 +33,7 @@ var errShuttingDown = errors.New("shutting down")
 type blobProbe struct {
 	blobs segment.Blobs
 	key   string
+	now   func() time.Time // the process's clock: the time the probe blob holds
 	log   *slog.Logger
 
 	mu     sync.Mutex
@@ -41,8 +42,8 @@ type blobProbe struct {
 	err    error // the last failure while down
 }
 
-func newBlobProbe(blobs segment.Blobs, node string, log *slog.Logger) *blobProbe {
-	return &blobProbe{blobs: blobs, key: "health/" + url.PathEscape(node), log: log}
+func newBlobProbe(blobs segment.Blobs, node string, now func() time.Time, log *slog.Logger) *blobProbe {
+	return &blobProbe{blobs: blobs, key: "health/" + url.PathEscape(node), now: now, log: log}
 }
 
 // run probes at once, then every interval until ctx ends.
@@ -63,7 +64,7 @@ func (p *blobProbe) run(ctx context.Context, interval time.Duration) {
 func (p *blobProbe) check(ctx context.Context) {
 	pctx, cancel := context.WithTimeout(ctx, probeTimeout)
 	defer cancel()
-	err := p.blobs.Put(pctx, p.key, []byte(time.Now().UTC().Format(time.RFC3339)))
+	err := p.blobs.Put(pctx, p.key, []byte(p.now().UTC().Format(time.RFC3339)))
 	if ctx.Err() != nil {
 		return // shutting down: no verdict
 	}

@@ -39,6 +39,7 @@ import (
 	"github.com/compactorhq/compactor/internal/auth"
 	"github.com/compactorhq/compactor/internal/buildinfo"
 	"github.com/compactorhq/compactor/internal/catalog"
+	"github.com/compactorhq/compactor/internal/clock"
 	"github.com/compactorhq/compactor/internal/compaction"
 	"github.com/compactorhq/compactor/internal/jobtype"
 	"github.com/compactorhq/compactor/internal/manager"
@@ -288,12 +289,16 @@ type App struct {
 	closers  []func() error
 	blobs    *spaceBlobs
 	throttle *segment.Throttle // the cap on this node's compaction writes
-	tracing  tracing
-	debug    atomic.Pointer[net.Addr] // bound address of the pprof listener
-	cert     *tls.Certificate         // the TLS key pair, loaded once by Open; nil: plaintext
-	backlog  *backlogSampler
-	bodies   *rpc.BodyLimiter // bounds request bodies, of the API and the page
-	probe    *blobProbe       // the blob store's reachability, for readiness and claims
+	// clock is the process's one clock (Config.Manager.Clock, else the
+	// system's), given to every part: the catalog's rows, the manifests,
+	// the manager's jobs, the scrub, the probe and the page's freshness.
+	clock   clock.Clock
+	tracing tracing
+	debug   atomic.Pointer[net.Addr] // bound address of the pprof listener
+	cert    *tls.Certificate         // the TLS key pair, loaded once by Open; nil: plaintext
+	backlog *backlogSampler
+	bodies  *rpc.BodyLimiter // bounds request bodies, of the API and the page
+	probe   *blobProbe       // the blob store's reachability, for readiness and claims
 	// draining is set when shutdown starts: readiness off, no more claims.
 	draining atomic.Bool
 	// after waits the shutdown delay (time.After; tests hold it).
@@ -323,7 +328,11 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (_ *App, err err
 	}
 	cfg.Token, cfg.TokenFile = token, ""
 	a := &App{cfg: cfg, log: logger, mux: http.NewServeMux(), Registry: prometheus.NewRegistry(), done: make(chan struct{}), cert: cert, after: time.After,
-		Auth: auth.NewAuthenticator(creds), authSource: authSource}
+		Auth: auth.NewAuthenticator(creds), authSource: authSource, clock: cfg.Manager.Clock}
+	if a.clock == nil {
+		a.clock = clock.System()
+	}
+	cfg.Manager.Clock = a.clock
 	defer func() {
 		if err != nil {
 			_ = a.Close()
@@ -349,7 +358,7 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (_ *App, err err
 	// Exclusive: a second serve on one SQLite file is refused; replicas
 	// share a PostgreSQL catalog.
 	a.Catalog, err = catalog.Open(ctx, catalog.Config{
-		Driver: driver, DSN: cfg.CatalogDSN, Exclusive: true, Holder: holder(cfg),
+		Driver: driver, DSN: cfg.CatalogDSN, Exclusive: true, Holder: holder(cfg), Clock: a.clock,
 		ReserveBytes: cfg.CatalogReserveBytes, Logger: logger.With("component", "catalog"),
 		PriorityAging: cfg.Manager.PriorityAging,
 	})
@@ -373,7 +382,7 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (_ *App, err err
 	// Each blob call and each catalog call made under an RPC's or a job's
 	// span gets a span of its own (internal/storetrace); blob spans include
 	// the time a Put waited for the throughput cap.
-	a.Segments = segment.NewStore(compaction.CountBlobs(storetrace.Blobs(throttle.Wrap(a.blobs))), cfg.Segment, nil, segment.WithRegisterer(a.Registry))
+	a.Segments = segment.NewStore(compaction.CountBlobs(storetrace.Blobs(throttle.Wrap(a.blobs))), cfg.Segment, a.clock.Now, segment.WithRegisterer(a.Registry))
 	traced := storetrace.NewCatalog(a.Catalog)
 	storageFullGauge(a.Registry, map[string]func(context.Context) error{"catalog": a.Catalog.Writable, "blobs": a.blobs.writable})
 	a.Compactor, err = compaction.New(traced, a.Segments, cfg.Compaction, logger.With("component", "compaction"), compaction.WithRegisterer(a.Registry))
@@ -397,7 +406,7 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (_ *App, err err
 	if err != nil {
 		return nil, err
 	}
-	a.probe = newBlobProbe(a.blobs, a.Manager.Node(), logger.With("component", "blobs"))
+	a.probe = newBlobProbe(a.blobs, a.Manager.Node(), a.clock.Now, logger.With("component", "blobs"))
 	a.Manager.SetClaimGate(a.claimGate)
 	a.Deleter = manager.NewDeleter(a.Manager, collectionStorage{c: a.Compactor, blobDir: fileBlobDir(cfg.BlobURL), log: logger.With("component", "storage")})
 	recs := records{Compactor: a.Compactor, del: a.Deleter, node: a.Manager.Node()}
@@ -561,7 +570,7 @@ func (a *App) Run(ctx context.Context, ln net.Listener, started func(addr net.Ad
 		case <-gctx.Done():
 			return nil
 		}
-		sc := &scrubber{cat: a.Catalog, mgr: a.Manager, cfg: a.cfg.Scrub, now: time.Now, log: a.log.With("component", "scrub")}
+		sc := &scrubber{cat: a.Catalog, mgr: a.Manager, cfg: a.cfg.Scrub, now: a.clock.Now, log: a.log.With("component", "scrub")}
 		sc.run(gctx)
 		return nil
 	})

@@ -33,6 +33,9 @@ type webSource struct {
 	// throttle is the cap this node's compactions write under (nil: none
 	// known); the setting behind it is read only while it caps.
 	throttle *segment.Throttle
+	// now is the process's clock, which the collections' freshness is
+	// measured at (the catalog's rows take their times from it too).
+	now func() time.Time
 }
 
 // webCatalog is what the page reads of the catalog directly.
@@ -71,7 +74,8 @@ func webJob(j manager.Job) web.Job {
 	return w
 }
 
-func webCollection(c catalog.Collection, f catalog.StorageFigures) web.Collection {
+// webCollection is the page's view of c at now (its freshness debt).
+func webCollection(c catalog.Collection, f catalog.StorageFigures, now time.Time) web.Collection {
 	return web.Collection{
 		ID: c.ID, Name: c.Name, Dimension: c.Dimension, Backlog: c.Backlog(), RecordCount: c.RecordCount,
 		SegmentVersion: c.SegmentVersion, LogPosition: c.LogPosition, CompactionOffset: c.CompactionOffset,
@@ -83,7 +87,7 @@ func webCollection(c catalog.Collection, f catalog.StorageFigures) web.Collectio
 		Index:    webIndexSettings(c.Index),
 		Priority: c.Policy.Priority.String(), Windows: c.Policy.Windows,
 		ObjectiveMaxAge: c.Policy.ObjectiveMaxAge, ObjectiveMaxBacklog: c.Policy.ObjectiveMaxBacklog, ThroughputShare: c.Policy.ThroughputShare,
-		FreshnessDebt: manager.FreshnessOf(c, time.Now()).Debt,
+		FreshnessDebt: manager.FreshnessOf(c, now).Debt,
 	}
 }
 
@@ -219,8 +223,9 @@ func (s *webSource) Collections(ctx context.Context) ([]web.Collection, error) {
 		return nil, err
 	}
 	out := make([]web.Collection, len(colls))
+	now := s.now()
 	for i, c := range colls {
-		out[i] = webCollection(c, figures[c.ID])
+		out[i] = webCollection(c, figures[c.ID], now)
 	}
 	return out, nil
 }
@@ -237,7 +242,7 @@ func (s *webSource) Collection(ctx context.Context, id string) (web.Collection, 
 	if err != nil {
 		return web.Collection{}, err
 	}
-	wc := webCollection(c, figures[c.ID])
+	wc := webCollection(c, figures[c.ID], s.now())
 	vs, err := s.cat.ListVersions(ctx, id)
 	if err != nil && !errors.Is(err, catalog.ErrNotFound) {
 		return web.Collection{}, err
@@ -343,6 +348,7 @@ func (s *webSource) Cancel(ctx context.Context, jobID string) error {
 // after a restart).
 type backlogSampler struct {
 	cat *catalog.Catalog
+	now func() time.Time // the process's clock: the samples' times
 
 	mu      sync.Mutex
 	samples map[string][]web.Point
@@ -355,7 +361,7 @@ func (b *backlogSampler) sample(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	now := time.Now().UTC()
+	now := b.now().UTC()
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	live := make(map[string][]web.Point, len(colls))
@@ -429,13 +435,14 @@ func (s *webSource) RecentAuditEvents(ctx context.Context, collectionID string, 
 
 // mountWeb mounts the status page at "/".
 func (a *App) mountWeb() error {
-	a.backlog = &backlogSampler{cat: a.Catalog}
+	a.backlog = &backlogSampler{cat: a.Catalog, now: a.clock.Now}
 	cfg := a.cfg.Web
 	cfg.Auth, cfg.ProtectReads = a.Auth, a.cfg.ProtectReads
+	cfg.Now = a.clock.Now                // relative times and ETAs on the page, as the rows' times
 	cfg.Logger, cfg.Done = a.log, a.done // the page adds component=web
 	bi := buildinfo.Get()
 	cfg.Build = web.Build{Version: bi.Version, Revision: bi.Revision, Time: bi.Time, Modified: bi.Modified}
-	h, err := web.NewHandler(&webSource{mgr: a.Manager, cat: a.Catalog, audit: a.Catalog, backlog: a.backlog, seg: a.Segments, throttle: a.throttle}, cfg)
+	h, err := web.NewHandler(&webSource{mgr: a.Manager, cat: a.Catalog, audit: a.Catalog, backlog: a.backlog, seg: a.Segments, throttle: a.throttle, now: a.clock.Now}, cfg)
 	if err != nil {
 		return fmt.Errorf("status page: %w", err)
 	}

@@ -110,7 +110,7 @@ func TestDashboardRendersWithABoundedNumberOfQueries(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		h, err := web.NewHandler(&webSource{mgr: mgr, cat: store, backlog: &backlogSampler{cat: cat}}, web.Config{})
+		h, err := web.NewHandler(&webSource{mgr: mgr, cat: store, backlog: &backlogSampler{cat: cat, now: time.Now}, now: time.Now}, web.Config{})
 		if err != nil {
 			t.Fatal(err)
 		}
