@@ -226,10 +226,22 @@ func (b *backlogs) replace(colls []catalog.Collection) {
 func (b *backlogs) update(c catalog.Collection) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if old, ok := b.byID[c.ID]; ok && (c.LogPosition < old.logPosition || c.CompactionOffset < old.compactionOffset) {
+		return
+	}
+	b.replaceLocked(c)
+}
+
+// set sets one collection's figures as read, even when its compaction
+// offset moved back (a rollback).
+func (b *backlogs) set(c catalog.Collection) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.replaceLocked(c)
+}
+
+func (b *backlogs) replaceLocked(c catalog.Collection) {
 	if old, ok := b.byID[c.ID]; ok {
-		if c.LogPosition < old.logPosition || c.CompactionOffset < old.compactionOffset {
-			return
-		}
 		b.removeLocked(c.ID, old)
 	}
 	b.putLocked(c)

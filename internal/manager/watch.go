@@ -2,6 +2,7 @@ package manager
 
 import (
 	"context"
+	"fmt"
 	"sync"
 )
 
@@ -176,4 +177,29 @@ func (m *Manager) Watch(ctx context.Context) (*Subscription, []Job, error) {
 	}
 	context.AfterFunc(ctx, func() { m.events.unsubscribe(w) })
 	return &Subscription{w: w}, snapshot, nil
+}
+
+// Recorded publishes to this node's watchers, at once, the end of a job
+// this node recorded finished without running it: a rollback's job, which
+// the rollback's own transaction writes SUCCEEDED (compaction.Rollback).
+// Watchers of its collection or of every job see it as they see the end
+// of a job the workers ran (other replicas' watchers, at their next poll),
+// and it is not published again by the poll. The backlog gauges take its
+// collection as it is now (a rollback moves the compaction offset back:
+// the records after it are backlog again). Errors: the store's reading the
+// job (ErrNotFound when unknown), ErrInvalidArgument for a job that has
+// not finished; nothing is published then.
+func (m *Manager) Recorded(ctx context.Context, jobID string) (Job, error) {
+	j, err := m.store.GetJob(ctx, jobID)
+	if err != nil {
+		return Job{}, err // the store's error names the job
+	}
+	if !j.State.Finished() {
+		return Job{}, fmt.Errorf("job %s is %s, not finished: %w", jobID, j.State, ErrInvalidArgument)
+	}
+	if c, err := m.store.GetCollection(ctx, j.CollectionID); err == nil {
+		m.metrics.backlogs.set(c)
+	}
+	m.events.changed(j)
+	return Job{Job: j}, nil
 }

@@ -17,20 +17,32 @@ import (
 	"github.com/compactorhq/compactor/internal/rpc"
 )
 
-// records is the read path of the API (the compactor's) and collection
-// deletion (the manager's use case).
+// records is the read path of the API (the compactor's), rollbacks, and
+// collection deletion (the manager's use case).
 type records struct {
 	*compaction.Compactor
-	del  *manager.Deleter
-	node string // this replica's --node
+	del *manager.Deleter
+	mgr *manager.Manager // names this node on rollbacks and publishes their jobs
+	log *slog.Logger
 }
 
 var _ rpc.Records = records{}
 
-// Rollback names this node on the rollback's job.
+// Rollback names this node on the rollback's job, and publishes the job
+// (recorded SUCCEEDED by the rollback's transaction) to the watchers, as
+// the manager publishes the end of every job it runs. The rollback has
+// taken effect whether or not that publication works: its failure is
+// logged, not returned.
 func (r records) Rollback(ctx context.Context, collectionID string, req compaction.RollbackRequest) (compaction.RollbackResult, error) {
-	req.Node = r.node
-	return r.Compactor.Rollback(ctx, collectionID, req)
+	req.Node = r.mgr.Node()
+	res, err := r.Compactor.Rollback(ctx, collectionID, req)
+	if err != nil {
+		return res, err
+	}
+	if _, err := r.mgr.Recorded(context.WithoutCancel(ctx), res.JobID); err != nil {
+		r.log.Warn("publish rollback job", "job", res.JobID, "collection", collectionID, "err", err)
+	}
+	return res, nil
 }
 
 // DeleteCollection is the manager's use case.

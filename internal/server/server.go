@@ -409,7 +409,7 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (_ *App, err err
 	a.probe = newBlobProbe(a.blobs, a.Manager.Node(), a.clock.Now, logger.With("component", "blobs"))
 	a.Manager.SetClaimGate(a.claimGate)
 	a.Deleter = manager.NewDeleter(a.Manager, collectionStorage{c: a.Compactor, blobDir: fileBlobDir(cfg.BlobURL), log: logger.With("component", "storage")})
-	recs := records{Compactor: a.Compactor, del: a.Deleter, node: a.Manager.Node()}
+	recs := records{Compactor: a.Compactor, del: a.Deleter, mgr: a.Manager, log: logger.With("component", "rpc")}
 	a.Service = rpc.NewService(a.Manager, a.Manager, pushNotifier{traced, a.Manager, logger.With("component", "rpc")}, recs,
 		catalog.AppendLimits{MaxBacklog: cfg.MaxBacklog, KeyWindow: cfg.PushKeyWindow}, logger.With("component", "rpc"))
 	// Without a tracer (no OTLP export configured) no span would be
