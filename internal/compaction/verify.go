@@ -197,6 +197,9 @@ func (c *Compactor) Verify(ctx context.Context, collectionID string, opts Verify
 	// This process's GC keeps the version while it is read.
 	defer c.pins.pin(collectionID, v.ManifestKey, false)()
 	rep, err := c.seg.Verify(ctx, v.ManifestKey, segment.VerifyOptions{OnBlob: opts.OnBlob, OnManifest: opts.OnManifest})
+	// A manifest that does not decode names no version: the catalog's row
+	// does (the error and the job's row name it).
+	rep.Version = cmp.Or(rep.Version, v.Version)
 	res.VerifyReport = rep
 	if err != nil {
 		return res, fmt.Errorf("verify %s version %d: %w", collectionID, v.Version, classifyRead(err))

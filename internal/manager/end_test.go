@@ -108,6 +108,43 @@ func TestEndRow(t *testing.T) {
 	})
 }
 
+func TestEffectOfAJobsEndOnItsCollection(t *testing.T) {
+	const (
+		compaction = jobtype.KindCompaction
+		rebuild    = jobtype.KindIndexRebuild
+		verify     = jobtype.KindVerify
+		infra      = jobtype.FailureInfrastructure
+		data       = jobtype.FailureData
+		internal   = jobtype.FailureInternal
+	)
+	for _, tc := range []struct {
+		name  string
+		kind  jobtype.Kind
+		state catalog.JobState
+		class jobtype.FailureClass
+		want  endEffect
+	}{
+		{"a compaction that succeeded clears the failure state", compaction, catalog.JobSucceeded, "", endEffect{Clears: true}},
+		{"an index rebuild that succeeded clears it", rebuild, catalog.JobSucceeded, "", endEffect{Clears: true}},
+		{"a verify job that succeeded leaves it, saying nothing of compactions", verify, catalog.JobSucceeded, "", endEffect{}},
+		{"a compaction on an unreachable store backs off without counting", compaction, catalog.JobFailed, infra, endEffect{Backoff: true}},
+		{"a compaction on damaged data backs off and counts", compaction, catalog.JobFailed, data, endEffect{Backoff: true, Counts: true}},
+		{"a compaction with a bug backs off and counts", compaction, catalog.JobFailed, internal, endEffect{Backoff: true, Counts: true}},
+		{"an index rebuild on damaged data backs off and counts", rebuild, catalog.JobFailed, data, endEffect{Backoff: true, Counts: true}},
+		{"a verify job that found damage queues a repair, and neither backs off nor counts", verify, catalog.JobFailed, data, endEffect{Repair: true}},
+		{"a verify job on an unreachable store is like any job on one", verify, catalog.JobFailed, infra, endEffect{Backoff: true}},
+		{"a verify job with a bug is like any job with one", verify, catalog.JobFailed, internal, endEffect{Backoff: true, Counts: true}},
+		{"a cancelled compaction changes nothing", compaction, catalog.JobCancelled, "", endEffect{}},
+		{"a cancelled verify job changes nothing", verify, catalog.JobCancelled, "", endEffect{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := effectOf(tc.kind, tc.state, tc.class); got != tc.want {
+				t.Fatalf("effectOf(%s, %s, %q) = %+v, want %+v", tc.kind, tc.state, tc.class, got, tc.want)
+			}
+		})
+	}
+}
+
 // lateExec prepares as fakeExec does, then holds the prepared work on gate
 // (ignoring cancellation) before handing it to the manager.
 type lateExec struct {

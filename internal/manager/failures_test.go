@@ -95,6 +95,7 @@ type failuresEnv struct {
 	m     *manager.Manager
 	stop  func()
 	build string
+	opts  []manager.Option // of every manager start runs
 }
 
 func forEachFakeClockCatalog(t *testing.T, fn func(t *testing.T, open func(clock.Clock) *catalog.Catalog)) {
@@ -135,7 +136,7 @@ func (e *failuresEnv) start(t *testing.T, build string) {
 	cfg.PollInterval, cfg.HeartbeatInterval = 20*time.Millisecond, time.Hour
 	cfg.DeadLetterAfter, cfg.BackoffBase, cfg.BackoffMax, cfg.DeadLetterCoolOff = 2, time.Minute, 8*time.Minute, time.Hour
 	e.reg = prometheus.NewRegistry()
-	m, err := manager.New(e.cat, e.exec, cfg, e.reg, nil)
+	m, err := manager.New(e.cat, e.exec, cfg, e.reg, nil, e.opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -476,4 +477,124 @@ func gaugeOf(t *testing.T, reg *prometheus.Registry, name string) float64 {
 func histogramCount(t *testing.T, reg *prometheus.Registry, name, label string) uint64 {
 	t.Helper()
 	return labelled(t, metricFamily(t, reg, name), label).GetHistogram().GetSampleCount()
+}
+
+// verifyExec runs verify jobs that fail with the error set for their
+// collection (none: they verify), classified as classExec classifies; its
+// outcome names the collection's current version, as a verify job's does.
+type verifyExec struct {
+	*classExec
+	mu   sync.Mutex
+	errs map[string]error
+}
+
+func (v *verifyExec) failWith(id string, err error) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.errs[id] = err
+}
+
+func (v *verifyExec) Prepare(ctx context.Context, j catalog.Job, _ func(manager.Progress)) (manager.Prepared, error) {
+	c, err := v.cat.GetCollection(ctx, j.CollectionID)
+	if err != nil {
+		return nil, err
+	}
+	v.mu.Lock()
+	err = v.errs[j.CollectionID]
+	v.mu.Unlock()
+	if err != nil {
+		err = fmt.Errorf("verify %s version %d: %w", c.ID, c.SegmentVersion, err)
+	}
+	return &commitPrepared{o: manager.Outcome{VersionBefore: c.SegmentVersion, VersionAfter: c.SegmentVersion}}, err
+}
+
+// A verify job that finds its collection's current version damaged queues
+// the compaction that repairs it, and neither backs off nor counts toward
+// the dead-letter state (compactions are how the damage is repaired); one
+// that fails otherwise is a failure like any job's; one that succeeds
+// leaves the failures of the collection's compactions as they are.
+func TestAVerifyJobThatFindsDamageQueuesARepairAndNeverStopsCompactions(t *testing.T) {
+	forEachFakeClockCatalog(t, func(t *testing.T, open func(clock.Clock) *catalog.Catalog) {
+		clk := clock.NewFake(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
+		cat := open(clk)
+		e := &failuresEnv{cat: cat, clk: clk, exec: newClassExec(cat)}
+		verify := &verifyExec{classExec: e.exec, errs: map[string]error{}}
+		e.opts = []manager.Option{manager.WithExecutor(jobtype.KindVerify, verify)}
+		e.start(t, "v1")
+		runVerify := func(t *testing.T, id string) manager.Job {
+			t.Helper()
+			return e.awaitEnd(t, func() string {
+				enq, err := e.m.Verify(t.Context(), id, jobtype.VerifyParams{}, "test")
+				if err != nil {
+					t.Fatal(err)
+				}
+				return enq.Job.ID
+			})
+		}
+		// compactions returns the compactions of a collection other than
+		// first (the fake clock stands still: they are all created at
+		// the same time, so the listing's order does not tell them apart).
+		compactions := func(t *testing.T, id, first string) []catalog.Job {
+			t.Helper()
+			jobs, err := e.cat.ListJobs(t.Context(), catalog.JobFilter{CollectionID: id, Kinds: []catalog.JobKind{jobtype.KindCompaction}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var out []catalog.Job
+			for _, j := range jobs {
+				if j.ID != first {
+					out = append(out, j)
+				}
+			}
+			return out
+		}
+		for _, tc := range []struct {
+			name              string
+			err               error
+			class             jobtype.FailureClass
+			failures, retries int
+			repair            bool
+		}{
+			{"damage found", errCorrupt, jobtype.FailureData, 0, 0, true},
+			{"the blob store unreachable", errStoreDown, jobtype.FailureInfrastructure, 0, 1, false},
+			{"an unclassified error", errors.New("unexpected"), jobtype.FailureInternal, 1, 1, false},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				id := collectionWithBacklog(t, e.cat, tc.name, 3)
+				first := e.compact(t, id)
+				if first.State != catalog.JobSucceeded || first.VersionAfter != 1 {
+					t.Fatalf("setup compaction: %s, version %d", first.State, first.VersionAfter)
+				}
+				verify.failWith(id, tc.err)
+				j := runVerify(t, id)
+				if j.State != catalog.JobFailed || j.FailureClass != tc.class {
+					t.Fatalf("verify job: %s, class %q (%s); want FAILED, %q", j.State, j.FailureClass, j.Error, tc.class)
+				}
+				if c := e.collection(t, id); c.FailureCount != tc.failures || c.RetryCount != tc.retries || c.DeadLettered() {
+					t.Errorf("after the verify job: failures %d, retries %d, dead-lettered %v; want %d, %d, no", c.FailureCount, c.RetryCount, c.DeadLettered(), tc.failures, tc.retries)
+				}
+				more := compactions(t, id, first.ID)
+				switch {
+				case tc.repair && (len(more) != 1 || !strings.Contains(more[0].Reason, "repairs version 1, which verify job "+j.ID[:8]) || more[0].Trigger != catalog.TriggerOneOff):
+					t.Errorf("after damage found, the compactions queued: %+v; want one one-off repair of version 1 queued by the verify job", more)
+				case !tc.repair && len(more) != 0:
+					t.Errorf("compactions %+v were queued after a verify job that found no damage", more)
+				}
+			})
+		}
+
+		t.Run("a success", func(t *testing.T) {
+			id := collectionWithBacklog(t, e.cat, "failing compactions", 3)
+			e.exec.failWith(id, errCorrupt)
+			if j := e.compact(t, id); j.State != catalog.JobFailed {
+				t.Fatalf("setup compaction: %s", j.State)
+			}
+			if j := runVerify(t, id); j.State != catalog.JobSucceeded {
+				t.Fatalf("verify job: %s %s", j.State, j.Error)
+			}
+			if c := e.collection(t, id); c.FailureCount != 1 || c.RetryCount != 1 {
+				t.Errorf("after a verify job that succeeded: failures %d, retries %d; want the failed compaction's 1 and 1", c.FailureCount, c.RetryCount)
+			}
+		})
+	})
 }

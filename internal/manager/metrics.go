@@ -127,7 +127,7 @@ func newMetrics(reg prometheus.Registerer, cfg Config) *metrics {
 	m.freshness = newFreshnessGauges(f)
 	m.failures = f.NewCounterVec(prometheus.CounterOpts{
 		Name: "compactor_job_failures_total",
-		Help: "Failed compaction jobs by class: infrastructure (retried with backoff, never dead-letters), data (corrupt or invalid stored data) or internal (a bug, a recovered panic, an unclassified error); data and internal count toward the dead-letter state.",
+		Help: "Failed compaction jobs by class: infrastructure (retried with backoff, never dead-letters), data (corrupt or invalid stored data) or internal (a bug, a recovered panic, an unclassified error); data and internal count toward the dead-letter state, but for a verify job's data failure, which queues a repair.",
 	}, []string{"class"})
 	for _, c := range []jobtype.FailureClass{jobtype.FailureInfrastructure, jobtype.FailureData, jobtype.FailureInternal} {
 		m.failures.WithLabelValues(string(c))

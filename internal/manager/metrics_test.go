@@ -119,7 +119,7 @@ compactor_scheduler_interval_seconds 15
 # TYPE compactor_dead_letter_redrives_total counter
 compactor_dead_letter_redrives_total{cause="cool-off"} 0
 compactor_dead_letter_redrives_total{cause="upgrade"} 0
-# HELP compactor_job_failures_total Failed compaction jobs by class: infrastructure (retried with backoff, never dead-letters), data (corrupt or invalid stored data) or internal (a bug, a recovered panic, an unclassified error); data and internal count toward the dead-letter state.
+# HELP compactor_job_failures_total Failed compaction jobs by class: infrastructure (retried with backoff, never dead-letters), data (corrupt or invalid stored data) or internal (a bug, a recovered panic, an unclassified error); data and internal count toward the dead-letter state, but for a verify job's data failure, which queues a repair.
 # TYPE compactor_job_failures_total counter
 compactor_job_failures_total{class="data"} 0
 compactor_job_failures_total{class="infrastructure"} 0

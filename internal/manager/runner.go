@@ -346,13 +346,54 @@ func (m *Manager) persist(ctx context.Context, e *jobEnd) bool {
 	return true
 }
 
-// applyPolicy applies the failure policy to the job's collection.
+// applyPolicy applies the failure policy to the job's collection, as
+// effectOf decides it for the job's kind and end.
 func (m *Manager) applyPolicy(ctx context.Context, e *jobEnd) {
-	switch e.row.State {
-	case catalog.JobSucceeded:
+	eff := effectOf(kindOf(e.row), e.row.State, e.class.Class)
+	switch {
+	case eff.Clears:
 		m.policy.succeeded(ctx, m.store, e.row, e.outcome.Committed(), e.log)
-	case catalog.JobFailed:
-		m.policy.failed(ctx, m.store, e.row, e.class.Class, e.log)
+	case eff.Backoff:
+		m.policy.failed(ctx, m.store, e.row, e.class.Class, eff.Counts, e.log)
+	}
+	if eff.Repair {
+		m.queueRepair(ctx, e)
+	}
+}
+
+// queueRepair queues a compaction of the collection of e, a verify job
+// that found a version damaged, when that version is still the current
+// one and the collection's automatic compaction is not paused (an
+// operator who paused it keeps it as it is): the compaction rebuilds the
+// version from the newest earlier kept version that verifies and the log
+// (compaction's repair), with the verify job's trigger, at once. A
+// compaction queued already is that repair. An older kept version found
+// damaged needs none: no compaction builds on it.
+func (m *Manager) queueRepair(ctx context.Context, e *jobEnd) {
+	c, err := m.store.GetCollection(ctx, e.row.CollectionID)
+	if err != nil {
+		e.log.Warn("read collection to repair", "err", err)
+		return
+	}
+	if e.row.VersionBefore != c.SegmentVersion || c.SegmentVersion == 0 {
+		return
+	}
+	if c.Paused() {
+		e.log.Warn("repair not queued: automatic compaction of the collection is paused", "version", c.SegmentVersion)
+		return
+	}
+	reason := fmt.Sprintf("repairs version %d, which verify job %.8s found damaged", c.SegmentVersion, e.row.ID)
+	next, created, err := m.store.EnqueueJob(ctx, catalog.JobRequest{
+		CollectionID: c.ID, Kind: jobtype.KindCompaction, Trigger: e.row.Trigger, Reason: reason, TraceParent: e.row.TraceParent,
+		TriggeredBy: e.row.TriggeredBy,
+	})
+	if err != nil {
+		e.log.Error("queue repair", "err", err)
+		return
+	}
+	e.log.Warn("version failed verification: repair queued", "version", c.SegmentVersion, "repair_job", next.ID)
+	if created {
+		m.changedJob(next)
 	}
 }
 

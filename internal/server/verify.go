@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/compactorhq/compactor/internal/catalog"
@@ -62,6 +63,17 @@ func (e verifyExecutor) Prepare(ctx context.Context, j catalog.Job, progress fun
 		return out, err
 	}
 	return out, nil
+}
+
+// Classify implements manager.Classifier: a version that fails its
+// verification is damaged stored data (jobtype.FailureData), which the
+// manager answers with a repair, not a dead-letter count; other errors
+// are classified as a compaction's.
+func (e verifyExecutor) Classify(err error) jobtype.FailureClass {
+	if errors.Is(err, segment.ErrVerification) {
+		return jobtype.FailureData
+	}
+	return e.executor.Classify(err)
 }
 
 // verified is a verify job's end: nothing to commit.
