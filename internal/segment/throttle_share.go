@@ -82,19 +82,15 @@ func (t *Throttle) waitShare(ctx context.Context, n int) error {
 			s.lim.SetBurst(burst)
 		}
 		chunk := min(n, s.lim.Burst())
-		if err := s.lim.WaitN(ctx, chunk); err != nil {
-			// As in wait: a wait past ctx's deadline is refused at once; a
-			// burst lowered meanwhile is retried with it.
-			cause := ctx.Err()
-			if _, ok := ctx.Deadline(); cause == nil && ok {
-				cause = context.DeadlineExceeded
-			}
-			if cause == nil {
-				continue
-			}
-			return fmt.Errorf("throttle %d bytes at a share of %.2f of %d bytes/s: %w", chunk, s.fraction, t.bps.Load(), cause)
+		// As in wait: a change of the cap wakes the wait, which goes on
+		// under the share of the new one.
+		took, err := t.take(ctx, s.lim, chunk)
+		if err != nil {
+			return fmt.Errorf("throttle %d bytes at a share of %.2f of %d bytes/s: %w", chunk, s.fraction, t.bps.Load(), err)
 		}
-		n -= chunk
+		if took {
+			n -= chunk
+		}
 	}
 	return nil
 }
