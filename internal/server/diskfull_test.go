@@ -160,14 +160,20 @@ func wantStorageFull(t *testing.T, what string, err error, store string) {
 	t.Fatalf("%s: no ErrorInfo %s for the %s in %v", what, rpc.ReasonStorageFull, store, ce.Details())
 }
 
-// TestDiskFullCatalog fills the small disk that holds the data directory:
-// pushes answer RESOURCE_EXHAUSTED naming the catalog, /readyz says not
-// ready and why, deleting a collection works and frees the space, after
-// which the server is ready and takes pushes.
+// TestDiskFullCatalog fills the small disk that holds the catalog (the
+// data directory): pushes answer RESOURCE_EXHAUSTED naming the catalog,
+// /readyz says not ready and why, deleting a collection works and frees the
+// space, after which the server is ready and takes pushes. The blob store
+// is elsewhere: on the full disk, the blob probe's writes (every
+// --blob-probe-interval, whenever they fall in a slow run) would mark it
+// full and unreachable too, and readiness would wait for it, not for the
+// catalog (TestDiskFullBlobStore fills the blob store's disk).
 func TestDiskFullCatalog(t *testing.T) {
 	disk := catalogtest.SmallDisk(t, 16<<20)
+	blobs := t.TempDir()
 	r := runApp(t, func(cfg *server.Config) {
 		cfg.DataDir = disk
+		cfg.BlobURL = "file://" + blobs
 		cfg.CatalogReserveBytes = 8 << 20
 	})
 	ctx := t.Context()

@@ -17,3 +17,7 @@ func (a *App) HoldShutdownDelay(release <-chan struct{}) {
 
 // ProbeBlobs probes the blob store once, as the periodic probe does.
 func (a *App) ProbeBlobs(ctx context.Context) { a.probe.check(ctx) }
+
+// ClaimGate is the claim gate Open set on the manager (closed at shutdown
+// and while the blob store is unreachable).
+func (a *App) ClaimGate() func() error { return a.claimGate }

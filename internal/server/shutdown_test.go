@@ -51,7 +51,20 @@ func serveApp(t *testing.T, configure func(*server.Config), before func(*server.
 	if err != nil {
 		t.Fatalf("open: %v", err)
 	}
-	t.Cleanup(func() { _ = app.Close() })
+	// Storage closes once Run has returned: a job may still be ending
+	// (its commit's last steps) after a test saw its row finished.
+	finished := make(chan struct{}) // closed when Run returns
+	ran := false
+	t.Cleanup(func() {
+		stop()
+		if ran {
+			select {
+			case <-finished:
+			case <-time.After(time.Minute): // a test that failed holding the shutdown delay
+			}
+		}
+		_ = app.Close()
+	})
 	if before != nil {
 		before(app)
 	}
@@ -61,7 +74,11 @@ func serveApp(t *testing.T, configure func(*server.Config), before func(*server.
 		t.Fatal(err)
 	}
 	started := make(chan net.Addr, 1)
-	go func() { r.done <- app.Run(ctx, ln, func(a net.Addr) { started <- a }) }()
+	ran = true
+	go func() {
+		r.done <- app.Run(ctx, ln, func(a net.Addr) { started <- a })
+		close(finished)
+	}()
 	select {
 	case a := <-started:
 		r.addr = a.String()
@@ -84,15 +101,29 @@ func (r *served) readyz(t *testing.T) (int, string) {
 	return res.StatusCode, string(b)
 }
 
-// switchBlobs fails every call while down is set.
+// switchBlobs fails every call while down is set. With hold set, the blob
+// probe's own checks (the one at start, then every interval) wait in their
+// Put until hold is closed, so that only the checks a test runs itself
+// (probed contexts, see probe) decide the blob store's state, whenever the
+// probe's goroutine gets to run.
 type switchBlobs struct {
 	segment.Blobs
 	down atomic.Bool
+	hold chan struct{}
 }
 
 var errUnreachable = errors.New("dial tcp: connection refused")
 
+// probedKey marks the context of a probe the test runs.
+type probedKey struct{}
+
+func probed(ctx context.Context) context.Context { return context.WithValue(ctx, probedKey{}, true) }
+
 func (s *switchBlobs) Put(ctx context.Context, key string, data []byte) error {
+	if s.hold != nil && strings.HasPrefix(key, "health/") && ctx.Value(probedKey{}) == nil {
+		<-s.hold
+		return nil
+	}
 	if s.down.Load() {
 		return errUnreachable
 	}
@@ -110,13 +141,20 @@ func (s *switchBlobs) Get(ctx context.Context, key string) ([]byte, error) {
 // is not enough), /readyz answers 503 and the node claims no job; once it
 // is back (two good probes), readiness returns and the queued job runs.
 func TestUnreachableBlobStoreMakesTheNodeNotReadyAndStopsClaims(t *testing.T) {
-	blobs := &switchBlobs{}
+	// The test probes: the probe's check at start would count as one of
+	// the test's whenever it ran.
+	blobs := &switchBlobs{hold: make(chan struct{})}
 	r := serveApp(t, func(c *server.Config) {
-		c.BlobProbeInterval = time.Hour // the test probes
+		c.BlobProbeInterval = time.Hour
 		c.Manager.PollInterval = 20 * time.Millisecond
+		// One worker: once it has been refused a claim, it is not in the
+		// middle of one that passed the gate before it closed.
+		c.Manager.Workers = 1
+		c.ShutdownDelay = 0
 		c.WrapBlobs = func(b segment.Blobs) segment.Blobs { blobs.Blobs = b; return blobs }
 	}, nil)
-	ctx := t.Context()
+	t.Cleanup(func() { close(blobs.hold) }) // before the shutdown, which waits for the probe
+	ctx := probed(t.Context())
 	if code, body := r.readyz(t); code != http.StatusOK {
 		t.Fatalf("readyz at start: %d %q", code, body)
 	}
@@ -134,6 +172,27 @@ func TestUnreachableBlobStoreMakesTheNodeNotReadyAndStopsClaims(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// The claims the gate refuses, and those refused once the job is
+	// queued (each of which would have claimed it).
+	var queued atomic.Bool
+	refused, refusedQueued := make(chan struct{}, 1), make(chan struct{}, 1)
+	gate := r.app.ClaimGate()
+	r.app.Manager.SetClaimGate(func() error {
+		after := queued.Load()
+		err := gate()
+		if err != nil {
+			ch := refused
+			if after {
+				ch = refusedQueued
+			}
+			select {
+			case ch <- struct{}{}:
+			default:
+			}
+		}
+		return err
+	})
+
 	blobs.down.Store(true)
 	r.app.ProbeBlobs(ctx)
 	if code, body := r.readyz(t); code != http.StatusOK {
@@ -143,12 +202,14 @@ func TestUnreachableBlobStoreMakesTheNodeNotReadyAndStopsClaims(t *testing.T) {
 	if code, body := r.readyz(t); code != http.StatusServiceUnavailable || !strings.Contains(body, "blob store") {
 		t.Errorf("readyz after two failed probes: %d %q, want 503 naming the blob store", code, body)
 	}
+	<-refused // the worker has seen the gate closed
 	res, err := jobs.Compact(ctx, connect.NewRequest(&compactorv1.CompactRequest{CollectionIds: []string{id}}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	jobID := res.Msg.GetJobs()[0].GetJob().GetId()
-	time.Sleep(25 * 20 * time.Millisecond) // 25 poll intervals: a claim would have happened
+	queued.Store(true)
+	<-refusedQueued
 	j, err := jobs.GetCompaction(ctx, connect.NewRequest(&compactorv1.GetCompactionRequest{JobId: jobID}))
 	if err != nil {
 		t.Fatal(err)
