@@ -72,7 +72,8 @@ func TestRefreshBacklogMovesTheGaugesWithoutASchedulerRun(t *testing.T) {
 	}
 	check("b dead-lettered", 750, 1)
 
-	// Deleted: GetCollection answers NOT_FOUND, and Forget drops it too.
+	// Deleted: GetCollection answers NOT_FOUND, and the Deleter's drop
+	// drops it too.
 	store.mu.Lock()
 	delete(store.colls, "b")
 	store.mu.Unlock()
@@ -80,7 +81,7 @@ func TestRefreshBacklogMovesTheGaugesWithoutASchedulerRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	check("b deleted", 710, 0)
-	m.Forget("a")
+	m.metrics.backlogs.drop("a")
 	check("a forgotten", 0, 0)
 
 	// A scheduler run replaces everything with the catalog's figures.

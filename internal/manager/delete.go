@@ -1,8 +1,11 @@
 package manager
 
 import (
+	"cmp"
 	"context"
+	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/compactorhq/compactor/internal/catalog"
 )
@@ -40,13 +43,43 @@ func (d *Deleter) DeleteCollection(ctx context.Context, collectionID string) (ca
 	if _, err := d.m.store.GetCollection(ctx, collectionID); err != nil {
 		return catalog.Collection{}, fmt.Errorf("delete collection %s: %w", collectionID, err)
 	}
-	if err := d.m.CancelForDeletion(ctx, collectionID); err != nil {
+	if err := d.cancelJobs(ctx, collectionID); err != nil {
 		d.m.logger.WarnContext(ctx, "cancel jobs of deleted collection", "collection", collectionID, "err", err)
 	}
 	c, err := d.storage.DeleteCollection(ctx, collectionID)
 	if err != nil {
 		return c, err // the storage's error names the collection
 	}
-	d.m.Forget(collectionID)
+	// Every other state of the collection (retry state, pauses,
+	// settings) is a column of its row, deleted with it.
+	d.m.metrics.backlogs.drop(collectionID)
 	return c, nil
+}
+
+// cancelJobs cancels the active jobs of a collection that is about to be
+// deleted: they end CANCELLED with the note "collection deleted" (not
+// "cancelled by operator"). It waits for this node's running job to stop,
+// until ctx ends; another replica's stops when its lease renewal finds the
+// job cancelled or gone. Errors: those of Cancel other than ErrFinished (a
+// job that finished meanwhile needs no cancelling), joined.
+func (d *Deleter) cancelJobs(ctx context.Context, collectionID string) error {
+	active, err := d.m.Active(ctx)
+	if err != nil {
+		return err
+	}
+	// The queued job first: cancelled after the running one, it could be
+	// claimed as soon as that one ended.
+	slices.SortStableFunc(active, func(a, b Job) int {
+		return cmp.Compare(boolGauge(a.State == catalog.JobRunning), boolGauge(b.State == catalog.JobRunning))
+	})
+	var errs []error
+	for _, j := range active {
+		if j.CollectionID != collectionID {
+			continue
+		}
+		if _, err := d.m.cancel(ctx, j.ID, NoteCollectionDeleted); err != nil && !errors.Is(err, ErrFinished) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
 }

@@ -3,7 +3,6 @@ package manager
 import (
 	"context"
 	"errors"
-	"time"
 
 	"github.com/compactorhq/compactor/internal/catalog"
 )
@@ -18,15 +17,8 @@ import (
 // Config.WindowClose requeue it also stops a scheduled job once its
 // compaction window has closed.
 func (m *Manager) keepLease(ctx context.Context, r *run) {
-	t := time.NewTicker(m.cfg.RenewInterval)
-	defer t.Stop()
 	renewed := m.clk.Mono()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	every(ctx, m.cfg.RenewInterval, func() bool {
 		if m.windowClosed(r) {
 			m.runs.cancelRun(r, NoteWindowClosed, errWindowClosed)
 		}
@@ -35,15 +27,15 @@ func (m *Manager) keepLease(ctx context.Context, r *run) {
 		switch {
 		case errors.Is(err, catalog.ErrLeaseLost):
 			r.cancel(errLeaseLost)
-			return
+			return false
 		case err != nil:
 			if ctx.Err() != nil {
-				return
+				return false
 			}
 			if m.clk.Mono()-renewed >= m.cfg.LeaseDuration {
 				m.logger.Warn("job lease not renewed in time; stopping the job", "job", r.job.ID, "err", err)
 				r.cancel(errLeaseLost)
-				return
+				return false
 			}
 			m.logger.Warn("renew job lease", "job", r.job.ID, "err", err)
 		default:
@@ -52,5 +44,6 @@ func (m *Manager) keepLease(ctx context.Context, r *run) {
 				m.runs.cancelRun(r, "", errCancelRequested)
 			}
 		}
-	}
+		return true
+	})
 }

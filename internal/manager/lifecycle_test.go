@@ -110,7 +110,7 @@ func TestDeletingACollectionCancelsItsJobsAsDeleted(t *testing.T) {
 		other := h.compact("b")[0].Job
 		h.wantState(other.ID, catalog.JobRunning)
 
-		if err := h.m.CancelForDeletion(t.Context(), "a"); err != nil {
+		if err := NewDeleter(h.m, nil).cancelJobs(t.Context(), "a"); err != nil {
 			t.Fatal(err)
 		}
 		for _, id := range []string{running.ID, queued.ID} {

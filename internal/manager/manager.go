@@ -452,7 +452,23 @@ func (m *Manager) schedulerLoop(ctx context.Context) {
 // hub's poll (waking the workers when another replica changed a job) and
 // the throughput applier, until ctx ends.
 func (m *Manager) statusLoop(ctx context.Context) {
-	t := time.NewTicker(m.cfg.PollInterval)
+	every(ctx, m.cfg.PollInterval, func() bool {
+		m.rescuer.runOnce(ctx)
+		if m.events.runOnce(ctx) {
+			m.runs.wake() // jobs another replica queued may be claimable here
+		}
+		if _, err := m.throughput.runOnce(ctx); err != nil && ctx.Err() == nil {
+			m.logger.Warn("apply the throughput cap", "err", err)
+		}
+		return true
+	})
+}
+
+// every calls f every period d (the first call one period after the
+// start) until ctx ends or f returns false: the loop of the status poll,
+// the heartbeat and the lease keepers.
+func every(ctx context.Context, d time.Duration, f func() bool) {
+	t := time.NewTicker(d)
 	defer t.Stop()
 	for {
 		select {
@@ -460,12 +476,8 @@ func (m *Manager) statusLoop(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		m.rescuer.runOnce(ctx)
-		if m.events.runOnce(ctx) {
-			m.runs.wake() // jobs another replica queued may be claimable here
-		}
-		if _, err := m.throughput.runOnce(ctx); err != nil && ctx.Err() == nil {
-			m.logger.Warn("apply the throughput cap", "err", err)
+		if !f() {
+			return
 		}
 	}
 }
@@ -554,34 +566,6 @@ func (m *Manager) Cancel(ctx context.Context, jobID string) (Job, error) {
 	return m.cancel(ctx, jobID, NoteCancelled)
 }
 
-// CancelForDeletion cancels the active jobs of a collection that is about
-// to be deleted: they end CANCELLED with the note "collection deleted" (not
-// "cancelled by operator"). It waits for this node's running job to stop,
-// until ctx ends; another replica's stops when its lease renewal finds the
-// job cancelled or gone. Errors: those of Cancel other than ErrFinished (a
-// job that finished meanwhile needs no cancelling), joined.
-func (m *Manager) CancelForDeletion(ctx context.Context, collectionID string) error {
-	active, err := m.Active(ctx)
-	if err != nil {
-		return err
-	}
-	// The queued job first: cancelled after the running one, it could be
-	// claimed as soon as that one ended.
-	slices.SortStableFunc(active, func(a, b Job) int {
-		return cmp.Compare(boolGauge(a.State == catalog.JobRunning), boolGauge(b.State == catalog.JobRunning))
-	})
-	var errs []error
-	for _, j := range active {
-		if j.CollectionID != collectionID {
-			continue
-		}
-		if _, err := m.cancel(ctx, j.ID, NoteCollectionDeleted); err != nil && !errors.Is(err, ErrFinished) {
-			errs = append(errs, err)
-		}
-	}
-	return errors.Join(errs...)
-}
-
 // cancel is Cancel with the note the job ends with.
 func (m *Manager) cancel(ctx context.Context, jobID, note string) (Job, error) {
 	r := m.runs.requestCancel(jobID, note, errCancelRequested)
@@ -643,11 +627,6 @@ func (m *Manager) waitEnd(ctx context.Context, jobID string, r *run) error {
 		}
 	}
 }
-
-// Forget drops a deleted collection from the backlog gauges; every other
-// per-collection state (retry state, pauses, settings) is a column of the
-// collection's row, deleted with it.
-func (m *Manager) Forget(collectionID string) { m.metrics.backlogs.drop(collectionID) }
 
 // RefreshBacklog reads one collection from the store and updates the backlog
 // gauges (compactor_uncompacted_records, compactor_collections_dead_lettered)

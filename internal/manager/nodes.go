@@ -25,18 +25,12 @@ func (m *Manager) heartbeat(ctx context.Context, startedAt time.Time) error {
 // heartbeatLoop refreshes this node's registration every
 // Config.HeartbeatInterval until ctx ends.
 func (m *Manager) heartbeatLoop(ctx context.Context, startedAt time.Time) {
-	t := time.NewTicker(m.cfg.HeartbeatInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	every(ctx, m.cfg.HeartbeatInterval, func() bool {
 		if err := m.heartbeat(ctx, startedAt); err != nil && ctx.Err() == nil {
 			m.logger.Warn("node heartbeat", "err", err)
 		}
-	}
+		return true
+	})
 }
 
 // Nodes returns every registered replica by name; one silent for more than

@@ -214,8 +214,11 @@ func (t *tracker) estimate(now time.Time) (fraction float64, eta time.Duration, 
 // the time since its claim by the monotonic clock, so that its duration
 // (finished - started) is what elapsed, whatever the wall clock did
 // meanwhile (a step back never records a negative duration).
-func (m *Manager) endTime(r *run) time.Time {
-	return r.job.StartedAt.Add(max(m.clk.Mono()-r.claimed, 0)).UTC().Truncate(time.Millisecond)
+func (g *runRegistry) endTime(r *run) time.Time {
+	g.mu.Lock()
+	started := r.job.StartedAt
+	g.mu.Unlock()
+	return started.Add(max(g.mono()-r.claimed, 0)).UTC().Truncate(time.Millisecond)
 }
 
 // persistedProgress is the progress another replica persisted with its

@@ -90,7 +90,7 @@ func (m *Manager) run(workCtx context.Context, j catalog.Job) {
 	if x.committed != nil {
 		e.row = *x.committed // as persisted with the commit
 	} else {
-		e.row = endRow(claimed, x.outcome, class, m.endTime(r))
+		e.row = endRow(claimed, x.outcome, class, m.runs.endTime(r))
 	}
 	m.report(workCtx, e)
 }
@@ -171,7 +171,7 @@ func (m *Manager) execute(ctx context.Context, exec Executor, r *run) (x execute
 		return x // nothing to commit: the end is persisted by report
 	}
 	planned, _, _ := m.runs.job(r)
-	row := endRow(planned, x.outcome, endClass{State: catalog.JobSucceeded}, m.endTime(r))
+	row := endRow(planned, x.outcome, endClass{State: catalog.JobSucceeded}, m.runs.endTime(r))
 	x.err = p.Commit(ctx, row)
 	x.outcome = p.Outcome()
 	if x.err == nil {
