@@ -88,6 +88,9 @@ type engine interface {
 	deleteLog(ctx context.Context, c *Catalog, tx *sql.Tx, id string) error
 	// deleted runs after DeleteCollection committed.
 	deleted(ctx context.Context, c *Catalog)
+	// appendLog inserts the log rows of one append in tx (the append's
+	// transaction, which holds the collection's row).
+	appendLog(ctx context.Context, c *Catalog, tx *sql.Tx, rows logRows) error
 }
 
 // q rewrites the "?" placeholders of query for the dialect.

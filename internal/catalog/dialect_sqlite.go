@@ -90,6 +90,12 @@ func (sqliteEngine) deleteLog(ctx context.Context, c *Catalog, tx *sql.Tx, id st
 // delete or the next Open.
 func (e sqliteEngine) deleted(ctx context.Context, c *Catalog) { e.opened(ctx, c) }
 
+// appendLog inserts with multi-row INSERTs: SQLite has no array type, and
+// its statements run in the process, with no round trip to save.
+func (sqliteEngine) appendLog(ctx context.Context, c *Catalog, tx *sql.Tx, rows logRows) error {
+	return c.insertLogRowsMulti(ctx, tx, rows)
+}
+
 // sqliteConnect builds the writer and reader DSNs from a file path (with an
 // optional "file:" prefix and query parameters, which are kept) and opens the
 // two pools, creating the parent directory of the file if needed.
