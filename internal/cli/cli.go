@@ -37,6 +37,9 @@ import (
 	"connectrpc.com/connect"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	"google.golang.org/protobuf/proto"
+
+	compactorv1 "github.com/compactorhq/compactor/gen/compactor/v1"
 )
 
 // Streams are a command's standard input, output and error.
@@ -215,11 +218,110 @@ func newSession(cmd *cobra.Command, g *globals) (*session, error) {
 	return &session{g: g, c: c, out: newOutput(g)}, nil
 }
 
-// callUnary calls f with a context bounded by --timeout.
-func callUnary[T any](ctx context.Context, s *session, f func(context.Context) (*T, error)) (*T, error) {
+// clientRun is the RunE of a client command: check (when not nil) reads
+// and validates the arguments and flags before any call, its error a usage
+// error (exit status 2); then run gets a session (a bad client flag is a
+// usage error too) and the command's context.
+func clientRun(g *globals, check func(cmd *cobra.Command, args []string) error,
+	run func(ctx context.Context, s *session, args []string) error) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, args []string) error {
+		if check != nil {
+			if err := check(cmd, args); err != nil {
+				return UsageError(cmd, err)
+			}
+		}
+		s, err := newSession(cmd, g)
+		if err != nil {
+			return err
+		}
+		return run(cmd.Context(), s, args)
+	}
+}
+
+// onCollection is the run of clientRun for a command whose first argument
+// is a collection (an id or a name): f gets the collection's id.
+func onCollection(f func(ctx context.Context, s *session, id string) error) func(context.Context, *session, []string) error {
+	return func(ctx context.Context, s *session, args []string) error {
+		id, err := s.resolveCollection(ctx, args[0])
+		if err != nil {
+			return err
+		}
+		return f(ctx, s, id)
+	}
+}
+
+// unary calls one unary procedure of the API (a method of the session's
+// clients, such as s.c.collection.GetCollection) with req, bounded by
+// --timeout, and returns the response message. Errors: the call's.
+func unary[Req, Res any](ctx context.Context, s *session, call func(context.Context, *connect.Request[Req]) (*connect.Response[Res], error), req *Req) (*Res, error) {
 	cctx, cancel := s.g.callCtx(ctx)
 	defer cancel()
-	return f(cctx)
+	res, err := call(cctx, connect.NewRequest(req))
+	if err != nil {
+		return nil, err
+	}
+	return res.Msg, nil
+}
+
+// listPageSize is the page size of the CLI's list calls: the server's
+// largest.
+const listPageSize = 1000
+
+// collect follows the pages of a list call: page gets the page size and
+// the page token and returns the page's items and the next page's token
+// ("" after the last page). It stops after limit items (0: every item), and
+// returns at most limit. Errors: page's.
+func collect[T any](ctx context.Context, limit int, page func(ctx context.Context, size int32, token string) ([]T, string, error)) ([]T, error) {
+	var all []T
+	token := ""
+	for {
+		size := int32(listPageSize)
+		if limit > 0 {
+			size = int32(min(limit-len(all), listPageSize))
+		}
+		items, next, err := page(ctx, size, token)
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, items...)
+		if token = next; token == "" || limit > 0 && len(all) >= limit {
+			break
+		}
+	}
+	if limit > 0 && len(all) > limit {
+		all = all[:limit]
+	}
+	return all, nil
+}
+
+// show prints m as one JSON object with -o json, else as table prints it.
+func (s *session) show(m proto.Message, table func() error) error {
+	if s.out.json {
+		return s.out.writeProto(m)
+	}
+	return table()
+}
+
+// showList prints ms as one JSON array with -o json; else, when ms is
+// empty, the note none on stderr, or the rows as table prints them.
+func showList[M proto.Message](s *session, ms []M, none string, table func() error) error {
+	switch {
+	case s.out.json:
+		return writeProtoList(s.out, ms)
+	case len(ms) == 0:
+		s.out.note("%s", none)
+		return nil
+	}
+	return table()
+}
+
+// collection reads one collection by id.
+func (s *session) collection(ctx context.Context, id string) (*compactorv1.Collection, error) {
+	res, err := unary(ctx, s, s.c.collection.GetCollection, &compactorv1.GetCollectionRequest{Id: id})
+	if err != nil {
+		return nil, err
+	}
+	return res.GetCollection(), nil
 }
 
 // interrupted reports whether err comes from the command's context ending
