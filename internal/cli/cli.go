@@ -32,6 +32,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"regexp"
 	"strings"
 
 	"connectrpc.com/connect"
@@ -85,14 +86,38 @@ func Execute(ctx context.Context, root *cobra.Command, args []string, s Streams)
 	root.SetOut(s.Out)
 	root.SetErr(s.Err)
 	err := root.ExecuteContext(ctx)
-	if err != nil && strings.HasPrefix(err.Error(), "unknown command") {
-		err = &ExitError{Code: 2, Err: err}
-	}
 	var ee *ExitError
+	if err != nil && !errors.As(err, &ee) && strings.HasPrefix(err.Error(), "unknown command") {
+		err = &ExitError{Code: 2, Err: fmt.Errorf("%w\nusage: %s COMMAND (see --help)", unknownCommand(root, err), root.Name())}
+	}
 	if err != nil && (!errors.As(err, &ee) || ee.Err != nil && ee.Err.Error() != "") {
 		fmt.Fprintf(s.Err, "compactor: %v\n", err)
 	}
 	return err
+}
+
+// unknownCommandRE matches cobra's error for an unknown command: its name
+// and the path of the command that does not have it.
+var unknownCommandRE = regexp.MustCompile(`^unknown command ("(?:[^"\\]|\\.)*") for "([^"]*)"`)
+
+// unknownCommand rewords cobra's unknown command error, which names the
+// binary twice ("compactor: unknown command "jbos" for "compactor"..."),
+// as `unknown command "jbos" (did you mean jobs?)`, naming the parent
+// command when it is not root (`unknown command "lst" of collections`).
+// Other errors are returned as they are.
+func unknownCommand(root *cobra.Command, err error) error {
+	m := unknownCommandRE.FindStringSubmatch(err.Error())
+	if m == nil {
+		return err
+	}
+	msg := "unknown command " + m[1]
+	if parent := strings.TrimPrefix(strings.TrimPrefix(m[2], root.Name()), " "); parent != "" {
+		msg += " of " + parent
+	}
+	if _, did, ok := strings.Cut(err.Error()[len(m[0]):], "Did you mean this?"); ok {
+		msg += " (did you mean " + strings.Join(strings.Fields(did), " or ") + "?)"
+	}
+	return errors.New(msg)
 }
 
 // EnvFallback sets every flag of cmd that was not given on the command line
@@ -171,7 +196,7 @@ func prepare(cmd *cobra.Command, g *globals) {
 		args := cmd.Args
 		cmd.Args = func(c *cobra.Command, a []string) error {
 			if err := args(c, a); err != nil {
-				return UsageError(c, err)
+				return UsageError(c, unknownCommand(c.Root(), err))
 			}
 			return nil
 		}

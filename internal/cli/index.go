@@ -15,6 +15,9 @@ func newIndexCmd(g *globals) *cobra.Command {
 		Short: "Work on a collection's vector index",
 		Long:  `Work on a collection's vector index. See "compactor index rebuild --help".`,
 		Args:  cobra.NoArgs,
+		// Runnable, so that an unknown subcommand is a usage error, not
+		// this help with exit status 0.
+		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
 	cmd.AddCommand(newIndexRebuildCmd(g))
 	return cmd
