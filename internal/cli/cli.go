@@ -22,8 +22,8 @@
 // success; 1 when a call fails (printed as "compactor: <code>: <message>"),
 // when a waited-for job ends FAILED or CANCELLED, or for bad input; 2 for a
 // usage error (unknown flag, wrong arguments, a bad flag value or a bad
-// COMPACTOR_* value); 130 when interrupted while `compact --wait` or `push`
-// was in progress.
+// COMPACTOR_* value); 130 when interrupted while a --wait (compact, index
+// rebuild, verify) or push was in progress.
 package cli
 
 import (

@@ -156,10 +156,10 @@ zero value are left out. Progress and notes go to stderr, never stdout.
 
 Exit status of the client commands: 0 on success; 1 when a call or the
 command fails (printed as "compactor: <code>: <message>"), when a job that
-compact --wait follows ends FAILED or CANCELLED, or for bad input; 2 for a
-usage error (unknown flag or command, wrong arguments, a bad flag value, or a
-bad value of a COMPACTOR_* variable); 130 when interrupted while compact
---wait or push was in progress.`
+--wait follows (compact, index rebuild, verify) ends FAILED or CANCELLED, or
+for bad input; 2 for a usage error (unknown flag or command, wrong
+arguments, a bad flag value, or a bad value of a COMPACTOR_* variable); 130
+when interrupted while a --wait or push was in progress.`
 
 // clients are the API clients of one command.
 type clients struct {
