@@ -56,6 +56,9 @@ type dialect struct {
 	// readTx are the options of a transaction that must read a consistent
 	// snapshot.
 	readTx *sql.TxOptions
+	// prepareReads: readQuery keeps the read pool's statements prepared
+	// (stmtCache), where the driver does not cache them itself.
+	prepareReads bool
 	engine
 }
 

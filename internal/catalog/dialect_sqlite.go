@@ -37,6 +37,9 @@ func sqliteDialect(busyTimeout time.Duration) *dialect {
 		goose:      goose.DialectSQLite3,
 		migrations: "migrations/sqlite",
 		readTx:     &sql.TxOptions{ReadOnly: true},
+		// modernc.org/sqlite compiles a statement at every unprepared
+		// call; a prepared one keeps its program (stmts.go).
+		prepareReads: true,
 		// MAX + 1 is exact: the write transaction holds the database's only
 		// write lock.
 		nextQueueSeq: `(SELECT COALESCE(MAX(queue_seq), 0) + 1 FROM jobs)`,
