@@ -95,7 +95,7 @@ func (s *Service) QueryRecords(ctx context.Context, req *connect.Request[compact
 	if err != nil {
 		return nil, err
 	}
-	q := compaction.Query{K: int(m.GetK()), Ef: int(m.GetEf()), Exact: m.GetExact()}
+	q := compaction.Query{K: int(m.GetK()), Ef: int(m.GetEf()), Exact: m.GetExact(), NoEmbeddings: !inc.embeddings}
 	if m.Version != nil {
 		if m.GetVersion() < 1 {
 			return nil, invalidArgument("version", "%d: versions start at 1 (leave it unset to query the current view)", m.GetVersion())
