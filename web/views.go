@@ -1235,8 +1235,13 @@ func windowText(now time.Time, e PlanEntry) string {
 	switch {
 	case len(e.Windows) == 0:
 		return "any time"
+	case e.WindowOpen && e.NextWindowEnd.IsZero():
+		// Windows that together stay open all week never close.
+		return "open, never closes"
 	case e.WindowOpen:
 		return "open until " + fmtWhen(now, e.NextWindowEnd)
+	case e.NextWindowEnd.IsZero():
+		return "from " + fmtWhen(now, e.NextWindowStart) + ", never closes"
 	}
 	return fmtWhen(now, e.NextWindowStart) + " to " + fmtWhen(now, e.NextWindowEnd)
 }

@@ -260,7 +260,8 @@ type PlanEntry struct {
 	FreshnessDebt float64
 	// Windows are the compaction windows in force (empty: any time);
 	// WindowOpen says whether one is open; NextWindowStart..NextWindowEnd
-	// is the window open now (start = the plan's time) or the next.
+	// is the window open now (start = the plan's time) or the next; a
+	// zero NextWindowEnd: windows that stay open all week never close.
 	Windows                        []string
 	WindowOpen                     bool
 	NextWindowStart, NextWindowEnd time.Time
