@@ -249,12 +249,8 @@ func (p *Pusher) send(ctx context.Context, key string, records []*compactorv1.Op
 		tries     int
 		exhausted bool
 	)
-	inner := retry.NewExponential(max(p.opts.RetryWait, time.Nanosecond))
-	inner = retry.WithCappedDuration(max(p.opts.RetryMax, time.Nanosecond), inner)
-	inner = retry.WithJitterPercent(20, inner)
-	inner = retry.WithMaxRetries(uint64(p.opts.Retries), inner)
-	b := retry.BackoffFunc(func() (time.Duration, bool) {
-		d, stop := inner.Next()
+	limit := func(b retry.Backoff) retry.Backoff { return retry.WithMaxRetries(uint64(p.opts.Retries), b) }
+	b := backoff(p.opts.RetryWait, p.opts.RetryMax, limit, func(d time.Duration, stop bool) {
 		exhausted = stop
 		if !stop {
 			tries++
@@ -263,7 +259,6 @@ func (p *Pusher) send(ctx context.Context, key string, records []*compactorv1.Op
 				p.opts.OnRetry(last, tries, p.opts.Retries, d)
 			}
 		}
-		return d, stop
 	})
 	err := retry.Do(ctx, b, func(ctx context.Context) error {
 		cctx, cancel := ctx, context.CancelFunc(func() {})

@@ -67,20 +67,16 @@ func (r Reconnect) maxDelay() time.Duration {
 // backoff is the schedule of one outage; each delay is told to Notify
 // before it is slept.
 func (r Reconnect) backoff(last *error) retry.Backoff {
-	b := retry.NewExponential(min(reconnectFirst, r.maxDelay()))
-	b = retry.WithCappedDuration(r.maxDelay(), b)
-	b = retry.WithJitterPercent(20, b)
+	var limit func(retry.Backoff) retry.Backoff
 	if r.Timeout > 0 {
-		b = retry.WithMaxDuration(r.Timeout, b)
+		limit = func(b retry.Backoff) retry.Backoff { return retry.WithMaxDuration(r.Timeout, b) }
 	}
 	attempt := 0
-	return retry.BackoffFunc(func() (time.Duration, bool) {
-		d, stop := b.Next()
+	return backoff(min(reconnectFirst, r.maxDelay()), r.maxDelay(), limit, func(d time.Duration, stop bool) {
 		if !stop && r.Notify != nil {
 			attempt++
 			r.Notify(*last, d, attempt)
 		}
-		return d, stop
 	})
 }
 

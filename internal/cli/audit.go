@@ -6,7 +6,6 @@ import (
 	"strings"
 	"time"
 
-	"connectrpc.com/connect"
 	"github.com/spf13/cobra"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -18,7 +17,10 @@ import (
 const maxAuditEvents = 100_000
 
 func newAuditCmd(g *globals) *cobra.Command {
-	var collection, since string
+	var (
+		collection, since string
+		from              time.Time
+	)
 	cmd := &cobra.Command{
 		Use:   "audit [--collection COLLECTION] [--since DURATION|TIME]",
 		Short: "List the audit log of operator actions (audit verify: check its hash chain)",
@@ -33,57 +35,43 @@ events of one collection; --since keeps those at or after a time, given as a
 duration back from now (24h, 90m) or an RFC 3339 time (2026-12-01T09:00:00Z).
 -o json prints an array of AuditEvent objects ("principal", "action", …).`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			from, err := parseSince(since, time.Now())
-			if err != nil {
-				return UsageError(cmd, fmt.Errorf("--since: %w", err))
+		RunE: clientRun(g, func(*cobra.Command, []string) error {
+			var err error
+			if from, err = parseSince(since, time.Now()); err != nil {
+				return fmt.Errorf("--since: %w", err)
 			}
-			s, err := newSession(cmd, g)
-			if err != nil {
-				return err
-			}
-			collID, err := s.resolveOptionalCollection(cmd.Context(), collection)
+			return nil
+		}, func(ctx context.Context, s *session, _ []string) error {
+			collID, err := s.resolveOptionalCollection(ctx, collection)
 			if err != nil {
 				return err
 			}
-			req := &compactorv1.ListAuditEventsRequest{CollectionId: collID, PageSize: 1000}
-			if !from.IsZero() {
-				req.Since = timestamppb.New(from)
-			}
-			var events []*compactorv1.AuditEvent
-			for {
-				res, err := callUnary(cmd.Context(), s, func(ctx context.Context) (*connect.Response[compactorv1.ListAuditEventsResponse], error) {
-					return s.c.audit.ListAuditEvents(ctx, connect.NewRequest(req))
-				})
-				if err != nil {
-					return err
+			events, err := collect(ctx, maxAuditEvents, func(ctx context.Context, size int32, token string) ([]*compactorv1.AuditEvent, string, error) {
+				req := &compactorv1.ListAuditEventsRequest{CollectionId: collID, PageSize: size, PageToken: token}
+				if !from.IsZero() {
+					req.Since = timestamppb.New(from)
 				}
-				events = append(events, res.Msg.GetEvents()...)
-				if res.Msg.GetNextPageToken() == "" || len(events) >= maxAuditEvents {
-					break
+				res, err := unary(ctx, s, s.c.audit.ListAuditEvents, req)
+				return res.GetEvents(), res.GetNextPageToken(), err
+			})
+			if err != nil {
+				return err
+			}
+			return showList(s, events, "no audit events", func() error {
+				tw := s.out.table()
+				fmt.Fprintln(tw, "ID\tTIME\tPRINCIPAL\tROLE\tSOURCE\tACTION\tTARGET\tJOB\tREASON\tCHANGE")
+				for _, e := range events {
+					fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.GetId(), s.out.fmtTime(e.GetTime()),
+						safeText(e.GetPrincipal()), safeText(e.GetRole()), orDash(safeText(e.GetSource())), safeText(e.GetAction()),
+						orDash(safeText(e.GetTarget())), orDash(shortID(e.GetJobId())), orDash(safeText(ellipsize(e.GetReason(), 40))),
+						orDash(safeText(ellipsize(changeText(e.GetBefore(), e.GetAfter()), 80))))
 				}
-				req.PageToken = res.Msg.GetNextPageToken()
-			}
-			if s.out.json {
-				return writeProtoList(s.out, events)
-			}
-			if len(events) == 0 {
-				s.out.note("no audit events")
-				return nil
-			}
-			tw := s.out.table()
-			fmt.Fprintln(tw, "ID\tTIME\tPRINCIPAL\tROLE\tSOURCE\tACTION\tTARGET\tJOB\tREASON\tCHANGE")
-			for _, e := range events {
-				fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.GetId(), s.out.fmtTime(e.GetTime()),
-					safeText(e.GetPrincipal()), safeText(e.GetRole()), orDash(safeText(e.GetSource())), safeText(e.GetAction()),
-					orDash(safeText(e.GetTarget())), orDash(shortID(e.GetJobId())), orDash(safeText(ellipsize(e.GetReason(), 40))),
-					orDash(safeText(ellipsize(changeText(e.GetBefore(), e.GetAfter()), 80))))
-			}
-			if len(events) >= maxAuditEvents {
-				s.out.note("showing the first %d events; narrow with --collection or --since", maxAuditEvents)
-			}
-			return tw.Flush()
-		},
+				if len(events) >= maxAuditEvents {
+					s.out.note("showing the first %d events; narrow with --collection or --since", maxAuditEvents)
+				}
+				return tw.Flush()
+			})
+		}),
 	}
 	cmd.Flags().StringVar(&collection, "collection", "", "only events of this collection (name or id)")
 	cmd.Flags().StringVar(&since, "since", "", "only events at or after this time: a duration back from now (24h) or an RFC 3339 time")
@@ -104,18 +92,11 @@ detect a rewrite of the whole chain); at a broken link, prints the event's id
 and what differs, and exits with status 1. -o json prints the
 VerifyAuditLogResponse. Needs role operator or admin.`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			s, err := newSession(cmd, g)
+		RunE: clientRun(g, nil, func(ctx context.Context, s *session, _ []string) error {
+			v, err := unary(ctx, s, s.c.audit.VerifyAuditLog, &compactorv1.VerifyAuditLogRequest{})
 			if err != nil {
 				return err
 			}
-			res, err := callUnary(cmd.Context(), s, func(ctx context.Context) (*connect.Response[compactorv1.VerifyAuditLogResponse], error) {
-				return s.c.audit.VerifyAuditLog(ctx, connect.NewRequest(&compactorv1.VerifyAuditLogRequest{}))
-			})
-			if err != nil {
-				return err
-			}
-			v := res.Msg
 			if s.out.json {
 				if err := s.out.writeProtoState(v); err != nil {
 					return err
@@ -134,7 +115,7 @@ VerifyAuditLogResponse. Needs role operator or admin.`,
 				return &ExitError{Code: 1, Err: fmt.Errorf("audit chain broken at event %d: %s", v.GetBrokenEventId(), safeText(v.GetProblem()))}
 			}
 			return nil
-		},
+		}),
 	}
 }
 

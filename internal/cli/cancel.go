@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	"connectrpc.com/connect"
 	"github.com/spf13/cobra"
 
 	compactorv1 "github.com/compactorhq/compactor/gen/compactor/v1"
@@ -21,28 +20,21 @@ then it shows "cancel requested"). A finished job cannot be cancelled
 (failed_precondition). -o json prints the Job object after the request.`,
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: completeJobs(g),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			s, err := newSession(cmd, g)
+		RunE: clientRun(g, nil, func(ctx context.Context, s *session, args []string) error {
+			res, err := unary(ctx, s, s.c.compaction.CancelCompaction, &compactorv1.CancelCompactionRequest{JobId: args[0]})
 			if err != nil {
 				return err
 			}
-			res, err := callUnary(cmd.Context(), s, func(ctx context.Context) (*connect.Response[compactorv1.CancelCompactionResponse], error) {
-				return s.c.compaction.CancelCompaction(ctx, connect.NewRequest(&compactorv1.CancelCompactionRequest{JobId: args[0]}))
+			j := res.GetJob()
+			return s.show(j, func() error {
+				if j.GetState() == compactorv1.JobState_JOB_STATE_CANCELLED {
+					fmt.Fprintf(s.out.w, "cancelled job %s (collection %s)\n", j.GetId(), collectionLabel(j))
+				} else {
+					fmt.Fprintf(s.out.w, "cancel requested: job %s (collection %s) is %s and stops at its next batch boundary\n",
+						j.GetId(), collectionLabel(j), stateName(j.GetState()))
+				}
+				return nil
 			})
-			if err != nil {
-				return err
-			}
-			j := res.Msg.GetJob()
-			if s.out.json {
-				return s.out.writeProto(j)
-			}
-			if j.GetState() == compactorv1.JobState_JOB_STATE_CANCELLED {
-				fmt.Fprintf(s.out.w, "cancelled job %s (collection %s)\n", j.GetId(), collectionLabel(j))
-			} else {
-				fmt.Fprintf(s.out.w, "cancel requested: job %s (collection %s) is %s and stops at its next batch boundary\n",
-					j.GetId(), collectionLabel(j), stateName(j.GetState()))
-			}
-			return nil
-		},
+		}),
 	}
 }

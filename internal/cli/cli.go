@@ -22,8 +22,8 @@
 // success; 1 when a call fails (printed as "compactor: <code>: <message>"),
 // when a waited-for job ends FAILED or CANCELLED, or for bad input; 2 for a
 // usage error (unknown flag, wrong arguments, a bad flag value or a bad
-// COMPACTOR_* value); 130 when interrupted while `compact --wait` or `push`
-// was in progress.
+// COMPACTOR_* value); 130 when interrupted while a --wait (compact, index
+// rebuild, verify) or push was in progress.
 package cli
 
 import (
@@ -32,11 +32,15 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"regexp"
 	"strings"
 
 	"connectrpc.com/connect"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	"google.golang.org/protobuf/proto"
+
+	compactorv1 "github.com/compactorhq/compactor/gen/compactor/v1"
 )
 
 // Streams are a command's standard input, output and error.
@@ -82,14 +86,38 @@ func Execute(ctx context.Context, root *cobra.Command, args []string, s Streams)
 	root.SetOut(s.Out)
 	root.SetErr(s.Err)
 	err := root.ExecuteContext(ctx)
-	if err != nil && strings.HasPrefix(err.Error(), "unknown command") {
-		err = &ExitError{Code: 2, Err: err}
-	}
 	var ee *ExitError
+	if err != nil && !errors.As(err, &ee) && strings.HasPrefix(err.Error(), "unknown command") {
+		err = &ExitError{Code: 2, Err: fmt.Errorf("%w\nusage: %s COMMAND (see --help)", unknownCommand(root, err), root.Name())}
+	}
 	if err != nil && (!errors.As(err, &ee) || ee.Err != nil && ee.Err.Error() != "") {
 		fmt.Fprintf(s.Err, "compactor: %v\n", err)
 	}
 	return err
+}
+
+// unknownCommandRE matches cobra's error for an unknown command: its name
+// and the path of the command that does not have it.
+var unknownCommandRE = regexp.MustCompile(`^unknown command ("(?:[^"\\]|\\.)*") for "([^"]*)"`)
+
+// unknownCommand rewords cobra's unknown command error, which names the
+// binary twice ("compactor: unknown command "jbos" for "compactor"..."),
+// as `unknown command "jbos" (did you mean jobs?)`, naming the parent
+// command when it is not root (`unknown command "lst" of collections`).
+// Other errors are returned as they are.
+func unknownCommand(root *cobra.Command, err error) error {
+	m := unknownCommandRE.FindStringSubmatch(err.Error())
+	if m == nil {
+		return err
+	}
+	msg := "unknown command " + m[1]
+	if parent := strings.TrimPrefix(strings.TrimPrefix(m[2], root.Name()), " "); parent != "" {
+		msg += " of " + parent
+	}
+	if _, did, ok := strings.Cut(err.Error()[len(m[0]):], "Did you mean this?"); ok {
+		msg += " (did you mean " + strings.Join(strings.Fields(did), " or ") + "?)"
+	}
+	return errors.New(msg)
 }
 
 // EnvFallback sets every flag of cmd that was not given on the command line
@@ -168,7 +196,7 @@ func prepare(cmd *cobra.Command, g *globals) {
 		args := cmd.Args
 		cmd.Args = func(c *cobra.Command, a []string) error {
 			if err := args(c, a); err != nil {
-				return UsageError(c, err)
+				return UsageError(c, unknownCommand(c.Root(), err))
 			}
 			return nil
 		}
@@ -215,11 +243,110 @@ func newSession(cmd *cobra.Command, g *globals) (*session, error) {
 	return &session{g: g, c: c, out: newOutput(g)}, nil
 }
 
-// callUnary calls f with a context bounded by --timeout.
-func callUnary[T any](ctx context.Context, s *session, f func(context.Context) (*T, error)) (*T, error) {
+// clientRun is the RunE of a client command: check (when not nil) reads
+// and validates the arguments and flags before any call, its error a usage
+// error (exit status 2); then run gets a session (a bad client flag is a
+// usage error too) and the command's context.
+func clientRun(g *globals, check func(cmd *cobra.Command, args []string) error,
+	run func(ctx context.Context, s *session, args []string) error) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, args []string) error {
+		if check != nil {
+			if err := check(cmd, args); err != nil {
+				return UsageError(cmd, err)
+			}
+		}
+		s, err := newSession(cmd, g)
+		if err != nil {
+			return err
+		}
+		return run(cmd.Context(), s, args)
+	}
+}
+
+// onCollection is the run of clientRun for a command whose first argument
+// is a collection (an id or a name): f gets the collection's id.
+func onCollection(f func(ctx context.Context, s *session, id string) error) func(context.Context, *session, []string) error {
+	return func(ctx context.Context, s *session, args []string) error {
+		id, err := s.resolveCollection(ctx, args[0])
+		if err != nil {
+			return err
+		}
+		return f(ctx, s, id)
+	}
+}
+
+// unary calls one unary procedure of the API (a method of the session's
+// clients, such as s.c.collection.GetCollection) with req, bounded by
+// --timeout, and returns the response message. Errors: the call's.
+func unary[Req, Res any](ctx context.Context, s *session, call func(context.Context, *connect.Request[Req]) (*connect.Response[Res], error), req *Req) (*Res, error) {
 	cctx, cancel := s.g.callCtx(ctx)
 	defer cancel()
-	return f(cctx)
+	res, err := call(cctx, connect.NewRequest(req))
+	if err != nil {
+		return nil, err
+	}
+	return res.Msg, nil
+}
+
+// listPageSize is the page size of the CLI's list calls: the server's
+// largest.
+const listPageSize = 1000
+
+// collect follows the pages of a list call: page gets the page size and
+// the page token and returns the page's items and the next page's token
+// ("" after the last page). It stops after limit items (0: every item), and
+// returns at most limit. Errors: page's.
+func collect[T any](ctx context.Context, limit int, page func(ctx context.Context, size int32, token string) ([]T, string, error)) ([]T, error) {
+	var all []T
+	token := ""
+	for {
+		size := int32(listPageSize)
+		if limit > 0 {
+			size = int32(min(limit-len(all), listPageSize))
+		}
+		items, next, err := page(ctx, size, token)
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, items...)
+		if token = next; token == "" || limit > 0 && len(all) >= limit {
+			break
+		}
+	}
+	if limit > 0 && len(all) > limit {
+		all = all[:limit]
+	}
+	return all, nil
+}
+
+// show prints m as one JSON object with -o json, else as table prints it.
+func (s *session) show(m proto.Message, table func() error) error {
+	if s.out.json {
+		return s.out.writeProto(m)
+	}
+	return table()
+}
+
+// showList prints ms as one JSON array with -o json; else, when ms is
+// empty, the note none on stderr, or the rows as table prints them.
+func showList[M proto.Message](s *session, ms []M, none string, table func() error) error {
+	switch {
+	case s.out.json:
+		return writeProtoList(s.out, ms)
+	case len(ms) == 0:
+		s.out.note("%s", none)
+		return nil
+	}
+	return table()
+}
+
+// collection reads one collection by id.
+func (s *session) collection(ctx context.Context, id string) (*compactorv1.Collection, error) {
+	res, err := unary(ctx, s, s.c.collection.GetCollection, &compactorv1.GetCollectionRequest{Id: id})
+	if err != nil {
+		return nil, err
+	}
+	return res.GetCollection(), nil
 }
 
 // interrupted reports whether err comes from the command's context ending

@@ -6,7 +6,6 @@ import (
 	"strconv"
 	"strings"
 
-	"connectrpc.com/connect"
 	"github.com/spf13/cobra"
 
 	compactorv1 "github.com/compactorhq/compactor/gen/compactor/v1"
@@ -22,7 +21,7 @@ func newCollectionsCmd(g *globals) *cobra.Command {
 A collection's backlog is the number of log records not yet compacted; its
 records count is what its current segment version holds.`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error { return collectionsList(cmd, g) },
+		RunE: clientRun(g, nil, collectionsList),
 	}
 	cmd.AddCommand(
 		&cobra.Command{
@@ -32,7 +31,7 @@ records count is what its current segment version holds.`,
 			Long: `List the collections, ordered by name, with their compaction figures.
 -o json prints an array of Collection objects.`,
 			Args: cobra.NoArgs,
-			RunE: func(cmd *cobra.Command, _ []string) error { return collectionsList(cmd, g) },
+			RunE: clientRun(g, nil, collectionsList),
 		},
 		newCollectionsCreateCmd(g),
 		newCollectionsSetCmd(g),
@@ -43,26 +42,16 @@ records count is what its current segment version holds.`,
 			Long:              `Show one collection (an id or a name) with every field, and its dead-letter history (the 10 newest events) when it has one. -o json prints a Collection object.`,
 			Args:              cobra.ExactArgs(1),
 			ValidArgsFunction: completeCollections(g, 1),
-			RunE: func(cmd *cobra.Command, args []string) error {
-				s, err := newSession(cmd, g)
+			RunE: clientRun(g, nil, onCollection(func(ctx context.Context, s *session, id string) error {
+				c, err := s.collection(ctx, id)
 				if err != nil {
 					return err
 				}
-				id, err := s.resolveCollection(cmd.Context(), args[0])
-				if err != nil {
+				if err := s.printCollection(c); err != nil || s.out.json {
 					return err
 				}
-				res, err := callUnary(cmd.Context(), s, func(ctx context.Context) (*connect.Response[compactorv1.GetCollectionResponse], error) {
-					return s.c.collection.GetCollection(ctx, connect.NewRequest(&compactorv1.GetCollectionRequest{Id: id}))
-				})
-				if err != nil {
-					return err
-				}
-				if err := s.printCollection(res.Msg.GetCollection()); err != nil || s.out.json {
-					return err
-				}
-				return s.printDeadLetterHistory(cmd.Context(), id)
-			},
+				return s.printDeadLetterHistory(ctx, id)
+			})),
 		},
 		&cobra.Command{
 			Use:   "delete COLLECTION",
@@ -73,28 +62,17 @@ be undone. -o json prints the Collection object as it was just before its
 deletion.`,
 			Args:              cobra.ExactArgs(1),
 			ValidArgsFunction: completeCollections(g, 1),
-			RunE: func(cmd *cobra.Command, args []string) error {
-				s, err := newSession(cmd, g)
+			RunE: clientRun(g, nil, onCollection(func(ctx context.Context, s *session, id string) error {
+				res, err := unary(ctx, s, s.c.collection.DeleteCollection, &compactorv1.DeleteCollectionRequest{Id: id})
 				if err != nil {
 					return err
 				}
-				id, err := s.resolveCollection(cmd.Context(), args[0])
-				if err != nil {
+				c := res.GetCollection()
+				return s.show(c, func() error {
+					_, err := fmt.Fprintf(s.out.w, "deleted collection %s (%s)\n", safeText(c.GetName()), c.GetId())
 					return err
-				}
-				res, err := callUnary(cmd.Context(), s, func(ctx context.Context) (*connect.Response[compactorv1.DeleteCollectionResponse], error) {
-					return s.c.collection.DeleteCollection(ctx, connect.NewRequest(&compactorv1.DeleteCollectionRequest{Id: id}))
 				})
-				if err != nil {
-					return err
-				}
-				c := res.Msg.GetCollection()
-				if s.out.json {
-					return s.out.writeProto(c)
-				}
-				_, err = fmt.Fprintf(s.out.w, "deleted collection %s (%s)\n", safeText(c.GetName()), c.GetId())
-				return err
-			},
+			})),
 		},
 	)
 	return cmd
@@ -104,9 +82,10 @@ func newCollectionsCreateCmd(g *globals) *cobra.Command {
 	var (
 		dimension int32
 		opts      createIndexOptions
+		req       *compactorv1.CreateCollectionRequest
 	)
 	cmd := &cobra.Command{
-		Use:   "create NAME [--dimension D] [--distance l2|cosine|ip]",
+		Use:   "create NAME [--dimension D] [--distance l2|cosine|ip] [--m N] [--ef-construction N] [--ef-search N] [--no-index]",
 		Short: "Create an empty collection",
 		Long: `Create an empty collection named NAME (1 to 256 bytes, unique). Its
 embedding dimension is --dimension, or, when 0, fixed by the first pushed
@@ -119,23 +98,16 @@ index (an HNSW graph per segment version; defaults 16, 200 and 100);
 object.`,
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: cobra.NoFileCompletions,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			req := &compactorv1.CreateCollectionRequest{Name: args[0], Dimension: dimension}
-			if err := opts.apply(req); err != nil {
-				return UsageError(cmd, err)
-			}
-			s, err := newSession(cmd, g)
+		RunE: clientRun(g, func(_ *cobra.Command, args []string) error {
+			req = &compactorv1.CreateCollectionRequest{Name: args[0], Dimension: dimension}
+			return opts.apply(req)
+		}, func(ctx context.Context, s *session, _ []string) error {
+			res, err := unary(ctx, s, s.c.collection.CreateCollection, req)
 			if err != nil {
 				return err
 			}
-			res, err := callUnary(cmd.Context(), s, func(ctx context.Context) (*connect.Response[compactorv1.CreateCollectionResponse], error) {
-				return s.c.collection.CreateCollection(ctx, connect.NewRequest(req))
-			})
-			if err != nil {
-				return err
-			}
-			return s.printCollection(res.Msg.GetCollection())
-		},
+			return s.printCollection(res.GetCollection())
+		}),
 	}
 	cmd.Flags().Int32Var(&dimension, "dimension", 0, "embedding dimension (0: fixed by the first write)")
 	_ = cmd.RegisterFlagCompletionFunc("dimension", cobra.NoFileCompletions)
@@ -144,36 +116,26 @@ object.`,
 }
 
 // collectionsList prints every collection.
-func collectionsList(cmd *cobra.Command, g *globals) error {
-	s, err := newSession(cmd, g)
+func collectionsList(ctx context.Context, s *session, _ []string) error {
+	all, err := s.listCollections(ctx)
 	if err != nil {
 		return err
 	}
-	all, err := s.listCollections(cmd.Context())
-	if err != nil {
-		return err
-	}
-	if s.out.json {
-		return writeProtoList(s.out, all)
-	}
-	if len(all) == 0 {
-		s.out.note("no collections")
-		return nil
-	}
-	tw := s.out.table()
-	fmt.Fprintln(tw, "ID\tNAME\tDIM\tDISTANCE\tRECORDS\tBACKLOG\tVERSION\tLAST COMPACTION\tFAILURES")
-	for _, c := range all {
-		failures := strconv.Itoa(int(c.GetFailureCount()))
-		if c.GetDeadLettered() {
-			failures += " (dead-lettered)"
+	return showList(s, all, "no collections", func() error {
+		tw := s.out.table()
+		fmt.Fprintln(tw, "ID\tNAME\tDIM\tDISTANCE\tRECORDS\tBACKLOG\tVERSION\tLAST COMPACTION\tFAILURES")
+		for _, c := range all {
+			failures := strconv.Itoa(int(c.GetFailureCount()))
+			if c.GetDeadLettered() {
+				failures += " (dead-lettered)"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\t%d\t%d\t%s\t%s\n", c.GetId(), safeText(ellipsize(c.GetName(), 40)), c.GetDimension(),
+				distanceName(c.GetDistance()), c.GetRecordCount(), c.GetBacklog(), c.GetSegmentVersion(), s.out.fmtTime(c.GetLastCompactionTime()), failures)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\t%d\t%d\t%s\t%s\n", c.GetId(), safeText(ellipsize(c.GetName(), 40)), c.GetDimension(),
-			distanceName(c.GetDistance()), c.GetRecordCount(), c.GetBacklog(), c.GetSegmentVersion(), s.out.fmtTime(c.GetLastCompactionTime()), failures)
-	}
-	return tw.Flush()
+		return tw.Flush()
+	})
 }
 
-// printCollection prints every field of c.
 // shareText is a collection's throughput share.
 func shareText(f float64) string {
 	if f <= 0 {
@@ -205,6 +167,7 @@ func objectivesText(c *compactorv1.Collection) string {
 	return strings.Join(parts, ", ")
 }
 
+// printCollection prints every field of c.
 func (s *session) printCollection(c *compactorv1.Collection) error {
 	if s.out.json {
 		return s.out.writeProto(c)
@@ -256,16 +219,14 @@ func (s *session) printCollection(c *compactorv1.Collection) error {
 // printDeadLetterHistory prints the newest dead-letter events of a
 // collection, nothing when it has none.
 func (s *session) printDeadLetterHistory(ctx context.Context, id string) error {
-	res, err := callUnary(ctx, s, func(ctx context.Context) (*connect.Response[compactorv1.GetDeadLetterHistoryResponse], error) {
-		return s.c.control.GetDeadLetterHistory(ctx, connect.NewRequest(&compactorv1.GetDeadLetterHistoryRequest{CollectionId: id, Limit: 10}))
-	})
-	if err != nil || len(res.Msg.GetEvents()) == 0 {
+	res, err := unary(ctx, s, s.c.control.GetDeadLetterHistory, &compactorv1.GetDeadLetterHistoryRequest{CollectionId: id, Limit: 10})
+	if err != nil || len(res.GetEvents()) == 0 {
 		return err
 	}
 	fmt.Fprintln(s.out.w, "\nDead-letter history (newest first):")
 	tw := s.out.table()
 	fmt.Fprintln(tw, "TIME\tEVENT\tBUILD\tFAILURES\tBY\tJOB\tDETAIL")
-	for _, e := range res.Msg.GetEvents() {
+	for _, e := range res.GetEvents() {
 		ev := e.GetEvent()
 		if e.GetCause() != "" {
 			ev += " (" + e.GetCause() + ")"

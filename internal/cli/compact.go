@@ -9,7 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"connectrpc.com/connect"
 	"github.com/spf13/cobra"
 
 	"github.com/compactorhq/compactor/client"
@@ -71,17 +70,10 @@ while waiting (the jobs continue on the server).
 with each job as it finished when --wait is given, plus, after --wait,
 "continuations": [Job, ...] with the continuation jobs it followed.`,
 		ValidArgsFunction: completeCollections(g, -1),
-		RunE: func(cmd *cobra.Command, args []string) error {
+		RunE: clientRun(g, func(_ *cobra.Command, args []string) error {
 			opts.collections = args
-			if err := opts.validate(); err != nil {
-				return UsageError(cmd, err)
-			}
-			s, err := newSession(cmd, g)
-			if err != nil {
-				return err
-			}
-			return s.compact(cmd.Context(), opts)
-		},
+			return opts.validate()
+		}, func(ctx context.Context, s *session, _ []string) error { return s.compact(ctx, opts) }),
 	}
 	f := cmd.Flags()
 	f.BoolVar(&opts.all, "all", false, "compact every collection")
@@ -99,14 +91,21 @@ func (s *session) compact(ctx context.Context, opts compactOptions) error {
 	if err != nil {
 		return err
 	}
-	res, err := callUnary(ctx, s, func(ctx context.Context) (*connect.Response[compactorv1.CompactResponse], error) {
-		return s.c.compaction.Compact(ctx, connect.NewRequest(&compactorv1.CompactRequest{CollectionIds: ids, All: opts.all, Reason: opts.reason}))
-	})
+	res, err := unary(ctx, s, s.c.compaction.Compact, &compactorv1.CompactRequest{CollectionIds: ids, All: opts.all, Reason: opts.reason})
 	if err != nil {
 		return err
 	}
-	results := res.Msg.GetJobs()
-	if !opts.wait {
+	return s.follow(ctx, res.GetJobs(), opts.wait, opts.rc, true)
+}
+
+// follow shows the jobs a request queued (results; created false: the one
+// already queued): the table (or -o json) at once, or with wait, the table,
+// then the wait for their ends (following them across reconnects by rc)
+// and the summary. continued also follows the continuation jobs that the
+// server queues for a backlog larger than one job, until none is left. It
+// exits non-zero (unsuccessful) when a waited job did not succeed.
+func (s *session) follow(ctx context.Context, results []*compactorv1.CompactResult, wait bool, rc reconnect, continued bool) error {
+	if !wait {
 		if s.out.json {
 			return s.compactJSON(results, nil)
 		}
@@ -121,13 +120,15 @@ func (s *session) compact(ctx context.Context, opts compactOptions) error {
 			return err
 		}
 	}
-	final, err := s.waitJobs(ctx, opts.rc, results)
+	final, err := s.waitJobs(ctx, rc, results)
 	if err != nil {
 		return waitError(ctx, err)
 	}
-	conts, err := s.followContinuations(ctx, opts.rc, final)
-	if err != nil {
-		return waitError(ctx, err)
+	var conts []*compactorv1.Job
+	if continued {
+		if conts, err = s.followContinuations(ctx, rc, final); err != nil {
+			return waitError(ctx, err)
+		}
 	}
 	if s.out.json {
 		err = s.compactJSON(final, conts)
@@ -142,6 +143,46 @@ func (s *session) compact(ctx context.Context, opts compactOptions) error {
 		all = append(all, &compactorv1.CompactResult{Job: c, Created: true})
 	}
 	return unsuccessful(all)
+}
+
+// jobRequest is what the commands that queue one job of a collection
+// (index rebuild, verify) share: why, and whether to follow the job to its
+// end.
+type jobRequest struct {
+	reason string
+	wait   bool
+	rc     reconnect
+}
+
+// queueJobCmd completes cmd as a command that queues one job of the
+// collection of its one argument (an id or a name), with --reason, --wait
+// (helped by waitHelp) and the reconnection flags: check validates the
+// command's own flags (a usage error), request queues the job for the
+// collection's id and returns it with whether it is new (else the one
+// already queued), and the job is then shown as compact shows its jobs
+// (follow, without continuations).
+func queueJobCmd(g *globals, cmd *cobra.Command, r *jobRequest, waitHelp string, check func() error,
+	request func(ctx context.Context, s *session, id string) (job *compactorv1.Job, created bool, err error)) *cobra.Command {
+	cmd.Args = cobra.ExactArgs(1)
+	cmd.ValidArgsFunction = completeCollections(g, 1)
+	cmd.RunE = clientRun(g, func(*cobra.Command, []string) error {
+		if err := check(); err != nil {
+			return err
+		}
+		return r.rc.validate()
+	}, onCollection(func(ctx context.Context, s *session, id string) error {
+		job, created, err := request(ctx, s, id)
+		if err != nil {
+			return err
+		}
+		return s.follow(ctx, []*compactorv1.CompactResult{{Job: job, Created: created}}, r.wait, r.rc, false)
+	}))
+	f := cmd.Flags()
+	f.StringVar(&r.reason, "reason", "", "why, kept on the job")
+	f.BoolVar(&r.wait, "wait", false, waitHelp)
+	r.rc.register(f, 10*time.Minute)
+	_ = cmd.RegisterFlagCompletionFunc("reason", cobra.NoFileCompletions)
+	return cmd
 }
 
 // followContinuations waits for the continuation jobs of final, and for
@@ -269,39 +310,6 @@ func unsuccessful(final []*compactorv1.CompactResult) error {
 	return &ExitError{Code: 1, Err: fmt.Errorf("%d of %d jobs did not succeed: %s", len(bad), len(final), strings.Join(bad, "; "))}
 }
 
-// showJob shows one job a request queued (created false: the one already
-// queued), as compact does: the table (or -o json) at once, or with wait,
-// the table, then the wait for its end (following the job across
-// reconnects by rc) and its summary. It exits non-zero (unsuccessful) when
-// the waited job did not succeed.
-func (s *session) showJob(ctx context.Context, job *compactorv1.Job, created, wait bool, rc reconnect) error {
-	results := []*compactorv1.CompactResult{{Job: job, Created: created}}
-	if !wait {
-		if s.out.json {
-			return s.compactJSON(results, nil)
-		}
-		return s.compactTable(results)
-	}
-	if !s.out.json {
-		if err := s.compactTable(results); err != nil {
-			return err
-		}
-	}
-	final, err := s.waitJobs(ctx, rc, results)
-	if err != nil {
-		return waitError(ctx, err)
-	}
-	if s.out.json {
-		err = s.compactJSON(final, nil)
-	} else {
-		err = s.waitSummary(final, nil)
-	}
-	if err != nil {
-		return err
-	}
-	return unsuccessful(final)
-}
-
 // waitJobs follows the jobs of results until each is finished and returns
 // them in their final state (client.Wait: watched by job id, so a job that
 // finished before the watch started is not missed), drawing each update.
@@ -387,17 +395,15 @@ func (s *session) continuations(ctx context.Context, final []*compactorv1.Compac
 }
 
 func (s *session) continuationsOf(ctx context.Context, j *compactorv1.Job) ([]*compactorv1.Job, error) {
-	res, err := callUnary(ctx, s, func(ctx context.Context) (*connect.Response[compactorv1.ListCompactionsResponse], error) {
-		return s.c.compaction.ListCompactions(ctx, connect.NewRequest(&compactorv1.ListCompactionsRequest{
-			CollectionId: j.GetCollectionId(), PageSize: 100,
-		}))
+	res, err := unary(ctx, s, s.c.compaction.ListCompactions, &compactorv1.ListCompactionsRequest{
+		CollectionId: j.GetCollectionId(), PageSize: 100,
 	})
 	if err != nil {
 		return nil, err
 	}
 	chain := map[string]bool{j.GetId(): true}
 	var found []*compactorv1.Job
-	jobs := res.Msg.GetJobs()
+	jobs := res.GetJobs()
 	for i := len(jobs) - 1; i >= 0; i-- { // oldest first, to follow chains
 		if c := jobs[i]; chain[c.GetContinuesJobId()] {
 			chain[c.GetId()] = true

@@ -5,7 +5,6 @@ import (
 	"strings"
 	"time"
 
-	"connectrpc.com/connect"
 	"github.com/spf13/cobra"
 
 	compactorv1 "github.com/compactorhq/compactor/gen/compactor/v1"
@@ -101,12 +100,12 @@ func completeJobs(g *globals) cobra.CompletionFunc {
 			return nil, cobra.ShellCompDirectiveNoFileComp
 		}
 		defer cancel()
-		res, err := s.c.compaction.ListCompactions(ctx, connect.NewRequest(&compactorv1.ListCompactionsRequest{PageSize: 100}))
+		res, err := unary(ctx, s, s.c.compaction.ListCompactions, &compactorv1.ListCompactionsRequest{PageSize: 100})
 		if err != nil {
 			return nil, cobra.ShellCompDirectiveNoFileComp
 		}
 		var out []cobra.Completion
-		for _, j := range res.Msg.GetJobs() {
+		for _, j := range res.GetJobs() {
 			if strings.HasPrefix(j.GetId(), strings.ToLower(toComplete)) {
 				out = append(out, cobra.CompletionWithDesc(j.GetId(), collectionLabel(j)+" "+stateName(j.GetState())))
 			}

@@ -156,10 +156,10 @@ zero value are left out. Progress and notes go to stderr, never stdout.
 
 Exit status of the client commands: 0 on success; 1 when a call or the
 command fails (printed as "compactor: <code>: <message>"), when a job that
-compact --wait follows ends FAILED or CANCELLED, or for bad input; 2 for a
-usage error (unknown flag or command, wrong arguments, a bad flag value, or a
-bad value of a COMPACTOR_* variable); 130 when interrupted while compact
---wait or push was in progress.`
+--wait follows (compact, index rebuild, verify) ends FAILED or CANCELLED, or
+for bad input; 2 for a usage error (unknown flag or command, wrong
+arguments, a bad flag value, or a bad value of a COMPACTOR_* variable); 130
+when interrupted while a --wait or push was in progress.`
 
 // clients are the API clients of one command.
 type clients struct {
@@ -256,6 +256,7 @@ func (g *globals) connect(cmd *cobra.Command) (*clients, error) {
 	if g.token != "" {
 		opts = append(opts, client.WithBearerToken(g.token))
 	}
+	opts = append(opts, connect.WithInterceptors(plainErrors{}))
 	hc, err := g.httpClient()
 	if err != nil {
 		return nil, err
@@ -333,4 +334,59 @@ func (g *globals) connectionHint(err error) error {
 		return fmt.Errorf("%w\nno compactor answered at %s%s: give its address with --addr, the COMPACTOR_ADDR environment variable or a --context", err, g.addr, from)
 	}
 	return err
+}
+
+// plainErrors is the CLI's client interceptor that words each error of the
+// server once: a message that ends with its own code in words, as a domain
+// error wrapped for its code does ("collection x: not found", "...:
+// invalid argument"), or starts with it, loses that repetition, so that the
+// error prints as "not_found: collection x" rather than "not_found:
+// collection x: not found". The code, the details and the metadata stay.
+type plainErrors struct{}
+
+func (plainErrors) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
+	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+		res, err := next(ctx, req)
+		return res, plainError(err)
+	}
+}
+
+func (plainErrors) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
+	return func(ctx context.Context, spec connect.Spec) connect.StreamingClientConn {
+		return plainConn{next(ctx, spec)}
+	}
+}
+
+func (plainErrors) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
+	return next
+}
+
+// plainConn is a stream whose errors plainError words.
+type plainConn struct{ connect.StreamingClientConn }
+
+func (c plainConn) Receive(m any) error { return plainError(c.StreamingClientConn.Receive(m)) }
+func (c plainConn) CloseResponse() error {
+	return plainError(c.StreamingClientConn.CloseResponse())
+}
+
+// plainError is err, a *connect.Error, without its code repeated in words
+// at the end or the start of its message; any other error as it is.
+func plainError(err error) error {
+	ce, ok := err.(*connect.Error)
+	if !ok {
+		return err
+	}
+	words := strings.ReplaceAll(ce.Code().String(), "_", " ")
+	msg := strings.TrimPrefix(strings.TrimSuffix(ce.Message(), ": "+words), words+": ")
+	if msg == ce.Message() || msg == "" {
+		return err
+	}
+	out := connect.NewError(ce.Code(), errors.New(msg))
+	for _, d := range ce.Details() {
+		out.AddDetail(d)
+	}
+	for k, v := range ce.Meta() {
+		out.Meta()[k] = v
+	}
+	return out
 }

@@ -11,9 +11,9 @@ import (
 	"strings"
 	"time"
 
-	"connectrpc.com/connect"
 	"github.com/dustin/go-humanize"
 	"github.com/spf13/cobra"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	compactorv1 "github.com/compactorhq/compactor/gen/compactor/v1"
@@ -36,7 +36,7 @@ func defaultOperator() string {
 func newPauseCmd(g *globals) *cobra.Command {
 	var reason, operator string
 	cmd := &cobra.Command{
-		Use:   "pause [COLLECTION]",
+		Use:   "pause [COLLECTION] [--reason TEXT] [--operator WHO]",
 		Short: "Pause automatic compaction of every collection, or of one",
 		Long: `Pause automatic compaction: of every collection without an argument, of one
 collection with its id or name. The scheduler skips what is paused from its next run;
@@ -46,26 +46,9 @@ it survives restarts and holds for every replica. 'compactor resume' ends it.
 -o json prints the PauseCompactionsResponse.`,
 		Args:              cobra.MaximumNArgs(1),
 		ValidArgsFunction: completeCollections(g, 1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			s, err := newSession(cmd, g)
-			if err != nil {
-				return err
-			}
-			req := &compactorv1.PauseCompactionsRequest{Reason: reason, Operator: operator}
-			if req.CollectionId, err = s.resolveOptionalCollection(cmd.Context(), firstArg(args)); err != nil {
-				return err
-			}
-			res, err := callUnary(cmd.Context(), s, func(ctx context.Context) (*connect.Response[compactorv1.PauseCompactionsResponse], error) {
-				return s.c.control.PauseCompactions(ctx, connect.NewRequest(req))
-			})
-			if err != nil {
-				return err
-			}
-			if s.out.json {
-				return s.out.writeProto(res.Msg)
-			}
-			return s.printPause(res.Msg.GetPause(), res.Msg.GetCollection())
-		},
+		RunE: clientRun(g, nil, pauseRun(func(ctx context.Context, s *session, id string) (*compactorv1.PauseCompactionsResponse, error) {
+			return unary(ctx, s, s.c.control.PauseCompactions, &compactorv1.PauseCompactionsRequest{CollectionId: id, Reason: reason, Operator: operator})
+		})),
 	}
 	cmd.Flags().StringVar(&reason, "reason", "", "why, kept with the pause and shown on the page (at most 1,024 bytes)")
 	cmd.Flags().StringVar(&operator, "operator", defaultOperator(), "who pauses, kept with the pause")
@@ -75,46 +58,52 @@ it survives restarts and holds for every replica. 'compactor resume' ends it.
 func newResumeCmd(g *globals) *cobra.Command {
 	var operator string
 	cmd := &cobra.Command{
-		Use:   "resume [COLLECTION]",
+		Use:   "resume [COLLECTION] [--operator WHO]",
 		Short: "Resume automatic compaction paused by 'compactor pause'",
 		Long: `Resume automatic compaction: the global pause without an argument (the pauses
 of single collections stay), one collection's pause with its id or name.
 -o json prints the ResumeCompactionsResponse.`,
 		Args:              cobra.MaximumNArgs(1),
 		ValidArgsFunction: completeCollections(g, 1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			s, err := newSession(cmd, g)
-			if err != nil {
-				return err
-			}
-			req := &compactorv1.ResumeCompactionsRequest{Operator: operator}
-			if req.CollectionId, err = s.resolveOptionalCollection(cmd.Context(), firstArg(args)); err != nil {
-				return err
-			}
-			res, err := callUnary(cmd.Context(), s, func(ctx context.Context) (*connect.Response[compactorv1.ResumeCompactionsResponse], error) {
-				return s.c.control.ResumeCompactions(ctx, connect.NewRequest(req))
-			})
-			if err != nil {
-				return err
-			}
-			if s.out.json {
-				return s.out.writeProto(res.Msg)
-			}
-			return s.printPause(res.Msg.GetPause(), res.Msg.GetCollection())
-		},
+		RunE: clientRun(g, nil, pauseRun(func(ctx context.Context, s *session, id string) (*compactorv1.ResumeCompactionsResponse, error) {
+			return unary(ctx, s, s.c.control.ResumeCompactions, &compactorv1.ResumeCompactionsRequest{CollectionId: id, Operator: operator})
+		})),
 	}
 	cmd.Flags().StringVar(&operator, "operator", defaultOperator(), "who resumes, for the server's log")
 	return cmd
 }
 
-// printPause prints the global pause and, when given, a collection's.
-func (s *session) printPause(p *compactorv1.PauseState, c *compactorv1.Collection) error {
-	rows := [][2]string{{"Automatic compaction", pauseText(p.GetPaused(), p.GetReason(), p.GetPausedBy(), s.out.fmtTime(p.GetPauseTime()))}}
-	if c != nil {
-		rows = append(rows, [2]string{"Collection " + safeText(ellipsize(c.GetName(), 40)),
-			pauseText(c.GetPaused(), c.GetPauseReason(), c.GetPausedBy(), s.out.fmtTime(c.GetPauseTime()))})
+// pauseAnswer is the answer of a pause or a resume.
+type pauseAnswer interface {
+	proto.Message
+	GetPause() *compactorv1.PauseState
+	GetCollection() *compactorv1.Collection
+}
+
+// pauseRun is the run of pause and resume: call pauses or resumes the
+// collection of the optional argument (an id or a name; "": the global
+// pause), and its answer is printed: -o json as it is, else the global
+// pause and, when the answer has one, the collection's.
+func pauseRun[R pauseAnswer](call func(ctx context.Context, s *session, id string) (R, error)) func(context.Context, *session, []string) error {
+	return func(ctx context.Context, s *session, args []string) error {
+		id, err := s.resolveOptionalCollection(ctx, firstArg(args))
+		if err != nil {
+			return err
+		}
+		res, err := call(ctx, s, id)
+		if err != nil {
+			return err
+		}
+		p, c := res.GetPause(), res.GetCollection()
+		return s.show(res, func() error {
+			rows := [][2]string{{"Automatic compaction", pauseText(p.GetPaused(), p.GetReason(), p.GetPausedBy(), s.out.fmtTime(p.GetPauseTime()))}}
+			if c != nil {
+				rows = append(rows, [2]string{"Collection " + safeText(ellipsize(c.GetName(), 40)),
+					pauseText(c.GetPaused(), c.GetPauseReason(), c.GetPausedBy(), s.out.fmtTime(c.GetPauseTime()))})
+			}
+			return s.out.kv(rows)
+		})
 	}
-	return s.out.kv(rows)
 }
 
 func pauseText(paused bool, reason, by, since string) string {
@@ -132,11 +121,14 @@ func pauseText(paused bool, reason, by, since string) string {
 }
 
 // nextWindowText is a plan entry's window: "any time" without windows,
+// "open, never closes" inside windows that chain all week (no end),
 // "open until T" inside one, else "T1 - T2".
 func (s *session) nextWindowText(e *compactorv1.PlanEntry) string {
 	switch {
 	case len(e.GetCompactionWindows()) == 0:
 		return "any time"
+	case e.GetWindowOpen() && e.GetNextWindowEnd() == nil:
+		return "open, never closes"
 	case e.GetWindowOpen():
 		return "open until " + s.out.fmtTime(e.GetNextWindowEnd())
 	}
@@ -146,7 +138,7 @@ func (s *session) nextWindowText(e *compactorv1.PlanEntry) string {
 func newPlanCmd(g *globals) *cobra.Command {
 	var estimate, all bool
 	cmd := &cobra.Command{
-		Use:   "plan",
+		Use:   "plan [--estimate] [--all]",
 		Short: "Show what the scheduler would compact on its next run, and why",
 		Long: `Show what the scheduler would do on its next run: the collections it would
 compact, in the order it would queue them, with the threshold each reached;
@@ -164,76 +156,73 @@ measured (and the cap in force), then the totals. Collections with nothing
 to compact are left out unless --all.
 -o json prints the PlanCompactionsResponse.`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			s, err := newSession(cmd, g)
+		RunE: clientRun(g, nil, func(ctx context.Context, s *session, _ []string) error {
+			p, err := unary(ctx, s, s.c.control.PlanCompactions, &compactorv1.PlanCompactionsRequest{Estimate: estimate})
 			if err != nil {
 				return err
 			}
-			res, err := callUnary(cmd.Context(), s, func(ctx context.Context) (*connect.Response[compactorv1.PlanCompactionsResponse], error) {
-				return s.c.control.PlanCompactions(ctx, connect.NewRequest(&compactorv1.PlanCompactionsRequest{Estimate: estimate}))
-			})
-			if err != nil {
-				return err
-			}
-			if s.out.json {
-				return s.out.writeProto(res.Msg)
-			}
-			p := res.Msg
-			if p.GetPause().GetPaused() {
-				fmt.Fprintf(s.out.w, "Automatic compaction is %s.\n\n", pauseText(true, p.GetPause().GetReason(), p.GetPause().GetPausedBy(), s.out.fmtTime(p.GetPause().GetPauseTime())))
-			}
-			tw := s.out.table()
-			header := "COLLECTION\tPRIORITY\tDECISION\tBACKLOG\tDEBT\tNEXT WINDOW\tWHY"
-			if estimate {
-				header += "\tRECORDS\tREWRITE\tREAD\tWRITE\tGETS\tPUTS\tW-AMP\tINDEX\tDURATION\tWINDOW"
-			}
-			fmt.Fprintln(tw, header)
-			shown := 0
-			for _, e := range p.GetEntries() {
-				if e.GetDecision() == compactorv1.PlanDecision_PLAN_DECISION_EMPTY && !all {
-					continue
-				}
-				shown++
-				decision := strings.ToLower(strings.TrimPrefix(e.GetDecision().String(), "PLAN_DECISION_"))
-				decision = strings.ReplaceAll(decision, "_", " ")
-				why := e.GetReason()
-				if j := e.GetIndexRebuild(); j != nil {
-					why += fmt.Sprintf("; index rebuild %.8s %s", j.GetId(), strings.ToLower(stateName(j.GetState())))
-				}
-				debt := "-"
-				if e.GetFreshnessDebt() > 0 {
-					debt = strconv.FormatFloat(e.GetFreshnessDebt(), 'f', 2, 64)
-				}
-				line := fmt.Sprintf("%s\t%s\t%s\t%d\t%s\t%s\t%s", safeText(ellipsize(e.GetCollectionName(), 40)), priorityName(e.GetPriority()), decision,
-					e.GetBacklog(), debt, s.nextWindowText(e), safeText(ellipsize(why, 100)))
-				if estimate {
-					if x := e.GetEstimate(); x != nil {
-						line += "\t" + estimateColumns(x)
-					} else if e.GetEstimateError() != "" {
-						line += "\t-\t-\t" + safeText(ellipsize("estimate failed: "+e.GetEstimateError(), 60)) + "\t-\t-\t-\t-\t-\t-\t-"
-					} else {
-						line += strings.Repeat("\t-", 10)
-					}
-				}
-				fmt.Fprintln(tw, line)
-			}
-			if shown == 0 {
-				tw.Flush()
-				s.out.note("nothing to compact in any collection")
-				return nil
-			}
-			if err := tw.Flush(); err != nil {
-				return err
-			}
-			if t := p.GetTotals(); estimate && t != nil {
-				fmt.Fprintln(s.out.w, totalsText(t, p.GetWorkers()))
-			}
-			return nil
-		},
+			return s.show(p, func() error { return s.printPlan(p, estimate, all) })
+		}),
 	}
 	cmd.Flags().BoolVar(&estimate, "estimate", false, "price each planned job: records, blocks, bytes read and written, blob calls, write amplification, index work and predicted duration (reads manifests and log slices)")
 	cmd.Flags().BoolVar(&all, "all", false, "also list collections with nothing to compact")
 	return cmd
+}
+
+// printPlan prints the plan's table: the collections with something to
+// compact (all: every one), with the estimate's columns and the totals when
+// estimated.
+func (s *session) printPlan(p *compactorv1.PlanCompactionsResponse, estimate, all bool) error {
+	if p.GetPause().GetPaused() {
+		fmt.Fprintf(s.out.w, "Automatic compaction is %s.\n\n", pauseText(true, p.GetPause().GetReason(), p.GetPause().GetPausedBy(), s.out.fmtTime(p.GetPause().GetPauseTime())))
+	}
+	tw := s.out.table()
+	header := "COLLECTION\tPRIORITY\tDECISION\tBACKLOG\tDEBT\tNEXT WINDOW\tWHY"
+	if estimate {
+		header += "\tRECORDS\tREWRITE\tREAD\tWRITE\tGETS\tPUTS\tW-AMP\tINDEX\tDURATION\tWINDOW"
+	}
+	fmt.Fprintln(tw, header)
+	shown := 0
+	for _, e := range p.GetEntries() {
+		if e.GetDecision() == compactorv1.PlanDecision_PLAN_DECISION_EMPTY && !all {
+			continue
+		}
+		shown++
+		decision := strings.ToLower(strings.TrimPrefix(e.GetDecision().String(), "PLAN_DECISION_"))
+		decision = strings.ReplaceAll(decision, "_", " ")
+		why := e.GetReason()
+		if j := e.GetIndexRebuild(); j != nil {
+			why += fmt.Sprintf("; index rebuild %.8s %s", j.GetId(), strings.ToLower(stateName(j.GetState())))
+		}
+		debt := "-"
+		if e.GetFreshnessDebt() > 0 {
+			debt = strconv.FormatFloat(e.GetFreshnessDebt(), 'f', 2, 64)
+		}
+		line := fmt.Sprintf("%s\t%s\t%s\t%d\t%s\t%s\t%s", safeText(ellipsize(e.GetCollectionName(), 40)), priorityName(e.GetPriority()), decision,
+			e.GetBacklog(), debt, s.nextWindowText(e), safeText(ellipsize(why, 100)))
+		if estimate {
+			if x := e.GetEstimate(); x != nil {
+				line += "\t" + estimateColumns(x)
+			} else if e.GetEstimateError() != "" {
+				line += "\t-\t-\t" + safeText(ellipsize("estimate failed: "+e.GetEstimateError(), 60)) + "\t-\t-\t-\t-\t-\t-\t-"
+			} else {
+				line += strings.Repeat("\t-", 10)
+			}
+		}
+		fmt.Fprintln(tw, line)
+	}
+	if shown == 0 {
+		tw.Flush()
+		s.out.note("nothing to compact in any collection")
+		return nil
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if t := p.GetTotals(); estimate && t != nil {
+		fmt.Fprintln(s.out.w, totalsText(t, p.GetWorkers()))
+	}
+	return nil
 }
 
 func newCollectionsSetCmd(g *globals) *cobra.Command {
@@ -244,9 +233,13 @@ func newCollectionsSetCmd(g *globals) *cobra.Command {
 		windows             []string
 		noWindows           bool
 		share               float64
+
+		// Set by the checks.
+		minGiven, ageGiven bool                                    // the thresholds' flags given
+		policy             *compactorv1.SetCollectionPolicyRequest // nil: no policy flag given
 	)
 	cmd := &cobra.Command{
-		Use:   "set COLLECTION",
+		Use:   "set COLLECTION [--min-compaction-size N] [--max-uncompacted-age D] [--priority P] [--compaction-window W]... [--no-compaction-windows] [--objective-max-age D] [--objective-max-backlog N] [--throughput-share F]",
 		Short: "Set a collection's scheduler thresholds and scheduling policy",
 		Long: `Set a collection's (an id or a name) scheduler settings.
 
@@ -270,33 +263,33 @@ Scheduling policy (only the flags given change):
 -o json prints the Collection.`,
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: completeCollections(g, 1),
-		RunE: func(cmd *cobra.Command, args []string) error {
+		RunE: clientRun(g, func(cmd *cobra.Command, _ []string) error {
 			f := cmd.Flags()
-			thresholds := f.Changed("min-compaction-size") || f.Changed("max-uncompacted-age")
-			policy := &compactorv1.SetCollectionPolicyRequest{}
+			minGiven, ageGiven = f.Changed("min-compaction-size"), f.Changed("max-uncompacted-age")
+			policy = &compactorv1.SetCollectionPolicyRequest{}
 			hasPolicy := false
 			switch {
 			case minSize < 0:
-				return UsageError(cmd, fmt.Errorf("--min-compaction-size must not be negative, got %d", minSize))
+				return fmt.Errorf("--min-compaction-size must not be negative, got %d", minSize)
 			case maxAge < 0:
-				return UsageError(cmd, fmt.Errorf("--max-uncompacted-age must not be negative, got %s", maxAge))
+				return fmt.Errorf("--max-uncompacted-age must not be negative, got %s", maxAge)
 			case objAge < 0 || (objAge > 0 && objAge < time.Second):
-				return UsageError(cmd, fmt.Errorf("--objective-max-age must be 0 (none) or at least 1s, got %s", objAge))
+				return fmt.Errorf("--objective-max-age must be 0 (none) or at least 1s, got %s", objAge)
 			case objBacklog < 0:
-				return UsageError(cmd, fmt.Errorf("--objective-max-backlog must not be negative, got %d", objBacklog))
+				return fmt.Errorf("--objective-max-backlog must not be negative, got %d", objBacklog)
 			case noWindows && len(windows) > 0:
-				return UsageError(cmd, errors.New("give --compaction-window or --no-compaction-windows, not both"))
+				return errors.New("give --compaction-window or --no-compaction-windows, not both")
 			}
 			if f.Changed("priority") {
 				p, ok := priorityByName[strings.ToLower(priority)]
 				if !ok {
-					return UsageError(cmd, fmt.Errorf("--priority must be critical, normal or low, got %q", priority))
+					return fmt.Errorf("--priority must be critical, normal or low, got %q", priority)
 				}
 				policy.Priority, hasPolicy = p, true
 			}
 			if len(windows) > 0 || noWindows {
 				if _, err := window.ParseSet(windows); err != nil {
-					return UsageError(cmd, fmt.Errorf("--compaction-window: %w", err))
+					return fmt.Errorf("--compaction-window: %w", err)
 				}
 				policy.CompactionWindows, hasPolicy = &compactorv1.CompactionWindows{Windows: windows}, true
 			}
@@ -308,61 +301,52 @@ Scheduling policy (only the flags given change):
 			}
 			if f.Changed("throughput-share") {
 				if !(share >= 0 && share <= 1) {
-					return UsageError(cmd, fmt.Errorf("--throughput-share must be 0 (none) or a fraction in (0, 1], got %v", share))
+					return fmt.Errorf("--throughput-share must be 0 (none) or a fraction in (0, 1], got %v", share)
 				}
 				policy.ThroughputShare, hasPolicy = &share, true
 			}
-			if !thresholds && !hasPolicy {
-				return UsageError(cmd, errors.New("give at least one setting to change (see --help)"))
+			if !hasPolicy {
+				policy = nil
 			}
-			s, err := newSession(cmd, g)
-			if err != nil {
-				return err
+			if !minGiven && !ageGiven && policy == nil {
+				return errors.New("give at least one setting to change (see --help)")
 			}
-			id, err := s.resolveCollection(cmd.Context(), args[0])
-			if err != nil {
-				return err
-			}
+			return nil
+		}, onCollection(func(ctx context.Context, s *session, id string) error {
 			var coll *compactorv1.Collection
-			if thresholds {
+			if minGiven || ageGiven {
 				// UpdateCollectionSettings replaces both thresholds: the one
 				// not given keeps the collection's current value.
-				cur, err := callUnary(cmd.Context(), s, func(ctx context.Context) (*connect.Response[compactorv1.GetCollectionResponse], error) {
-					return s.c.collection.GetCollection(ctx, connect.NewRequest(&compactorv1.GetCollectionRequest{Id: id}))
-				})
+				cur, err := s.collection(ctx, id)
 				if err != nil {
 					return err
 				}
-				if !f.Changed("min-compaction-size") {
-					minSize = cur.Msg.GetCollection().GetMinCompactionSize()
+				if !minGiven {
+					minSize = cur.GetMinCompactionSize()
 				}
-				if !f.Changed("max-uncompacted-age") {
-					maxAge = cur.Msg.GetCollection().GetMaxUncompactedAge().AsDuration()
+				if !ageGiven {
+					maxAge = cur.GetMaxUncompactedAge().AsDuration()
 				}
 				req := &compactorv1.UpdateCollectionSettingsRequest{CollectionId: id, MinCompactionSize: minSize}
 				if maxAge != 0 {
 					req.MaxUncompactedAge = durationpb.New(maxAge)
 				}
-				res, err := callUnary(cmd.Context(), s, func(ctx context.Context) (*connect.Response[compactorv1.UpdateCollectionSettingsResponse], error) {
-					return s.c.control.UpdateCollectionSettings(ctx, connect.NewRequest(req))
-				})
+				res, err := unary(ctx, s, s.c.control.UpdateCollectionSettings, req)
 				if err != nil {
 					return err
 				}
-				coll = res.Msg.GetCollection()
+				coll = res.GetCollection()
 			}
-			if hasPolicy {
+			if policy != nil {
 				policy.CollectionId = id
-				res, err := callUnary(cmd.Context(), s, func(ctx context.Context) (*connect.Response[compactorv1.SetCollectionPolicyResponse], error) {
-					return s.c.control.SetCollectionPolicy(ctx, connect.NewRequest(policy))
-				})
+				res, err := unary(ctx, s, s.c.control.SetCollectionPolicy, policy)
 				if err != nil {
 					return err
 				}
-				coll = res.Msg.GetCollection()
+				coll = res.GetCollection()
 			}
 			return s.printCollection(coll)
-		},
+		})),
 	}
 	cmd.Flags().Int64Var(&minSize, "min-compaction-size", 0, "backlog (records) at which the scheduler compacts this collection; 0: the server's")
 	cmd.Flags().DurationVar(&maxAge, "max-uncompacted-age", 0, "age of the oldest uncompacted record at which the scheduler compacts this collection; 0: the server's")
@@ -393,9 +377,12 @@ func priorityName(p compactorv1.PriorityClass) string {
 }
 
 func newThrottleCmd(g *globals) *cobra.Command {
-	var operator string
+	var (
+		operator string
+		setCap   *compactorv1.SetThroughputRequest // nil: show the cap
+	)
 	cmd := &cobra.Command{
-		Use:   "throttle [BYTES_PER_SECOND]",
+		Use:   "throttle [BYTES_PER_SECOND] [--operator WHO]",
 		Short: "Show or set the cap on bytes per second written by compactions",
 		Long: `Without an argument, show the cap on bytes per second that compactions write
 on the node that answers. With one, set the cap for every node (each applies
@@ -407,32 +394,30 @@ included: {"bytes_per_second": "0", "override_bytes_per_second": "0",
 "set_by": "", "set_time": null} when no cap is set.`,
 		Args:              cobra.MaximumNArgs(1),
 		ValidArgsFunction: cobra.NoFileCompletions,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			s, err := newSession(cmd, g)
-			if err != nil {
-				return err
-			}
-			var tp *compactorv1.ThroughputState
+		RunE: clientRun(g, func(_ *cobra.Command, args []string) error {
 			if len(args) == 0 {
-				res, err := callUnary(cmd.Context(), s, func(ctx context.Context) (*connect.Response[compactorv1.GetControlsResponse], error) {
-					return s.c.control.GetControls(ctx, connect.NewRequest(&compactorv1.GetControlsRequest{}))
-				})
+				return nil
+			}
+			n, err := humanize.ParseBytes(args[0])
+			if err != nil || n > math.MaxInt64 {
+				return fmt.Errorf("%q is not a size per second (e.g. 64MiB, 500MB, 0)", args[0])
+			}
+			setCap = &compactorv1.SetThroughputRequest{BytesPerSecond: int64(n), Operator: operator}
+			return nil
+		}, func(ctx context.Context, s *session, _ []string) error {
+			var tp *compactorv1.ThroughputState
+			if setCap == nil {
+				res, err := unary(ctx, s, s.c.control.GetControls, &compactorv1.GetControlsRequest{})
 				if err != nil {
 					return err
 				}
-				tp = res.Msg.GetThroughput()
+				tp = res.GetThroughput()
 			} else {
-				n, err := humanize.ParseBytes(args[0])
-				if err != nil || n > math.MaxInt64 {
-					return UsageError(cmd, fmt.Errorf("%q is not a size per second (e.g. 64MiB, 500MB, 0)", args[0]))
-				}
-				res, err := callUnary(cmd.Context(), s, func(ctx context.Context) (*connect.Response[compactorv1.SetThroughputResponse], error) {
-					return s.c.control.SetThroughput(ctx, connect.NewRequest(&compactorv1.SetThroughputRequest{BytesPerSecond: int64(n), Operator: operator}))
-				})
+				res, err := unary(ctx, s, s.c.control.SetThroughput, setCap)
 				if err != nil {
 					return err
 				}
-				tp = res.Msg.GetThroughput()
+				tp = res.GetThroughput()
 			}
 			if s.out.json {
 				if tp == nil {
@@ -452,7 +437,7 @@ included: {"bytes_per_second": "0", "override_bytes_per_second": "0",
 				}
 			}
 			return s.out.kv([][2]string{{"Cap in force", inForce}, {"Set for every node", override}})
-		},
+		}),
 	}
 	cmd.Flags().StringVar(&operator, "operator", defaultOperator(), "who sets the cap, kept with it")
 	return cmd
@@ -505,7 +490,7 @@ func totalsText(t *compactorv1.PlanTotals, workers int32) string {
 func newCollectionsUndeadCmd(g *globals) *cobra.Command {
 	var reason, operator string
 	cmd := &cobra.Command{
-		Use:     "undead COLLECTION",
+		Use:     "undead COLLECTION [--reason TEXT] [--operator WHO]",
 		Aliases: []string{"clear-dead-letter"},
 		Short:   "Clear a collection's dead-letter state by hand",
 		Long: `Clear the dead-letter state of a collection (an id or a name): its failure
@@ -516,35 +501,24 @@ again from its next run. Who (--operator, default user@host) and why
 left as it is. -o json prints the ClearDeadLetterResponse.`,
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: completeCollections(g, 1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			s, err := newSession(cmd, g)
-			if err != nil {
-				return err
-			}
-			id, err := s.resolveCollection(cmd.Context(), args[0])
-			if err != nil {
-				return err
-			}
+		RunE: clientRun(g, nil, onCollection(func(ctx context.Context, s *session, id string) error {
 			if operator == "" {
 				operator = defaultOperator()
 			}
-			res, err := callUnary(cmd.Context(), s, func(ctx context.Context) (*connect.Response[compactorv1.ClearDeadLetterResponse], error) {
-				return s.c.control.ClearDeadLetter(ctx, connect.NewRequest(&compactorv1.ClearDeadLetterRequest{CollectionId: id, Reason: reason, Operator: operator}))
-			})
+			res, err := unary(ctx, s, s.c.control.ClearDeadLetter, &compactorv1.ClearDeadLetterRequest{CollectionId: id, Reason: reason, Operator: operator})
 			if err != nil {
 				return err
 			}
-			if s.out.json {
-				return s.out.writeProto(res.Msg)
-			}
-			c := res.Msg.GetCollection()
-			if !res.Msg.GetCleared() {
-				s.out.note(fmt.Sprintf("collection %s (%s) is not dead-lettered: nothing to clear", safeText(c.GetName()), c.GetId()))
+			return s.show(res, func() error {
+				c := res.GetCollection()
+				if !res.GetCleared() {
+					s.out.note("collection %s (%s) is not dead-lettered: nothing to clear", safeText(c.GetName()), c.GetId())
+					return nil
+				}
+				fmt.Fprintf(s.out.w, "cleared the dead-letter state of collection %s (%s); the scheduler compacts it again from its next run\n", safeText(c.GetName()), c.GetId())
 				return nil
-			}
-			fmt.Fprintf(s.out.w, "cleared the dead-letter state of collection %s (%s); the scheduler compacts it again from its next run\n", safeText(c.GetName()), c.GetId())
-			return nil
-		},
+			})
+		})),
 	}
 	cmd.Flags().StringVar(&reason, "reason", "", "why, kept in the collection's dead-letter history")
 	cmd.Flags().StringVar(&operator, "operator", "", "who, kept likewise (default: user@host)")

@@ -7,8 +7,8 @@ import (
 	"fmt"
 	"strings"
 
-	"connectrpc.com/connect"
 	"github.com/spf13/cobra"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	compactorv1 "github.com/compactorhq/compactor/gen/compactor/v1"
 )
@@ -58,18 +58,11 @@ version the collection no longer keeps is an error naming the oldest kept one.
 The table shows each record's id, document (truncated), metadata (compact
 JSON) and embedding dimension. -o json prints an array of Record objects
 ({"id", "embedding", "document", "metadata"}).`,
-		RunE: func(cmd *cobra.Command, ids []string) error {
+		RunE: clientRun(g, func(cmd *cobra.Command, ids []string) error {
 			opts.ids = ids
 			opts.version = versionFlag(cmd, version)
-			if err := opts.validate(); err != nil {
-				return UsageError(cmd, err)
-			}
-			s, err := newSession(cmd, g)
-			if err != nil {
-				return err
-			}
-			return s.get(cmd.Context(), opts)
-		},
+			return opts.validate()
+		}, func(ctx context.Context, s *session, _ []string) error { return s.get(ctx, opts) }),
 	}
 	cmd.Flags().StringVar(&opts.collection, "collection", "", "id or name of the collection (required)")
 	cmd.Flags().IntVar(&opts.limit, "limit", 100, "most records of a paged read (0: all); ignored with record ids")
@@ -116,41 +109,22 @@ func (s *session) getByIDs(ctx context.Context, collection string, ids []string,
 	var recs []*compactorv1.Record
 	for start := 0; start < len(ids); start += maxGetIDs {
 		chunk := ids[start:min(start+maxGetIDs, len(ids))]
-		res, err := callUnary(ctx, s, func(ctx context.Context) (*connect.Response[compactorv1.GetRecordsResponse], error) {
-			return s.c.collection.GetRecords(ctx, connect.NewRequest(&compactorv1.GetRecordsRequest{CollectionId: collection, Ids: chunk, Version: version}))
-		})
+		res, err := unary(ctx, s, s.c.collection.GetRecords, &compactorv1.GetRecordsRequest{CollectionId: collection, Ids: chunk, Version: version})
 		if err != nil {
 			return nil, err
 		}
-		recs = append(recs, res.Msg.GetRecords()...)
+		recs = append(recs, res.GetRecords()...)
 	}
 	return recs, nil
 }
 
+// getPaged reads the records in id order, up to limit (0: all), of the
+// current view or of version (nil: the current view).
 func (s *session) getPaged(ctx context.Context, collection string, limit int, version *int64) ([]*compactorv1.Record, error) {
-	var recs []*compactorv1.Record
-	req := &compactorv1.GetRecordsRequest{CollectionId: collection, Version: version}
-	for {
-		req.PageSize = 1000
-		if limit > 0 {
-			req.PageSize = int32(min(limit-len(recs), 1000))
-		}
-		res, err := callUnary(ctx, s, func(ctx context.Context) (*connect.Response[compactorv1.GetRecordsResponse], error) {
-			return s.c.collection.GetRecords(ctx, connect.NewRequest(req))
-		})
-		if err != nil {
-			return nil, err
-		}
-		recs = append(recs, res.Msg.GetRecords()...)
-		req.PageToken = res.Msg.GetNextPageToken()
-		if req.PageToken == "" || limit > 0 && len(recs) >= limit {
-			break
-		}
-	}
-	if limit > 0 && len(recs) > limit {
-		recs = recs[:limit]
-	}
-	return recs, nil
+	return collect(ctx, limit, func(ctx context.Context, size int32, token string) ([]*compactorv1.Record, string, error) {
+		res, err := unary(ctx, s, s.c.collection.GetRecords, &compactorv1.GetRecordsRequest{CollectionId: collection, Version: version, PageSize: size, PageToken: token})
+		return res.GetRecords(), res.GetNextPageToken(), err
+	})
 }
 
 // missingRecords is a not_found error naming the ids without a record, or
@@ -174,28 +148,35 @@ func missingRecords(ids []string, recs []*compactorv1.Record) error {
 }
 
 func (s *session) printRecords(recs []*compactorv1.Record) error {
-	if s.out.json {
-		return writeProtoList(s.out, recs)
-	}
-	if len(recs) == 0 {
-		s.out.note("no records")
-		return nil
-	}
-	tw := s.out.table()
-	fmt.Fprintln(tw, "ID\tDOCUMENT\tMETADATA\tDIMS")
-	for _, r := range recs {
-		doc := "-"
-		if r.Document != nil {
-			doc = safeText(ellipsize(r.GetDocument(), 48))
+	return showList(s, recs, "no records", func() error {
+		tw := s.out.table()
+		fmt.Fprintln(tw, "ID\tDOCUMENT\tMETADATA\tDIMS")
+		for _, r := range recs {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\n", safeText(ellipsize(r.GetId(), 40)), documentText(r.Document), metadataText(r.GetMetadata(), 80), len(r.GetEmbedding()))
 		}
-		md := "-"
-		if r.GetMetadata() != nil {
-			// encoding/json sorts the keys: the same record prints the same.
-			if b, err := json.Marshal(r.GetMetadata().AsMap()); err == nil {
-				md = safeText(ellipsize(string(b), 80))
-			}
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\n", safeText(ellipsize(r.GetId(), 40)), doc, md, len(r.GetEmbedding()))
+		return tw.Flush()
+	})
+}
+
+// documentText is a record's document for a table cell, at most 48 runes;
+// "-" when it has none.
+func documentText(doc *string) string {
+	if doc == nil {
+		return "-"
 	}
-	return tw.Flush()
+	return safeText(ellipsize(*doc, 48))
+}
+
+// metadataText is a record's metadata for a table cell, as compact JSON of
+// at most n runes (encoding/json sorts the keys: the same record prints the
+// same); "-" when it has none.
+func metadataText(md *structpb.Struct, n int) string {
+	if md == nil {
+		return "-"
+	}
+	b, err := json.Marshal(md.AsMap())
+	if err != nil {
+		return "-"
+	}
+	return safeText(ellipsize(string(b), n))
 }

@@ -3,32 +3,11 @@ package cli
 import (
 	"context"
 	"fmt"
-	"time"
 
-	"connectrpc.com/connect"
 	"github.com/spf13/cobra"
 
 	compactorv1 "github.com/compactorhq/compactor/gen/compactor/v1"
 )
-
-// rebuildOptions are the settings of one index rebuild.
-type rebuildOptions struct {
-	collection        string // id or name
-	m, efConstruction int
-	reason            string
-	wait              bool
-	rc                reconnect
-}
-
-func (o *rebuildOptions) validate() error {
-	switch {
-	case o.m < 0:
-		return fmt.Errorf("--m must not be negative, got %d (0: the collection's)", o.m)
-	case o.efConstruction < 0:
-		return fmt.Errorf("--ef-construction must not be negative, got %d (0: the collection's)", o.efConstruction)
-	}
-	return o.rc.validate()
-}
 
 func newIndexCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
@@ -36,14 +15,20 @@ func newIndexCmd(g *globals) *cobra.Command {
 		Short: "Work on a collection's vector index",
 		Long:  `Work on a collection's vector index. See "compactor index rebuild --help".`,
 		Args:  cobra.NoArgs,
+		// Runnable, so that an unknown subcommand is a usage error, not
+		// this help with exit status 0.
+		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
 	cmd.AddCommand(newIndexRebuildCmd(g))
 	return cmd
 }
 
 func newIndexRebuildCmd(g *globals) *cobra.Command {
-	var opts rebuildOptions
-	cmd := &cobra.Command{
+	var (
+		r                 jobRequest
+		m, efConstruction int
+	)
+	cmd := queueJobCmd(g, &cobra.Command{
 		Use:   "rebuild COLLECTION [--m N] [--ef-construction N] [--reason TEXT] [--wait [--reconnect-timeout D]]",
 		Short: "Rebuild a collection's vector index from its blocks, optionally with new parameters",
 		Long: `Queue a job of kind index rebuild for COLLECTION (an id or a name): it builds
@@ -64,45 +49,25 @@ fails or the job ends FAILED or CANCELLED; 130 when interrupted while waiting
 
 -o json prints {"jobs": [{"job": Job, "created": bool}]}, with the job as it
 finished when --wait is given.`,
-		Args:              cobra.ExactArgs(1),
-		ValidArgsFunction: completeCollections(g, 1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			opts.collection = args[0]
-			if err := opts.validate(); err != nil {
-				return UsageError(cmd, err)
-			}
-			s, err := newSession(cmd, g)
-			if err != nil {
-				return err
-			}
-			return s.rebuildIndex(cmd.Context(), opts)
-		},
-	}
+	}, &r, "wait until the job has finished, showing progress", func() error {
+		switch {
+		case m < 0:
+			return fmt.Errorf("--m must not be negative, got %d (0: the collection's)", m)
+		case efConstruction < 0:
+			return fmt.Errorf("--ef-construction must not be negative, got %d (0: the collection's)", efConstruction)
+		}
+		return nil
+	}, func(ctx context.Context, s *session, id string) (*compactorv1.Job, bool, error) {
+		res, err := unary(ctx, s, s.c.compaction.RebuildIndex, &compactorv1.RebuildIndexRequest{
+			CollectionId: id, M: int32(m), EfConstruction: int32(efConstruction), Reason: r.reason,
+		})
+		return res.GetJob(), res.GetCreated(), err
+	})
 	f := cmd.Flags()
-	f.IntVar(&opts.m, "m", 0, "HNSW neighbours per node and layer of the new index, 2 to 100 (0: the collection's)")
-	f.IntVar(&opts.efConstruction, "ef-construction", 0, "candidate list size while building, m to 10000 (0: the collection's)")
-	f.StringVar(&opts.reason, "reason", "", "why, kept on the job")
-	f.BoolVar(&opts.wait, "wait", false, "wait until the job has finished, showing progress")
-	opts.rc.register(f, 10*time.Minute)
-	for _, name := range []string{"m", "ef-construction", "reason"} {
+	f.IntVar(&m, "m", 0, "HNSW neighbours per node and layer of the new index, 2 to 100 (0: the collection's)")
+	f.IntVar(&efConstruction, "ef-construction", 0, "candidate list size while building, m to 10000 (0: the collection's)")
+	for _, name := range []string{"m", "ef-construction"} {
 		_ = cmd.RegisterFlagCompletionFunc(name, cobra.NoFileCompletions)
 	}
 	return cmd
-}
-
-// rebuildIndex requests the rebuild and, with --wait, follows it.
-func (s *session) rebuildIndex(ctx context.Context, opts rebuildOptions) error {
-	id, err := s.resolveCollection(ctx, opts.collection)
-	if err != nil {
-		return err
-	}
-	res, err := callUnary(ctx, s, func(ctx context.Context) (*connect.Response[compactorv1.RebuildIndexResponse], error) {
-		return s.c.compaction.RebuildIndex(ctx, connect.NewRequest(&compactorv1.RebuildIndexRequest{
-			CollectionId: id, M: int32(opts.m), EfConstruction: int32(opts.efConstruction), Reason: opts.reason,
-		}))
-	})
-	if err != nil {
-		return err
-	}
-	return s.showJob(ctx, res.Msg.GetJob(), res.Msg.GetCreated(), opts.wait, opts.rc)
 }

@@ -6,7 +6,6 @@ import (
 	"strconv"
 	"strings"
 
-	"connectrpc.com/connect"
 	"github.com/spf13/cobra"
 
 	compactorv1 "github.com/compactorhq/compactor/gen/compactor/v1"
@@ -30,14 +29,14 @@ type jobsOptions struct {
 func (o *jobsOptions) validate() error {
 	o.stateValues = nil
 	for _, st := range o.states {
-		v, ok := parseJobState(st)
+		v, ok := parseEnum[compactorv1.JobState](st, "JOB_STATE_", compactorv1.JobState_value)
 		if !ok {
 			return fmt.Errorf("--state %q: want %s", st, strings.Join(jobStates, ", "))
 		}
 		o.stateValues = append(o.stateValues, v)
 	}
 	if o.trigger != "" {
-		v, ok := parseTrigger(o.trigger)
+		v, ok := parseEnum[compactorv1.Trigger](o.trigger, "TRIGGER_", compactorv1.Trigger_value)
 		if !ok {
 			return fmt.Errorf("--trigger %q: want scheduled or one-off", o.trigger)
 		}
@@ -64,27 +63,13 @@ var (
 func parseKinds(kinds []string) ([]compactorv1.JobKind, error) {
 	var out []compactorv1.JobKind
 	for _, k := range kinds {
-		v, ok := parseKind(k)
+		v, ok := parseEnum[compactorv1.JobKind](k, "JOB_KIND_", compactorv1.JobKind_value)
 		if !ok {
 			return nil, fmt.Errorf("--kind %q: want %s", k, strings.Join(jobKinds, ", "))
 		}
 		out = append(out, v)
 	}
 	return out, nil
-}
-
-// parseKind accepts "index-rebuild", "index_rebuild", "INDEX_REBUILD" or
-// the enum name.
-func parseKind(s string) (compactorv1.JobKind, bool) {
-	name := strings.ToUpper(strings.ReplaceAll(strings.TrimSpace(s), "-", "_"))
-	if !strings.HasPrefix(name, "JOB_KIND_") {
-		name = "JOB_KIND_" + name
-	}
-	v, ok := compactorv1.JobKind_value[name]
-	if !ok || v == 0 {
-		return 0, false
-	}
-	return compactorv1.JobKind(v), true
 }
 
 func newJobsCmd(g *globals) *cobra.Command {
@@ -99,16 +84,8 @@ succeeded, failed, cancelled), --kind too (compaction, index-rebuild, verify),
 --collection takes an id or a name, --trigger is scheduled or one-off. --limit 0
 lists every matching job. -o json prints an array of Job objects.`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := opts.validate(); err != nil {
-				return UsageError(cmd, err)
-			}
-			s, err := newSession(cmd, g)
-			if err != nil {
-				return err
-			}
-			return s.jobs(cmd.Context(), opts)
-		},
+		RunE: clientRun(g, func(*cobra.Command, []string) error { return opts.validate() },
+			func(ctx context.Context, s *session, _ []string) error { return s.jobs(ctx, opts) }),
 	}
 	f := cmd.Flags()
 	f.StringArrayVar(&opts.states, "state", nil, "only jobs in this state (repeatable): queued, running, succeeded, failed, cancelled")
@@ -129,36 +106,16 @@ func (s *session) jobs(ctx context.Context, opts jobsOptions) error {
 	if err != nil {
 		return err
 	}
-	req := &compactorv1.ListCompactionsRequest{CollectionId: id, States: opts.stateValues, Trigger: opts.triggerValue, Kinds: opts.kindValues}
-	var jobs []*compactorv1.Job
-	for {
-		req.PageSize = 1000
-		if opts.limit > 0 {
-			req.PageSize = int32(min(opts.limit-len(jobs), 1000))
-		}
-		res, err := callUnary(ctx, s, func(ctx context.Context) (*connect.Response[compactorv1.ListCompactionsResponse], error) {
-			return s.c.compaction.ListCompactions(ctx, connect.NewRequest(req))
+	jobs, err := collect(ctx, opts.limit, func(ctx context.Context, size int32, token string) ([]*compactorv1.Job, string, error) {
+		res, err := unary(ctx, s, s.c.compaction.ListCompactions, &compactorv1.ListCompactionsRequest{
+			CollectionId: id, States: opts.stateValues, Trigger: opts.triggerValue, Kinds: opts.kindValues, PageSize: size, PageToken: token,
 		})
-		if err != nil {
-			return err
-		}
-		jobs = append(jobs, res.Msg.GetJobs()...)
-		req.PageToken = res.Msg.GetNextPageToken()
-		if req.PageToken == "" || opts.limit > 0 && len(jobs) >= opts.limit {
-			break
-		}
+		return res.GetJobs(), res.GetNextPageToken(), err
+	})
+	if err != nil {
+		return err
 	}
-	if opts.limit > 0 && len(jobs) > opts.limit {
-		jobs = jobs[:opts.limit]
-	}
-	if s.out.json {
-		return writeProtoList(s.out, jobs)
-	}
-	if len(jobs) == 0 {
-		s.out.note("no jobs")
-		return nil
-	}
-	return s.jobsTable(jobs)
+	return showList(s, jobs, "no jobs", func() error { return s.jobsTable(jobs) })
 }
 
 // jobsTable prints one line per job.
@@ -181,19 +138,13 @@ characters (at least 4) when they name one job only, such as the 8 that the
 status page and "compactor jobs" show. -o json prints a Job object.`,
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: completeJobs(g),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			s, err := newSession(cmd, g)
+		RunE: clientRun(g, nil, func(ctx context.Context, s *session, args []string) error {
+			res, err := unary(ctx, s, s.c.compaction.GetCompaction, &compactorv1.GetCompactionRequest{JobId: args[0]})
 			if err != nil {
 				return err
 			}
-			res, err := callUnary(cmd.Context(), s, func(ctx context.Context) (*connect.Response[compactorv1.GetCompactionResponse], error) {
-				return s.c.compaction.GetCompaction(ctx, connect.NewRequest(&compactorv1.GetCompactionRequest{JobId: args[0]}))
-			})
-			if err != nil {
-				return err
-			}
-			return s.printJob(res.Msg.GetJob())
-		},
+			return s.printJob(res.GetJob())
+		}),
 	}
 }
 
@@ -291,32 +242,6 @@ func actualJobText(j *compactorv1.Job) string {
 	return fmt.Sprintf("%s, %d records, read %s, write %s, %d GETs, %d PUTs, index +%d",
 		dur, j.GetRecordsRead(), format.Bytes(a.GetBytesRead()), format.Bytes(written),
 		a.GetBlobGets(), a.GetBlobPuts(), a.GetVectorsIndexed())
-}
-
-// parseJobState accepts "running", "RUNNING" or "JOB_STATE_RUNNING".
-func parseJobState(s string) (compactorv1.JobState, bool) {
-	name := strings.ToUpper(strings.TrimSpace(s))
-	if !strings.HasPrefix(name, "JOB_STATE_") {
-		name = "JOB_STATE_" + name
-	}
-	v, ok := compactorv1.JobState_value[name]
-	if !ok || v == 0 {
-		return 0, false
-	}
-	return compactorv1.JobState(v), true
-}
-
-// parseTrigger accepts "scheduled", "one-off", "one_off" or the enum name.
-func parseTrigger(s string) (compactorv1.Trigger, bool) {
-	name := strings.ToUpper(strings.ReplaceAll(strings.TrimSpace(s), "-", "_"))
-	if !strings.HasPrefix(name, "TRIGGER_") {
-		name = "TRIGGER_" + name
-	}
-	v, ok := compactorv1.Trigger_value[name]
-	if !ok || v == 0 {
-		return 0, false
-	}
-	return compactorv1.Trigger(v), true
 }
 
 // triggeredByText is who asked for a job; the scheduler's jobs name no one.

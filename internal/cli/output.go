@@ -158,6 +158,23 @@ func (o *output) fmtTime(ts *timestamppb.Timestamp) string {
 	return t.Format("2006-01-02T15:04:05Z") + " (" + format.Relative(o.now().Sub(t)) + ")"
 }
 
+// parseEnum finds the value of an enum (values: its generated name map)
+// named s: the value's name with or without prefix, in any case, with '-'
+// for '_' ("one-off", "ONE_OFF" and "TRIGGER_ONE_OFF" name TRIGGER_ONE_OFF).
+// ok is false for an unknown name and for the enum's zero value
+// (UNSPECIFIED).
+func parseEnum[E ~int32](s, prefix string, values map[string]int32) (E, bool) {
+	name := strings.ToUpper(strings.ReplaceAll(strings.TrimSpace(s), "-", "_"))
+	if !strings.HasPrefix(name, prefix) {
+		name = prefix + name
+	}
+	v, ok := values[name]
+	if !ok || v == 0 {
+		return 0, false
+	}
+	return E(v), true
+}
+
 // stateName is a job state without its enum prefix: "RUNNING".
 func stateName(s compactorv1.JobState) string {
 	return strings.TrimPrefix(s.String(), "JOB_STATE_")

@@ -45,34 +45,29 @@ func (s *session) newJobView() jobView {
 }
 
 // finishedText describes a finished job: "SUCCEEDED in 1.2s: 5217 records
-// read, 5000 written, version 0 -> 1".
+// read, 5000 written, version 0 -> 1", with its note in parentheses.
 func finishedText(j *compactorv1.Job) string {
 	var d string
 	if j.GetStartTime() != nil && j.GetFinishTime() != nil {
 		d = " in " + format.Duration(j.GetFinishTime().AsTime().Sub(j.GetStartTime().AsTime()))
 	}
+	var s string
 	switch j.GetState() {
 	case compactorv1.JobState_JOB_STATE_SUCCEEDED:
 		if j.GetKind() == compactorv1.JobKind_JOB_KIND_INDEX_REBUILD {
-			s := fmt.Sprintf("SUCCEEDED%s: version %d -> %d", d, j.GetVersionBefore(), j.GetVersionAfter())
+			s = fmt.Sprintf("SUCCEEDED%s: version %d -> %d", d, j.GetVersionBefore(), j.GetVersionAfter())
 			if ip := j.GetIndexRebuild(); ip.GetM() > 0 || ip.GetEfConstruction() > 0 {
 				s += fmt.Sprintf(", m %d, ef_construction %d", ip.GetM(), ip.GetEfConstruction())
 			}
-			if n := j.GetNote(); n != "" {
-				s += " (" + safeText(n) + ")"
-			}
-			return s
+		} else {
+			s = fmt.Sprintf("SUCCEEDED%s: %d records read, %d written, version %d -> %d", d, j.GetRecordsRead(), j.GetRecordsWritten(),
+				j.GetVersionBefore(), j.GetVersionAfter())
 		}
-		s := fmt.Sprintf("SUCCEEDED%s: %d records read, %d written, version %d -> %d", d, j.GetRecordsRead(), j.GetRecordsWritten(),
-			j.GetVersionBefore(), j.GetVersionAfter())
-		if n := j.GetNote(); n != "" {
-			s += " (" + safeText(n) + ")"
-		}
-		return s
 	case compactorv1.JobState_JOB_STATE_FAILED:
 		return "FAILED" + d + ": " + safeText(j.GetError())
+	default:
+		s = stateName(j.GetState()) + d
 	}
-	s := stateName(j.GetState()) + d
 	if n := j.GetNote(); n != "" {
 		s += " (" + safeText(n) + ")"
 	}

@@ -52,7 +52,7 @@ var operations = []string{"add", "update", "upsert", "delete"}
 
 func (o *pushOptions) validate() error {
 	var ok bool
-	if o.op, ok = parseOp(o.opName); !ok {
+	if o.op, ok = parseEnum[compactorv1.Operation](o.opName, "OPERATION_", compactorv1.Operation_value); !ok {
 		return fmt.Errorf("--op %q: want add, update, upsert or delete", o.opName)
 	}
 	switch {
@@ -73,7 +73,7 @@ func (o *pushOptions) validate() error {
 func newPushCmd(g *globals) *cobra.Command {
 	opts := pushOptions{retryMax: 5 * time.Second}
 	cmd := &cobra.Command{
-		Use:   "push --collection COLLECTION [--op add|update|upsert|delete] [--batch N] FILE",
+		Use:   "push --collection COLLECTION [--op add|update|upsert|delete] [--batch N] [--retries N] [--retry-wait D] FILE",
 		Short: "Append the operation records of a JSON Lines file to a collection's log",
 		Long: `Append the operation records of a JSON Lines file (FILE, or - for stdin) to a
 collection's write-ahead log (--collection: its id or its name), in batches of --batch records (one PushLogs call
@@ -119,17 +119,10 @@ an object: {"collection_id", "file", "lines", "records", "batches",
 "replayed_batches"} (replayed_batches: retries the server answered from a
 batch's key, i.e. whose first answer had been lost).`,
 		Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
+		RunE: clientRun(g, func(_ *cobra.Command, args []string) error {
 			opts.file = args[0]
-			if err := opts.validate(); err != nil {
-				return UsageError(cmd, err)
-			}
-			s, err := newSession(cmd, g)
-			if err != nil {
-				return err
-			}
-			return s.push(cmd.Context(), opts)
-		},
+			return opts.validate()
+		}, func(ctx context.Context, s *session, _ []string) error { return s.push(ctx, opts) }),
 	}
 	f := cmd.Flags()
 	f.StringVar(&opts.collection, "collection", "", "id or name of the collection to append to (required)")
@@ -207,13 +200,11 @@ func (s *session) push(ctx context.Context, opts pushOptions) error {
 	if err != nil {
 		return err
 	}
-	coll, err := callUnary(ctx, s, func(ctx context.Context) (*connect.Response[compactorv1.GetCollectionResponse], error) {
-		return s.c.collection.GetCollection(ctx, connect.NewRequest(&compactorv1.GetCollectionRequest{Id: id}))
-	})
+	coll, err := s.collection(ctx, id)
 	if err != nil {
 		return err
 	}
-	p.coll = coll.Msg.GetCollection().GetName()
+	p.coll = coll.GetName()
 	var raw io.Reader = s.g.streams.In
 	size := int64(-1)
 	if file != "-" {
@@ -422,7 +413,7 @@ func parseLine(text []byte, def compactorv1.Operation) (*compactorv1.OperationRe
 	}
 	rec := &compactorv1.OperationRecord{Op: def, Embedding: l.Embedding, Document: l.Document}
 	if l.Op != nil {
-		op, ok := parseOp(*l.Op)
+		op, ok := parseEnum[compactorv1.Operation](*l.Op, "OPERATION_", compactorv1.Operation_value)
 		if !ok {
 			return nil, fmt.Errorf("op %q: want add, update, upsert or delete", *l.Op)
 		}
@@ -479,17 +470,4 @@ func kindText(t reflect.Type) string {
 		return "an object"
 	}
 	return t.String()
-}
-
-// parseOp accepts add, update, upsert, delete (any case, or the enum name).
-func parseOp(s string) (compactorv1.Operation, bool) {
-	name := strings.ToUpper(strings.TrimSpace(s))
-	if !strings.HasPrefix(name, "OPERATION_") {
-		name = "OPERATION_" + name
-	}
-	v, ok := compactorv1.Operation_value[name]
-	if !ok || v == 0 {
-		return 0, false
-	}
-	return compactorv1.Operation(v), true
 }

@@ -9,7 +9,6 @@ import (
 	"strconv"
 	"strings"
 
-	"connectrpc.com/connect"
 	"github.com/spf13/cobra"
 	"google.golang.org/protobuf/types/known/structpb"
 
@@ -44,6 +43,32 @@ func (o *queryOptions) validate() error {
 		return fmt.Errorf("--version must be at least 1, got %d", *o.version)
 	}
 	return nil
+}
+
+// request validates the options and builds the request, but for its
+// collection and, with --like, its embedding.
+func (o *queryOptions) request() (*compactorv1.QueryRecordsRequest, error) {
+	if err := o.validate(); err != nil {
+		return nil, err
+	}
+	req := &compactorv1.QueryRecordsRequest{K: int32(o.k), Ef: int32(o.ef), Exact: o.exact, Version: o.version}
+	if o.embedding != "" {
+		v, err := parseEmbedding(o.embedding)
+		if err != nil {
+			return nil, err
+		}
+		req.Embeddings = []*compactorv1.QueryEmbedding{{Values: v}}
+	}
+	w, err := parseWhere(o.where)
+	if err != nil {
+		return nil, err
+	}
+	req.Where = w
+	req.Include = []compactorv1.Include{compactorv1.Include_INCLUDE_DISTANCES, compactorv1.Include_INCLUDE_DOCUMENTS, compactorv1.Include_INCLUDE_METADATA}
+	if o.embeddings {
+		req.Include = append(req.Include, compactorv1.Include_INCLUDE_EMBEDDINGS)
+	}
+	return req, nil
 }
 
 // parseEmbedding reads a JSON array of numbers.
@@ -87,9 +112,10 @@ func newQueryCmd(g *globals) *cobra.Command {
 	var (
 		opts    queryOptions
 		version int64
+		req     *compactorv1.QueryRecordsRequest
 	)
 	cmd := &cobra.Command{
-		Use:   "query COLLECTION (--embedding JSON | --like RECORD_ID) [-k 10] [--where JSON] [--version N]",
+		Use:   "query COLLECTION (--embedding JSON | --like RECORD_ID) [-k 10] [--where JSON] [--exact] [--ef N] [--embeddings] [--version N]",
 		Short: "Find the records nearest to an embedding",
 		Long: `Find the -k records of a collection (its id or its name) nearest to a query
 embedding by the collection's distance (l2, cosine or ip, fixed at creation),
@@ -118,35 +144,13 @@ metadata (compact JSON). -o json prints an array of results: {"id",
 "distance", "document", "metadata"} (and "embedding" with --embeddings).`,
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: completeCollections(g, 1),
-		RunE: func(cmd *cobra.Command, args []string) error {
+		RunE: clientRun(g, func(cmd *cobra.Command, args []string) error {
 			opts.collection = args[0]
 			opts.version = versionFlag(cmd, version)
-			if err := opts.validate(); err != nil {
-				return UsageError(cmd, err)
-			}
-			req := &compactorv1.QueryRecordsRequest{K: int32(opts.k), Ef: int32(opts.ef), Exact: opts.exact, Version: opts.version}
-			if opts.embedding != "" {
-				v, err := parseEmbedding(opts.embedding)
-				if err != nil {
-					return UsageError(cmd, err)
-				}
-				req.Embeddings = []*compactorv1.QueryEmbedding{{Values: v}}
-			}
-			w, err := parseWhere(opts.where)
-			if err != nil {
-				return UsageError(cmd, err)
-			}
-			req.Where = w
-			req.Include = []compactorv1.Include{compactorv1.Include_INCLUDE_DISTANCES, compactorv1.Include_INCLUDE_DOCUMENTS, compactorv1.Include_INCLUDE_METADATA}
-			if opts.embeddings {
-				req.Include = append(req.Include, compactorv1.Include_INCLUDE_EMBEDDINGS)
-			}
-			s, err := newSession(cmd, g)
-			if err != nil {
-				return err
-			}
-			return s.query(cmd.Context(), opts, req)
-		},
+			var err error
+			req, err = opts.request()
+			return err
+		}, func(ctx context.Context, s *session, _ []string) error { return s.query(ctx, opts, req) }),
 	}
 	f := cmd.Flags()
 	f.StringVar(&opts.embedding, "embedding", "", "the query embedding, a JSON array of numbers")
@@ -179,37 +183,21 @@ func (s *session) query(ctx context.Context, opts queryOptions, req *compactorv1
 		}
 		req.Embeddings = []*compactorv1.QueryEmbedding{{Values: recs[0].GetEmbedding()}}
 	}
-	res, err := callUnary(ctx, s, func(ctx context.Context) (*connect.Response[compactorv1.QueryRecordsResponse], error) {
-		return s.c.collection.QueryRecords(ctx, connect.NewRequest(req))
-	})
+	res, err := unary(ctx, s, s.c.collection.QueryRecords, req)
 	if err != nil {
 		return err
 	}
 	var hits []*compactorv1.QueryHit
-	if rs := res.Msg.GetResults(); len(rs) > 0 {
+	if rs := res.GetResults(); len(rs) > 0 {
 		hits = rs[0].GetHits()
 	}
-	if s.out.json {
-		return writeProtoList(s.out, hits)
-	}
-	if len(hits) == 0 {
-		s.out.note("no records")
-		return nil
-	}
-	tw := s.out.table()
-	fmt.Fprintln(tw, "#\tID\tDISTANCE\tDOCUMENT\tMETADATA")
-	for i, h := range hits {
-		doc := "-"
-		if h.Document != nil {
-			doc = safeText(ellipsize(h.GetDocument(), 48))
+	return showList(s, hits, "no records", func() error {
+		tw := s.out.table()
+		fmt.Fprintln(tw, "#\tID\tDISTANCE\tDOCUMENT\tMETADATA")
+		for i, h := range hits {
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\n", i+1, safeText(ellipsize(h.GetId(), 40)), strconv.FormatFloat(float64(h.GetDistance()), 'g', 6, 32),
+				documentText(h.Document), metadataText(h.GetMetadata(), 60))
 		}
-		md := "-"
-		if h.GetMetadata() != nil {
-			if b, err := json.Marshal(h.GetMetadata().AsMap()); err == nil {
-				md = safeText(ellipsize(string(b), 60))
-			}
-		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\n", i+1, safeText(ellipsize(h.GetId(), 40)), strconv.FormatFloat(float64(h.GetDistance()), 'g', 6, 32), doc, md)
-	}
-	return tw.Flush()
+		return tw.Flush()
+	})
 }

@@ -6,7 +6,6 @@ import (
 	"slices"
 	"strings"
 
-	"connectrpc.com/connect"
 	"github.com/google/uuid"
 
 	compactorv1 "github.com/compactorhq/compactor/gen/compactor/v1"
@@ -92,20 +91,10 @@ func isID(ref string) bool {
 
 // listCollections returns every collection, following pages.
 func (s *session) listCollections(ctx context.Context) ([]*compactorv1.Collection, error) {
-	var all []*compactorv1.Collection
-	token := ""
-	for {
-		res, err := callUnary(ctx, s, func(ctx context.Context) (*connect.Response[compactorv1.ListCollectionsResponse], error) {
-			return s.c.collection.ListCollections(ctx, connect.NewRequest(&compactorv1.ListCollectionsRequest{PageSize: 1000, PageToken: token}))
-		})
-		if err != nil {
-			return nil, err
-		}
-		all = append(all, res.Msg.GetCollections()...)
-		if token = res.Msg.GetNextPageToken(); token == "" {
-			return all, nil
-		}
-	}
+	return collect(ctx, 0, func(ctx context.Context, size int32, token string) ([]*compactorv1.Collection, string, error) {
+		res, err := unary(ctx, s, s.c.collection.ListCollections, &compactorv1.ListCollectionsRequest{PageSize: size, PageToken: token})
+		return res.GetCollections(), res.GetNextPageToken(), err
+	})
 }
 
 // matchCollection finds the one collection of all that ref names (by name,

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"strings"
 
-	"connectrpc.com/connect"
 	"github.com/spf13/cobra"
 
 	compactorv1 "github.com/compactorhq/compactor/gen/compactor/v1"
@@ -31,23 +30,13 @@ verification (verified, failed or unknown: never verified; compactor verify). -o
 ...], "current_version", "oldest_kept_version"}.`,
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: completeCollections(g, 1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			s, err := newSession(cmd, g)
+		RunE: clientRun(g, nil, onCollection(func(ctx context.Context, s *session, id string) error {
+			res, err := unary(ctx, s, s.c.collection.ListVersions, &compactorv1.ListVersionsRequest{CollectionId: id})
 			if err != nil {
 				return err
 			}
-			id, err := s.resolveCollection(cmd.Context(), args[0])
-			if err != nil {
-				return err
-			}
-			res, err := callUnary(cmd.Context(), s, func(ctx context.Context) (*connect.Response[compactorv1.ListVersionsResponse], error) {
-				return s.c.collection.ListVersions(ctx, connect.NewRequest(&compactorv1.ListVersionsRequest{CollectionId: id}))
-			})
-			if err != nil {
-				return err
-			}
-			return s.printVersions(res.Msg)
-		},
+			return s.printVersions(res)
+		})),
 	}
 }
 
@@ -98,21 +87,20 @@ func verificationName(v compactorv1.VersionVerification) string {
 }
 
 func (s *session) printVersions(res *compactorv1.ListVersionsResponse) error {
-	if s.out.json {
-		return s.out.writeProto(res)
-	}
-	if len(res.GetVersions()) == 0 {
-		s.out.note("no versions: the collection has not been compacted yet")
-		return nil
-	}
-	tw := s.out.table()
-	fmt.Fprintln(tw, "VERSION\tCREATED\tOFFSETS\tRECORDS\tSIZE\tBLOCKS\tSTATE\tDIGEST\tVERIFIED\tWRITTEN BY")
-	for _, v := range res.GetVersions() {
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%s\t%d\t%s\t%s\t%s\t%s\n", v.GetVersion(), s.out.fmtTime(v.GetCreateTime()), versionOffsets(v),
-			v.GetRecordCount(), format.Bytes(v.GetSegmentBytes()), v.GetBlockCount(), versionState(v),
-			orDash(ellipsize(v.GetDigest(), 12)), verificationName(v.GetVerification()), versionOrigin(v))
-	}
-	return tw.Flush()
+	return s.show(res, func() error {
+		if len(res.GetVersions()) == 0 {
+			s.out.note("no versions: the collection has not been compacted yet")
+			return nil
+		}
+		tw := s.out.table()
+		fmt.Fprintln(tw, "VERSION\tCREATED\tOFFSETS\tRECORDS\tSIZE\tBLOCKS\tSTATE\tDIGEST\tVERIFIED\tWRITTEN BY")
+		for _, v := range res.GetVersions() {
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%s\t%d\t%s\t%s\t%s\t%s\n", v.GetVersion(), s.out.fmtTime(v.GetCreateTime()), versionOffsets(v),
+				v.GetRecordCount(), format.Bytes(v.GetSegmentBytes()), v.GetBlockCount(), versionState(v),
+				orDash(ellipsize(v.GetDigest(), 12)), verificationName(v.GetVerification()), versionOrigin(v))
+		}
+		return tw.Flush()
+	})
 }
 
 func newRollbackCmd(g *globals) *cobra.Command {
@@ -122,7 +110,7 @@ func newRollbackCmd(g *globals) *cobra.Command {
 		yes              bool
 	)
 	cmd := &cobra.Command{
-		Use:   "rollback COLLECTION --to-version N [--reason TEXT] [--yes]",
+		Use:   "rollback COLLECTION --to-version N [--reason TEXT] [--operator WHO] [--yes]",
 		Short: "Make a kept version current again, keeping every later write",
 		Long: `Roll a collection (its id or its name) back to kept version N (compactor
 versions lists them): a new version becomes current whose segment is version
@@ -137,55 +125,42 @@ cause is found), pause it first (compactor pause COLLECTION).
 It is refused while a job of the collection runs (cancel it or wait), and for
 a version the collection no longer keeps. It asks for confirmation on stdin
 unless --yes is given. --reason and --operator are kept in the version
-history. -o json prints the RollbackCollectionResponse.`,
+history. Needs role admin (the server's --tokens-file). -o json prints the
+RollbackCollectionResponse.`,
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: completeCollections(g, 1),
-		RunE: func(cmd *cobra.Command, args []string) error {
+		RunE: clientRun(g, func(cmd *cobra.Command, _ []string) error {
 			if !cmd.Flags().Changed("to-version") {
-				return UsageError(cmd, errors.New("--to-version is required"))
+				return errors.New("--to-version is required")
 			}
 			if toVersion < 1 {
-				return UsageError(cmd, fmt.Errorf("--to-version must be at least 1, got %d", toVersion))
+				return fmt.Errorf("--to-version must be at least 1, got %d", toVersion)
 			}
-			s, err := newSession(cmd, g)
-			if err != nil {
-				return err
-			}
-			ctx := cmd.Context()
-			id, err := s.resolveCollection(ctx, args[0])
-			if err != nil {
-				return err
-			}
+			return nil
+		}, onCollection(func(ctx context.Context, s *session, id string) error {
 			if !yes {
-				coll, err := callUnary(ctx, s, func(ctx context.Context) (*connect.Response[compactorv1.GetCollectionResponse], error) {
-					return s.c.collection.GetCollection(ctx, connect.NewRequest(&compactorv1.GetCollectionRequest{Id: id}))
-				})
+				c, err := s.collection(ctx, id)
 				if err != nil {
 					return err
 				}
-				c := coll.Msg.GetCollection()
 				if err := s.confirm(fmt.Sprintf("Roll collection %s back from version %d to version %d? The log after version %d is compacted again. [y/N] ",
 					safeText(c.GetName()), c.GetSegmentVersion(), toVersion, toVersion)); err != nil {
 					return err
 				}
 			}
-			res, err := callUnary(ctx, s, func(ctx context.Context) (*connect.Response[compactorv1.RollbackCollectionResponse], error) {
-				return s.c.collection.RollbackCollection(ctx, connect.NewRequest(&compactorv1.RollbackCollectionRequest{
-					CollectionId: id, ToVersion: toVersion, Reason: reason, Operator: operator}))
-			})
+			m, err := unary(ctx, s, s.c.collection.RollbackCollection, &compactorv1.RollbackCollectionRequest{
+				CollectionId: id, ToVersion: toVersion, Reason: reason, Operator: operator})
 			if err != nil {
 				return err
 			}
-			m := res.Msg
-			if s.out.json {
-				return s.out.writeProto(m)
-			}
-			c := m.GetCollection()
-			_, err = fmt.Fprintf(s.out.w, "rolled back collection %s (%s): version %d is version %d's segment (replaces version %d); compaction offset %d, backlog %s to compact again\n",
-				safeText(c.GetName()), c.GetId(), m.GetVersion().GetVersion(), m.GetVersion().GetRollbackOf(), m.GetReplacedVersion(),
-				c.GetCompactionOffset(), plural(c.GetBacklog(), "record"))
-			return err
-		},
+			return s.show(m, func() error {
+				c := m.GetCollection()
+				_, err := fmt.Fprintf(s.out.w, "rolled back collection %s (%s): version %d is version %d's segment (replaces version %d); compaction offset %d, backlog %s to compact again\n",
+					safeText(c.GetName()), c.GetId(), m.GetVersion().GetVersion(), m.GetVersion().GetRollbackOf(), m.GetReplacedVersion(),
+					c.GetCompactionOffset(), plural(c.GetBacklog(), "record"))
+				return err
+			})
+		})),
 	}
 	f := cmd.Flags()
 	f.Int64Var(&toVersion, "to-version", 0, "the kept version to make current again (required)")

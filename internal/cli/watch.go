@@ -45,20 +45,14 @@ reconnects with backoff, starting again with a snapshot; after
 {"type":"WATCH_EVENT_TYPE_CHANGED","job":{...}}, including the
 {"type":"WATCH_EVENT_TYPE_SNAPSHOT_COMPLETE"} marker after the snapshot.`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+		RunE: clientRun(g, func(*cobra.Command, []string) error {
 			if err := opts.rc.validate(); err != nil {
-				return UsageError(cmd, err)
-			}
-			var err error
-			if opts.kindValues, err = parseKinds(opts.kinds); err != nil {
-				return UsageError(cmd, err)
-			}
-			s, err := newSession(cmd, g)
-			if err != nil {
 				return err
 			}
-			return s.watch(cmd.Context(), opts)
-		},
+			var err error
+			opts.kindValues, err = parseKinds(opts.kinds)
+			return err
+		}, func(ctx context.Context, s *session, _ []string) error { return s.watch(ctx, opts) }),
 	}
 	cmd.Flags().StringVar(&opts.collection, "collection", "", "only jobs of this collection (id or name)")
 	cmd.Flags().BoolVar(&opts.progress, "progress", false, "also print the progress of running jobs")

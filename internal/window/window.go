@@ -9,8 +9,9 @@
 //     every day. A window whose end is at or before its start crosses
 //     midnight: it opens on each listed day and closes on the next one.
 //   - HH:MM-HH:MM: the opening and closing wall-clock times, 00:00 to 23:59,
-//     and 24:00 as a closing time. Equal times ("00:00-00:00") mean the
-//     whole day.
+//     and 24:00 as a closing time. Equal times ("00:00-00:00",
+//     "01:00-01:00") mean 24 hours from the opening time: on every day, a
+//     window that never closes.
 //   - ZONE: an IANA time zone name (Europe/Berlin, America/New_York, UTC);
 //     absent: UTC. The zone database is compiled into the binary
 //     (time/tzdata), so a host without /usr/share/zoneinfo reads the same.
@@ -222,15 +223,23 @@ func (w Window) openings(t time.Time, each func(interval) bool) {
 	}
 }
 
+// week is how long a union of windows may stay open before it is known
+// never to close: its windows repeat every week.
+const week = 7 * 24 * time.Hour
+
 // Open reports whether t is inside one of s's windows (always true for an
-// empty Set), and until when it stays open (the zero time for an empty
-// Set): the end of the opening containing t, extended by every opening
-// that overlaps or touches it.
+// empty Set), and until when it stays open: the end of the opening
+// containing t, extended by every opening that overlaps or touches it. until
+// is the zero time for an empty Set, and for a Set that never closes: one
+// whose openings chain for a whole week from t, such as "01:00-01:00" or
+// "00:00-24:00" on every day, or "00:00-12:00" with "12:00-24:00".
 func (s Set) Open(t time.Time) (open bool, until time.Time) {
 	if s.Always() {
 		return true, time.Time{}
 	}
-	for range 32 { // follows chained openings; a week of them at most
+	// Each round moves until to a later opening's end, and there are
+	// finitely many within a week: the loop ends.
+	for {
 		extended := false
 		probe := t
 		if open {
@@ -244,16 +253,18 @@ func (s Set) Open(t time.Time) (open bool, until time.Time) {
 				return true
 			})
 		}
-		if !extended {
-			break
+		switch {
+		case !extended:
+			return open, until
+		case until.Sub(t) >= week:
+			return true, time.Time{}
 		}
 	}
-	return open, until
 }
 
 // Next returns the next time s is open from t on: when t is inside a
-// window, [t, until) as Open gives it; else the earliest later opening,
-// [start, end). ok is false for an
+// window, [t, until) as Open gives it (end zero when s never closes); else
+// the earliest later opening, [start, end). ok is false for an
 // empty Set (no restriction) and for a Set that never opens within eight
 // days (not possible for a parsed window, which opens every week).
 func (s Set) Next(t time.Time) (start, end time.Time, ok bool) {

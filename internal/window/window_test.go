@@ -2,6 +2,7 @@ package window
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -114,5 +115,40 @@ func TestDaylightSavingTime(t *testing.T) {
 	start, end, _ = gap.Next(at(t, "2026-03-28T23:00:00Z"))
 	if want := at(t, "2026-03-29T01:00:00Z"); !start.Equal(want) || end.Sub(start) != 30*time.Minute {
 		t.Errorf("window in the skipped hour: %v..%v; want 30 minutes from %v", start, end, want)
+	}
+}
+
+// A union that stays open all week never closes: Open and Next say so with
+// the zero end, not with the end of however many days a bounded chain
+// reached ("01:00-01:00" shown as a 31-day window).
+func TestASetOpenAllWeekNeverCloses(t *testing.T) {
+	now := at(t, "2026-12-01T13:37:00Z") // a Tuesday
+	var hourly []string
+	for h := range 24 {
+		hourly = append(hourly, fmt.Sprintf("%02d:00-%02d:00", h, (h+1)%24))
+	}
+	for name, texts := range map[string][]string{
+		"equal times":        {"01:00-01:00"},
+		"whole days":         {"00:00-24:00"},
+		"two halves":         {"00:00-12:00", "12:00-00:00"},
+		"24 hourly windows":  hourly,
+		"weekdays, weekends": {"Mon-Fri 00:00-24:00", "Sat,Sun 00:00-00:00"},
+		"in a zone":          {"06:00-06:00 Europe/Berlin"},
+	} {
+		s := mustSet(t, texts...)
+		if open, until := s.Open(now); !open || !until.IsZero() {
+			t.Errorf("%s: Open = %v until %v; want open, never closing (zero until)", name, open, until)
+		}
+		if start, end, ok := s.Next(now); !ok || !start.Equal(now) || !end.IsZero() {
+			t.Errorf("%s: Next = %v..%v %v; want from now, never closing", name, start, end, ok)
+		}
+	}
+	// Chains that close keep their end: six whole days, and one 24-hour
+	// window.
+	if open, until := mustSet(t, "Mon-Sat 00:00-24:00").Open(now); !open || !until.Equal(at(t, "2026-12-06T00:00:00Z")) {
+		t.Errorf("Mon-Sat whole days: open %v until %v; want until Sunday 00:00", open, until)
+	}
+	if open, until := mustSet(t, "Tue 01:00-01:00").Open(now); !open || !until.Equal(at(t, "2026-12-02T01:00:00Z")) {
+		t.Errorf("Tue 01:00-01:00: open %v until %v; want until Wednesday 01:00", open, until)
 	}
 }
