@@ -112,3 +112,19 @@ func TestConfigDefaults(t *testing.T) {
 		t.Errorf("%+v", c)
 	}
 }
+
+func TestWindowTextOfAWindowThatNeverCloses(t *testing.T) {
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	always := PlanEntry{Windows: []string{"01:00-01:00"}, WindowOpen: true, NextWindowStart: now}
+	if got := windowText(now, always); got != "open, never closes" {
+		t.Errorf("open all week: %q", got)
+	}
+	end := now.Add(2 * time.Hour)
+	open := PlanEntry{Windows: []string{"12:00-14:00"}, WindowOpen: true, NextWindowStart: now, NextWindowEnd: end}
+	if got := windowText(now, open); got != "open until 14:00 UTC" {
+		t.Errorf("open window: %q", got)
+	}
+	if got := windowText(now, PlanEntry{}); got != "any time" {
+		t.Errorf("no window: %q", got)
+	}
+}

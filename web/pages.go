@@ -187,7 +187,7 @@ func (h *handler) dashboard(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, err)
 		return
 	}
-	if d.Collections, err = h.src.Collections(ctx); err != nil {
+	if d.Collections, err = h.src.CollectionSummary(ctx, SummaryQuery{Largest: backlogShown, Names: filterChoices}); err != nil {
 		h.fail(w, r, err)
 		return
 	}
@@ -230,12 +230,13 @@ func (h *handler) collectionsPage(w http.ResponseWriter, r *http.Request) {
 	if !h.guardRead(w, r) {
 		return
 	}
-	cs, err := h.src.Collections(r.Context())
+	s, q := parseCollectionQuery(r.URL.Query())
+	p, err := h.src.CollectionsPage(r.Context(), q)
 	if err != nil {
 		h.fail(w, r, err)
 		return
 	}
-	v := buildCollections(h.cfg.Now(), cs, parseCollectionSort(r.URL.Query()))
+	v := buildCollections(h.cfg.Now(), p, s, q)
 	h.render(w, r, http.StatusOK, h.meta(r, "Collections", "collections", true), collectionsMain(v))
 }
 

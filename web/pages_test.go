@@ -676,3 +676,97 @@ func TestAThroughputCapAndTheJobsItThrottlesAreShown(t *testing.T) {
 		t.Errorf("job page: %q", got)
 	}
 }
+
+// TestCollectionsPageWalksForwardAndBack lists 250 collections (three
+// pages of at most 100) in two orders: following the next links visits
+// every collection once in order, the previous links walk back to the
+// first page, and the count shows all of them.
+func TestCollectionsPageWalksForwardAndBack(t *testing.T) {
+	var cs []web.Collection
+	for i := range 250 {
+		cs = append(cs, web.Collection{ID: fmt.Sprintf("c-%03d", i), Name: fmt.Sprintf("coll-%03d", i), Backlog: int64(i % 7)})
+	}
+	for _, query := range []string{"", "sort=backlog&dir=desc"} {
+		t.Run(query, func(t *testing.T) {
+			e := newEnv(t, web.Config{})
+			e.src.SetCollections(cs)
+			path := "/collections?" + query
+			var seen []string
+			var pages []string
+			for {
+				r := e.get(path)
+				wantStatus(t, r, http.StatusOK)
+				p := r.page(t)
+				if got := p.One(t, "collection-count").Text(); got != "250 collections" {
+					t.Fatalf("count %q", got)
+				}
+				rows := attrs(p.ByTestID("collection-row"), "data-collection-id")
+				if len(rows) == 0 || len(rows) > 100 {
+					t.Fatalf("page %s: %d rows", path, len(rows))
+				}
+				seen = append(seen, rows...)
+				pages = append(pages, path)
+				next := p.ByTestID("collections-next")
+				if len(next) == 0 {
+					break
+				}
+				path = next[0].Attrs["href"]
+				if len(pages) > 5 {
+					t.Fatal("more than 5 pages of 100 for 250 collections")
+				}
+			}
+			if len(pages) != 3 || len(seen) != 250 || len(slices.Compact(slices.Sorted(slices.Values(seen)))) != 250 {
+				t.Fatalf("%d pages, %d rows (%d distinct); want 3 pages of every collection once", len(pages), len(seen), len(slices.Compact(slices.Sorted(slices.Values(seen)))))
+			}
+			if query == "" && (seen[0] != "c-000" || seen[249] != "c-249") {
+				t.Fatalf("by name: first %s, last %s", seen[0], seen[249])
+			}
+			// Back from the last page: the previous links end on the
+			// first page's rows, with no previous link there.
+			var back []string
+			for range 2 {
+				r := e.get(path)
+				p := r.page(t)
+				prev := p.ByTestID("collections-prev")
+				if len(prev) == 0 {
+					t.Fatalf("no previous link on %s", path)
+				}
+				path = prev[0].Attrs["href"]
+				back = attrs(e.get(path).page(t).ByTestID("collection-row"), "data-collection-id")
+			}
+			if !slices.Equal(back, seen[:100]) {
+				t.Fatalf("back on the first page: %v..., want %v...", back[:3], seen[:3])
+			}
+			if first := e.get(path).page(t); len(first.ByTestID("collections-prev")) != 0 {
+				t.Fatal("the first page, reached backwards, links to a previous one")
+			}
+		})
+	}
+}
+
+// TestDashboardWithManyCollectionsTakesAnID: beyond the filter's choices,
+// the history filter takes a collection id instead of listing names, and
+// the tiles still count every collection's backlog.
+func TestDashboardWithManyCollectionsTakesAnID(t *testing.T) {
+	e := newEnv(t, web.Config{})
+	var cs []web.Collection
+	for i := range 250 {
+		cs = append(cs, web.Collection{ID: fmt.Sprintf("c-%03d", i), Name: fmt.Sprintf("coll-%03d", i), Backlog: 2})
+	}
+	e.src.SetCollections(cs)
+	p := e.get("/?collection=c-007").page(t)
+	if got := p.One(t, "filter-collection-id").Attrs["value"]; got != "c-007" {
+		t.Fatalf("collection id input holds %q, want c-007", got)
+	}
+	for _, sel := range p.One(t, "filter-form").ByTag("select") {
+		if sel.Attrs["name"] == "collection" {
+			t.Fatal("a collection select with 250 collections")
+		}
+	}
+	if got := p.One(t, "count-backlog").Text(); !strings.Contains(got, "500") {
+		t.Fatalf("total backlog tile %q, want 500", got)
+	}
+	if got := len(p.ByTestID("backlog-item")); got != 10 {
+		t.Fatalf("%d largest backlogs shown, want 10", got)
+	}
+}

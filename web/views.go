@@ -75,30 +75,27 @@ type flashView struct {
 // into a message. Only known codes show, so a crafted link cannot put
 // arbitrary text on the page.
 func flashFor(q url.Values) *flashView {
-	switch q.Get("flash") {
-	case "compact-queued":
-		f := &flashView{Kind: "ok", Text: "Compaction queued."}
-		if id := q.Get("job"); id != "" {
-			f.Text = "Compaction queued as job"
-			f.LinkText, f.LinkURL = id, jobURL(id)
-		}
-		return f
-	case "compact-refused":
-		return &flashView{Kind: "error", Text: "The collection cannot be compacted now."}
-	case "cancel-requested":
-		return &flashView{Kind: "ok", Text: "Cancellation requested. A running job stops at its next batch boundary and commits nothing."}
-	case "paused":
-		return &flashView{Kind: "ok", Text: "Automatic compaction paused. One-off compactions still run."}
-	case "resumed":
-		return &flashView{Kind: "ok", Text: "Automatic compaction resumed."}
-	case "cancel-refused":
-		return &flashView{Kind: "error", Text: "The job has already finished; there is nothing to cancel."}
-	case "signed-in":
-		return &flashView{Kind: "ok", Text: "Signed in."}
-	case "signed-out":
-		return &flashView{Kind: "ok", Text: "Signed out."}
+	f, ok := flashes[q.Get("flash")]
+	if !ok {
+		return nil
 	}
-	return nil
+	if id := q.Get("job"); id != "" && q.Get("flash") == "compact-queued" {
+		f.Text = "Compaction queued as job"
+		f.LinkText, f.LinkURL = id, jobURL(id)
+	}
+	return &f
+}
+
+// flashes are the flash messages by code (flashFor).
+var flashes = map[string]flashView{
+	"compact-queued":   {Kind: "ok", Text: "Compaction queued."},
+	"compact-refused":  {Kind: "error", Text: "The collection cannot be compacted now."},
+	"cancel-requested": {Kind: "ok", Text: "Cancellation requested. A running job stops at its next batch boundary and commits nothing."},
+	"paused":           {Kind: "ok", Text: "Automatic compaction paused. One-off compactions still run."},
+	"resumed":          {Kind: "ok", Text: "Automatic compaction resumed."},
+	"cancel-refused":   {Kind: "error", Text: "The job has already finished; there is nothing to cancel."},
+	"signed-in":        {Kind: "ok", Text: "Signed in."},
+	"signed-out":       {Kind: "ok", Text: "Signed out."},
 }
 
 // jobRow is one job in a table.
@@ -303,6 +300,9 @@ const (
 	throughputScanLimit = 1000 // succeeded jobs read for the throughput chart (its last hour)
 	queueShown          = 50
 	backlogShown        = 10
+	// filterChoices is the most collections the history filter lists;
+	// with more, it takes a collection id.
+	filterChoices = 200
 )
 
 // The lists below are functions, not variables, so that nothing (a Source
@@ -370,7 +370,7 @@ type dashboardData struct {
 	History     []Job
 	Failed      []Job // most recent failed jobs, up to failedScanLimit
 	Succeeded   []Job // most recent succeeded jobs, up to throughputScanLimit
-	Collections []Collection
+	Collections CollectionSummary
 	Filter      dashboardFilter
 	Act         actView
 }
@@ -441,11 +441,14 @@ type option struct {
 }
 
 type filterView struct {
-	States      []option
-	Triggers    []option
-	Collections []option
-	Limit       string
-	Active      bool
+	States   []option
+	Triggers []option
+	// Collections are the collection filter's choices; with too many
+	// collections to list, none, and CollectionID is typed instead.
+	Collections  []option
+	CollectionID string
+	Limit        string
+	Active       bool
 }
 
 type collectionItem struct {
@@ -461,7 +464,8 @@ type collectionItem struct {
 }
 
 func buildDashboard(now time.Time, d dashboardData) dashboardView {
-	names := collectionNames(d.Collections)
+	sum := d.Collections
+	names := collectionNames(slices.Concat(sum.Names, sum.Largest, sum.Notable))
 	v := dashboardView{Act: d.Act}
 
 	v.Running = jobRows(now, d.Running, names)
@@ -509,16 +513,17 @@ func buildDashboard(now time.Time, d dashboardData) dashboardView {
 		failedText += "+"
 	}
 
-	var backlog int64
+	backlog := sum.Backlog
 	var dead, backlogs, risky []Collection
-	for _, c := range d.Collections {
-		backlog += c.Backlog
+	for _, c := range sum.Notable {
 		if c.DeadLettered {
 			dead = append(dead, c)
 		}
 		if c.FreshnessDebt >= atRiskDebt {
 			risky = append(risky, c)
 		}
+	}
+	for _, c := range sum.Largest {
 		if c.Backlog > 0 {
 			backlogs = append(backlogs, c)
 		}
@@ -566,8 +571,13 @@ func buildDashboard(now time.Time, d dashboardData) dashboardView {
 	for _, t := range allTriggers() {
 		v.Filter.Triggers = append(v.Filter.Triggers, option{Value: t, Label: triggerLabel(t), Selected: d.Filter.Trigger == t})
 	}
+	if len(sum.Names) < sum.Count {
+		// Too many to choose from: the filter takes an id.
+		v.Filter.CollectionID = d.Filter.CollectionID
+		return v
+	}
 	v.Filter.Collections = []option{{Value: "", Label: "any", Selected: d.Filter.CollectionID == ""}}
-	sorted := slices.Clone(d.Collections)
+	sorted := slices.Clone(sum.Names)
 	slices.SortFunc(sorted, func(a, b Collection) int { return cmp.Or(cmp.Compare(a.Name, b.Name), cmp.Compare(a.ID, b.ID)) })
 	found := d.Filter.CollectionID == ""
 	for _, c := range sorted {
@@ -598,7 +608,11 @@ func newCollectionItem(now time.Time, c Collection) collectionItem {
 type collectionsView struct {
 	Headers []sortHeader
 	Rows    []collectionRow
-	Count   string
+	Count   string // collections in all
+	Shown   string // "100 on this page"
+	// PrevURL and NextURL are the pages before and after this one ("":
+	// none); FirstURL the first page, for a page past the end.
+	PrevURL, NextURL, FirstURL string
 }
 
 type sortHeader struct {
@@ -654,6 +668,10 @@ func newCollectionRow(now time.Time, c Collection) collectionRow {
 	}
 }
 
+// collectionsPageSize is the most collections a page of the collections
+// table lists.
+const collectionsPageSize = 100
+
 // collectionSort is the sort order of the collections page.
 type collectionSort struct {
 	Key  string // name, backlog, records, last_compacted
@@ -664,8 +682,8 @@ type collectionSort struct {
 // without dir, names sort ascending and figures descending (largest first).
 func parseCollectionSort(q url.Values) collectionSort {
 	s := collectionSort{Key: strings.ToLower(q.Get("sort"))}
-	if !slices.Contains([]string{"name", "backlog", "records", "last_compacted"}, s.Key) {
-		s.Key = "name"
+	if !slices.Contains([]string{SortName, SortBacklog, SortRecords, SortLastCompacted}, s.Key) {
+		s.Key = SortName
 	}
 	switch strings.ToLower(q.Get("dir")) {
 	case "asc":
@@ -673,39 +691,109 @@ func parseCollectionSort(q url.Values) collectionSort {
 	case "desc":
 		s.Desc = true
 	default:
-		s.Desc = s.Key != "name"
+		s.Desc = s.Key != SortName
 	}
 	return s
 }
 
-func sortCollections(cs []Collection, s collectionSort) {
-	slices.SortStableFunc(cs, func(a, b Collection) int {
-		var c int
-		switch s.Key {
-		case "backlog":
-			c = cmp.Compare(a.Backlog, b.Backlog)
-		case "records":
-			c = cmp.Compare(a.RecordCount, b.RecordCount)
-		case "last_compacted":
-			c = a.LastCompactedAt.Compare(b.LastCompactedAt)
-		}
-		if s.Desc {
-			c = -c
-		}
-		if c == 0 {
-			c = cmp.Compare(strings.ToLower(a.Name), strings.ToLower(b.Name))
-			if s.Key == "name" && s.Desc {
-				c = -c
-			}
-		}
-		return cmp.Or(c, cmp.Compare(a.ID, b.ID))
-	})
+// parseCollectionQuery reads the collections page's query: its order
+// (parseCollectionSort) and page cursor (after or before, as pageURL
+// writes them; a malformed one reads as none: the first page).
+func parseCollectionQuery(q url.Values) (collectionSort, CollectionQuery) {
+	s := parseCollectionSort(q)
+	cq := CollectionQuery{Sort: s.Key, Desc: s.Desc, Limit: collectionsPageSize}
+	if cur, ok := decodeCursor(s.Key, q.Get("before")); ok {
+		cq.Before = &cur
+	} else if cur, ok := decodeCursor(s.Key, q.Get("after")); ok {
+		cq.After = &cur
+	}
+	return s, cq
 }
 
-func buildCollections(now time.Time, cs []Collection, s collectionSort) collectionsView {
-	cs = slices.Clone(cs)
-	sortCollections(cs, s)
-	v := collectionsView{Count: strconv.Itoa(len(cs))}
+// encodeCursor writes a page cursor of order key: the name, after the
+// figure and a colon in a figure's order.
+func encodeCursor(key string, c CollectionCursor) string {
+	if key == SortName {
+		return c.Name
+	}
+	return strconv.FormatInt(c.Value, 10) + ":" + c.Name
+}
+
+// decodeCursor reads encodeCursor's text; false for none or a malformed
+// one.
+func decodeCursor(key, s string) (CollectionCursor, bool) {
+	if s == "" {
+		return CollectionCursor{}, false
+	}
+	if key == SortName {
+		return CollectionCursor{Name: s}, true
+	}
+	v, name, ok := strings.Cut(s, ":")
+	n, err := strconv.ParseInt(v, 10, 64)
+	if !ok || err != nil {
+		return CollectionCursor{}, false
+	}
+	return CollectionCursor{Value: n, Name: name}, true
+}
+
+// CompareCursors orders two positions as a CollectionQuery of order sort
+// (a Sort constant) and desc reads them: by the figure (reversed with
+// desc), ties by name ascending; by name alone (reversed with desc) for
+// SortName. Names compare by their bytes. A Source's CollectionsPage must
+// return this order.
+func CompareCursors(a, b CollectionCursor, sort string, desc bool) int {
+	if sort == SortName || sort == "" {
+		c := strings.Compare(a.Name, b.Name)
+		if desc {
+			c = -c
+		}
+		return c
+	}
+	c := cmp.Compare(a.Value, b.Value)
+	if desc {
+		c = -c
+	}
+	return cmp.Or(c, strings.Compare(a.Name, b.Name))
+}
+
+// pageURL is the collections page in order s, after (or, with before,
+// before) position cur.
+func pageURL(s collectionSort, cur CollectionCursor, before bool) string {
+	side := "after"
+	if before {
+		side = "before"
+	}
+	q := s.query()
+	q.Set(side, encodeCursor(s.Key, cur))
+	return "/collections?" + q.Encode()
+}
+
+// query is s as the collections page's query parameters.
+func (s collectionSort) query() url.Values {
+	dir := "asc"
+	if s.Desc {
+		dir = "desc"
+	}
+	return url.Values{"sort": {s.Key}, "dir": {dir}}
+}
+
+// buildCollections is the collections page of p, read by q in order s.
+func buildCollections(now time.Time, p CollectionPage, s collectionSort, q CollectionQuery) collectionsView {
+	cs := p.Collections
+	v := collectionsView{Count: fmtCount(int64(p.Total))}
+	back := q.Before != nil
+	if n := len(cs); n > 0 {
+		if back && p.More || !back && q.After != nil {
+			v.PrevURL = pageURL(s, CursorOf(cs[0], s.Key), true)
+		}
+		if !back && p.More || back {
+			v.NextURL = pageURL(s, CursorOf(cs[n-1], s.Key), false)
+		}
+		v.Shown = fmt.Sprintf("%s on this page", fmtCount(int64(n)))
+	} else if q.After != nil || back {
+		// A page past the end (the collections moved): back to the first.
+		v.FirstURL = "/collections?" + s.query().Encode()
+	}
 	cols := []struct {
 		label, key string
 		numeric    bool
@@ -1147,8 +1235,13 @@ func windowText(now time.Time, e PlanEntry) string {
 	switch {
 	case len(e.Windows) == 0:
 		return "any time"
+	case e.WindowOpen && e.NextWindowEnd.IsZero():
+		// Windows that together stay open all week never close.
+		return "open, never closes"
 	case e.WindowOpen:
 		return "open until " + fmtWhen(now, e.NextWindowEnd)
+	case e.NextWindowEnd.IsZero():
+		return "from " + fmtWhen(now, e.NextWindowStart) + ", never closes"
 	}
 	return fmtWhen(now, e.NextWindowStart) + " to " + fmtWhen(now, e.NextWindowEnd)
 }

@@ -260,7 +260,8 @@ type PlanEntry struct {
 	FreshnessDebt float64
 	// Windows are the compaction windows in force (empty: any time);
 	// WindowOpen says whether one is open; NextWindowStart..NextWindowEnd
-	// is the window open now (start = the plan's time) or the next.
+	// is the window open now (start = the plan's time) or the next; a
+	// zero NextWindowEnd: windows that stay open all week never close.
 	Windows                        []string
 	WindowOpen                     bool
 	NextWindowStart, NextWindowEnd time.Time
@@ -305,6 +306,80 @@ type JobQuery struct {
 	Limit        int // at most this many (newest first); 0: the Source's default
 }
 
+// The orders of CollectionQuery.Sort.
+const (
+	SortName          = "name"           // by name (byte order, as the API's ListCollections)
+	SortBacklog       = "backlog"        // by backlog, ties by name ascending
+	SortRecords       = "records"        // by records, ties by name ascending
+	SortLastCompacted = "last_compacted" // by the last compaction (never: earliest), ties by name ascending
+)
+
+// CollectionQuery selects a page of collections.
+type CollectionQuery struct {
+	Sort string // one of the Sort constants; "" is SortName
+	// Desc reverses the order (of a figure; ties stay by name ascending).
+	Desc bool
+	// After starts the page after a position; Before, when set instead,
+	// ends it before one (the previous page). Both nil: the first page.
+	After, Before *CollectionCursor
+	Limit         int // collections in the page, 1..10,000
+}
+
+// CollectionCursor is a collection's position in an order: its name and,
+// in a figure's order, its figure (backlog or records, or the last
+// compaction in unix milliseconds, 0 for never: CursorOf).
+type CollectionCursor struct {
+	Value int64
+	Name  string
+}
+
+// CursorOf is c's position in order sort.
+func CursorOf(c Collection, sort string) CollectionCursor {
+	cur := CollectionCursor{Name: c.Name}
+	switch sort {
+	case SortBacklog:
+		cur.Value = c.Backlog
+	case SortRecords:
+		cur.Value = c.RecordCount
+	case SortLastCompacted:
+		if !c.LastCompactedAt.IsZero() {
+			cur.Value = c.LastCompactedAt.UnixMilli()
+		}
+	}
+	return cur
+}
+
+// CollectionPage is a page of collections.
+type CollectionPage struct {
+	Collections []Collection // in the query's order
+	Total       int          // collections in all
+	// More: collections follow the page in the direction it was read
+	// (after it, or before it for a query with Before).
+	More bool
+}
+
+// SummaryQuery bounds the lists of a CollectionSummary.
+type SummaryQuery struct {
+	Largest int // the most collections in Largest
+	Names   int // the most collections in Names
+}
+
+// CollectionSummary is what the dashboard shows of the collections as a
+// whole.
+type CollectionSummary struct {
+	Count   int   // collections
+	Backlog int64 // uncompacted records of every collection
+	// Notable are every collection that is dead-lettered or has a
+	// freshness objective (so may be at risk), in any order.
+	Notable []Collection
+	// Largest are the collections with the largest backlogs (those with
+	// one), largest first: at most SummaryQuery.Largest.
+	Largest []Collection
+	// Names are the first collections by name, at most
+	// SummaryQuery.Names: all of them when Count is no more.
+	Names []Collection
+}
+
 // Source is what the page reads and does. Implementations must be safe for
 // concurrent use; every method may be called from many requests at once.
 type Source interface {
@@ -331,8 +406,14 @@ type Source interface {
 	Pause(ctx context.Context, collectionID, reason, by string) error
 	// Resume ends a pause made by Pause.
 	Resume(ctx context.Context, collectionID, by string) error
-	// Collections returns every collection, in any order.
-	Collections(ctx context.Context) ([]Collection, error)
+	// CollectionsPage returns one page of collections in q's order, with
+	// the number of collections in all; its cost follows the page, not
+	// the number of collections.
+	CollectionsPage(ctx context.Context, q CollectionQuery) (CollectionPage, error)
+	// CollectionSummary returns what the dashboard shows of the
+	// collections as a whole (see CollectionSummary), without reading
+	// every collection.
+	CollectionSummary(ctx context.Context, q SummaryQuery) (CollectionSummary, error)
 	// Collection returns one collection, or an error matching ErrNotFound.
 	Collection(ctx context.Context, id string) (Collection, error)
 	// BacklogHistory returns backlog samples of a collection, oldest first.

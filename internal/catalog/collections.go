@@ -181,7 +181,7 @@ func (c *Catalog) GetCollection(ctx context.Context, id string) (Collection, err
 
 // ListCollections returns all collections ordered by name.
 func (c *Catalog) ListCollections(ctx context.Context) ([]Collection, error) {
-	rows, err := c.r.QueryContext(ctx, `SELECT `+collectionColumns+` FROM collections c ORDER BY c.name`)
+	rows, err := c.readQuery(ctx, `SELECT `+collectionColumns+` FROM collections c ORDER BY c.name`)
 	if err != nil {
 		return nil, c.wrap(err, "list collections")
 	}
@@ -235,7 +235,7 @@ const maxListCollections = 10_000
 // compaction is paused, counted in SQL.
 func (c *Catalog) CountPausedCollections(ctx context.Context) (int, error) {
 	var n int
-	if err := c.r.QueryRowContext(ctx, `SELECT COUNT(*) FROM collections WHERE paused_at IS NOT NULL`).Scan(&n); err != nil {
+	if err := c.readRow(ctx, `SELECT COUNT(*) FROM collections WHERE paused_at IS NOT NULL`).Scan(&n); err != nil {
 		return 0, c.wrap(err, "count paused collections")
 	}
 	return n, nil

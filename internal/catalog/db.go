@@ -39,6 +39,9 @@ type Catalog struct {
 	writers writerGate
 	// aging is the claim order's aging step (Config.PriorityAging).
 	aging time.Duration
+	// stmts keeps the read pool's prepared statements (readQuery); nil
+	// where the dialect does not prepare reads.
+	stmts *stmtCache
 }
 
 // Open opens (creating if needed) the catalog database and applies pending
@@ -87,6 +90,9 @@ func openDialect(ctx context.Context, cfg Config, d *dialect) (*Catalog, error) 
 		aging = DefaultPriorityAging
 	}
 	c := &Catalog{d: d, w: w, r: r, now: clk.Now, dbClock: dbClock, log: logger, aging: aging}
+	if d.prepareReads {
+		c.stmts = newStmtCache(r)
+	}
 	if cfg.Exclusive {
 		// Before the migrations: a second process is refused before it
 		// touches the schema.
@@ -139,6 +145,9 @@ func takeLock(ctx context.Context, d *dialect, cfg Config, w *sql.DB, logger *sl
 // Close closes the database connections.
 func (c *Catalog) Close() error {
 	var errs []error
+	if c.stmts != nil {
+		errs = append(errs, c.stmts.close())
+	}
 	if c.lock != nil {
 		errs = append(errs, c.lock.release())
 		c.lock = nil
@@ -323,13 +332,22 @@ func placeholders(n int) string {
 // match one row: ErrNotFound when it matches none.
 func (c *Catalog) updateOne(ctx context.Context, tx *sql.Tx, query string, args ...any) error {
 	res, err := tx.ExecContext(ctx, c.d.q(query), args...)
+	return oneRow(res, err, ErrNotFound)
+}
+
+// oneRow checks the outcome (res, err) of a statement that must change
+// exactly one row: err as it is, else miss when it changed none (or, on
+// a key that is not unique, several).
+func oneRow(res sql.Result, err, miss error) error {
 	if err != nil {
 		return err
 	}
-	if n, err := rowsAffected(res); err != nil {
+	n, err := rowsAffected(res)
+	if err != nil {
 		return err
-	} else if n == 0 {
-		return ErrNotFound
+	}
+	if n != 1 {
+		return miss
 	}
 	return nil
 }

@@ -56,6 +56,9 @@ type dialect struct {
 	// readTx are the options of a transaction that must read a consistent
 	// snapshot.
 	readTx *sql.TxOptions
+	// prepareReads: readQuery keeps the read pool's statements prepared
+	// (stmtCache), where the driver does not cache them itself.
+	prepareReads bool
 	engine
 }
 
@@ -88,6 +91,9 @@ type engine interface {
 	deleteLog(ctx context.Context, c *Catalog, tx *sql.Tx, id string) error
 	// deleted runs after DeleteCollection committed.
 	deleted(ctx context.Context, c *Catalog)
+	// appendLog inserts the log rows of one append in tx (the append's
+	// transaction, which holds the collection's row).
+	appendLog(ctx context.Context, c *Catalog, tx *sql.Tx, rows logRows) error
 }
 
 // q rewrites the "?" placeholders of query for the dialect.

@@ -37,6 +37,9 @@ func sqliteDialect(busyTimeout time.Duration) *dialect {
 		goose:      goose.DialectSQLite3,
 		migrations: "migrations/sqlite",
 		readTx:     &sql.TxOptions{ReadOnly: true},
+		// modernc.org/sqlite compiles a statement at every unprepared
+		// call; a prepared one keeps its program (stmts.go).
+		prepareReads: true,
 		// MAX + 1 is exact: the write transaction holds the database's only
 		// write lock.
 		nextQueueSeq: `(SELECT COALESCE(MAX(queue_seq), 0) + 1 FROM jobs)`,
@@ -89,6 +92,12 @@ func (sqliteEngine) deleteLog(ctx context.Context, c *Catalog, tx *sql.Tx, id st
 // every reader already); rows left by a failure here are purged by the next
 // delete or the next Open.
 func (e sqliteEngine) deleted(ctx context.Context, c *Catalog) { e.opened(ctx, c) }
+
+// appendLog inserts with multi-row INSERTs: SQLite has no array type, and
+// its statements run in the process, with no round trip to save.
+func (sqliteEngine) appendLog(ctx context.Context, c *Catalog, tx *sql.Tx, rows logRows) error {
+	return c.insertLogRowsMulti(ctx, tx, rows)
+}
 
 // sqliteConnect builds the writer and reader DSNs from a file path (with an
 // optional "file:" prefix and query parameters, which are kept) and opens the

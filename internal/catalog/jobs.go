@@ -232,17 +232,7 @@ func (c *Catalog) execUpdateJob(ctx context.Context, tx *sql.Tx, j Job) error {
 		j.VersionBefore, j.VersionAfter, j.Error, j.Note, j.Node,
 		string(j.FailureClass), encodeJSON(j.Predicted), encodeJSON(j.Actual),
 		j.ID)
-	if err != nil {
-		return err
-	}
-	n, err := rowsAffected(res)
-	if err != nil {
-		return err
-	}
-	if n == 0 {
-		return ErrNotFound
-	}
-	return nil
+	return oneRow(res, err, ErrNotFound)
 }
 
 // JobIDsWithPrefix returns the ids of up to limit jobs whose id starts with

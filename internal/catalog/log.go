@@ -200,11 +200,36 @@ func batchSHA256(records [][]byte) []byte {
 	return h.Sum(nil)
 }
 
-// insertLogRows inserts records at offsets first, first+1, ... with
-// prepared multi-row INSERTs of insertChunk rows and one for the rest. Each
-// row carries its record's id (record_id, read from the encoded record by
-// recordIDOf), which indexes the log tail by id (see tail.go).
+// insertLogRows inserts records at offsets first, first+1, ... through the
+// dialect's appendLog. Each row carries its record's id (record_id, read
+// from the encoded record by recordIDOf), which indexes the log tail by id
+// (see tail.go).
 func (c *Catalog) insertLogRows(ctx context.Context, tx *sql.Tx, id string, first, appendedAt int64, records [][]byte) error {
+	ids := make([][]byte, len(records))
+	for i, r := range records {
+		rid, err := recordIDOf(r)
+		if err != nil {
+			return fmt.Errorf("insert log rows: record at offset %d: %w", first+int64(i), err)
+		}
+		ids[i] = rid
+	}
+	if err := c.d.appendLog(ctx, c, tx, logRows{collectionID: id, first: first, appendedAt: appendedAt, records: records, ids: ids}); err != nil {
+		return fmt.Errorf("insert log rows: %w", err)
+	}
+	return nil
+}
+
+// logRows are the rows of one log append: records[i], with record id
+// ids[i], at offset first+i of the collection.
+type logRows struct {
+	collectionID      string
+	first, appendedAt int64
+	records, ids      [][]byte
+}
+
+// insertLogRowsMulti inserts rows with prepared multi-row INSERTs of
+// insertChunk rows and one for the rest: SQL both dialects accept.
+func (c *Catalog) insertLogRowsMulti(ctx context.Context, tx *sql.Tx, rows logRows) error {
 	insert := func(n int) (*sql.Stmt, error) {
 		var b strings.Builder
 		b.WriteString(`INSERT INTO log (collection_id, log_offset, appended_at, record, record_id) VALUES `)
@@ -216,20 +241,17 @@ func (c *Catalog) insertLogRows(ctx context.Context, tx *sql.Tx, id string, firs
 		}
 		return tx.PrepareContext(ctx, c.d.q(b.String()))
 	}
-	args := make([]any, 0, 5*min(len(records), insertChunk))
-	exec := func(stmt *sql.Stmt, offset int64, recs [][]byte) error {
+	args := make([]any, 0, 5*min(len(rows.records), insertChunk))
+	exec := func(stmt *sql.Stmt, from, to int) error {
 		args = args[:0]
-		for i, r := range recs {
-			rid, err := recordIDOf(r)
-			if err != nil {
-				return fmt.Errorf("record at offset %d: %w", offset+int64(i), err)
-			}
-			args = append(args, id, offset+int64(i), appendedAt, r, rid)
+		for i := from; i < to; i++ {
+			args = append(args, rows.collectionID, rows.first+int64(i), rows.appendedAt, rows.records[i], rows.ids[i])
 		}
 		_, err := stmt.ExecContext(ctx, args...)
 		return err
 	}
-	full := len(records) / insertChunk
+	n := len(rows.records)
+	full := n / insertChunk
 	if full > 0 {
 		stmt, err := insert(insertChunk)
 		if err != nil {
@@ -237,19 +259,19 @@ func (c *Catalog) insertLogRows(ctx context.Context, tx *sql.Tx, id string, firs
 		}
 		defer stmt.Close()
 		for k := range full {
-			if err := exec(stmt, first+int64(k*insertChunk), records[k*insertChunk:(k+1)*insertChunk]); err != nil {
-				return fmt.Errorf("insert log rows: %w", err)
+			if err := exec(stmt, k*insertChunk, (k+1)*insertChunk); err != nil {
+				return err
 			}
 		}
 	}
-	if rest := records[full*insertChunk:]; len(rest) > 0 {
-		stmt, err := insert(len(rest))
+	if full*insertChunk < n {
+		stmt, err := insert(n - full*insertChunk)
 		if err != nil {
 			return fmt.Errorf("prepare log insert: %w", err)
 		}
 		defer stmt.Close()
-		if err := exec(stmt, first+int64(full*insertChunk), rest); err != nil {
-			return fmt.Errorf("insert log rows: %w", err)
+		if err := exec(stmt, full*insertChunk, n); err != nil {
+			return err
 		}
 	}
 	return nil

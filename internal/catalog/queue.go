@@ -588,15 +588,7 @@ func (c *Catalog) execFinishJob(ctx context.Context, tx *sql.Tx, node string, j 
 		j.VersionBefore, j.VersionAfter, j.Error, j.Note,
 		string(j.FailureClass), encodeJSON(j.Actual),
 		j.ID, string(JobRunning), node, c.dbNow())
-	if err != nil {
-		return err
-	}
-	if n, err := rowsAffected(res); err != nil {
-		return err
-	} else if n != 1 {
-		return ErrLeaseLost
-	}
-	return nil
+	return oneRow(res, err, ErrLeaseLost)
 }
 
 // CancelJob cancels job jobID: a QUEUED job ends CANCELLED at once with
@@ -811,15 +803,7 @@ func (c *Catalog) SetJobPrediction(ctx context.Context, jobID, node string, p jo
 	err := c.writeTx(ctx, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, c.d.q(`UPDATE jobs SET predicted = ? WHERE id = ? AND state = ? AND lease_owner = ?`),
 			encodeJSON(&p), jobID, string(JobRunning), node)
-		if err != nil {
-			return err
-		}
-		if n, err := rowsAffected(res); err != nil {
-			return err
-		} else if n != 1 {
-			return ErrLeaseLost
-		}
-		return nil
+		return oneRow(res, err, ErrLeaseLost)
 	})
 	return c.wrap(err, "store the prediction of job %s on node %s", jobID, node)
 }

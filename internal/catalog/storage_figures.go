@@ -14,11 +14,17 @@ type StorageFigures struct {
 // at least one committed version, by collection id, in one query.
 // Errors: ErrUnavailable.
 func (c *Catalog) ListStorageFigures(ctx context.Context) (map[string]StorageFigures, error) {
-	rows, err := c.r.QueryContext(ctx, c.d.q(`SELECT v.collection_id, COUNT(*),
+	return c.storageFigures(ctx, "")
+}
+
+// storageFigures is ListStorageFigures of the version rows that where (a
+// WHERE clause on table alias v, "" for all) selects.
+func (c *Catalog) storageFigures(ctx context.Context, where string, args ...any) (map[string]StorageFigures, error) {
+	rows, err := c.readQuery(ctx, `SELECT v.collection_id, COUNT(*),
 			SUM(CASE WHEN v.version = c.segment_version THEN v.segment_bytes ELSE 0 END),
 			SUM(CASE WHEN v.version = c.segment_version THEN v.block_count ELSE 0 END)
-		FROM versions v JOIN collections c ON c.id = v.collection_id
-		GROUP BY v.collection_id`))
+		FROM versions v JOIN collections c ON c.id = v.collection_id `+where+`
+		GROUP BY v.collection_id`, args...)
 	if err != nil {
 		return nil, c.wrap(err, "list storage figures")
 	}

@@ -39,12 +39,7 @@ func (c *Catalog) CommitCompaction(ctx context.Context, cm Commit) error {
 				return fmt.Errorf("finish job %s: %w", cm.Job.ID, err)
 			}
 		}
-		var version, offset, position int64
-		err := tx.QueryRowContext(ctx, c.d.q(`SELECT segment_version, compaction_offset, log_position FROM collections WHERE id = ?`+c.d.forUpdate),
-			cm.CollectionID).Scan(&version, &offset, &position)
-		if errors.Is(err, sql.ErrNoRows) {
-			return ErrNotFound
-		}
+		version, offset, position, err := c.lockPosition(ctx, tx, cm.CollectionID)
 		if err != nil {
 			return err
 		}
@@ -62,13 +57,9 @@ func (c *Catalog) CommitCompaction(ctx context.Context, cm Commit) error {
 				`+clearFailureState+`, last_compacted_at = ?, updated_at = ?
 			WHERE id = ? AND segment_version = ?`),
 			cm.NewVersion, cm.CompactionOffset, cm.ManifestKey, cm.RecordCount, now, now, cm.CollectionID, cm.BaseVersion)
-		if err != nil {
-			return fmt.Errorf("update collection: %w", err)
-		}
-		if n, err := rowsAffected(res); err != nil {
+		// No row cannot happen while the row is locked; kept as a guard.
+		if err := oneRow(res, wrapf(err, "update collection"), &ConflictError{CollectionID: cm.CollectionID, Expected: cm.BaseVersion, Actual: -1}); err != nil {
 			return err
-		} else if n != 1 { // cannot happen while the row is locked; kept as a guard
-			return &ConflictError{CollectionID: cm.CollectionID, Expected: cm.BaseVersion, Actual: -1}
 		}
 		if ix := cm.Index; ix != nil {
 			if _, err := tx.ExecContext(ctx, c.d.q(`UPDATE collections SET index_m = ?, index_ef_construction = ? WHERE id = ?`),
@@ -156,15 +147,7 @@ func (c *Catalog) RecordVerification(ctx context.Context, id string, version int
 	err := c.writeTx(ctx, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, c.d.q(`UPDATE versions SET verified_at = ?, verify_error = ? WHERE collection_id = ? AND version = ?`),
 			now, problem, id, version)
-		if err != nil {
-			return err
-		}
-		if n, err := rowsAffected(res); err != nil {
-			return err
-		} else if n == 0 {
-			return fmt.Errorf("version %d: %w", version, ErrNotFound)
-		}
-		return nil
+		return oneRow(res, err, fmt.Errorf("version %d: %w", version, ErrNotFound))
 	})
 	return c.wrap(err, "record verification of collection %s", id)
 }
@@ -387,12 +370,7 @@ func (c *Catalog) CommitRollback(ctx context.Context, rb Rollback) error {
 	}
 	now := ms(c.now())
 	err := c.writeTx(ctx, func(tx *sql.Tx) error {
-		var version, offset, position int64
-		err := tx.QueryRowContext(ctx, c.d.q(`SELECT segment_version, compaction_offset, log_position FROM collections WHERE id = ?`+c.d.forUpdate),
-			rb.CollectionID).Scan(&version, &offset, &position)
-		if errors.Is(err, sql.ErrNoRows) {
-			return ErrNotFound
-		}
+		version, offset, position, err := c.lockPosition(ctx, tx, rb.CollectionID)
 		if err != nil {
 			return err
 		}
@@ -436,13 +414,8 @@ func (c *Catalog) CommitRollback(ctx context.Context, rb Rollback) error {
 				segment_version = ?, compaction_offset = ?, manifest_key = ?, record_count = ?, updated_at = ?
 			WHERE id = ? AND segment_version = ?`),
 			rb.NewVersion, to.CompactionOffset, rb.ManifestKey, to.RecordCount, now, rb.CollectionID, rb.BaseVersion)
-		if err != nil {
-			return fmt.Errorf("update collection: %w", err)
-		}
-		if n, err := rowsAffected(res); err != nil {
+		if err := oneRow(res, wrapf(err, "update collection"), &ConflictError{CollectionID: rb.CollectionID, Expected: rb.BaseVersion, Actual: -1}); err != nil {
 			return err
-		} else if n != 1 {
-			return &ConflictError{CollectionID: rb.CollectionID, Expected: rb.BaseVersion, Actual: -1}
 		}
 		// The segment is to's: its digest too (its verification is the
 		// new version's own, none yet).
@@ -539,4 +512,25 @@ func (c *Catalog) RetireVersions(ctx context.Context, id string, keep int, grace
 		return Retention{}, c.wrap(err, "retire versions of collection %s", id)
 	}
 	return r, nil
+}
+
+// lockPosition reads, locking the row for the transaction tx where the
+// dialect locks rows, the segment version, compaction offset and log
+// position of collection id: the compare-and-swap base of a commit or a
+// rollback. ErrNotFound when there is no such collection.
+func (c *Catalog) lockPosition(ctx context.Context, tx *sql.Tx, id string) (version, offset, position int64, err error) {
+	err = tx.QueryRowContext(ctx, c.d.q(`SELECT segment_version, compaction_offset, log_position FROM collections WHERE id = ?`+c.d.forUpdate),
+		id).Scan(&version, &offset, &position)
+	if errors.Is(err, sql.ErrNoRows) {
+		err = ErrNotFound
+	}
+	return version, offset, position, err
+}
+
+// wrapf is fmt.Errorf(what+": %w", err), nil for a nil err.
+func wrapf(err error, what string) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("%s: %w", what, err)
 }

@@ -550,6 +550,7 @@ func (v *versionIndex) Search(q []float32, k, ef int, allow func(id string) bool
 }
 
 func (v *versionIndex) Len() int                            { return v.e.g.Len() }
+func (v *versionIndex) BetweenDistances() bool              { return v.e.g.BetweenDistances() }
 func (v *versionIndex) ScanCheaper(allowed, k, ef int) bool { return v.e.g.ScanCheaper(allowed, k, ef) }
 
 // loadMetadata reads the metadata of the version's records (once per
@@ -615,6 +616,7 @@ var (
 	_ MetadataSearcher     = (*versionIndex)(nil)
 	_ SelectivityEstimator = (*versionIndex)(nil)
 	_ scanCostModel        = (*versionIndex)(nil)
+	_ DistanceSearcher     = (*versionIndex)(nil)
 	_ metadataLoader       = (*versionIndex)(nil)
 )
 

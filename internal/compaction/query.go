@@ -47,6 +47,16 @@ type Searcher interface {
 	Search(q []float32, k, ef int, allow func(id string) bool) ([]Hit, error)
 }
 
+// DistanceSearcher is a Searcher that can tell whether the distances it
+// returns are, bit for bit, those Distance.Between computes from the
+// query and the record's embedding (what an exact scan computes), so that
+// a hit ranks the same whichever plan found it without reading its
+// embedding again. *vindex.Graph satisfies it (see BetweenDistances).
+type DistanceSearcher interface {
+	Searcher
+	BetweenDistances() bool
+}
+
 // MetadataSearcher is a Searcher that also knows the metadata of each
 // indexed record, so that a where filter can be evaluated during the
 // search. A Searcher without it serves unfiltered queries only; a filtered
@@ -127,6 +137,13 @@ type Query struct {
 	// Version, when > 0, queries that kept version alone (its index and
 	// blocks, without the log tail); 0: the current view.
 	Version int64
+	// NoEmbeddings leaves the embeddings out of the hits' records
+	// (Record.Embedding nil): the caller will not return them. It does not
+	// change which records are found, their distances or their order; it
+	// lets an index search whose distances are the scan's
+	// (DistanceSearcher) read its hits' ids, documents and metadata alone
+	// (segment.Store.GetLight) instead of their whole rows.
+	NoEmbeddings bool
 }
 
 // QueryHit is one result: a materialized record and its distance.
@@ -509,7 +526,15 @@ func (c *Compactor) searchIndex(ctx context.Context, coll catalog.Collection, m 
 		cand = append(cand, id)
 	}
 	slices.Sort(cand)
-	recs, err := c.seg.Get(ctx, m, cand)
+	// Without embeddings to return, the index's distances (when they are
+	// the scan's) spare reading the hits' embeddings.
+	ds, ok := idx.(DistanceSearcher)
+	light := q.NoEmbeddings && ok && ds.BetweenDistances()
+	read := c.seg.Get
+	if light {
+		read = c.seg.GetLight
+	}
+	recs, err := read(ctx, m, cand)
 	if err != nil {
 		return err
 	}
@@ -520,7 +545,11 @@ func (c *Compactor) searchIndex(ctx context.Context, coll catalog.Collection, m 
 				// The index names a record its version does not hold.
 				return fmt.Errorf("index of version %d returned record %q, which the version does not hold: %w", coll.SegmentVersion, h.ID, segment.ErrCorrupt)
 			}
-			s.offerOne(i, &r)
+			if light {
+				s.offerHit(i, &r, h.Distance)
+			} else {
+				s.offerOne(i, &r)
+			}
 		}
 	}
 	return nil
@@ -574,6 +603,16 @@ func (s *search) offerOne(i int, r *materialize.Record) {
 	s.push(i, r, s.dist.Between(s.q.Embeddings[i], r.Embedding))
 }
 
+// offerHit considers r, found by the index at distance d (the scan's
+// distance: DistanceSearcher), for query embedding i only; r may lack its
+// embedding.
+func (s *search) offerHit(i int, r *materialize.Record, d float32) {
+	if !s.q.Where.Match(r.Metadata) {
+		return
+	}
+	s.push(i, r, d)
+}
+
 func (s *search) push(i int, r *materialize.Record, d float32) {
 	h := &s.heaps[i]
 	if len(*h) == s.q.K {
@@ -586,11 +625,17 @@ func (s *search) push(i int, r *materialize.Record, d float32) {
 	heap.Push(h, QueryHit{Record: *r, Distance: d})
 }
 
-// results returns the hits per query embedding, nearest first, ties by id.
+// results returns the hits per query embedding, nearest first, ties by id;
+// without their embeddings when the query said NoEmbeddings.
 func (s *search) results() [][]QueryHit {
 	out := make([][]QueryHit, len(s.heaps))
 	for i, h := range s.heaps {
 		hits := []QueryHit(h)
+		if s.q.NoEmbeddings {
+			for j := range hits {
+				hits[j].Record.Embedding = nil
+			}
+		}
 		slices.SortFunc(hits, func(a, b QueryHit) int {
 			return cmp.Or(cmp.Compare(a.Distance, b.Distance), strings.Compare(a.Record.ID, b.Record.ID))
 		})
@@ -623,6 +668,6 @@ func (h *hitHeap) Pop() any {
 	return x
 }
 
-var _ Searcher = (*vindex.Graph)(nil)
+var _ DistanceSearcher = (*vindex.Graph)(nil)
 
 var _ scanCostModel = (*vindex.Graph)(nil)

@@ -586,3 +586,103 @@ func TestScansWaitForASlot(t *testing.T) {
 		t.Errorf("%d slots taken after the scan, want %d", n, MaxConcurrentScans-1)
 	}
 }
+
+// A query that leaves the embeddings out (NoEmbeddings) finds the same
+// ids, at the same distances, in the same order as one that keeps them,
+// by either plan and every distance, with the embeddings nil; an index
+// hit's distance is, bit for bit, the one the exact scan computes from its
+// record; and once the row cache holds the hits' blocks, a repeated
+// index query reads no block (its hits' embeddings are never read).
+func TestQueryWithoutEmbeddingsFindsTheSameHits(t *testing.T) {
+	for _, d := range []vindex.Distance{vindex.DistanceL2, vindex.DistanceIP, vindex.DistanceCosine} {
+		t.Run(d.String(), func(t *testing.T) {
+			r := rand.New(rand.NewPCG(41, uint64(d)))
+			e := newEnv(t, envConfig{maxRecords: 300, batchRecords: 64, maxBlock: 32, minBlock: 8, seg: segment.Config{RowCacheBytes: 1 << 20}})
+			c, err := e.cat.CreateCollectionSpec(e.ctx, catalog.CollectionSpec{Name: "light-" + d.String(), Index: catalog.IndexSettings{Distance: d}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			e.id = c.ID
+			const dim, k = 6, 10
+			g := gen{r: r, ids: 200, dim: dim}
+			queries := func() [][]float32 {
+				qs := make([][]float32, 3)
+				for i := range qs {
+					qs[i] = make([]float32, dim)
+					for j := range qs[i] {
+						qs[i][j] = float32(r.IntN(200)-100) / 10
+					}
+				}
+				ids := slices.Sorted(maps.Keys(e.model))
+				if len(ids) > 0 {
+					qs = append(qs, slices.Clone(e.model[ids[r.IntN(len(ids))]].Embedding)) // distance 0, ties
+				}
+				return qs
+			}
+			indexed := 0
+			for step := range 5 {
+				e.push(g.batch(80)...)
+				e.compactAll()
+				if step == 2 {
+					e.restart() // the graph decoded from its blobs
+				}
+				e.push(g.batch(8)...) // a tail the index does not know
+				for _, fs := range []string{``, `{"a": {"$gt": 0}}`} {
+					f := mustWhere(t, fs)
+					qs := queries()
+					for _, exact := range []bool{false, true} {
+						q := Query{Embeddings: qs, K: k, Where: f, Ef: 200, Exact: exact}
+						with, err := e.comp.QueryRecords(e.ctx, e.id, q)
+						if err != nil {
+							t.Fatal(err)
+						}
+						q.NoEmbeddings = true
+						without, err := e.comp.QueryRecords(e.ctx, e.id, q)
+						if err != nil {
+							t.Fatal(err)
+						}
+						if with.Exact != without.Exact {
+							t.Fatalf("step %d where %q: plans differ (exact %v and %v)", step, fs, with.Exact, without.Exact)
+						}
+						if !with.Exact {
+							indexed++
+						}
+						for i := range qs {
+							want := slices.Clone(with.Hits[i])
+							for j := range want {
+								if h := want[j]; h.Distance != d.Between(qs[i], e.model[h.Record.ID].Embedding) {
+									t.Fatalf("step %d where %q exact %v: %s at distance %v, the scan's is %v", step, fs, exact, h.Record.ID, h.Distance, d.Between(qs[i], e.model[h.Record.ID].Embedding))
+								}
+								want[j].Record.Embedding = nil
+							}
+							if got := without.Hits[i]; !reflect.DeepEqual(got, want) {
+								t.Fatalf("step %d where %q exact %v query %d: without embeddings\n got%s\nwant%s", step, fs, exact, i, briefHits(got), briefHits(want))
+							}
+							for _, h := range without.Hits[i] {
+								if h.Distance != d.Between(qs[i], e.model[h.Record.ID].Embedding) {
+									t.Fatalf("step %d where %q exact %v: %s at distance %v without embeddings, the scan's is %v", step, fs, exact, h.Record.ID, h.Distance, d.Between(qs[i], e.model[h.Record.ID].Embedding))
+								}
+							}
+						}
+					}
+				}
+			}
+			if indexed == 0 {
+				t.Fatal("no query used the index")
+			}
+			// No tail: the hits come from the index alone.
+			e.compactAll()
+			q := Query{Embeddings: queries(), K: k, NoEmbeddings: true}
+			if _, err := e.comp.QueryRecords(e.ctx, e.id, q); err != nil {
+				t.Fatal(err)
+			}
+			e.faulty.Reset()
+			if _, err := e.comp.QueryRecords(e.ctx, e.id, q); err != nil {
+				t.Fatal(err)
+			}
+			if n := e.faulty.Gets(); n > 1 {
+				t.Errorf("a repeated query without embeddings read %d blobs, want the manifest alone", n)
+			}
+		})
+	}
+}

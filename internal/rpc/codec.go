@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"unicode/utf8"
 	"weak"
 
@@ -30,8 +31,11 @@ import (
 // message alive, and goes when its message is collected) to its decode
 // error.
 type decodeFailures struct {
+	// n counts the entries of m, so that take, called for every request,
+	// makes no weak pointer and takes no lock while none failed to decode.
+	n  atomic.Int64
 	mu sync.Mutex
-	m  map[weak.Pointer[byte]]*connect.Error
+	m  map[weak.Pointer[byte]]*connect.Error // guarded by mu
 }
 
 func newDecodeFailures() *decodeFailures {
@@ -47,16 +51,23 @@ func (d *decodeFailures) put(msg proto.Message, err *connect.Error) {
 	k, p := messageKey(msg)
 	d.mu.Lock()
 	d.m[k] = err
+	d.n.Store(int64(len(d.m)))
 	d.mu.Unlock()
 	runtime.AddCleanup(p, func(k weak.Pointer[byte]) {
 		d.mu.Lock()
 		delete(d.m, k)
+		d.n.Store(int64(len(d.m)))
 		d.mu.Unlock()
 	}, k)
 }
 
 // take returns and forgets the decode error of msg, nil when it decoded.
 func (d *decodeFailures) take(msg any) *connect.Error {
+	if d.n.Load() == 0 {
+		// put stores the count before its codec returns, so a message's
+		// own failure is always seen here.
+		return nil
+	}
 	pm, ok := msg.(proto.Message)
 	if !ok || reflect.ValueOf(pm).IsNil() {
 		return nil
@@ -67,6 +78,7 @@ func (d *decodeFailures) take(msg any) *connect.Error {
 	err, ok := d.m[k]
 	if ok {
 		delete(d.m, k)
+		d.n.Store(int64(len(d.m)))
 	}
 	return err
 }
@@ -99,15 +111,19 @@ type codec struct {
 func (c *codec) Name() string   { return c.name }
 func (c *codec) IsBinary() bool { return !c.json }
 
-func (c *codec) Marshal(msg any) ([]byte, error) {
+func (c *codec) Marshal(msg any) ([]byte, error) { return c.MarshalAppend(nil, msg) }
+
+// MarshalAppend appends msg's encoding to dst: connect then encodes into
+// its pooled buffers instead of a new slice per response.
+func (c *codec) MarshalAppend(dst []byte, msg any) ([]byte, error) {
 	pm, ok := msg.(proto.Message)
 	if !ok {
 		return nil, fmt.Errorf("%T is not a protobuf message", msg)
 	}
 	if c.json {
-		return protojson.Marshal(pm)
+		return protojson.MarshalOptions{}.MarshalAppend(dst, pm)
 	}
-	return proto.Marshal(pm)
+	return proto.MarshalOptions{}.MarshalAppend(dst, pm)
 }
 
 func (c *codec) Unmarshal(data []byte, msg any) error {

@@ -149,11 +149,11 @@ func (s *Service) PlanCompactions(ctx context.Context, req *connect.Request[comp
 	out := &compactorv1.PlanCompactionsResponse{PlanTime: ts(p.At), Pause: pauseToProto(p.Pause)}
 	for _, e := range p.Entries {
 		pe := &compactorv1.PlanEntry{
-			CollectionId: e.Collection.ID, CollectionName: e.Collection.Name, Decision: decisionToProto(e.Decision), Reason: e.Reason,
+			CollectionId: e.Collection.ID, CollectionName: e.Collection.Name, Decision: decisions.toProto(e.Decision), Reason: e.Reason,
 			Backlog: e.Collection.Backlog(), OldestUncompactedTime: ts(e.Collection.OldestUncompactedAt),
 			MinCompactionSize: e.MinCompactionSize, MaxUncompactedAge: durationpb.New(e.MaxUncompactedAge),
 			RetryTime: ts(e.RetryAfter), EstimateError: e.EstimateError,
-			Priority: priorityToProto[e.Priority], FreshnessDebt: e.Freshness.Debt,
+			Priority: priorities.toProto(e.Priority), FreshnessDebt: e.Freshness.Debt,
 			CompactionWindows: e.Window.Windows, WindowOpen: e.Window.Open,
 			NextWindowStart: ts(e.Window.NextStart), NextWindowEnd: ts(e.Window.NextEnd),
 		}
@@ -253,7 +253,7 @@ func (s *Service) SetCollectionPolicy(ctx context.Context, req *connect.Request[
 	}
 	var u catalog.PolicyUpdate
 	if p := m.GetPriority(); p != compactorv1.PriorityClass_PRIORITY_CLASS_UNSPECIFIED {
-		class, ok := priorityFromProto[p]
+		class, ok := priorities.fromProto(p)
 		if !ok {
 			return nil, invalidArgument("priority", "is %d; want CRITICAL, NORMAL or LOW", int32(p))
 		}
@@ -300,45 +300,27 @@ func (s *Service) SetCollectionPolicy(ctx context.Context, req *connect.Request[
 	return connect.NewResponse(&compactorv1.SetCollectionPolicyResponse{Collection: collectionToProto(c)}), nil
 }
 
+// The scheduling enums of the API and the domain values they stand for.
 var (
-	priorityToProto = map[catalog.PriorityClass]compactorv1.PriorityClass{
+	priorities = newEnumTable(map[catalog.PriorityClass]compactorv1.PriorityClass{
 		catalog.PriorityCritical: compactorv1.PriorityClass_PRIORITY_CLASS_CRITICAL,
 		catalog.PriorityNormal:   compactorv1.PriorityClass_PRIORITY_CLASS_NORMAL,
 		catalog.PriorityLow:      compactorv1.PriorityClass_PRIORITY_CLASS_LOW,
-	}
-	priorityFromProto = map[compactorv1.PriorityClass]catalog.PriorityClass{
-		compactorv1.PriorityClass_PRIORITY_CLASS_CRITICAL: catalog.PriorityCritical,
-		compactorv1.PriorityClass_PRIORITY_CLASS_NORMAL:   catalog.PriorityNormal,
-		compactorv1.PriorityClass_PRIORITY_CLASS_LOW:      catalog.PriorityLow,
-	}
+	})
+	decisions = newEnumTable(map[manager.Decision]compactorv1.PlanDecision{
+		manager.DecideRun:           compactorv1.PlanDecision_PLAN_DECISION_RUN,
+		manager.DecideSchedPaused:   compactorv1.PlanDecision_PLAN_DECISION_PAUSED,
+		manager.DecidePaused:        compactorv1.PlanDecision_PLAN_DECISION_COLLECTION_PAUSED,
+		manager.DecideDeadLettered:  compactorv1.PlanDecision_PLAN_DECISION_DEAD_LETTERED,
+		manager.DecideBackingOff:    compactorv1.PlanDecision_PLAN_DECISION_BACKING_OFF,
+		manager.DecideRunning:       compactorv1.PlanDecision_PLAN_DECISION_RUNNING,
+		manager.DecideQueued:        compactorv1.PlanDecision_PLAN_DECISION_QUEUED,
+		manager.DecideBelow:         compactorv1.PlanDecision_PLAN_DECISION_BELOW_THRESHOLDS,
+		manager.DecideEmpty:         compactorv1.PlanDecision_PLAN_DECISION_EMPTY,
+		manager.DecideOutsideWindow: compactorv1.PlanDecision_PLAN_DECISION_OUTSIDE_WINDOW,
+	})
 )
 
 func pauseToProto(p manager.PauseState) *compactorv1.PauseState {
 	return &compactorv1.PauseState{Paused: p.Paused, Reason: p.Reason, PausedBy: p.By, PauseTime: ts(p.Since)}
-}
-
-func decisionToProto(d manager.Decision) compactorv1.PlanDecision {
-	switch d {
-	case manager.DecideRun:
-		return compactorv1.PlanDecision_PLAN_DECISION_RUN
-	case manager.DecideSchedPaused:
-		return compactorv1.PlanDecision_PLAN_DECISION_PAUSED
-	case manager.DecidePaused:
-		return compactorv1.PlanDecision_PLAN_DECISION_COLLECTION_PAUSED
-	case manager.DecideDeadLettered:
-		return compactorv1.PlanDecision_PLAN_DECISION_DEAD_LETTERED
-	case manager.DecideBackingOff:
-		return compactorv1.PlanDecision_PLAN_DECISION_BACKING_OFF
-	case manager.DecideRunning:
-		return compactorv1.PlanDecision_PLAN_DECISION_RUNNING
-	case manager.DecideQueued:
-		return compactorv1.PlanDecision_PLAN_DECISION_QUEUED
-	case manager.DecideBelow:
-		return compactorv1.PlanDecision_PLAN_DECISION_BELOW_THRESHOLDS
-	case manager.DecideEmpty:
-		return compactorv1.PlanDecision_PLAN_DECISION_EMPTY
-	case manager.DecideOutsideWindow:
-		return compactorv1.PlanDecision_PLAN_DECISION_OUTSIDE_WINDOW
-	}
-	return compactorv1.PlanDecision_PLAN_DECISION_UNSPECIFIED
 }

@@ -27,48 +27,65 @@ func ts(t time.Time) *timestamppb.Timestamp {
 	return timestamppb.New(t)
 }
 
-var stateToProto = map[catalog.JobState]compactorv1.JobState{
-	catalog.JobQueued:    compactorv1.JobState_JOB_STATE_QUEUED,
-	catalog.JobRunning:   compactorv1.JobState_JOB_STATE_RUNNING,
-	catalog.JobSucceeded: compactorv1.JobState_JOB_STATE_SUCCEEDED,
-	catalog.JobFailed:    compactorv1.JobState_JOB_STATE_FAILED,
-	catalog.JobCancelled: compactorv1.JobState_JOB_STATE_CANCELLED,
+// enumTable is a one-to-one mapping between a domain value and an API
+// enum value, written once and read both ways.
+type enumTable[D, P comparable] struct {
+	to   map[D]P
+	from map[P]D
 }
 
-func stateFromProto(s compactorv1.JobState) (catalog.JobState, bool) {
-	for k, v := range stateToProto {
-		if v == s {
-			return k, true
-		}
+// newEnumTable returns the table of pairs (domain value: enum value); each
+// enum value appears once.
+func newEnumTable[D, P comparable](pairs map[D]P) enumTable[D, P] {
+	t := enumTable[D, P]{to: pairs, from: make(map[P]D, len(pairs))}
+	for d, p := range pairs {
+		t.from[p] = d
 	}
-	return "", false
+	return t
 }
 
-func triggerToProto(t catalog.Trigger) compactorv1.Trigger {
-	switch t {
-	case catalog.TriggerScheduled:
-		return compactorv1.Trigger_TRIGGER_SCHEDULED
-	case catalog.TriggerOneOff:
-		return compactorv1.Trigger_TRIGGER_ONE_OFF
-	}
-	return compactorv1.Trigger_TRIGGER_UNSPECIFIED
+// toProto is d's enum value; the enum's zero (UNSPECIFIED) for a value
+// the table does not know.
+func (t enumTable[D, P]) toProto(d D) P { return t.to[d] }
+
+// fromProto is p's domain value; false for a value the table does not
+// know (UNSPECIFIED included).
+func (t enumTable[D, P]) fromProto(p P) (D, bool) {
+	d, ok := t.from[p]
+	return d, ok
 }
 
-func triggerFromProto(t compactorv1.Trigger) catalog.Trigger {
-	switch t {
-	case compactorv1.Trigger_TRIGGER_SCHEDULED:
-		return catalog.TriggerScheduled
-	case compactorv1.Trigger_TRIGGER_ONE_OFF:
-		return catalog.TriggerOneOff
-	}
-	return ""
-}
+// The API's enums and the domain values they stand for.
+var (
+	jobStates = newEnumTable(map[catalog.JobState]compactorv1.JobState{
+		catalog.JobQueued:    compactorv1.JobState_JOB_STATE_QUEUED,
+		catalog.JobRunning:   compactorv1.JobState_JOB_STATE_RUNNING,
+		catalog.JobSucceeded: compactorv1.JobState_JOB_STATE_SUCCEEDED,
+		catalog.JobFailed:    compactorv1.JobState_JOB_STATE_FAILED,
+		catalog.JobCancelled: compactorv1.JobState_JOB_STATE_CANCELLED,
+	})
+	triggers = newEnumTable(map[catalog.Trigger]compactorv1.Trigger{
+		catalog.TriggerScheduled: compactorv1.Trigger_TRIGGER_SCHEDULED,
+		catalog.TriggerOneOff:    compactorv1.Trigger_TRIGGER_ONE_OFF,
+	})
+	jobKinds = newEnumTable(map[jobtype.Kind]compactorv1.JobKind{
+		jobtype.KindCompaction:   compactorv1.JobKind_JOB_KIND_COMPACTION,
+		jobtype.KindIndexRebuild: compactorv1.JobKind_JOB_KIND_INDEX_REBUILD,
+		jobtype.KindVerify:       compactorv1.JobKind_JOB_KIND_VERIFY,
+		jobtype.KindRollback:     compactorv1.JobKind_JOB_KIND_ROLLBACK,
+	})
+	failureClasses = newEnumTable(map[jobtype.FailureClass]compactorv1.FailureClass{
+		jobtype.FailureInfrastructure: compactorv1.FailureClass_FAILURE_CLASS_INFRASTRUCTURE,
+		jobtype.FailureData:           compactorv1.FailureClass_FAILURE_CLASS_DATA,
+		jobtype.FailureInternal:       compactorv1.FailureClass_FAILURE_CLASS_INTERNAL,
+	})
+)
 
-var kindToProto = map[jobtype.Kind]compactorv1.JobKind{
-	jobtype.KindCompaction:   compactorv1.JobKind_JOB_KIND_COMPACTION,
-	jobtype.KindIndexRebuild: compactorv1.JobKind_JOB_KIND_INDEX_REBUILD,
-	jobtype.KindVerify:       compactorv1.JobKind_JOB_KIND_VERIFY,
-	jobtype.KindRollback:     compactorv1.JobKind_JOB_KIND_ROLLBACK,
+// triggerFilter is the trigger a ListCompactions filter names: ""
+// (no filter) for TRIGGER_UNSPECIFIED, or a value unknown here.
+func triggerFilter(t compactorv1.Trigger) catalog.Trigger {
+	tr, _ := triggers.fromProto(t)
+	return tr
 }
 
 // jobKindToProto is k's enum value; "" is a compaction, an unknown kind
@@ -77,16 +94,7 @@ func jobKindToProto(k jobtype.Kind) compactorv1.JobKind {
 	if k == "" {
 		k = jobtype.KindCompaction
 	}
-	return kindToProto[k]
-}
-
-func kindFromProto(k compactorv1.JobKind) (jobtype.Kind, bool) {
-	for kind, v := range kindToProto {
-		if v == k {
-			return kind, true
-		}
-	}
-	return "", false
+	return jobKinds.toProto(k)
 }
 
 // kindsFromProto converts a kinds filter; field names the request's field
@@ -94,7 +102,7 @@ func kindFromProto(k compactorv1.JobKind) (jobtype.Kind, bool) {
 func kindsFromProto(field string, ks []compactorv1.JobKind) ([]jobtype.Kind, error) {
 	var out []jobtype.Kind
 	for i, k := range ks {
-		kind, ok := kindFromProto(k)
+		kind, ok := jobKinds.fromProto(k)
 		if !ok {
 			return nil, invalidArgument(fmt.Sprintf("%s[%d]", field, i), "%s is not a job kind", k)
 		}
@@ -109,8 +117,8 @@ func jobToProto(j manager.Job) *compactorv1.Job {
 		Kind:            jobKindToProto(j.Kind),
 		CollectionId:    j.CollectionID,
 		CollectionName:  j.CollectionName,
-		Trigger:         triggerToProto(j.Trigger),
-		State:           stateToProto[j.State],
+		Trigger:         triggers.toProto(j.Trigger),
+		State:           jobStates.toProto(j.State),
 		Reason:          j.Reason,
 		Attempt:         int32(j.Attempt),
 		CreateTime:      ts(j.CreatedAt),
@@ -123,7 +131,7 @@ func jobToProto(j manager.Job) *compactorv1.Job {
 		BytesWritten:    j.BytesWritten,
 		VersionBefore:   j.VersionBefore,
 		VersionAfter:    j.VersionAfter,
-		Error:           redact.Paths(j.Error),
+		Error:           redactPaths(j.Error),
 		Note:            j.Note,
 		Node:            j.Node,
 		CancelRequested: j.CancelRequested,
@@ -142,7 +150,7 @@ func jobToProto(j manager.Job) *compactorv1.Job {
 		vp, _ := jobtype.DecodeVerifyParams(j.Params)
 		p.Verify = &compactorv1.VerifyParams{Version: vp.Version, Replay: vp.Replay, Scrub: vp.Scrub}
 	}
-	p.FailureClass = failureClassToProto(j.FailureClass)
+	p.FailureClass = failureClasses.toProto(j.FailureClass)
 	if j.Predicted != nil {
 		p.Predicted = predictionToProto(*j.Predicted)
 	}
@@ -154,16 +162,13 @@ func jobToProto(j manager.Job) *compactorv1.Job {
 	return p
 }
 
-func failureClassToProto(c jobtype.FailureClass) compactorv1.FailureClass {
-	switch c {
-	case jobtype.FailureInfrastructure:
-		return compactorv1.FailureClass_FAILURE_CLASS_INFRASTRUCTURE
-	case jobtype.FailureData:
-		return compactorv1.FailureClass_FAILURE_CLASS_DATA
-	case jobtype.FailureInternal:
-		return compactorv1.FailureClass_FAILURE_CLASS_INTERNAL
+// redactPaths is redact.Paths, without its regular expression's cost for
+// the empty text most jobs carry.
+func redactPaths(s string) string {
+	if s == "" {
+		return ""
 	}
-	return compactorv1.FailureClass_FAILURE_CLASS_UNSPECIFIED
+	return redact.Paths(s)
 }
 
 // seconds is a duration of s seconds (unset for 0 or less).
@@ -242,9 +247,9 @@ func collectionToProto(c catalog.Collection) *compactorv1.Collection {
 		PausedBy:              c.PausedBy,
 		PauseTime:             ts(c.PausedAt),
 		MinCompactionSize:     c.Settings.MinCompactionSize,
-		Distance:              distanceToProto[c.Index.Distance],
+		Distance:              distances.toProto(c.Index.Distance),
 		Index:                 indexToProto(c.Index),
-		Priority:              priorityToProto[c.Policy.Priority],
+		Priority:              priorities.toProto(c.Policy.Priority),
 		CompactionWindows:     c.Policy.Windows,
 		ObjectiveMaxBacklog:   c.Policy.ObjectiveMaxBacklog,
 		ThroughputShare:       c.Policy.ThroughputShare,

@@ -171,6 +171,16 @@ type observer struct {
 	log      *slog.Logger
 	failures *decodeFailures
 	known    map[string]bool
+	// series are the API procedures' ok counter and duration histogram,
+	// resolved once (read-only after newObserver): a call that succeeds
+	// hashes no label values.
+	series map[string]procSeries
+}
+
+// procSeries is one procedure's ok counter and duration histogram.
+type procSeries struct {
+	ok       prometheus.Counter
+	duration prometheus.Observer
 }
 
 func newObserver(reg prometheus.Registerer, log *slog.Logger, failures *decodeFailures) *observer {
@@ -188,6 +198,7 @@ func newObserver(reg prometheus.Registerer, log *slog.Logger, failures *decodeFa
 		log:      log,
 		failures: failures,
 		known:    map[string]bool{},
+		series:   map[string]procSeries{},
 	}
 	for _, svc := range []protoreflect.ServiceDescriptor{
 		compactorv1.File_compactor_v1_compaction_proto.Services().ByName("CompactionService"),
@@ -198,8 +209,7 @@ func newObserver(reg prometheus.Registerer, log *slog.Logger, failures *decodeFa
 		for i := range svc.Methods().Len() {
 			proc := "/" + string(svc.FullName()) + "/" + string(svc.Methods().Get(i).Name())
 			o.known[proc] = true
-			o.requests.WithLabelValues(proc, "ok")
-			o.duration.WithLabelValues(proc)
+			o.series[proc] = procSeries{ok: o.requests.WithLabelValues(proc, "ok"), duration: o.duration.WithLabelValues(proc)}
 		}
 	}
 	for _, proc := range []string{
@@ -215,12 +225,18 @@ func (o *observer) observe(ctx context.Context, procedure string, start time.Tim
 	if st := stateOf(ctx); st != nil {
 		st.observed.Store(true)
 	}
+	elapsed := time.Since(start).Seconds()
+	if s, ok := o.series[procedure]; ok && err == nil {
+		s.ok.Inc()
+		s.duration.Observe(elapsed)
+		return
+	}
 	code := "ok"
 	if err != nil {
 		code = connect.CodeOf(err).String()
 	}
 	o.requests.WithLabelValues(procedure, code).Inc()
-	o.duration.WithLabelValues(procedure).Observe(time.Since(start).Seconds())
+	o.duration.WithLabelValues(procedure).Observe(elapsed)
 	if err != nil {
 		var ce *connect.Error
 		level := slog.LevelInfo
@@ -294,7 +310,7 @@ func stateOf(ctx context.Context) *callState {
 func (o *observer) refusals(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		st := &callState{}
-		rec := &responseRecorder{ResponseWriter: w}
+		rec := &responseRecorder{ResponseWriter: w, st: st}
 		h.ServeHTTP(rec, r.WithContext(context.WithValue(r.Context(), callStateKey{}, st)))
 		if st.observed.Load() {
 			return

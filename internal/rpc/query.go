@@ -14,11 +14,11 @@ import (
 	"github.com/compactorhq/compactor/internal/where"
 )
 
-var distanceToProto = map[vindex.Distance]compactorv1.Distance{
+var distances = newEnumTable(map[vindex.Distance]compactorv1.Distance{
 	vindex.DistanceL2:     compactorv1.Distance_DISTANCE_L2,
 	vindex.DistanceCosine: compactorv1.Distance_DISTANCE_COSINE,
 	vindex.DistanceIP:     compactorv1.Distance_DISTANCE_IP,
-}
+})
 
 // distanceFromProto converts a requested distance; unspecified is the
 // default, an unknown number an error naming field.
@@ -26,10 +26,8 @@ func distanceFromProto(field string, d compactorv1.Distance) (vindex.Distance, e
 	if d == compactorv1.Distance_DISTANCE_UNSPECIFIED {
 		return vindex.DefaultDistance, nil
 	}
-	for k, v := range distanceToProto {
-		if v == d {
-			return k, nil
-		}
+	if k, ok := distances.fromProto(d); ok {
+		return k, nil
 	}
 	return 0, invalidArgument(field, "%d is not a distance (want DISTANCE_L2, DISTANCE_COSINE or DISTANCE_IP)", int32(d))
 }
@@ -97,7 +95,7 @@ func (s *Service) QueryRecords(ctx context.Context, req *connect.Request[compact
 	if err != nil {
 		return nil, err
 	}
-	q := compaction.Query{K: int(m.GetK()), Ef: int(m.GetEf()), Exact: m.GetExact()}
+	q := compaction.Query{K: int(m.GetK()), Ef: int(m.GetEf()), Exact: m.GetExact(), NoEmbeddings: !inc.embeddings}
 	if m.Version != nil {
 		if m.GetVersion() < 1 {
 			return nil, invalidArgument("version", "%d: versions start at 1 (leave it unset to query the current view)", m.GetVersion())

@@ -17,6 +17,10 @@ import (
 // trailers end the body).
 type responseRecorder struct {
 	http.ResponseWriter
+	// st is the call's state: once the interceptor observed the call (a
+	// unary call's before its response is written), outcome is never
+	// read, so the body is not recorded.
+	st     *callState
 	status int
 	head   []byte
 	tail   []byte
@@ -37,6 +41,9 @@ func (r *responseRecorder) WriteHeader(code int) {
 func (r *responseRecorder) Write(p []byte) (int, error) {
 	if r.status == 0 {
 		r.status = http.StatusOK
+	}
+	if r.st != nil && r.st.observed.Load() {
+		return r.ResponseWriter.Write(p)
 	}
 	if n := recordHead - len(r.head); n > 0 {
 		r.head = append(r.head, p[:min(n, len(p))]...)

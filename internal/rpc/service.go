@@ -98,6 +98,8 @@ type Service struct {
 	audit  AuditLog
 	limits catalog.AppendLimits
 	log    *slog.Logger
+	// indexes caches GetCollection's index figures by manifest key.
+	indexes indexCache
 
 	draining  chan struct{} // closed by Drain
 	drainOnce sync.Once
@@ -337,15 +339,27 @@ func (s *Service) VerifyCollection(ctx context.Context, req *connect.Request[com
 
 // GetCompaction implements CompactionService.GetCompaction.
 func (s *Service) GetCompaction(ctx context.Context, req *connect.Request[compactorv1.GetCompactionRequest]) (*connect.Response[compactorv1.GetCompactionResponse], error) {
-	id, err := s.resolveJobID(ctx, compactorv1connect.CompactionServiceGetCompactionProcedure, req.Msg.GetJobId())
+	j, err := s.onJob(ctx, compactorv1connect.CompactionServiceGetCompactionProcedure, req.Msg.GetJobId(), s.mgr.Get)
 	if err != nil {
 		return nil, err
 	}
-	j, err := s.mgr.Get(ctx, id)
+	return connect.NewResponse(&compactorv1.GetCompactionResponse{Job: j}), nil
+}
+
+// onJob resolves ref, a job id or its start (resolveJobID), and runs op
+// (the manager's Get or Cancel) on the job it names. It returns the job as
+// op left it, or the Connect error of either step (procedure names the
+// RPC for the log).
+func (s *Service) onJob(ctx context.Context, procedure, ref string, op func(context.Context, string) (manager.Job, error)) (*compactorv1.Job, error) {
+	id, err := s.resolveJobID(ctx, procedure, ref)
 	if err != nil {
-		return nil, s.fail(ctx, compactorv1connect.CompactionServiceGetCompactionProcedure, err)
+		return nil, err
 	}
-	return connect.NewResponse(&compactorv1.GetCompactionResponse{Job: jobToProto(j)}), nil
+	j, err := op(ctx, id)
+	if err != nil {
+		return nil, s.fail(ctx, procedure, err)
+	}
+	return jobToProto(j), nil
 }
 
 // ListNodes implements CompactionService.ListNodes.
@@ -367,14 +381,14 @@ func (s *Service) ListNodes(ctx context.Context, _ *connect.Request[compactorv1.
 // ListCompactions implements CompactionService.ListCompactions.
 func (s *Service) ListCompactions(ctx context.Context, req *connect.Request[compactorv1.ListCompactionsRequest]) (*connect.Response[compactorv1.ListCompactionsResponse], error) {
 	m := req.Msg
-	f := catalog.JobFilter{CollectionID: m.GetCollectionId(), Trigger: triggerFromProto(m.GetTrigger())}
+	f := catalog.JobFilter{CollectionID: m.GetCollectionId(), Trigger: triggerFilter(m.GetTrigger())}
 	if f.CollectionID != "" {
 		if err := checkID("collection_id", f.CollectionID); err != nil {
 			return nil, err
 		}
 	}
 	for i, st := range m.GetStates() {
-		state, ok := stateFromProto(st)
+		state, ok := jobStates.fromProto(st)
 		if !ok {
 			return nil, invalidArgument(fmt.Sprintf("states[%d]", i), "%s is not a job state", st)
 		}
@@ -517,15 +531,11 @@ func (s *Service) WatchCompactions(ctx context.Context, req *connect.Request[com
 
 // CancelCompaction implements CompactionService.CancelCompaction.
 func (s *Service) CancelCompaction(ctx context.Context, req *connect.Request[compactorv1.CancelCompactionRequest]) (*connect.Response[compactorv1.CancelCompactionResponse], error) {
-	id, err := s.resolveJobID(ctx, compactorv1connect.CompactionServiceCancelCompactionProcedure, req.Msg.GetJobId())
+	j, err := s.onJob(ctx, compactorv1connect.CompactionServiceCancelCompactionProcedure, req.Msg.GetJobId(), s.mgr.Cancel)
 	if err != nil {
 		return nil, err
 	}
-	j, err := s.mgr.Cancel(ctx, id)
-	if err != nil {
-		return nil, s.fail(ctx, compactorv1connect.CompactionServiceCancelCompactionProcedure, err)
-	}
-	return connect.NewResponse(&compactorv1.CancelCompactionResponse{Job: jobToProto(j)}), nil
+	return connect.NewResponse(&compactorv1.CancelCompactionResponse{Job: j}), nil
 }
 
 // CreateCollection implements CollectionService.CreateCollection.
@@ -558,7 +568,7 @@ func (s *Service) GetCollection(ctx context.Context, req *connect.Request[compac
 	if err != nil {
 		return nil, s.fail(ctx, compactorv1connect.CollectionServiceGetCollectionProcedure, err)
 	}
-	ix, err := s.recs.CurrentIndex(ctx, c)
+	ix, err := s.indexes.currentIndex(ctx, c, s.recs.CurrentIndex)
 	if err != nil {
 		return nil, s.fail(ctx, compactorv1connect.CollectionServiceGetCollectionProcedure, err)
 	}

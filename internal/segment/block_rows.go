@@ -92,85 +92,32 @@ func blockRows(ref BlockRef, data []byte, ids []string) (out map[string]material
 			out, err = nil, fmt.Errorf("read parquet: %v", p)
 		}
 	}()
-	if ref.Bytes > 0 && int64(len(data)) != ref.Bytes {
-		return nil, fmt.Errorf("%d bytes, manifest says %d", len(data), ref.Bytes)
-	}
-	if _, err := inspectBlock(data, ref.Records, MaxBlockDecodeBytes); err != nil {
+	f, recs, err := openBlock(ref, data, -1)
+	switch {
+	case err != nil:
 		return nil, err
-	}
-	f, err := openParquet(data, blockColumns)
-	if err != nil {
-		return nil, err
-	}
-	if len(f.RowGroups()) != 1 {
-		recs, err := decodeBlock(data, ref.Records)
-		if err != nil {
-			return nil, err
-		}
+	case f == nil:
 		out = make(map[string]materialize.Record, len(ids))
-		for _, id := range ids {
-			if r, ok := findRecord(recs, id); ok {
-				out[id] = r
-			}
-		}
+		addFound(out, recs, ids)
 		return out, nil
 	}
 	want := make(map[string]bool, len(ids))
 	for _, id := range ids {
 		want[id] = true
 	}
-	idCol, _ := f.Schema().Lookup("id")
-	pages := f.RowGroups()[0].ColumnChunks()[idCol.ColumnIndex].Pages()
-	defer pages.Close()
+	all, err := blockIDs(f, ref)
+	if err != nil {
+		return nil, err
+	}
 	var rows []int64
 	var rowIDs []string
-	var n int64
-	var first, last string
-	vals := make([]parquet.Value, 256)
-	for {
-		p, err := pages.ReadPage()
-		if errors.Is(err, io.EOF) {
-			break
+	for i, id := range all {
+		if want[id] {
+			rows = append(rows, int64(i))
+			rowIDs = append(rowIDs, id)
 		}
-		if err != nil {
-			return nil, fmt.Errorf("read id column: %w", err)
-		}
-		vr := p.Values()
-		for {
-			k, err := vr.ReadValues(vals)
-			for _, v := range vals[:k] {
-				id := v.String()
-				if n > 0 && id <= last {
-					return nil, fmt.Errorf("ids not sorted and unique at row %d (%q)", n, id)
-				}
-				if n == 0 {
-					first = id
-				}
-				last = id
-				if want[id] {
-					rows = append(rows, n)
-					rowIDs = append(rowIDs, id)
-				}
-				n++
-			}
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			if err != nil {
-				return nil, fmt.Errorf("read id column: %w", err)
-			}
-			if k == 0 {
-				return nil, fmt.Errorf("read id column: no progress at row %d", n)
-			}
-		}
-		parquet.Release(p)
 	}
-	switch {
-	case n != ref.Records:
-		return nil, fmt.Errorf("%d records, manifest says %d", n, ref.Records)
-	case n > 0 && (first != ref.MinID || last != ref.MaxID):
-		return nil, fmt.Errorf("ids [%q, %q], manifest says [%q, %q]", first, last, ref.MinID, ref.MaxID)
-	}
+	n := int64(len(all))
 	// The rows' values, column by column: every page of a column is
 	// decoded once (a seek per row would decode its page again each time).
 	cols := make([][][]parquet.Value, len(blockColumns)) // column → wanted row → values

@@ -61,41 +61,48 @@ type cacheMetrics struct {
 	bytes, entries          prometheus.Gauge
 }
 
+// cacheHelp is the help text of a cache's metrics, whose names are
+// compactor_<name>_{hits_total,misses_total,evictions_total,bytes,entries,max_bytes}.
+type cacheHelp struct {
+	name                                           string
+	hits, misses, evictions, bytes, entries, maxed string
+}
+
+// blockCacheHelp names the decoded block cache's metrics.
+var blockCacheHelp = cacheHelp{
+	name:      "block_cache",
+	hits:      "Reads of a segment block or delta served by the decoded block cache (or by a decode of it already in flight).",
+	misses:    "Reads of a segment block or delta not in the decoded block cache: it was read from the blob store and decoded.",
+	evictions: "Decoded blocks and deltas dropped from the cache to stay within --block-cache-bytes.",
+	bytes:     "Estimated decoded size of the blocks and deltas the cache holds, in bytes.",
+	entries:   "Blocks and deltas the decoded block cache holds.",
+	maxed:     "The bound of the decoded block cache (--block-cache-bytes), in bytes.",
+}
+
 // newBlockCache returns a cache bounded by maxBytes (> 0) whose metrics
-// are registered on reg (nil: not registered).
+// (compactor_block_cache_*) are registered on reg (nil: not registered).
 func newBlockCache(maxBytes int64, reg prometheus.Registerer) *blockCache {
+	return newCache(maxBytes, reg, blockCacheHelp)
+}
+
+// newCache returns a cache bounded by maxBytes (> 0) whose metrics, named
+// and described by h, are registered on reg (nil: not registered).
+func newCache(maxBytes int64, reg prometheus.Registerer, h cacheHelp) *blockCache {
 	f := promauto.With(reg)
+	name := func(s string) string { return "compactor_" + h.name + "_" + s }
 	c := &blockCache{
 		max:      maxBytes,
 		entries:  make(map[string]*list.Element),
 		inflight: make(map[string]*cacheFill),
 		m: cacheMetrics{
-			hits: f.NewCounter(prometheus.CounterOpts{
-				Name: "compactor_block_cache_hits_total",
-				Help: "Reads of a segment block or delta served by the decoded block cache (or by a decode of it already in flight).",
-			}),
-			misses: f.NewCounter(prometheus.CounterOpts{
-				Name: "compactor_block_cache_misses_total",
-				Help: "Reads of a segment block or delta not in the decoded block cache: it was read from the blob store and decoded.",
-			}),
-			evictions: f.NewCounter(prometheus.CounterOpts{
-				Name: "compactor_block_cache_evictions_total",
-				Help: "Decoded blocks and deltas dropped from the cache to stay within --block-cache-bytes.",
-			}),
-			bytes: f.NewGauge(prometheus.GaugeOpts{
-				Name: "compactor_block_cache_bytes",
-				Help: "Estimated decoded size of the blocks and deltas the cache holds, in bytes.",
-			}),
-			entries: f.NewGauge(prometheus.GaugeOpts{
-				Name: "compactor_block_cache_entries",
-				Help: "Blocks and deltas the decoded block cache holds.",
-			}),
+			hits:      f.NewCounter(prometheus.CounterOpts{Name: name("hits_total"), Help: h.hits}),
+			misses:    f.NewCounter(prometheus.CounterOpts{Name: name("misses_total"), Help: h.misses}),
+			evictions: f.NewCounter(prometheus.CounterOpts{Name: name("evictions_total"), Help: h.evictions}),
+			bytes:     f.NewGauge(prometheus.GaugeOpts{Name: name("bytes"), Help: h.bytes}),
+			entries:   f.NewGauge(prometheus.GaugeOpts{Name: name("entries"), Help: h.entries}),
 		},
 	}
-	f.NewGauge(prometheus.GaugeOpts{
-		Name: "compactor_block_cache_max_bytes",
-		Help: "The bound of the decoded block cache (--block-cache-bytes), in bytes.",
-	}).Set(float64(maxBytes))
+	f.NewGauge(prometheus.GaugeOpts{Name: name("max_bytes"), Help: h.maxed}).Set(float64(maxBytes))
 	return c
 }
 

@@ -53,6 +53,13 @@ type Config struct {
 	// DefaultBlockCacheBytes; zero is not filled in.
 	BlockCacheBytes int64
 
+	// RowCacheBytes bounds the blocks' ids, documents and metadata (the
+	// columns but the embeddings) that reads of a query's hits
+	// (Store.GetLight) keep in memory, in bytes of their estimated size;
+	// 0 keeps none. DefaultConfig gives DefaultRowCacheBytes; zero is not
+	// filled in.
+	RowCacheBytes int64
+
 	// NoReadBack turns off the read-back check of writes: by default each
 	// block and delta a Writer puts is read again from the blob store,
 	// decoded and digested, and a write whose blobs do not read back to
@@ -64,16 +71,18 @@ type Config struct {
 // DefaultConfig returns the documented defaults (those NewStore fills in
 // for zero fields): blocks of 4096 records merged under 1024, deltas for
 // changes under 5% of the records of more than 4 blocks, folded past
-// max(4096, 10% of the records) rows or 16 deltas, and a decoded block
-// cache of DefaultBlockCacheBytes.
+// max(4096, 10% of the records) rows or 16 deltas, a decoded block cache
+// of DefaultBlockCacheBytes and a row cache of DefaultRowCacheBytes.
 func DefaultConfig() Config {
 	c := Config{}.withDefaults()
 	c.BlockCacheBytes = DefaultBlockCacheBytes
+	c.RowCacheBytes = DefaultRowCacheBytes
 	return c
 }
 
 // RegisterFlags registers the flags of c's fields (--max-block-records,
-// --min-block-records, the delta flags, --block-cache-bytes) on fs with
+// --min-block-records, the delta flags, --block-cache-bytes,
+// --row-cache-bytes) on fs with
 // c's values as defaults.
 func (c *Config) RegisterFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&c.MaxBlockRecords, "max-block-records", c.MaxBlockRecords, "records at which a segment block is split")
@@ -84,6 +93,7 @@ func (c *Config) RegisterFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&c.MaxDeltas, "max-deltas", c.MaxDeltas, "deltas a segment version may list before they are folded into blocks")
 	fs.BoolVar(&c.NoReadBack, "no-read-back", c.NoReadBack, "do not re-read the blocks and deltas a compaction writes before its commit (the read-back check: bytes read = bytes written)")
 	fs.Int64Var(&c.BlockCacheBytes, "block-cache-bytes", c.BlockCacheBytes, "bytes of decoded segment blocks that reads keep in memory (estimated decoded size; 0 disables the cache)")
+	fs.Int64Var(&c.RowCacheBytes, "row-cache-bytes", c.RowCacheBytes, "bytes of segment blocks' ids, documents and metadata (no embeddings) that reads of query hits keep in memory (estimated size; 0 disables the cache)")
 }
 
 // Validate rejects sizes NewStore would clamp: MaxBlockRecords under 2,
@@ -102,6 +112,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("--max-deltas must be at least 1, got %d", c.MaxDeltas)
 	case c.BlockCacheBytes < 0:
 		return fmt.Errorf("--block-cache-bytes must be at least 0 (0 disables the cache), got %d", c.BlockCacheBytes)
+	case c.RowCacheBytes < 0:
+		return fmt.Errorf("--row-cache-bytes must be at least 0 (0 disables the cache), got %d", c.RowCacheBytes)
 	}
 	return nil
 }

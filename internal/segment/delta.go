@@ -191,5 +191,5 @@ func decodeDelta(data []byte, wantRows int64) (cs []Change, err error) {
 // inspectDelta is inspectBlock for a delta file: the same checks of the
 // footer, every column chunk and every page, with the delta's columns.
 func inspectDelta(data []byte, wantRows, limit int64) (blockInfo, error) {
-	return inspectParquet(data, wantRows, limit, deltaColumns)
+	return inspectParquet(data, wantRows, limit, deltaColumns, -1)
 }

@@ -86,13 +86,21 @@ type blockInfo struct {
 //   - the estimated decode memory against limit (MaxBlockDecodeBytes but
 //     in tests).
 func inspectBlock(data []byte, wantRows, limit int64) (blockInfo, error) {
-	return inspectParquet(data, wantRows, limit, blockColumns)
+	return inspectParquet(data, wantRows, limit, blockColumns, -1)
+}
+
+// inspectBlockUnread is inspectBlock for a read that decodes every column
+// but the one at index unread of blockColumns: that column's chunk is
+// checked as every other (codec, value count, byte range), its pages are
+// not (parquet-go never reads them).
+func inspectBlockUnread(data []byte, wantRows, limit int64, unread int) (blockInfo, error) {
+	return inspectParquet(data, wantRows, limit, blockColumns, unread)
 }
 
 // inspectParquet is inspectBlock for a file of the given columns (paths in
 // the schema; a path of more than one element is the embedding list, whose
 // values may outnumber the rows): blocks and deltas share it.
-func inspectParquet(data []byte, wantRows, limit int64, columns [][]string) (blockInfo, error) {
+func inspectParquet(data []byte, wantRows, limit int64, columns [][]string, unread int) (blockInfo, error) {
 	info := blockInfo{limit: limit}
 	size := int64(len(data))
 	if size < 12 || string(data[:4]) != "PAR1" || string(data[size-4:]) != "PAR1" {
@@ -146,7 +154,7 @@ func inspectParquet(data []byte, wantRows, limit int64, columns [][]string) (blo
 				return info, fmt.Errorf("row group %d column %d: unknown or repeated column %q", g, c, strings.Join(cc.MetaData.PathInSchema, "."))
 			}
 			seen[col] = true
-			if err := p.inspectChunk(data[:footerStart], &cc.MetaData, rg.NumRows, len(columns[col]) > 1, &info); err != nil {
+			if err := p.inspectChunk(data[:footerStart], &cc.MetaData, rg.NumRows, len(columns[col]) > 1, col != unread, &info); err != nil {
 				return info, fmt.Errorf("row group %d column %s: %w", g, strings.Join(cc.MetaData.PathInSchema, "."), err)
 			}
 		}
@@ -159,8 +167,9 @@ func inspectParquet(data []byte, wantRows, limit int64, columns [][]string) (blo
 
 // inspectChunk checks one column chunk and its pages; body is the file up to
 // the footer. repeated: the embedding column, whose values may outnumber the
-// rows.
-func (p *pageChecker) inspectChunk(body []byte, cm *format.ColumnMetaData, rows int64, repeated bool, info *blockInfo) error {
+// rows. pages false checks the chunk's claims but not its pages (a column
+// the read leaves alone).
+func (p *pageChecker) inspectChunk(body []byte, cm *format.ColumnMetaData, rows int64, repeated, pages bool, info *blockInfo) error {
 	if cm.Codec != format.Uncompressed && cm.Codec != format.Zstd {
 		return fmt.Errorf("codec %s, want ZSTD or UNCOMPRESSED", cm.Codec)
 	}
@@ -181,6 +190,9 @@ func (p *pageChecker) inspectChunk(body []byte, cm *format.ColumnMetaData, rows 
 	}
 	if start < 4 || cm.TotalCompressedSize < 0 || cm.TotalCompressedSize > int64(len(body))-start {
 		return fmt.Errorf("bytes [%d, %d+%d) outside the %d bytes before the footer", start, start, cm.TotalCompressedSize, len(body))
+	}
+	if !pages {
+		return nil
 	}
 	chunk := body[start : start+cm.TotalCompressedSize]
 	var values int64

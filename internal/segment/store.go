@@ -47,6 +47,9 @@ type Store struct {
 	// cache holds decoded blocks and deltas for Get and Scan; nil when
 	// Config.BlockCacheBytes is 0.
 	cache *blockCache
+	// rows holds blocks without their embeddings for GetLight (rows.go);
+	// nil when Config.RowCacheBytes is 0.
+	rows *blockCache
 	// dropRecord, set by tests only (never in production), changes the
 	// records of each block before it is encoded: a writer that loses a
 	// record, for the verification tests.
@@ -59,7 +62,8 @@ type StoreOption func(*storeOptions)
 type storeOptions struct{ reg prometheus.Registerer }
 
 // WithRegisterer registers the Store's metrics (the compactor_block_cache_*
-// series of its decoded block cache) on reg.
+// series of its decoded block cache, the compactor_row_cache_* series of
+// its row cache) on reg.
 func WithRegisterer(reg prometheus.Registerer) StoreOption {
 	return func(o *storeOptions) { o.reg = reg }
 }
@@ -78,6 +82,9 @@ func NewStore(b Blobs, cfg Config, now func() time.Time, opts ...StoreOption) *S
 	s := &Store{blobs: b, cfg: cfg.withDefaults(), now: now}
 	if cfg.BlockCacheBytes > 0 {
 		s.cache = newBlockCache(cfg.BlockCacheBytes, o.reg)
+	}
+	if cfg.RowCacheBytes > 0 {
+		s.rows = newCache(cfg.RowCacheBytes, o.reg, rowCacheHelp)
 	}
 	return s
 }
@@ -174,6 +181,25 @@ func idsByBlock(blocks []BlockRef, ids []string) (map[int][]string, []int) {
 // The records may be shared with the cache and other readers: they must
 // not be modified. m nil: empty segment.
 func (s *Store) Get(ctx context.Context, m *Manifest, ids []string) (map[string]materialize.Record, error) {
+	return s.get(ctx, m, ids, false)
+}
+
+// GetLight is Get without the embeddings: the records of m with the given
+// ids (missing ids absent), their deltas applied, each with Embedding nil.
+// A record whose block the decoded block cache holds is taken from there;
+// of the other blocks it reads the id, document and metadata columns alone,
+// never decoding their embeddings, through the row cache
+// (Config.RowCacheBytes): the whole block's ids, documents and metadata
+// JSON, so that later hits in that block read nothing. It is the read of a
+// query's hits when the caller did not ask for their embeddings (the
+// index gave their distances). Errors as Get's. The records' metadata may
+// be shared with other readers: they must not modify it.
+func (s *Store) GetLight(ctx context.Context, m *Manifest, ids []string) (map[string]materialize.Record, error) {
+	return s.get(ctx, m, ids, true)
+}
+
+// get is Get (light false) and GetLight.
+func (s *Store) get(ctx context.Context, m *Manifest, ids []string, light bool) (map[string]materialize.Record, error) {
 	out := make(map[string]materialize.Record)
 	if m == nil {
 		return out, nil
@@ -187,18 +213,60 @@ func (s *Store) Get(ctx context.Context, m *Manifest, ids []string) (map[string]
 			if c, ok := findChange(ov, id); !ok {
 				rest = append(rest, id)
 			} else if c.Record != nil {
-				out[id] = *c.Record
+				r := *c.Record
+				if light {
+					r.Embedding = nil
+				}
+				out[id] = r
 			}
 		}
 		ids = rest
 	}
 	byBlock, order := idsByBlock(m.Blocks, ids)
 	for _, i := range order {
-		if err := s.getFromBlock(ctx, m.Blocks[i], byBlock[i], out); err != nil {
+		var err error
+		if light {
+			err = s.lightFromBlock(ctx, m.Blocks[i], byBlock[i], out)
+		} else {
+			err = s.getFromBlock(ctx, m.Blocks[i], byBlock[i], out)
+		}
+		if err != nil {
 			return nil, err
 		}
 	}
 	return out, nil
+}
+
+// lightFromBlock adds to out the records of ids (sorted, inside ref's
+// range) that block ref holds, without their embeddings: from the decoded
+// block cache when it holds the block, else from the row cache.
+func (s *Store) lightFromBlock(ctx context.Context, ref BlockRef, ids []string, out map[string]materialize.Record) error {
+	if v, ok := s.cache.peek(ref.Key); ok {
+		recs := v.([]materialize.Record)
+		for _, id := range ids {
+			if r, ok := findRecord(recs, id); ok {
+				r.Embedding = nil
+				out[id] = r
+			}
+		}
+		return nil
+	}
+	b, err := s.readLightCached(ctx, ref)
+	if err != nil {
+		return err
+	}
+	for _, id := range ids {
+		i, ok := b.find(id)
+		if !ok {
+			continue
+		}
+		r, err := b.record(i)
+		if err != nil {
+			return corrupt(KindBlock, ref.Key, err)
+		}
+		out[id] = r
+	}
+	return nil
 }
 
 // sparseReadFraction: a Get that wants fewer than 1/sparseReadFraction of a

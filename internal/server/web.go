@@ -37,9 +37,11 @@ type webSource struct {
 
 // webCatalog is what the page reads of the catalog directly.
 type webCatalog interface {
-	ListCollections(ctx context.Context) ([]catalog.Collection, error)
+	ListCollectionsSorted(ctx context.Context, q catalog.CollectionPageQuery) (catalog.CollectionPage, error)
+	CountCollections(ctx context.Context) (int, error)
+	SummarizeCollections(ctx context.Context) (catalog.CollectionSummary, error)
 	GetCollection(ctx context.Context, id string) (catalog.Collection, error)
-	ListStorageFigures(ctx context.Context) (map[string]catalog.StorageFigures, error)
+	StorageFiguresOf(ctx context.Context, ids []string) (map[string]catalog.StorageFigures, error)
 	ListVersions(ctx context.Context, id string) ([]catalog.Version, error)
 }
 
@@ -209,20 +211,86 @@ func (s *webSource) Nodes(ctx context.Context) ([]web.Node, error) {
 	return out, nil
 }
 
-func (s *webSource) Collections(ctx context.Context) ([]web.Collection, error) {
-	colls, err := s.cat.ListCollections(ctx)
+// CollectionsPage reads one page in SQL (a keyset cursor), the count and
+// the page's storage figures: three queries whatever the number of
+// collections.
+func (s *webSource) CollectionsPage(ctx context.Context, q web.CollectionQuery) (web.CollectionPage, error) {
+	p, err := s.cat.ListCollectionsSorted(ctx, catalog.CollectionPageQuery{
+		Sort: catalog.CollectionSort(q.Sort), Desc: q.Desc, After: catalogCursor(q.After), Before: catalogCursor(q.Before), Limit: q.Limit,
+	})
+	if err != nil {
+		return web.CollectionPage{}, err
+	}
+	total, err := s.cat.CountCollections(ctx)
+	if err != nil {
+		return web.CollectionPage{}, err
+	}
+	cs, err := s.withFigures(ctx, p.Collections)
+	if err != nil {
+		return web.CollectionPage{}, err
+	}
+	return web.CollectionPage{Collections: cs, Total: total, More: p.More}, nil
+}
+
+// catalogCursor is the catalog's form of a page cursor (nil: none).
+func catalogCursor(c *web.CollectionCursor) *catalog.CollectionCursor {
+	if c == nil {
+		return nil
+	}
+	return &catalog.CollectionCursor{Value: c.Value, Name: c.Name}
+}
+
+// withFigures converts cs with their storage figures (one query).
+func (s *webSource) withFigures(ctx context.Context, cs []catalog.Collection) ([]web.Collection, error) {
+	ids := make([]string, len(cs))
+	for i, c := range cs {
+		ids[i] = c.ID
+	}
+	figures, err := s.cat.StorageFiguresOf(ctx, ids)
 	if err != nil {
 		return nil, err
 	}
-	figures, err := s.cat.ListStorageFigures(ctx)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]web.Collection, len(colls))
-	for i, c := range colls {
+	out := make([]web.Collection, len(cs))
+	for i, c := range cs {
 		out[i] = webCollection(c, figures[c.ID])
 	}
 	return out, nil
+}
+
+// CollectionSummary counts in SQL and reads the notable collections, the
+// largest backlogs and the first names: four queries whatever the number of
+// collections (the lists carry no storage figures: the dashboard shows
+// none).
+func (s *webSource) CollectionSummary(ctx context.Context, q web.SummaryQuery) (web.CollectionSummary, error) {
+	sum, err := s.cat.SummarizeCollections(ctx)
+	if err != nil {
+		return web.CollectionSummary{}, err
+	}
+	out := web.CollectionSummary{Count: sum.Count, Backlog: sum.Backlog, Notable: webCollections(sum.Notable)}
+	if q.Largest > 0 {
+		p, err := s.cat.ListCollectionsSorted(ctx, catalog.CollectionPageQuery{Sort: catalog.SortByBacklog, Desc: true, Limit: q.Largest})
+		if err != nil {
+			return web.CollectionSummary{}, err
+		}
+		out.Largest = webCollections(p.Collections)
+	}
+	if q.Names > 0 {
+		p, err := s.cat.ListCollectionsSorted(ctx, catalog.CollectionPageQuery{Sort: catalog.SortByName, Limit: q.Names})
+		if err != nil {
+			return web.CollectionSummary{}, err
+		}
+		out.Names = webCollections(p.Collections)
+	}
+	return out, nil
+}
+
+// webCollections converts cs without storage figures.
+func webCollections(cs []catalog.Collection) []web.Collection {
+	out := make([]web.Collection, len(cs))
+	for i, c := range cs {
+		out[i] = webCollection(c, catalog.StorageFigures{})
+	}
+	return out
 }
 
 func (s *webSource) Collection(ctx context.Context, id string) (web.Collection, error) {
@@ -233,7 +301,7 @@ func (s *webSource) Collection(ctx context.Context, id string) (web.Collection, 
 	if err != nil {
 		return web.Collection{}, err
 	}
-	figures, err := s.cat.ListStorageFigures(ctx)
+	figures, err := s.cat.StorageFiguresOf(ctx, []string{c.ID})
 	if err != nil {
 		return web.Collection{}, err
 	}

@@ -23,9 +23,25 @@ type countingStore struct {
 	n   atomic.Int64
 }
 
-func (s *countingStore) ListStorageFigures(ctx context.Context) (map[string]catalog.StorageFigures, error) {
+func (s *countingStore) StorageFiguresOf(ctx context.Context, ids []string) (map[string]catalog.StorageFigures, error) {
 	s.n.Add(1)
-	return s.cat.ListStorageFigures(ctx)
+	return s.cat.StorageFiguresOf(ctx, ids)
+}
+
+func (s *countingStore) ListCollectionsSorted(ctx context.Context, q catalog.CollectionPageQuery) (catalog.CollectionPage, error) {
+	s.n.Add(1)
+	return s.cat.ListCollectionsSorted(ctx, q)
+}
+
+func (s *countingStore) CountCollections(ctx context.Context) (int, error) {
+	s.n.Add(1)
+	return s.cat.CountCollections(ctx)
+}
+
+// SummarizeCollections is two queries: the counts and the notable rows.
+func (s *countingStore) SummarizeCollections(ctx context.Context) (catalog.CollectionSummary, error) {
+	s.n.Add(2)
+	return s.cat.SummarizeCollections(ctx)
 }
 
 func (s *countingStore) ListVersions(ctx context.Context, id string) ([]catalog.Version, error) {
@@ -69,9 +85,10 @@ func (s *countingStore) GetSetting(ctx context.Context, name string) (catalog.Se
 }
 
 // maxDashboardQueries bounds the catalog queries of one dashboard render:
-// running, queue, nodes, pause, history, failed, collections, their
-// storage figures, and the succeeded jobs of the throughput chart.
-const maxDashboardQueries = 9
+// running, queue, nodes, pause, history, failed, the succeeded jobs of the
+// throughput chart, and the collections' summary (counts, notable ones,
+// largest backlogs, first names).
+const maxDashboardQueries = 11
 
 func TestDashboardRendersWithABoundedNumberOfQueries(t *testing.T) {
 	ctx := t.Context()

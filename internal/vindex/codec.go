@@ -30,7 +30,10 @@ var ErrCorrupt = errors.New("corrupt vector index")
 // Graph blob:
 //
 //	header, 56 bytes:
-//	  0  magic "VXGR"        4  version u16 = 1     6  distance u8   7  zero u8
+//	  0  magic "VXGR"        4  version u16 = 1     6  distance u8
+//	  7  kernel u8: the distance kernel that normalised the cosine vectors
+//	     (1 pure Go, 2 AVX2 + FMA; 0: not said, written before it was kept;
+//	     decoders that do not know it ignore it)
 //	  8  dim u32            12  m u32              16  ef_construction u32
 //	 20  ef_search u32      24  seed u64           32  slots u32
 //	 36  entry i32 (-1: empty)                     40  max level u32
@@ -159,6 +162,7 @@ func (g *Graph) encodeGraph() []byte {
 	copy(b, graphMagic[:])
 	le.PutUint16(b[4:], formatVersion)
 	b[6] = byte(g.p.Distance)
+	b[7] = g.normBy
 	le.PutUint32(b[8:], uint32(g.p.Dim))
 	le.PutUint32(b[12:], uint32(g.p.M))
 	le.PutUint32(b[16:], uint32(g.p.EfConstruction))
@@ -360,6 +364,10 @@ func Decode(graph []byte, chunk func(i int, ref ChunkRef) ([]byte, error)) (*Gra
 	}
 
 	g := newGraph(p)
+	g.normBy = h[7]
+	if g.normBy != kernelPureGo && g.normBy != kernelAVX2 {
+		g.normBy = kernelUnknown
+	}
 	n := int(slots)
 	g.ids = make([]string, n)
 	g.state = make([]uint8, n)

@@ -59,7 +59,11 @@ func (d Distance) String() string {
 // Between returns the distance between a and b, which must have the same
 // length (it panics otherwise). Smaller is nearer for every distance. The
 // values match hnswlib's spaces: l2 is the squared Euclidean distance, ip
-// is 1 - a·b, cosine is 1 - a·b/(|a||b|).
+// is 1 - a·b, cosine is 1 - a·b/(|a||b|), computed as hnswlib computes
+// it: 1 - â·b̂ of a and b first normalised to unit length (a zero vector
+// stays zero: distance 1). Each is computed exactly as a graph computes it
+// from its stored vectors (see Graph.BetweenDistances), so that a record
+// ranks the same whether a scan or a search found it.
 func (d Distance) Between(a, b []float32) float32 {
 	if len(a) != len(b) {
 		panic(fmt.Sprintf("vindex: distance between vectors of %d and %d dimensions", len(a), len(b)))
@@ -70,12 +74,43 @@ func (d Distance) Between(a, b []float32) float32 {
 	case DistanceIP:
 		return 1 - dot(a, b)
 	default:
-		na, nb := dot(a, a), dot(b, b)
-		if na == 0 || nb == 0 {
-			return 1
-		}
-		return 1 - dot(a, b)/float32(math.Sqrt(float64(na)*float64(nb)))
+		return cosineBetween(a, b)
 	}
+}
+
+// cosineBetween is 1 - â·b̂ with â and b̂ normalised copies of a and b
+// (normalize, as the graph stores and queries them): on the stack up to
+// 256 dimensions.
+func cosineBetween(a, b []float32) float32 {
+	var abuf, bbuf [256]float32
+	var an, bn []float32
+	if len(a) <= len(abuf) {
+		an, bn = abuf[:len(a)], bbuf[:len(b)]
+	} else {
+		an, bn = make([]float32, len(a)), make([]float32, len(b))
+	}
+	copy(an, a)
+	copy(bn, b)
+	normalize(an)
+	normalize(bn)
+	return ipDistance(an, bn)
+}
+
+// Codes of the kernel that normalised a graph's cosine vectors, as the
+// graph blob's header keeps them (byte 7): kernelUnknown for a graph
+// written before the header said.
+const (
+	kernelUnknown uint8 = 0
+	kernelPureGo  uint8 = 1
+	kernelAVX2    uint8 = 2
+)
+
+// kernelID is the code of the kernel this process runs.
+func kernelID() uint8 {
+	if kernelName() == "avx2+fma" {
+		return kernelAVX2
+	}
+	return kernelPureGo
 }
 
 // dotGeneric is a·b in pure Go with four accumulators, unrolled by eight:

@@ -169,6 +169,14 @@ type Graph struct {
 	tombstones, dropped         int
 	inserted, deleted, repaired int
 
+	// normBy is the kernel (kernelID) that normalised every stored vector
+	// of a cosine graph, kernelUnknown when they came from a graph blob
+	// that does not say or from a mix of kernels (see BetweenDistances).
+	normBy uint8
+	// prenormal, during Rebuild's InsertBatch only: the vectors inserted
+	// are stored ones, normalised already, and are stored as they are.
+	prenormal bool
+
 	chunks     []ChunkRef // vector chunks already encoded (see Encode)
 	chunkBytes int        // a chunk's payload cap; 0: chunkMaxBytes (tests set less)
 
@@ -206,6 +214,7 @@ func newGraph(p Params) *Graph {
 		token:  new(int),
 		byID:   map[string]int32{},
 		entry:  -1,
+		normBy: kernelID(),
 	}
 }
 
@@ -251,6 +260,25 @@ func (g *Graph) NeedsRepair() bool {
 // vectors then pays for itself.
 func (g *Graph) NeedsRebuild() bool {
 	return len(g.ids) > 0 && float64(g.tombstones+g.dropped) > RebuildFraction*float64(len(g.ids))
+}
+
+// BetweenDistances reports whether the distances Search, Scan and ScanIDs
+// return are, bit for bit, Params.Distance.Between(q, v) of the query q
+// and the vector v inserted for the hit, so that a caller can rank them
+// with distances it computes itself without reading v again. For l2 and
+// ip it always holds: the graph stores v as inserted and computes the
+// distance with the kernel Between uses, in the same order (the
+// early-stopping l2 kernel agrees to the bit whenever it runs to the end,
+// and a distance it cut short is never a result). For cosine the graph
+// stores v normalised, as Between normalises it; the norm is a sum the
+// kernel rounds its own way, so it holds when this process's kernel
+// normalised every stored vector: a graph built or rebuilt here, or
+// decoded from a blob that the same kernel wrote (the graph header keeps
+// the kernel's code), and their successors in this process. A graph
+// blob written before the header kept it, or by the other kernel, does
+// not qualify until its next full build.
+func (g *Graph) BetweenDistances() bool {
+	return g.p.Distance != DistanceCosine || (g.normBy != kernelUnknown && g.normBy == kernelID())
 }
 
 // Contains reports whether id is live in the graph.
@@ -305,6 +333,9 @@ func (g *Graph) Successor() *Graph {
 	s.entry, s.maxLevel = g.entry, g.maxLevel
 	s.tombstones, s.dropped = g.tombstones, g.dropped
 	s.chunks = slices.Clone(g.chunks)
+	if g.normBy != s.normBy {
+		s.normBy = kernelUnknown // the parent's vectors were normalised elsewhere
+	}
 	return s
 }
 
@@ -654,7 +685,7 @@ func (g *Graph) appendNode(id string, vec []float32) {
 	}
 	c := len(g.vecs) - 1
 	g.vecs[c] = append(g.vecs[c], vec...)
-	if g.p.Distance == DistanceCosine {
+	if g.p.Distance == DistanceCosine && !g.prenormal {
 		normalize(g.vecs[c][len(g.vecs[c])-g.p.Dim:])
 	}
 	if n>>pageShift >= len(g.pages) {

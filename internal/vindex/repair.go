@@ -158,7 +158,12 @@ func (g *Graph) Rebuild(p Params, threads int) (*Graph, error) {
 			vecs = append(vecs, g.vec(int32(n)))
 		}
 	}
-	if err := r.InsertBatch(ids, vecs, threads); err != nil {
+	// The stored vectors (normalised for cosine) are stored as they are:
+	// normalising them again would round them anew.
+	r.prenormal, r.normBy = true, g.normBy
+	err = r.InsertBatch(ids, vecs, threads)
+	r.prenormal = false
+	if err != nil {
 		return nil, err
 	}
 	return r, nil

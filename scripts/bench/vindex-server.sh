@@ -25,6 +25,10 @@
 #   BENCH_VSERVE_FILTER_QUERIES  queries per filtered selectivity (default 100;
 #                         a selective filter is planned as a scan of the version,
 #                         seconds per query at 1M)
+#   BENCH_VSERVE_PPROF    host:port for the server's --debug-listen: when set,
+#                         a CPU profile of the server is taken during the
+#                         concurrent queries (BENCH_VSERVE_DIR/query.pprof,
+#                         BENCH_VSERVE_PPROF_SECONDS long, default 10)
 #   BENCH_VSERVE_DIR      working directory (default .cache/bench-vserve; the
 #                         1M set takes ~600 MB, the server's data dir ~1.5 GB;
 #                         the data dir is removed at the end unless KEEP_DATA=1)
@@ -39,6 +43,8 @@ REQUESTS=${BENCH_VSERVE_REQUESTS:-250}
 UPSERTS=${BENCH_VSERVE_UPSERTS:-10000}
 FILTER_QUERIES=${BENCH_VSERVE_FILTER_QUERIES:-100}
 DIR=${BENCH_VSERVE_DIR:-.cache/bench-vserve}
+PPROF=${BENCH_VSERVE_PPROF:-}
+PPROF_SECONDS=${BENCH_VSERVE_PPROF_SECONDS:-10}
 
 note() { echo "bench vserve: $*" >&2; }
 die() { note "$*"; exit 1; }
@@ -76,9 +82,17 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
+debug=()
+profile=()
+if [[ -n $PPROF ]]; then
+	[[ $PPROF_SECONDS =~ ^[1-9][0-9]*$ ]] || die "BENCH_VSERVE_PPROF_SECONDS takes a positive integer, got '$PPROF_SECONDS'"
+	debug=(--debug-listen "$PPROF")
+	profile=(-pprof "$PPROF" -pprof-seconds "$PPROF_SECONDS")
+fi
+
 # One job for the whole collection, no scheduled compaction, no backpressure.
 "$DIR/bin/compactor" serve --listen 127.0.0.1:0 --data-dir "$data" --log-format text --schedule-interval 1h \
-	--max-backlog $((4 * N)) --max-compaction-size $((2 * N)) >"$log" 2>&1 &
+	--max-backlog $((4 * N)) --max-compaction-size $((2 * N)) "${debug[@]}" >"$log" 2>&1 &
 server_pid=$!
 addr=
 for _ in $(seq 1200); do
@@ -92,4 +106,5 @@ for _ in $(seq 1200); do "$DIR/bin/compactor" --addr "http://$addr" healthcheck 
 note "server at http://$addr (pid $server_pid, load $(cut -d' ' -f1 /proc/loadavg))"
 
 "$DIR/bin/vserve" -addr "http://$addr" -server-pid "$server_pid" -dir "$DIR" -kind mixture \
-	-clients "$CLIENTS" -requests "$REQUESTS" -upserts "$UPSERTS" -filter-queries "$FILTER_QUERIES" -json "$DIR/vserve.json"
+	-clients "$CLIENTS" -requests "$REQUESTS" -upserts "$UPSERTS" -filter-queries "$FILTER_QUERIES" -json "$DIR/vserve.json" \
+	"${profile[@]}"

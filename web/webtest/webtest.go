@@ -281,14 +281,69 @@ func (s *Source) Job(_ context.Context, id string) (web.Job, error) {
 	return web.Job{}, fmt.Errorf("job %q: %w", id, web.ErrNotFound)
 }
 
-// Collections returns every collection.
-func (s *Source) Collections(context.Context) ([]web.Collection, error) {
+// CollectionsPage returns a page of the collections in q's order
+// (web.CompareCursors), as a catalog cuts it. FailWith("Collections", err)
+// makes it fail.
+func (s *Source) CollectionsPage(_ context.Context, q web.CollectionQuery) (web.CollectionPage, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := s.err("Collections"); err != nil {
-		return nil, err
+		return web.CollectionPage{}, err
 	}
-	return slices.Clone(s.collections), nil
+	if q.Limit <= 0 {
+		return web.CollectionPage{}, fmt.Errorf("page of %d collections", q.Limit)
+	}
+	key := func(c web.Collection) web.CollectionCursor { return web.CursorOf(c, q.Sort) }
+	all := slices.Clone(s.collections)
+	slices.SortFunc(all, func(a, b web.Collection) int { return web.CompareCursors(key(a), key(b), q.Sort, q.Desc) })
+	var in []web.Collection
+	for _, c := range all {
+		switch {
+		case q.After != nil && web.CompareCursors(key(c), *q.After, q.Sort, q.Desc) <= 0:
+		case q.Before != nil && web.CompareCursors(key(c), *q.Before, q.Sort, q.Desc) >= 0:
+		default:
+			in = append(in, c)
+		}
+	}
+	p := web.CollectionPage{Total: len(all), More: len(in) > q.Limit}
+	if q.Before != nil {
+		p.Collections = in[max(0, len(in)-q.Limit):]
+	} else {
+		p.Collections = in[:min(len(in), q.Limit)]
+	}
+	return p, nil
+}
+
+// CollectionSummary summarizes the collections as web.CollectionSummary
+// says. FailWith("Collections", err) makes it fail.
+func (s *Source) CollectionSummary(_ context.Context, q web.SummaryQuery) (web.CollectionSummary, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.err("Collections"); err != nil {
+		return web.CollectionSummary{}, err
+	}
+	sum := web.CollectionSummary{Count: len(s.collections)}
+	var largest []web.Collection
+	for _, c := range s.collections {
+		sum.Backlog += c.Backlog
+		if c.DeadLettered || c.ObjectiveMaxAge > 0 || c.ObjectiveMaxBacklog > 0 {
+			sum.Notable = append(sum.Notable, c)
+		}
+		if c.Backlog > 0 {
+			largest = append(largest, c)
+		}
+	}
+	byBacklog := func(c web.Collection) web.CollectionCursor { return web.CursorOf(c, web.SortBacklog) }
+	slices.SortFunc(largest, func(a, b web.Collection) int {
+		return web.CompareCursors(byBacklog(a), byBacklog(b), web.SortBacklog, true)
+	})
+	sum.Largest = largest[:min(len(largest), q.Largest)]
+	names := slices.Clone(s.collections)
+	slices.SortFunc(names, func(a, b web.Collection) int {
+		return web.CompareCursors(web.CursorOf(a, web.SortName), web.CursorOf(b, web.SortName), web.SortName, false)
+	})
+	sum.Names = names[:min(len(names), q.Names)]
+	return sum, nil
 }
 
 // Collection returns the collection with that id.

@@ -83,6 +83,7 @@ type figures struct {
 	Push                               step
 	Full                               compaction
 	Query                              latency
+	QueryRSS                           int64 // bytes: the server's RSS after the queries
 	Recall                             float64
 	Filtered                           []filtered
 	Upsert                             compaction
@@ -131,6 +132,9 @@ func run(args []string, stdout, stderr io.Writer) error {
 	recallQueries := fs.Int("recall-queries", 200, "queries of the recall after the upserts")
 	wait := fs.Duration("wait", 4*time.Hour, "the longest a compaction may take")
 	jsonOut := fs.String("json", "", "file to write the figures to as JSON")
+	pprofAddr := fs.String("pprof", "", "host:port of the server's --debug-listen: take a CPU profile of the server during the concurrent queries")
+	pprofSeconds := fs.Int("pprof-seconds", 10, "length of that CPU profile")
+	pprofOut := fs.String("pprof-out", "", "file to write that CPU profile to (default DIR/query.pprof)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -199,6 +203,12 @@ func run(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("warm-up query: %w", err)
 	}
 	note("QueryRecords from %d clients, %d requests each", *clients, *requests)
+	var profiled chan error
+	if *pprofAddr != "" {
+		out := cmp.Or(*pprofOut, *dir+"/query.pprof")
+		profiled = make(chan error, 1)
+		go func() { profiled <- cpuProfile(ctx, hc, *pprofAddr, *pprofSeconds, out) }()
+	}
 	answers := make([][]string, len(queries))
 	var answersMu sync.Mutex
 	lat, err := concurrent(*pid, *clients, *requests, func(c, r int) error {
@@ -216,6 +226,12 @@ func run(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	fig.Query = lat
+	fig.QueryRSS = statusBytes(*pid, "VmRSS:")
+	if profiled != nil {
+		if err := <-profiled; err != nil {
+			return err
+		}
+	}
 	fig.Recall = recallOf(base, queries, answers, truth)
 	note("p50 %.2f ms, p99 %.2f ms, recall@10 %.4f", lat.P50ms, lat.P99ms, fig.Recall)
 
@@ -331,6 +347,28 @@ func query(ctx context.Context, cl *client.Client, coll string, q []float32, whe
 		}
 	}
 	return ids, nil
+}
+
+// cpuProfile writes to out a CPU profile of seconds seconds from the
+// net/http/pprof listener at addr.
+func cpuProfile(ctx context.Context, hc *http.Client, addr string, seconds int, out string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", addr, seconds), nil)
+	if err != nil {
+		return err
+	}
+	res, err := hc.Do(req)
+	if err != nil {
+		return fmt.Errorf("CPU profile of the server: %w", err)
+	}
+	defer res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		return fmt.Errorf("CPU profile of the server: %s", res.Status)
+	}
+	b, err := io.ReadAll(res.Body)
+	if err != nil {
+		return fmt.Errorf("CPU profile of the server: %w", err)
+	}
+	return os.WriteFile(out, b, 0o644)
 }
 
 // concurrent runs do(client, request) for requests requests on each of
@@ -578,13 +616,20 @@ func load() float64 {
 }
 
 // peakRSS is the VmHWM of process pid in bytes (0 when unreadable).
-func peakRSS(pid int) int64 {
+func peakRSS(pid int) int64 { return statusBytes(pid, "VmHWM:") }
+
+// statusBytes is the field (a size in kB, e.g. "VmRSS:") of process pid's
+// /proc status, in bytes; 0 when unreadable.
+func statusBytes(pid int, field string) int64 {
+	if pid <= 0 {
+		return 0
+	}
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return 0
 	}
 	for line := range strings.SplitSeq(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+		if rest, ok := strings.CutPrefix(line, field); ok {
 			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
 			return kb * 1024
 		}
@@ -604,6 +649,7 @@ func report(w io.Writer, kind string, f figures) {
 		f.Clients, f.Requests, f.Query.P50ms, f.Query.P99ms, f.Query.MaxMs, f.Query.Load)
 	fmt.Fprintf(w, "| … queries/s; the server's CPU time per query | %.0f; %.2f ms | |\n", f.Query.QPS, f.Query.ServerCPUms)
 	fmt.Fprintf(w, "| … recall@10 | %.4f | |\n", f.Recall)
+	fmt.Fprintf(w, "| … RSS of the server after the queries (VmRSS) | %d MiB | |\n", f.QueryRSS>>20)
 	for _, x := range f.Filtered {
 		fmt.Fprintf(w, "| filtered %.1f %% (%d records), 1 client: recall@10, p50 / p99, server CPU per query | %.4f, %.2f / %.2f ms, %.2f ms | %.1f |\n",
 			100*x.Selectivity, x.Allowed, x.Recall, x.Latency.P50ms, x.Latency.P99ms, x.Latency.ServerCPUms, x.Latency.Load)
