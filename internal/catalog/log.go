@@ -467,11 +467,13 @@ func (g *writerGate) yield(ctx context.Context, maxWait time.Duration) error {
 // key) and returns the number of rows deleted. Before each chunk it yields
 // to the foreground writes of the catalog (see writerGate): a purge of a
 // million rows after a large compaction does not make the small jobs that
-// follow wait behind it. It runs after a compaction's commit and after GC
-// retires versions, off the commit's critical path: every reader ignores
-// rows at or below the current compaction offset (ReadLog, ScanLog and
-// ReadView read above it), so rows a crash leaves behind are harmless, and
-// the next purge of the collection removes them. ErrNotFound when the
+// follow wait behind it; after each chunk but the last it rests as long as
+// the chunk took (purgeRest), so that it takes at most about half a core.
+// It runs after a compaction's commit and after GC retires versions, off
+// the commit's critical path: every reader ignores rows at or below the
+// current compaction offset (ReadLog, ScanLog and ReadView read above it),
+// so rows a crash leaves behind are harmless, and the next purge of the
+// collection removes them. ErrNotFound when the
 // collection does not exist.
 func (c *Catalog) PurgeLog(ctx context.Context, id string) (int64, error) {
 	offset, err := c.purgeBound(ctx, id)
@@ -488,6 +490,7 @@ func (c *Catalog) PurgeLog(ctx context.Context, id string) (int64, error) {
 		if err := c.writers.yield(ctx, purgeMaxYield); err != nil {
 			return total, c.wrap(err, "purge log of collection %s up to offset %d", id, hi)
 		}
+		began := time.Now()
 		// On the writer directly: the purge's own transactions are not
 		// foreground writes it would wait for.
 		err := c.writeTxOn(ctx, c.w, func(tx *sql.Tx) error {
@@ -502,8 +505,33 @@ func (c *Catalog) PurgeLog(ctx context.Context, id string) (int64, error) {
 		if err != nil {
 			return total, c.wrap(err, "purge log of collection %s up to offset %d", id, hi)
 		}
+		if hi == offset {
+			break
+		}
+		if err := purgeRest(ctx, time.Since(began)); err != nil {
+			return total, c.wrap(err, "purge log of collection %s up to offset %d", id, hi)
+		}
 	}
 	return total, nil
+}
+
+// purgeMaxRest bounds the pause after a purge chunk (see purgeRest).
+const purgeMaxRest = 100 * time.Millisecond
+
+// purgeRest paces the log purge: after a chunk that took d, it waits as long
+// again (at most purgeMaxRest), so that a purge of a million rows uses at
+// most about half a core and leaves the other half, and the disk, to the
+// foreground work (the small compactions that follow a large one). It
+// returns early with ctx's error when ctx ends.
+func purgeRest(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(min(d, purgeMaxRest))
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // purgeBound is the offset at or below which PurgeLog may delete the log

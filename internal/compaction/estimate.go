@@ -3,6 +3,7 @@ package compaction
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -24,7 +25,8 @@ const indexChunkBytes = 32 << 20
 // compaction would read (no record is decoded) and the current manifest,
 // and derives the blocks it would rewrite, the bytes and blob calls it
 // would read and write, and the index work. Cost: one manifest read and a
-// scan of at most MaxRecords log rows. The figures are upper bounds where
+// scan of at most MaxRecords log rows (by logReaders goroutines at once,
+// as a compaction reads them). The figures are upper bounds where
 // the materialization rules may shrink them (see jobtype.Estimate).
 // Errors: the catalog's (ErrNotFound for an unknown collection), and the
 // segment store's (a corrupt manifest).
@@ -45,19 +47,18 @@ func (c *Compactor) Estimate(ctx context.Context, collectionID string) (jobtype.
 		}
 	}
 	s := newSliceScan(base)
-	for after := coll.CompactionOffset; after < end; {
-		last := after
-		n, err := c.cat.ScanLog(ctx, collectionID, after, end, c.cfg.BatchRecords, func(offset int64, record []byte) error {
-			last = offset
-			return s.add(offset, record)
-		})
-		if err != nil {
-			return jobtype.Estimate{}, fmt.Errorf("estimate %s: read log after offset %d: %w", collectionID, after, err)
-		}
-		if n == 0 {
+	for b := range c.logBatches(ctx, c.cat.ScanLog, collectionID, coll.CompactionOffset, end) {
+		if errors.Is(b.err, catalog.ErrConflict) {
 			break // compacted meanwhile
 		}
-		after = last
+		if b.err != nil {
+			return jobtype.Estimate{}, fmt.Errorf("estimate %s: %w", collectionID, b.err)
+		}
+		for _, e := range b.entries {
+			if err := s.add(e.off, e.rec); err != nil {
+				return jobtype.Estimate{}, fmt.Errorf("estimate %s: %w", collectionID, err)
+			}
+		}
 	}
 	// A small change spread over many blocks is written as one delta: the
 	// store decides on the distinct ids, as the writer does.
@@ -84,20 +85,22 @@ func (c *Compactor) Estimate(ctx context.Context, collectionID string) (jobtype.
 // splitting and merging it), the ids that fall in it, its deletes, and the
 // new ids in the gaps of the id ranges (which cannot be present yet).
 type sliceScan struct {
-	blocks    []segment.BlockRef
-	touched   []bool
-	deletes   []int64         // DELETEs of distinct ids inside each block's range
-	gapAdds   []int64         // new ids outside every range, by the block that takes them
-	exists    map[string]bool // whether each changed id holds a record after the slice
-	inRange   map[string]int  // block of the ids inside a range
+	blocks  []segment.BlockRef
+	touched []bool
+	deletes []int64 // DELETEs of distinct ids inside each block's range
+	gapAdds []int64 // new ids outside every range, by the block that takes them
+	// changed holds each id the slice changes: whether it holds a record
+	// after the slice, and the block whose range it falls inside (-1: in
+	// no range). One map, read once and written at most once per row:
+	// the scan of a large slice is mostly these map operations.
+	changed   map[string]idFate
 	logBytes  int64
 	opRecords int64
-	changed   map[string]bool
 	dataBytes int64 // bytes of the blocks or delta priced to be written
 }
 
 func newSliceScan(base *segment.Manifest) *sliceScan {
-	s := &sliceScan{exists: map[string]bool{}, inRange: map[string]int{}, changed: map[string]bool{}}
+	s := &sliceScan{changed: map[string]idFate{}}
 	if base != nil {
 		s.blocks = base.Blocks
 	}
@@ -107,6 +110,12 @@ func newSliceScan(base *segment.Manifest) *sliceScan {
 	return s
 }
 
+// idFate is what a log slice leaves of one id (sliceScan.changed).
+type idFate struct {
+	block  int32 // the block whose id range holds the id; -1: none
+	exists bool  // the id holds a record after the slice
+}
+
 // add takes one log row: its op byte and id are read from the encoding in
 // place (materialize's binary format: version, op, id).
 func (s *sliceScan) add(offset int64, record []byte) error {
@@ -114,31 +123,39 @@ func (s *sliceScan) add(offset int64, record []byte) error {
 	if err != nil || len(record) < 2 {
 		return fmt.Errorf("log record at offset %d: %w (%v)", offset, materialize.ErrCorruptRecord, err)
 	}
-	op, id := materialize.Op(record[1]), string(record[lo:hi])
+	op, idb := materialize.Op(record[1]), record[lo:hi]
 	s.logBytes += int64(len(record))
 	s.opRecords++
-	// Blocks are sorted by MinID with disjoint ranges: the one that may
-	// hold id is the last whose MinID <= id; an id in no range goes to
-	// that block too, or to the first (segment's owner).
-	i := sort.Search(len(s.blocks), func(i int) bool { return s.blocks[i].MinID > id }) - 1
-	inRange := i >= 0 && id <= s.blocks[i].MaxID
-	if !s.changed[id] {
-		s.changed[id] = true
-		s.exists[id] = inRange // an id inside a range is taken to be present
+	f, seen := s.changed[string(idb)]
+	i := int(f.block)
+	if !seen || len(s.blocks) > 0 {
+		// Blocks are sorted by MinID with disjoint ranges: the one that
+		// may hold id is the last whose MinID <= id; an id in no range
+		// goes to that block too, or to the first (segment's owner).
+		id := string(idb)
+		i = sort.Search(len(s.blocks), func(i int) bool { return s.blocks[i].MinID > id }) - 1
+		if len(s.blocks) > 0 {
+			s.touched[max(i, 0)] = true
+		}
+	}
+	was := f
+	if !seen {
+		inRange := i >= 0 && string(idb) <= s.blocks[i].MaxID
+		f = idFate{block: -1, exists: inRange} // an id inside a range is taken to be present
 		if inRange {
-			s.inRange[id] = i
+			f.block = int32(i)
 		}
 	}
 	// The materialization rules, on whether a record exists: ADD and
 	// UPSERT leave one, DELETE none, UPDATE changes nothing of that.
 	switch op {
 	case materialize.OpAdd, materialize.OpUpsert:
-		s.exists[id] = true
+		f.exists = true
 	case materialize.OpDelete:
-		s.exists[id] = false
+		f.exists = false
 	}
-	if len(s.blocks) > 0 {
-		s.touched[max(i, 0)] = true
+	if !seen || f != was {
+		s.changed[string(idb)] = f
 	}
 	return nil
 }
@@ -159,14 +176,14 @@ func (s *sliceScan) price(est *jobtype.Estimate, base *segment.Manifest, maxBloc
 	// The fate of each changed id: one inside a range that ends deleted
 	// is a record removed; one outside every range that ends present is
 	// a record added (to the block that takes it).
-	for id := range s.changed {
-		if i, ok := s.inRange[id]; ok {
-			if !s.exists[id] {
-				s.deletes[i]++
+	for id, f := range s.changed {
+		if f.block >= 0 {
+			if !f.exists {
+				s.deletes[f.block]++
 			}
 			continue
 		}
-		if !s.exists[id] {
+		if !f.exists {
 			continue
 		}
 		i := sort.Search(len(s.blocks), func(i int) bool { return s.blocks[i].MinID > id }) - 1
