@@ -151,13 +151,14 @@ func viewOfIDs(ids []string, base map[string]materialize.Record, ops []materiali
 	}
 }
 
-// manifest reads the manifest of coll's segment version; nil before the
-// first compaction.
+// manifest reads the manifest of coll's segment version, shared through the
+// decoded block cache (it must not be modified); nil before the first
+// compaction.
 func (c *Compactor) manifest(ctx context.Context, coll catalog.Collection) (*segment.Manifest, error) {
 	if coll.SegmentVersion == 0 {
 		return nil, nil
 	}
-	m, err := c.seg.ReadManifest(ctx, coll.ManifestKey)
+	m, err := c.seg.ReadManifestShared(ctx, coll.ManifestKey)
 	if err != nil {
 		return nil, fmt.Errorf("read manifest of version %d: %w", coll.SegmentVersion, err)
 	}

@@ -58,7 +58,7 @@ func (c *Compactor) openVersion(ctx context.Context, collectionID string, versio
 		return catalog.Collection{}, nil, nil, err
 	}
 	release := c.pins.pin(collectionID, v.ManifestKey, false)
-	m, err := c.seg.ReadManifest(ctx, v.ManifestKey)
+	m, err := c.seg.ReadManifestShared(ctx, v.ManifestKey)
 	if err != nil {
 		release()
 		return catalog.Collection{}, nil, nil, fmt.Errorf("read manifest of version %d: %w", version, err)

@@ -71,11 +71,11 @@ type cacheHelp struct {
 // blockCacheHelp names the decoded block cache's metrics.
 var blockCacheHelp = cacheHelp{
 	name:      "block_cache",
-	hits:      "Reads of a segment block or delta served by the decoded block cache (or by a decode of it already in flight).",
-	misses:    "Reads of a segment block or delta not in the decoded block cache: it was read from the blob store and decoded.",
-	evictions: "Decoded blocks and deltas dropped from the cache to stay within --block-cache-bytes.",
-	bytes:     "Estimated decoded size of the blocks and deltas the cache holds, in bytes.",
-	entries:   "Blocks and deltas the decoded block cache holds.",
+	hits:      "Reads of a segment block, delta or manifest served by the decoded block cache (or by a decode of it already in flight).",
+	misses:    "Reads of a segment block, delta or manifest not in the decoded block cache: it was read from the blob store and decoded.",
+	evictions: "Decoded blocks, deltas and manifests dropped from the cache to stay within --block-cache-bytes.",
+	bytes:     "Estimated decoded size of the blocks, deltas and manifests the cache holds, in bytes.",
+	entries:   "Blocks, deltas and manifests the decoded block cache holds.",
 	maxed:     "The bound of the decoded block cache (--block-cache-bytes), in bytes.",
 }
 

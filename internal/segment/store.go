@@ -105,6 +105,34 @@ func (s *Store) ReadManifest(ctx context.Context, key string) (*Manifest, error)
 	return decodeManifestAt(key, data)
 }
 
+// manifestCachePrefix marks a decoded manifest's entry in the decoded block
+// cache (a manifest key names one file for good, like a block key).
+const manifestCachePrefix = "manifest\x00"
+
+// ReadManifestShared is ReadManifest through the decoded block cache, for
+// readers: the manifest returned may be shared with other readers and must
+// not be modified. Its entry is sized at twice the encoded bytes (an
+// estimate of the decoded structures). Errors are ReadManifest's; an error
+// is not cached.
+func (s *Store) ReadManifestShared(ctx context.Context, key string) (*Manifest, error) {
+	if s.cache == nil {
+		return s.ReadManifest(ctx, key)
+	}
+	var size int64
+	v, err := s.cache.get(ctx, manifestCachePrefix+key, func() (any, error) {
+		data, err := s.getBlob(ctx, KindManifest, key)
+		if err != nil {
+			return nil, fmt.Errorf("read manifest %s: %w", key, err)
+		}
+		size = 2 * int64(len(data))
+		return decodeManifestAt(key, data)
+	}, func(any) int64 { return size })
+	if err != nil {
+		return nil, err
+	}
+	return v.(*Manifest), nil
+}
+
 // ReadBlock reads all records of a block, in id order. Errors wrap
 // ErrNotExist when missing; a block that cannot be decoded, claims more than
 // its file can hold or MaxBlockDecodeBytes allows, or contradicts ref

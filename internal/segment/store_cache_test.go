@@ -2,6 +2,7 @@ package segment_test
 
 import (
 	"context"
+	"errors"
 	"math/rand/v2"
 	"reflect"
 	"testing"
@@ -147,5 +148,35 @@ func TestStoreScanUncachedLeavesTheCacheAlone(t *testing.T) {
 	scanAll(t, s, m)
 	if blobs.Gets() != 10 {
 		t.Errorf("a scan after the uncached one read %d blobs, want all 10 blocks", blobs.Gets())
+	}
+}
+
+func TestReadManifestSharedDecodesOnceAndDoesNotCacheErrors(t *testing.T) {
+	rng := rand.New(rand.NewPCG(20, 24))
+	s, blobs := NewStore(t, segment.Config{MaxBlockRecords: 100, BlockCacheBytes: 1 << 20})
+	m, _, key := commit(t, s, nil, upserts(records(rng, "k%04d", 300, 4)))
+	ctx := context.Background()
+	if _, err := s.ReadManifestShared(ctx, key+"-missing"); !errors.Is(err, segment.ErrNotExist) {
+		t.Fatalf("shared read of a missing manifest: %v, want ErrNotExist", err)
+	}
+	blobs.Reset()
+	first, err := s.ReadManifestShared(ctx, key)
+	if err != nil || first.Version != m.Version || len(first.Blocks) != len(m.Blocks) {
+		t.Fatalf("shared read: %+v, %v; want version %d with %d blocks", first, err, m.Version, len(m.Blocks))
+	}
+	again, err := s.ReadManifestShared(ctx, key)
+	if err != nil || again != first {
+		t.Fatalf("second shared read: %p, %v; want the decoded manifest %p again", again, err, first)
+	}
+	if blobs.Gets() != 1 {
+		t.Errorf("two shared reads fetched %d blobs, want 1", blobs.Gets())
+	}
+	// Without a cache every read decodes its own copy.
+	s2, _ := NewStore(t, segment.Config{MaxBlockRecords: 100})
+	m2, _, key2 := commit(t, s2, nil, upserts(records(rng, "k%04d", 10, 4)))
+	a, err1 := s2.ReadManifestShared(ctx, key2)
+	b, err2 := s2.ReadManifestShared(ctx, key2)
+	if err1 != nil || err2 != nil || a == b || a.Version != m2.Version {
+		t.Errorf("uncached shared reads: %p, %p (%v, %v); want two copies of version %d", a, b, err1, err2, m2.Version)
 	}
 }
