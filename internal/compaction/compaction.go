@@ -30,6 +30,7 @@ import (
 
 	"github.com/dustin/go-humanize"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
 	"github.com/spf13/pflag"
 	"go.opentelemetry.io/otel/trace"
 
@@ -322,6 +323,35 @@ type Compactor struct {
 	purgeMu sync.Mutex
 	purges  map[string]bool
 	purgeWG sync.WaitGroup
+	// purgem are the purges' metrics; nil fields without WithRegisterer.
+	purgem purgeMetrics
+}
+
+// purgeMetrics are the log purge's metrics.
+type purgeMetrics struct {
+	running prometheus.Gauge   // collections whose purge runs
+	rows    prometheus.Counter // log rows purged
+}
+
+func newPurgeMetrics(reg prometheus.Registerer) purgeMetrics {
+	f := promauto.With(reg)
+	return purgeMetrics{
+		running: f.NewGauge(prometheus.GaugeOpts{
+			Name: "compactor_log_purges_running",
+			Help: "Collections whose compacted log rows are being deleted after a commit, off the job's critical path (0 when the catalog holds no compacted row left to delete).",
+		}),
+		rows: f.NewCounter(prometheus.CounterOpts{
+			Name: "compactor_log_purged_rows_total",
+			Help: "Compacted log rows deleted from the catalog after their compaction committed.",
+		}),
+	}
+}
+
+// started moves the running gauge by d; m may hold nil fields.
+func (m purgeMetrics) started(d float64) {
+	if m.running != nil {
+		m.running.Add(d)
+	}
 }
 
 // purgeLog deletes, on a goroutine of its own, the log rows of
@@ -341,8 +371,10 @@ func (c *Compactor) purgeLog(ctx context.Context, collectionID string) {
 	}
 	c.purges[collectionID] = false
 	c.purgeWG.Add(1)
+	c.purgem.started(1)
 	go func() {
 		defer c.purgeWG.Done()
+		defer c.purgem.started(-1)
 		for {
 			pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.CommitTimeout)
 			n, err := c.cat.PurgeLog(pctx, collectionID)
@@ -352,6 +384,9 @@ func (c *Compactor) purgeLog(ctx context.Context, collectionID string) {
 				c.logger.Warn("purge compacted log rows", "collection", collectionID, "err", err)
 			case err == nil:
 				c.logger.Debug("purged compacted log rows", "collection", collectionID, "rows", n)
+				if c.purgem.rows != nil {
+					c.purgem.rows.Add(float64(n))
+				}
 			}
 			c.purgeMu.Lock()
 			again := c.purges[collectionID] && err == nil

@@ -62,6 +62,7 @@ func WithRegisterer(reg prometheus.Registerer) Option {
 		c.query = newQueryMetrics(reg)
 		c.indexm = newIndexMetrics(reg)
 		c.verifym = newVerifyMetrics(reg)
+		c.purgem = newPurgeMetrics(reg)
 	}
 }
 

@@ -224,3 +224,14 @@ compactor_corrupt_blocks_total{kind="manifest"} 3
 		t.Error(err)
 	}
 }
+
+func TestLogPurgeMetricsCountRowsAndRunningPurges(t *testing.T) {
+	e := newCorruptEnv(t)
+	e.collection("purged", 12) // 12 rows compacted, then purged; 1 row left in the log
+	if got := testutil.ToFloat64(e.comp.purgem.rows); got != 12 {
+		t.Errorf("compactor_log_purged_rows_total = %v after one compaction of 12 rows, want 12", got)
+	}
+	if got := testutil.ToFloat64(e.comp.purgem.running); got != 0 {
+		t.Errorf("compactor_log_purges_running = %v once the purges ended, want 0", got)
+	}
+}

@@ -7,7 +7,8 @@
 #   - one full compaction with indexing: the job's time, its index phase
 #     (the server's compactor_index_build_seconds), and the server's peak
 #     RSS (VmHWM, reset just before the job) against the 1.5 GB goal;
-#   - QueryRecords, k = 10, from BENCH_VSERVE_CLIENTS concurrent clients:
+#   - QueryRecords, k = 10, from BENCH_VSERVE_CLIENTS concurrent clients,
+#     once the full compaction's log purge has ended (its wait is reported):
 #     p50 / p99 latency, queries/s and recall@10 against an exact scan;
 #   - filtered queries at 1 %, 10 % and 50 % selectivity: recall@10 and
 #     latency;

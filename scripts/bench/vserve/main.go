@@ -23,7 +23,8 @@
 //     through the queries: p50, p99 and max latency as each client sees
 //     it, queries per second, and the server's CPU time per query (from
 //     /proc/PID/stat, in ticks of 10 ms over the whole run: meaningful over
-//     hundreds of queries); after one warm-up query;
+//     hundreds of queries); after the full compaction's log purge ended
+//     (compactor_log_purges_running 0) and one warm-up query;
 //  4. recall@10 of those answers against an exact scan computed here (a hit
 //     counts when its distance, recomputed in float64, is at most the 10th
 //     exact distance);
@@ -81,6 +82,7 @@ const k = 10
 type figures struct {
 	N, Dim, Clients, Requests, Upserts int
 	Push                               step
+	PurgeWait                          step // the log purge still running after the exact answers
 	Full                               compaction
 	Query                              latency
 	QueryRSS                           int64 // bytes: the server's RSS after the queries
@@ -199,6 +201,12 @@ func run(args []string, stdout, stderr io.Writer) error {
 
 	note("exact answers of %d queries", len(queries))
 	truth := exactKth(base, queries, nil)
+	purgeWait, err := waitPurges(ctx, hc, *addr)
+	if err != nil {
+		return fmt.Errorf("wait for the log purge: %w", err)
+	}
+	fig.PurgeWait = step{Seconds: purgeWait.Seconds(), Load: load()}
+	note("the log purge ended %.1f s after the exact answers", purgeWait.Seconds())
 	if _, err := query(ctx, cl, coll, queries[0], nil); err != nil {
 		return fmt.Errorf("warm-up query: %w", err)
 	}
@@ -483,6 +491,16 @@ func compact(ctx context.Context, cl *client.Client, hc *http.Client, addr, coll
 // indexSeconds sums the server's compactor_index_build_seconds_sum of the
 // given build labels.
 func indexSeconds(ctx context.Context, hc *http.Client, addr string, builds []string) (float64, error) {
+	var series []string
+	for _, b := range builds {
+		series = append(series, `compactor_index_build_seconds_sum{build="`+b+`"}`)
+	}
+	return metricSum(ctx, hc, addr, series)
+}
+
+// metricSum sums the values of the given series (name with its labels, as
+// the server's /metrics prints them); an error when one is absent.
+func metricSum(ctx context.Context, hc *http.Client, addr string, series []string) (float64, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, addr+"/metrics", nil)
 	if err != nil {
 		return 0, err
@@ -500,11 +518,11 @@ func indexSeconds(ctx context.Context, hc *http.Client, addr string, builds []st
 	sc := bufio.NewScanner(res.Body)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
-		for _, b := range builds {
-			if rest, ok := strings.CutPrefix(sc.Text(), `compactor_index_build_seconds_sum{build="`+b+`"} `); ok {
+		for _, name := range series {
+			if rest, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
 				v, err := strconv.ParseFloat(strings.TrimSpace(rest), 64)
 				if err != nil {
-					return 0, fmt.Errorf("metric compactor_index_build_seconds_sum{build=%q}: %w", b, err)
+					return 0, fmt.Errorf("metric %s: %w", name, err)
 				}
 				sum += v
 				found++
@@ -514,10 +532,28 @@ func indexSeconds(ctx context.Context, hc *http.Client, addr string, builds []st
 	if err := sc.Err(); err != nil {
 		return 0, err
 	}
-	if found != len(builds) {
-		return 0, fmt.Errorf("the server's metrics lack compactor_index_build_seconds_sum for builds %v", builds)
+	if found != len(series) {
+		return 0, fmt.Errorf("the server's metrics lack one of %v", series)
 	}
 	return sum, nil
+}
+
+// waitPurges waits until the server deletes no compacted log rows any more
+// (compactor_log_purges_running is 0), polling every 250 ms, and returns
+// how long it waited: the queries are measured on the server at rest.
+func waitPurges(ctx context.Context, hc *http.Client, addr string) (time.Duration, error) {
+	start := time.Now()
+	for {
+		n, err := metricSum(ctx, hc, addr, []string{"compactor_log_purges_running"})
+		if err != nil || n == 0 {
+			return time.Since(start), err
+		}
+		select {
+		case <-ctx.Done():
+			return time.Since(start), ctx.Err()
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
 }
 
 // exactKth returns, per query, the 10th smallest exact (float64) distance
@@ -645,6 +681,7 @@ func report(w io.Writer, kind string, f figures) {
 	fmt.Fprintf(w, "| full compaction with indexing: job | %.1f s | %.1f |\n", f.Full.JobSeconds, f.Full.Load)
 	fmt.Fprintf(w, "| … its index phase | %.1f s | |\n", f.Full.IndexSeconds)
 	fmt.Fprintf(w, "| … peak RSS of the server (VmHWM) | %d MiB | |\n", f.Full.PeakRSS>>20)
+	fmt.Fprintf(w, "| the full compaction's log purge, still running after the exact answers (queries wait for it) | %.1f s | %.1f |\n", f.PurgeWait.Seconds, f.PurgeWait.Load)
 	fmt.Fprintf(w, "| QueryRecords, %d clients × %d: p50 / p99 / max | %.2f / %.2f / %.1f ms | %.1f |\n",
 		f.Clients, f.Requests, f.Query.P50ms, f.Query.P99ms, f.Query.MaxMs, f.Query.Load)
 	fmt.Fprintf(w, "| … queries/s; the server's CPU time per query | %.0f; %.2f ms | |\n", f.Query.QPS, f.Query.ServerCPUms)
