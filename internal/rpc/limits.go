@@ -90,19 +90,69 @@ func (g *limitedGzip) Reset(r io.Reader) error {
 
 // withLimitedGzip replaces connect's gzip support of a handler with
 // limitedGzip at limit bytes for requests, and for responses
-// klauspost/compress's gzip writer at its fastest level: the same gzip on
-// the wire, but connect resets a pooled writer twice per response, and the
-// standard library's reset clears about 640 KiB of match tables each time
-// (about a fifth of the listing RPCs' server CPU in the RPC overhead
-// benchmark's profile), where klauspost's only moves an offset.
+// adaptiveGzip: the same gzip on the wire, but connect resets a pooled
+// writer twice per response, and the standard library's reset clears about
+// 640 KiB of match tables each time (about a fifth of the listing RPCs'
+// server CPU in the RPC overhead benchmark's profile), where klauspost's
+// only moves an offset.
 func withLimitedGzip(limit int) connect.HandlerOption {
 	return connect.WithCompression("gzip",
 		func() connect.Decompressor { return &limitedGzip{limit: int64(limit)} },
-		func() connect.Compressor {
-			w, _ := kgzip.NewWriterLevel(io.Discard, kgzip.BestSpeed) // a valid level: never fails
-			return w
-		},
+		func() connect.Compressor { return newAdaptiveGzip() },
 	)
+}
+
+// huffmanOnlyBytes is the size of a response message from which
+// adaptiveGzip entropy-codes it without looking for repeats.
+const huffmanOnlyBytes = 256 << 10
+
+// adaptiveGzip is a gzip writer (klauspost/compress) that picks its level
+// by the size of the first write after Reset (connect writes a whole
+// message at once): a message under huffmanOnlyBytes (job and collection
+// listings, repetitive JSON that repeats compress well) at BestSpeed, a
+// larger one (pages of records and query results, mostly float32
+// embeddings, in which repeats are rare) Huffman-only. On a 1,000-record
+// page of 128-dim embeddings Huffman-only ran 3.1× faster than BestSpeed
+// for 0.93 of the size against 0.86 (binary protobuf), and 3.5× for 0.50
+// against 0.44 (JSON); at BestSpeed the compression was 55 % of the
+// server's CPU of a paged GetRecords read.
+type adaptiveGzip struct {
+	fast, huffman *kgzip.Writer
+	dst           io.Writer
+	w             *kgzip.Writer // the writer in use since Reset; nil before the first write
+}
+
+func newAdaptiveGzip() *adaptiveGzip {
+	fast, _ := kgzip.NewWriterLevel(io.Discard, kgzip.BestSpeed)      // a valid level: never fails
+	huffman, _ := kgzip.NewWriterLevel(io.Discard, kgzip.HuffmanOnly) // likewise
+	return &adaptiveGzip{fast: fast, huffman: huffman, dst: io.Discard}
+}
+
+func (g *adaptiveGzip) Reset(dst io.Writer) {
+	g.dst, g.w = dst, nil
+}
+
+func (g *adaptiveGzip) pick(n int) {
+	g.w = g.fast
+	if n >= huffmanOnlyBytes {
+		g.w = g.huffman
+	}
+	g.w.Reset(g.dst)
+}
+
+func (g *adaptiveGzip) Write(p []byte) (int, error) {
+	if g.w == nil {
+		g.pick(len(p))
+	}
+	return g.w.Write(p)
+}
+
+// Close ends the gzip stream (an empty one when nothing was written).
+func (g *adaptiveGzip) Close() error {
+	if g.w == nil {
+		g.pick(0)
+	}
+	return g.w.Close()
 }
 
 // watcherLimit is an interceptor that bounds the concurrent
