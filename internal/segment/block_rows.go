@@ -273,14 +273,30 @@ const embeddingMaxDefinition = 2
 
 // floatListRows is repeatedRows over the page's levels and float data
 // directly, for a page of the embedding column whose values are plain
-// floats (not dictionary indexes); ok false, with nothing read, for any
-// other page.
+// floats, or indexes into a dictionary of floats (the writer picks a
+// dictionary for embeddings of few distinct values, such as quantised
+// ones); ok false, with nothing read, for any other page. An index outside
+// the dictionary is an error.
 func floatListRows(p parquet.Page, rows []int64, next int, base int64, out [][]parquet.Value) (int, bool, error) {
 	data := p.Data()
-	if data.Kind() != encoding.Float {
+	var floats []float32
+	var index []int32 // nil for plain floats
+	switch {
+	case data.Kind() == encoding.Float:
+		floats = data.Float()
+	case data.Kind() == encoding.Int32 && p.Dictionary() != nil:
+		dict := p.Dictionary().Page().Data()
+		if dict.Kind() != encoding.Float {
+			return next, false, nil
+		}
+		floats, index = dict.Float(), data.Int32()
+	default:
 		return next, false, nil
 	}
-	floats := data.Float()
+	present := len(floats)
+	if index != nil {
+		present = len(index)
+	}
 	reps, defs := p.RepetitionLevels(), p.DefinitionLevels()
 	if len(reps) != len(defs) {
 		return next, false, nil
@@ -301,18 +317,24 @@ func floatListRows(p parquet.Page, rows []int64, next int, base int64, out [][]p
 		def := defs[i]
 		var v parquet.Value
 		if def == embeddingMaxDefinition {
-			if vi >= len(floats) {
-				return next, true, fmt.Errorf("page of %d floats has more present values", len(floats))
+			if vi >= present {
+				return next, true, fmt.Errorf("page of %d floats has more present values", present)
 			}
-			v = parquet.FloatValue(floats[vi])
+			f := vi
+			if index != nil {
+				if f = int(index[vi]); f < 0 || f >= len(floats) {
+					return next, true, fmt.Errorf("float index %d outside the page's dictionary of %d", f, len(floats))
+				}
+			}
+			v = parquet.FloatValue(floats[f])
 			vi++
 		}
 		if next < len(rows) && rows[next] == row {
 			out[next] = append(out[next], v.Level(int(reps[i]), int(def), col))
 		}
 	}
-	if vi != len(floats) {
-		return next, true, fmt.Errorf("page of %d floats has %d present values", len(floats), vi)
+	if vi != present {
+		return next, true, fmt.Errorf("page of %d floats has %d present values", present, vi)
 	}
 	for next < len(rows) && rows[next] < end {
 		next++

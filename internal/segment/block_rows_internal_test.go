@@ -10,9 +10,10 @@ import (
 // read (the id column, then only the wanted rows of the others) are those
 // of a whole decode, for id sets at the ends, at random and dense, over
 // blocks whose embedding column spans one page (debian64) or several
-// (random128, 4 pages).
+// (random128, 4 pages), of plain floats or of indexes into a dictionary
+// (anchor128: quantised floats).
 func TestBlockRowsReadTheWantedRowsAsAWholeDecodeDoes(t *testing.T) {
-	for _, set := range []string{"debian64", "random128"} {
+	for _, set := range []string{"debian64", "random128", "anchor128"} {
 		t.Run(set, func(t *testing.T) {
 			recs := benchRecords(t, set)
 			recs = recs[:min(len(recs), 4096)]
