@@ -1,6 +1,7 @@
 package segment
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -293,48 +294,61 @@ func floatListRows(p parquet.Page, rows []int64, next int, base int64, out [][]p
 	default:
 		return next, false, nil
 	}
-	present := len(floats)
+	values := len(floats)
 	if index != nil {
-		present = len(index)
+		values = len(index)
 	}
 	reps, defs := p.RepetitionLevels(), p.DefinitionLevels()
 	if len(reps) != len(defs) {
 		return next, false, nil
 	}
+	// A row starts at each repetition level 0. The page's row count and
+	// present values are checked whole first (vectorised counts), so that
+	// the walk can jump from row start to row start and read the levels of
+	// the wanted rows alone.
+	present := []byte{embeddingMaxDefinition}
+	if n := int64(bytes.Count(reps, []byte{0})); n != p.NumRows() || (n > 0 && reps[0] != 0) {
+		return next, true, fmt.Errorf("page of %d rows holds %d row starts", p.NumRows(), n)
+	}
+	if n := bytes.Count(defs, present); n != values {
+		return next, true, fmt.Errorf("page of %d floats has %d present values", values, n)
+	}
 	col := p.Column()
-	row, vi := base-1, 0
 	end := base + p.NumRows()
-	for i := range reps {
-		if reps[i] == 0 {
-			row++
-			if row >= end {
-				return next, true, fmt.Errorf("page of %d rows holds a row %d after row %d", p.NumRows(), row-base, base)
-			}
-			for next < len(rows) && rows[next] < row {
-				next++
-			}
+	row, pos, vi := base, 0, 0 // pos: the level of row's start; vi: present values before it
+	for ; next < len(rows) && rows[next] < end; next++ {
+		if rows[next] < row {
+			continue // a repeated id's row, already taken
 		}
-		def := defs[i]
-		var v parquet.Value
-		if def == embeddingMaxDefinition {
-			if vi >= present {
-				return next, true, fmt.Errorf("page of %d floats has more present values", present)
-			}
-			f := vi
-			if index != nil {
-				if f = int(index[vi]); f < 0 || f >= len(floats) {
-					return next, true, fmt.Errorf("float index %d outside the page's dictionary of %d", f, len(floats))
+		for row < rows[next] {
+			j := pos + 1 + bytes.IndexByte(reps[pos+1:], 0) // the next row starts there: the count above says it exists
+			vi += bytes.Count(defs[pos:j], present)
+			pos, row = j, row+1
+		}
+		stop := len(reps)
+		if k := bytes.IndexByte(reps[pos+1:], 0); k >= 0 {
+			stop = pos + 1 + k
+		}
+		for i := pos; i < stop; i++ {
+			def := defs[i]
+			var v parquet.Value
+			if def == embeddingMaxDefinition {
+				f := vi
+				if index != nil {
+					if f = int(index[vi]); f < 0 || f >= len(floats) {
+						return next, true, fmt.Errorf("float index %d outside the page's dictionary of %d", f, len(floats))
+					}
 				}
+				v = parquet.FloatValue(floats[f])
+				vi++
 			}
-			v = parquet.FloatValue(floats[f])
-			vi++
-		}
-		if next < len(rows) && rows[next] == row {
 			out[next] = append(out[next], v.Level(int(reps[i]), int(def), col))
 		}
-	}
-	if vi != present {
-		return next, true, fmt.Errorf("page of %d floats has %d present values", present, vi)
+		if stop == len(reps) {
+			next++
+			break // the page's last row
+		}
+		pos, row = stop, row+1
 	}
 	for next < len(rows) && rows[next] < end {
 		next++

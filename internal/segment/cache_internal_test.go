@@ -50,22 +50,22 @@ func TestBlockCacheEvictsTheLeastRecentlyUsedToStayWithinItsBound(t *testing.T) 
 		t.Fatalf("%d loads, want a value over the bound loaded each time", loads)
 	}
 	want := `
-# HELP compactor_block_cache_bytes Estimated decoded size of the blocks and deltas the cache holds, in bytes.
+# HELP compactor_block_cache_bytes Estimated decoded size of the blocks, deltas and manifests the cache holds, in bytes.
 # TYPE compactor_block_cache_bytes gauge
 compactor_block_cache_bytes 80
-# HELP compactor_block_cache_entries Blocks and deltas the decoded block cache holds.
+# HELP compactor_block_cache_entries Blocks, deltas and manifests the decoded block cache holds.
 # TYPE compactor_block_cache_entries gauge
 compactor_block_cache_entries 2
-# HELP compactor_block_cache_evictions_total Decoded blocks and deltas dropped from the cache to stay within --block-cache-bytes.
+# HELP compactor_block_cache_evictions_total Decoded blocks, deltas and manifests dropped from the cache to stay within --block-cache-bytes.
 # TYPE compactor_block_cache_evictions_total counter
 compactor_block_cache_evictions_total 2
-# HELP compactor_block_cache_hits_total Reads of a segment block or delta served by the decoded block cache (or by a decode of it already in flight).
+# HELP compactor_block_cache_hits_total Reads of a segment block, delta or manifest served by the decoded block cache (or by a decode of it already in flight).
 # TYPE compactor_block_cache_hits_total counter
 compactor_block_cache_hits_total 3
 # HELP compactor_block_cache_max_bytes The bound of the decoded block cache (--block-cache-bytes), in bytes.
 # TYPE compactor_block_cache_max_bytes gauge
 compactor_block_cache_max_bytes 100
-# HELP compactor_block_cache_misses_total Reads of a segment block or delta not in the decoded block cache: it was read from the blob store and decoded.
+# HELP compactor_block_cache_misses_total Reads of a segment block, delta or manifest not in the decoded block cache: it was read from the blob store and decoded.
 # TYPE compactor_block_cache_misses_total counter
 compactor_block_cache_misses_total 6
 `
