@@ -533,8 +533,8 @@ func (s storedIndexes) Index(ctx context.Context, coll catalog.Collection, m *se
 }
 
 // versionIndex is a cached graph as one query uses it: a Searcher with the
-// graph's scan cost model and, once loadMetadata ran, a MetadataSearcher
-// and SelectivityEstimator over the version's records.
+// graph's scan cost model and, once loadMetadata ran, a MetadataSearcher,
+// SelectivityEstimator and indexScanner over the version's records.
 type versionIndex struct {
 	e   *indexEntry
 	seg *segment.Store
@@ -547,6 +547,12 @@ type versionIndex struct {
 
 func (v *versionIndex) Search(q []float32, k, ef int, allow func(id string) bool) ([]Hit, error) {
 	return v.e.g.Search(q, k, ef, allow)
+}
+
+// ScanBatch is the graph's exact scan (after loadMetadata, for a filter
+// over Metadata).
+func (v *versionIndex) ScanBatch(qs [][]float32, k int, allow func(id string) bool) ([][]Hit, error) {
+	return v.e.g.ScanBatch(qs, k, allow)
 }
 
 func (v *versionIndex) Len() int                            { return v.e.g.Len() }
@@ -618,6 +624,7 @@ var (
 	_ scanCostModel        = (*versionIndex)(nil)
 	_ DistanceSearcher     = (*versionIndex)(nil)
 	_ metadataLoader       = (*versionIndex)(nil)
+	_ indexScanner         = (*versionIndex)(nil)
 )
 
 // has reports whether the graph of blob key is cached (without touching
