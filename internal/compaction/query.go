@@ -400,13 +400,14 @@ const (
 )
 
 // indexScanner is an index that can answer a filtered query exactly from
-// memory: ScanBatch returns, per query embedding, the k nearest of its
-// live records that allow accepts, by distance then id, calling allow once
-// per live record (*vindex.Graph: ScanBatch). With MetadataSearcher and
+// memory: ScanWhere returns, per query embedding, the k nearest of its
+// records whose metadata f accepts, skipping the ids in skip, by distance
+// then id (an exact scan: f is evaluated on every record). With
 // BetweenDistances (DistanceSearcher) it gives, with the tail merged, the
-// answer of a scan of the blocks.
+// answer of a scan of the blocks. versionIndex is one (over
+// vindex.Graph.ScanBatch).
 type indexScanner interface {
-	ScanBatch(qs [][]float32, k int, allow func(id string) bool) ([][]Hit, error)
+	ScanWhere(qs [][]float32, k int, f *where.Filter, skip map[string]bool) ([][]Hit, error)
 }
 
 // planIndex returns the plan of q and, unless it scans the blocks, the
@@ -565,7 +566,7 @@ func (c *Compactor) searchIndex(ctx context.Context, coll catalog.Collection, m 
 	hits := make([][]Hit, len(q.Embeddings))
 	if scan {
 		var err error
-		if hits, err = idx.(indexScanner).ScanBatch(q.Embeddings, q.K, allow); err != nil {
+		if hits, err = idx.(indexScanner).ScanWhere(q.Embeddings, q.K, q.Where, shadowed); err != nil {
 			return fmt.Errorf("scan the index of version %d: %w", coll.SegmentVersion, err)
 		}
 	} else {
@@ -740,5 +741,3 @@ func (h *hitHeap) Pop() any {
 var _ DistanceSearcher = (*vindex.Graph)(nil)
 
 var _ scanCostModel = (*vindex.Graph)(nil)
-
-var _ indexScanner = (*vindex.Graph)(nil)

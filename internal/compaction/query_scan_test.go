@@ -13,6 +13,7 @@ import (
 	"github.com/compactorhq/compactor/internal/materialize"
 	"github.com/compactorhq/compactor/internal/segment"
 	"github.com/compactorhq/compactor/internal/vindex"
+	"github.com/compactorhq/compactor/internal/where"
 )
 
 // countedIndex is a version's index whose in-memory scans are counted;
@@ -24,9 +25,9 @@ type countedIndex struct {
 	otherKernel bool
 }
 
-func (c countedIndex) ScanBatch(qs [][]float32, k int, allow func(id string) bool) ([][]Hit, error) {
+func (c countedIndex) ScanWhere(qs [][]float32, k int, f *where.Filter, skip map[string]bool) ([][]Hit, error) {
 	*c.scans++
-	return c.versionIndex.ScanBatch(qs, k, allow)
+	return c.versionIndex.ScanWhere(qs, k, f, skip)
 }
 
 func (c countedIndex) BetweenDistances() bool {

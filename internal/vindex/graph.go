@@ -905,7 +905,11 @@ func sortHits(hits []Hit) {
 // (allow is called once per live vector, before its distance). Errors:
 // ErrDimension, ErrInvalidVector.
 func (g *Graph) Scan(q []float32, k int, allow func(id string) bool) ([]Hit, error) {
-	hits, err := g.ScanBatch([][]float32{q}, k, allow)
+	var byID func(int, string) bool
+	if allow != nil {
+		byID = func(_ int, id string) bool { return allow(id) }
+	}
+	hits, err := g.ScanBatch([][]float32{q}, k, byID)
 	if err != nil {
 		return nil, err
 	}
@@ -917,17 +921,28 @@ func (g *Graph) Scan(q []float32, k int, allow func(id string) bool) ([]Hit, err
 // accepts (all when allow is nil), sorted by distance, ties by id, each
 // list as Scan returns it for that query. allow is called once per live
 // vector whatever the number of queries, before its distances, from the
-// calling goroutine: the exact plan of a filtered query with several
-// embeddings, whose filter costs more than a distance. Errors:
-// ErrDimension, ErrInvalidVector naming the query (qs[i]).
-func (g *Graph) ScanBatch(qs [][]float32, k int, allow func(id string) bool) ([][]Hit, error) {
+// calling goroutine, with the vector's slot (see SlotOf) and id, so that
+// a caller can keep what its filter reads in a slice by slot instead of a
+// map by id: the exact plan of a filtered query, whose filter costs more
+// than a distance. Errors: ErrDimension, ErrInvalidVector naming the query
+// (qs[i]).
+func (g *Graph) ScanBatch(qs [][]float32, k int, allow func(slot int, id string) bool) ([][]Hit, error) {
 	return g.scan(qs, k, func(yield func(int32) bool) {
 		for n, st := range g.state {
-			if st == stateLive && (allow == nil || allow(g.ids[n])) && !yield(int32(n)) {
+			if st == stateLive && (allow == nil || allow(n, g.ids[n])) && !yield(int32(n)) {
 				return
 			}
 		}
 	})
+}
+
+// SlotOf returns the slot of live id: its node's number, 0 ≤ slot <
+// Stats().Slots. A node keeps its slot for the graph's life (Insert of an
+// id already live gives it a new node, and slot); a graph that is not
+// changed keeps every slot. ok false when id is not live.
+func (g *Graph) SlotOf(id string) (slot int, ok bool) {
+	n, ok := g.byID[id]
+	return int(n), ok
 }
 
 // ScanIDs is Scan over the given ids only (ids not live are skipped; an

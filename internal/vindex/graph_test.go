@@ -199,8 +199,9 @@ func TestFilteredSearchReturnsOnlyAllowedWithHighRecall(t *testing.T) {
 
 // ScanBatch answers each query as a brute force over the live vectors
 // would (Between of the query and the vector inserted, by distance then
-// id, duplicates tying), calls allow once per live vector whatever the
-// number of queries, and names the query of a wrong dimension.
+// id, duplicates tying), as Scan does, calls allow once per live vector
+// whatever the number of queries with the slot SlotOf gives, and names
+// the query of a wrong dimension.
 func TestScanBatchIsTheBruteForceOfEachQuery(t *testing.T) {
 	for _, d := range []Distance{DistanceL2, DistanceCosine, DistanceIP} {
 		t.Run(d.String(), func(t *testing.T) {
@@ -218,15 +219,21 @@ func TestScanBatchIsTheBruteForceOfEachQuery(t *testing.T) {
 				g.Delete(idOf(i))
 				delete(live, idOf(i))
 			}
+			if _, ok := g.SlotOf(idOf(5)); ok {
+				t.Fatal("SlotOf a deleted id: ok")
+			}
 			qs := append(uniform(rng, 3, 8), slices.Clone(vecs[0]))
 			asked := map[string]int{}
-			allow := func(id string) bool {
-				asked[id]++
-				return id[len(id)-1]%3 != 0
-			}
+			allow := func(id string) bool { return id[len(id)-1]%3 != 0 }
 			for _, k := range []int{1, 10, 1000} {
 				clear(asked)
-				got, err := g.ScanBatch(qs, k, allow)
+				got, err := g.ScanBatch(qs, k, func(slot int, id string) bool {
+					if s, ok := g.SlotOf(id); !ok || s != slot {
+						t.Fatalf("allow(%d, %s), SlotOf says %d, %v", slot, id, s, ok)
+					}
+					asked[id]++
+					return allow(id)
+				})
 				if err != nil {
 					t.Fatal(err)
 				}
