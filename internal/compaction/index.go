@@ -414,8 +414,12 @@ type indexEntry struct {
 	bytes int64
 
 	metaMu sync.Mutex
-	meta   map[string]map[string]any // nil until loaded
-	stats  *where.Stats
+	// meta is the metadata of each live record of g by its node slot
+	// (vindex SlotOf; an empty map for a record without metadata, nil for
+	// a slot not live): a filtered scan reads it for every record, which a
+	// map by id would make a hash lookup each. nil until loaded.
+	meta  []map[string]any
+	stats *where.Stats
 }
 
 // graphBytes estimates a graph's memory: vectors and layer-0 links.
@@ -533,15 +537,15 @@ func (s storedIndexes) Index(ctx context.Context, coll catalog.Collection, m *se
 }
 
 // versionIndex is a cached graph as one query uses it: a Searcher with the
-// graph's scan cost model and, once loadMetadata ran, a MetadataSearcher
-// and SelectivityEstimator over the version's records.
+// graph's scan cost model and, once loadMetadata ran, a MetadataSearcher,
+// SelectivityEstimator and indexScanner over the version's records.
 type versionIndex struct {
 	e   *indexEntry
 	seg *segment.Store
 	m   *segment.Manifest
 	// meta and stats are e's, taken by loadMetadata (read without a lock
 	// after it: the query's goroutine loaded them).
-	meta  map[string]map[string]any
+	meta  []map[string]any
 	stats *where.Stats
 }
 
@@ -549,12 +553,23 @@ func (v *versionIndex) Search(q []float32, k, ef int, allow func(id string) bool
 	return v.e.g.Search(q, k, ef, allow)
 }
 
+// ScanWhere is the graph's exact scan of the records f accepts that are
+// not in skip (after loadMetadata).
+func (v *versionIndex) ScanWhere(qs [][]float32, k int, f *where.Filter, skip map[string]bool) ([][]Hit, error) {
+	meta := v.meta
+	return v.e.g.ScanBatch(qs, k, func(slot int, id string) bool {
+		md := meta[slot]
+		return md != nil && !skip[id] && f.Match(md)
+	})
+}
+
 func (v *versionIndex) Len() int                            { return v.e.g.Len() }
 func (v *versionIndex) BetweenDistances() bool              { return v.e.g.BetweenDistances() }
 func (v *versionIndex) ScanCheaper(allowed, k, ef int) bool { return v.e.g.ScanCheaper(allowed, k, ef) }
 
 // loadMetadata reads the metadata of the version's records (once per
-// cached graph) for Metadata and Selectivity.
+// cached graph) for Metadata, ScanWhere and Selectivity: the statistics of
+// every record, the metadata of those in the graph.
 func (v *versionIndex) loadMetadata(ctx context.Context) error {
 	e := v.e
 	e.metaMu.Lock()
@@ -563,12 +578,18 @@ func (v *versionIndex) loadMetadata(ctx context.Context) error {
 		v.meta, v.stats = e.meta, e.stats
 		return nil
 	}
-	meta := make(map[string]map[string]any, e.g.Len())
+	meta := make([]map[string]any, e.g.Stats().Slots)
+	none := map[string]any{} // shared by the records without metadata; never written
 	stats := &where.Stats{}
 	err := v.seg.ScanUncached(ctx, v.m, func(r materialize.Record) bool {
 		md := map[string]any(r.Metadata)
-		meta[r.ID] = md
 		stats.Add(md)
+		if slot, ok := e.g.SlotOf(r.ID); ok {
+			if md == nil {
+				md = none
+			}
+			meta[slot] = md
+		}
 		return ctx.Err() == nil
 	})
 	if err == nil {
@@ -590,10 +611,17 @@ func (v *versionIndex) metadataLoaded() bool {
 	return v.e.meta != nil
 }
 
-// Metadata returns the metadata of record id (after loadMetadata).
+// Metadata returns the metadata of record id (after loadMetadata); ok
+// false when id is not in the graph (a record without an embedding).
 func (v *versionIndex) Metadata(id string) (map[string]any, bool) {
-	md, ok := v.meta[id]
-	return md, ok
+	slot, ok := v.e.g.SlotOf(id)
+	if !ok || v.meta[slot] == nil {
+		return nil, false
+	}
+	if md := v.meta[slot]; len(md) > 0 {
+		return md, true
+	}
+	return nil, true
 }
 
 // Selectivity estimates the fraction of the version's records f matches
@@ -618,6 +646,7 @@ var (
 	_ scanCostModel        = (*versionIndex)(nil)
 	_ DistanceSearcher     = (*versionIndex)(nil)
 	_ metadataLoader       = (*versionIndex)(nil)
+	_ indexScanner         = (*versionIndex)(nil)
 )
 
 // has reports whether the graph of blob key is cached (without touching

@@ -94,10 +94,12 @@ func WithIndexSource(src IndexSource) Option {
 	return func(c *Compactor) { c.index = src }
 }
 
-// MaxConcurrentScans bounds the exact query scans of the whole collection
-// that run at once in a process: each decodes every block, so unbounded
-// they would take the CPU from compactions and from each other. A query
-// beyond it waits for a slot as long as its context allows.
+// MaxConcurrentScans bounds the exact query scans of the whole collection's
+// blocks (and the first read of a version's metadata for filters) that run
+// at once in a process: each decodes every block, so unbounded they would
+// take the CPU from compactions and from each other. A query beyond it
+// waits for a slot as long as its context allows. A scan of the index's
+// memory takes no slot, as a graph search takes none.
 const MaxConcurrentScans = 4
 
 // acquireScan waits for a scan slot; the returned func frees it.
@@ -132,7 +134,8 @@ type Query struct {
 	// Ef is the candidate list size of an index search; 0: the
 	// collection's EfSearch.
 	Ef int
-	// Exact scans the matching records instead of using the index.
+	// Exact scans the matching records in the blocks instead of using the
+	// index: the ground truth of the index's answers.
 	Exact bool
 	// Version, when > 0, queries that kept version alone (its index and
 	// blocks, without the log tail); 0: the current view.
@@ -161,7 +164,8 @@ type QueryResult struct {
 	// segment version plus the log up to that offset.
 	SegmentVersion int64
 	LogPosition    int64
-	// Exact: the records were scanned (false: found through the index).
+	// Exact: the matching records were scanned, in the blocks or in the
+	// index's memory (the same answer); false: found by a graph search.
 	Exact bool
 }
 
@@ -217,12 +221,18 @@ func newQueryMetrics(reg prometheus.Registerer) queryMetrics {
 // Plan: an exact scan of segment blocks, deltas and tail when q.Exact, when
 // the collection's index is disabled or the version has none, when q.IDs is
 // set (the records are read by id), or when q.Where is set and the index
-// cannot filter during the search or estimates so few matching records
-// that a scan of them is cheaper (its ScanCheaper, or fewer than
-// MinIndexSelectivity). Otherwise the index is
-// searched with a filter that rejects ids the tail shadows, ids outside
-// q.IDs and records q.Where rejects, and its hits merge with the exact
-// results of the tail's records.
+// cannot filter during the search. When q.Where is set and the index
+// estimates so few matching records that a scan of them is cheaper than a
+// filtered walk (its ScanCheaper, or fewer than MinIndexSelectivity), the
+// scan is of the index's memory when it can answer exactly as the blocks
+// would (an indexScanner with metadata whose distances are the scan's,
+// BetweenDistances): q.Where is evaluated on each indexed record's
+// metadata, the accepted ones get their exact distance from the index's
+// vector, and only the k nearest per embedding are read from the blocks;
+// else it is a scan of the blocks. Otherwise the index is searched with a
+// filter that rejects ids the tail shadows and records q.Where rejects.
+// Either use of the index merges its candidates with the exact results of
+// the tail's records, and the two exact plans give the same answer.
 //
 // Errors: catalog.ErrNotFound; a *QueryError (matching
 // catalog.ErrInvalidArgument) for an embedding of another dimension than
@@ -347,14 +357,18 @@ func (c *Compactor) queryRecords(ctx context.Context, collectionID string, q Que
 	case ids != nil:
 		err = c.scanIDs(ctx, m, ids, tail.Ops, s)
 	default:
-		idx, ok, ierr := c.planIndex(ctx, coll, m, q)
-		if ierr != nil {
-			return QueryResult{}, fmt.Errorf("query records of %s: %w", collectionID, ierr)
+		idx, plan, perr := c.planIndex(ctx, coll, m, q)
+		if perr != nil {
+			return QueryResult{}, fmt.Errorf("query records of %s: %w", collectionID, perr)
 		}
-		if ok {
+		switch plan {
+		case searchGraph:
 			res.Exact = false
-			err = c.searchIndex(ctx, coll, m, idx, tail.Ops, q, s)
-		} else {
+			err = c.searchIndex(ctx, coll, m, idx, tail.Ops, q, s, false)
+		case scanIndex:
+			// In memory, like a graph search: no scan slot.
+			err = c.searchIndex(ctx, coll, m, idx, tail.Ops, q, s, true)
+		default:
 			var release func()
 			if release, err = c.acquireScan(ctx); err == nil {
 				err = c.scanAll(ctx, m, tail.Ops, s)
@@ -369,18 +383,46 @@ func (c *Compactor) queryRecords(ctx context.Context, collectionID string, q Que
 	return res, nil
 }
 
-// planIndex returns the index to search, or ok false to scan.
-func (c *Compactor) planIndex(ctx context.Context, coll catalog.Collection, m *segment.Manifest, q Query) (Searcher, bool, error) {
+// queryPlan is how a query without an id restriction is answered.
+type queryPlan int
+
+const (
+	// scanBlocks offers every record of the view, read from the blocks,
+	// to the search (scanAll).
+	scanBlocks queryPlan = iota
+	// searchGraph walks the index's graph with the filter (searchIndex).
+	searchGraph
+	// scanIndex computes the exact distance of every record of the index
+	// the filter accepts, from the vectors and metadata the index holds in
+	// memory (searchIndex with an indexScanner): the answer of scanBlocks
+	// for a selective filter, reading only the hits' rows.
+	scanIndex
+)
+
+// indexScanner is an index that can answer a filtered query exactly from
+// memory: ScanWhere returns, per query embedding, the k nearest of its
+// records whose metadata f accepts, skipping the ids in skip, by distance
+// then id (an exact scan: f is evaluated on every record). With
+// BetweenDistances (DistanceSearcher) it gives, with the tail merged, the
+// answer of a scan of the blocks. versionIndex is one (over
+// vindex.Graph.ScanBatch).
+type indexScanner interface {
+	ScanWhere(qs [][]float32, k int, f *where.Filter, skip map[string]bool) ([][]Hit, error)
+}
+
+// planIndex returns the plan of q and, unless it scans the blocks, the
+// index it uses.
+func (c *Compactor) planIndex(ctx context.Context, coll catalog.Collection, m *segment.Manifest, q Query) (Searcher, queryPlan, error) {
 	if q.Exact || c.index == nil || coll.Index.Disabled || m == nil {
-		return nil, false, nil
+		return nil, scanBlocks, nil
 	}
 	idx, err := c.index.Index(ctx, coll, m)
 	if err != nil || idx == nil {
-		return nil, false, err
+		return nil, scanBlocks, err
 	}
 	if !q.Where.MatchAll() {
 		if _, ok := idx.(MetadataSearcher); !ok {
-			return nil, false, nil
+			return nil, scanBlocks, nil
 		}
 		if l, ok := idx.(metadataLoader); ok {
 			// The first filtered query of a version reads its records'
@@ -389,22 +431,37 @@ func (c *Compactor) planIndex(ctx context.Context, coll catalog.Collection, m *s
 			if !l.metadataLoaded() {
 				var err error
 				if release, err = c.acquireScan(ctx); err != nil {
-					return nil, false, err
+					return nil, scanBlocks, err
 				}
 			}
 			err := l.loadMetadata(ctx)
 			release()
 			if err != nil {
-				return nil, false, err
+				return nil, scanBlocks, err
 			}
 		}
 		if est, ok := idx.(SelectivityEstimator); ok {
 			if f, ok := est.Selectivity(q.Where); ok && scanCheaper(idx, f, q, coll.Index.EfSearch) {
-				return nil, false, nil
+				if scansExactly(idx) {
+					return idx, scanIndex, nil
+				}
+				return nil, scanBlocks, nil
 			}
 		}
 	}
-	return idx, true, nil
+	return idx, searchGraph, nil
+}
+
+// scansExactly reports whether idx (a MetadataSearcher) answers a
+// filtered query from memory as a scan of the blocks would: an
+// indexScanner whose distances are the scan's to the bit. A cosine index
+// whose vectors another kernel normalised does not (its stored vectors
+// are not those Between normalises), and its filtered queries scan the
+// blocks until the next full build.
+func scansExactly(idx Searcher) bool {
+	_, ok := idx.(indexScanner)
+	ds, between := idx.(DistanceSearcher)
+	return ok && between && ds.BetweenDistances()
 }
 
 // scanCostModel is an index that prices a filtered walk against a scan of
@@ -475,8 +532,12 @@ func (c *Compactor) scanIDs(ctx context.Context, m *segment.Manifest, ids []stri
 // searchIndex asks idx for candidates per query embedding, with a filter
 // that rejects the ids the tail shadows and the records q.Where rejects,
 // reads the candidates' records, and merges them with the tail's records,
-// searched exactly.
-func (c *Compactor) searchIndex(ctx context.Context, coll catalog.Collection, m *segment.Manifest, idx Searcher, ops []materialize.OperationRecord, q Query, s *search) error {
+// searched exactly. The candidates come from a graph search, or with scan
+// from the exact in-memory scan of an indexScanner (planIndex checked
+// that idx is one whose distances are the scan's): the k nearest accepted
+// records of the version that the tail leaves alone, which with the
+// tail's records hold the k nearest of the view.
+func (c *Compactor) searchIndex(ctx context.Context, coll catalog.Collection, m *segment.Manifest, idx Searcher, ops []materialize.OperationRecord, q Query, s *search, scan bool) error {
 	shadowed := make(map[string]bool)
 	var tailIDs []string
 	for i := 0; i < len(ops); {
@@ -502,14 +563,23 @@ func (c *Compactor) searchIndex(ctx context.Context, coll catalog.Collection, m 
 	}
 	ef = max(ef, q.K)
 	// Candidates of every query embedding, read once.
-	want := make(map[string]bool)
 	hits := make([][]Hit, len(q.Embeddings))
-	for i, e := range q.Embeddings {
-		h, err := idx.Search(e, q.K, ef, allow)
-		if err != nil {
-			return fmt.Errorf("search the index of version %d: %w", coll.SegmentVersion, err)
+	if scan {
+		var err error
+		if hits, err = idx.(indexScanner).ScanWhere(q.Embeddings, q.K, q.Where, shadowed); err != nil {
+			return fmt.Errorf("scan the index of version %d: %w", coll.SegmentVersion, err)
 		}
-		hits[i] = h
+	} else {
+		for i, e := range q.Embeddings {
+			h, err := idx.Search(e, q.K, ef, allow)
+			if err != nil {
+				return fmt.Errorf("search the index of version %d: %w", coll.SegmentVersion, err)
+			}
+			hits[i] = h
+		}
+	}
+	want := make(map[string]bool)
+	for i := range hits {
 		for _, h := range hits[i] {
 			want[h.ID] = true
 		}

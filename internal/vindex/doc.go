@@ -23,11 +23,14 @@
 // filter makes that walk long and its recall lower; the caller, who knows
 // how many records its filter accepts (from its metadata statistics),
 // asks ScanCheaper(allowed, k, ef) and then runs ScanIDs (an exact scan of
-// the accepted ids) instead. Scan is the exact brute-force answer with the
-// same tie rule, for ground truth and an exact query mode.
+// the accepted ids) or ScanBatch (an exact scan of every live vector its
+// filter accepts, for several queries at once, the filter given each
+// vector's slot so that what it reads can be kept by slot: SlotOf)
+// instead. Scan is the exact brute-force answer with the same tie rule,
+// for ground truth and an exact query mode.
 //
-// Search, Scan, ScanIDs, Len, Stats, Vector and Contains may run
-// concurrently. InsertBatch, Insert, Delete, Repair and Encode need the
+// Search, Scan, ScanBatch, ScanIDs, SlotOf, Len, Stats, Vector and Contains
+// may run concurrently. InsertBatch, Insert, Delete, Repair and Encode need the
 // graph to themselves.
 //
 // # Versions: copy-on-write successors

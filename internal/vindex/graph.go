@@ -905,20 +905,51 @@ func sortHits(hits []Hit) {
 // (allow is called once per live vector, before its distance). Errors:
 // ErrDimension, ErrInvalidVector.
 func (g *Graph) Scan(q []float32, k int, allow func(id string) bool) ([]Hit, error) {
-	return g.scan(q, k, func(yield func(int32) bool) {
+	var byID func(int, string) bool
+	if allow != nil {
+		byID = func(_ int, id string) bool { return allow(id) }
+	}
+	hits, err := g.ScanBatch([][]float32{q}, k, byID)
+	if err != nil {
+		return nil, err
+	}
+	return hits[0], nil
+}
+
+// ScanBatch is Scan for several queries in one pass over the vectors: for
+// each of qs (Dim floats each) the exact k nearest live vectors that allow
+// accepts (all when allow is nil), sorted by distance, ties by id, each
+// list as Scan returns it for that query. allow is called once per live
+// vector whatever the number of queries, before its distances, from the
+// calling goroutine, with the vector's slot (see SlotOf) and id, so that
+// a caller can keep what its filter reads in a slice by slot instead of a
+// map by id: the exact plan of a filtered query, whose filter costs more
+// than a distance. Errors: ErrDimension, ErrInvalidVector naming the query
+// (qs[i]).
+func (g *Graph) ScanBatch(qs [][]float32, k int, allow func(slot int, id string) bool) ([][]Hit, error) {
+	return g.scan(qs, k, func(yield func(int32) bool) {
 		for n, st := range g.state {
-			if st == stateLive && (allow == nil || allow(g.ids[n])) && !yield(int32(n)) {
+			if st == stateLive && (allow == nil || allow(n, g.ids[n])) && !yield(int32(n)) {
 				return
 			}
 		}
 	})
 }
 
+// SlotOf returns the slot of live id: its node's number, 0 ≤ slot <
+// Stats().Slots. A node keeps its slot for the graph's life (Insert of an
+// id already live gives it a new node, and slot); a graph that is not
+// changed keeps every slot. ok false when id is not live.
+func (g *Graph) SlotOf(id string) (slot int, ok bool) {
+	n, ok := g.byID[id]
+	return int(n), ok
+}
+
 // ScanIDs is Scan over the given ids only (ids not live are skipped; an
 // id given twice counts once): the exact plan when the caller already
 // holds the ids its filter accepts, costing one distance per id.
 func (g *Graph) ScanIDs(q []float32, k int, ids []string) ([]Hit, error) {
-	return g.scan(q, k, func(yield func(int32) bool) {
+	hits, err := g.scan([][]float32{q}, k, func(yield func(int32) bool) {
 		seen := make(map[int32]struct{}, len(ids))
 		for _, id := range ids {
 			if n, ok := g.byID[id]; ok {
@@ -931,50 +962,76 @@ func (g *Graph) ScanIDs(q []float32, k int, ids []string) ([]Hit, error) {
 			}
 		}
 	})
-}
-
-func (g *Graph) scan(q []float32, k int, nodes iter.Seq[int32]) ([]Hit, error) {
-	if err := g.check(q, "query"); err != nil {
+	if err != nil {
 		return nil, err
 	}
+	return hits[0], nil
+}
+
+// scan keeps, per query of qs, the k nearest of nodes by (distance, id).
+func (g *Graph) scan(qs [][]float32, k int, nodes iter.Seq[int32]) ([][]Hit, error) {
+	for i, q := range qs {
+		what := "query"
+		if len(qs) > 1 {
+			what = fmt.Sprintf("query %d", i)
+		}
+		if err := g.check(q, what); err != nil {
+			return nil, err
+		}
+	}
+	out := make([][]Hit, len(qs))
 	if k <= 0 {
-		return nil, nil
+		return out, nil
 	}
 	if g.p.Distance == DistanceCosine {
-		q = slices.Clone(q)
-		normalize(q)
+		norm := make([][]float32, len(qs))
+		for i, q := range qs {
+			norm[i] = slices.Clone(q)
+			normalize(norm[i])
+		}
+		qs = norm
 	}
-	// A max-heap of the best k by (distance, id): its root is the worst.
+	// Max-heaps of the best k by (distance, id): each root is its worst.
 	worse := func(a, b cand) bool {
 		return a.d > b.d || (a.d == b.d && g.ids[a.n] > g.ids[b.n])
 	}
-	h := make([]cand, 0, k+1)
+	heaps := make([][]cand, len(qs))
+	for i := range heaps {
+		heaps[i] = make([]cand, 0, k+1)
+	}
 	for n := range nodes {
-		c := cand{d: g.dist(q, g.vec(n)), n: n}
-		if len(h) == k {
-			if !worse(h[0], c) {
+		v := g.vec(n)
+		for i, q := range qs {
+			c := cand{d: g.dist(q, v), n: n}
+			h := heaps[i]
+			if len(h) == k {
+				if worse(h[0], c) {
+					h[0] = c
+					siftDown(h, 0, worse)
+				}
 				continue
 			}
-			h[0] = c
-			siftDown(h, 0, worse)
-			continue
-		}
-		h = append(h, c)
-		for i := len(h) - 1; i > 0; {
-			p := (i - 1) / 2
-			if !worse(h[i], h[p]) {
-				break
+			h = append(h, c)
+			for j := len(h) - 1; j > 0; {
+				p := (j - 1) / 2
+				if !worse(h[j], h[p]) {
+					break
+				}
+				h[j], h[p] = h[p], h[j]
+				j = p
 			}
-			h[i], h[p] = h[p], h[i]
-			i = p
+			heaps[i] = h
 		}
 	}
-	hits := make([]Hit, len(h))
-	for i, c := range h {
-		hits[i] = Hit{ID: g.ids[c.n], Distance: c.d}
+	for i, h := range heaps {
+		hits := make([]Hit, len(h))
+		for j, c := range h {
+			hits[j] = Hit{ID: g.ids[c.n], Distance: c.d}
+		}
+		sortHits(hits)
+		out[i] = hits
 	}
-	sortHits(hits)
-	return hits, nil
+	return out, nil
 }
 
 func siftDown(h []cand, i int, worse func(a, b cand) bool) {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -191,6 +192,79 @@ func TestFilteredSearchReturnsOnlyAllowedWithHighRecall(t *testing.T) {
 			}
 			if r := recall(t, g, queries, 10, 200, allow); r < 0.95 {
 				t.Errorf("filtered recall@10 at ef 200 = %.4f, want ≥ 0.95", r)
+			}
+		})
+	}
+}
+
+// ScanBatch answers each query as a brute force over the live vectors
+// would (Between of the query and the vector inserted, by distance then
+// id, duplicates tying), as Scan does, calls allow once per live vector
+// whatever the number of queries with the slot SlotOf gives, and names
+// the query of a wrong dimension.
+func TestScanBatchIsTheBruteForceOfEachQuery(t *testing.T) {
+	for _, d := range []Distance{DistanceL2, DistanceCosine, DistanceIP} {
+		t.Run(d.String(), func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(8, uint64(d)))
+			vecs := uniform(rng, 500, 8)
+			for i := 0; i < len(vecs); i += 7 {
+				vecs[i] = slices.Clone(vecs[0]) // ties at every rank
+			}
+			g := build(t, Params{Dim: 8, Distance: d, M: 8, EfConstruction: 40, Seed: 8}, vecs, 1)
+			live := map[string][]float32{}
+			for i, v := range vecs {
+				live[idOf(i)] = v
+			}
+			for i := 0; i < len(vecs); i += 5 {
+				g.Delete(idOf(i))
+				delete(live, idOf(i))
+			}
+			if _, ok := g.SlotOf(idOf(5)); ok {
+				t.Fatal("SlotOf a deleted id: ok")
+			}
+			qs := append(uniform(rng, 3, 8), slices.Clone(vecs[0]))
+			asked := map[string]int{}
+			allow := func(id string) bool { return id[len(id)-1]%3 != 0 }
+			for _, k := range []int{1, 10, 1000} {
+				clear(asked)
+				got, err := g.ScanBatch(qs, k, func(slot int, id string) bool {
+					if s, ok := g.SlotOf(id); !ok || s != slot {
+						t.Fatalf("allow(%d, %s), SlotOf says %d, %v", slot, id, s, ok)
+					}
+					asked[id]++
+					return allow(id)
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(asked) != len(live) {
+					t.Fatalf("allow asked about %d ids, want the %d live ones", len(asked), len(live))
+				}
+				for id, n := range asked {
+					if n != 1 || live[id] == nil {
+						t.Fatalf("allow asked %d times about %s (live %v)", n, id, live[id] != nil)
+					}
+				}
+				for i, q := range qs {
+					var want []Hit
+					for id, v := range live {
+						if id[len(id)-1]%3 != 0 {
+							want = append(want, Hit{ID: id, Distance: d.Between(q, v)})
+						}
+					}
+					sortHits(want)
+					want = want[:min(k, len(want))]
+					if !slices.Equal(got[i], want) {
+						t.Fatalf("k %d query %d:\n got %v\nwant %v", k, i, got[i], want)
+					}
+					one, err := g.Scan(q, k, allow)
+					if err != nil || !slices.Equal(one, want) {
+						t.Fatalf("k %d query %d: Scan = %v, %v; want ScanBatch's", k, i, one, err)
+					}
+				}
+			}
+			if _, err := g.ScanBatch([][]float32{qs[0], {1, 2}}, 3, nil); !errors.Is(err, ErrDimension) || !strings.Contains(err.Error(), "query 1") {
+				t.Errorf("a second query of 2 dimensions: %v, want ErrDimension naming query 1", err)
 			}
 		})
 	}
