@@ -378,18 +378,20 @@ func (g *Graph) linksW(n int32, l int) []int32 {
 	return g.links(n, l)
 }
 
-// neighbours copies node n's neighbours on level l into buf (under n's
-// lock while building) and returns them.
-func (g *Graph) neighbours(n int32, l int, buf []int32) []int32 {
+// neighbours returns node n's neighbours on level l: while building, a
+// copy in s.nbuf taken under n's lock; otherwise the graph's own list, read
+// only, which must never become s.nbuf (the next build would copy lists
+// into it, overwriting a node's list without that node's lock).
+func (g *Graph) neighbours(n int32, l int, s *searcher) []int32 {
 	if g.building {
 		g.locks[n].Lock()
 		ls := g.links(n, l)
-		buf = append(buf[:0], ls[1:1+ls[0]]...)
+		s.nbuf = append(s.nbuf[:0], ls[1:1+ls[0]]...)
 		g.locks[n].Unlock()
-		return buf
+		return s.nbuf
 	}
 	ls := g.links(n, l)
-	return ls[1 : 1+ls[0]]
+	return ls[1 : 1+ls[0] : 1+ls[0]]
 }
 
 // levelFor draws node slot's level from the seed: floor(-ln(u) · mL) with
@@ -742,8 +744,7 @@ func (g *Graph) link(n int32, s *searcher) {
 func (g *Graph) greedy(q []float32, cur int32, curD float32, l int, s *searcher) (int32, float32) {
 	for changed := true; changed; {
 		changed = false
-		s.nbuf = g.neighbours(cur, l, s.nbuf)
-		for _, m := range s.nbuf {
+		for _, m := range g.neighbours(cur, l, s) {
 			if d := g.dist(q, g.vec(m)); d < curD {
 				cur, curD, changed = m, d, true
 			}
