@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"math"
+	"runtime"
 	"slices"
 )
 
@@ -90,6 +91,7 @@ func (g *Graph) Chunks() []ChunkRef { return append([]ChunkRef(nil), g.chunks...
 // chunks of this call, so a retry writes them again. Encode changes the
 // chunk list, so it needs the graph to itself as Insert does.
 func (g *Graph) Encode(put func(ref ChunkRef, chunk []byte) error) ([]byte, error) {
+	defer runtime.KeepAlive(g) // the chunks are read from g's (see arena.go)
 	had := len(g.chunks)
 	done := 0
 	if had > 0 {
@@ -552,7 +554,8 @@ func (g *Graph) decodeChunk(i int, ref ChunkRef, b []byte) error {
 	for j := range int(count) {
 		n := ref.First + j
 		if n>>vecChunkShift >= len(g.vecs) {
-			g.vecs = append(g.vecs, make([]float32, 0, min(vecChunk, len(g.ids)-n)*g.p.Dim))
+			f, m := newChunk(min(vecChunk, len(g.ids)-n) * g.p.Dim)
+			g.vecs, g.owner = append(g.vecs, f), append(g.owner, m)
 		}
 		c := len(g.vecs) - 1
 		for k := range g.p.Dim {

@@ -45,6 +45,18 @@
 // node, no distance computation). The parent stays searchable for the
 // readers that pinned its version, and must not be changed any more.
 //
+// # Memory
+//
+// The vectors (Dim × 4 bytes a node, the bulk of a graph) are stored in
+// chunks of 4,096 nodes that, on Linux, macOS and FreeBSD, are anonymous
+// memory mappings outside the Go heap (arena.go): pointer-free, they would
+// otherwise count toward the collector's goal and let a process building
+// a graph of V bytes of vectors grow to about twice V before each
+// collection. A chunk is unmapped once no graph holds it (a successor
+// holds its parent's); MappedBytes reports what is mapped. The rest, on
+// the heap, is about 2M × 4 bytes of layer-0 links, the ids and the id
+// map per node.
+//
 // Tombstones are repaired when NeedsRepair says they are more than
 // RepairFraction (10 %) of the graph's nodes: Repair re-links every node
 // that points at one (the heuristic's choice among its other neighbours

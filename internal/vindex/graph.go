@@ -7,6 +7,7 @@ import (
 	"iter"
 	"maps"
 	"math"
+	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -160,6 +161,7 @@ type Graph struct {
 	byID  map[string]int32 // live slot of each live id
 
 	vecs  [][]float32            // vecChunk × Dim floats each
+	owner []*mapping             // per chunk: what keeps vecs[i] mapped (nil: a heap chunk); see arena.go
 	pages []atomic.Pointer[page] // layer 0
 	upper [][]int32              // per node: level × (M+1) for layers 1..level (nil at level 0)
 
@@ -291,7 +293,9 @@ func (g *Graph) Vector(id string) []float32 {
 	if !ok {
 		return nil
 	}
-	return slices.Clone(g.vec(n))
+	v := slices.Clone(g.vec(n))
+	runtime.KeepAlive(g) // the copy read g's chunk
+	return v
 }
 
 // Successor returns a copy-on-write successor of g: a graph with the same
@@ -308,11 +312,13 @@ func (g *Graph) Successor() *Graph {
 	s.level = slices.Clone(g.level)
 	s.byID = maps.Clone(g.byID)
 	s.vecs = slices.Clone(g.vecs)
+	s.owner = slices.Clone(g.owner)
 	if n := len(g.ids); n%vecChunk != 0 {
 		// The last chunk is partly filled: the successor appends into a
 		// copy of it, so that two successors of g never share a write.
 		last := len(s.vecs) - 1
-		s.vecs[last] = slices.Clone(s.vecs[last])
+		s.vecs[last], s.owner[last] = newChunk(vecChunk * g.p.Dim)
+		s.vecs[last] = append(s.vecs[last], g.vecs[last]...)
 	}
 	s.pages = make([]atomic.Pointer[page], len(g.pages))
 	for i := range g.pages {
@@ -336,6 +342,7 @@ func (g *Graph) Successor() *Graph {
 	if g.normBy != s.normBy {
 		s.normBy = kernelUnknown // the parent's vectors were normalised elsewhere
 	}
+	runtime.KeepAlive(g)
 	return s
 }
 
@@ -378,18 +385,20 @@ func (g *Graph) linksW(n int32, l int) []int32 {
 	return g.links(n, l)
 }
 
-// neighbours copies node n's neighbours on level l into buf (under n's
-// lock while building) and returns them.
-func (g *Graph) neighbours(n int32, l int, buf []int32) []int32 {
+// neighbours returns node n's neighbours on level l: while building, a
+// copy in s.nbuf taken under n's lock; otherwise the graph's own list, read
+// only, which must never become s.nbuf (the next build would copy lists
+// into it, overwriting a node's list without that node's lock).
+func (g *Graph) neighbours(n int32, l int, s *searcher) []int32 {
 	if g.building {
 		g.locks[n].Lock()
 		ls := g.links(n, l)
-		buf = append(buf[:0], ls[1:1+ls[0]]...)
+		s.nbuf = append(s.nbuf[:0], ls[1:1+ls[0]]...)
 		g.locks[n].Unlock()
-		return buf
+		return s.nbuf
 	}
 	ls := g.links(n, l)
-	return ls[1 : 1+ls[0]]
+	return ls[1 : 1+ls[0] : 1+ls[0]]
 }
 
 // levelFor draws node slot's level from the seed: floor(-ln(u) · mL) with
@@ -430,6 +439,7 @@ func (g *Graph) Insert(id string, vec []float32) error {
 // addPoint. An id given twice keeps its last vector. Nothing is inserted
 // when a vector is invalid (the error names its index).
 func (g *Graph) InsertBatch(ids []string, vecs [][]float32, threads int) error {
+	defer runtime.KeepAlive(g) // the links read g's chunks (see arena.go)
 	if len(ids) != len(vecs) {
 		return fmt.Errorf("%w: %d ids and %d vectors", ErrInvalidParams, len(ids), len(vecs))
 	}
@@ -681,9 +691,17 @@ func (g *Graph) appendNode(id string, vec []float32) {
 	g.level = append(g.level, uint8(lvl))
 	g.byID[id] = int32(n)
 	if n>>vecChunkShift >= len(g.vecs) {
-		g.vecs = append(g.vecs, make([]float32, 0, vecChunk*g.p.Dim))
+		f, m := newChunk(vecChunk * g.p.Dim)
+		g.vecs, g.owner = append(g.vecs, f), append(g.owner, m)
 	}
 	c := len(g.vecs) - 1
+	if len(g.vecs[c])+g.p.Dim > cap(g.vecs[c]) {
+		// A decoded graph's last chunk holds only its vectors: move them
+		// to a chunk with room for vecChunk (no successor shares it: a
+		// graph with a successor is not changed any more).
+		f, m := newChunk(vecChunk * g.p.Dim)
+		g.vecs[c], g.owner[c] = append(f, g.vecs[c]...), m
+	}
 	g.vecs[c] = append(g.vecs[c], vec...)
 	if g.p.Distance == DistanceCosine && !g.prenormal {
 		normalize(g.vecs[c][len(g.vecs[c])-g.p.Dim:])
@@ -742,8 +760,7 @@ func (g *Graph) link(n int32, s *searcher) {
 func (g *Graph) greedy(q []float32, cur int32, curD float32, l int, s *searcher) (int32, float32) {
 	for changed := true; changed; {
 		changed = false
-		s.nbuf = g.neighbours(cur, l, s.nbuf)
-		for _, m := range s.nbuf {
+		for _, m := range g.neighbours(cur, l, s) {
 			if d := g.dist(q, g.vec(m)); d < curD {
 				cur, curD, changed = m, d, true
 			}
@@ -858,6 +875,7 @@ func (g *Graph) Search(q []float32, k, ef int, allow func(id string) bool) ([]Hi
 	if err := g.check(q, "query"); err != nil {
 		return nil, err
 	}
+	defer runtime.KeepAlive(g) // the walk reads g's chunks (see arena.go)
 	if k <= 0 || g.entry < 0 || len(g.byID) == 0 {
 		return nil, nil
 	}
@@ -980,6 +998,7 @@ func (g *Graph) scan(qs [][]float32, k int, nodes iter.Seq[int32]) ([][]Hit, err
 		}
 	}
 	out := make([][]Hit, len(qs))
+	defer runtime.KeepAlive(g) // the scan reads g's chunks (see arena.go)
 	if k <= 0 {
 		return out, nil
 	}

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"unsafe"
 )
 
 // gaussianMixture returns n vectors of dim dimensions around centres
@@ -651,6 +652,50 @@ func TestLinkUnreachableReconnectsAGroupThatLinksOnlyItself(t *testing.T) {
 	for x := range g.ids {
 		if g.state[x] == stateLive && !reach[x] {
 			t.Errorf("node %d is unreachable after linkUnreachable", x)
+		}
+	}
+}
+
+// A search outside a build leaves the searcher's neighbour buffer its own:
+// were it a node's list of the graph, the next insert batch, which copies
+// lists into that buffer under the listed node's lock only, would write
+// into that node's list while other goroutines read and link it (level-0
+// ids then reach upper-level lists, and a search indexes an upper list the
+// node does not have).
+func TestSearchLeavesNoBufferInTheGraph(t *testing.T) {
+	rng := rand.New(rand.NewPCG(45, 46))
+	const dim = 8
+	g := build(t, Params{Dim: dim, Distance: DistanceL2, M: 4, EfConstruction: 16}, gaussianMixture(rng, 3000, dim, 10), 2)
+	inGraph := func(b []int32) bool {
+		p := uintptr(unsafe.Pointer(unsafe.SliceData(b[:1])))
+		within := func(s []int32) bool {
+			if cap(s) == 0 {
+				return false
+			}
+			lo := uintptr(unsafe.Pointer(unsafe.SliceData(s[:1])))
+			return p >= lo && p < lo+uintptr(cap(s))*4
+		}
+		for i := range g.pages {
+			if within(g.pages[i].Load().links) {
+				return true
+			}
+		}
+		return slices.ContainsFunc(g.upper, within)
+	}
+	s := g.searcher()
+	for i, q := range gaussianMixture(rng, 20, dim, 10) {
+		// A query's walk, as Search runs it (outside a build).
+		cur := g.entry
+		curD := g.dist(q, g.vec(cur))
+		for l := g.maxLevel; l > 0; l-- {
+			cur, curD = g.greedy(q, cur, curD, l, s)
+			if cap(s.nbuf) > 0 && inGraph(s.nbuf) {
+				t.Fatalf("query %d, level %d: the searcher's neighbour buffer is a list of the graph", i, l)
+			}
+		}
+		s.search(g, q, cur, curD, 0, 20, nil, true)
+		if cap(s.nbuf) > 0 && inGraph(s.nbuf) {
+			t.Fatalf("query %d, level 0: the searcher's neighbour buffer is a list of the graph", i)
 		}
 	}
 }

@@ -2,6 +2,7 @@ package vindex
 
 import (
 	"fmt"
+	"runtime"
 	"sync"
 )
 
@@ -21,6 +22,7 @@ import (
 // NeedsRepair says so, which keeps it amortised to a few re-links per
 // deletion.
 func (g *Graph) Repair(threads int) int {
+	defer runtime.KeepAlive(g) // the re-links read g's chunks (see arena.go)
 	if g.tombstones == 0 {
 		return 0
 	}
@@ -149,6 +151,7 @@ func (g *Graph) Rebuild(p Params, threads int) (*Graph, error) {
 	if p.Dim != g.p.Dim || p.Distance != g.p.Distance {
 		return nil, fmt.Errorf("%w: a rebuild keeps dim %d and distance %v (got %d, %v)", ErrInvalidParams, g.p.Dim, g.p.Distance, p.Dim, p.Distance)
 	}
+	defer runtime.KeepAlive(g) // vecs below are slices of g's chunks (see arena.go)
 	r := newGraph(p)
 	ids := make([]string, 0, len(g.byID))
 	vecs := make([][]float32, 0, len(g.byID))

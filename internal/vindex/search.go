@@ -183,8 +183,7 @@ func (s *searcher) search(g *Graph, q []float32, ep int32, epD float32, l, ef in
 			break
 		}
 		s.cand.pop()
-		s.nbuf = g.neighbours(c.n, l, s.nbuf)
-		for _, m := range s.nbuf {
+		for _, m := range g.neighbours(c.n, l, s) {
 			if !s.visit(m) {
 				continue
 			}
