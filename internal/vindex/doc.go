@@ -36,7 +36,7 @@
 // (or keeps) the previous version's graph, takes g.Successor(), inserts
 // the new and updated vectors, deletes the deleted ids and encodes the
 // successor. The successor shares the parent's vector chunks and layer-0
-// link pages and copies a page (256 nodes) the first time it writes to it,
+// link pages and copies a page (128 nodes) the first time it writes to it,
 // so the distance work is in proportion to k; it copies the per-node
 // metadata (ids, states, levels, id map, upper layers: tens of bytes a
 // node, no distance computation). The parent stays searchable for the
