@@ -38,8 +38,10 @@
 // successor. The successor shares the parent's vector chunks and layer-0
 // link pages and copies a page (128 nodes) the first time it writes to it,
 // so the distance work is in proportion to k; it copies the per-node
-// metadata (ids, states, levels, id map, upper layers: tens of bytes a
-// node, no distance computation). The parent stays searchable for the
+// metadata (ids, states, levels, upper layers: tens of bytes a node, no
+// distance computation) and shares the id map, keeping its own changes in
+// an overlay that is folded into a new map once it passes a quarter of
+// the shared one. The parent stays searchable for the
 // readers that pinned its version, and must not be changed any more.
 //
 // # Memory
