@@ -51,10 +51,10 @@
 // memory mappings outside the Go heap (arena.go): pointer-free, they would
 // otherwise count toward the collector's goal and let a process building
 // a graph of V bytes of vectors grow to about twice V before each
-// collection. A chunk is unmapped once no graph holds it (a successor
-// holds its parent's); MappedBytes reports what is mapped. The rest, on
-// the heap, is about 2M × 4 bytes of layer-0 links, the ids and the id
-// map per node.
+// collection. A chunk is unmapped at the first collection after no graph
+// holds it (a successor holds its parent's); MappedBytes reports what is
+// mapped. The rest, on the heap, is about 2M × 4 bytes of layer-0 links,
+// the id and the id map's entry per node.
 //
 // Tombstones are repaired when NeedsRepair says they are more than
 // RepairFraction (10 %) of the graph's nodes: Repair re-links every node
