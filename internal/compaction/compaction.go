@@ -456,6 +456,9 @@ type Prepared struct {
 	// what names the work in Commit's errors: "compact" ("" too), or
 	// "rebuild the index of".
 	what string
+	// supersedes is the graph blob key of the base version's index ("":
+	// none), dropped from the index cache once the commit took effect.
+	supersedes string
 }
 
 // Result is the compaction's figures: of the prepared version until
@@ -645,6 +648,9 @@ func (c *Compactor) Prepare(ctx context.Context, collectionID string, opts Optio
 	if err != nil {
 		return nil, fmt.Errorf("compact %s: write segment: %w", collectionID, classifyWrite(ctx, err))
 	}
+	// The runs are merged into the version: their memory (up to a quarter
+	// of --compaction-memory) and spill files go before the index build.
+	runs.close()
 	res.WriteKind = stats.Kind
 	if runs.spilled > 0 {
 		c.logger.Debug("spilled sorted runs", "collection", collectionID, "runs", runs.spilled, "bytes", runs.spilledBytes)
@@ -695,7 +701,17 @@ func (c *Compactor) Prepare(ctx context.Context, collectionID string, opts Optio
 	p.BytesWritten = res.BytesWritten
 	p.BlocksWritten, p.BlocksTotal = int64(stats.BlocksWritten), int64(stats.BlocksWritten)
 	report(p)
-	return &Prepared{c: c, res: res, w: w, unpin: unpin, onDone: onDone, cm: commitOf(collectionID, coll.SegmentVersion, m, key, end)}, nil
+	return &Prepared{c: c, res: res, w: w, unpin: unpin, onDone: onDone, cm: commitOf(collectionID, coll.SegmentVersion, m, key, end),
+		supersedes: supersededIndex(base, m)}, nil
+}
+
+// supersededIndex returns the graph blob key of base's index when the new
+// version m does not list the same graph ("": nothing superseded).
+func supersededIndex(base, m *segment.Manifest) string {
+	if base == nil || base.Index == nil || (m.Index != nil && m.Index.Graph.Key == base.Index.Graph.Key) {
+		return ""
+	}
+	return base.Index.Graph.Key
 }
 
 // commitOf is the commit of version m, whose manifest is at key, over
@@ -804,6 +820,9 @@ func (p *Prepared) Commit(ctx context.Context, job *catalog.Job) (err error) {
 			return nil
 		}
 		return fmt.Errorf("%s %s: commit version %d: %w", cmp.Or(p.what, "compact"), id, cm.NewVersion, err)
+	}
+	if p.supersedes != "" {
+		c.indexes.drop(p.supersedes)
 	}
 	c.purgeLog(ctx, id)
 	c.logger.Debug("compacted", "collection", id, "offset", cm.CompactionOffset, "version", cm.NewVersion,

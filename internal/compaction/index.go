@@ -10,6 +10,7 @@ import (
 	"slices"
 	"sync"
 	"time"
+	"weak"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
@@ -105,6 +106,10 @@ func newIndexMetrics(reg prometheus.Registerer) *indexMetrics {
 		}),
 		fractions: map[string]float64{},
 	}
+	f.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "compactor_index_vector_bytes_mapped",
+		Help: "Bytes of vector index vectors this process holds outside the Go heap (in its RSS, not in the go_memstats figures): the vectors of every graph in memory, chunks that versions share counted once.",
+	}, func() float64 { return float64(vindex.MappedBytes()) })
 	for _, b := range []string{buildFull, buildIncremental, buildRepaired, buildRebuild} {
 		m.seconds.WithLabelValues(b)
 	}
@@ -369,8 +374,10 @@ func (c *Compactor) buildFullIndex(ctx context.Context, p vindex.Params, m *segm
 		if len(r.Embedding) == 0 {
 			return true
 		}
+		// Not copied: the record is this scan's own (an uncached read),
+		// and InsertBatch copies the vector into the graph's chunks.
 		ids = append(ids, r.ID)
-		vecs = append(vecs, slices.Clone(r.Embedding))
+		vecs = append(vecs, r.Embedding)
 		if len(ids) >= 4*indexBatch {
 			ferr = flush()
 		}
@@ -390,20 +397,28 @@ func (c *Compactor) buildFullIndex(ctx context.Context, p vindex.Params, m *segm
 
 // indexCache holds decoded graphs by their graph blob key (immutable: a
 // key names one graph for good), least recently used first out, within a
-// byte budget; the most recent entry stays whatever its size.
+// byte budget; the most recent entry stays whatever its size. An entry
+// evicted, or dropped because a commit superseded its version (drop), is
+// only weakly held: while a reader still holds it (a query of that
+// version), open finds it again instead of decoding a second copy, and
+// once no reader does, the collector frees it. A successor's graph shares
+// its base's vector chunks, so a superseded base costs only what the
+// successor copied (its id map, metadata, the pages the change wrote).
 type indexCache struct {
 	budget int64
 	mu     sync.Mutex
 	used   int64
 	lru    *list.List // of *indexEntry, most recent at the front
 	byKey  map[string]*list.Element
+	weak   map[string]weak.Pointer[indexEntry] // evicted or dropped entries, while alive
 	// loading serialises the decode of one key, so that concurrent
 	// queries of a new version decode it once.
 	loading map[string]*sync.Mutex
 }
 
 func newIndexCache() *indexCache {
-	return &indexCache{budget: DefaultIndexCacheBytes, lru: list.New(), byKey: map[string]*list.Element{}, loading: map[string]*sync.Mutex{}}
+	return &indexCache{budget: DefaultIndexCacheBytes, lru: list.New(), byKey: map[string]*list.Element{},
+		weak: map[string]weak.Pointer[indexEntry]{}, loading: map[string]*sync.Mutex{}}
 }
 
 // indexEntry is one cached graph and, once a filtered query loaded it, the
@@ -428,12 +443,21 @@ func graphBytes(g *vindex.Graph) int64 {
 	return int64(st.Slots) * int64(4*p.Dim+4*(2*p.M+1)+48)
 }
 
+// get returns the entry of key: a cached one (now the most recent), or
+// one evicted or dropped that a reader still holds (left out of the LRU);
+// nil when neither.
 func (ic *indexCache) get(key string) *indexEntry {
 	ic.mu.Lock()
 	defer ic.mu.Unlock()
 	if el, ok := ic.byKey[key]; ok {
 		ic.lru.MoveToFront(el)
 		return el.Value.(*indexEntry)
+	}
+	if wp, ok := ic.weak[key]; ok {
+		if e := wp.Value(); e != nil {
+			return e
+		}
+		delete(ic.weak, key)
 	}
 	return nil
 }
@@ -446,16 +470,39 @@ func (ic *indexCache) put(key string, g *vindex.Graph) *indexEntry {
 		return el.Value.(*indexEntry)
 	}
 	e := &indexEntry{key: key, g: g, bytes: graphBytes(g)}
+	delete(ic.weak, key)
 	ic.byKey[key] = ic.lru.PushFront(e)
 	ic.used += e.bytes
 	for ic.used > ic.budget && ic.lru.Len() > 1 {
-		old := ic.lru.Back()
-		oe := old.Value.(*indexEntry)
-		ic.lru.Remove(old)
-		delete(ic.byKey, oe.key)
-		ic.used -= oe.bytes
+		ic.evict(ic.lru.Back())
 	}
 	return e
+}
+
+// evict moves el's entry from the LRU to the weakly held entries (under
+// ic.mu), pruning those the collector has freed.
+func (ic *indexCache) evict(el *list.Element) {
+	e := el.Value.(*indexEntry)
+	ic.lru.Remove(el)
+	delete(ic.byKey, e.key)
+	ic.used -= e.bytes
+	for k, wp := range ic.weak {
+		if wp.Value() == nil {
+			delete(ic.weak, k)
+		}
+	}
+	ic.weak[e.key] = weak.Make(e)
+}
+
+// drop evicts the entry of key, if cached: the commit of a new version
+// superseded the version whose graph it is (new queries open the new
+// version; the next compaction builds on it).
+func (ic *indexCache) drop(key string) {
+	ic.mu.Lock()
+	defer ic.mu.Unlock()
+	if el, ok := ic.byKey[key]; ok {
+		ic.evict(el)
+	}
 }
 
 // open returns the cached graph of ref, decoding it from its blobs when
@@ -649,11 +696,15 @@ var (
 	_ indexScanner         = (*versionIndex)(nil)
 )
 
-// has reports whether the graph of blob key is cached (without touching
-// its recency): an estimate's test of whether the next build reads it.
+// has reports whether the graph of blob key is cached, or still held by a
+// reader (without touching its recency): an estimate's test of whether the
+// next build reads it.
 func (ic *indexCache) has(key string) bool {
 	ic.mu.Lock()
 	defer ic.mu.Unlock()
-	_, ok := ic.byKey[key]
-	return ok
+	if _, ok := ic.byKey[key]; ok {
+		return true
+	}
+	wp, ok := ic.weak[key]
+	return ok && wp.Value() != nil
 }

@@ -3,9 +3,11 @@ package compaction
 import (
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
+	"weak"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -198,6 +200,81 @@ func TestIncrementalIndexSharesChunksAndGCKeepsThem(t *testing.T) {
 	res, err := e.comp.QueryRecords(e.ctx, e.id, q)
 	if err != nil || res.Exact {
 		t.Fatalf("query after GC: exact %v, %v; want the index", res.Exact, err)
+	}
+}
+
+// holds reports whether the graph of key is in the LRU (not only weakly
+// held).
+func (ic *indexCache) holds(key string) bool {
+	ic.mu.Lock()
+	defer ic.mu.Unlock()
+	_, ok := ic.byKey[key]
+	return ok
+}
+
+// A commit drops the base version's graph from the index cache: a reader
+// that still holds it (a query of the base version) keeps it and finds it
+// again without a decode, and once no reader does, nothing keeps it alive
+// beside its successor. A graph evicted by the budget behaves the same.
+func TestIndexCacheDropsSupersededGraph(t *testing.T) {
+	e := newEnv(t, envConfig{maxRecords: 1000, batchRecords: 200, maxBlock: 64, minBlock: 16, seg: segment.Config{NoDeltas: true}})
+	g := gen{r: rand.New(rand.NewPCG(5, 5)), ids: 100_000, dim: 4}
+	add := func(n int) *segment.Manifest {
+		ops := g.batch(n)
+		for i := range ops {
+			ops[i].Op = materialize.OpUpsert
+			if ops[i].Embedding == nil {
+				ops[i].Embedding = []float32{1, 2, 3, 4}
+			}
+		}
+		e.push(ops...)
+		e.compact()
+		return e.currentManifest()
+	}
+	ic := e.comp.indexes
+	v1 := add(300)
+	k1 := v1.Index.Graph.Key
+	if !ic.has(k1) {
+		t.Fatal("the graph of the version just written is not cached")
+	}
+	reader := ic.get(k1) // a query of version 1, still running
+	v2 := add(20)
+	if v2.Index.Build != buildIncremental {
+		t.Fatalf("second index %+v, want an incremental build", v2.Index)
+	}
+	if cached, cached2 := ic.holds(k1), ic.holds(v2.Index.Graph.Key); cached || !cached2 {
+		t.Fatalf("after the commit: version 1's graph cached %v (want false), version 2's %v (want true)", cached, cached2)
+	}
+	if again := ic.get(k1); again != reader {
+		t.Fatalf("version 1's graph while a reader holds it: got %p, want the reader's %p (no second decode)", again, reader)
+	}
+	if hits, err := reader.g.Search([]float32{1, 0, 0, 0}, 5, 0, nil); err != nil || len(hits) != 5 {
+		t.Fatalf("search of the superseded graph its reader holds: %d hits, %v", len(hits), err)
+	}
+	live := weak.Make(reader)
+	reader = nil
+	for i := 0; i < 100 && live.Value() != nil; i++ {
+		runtime.GC()
+	}
+	if live.Value() != nil {
+		t.Fatal("the superseded graph stays alive after its last reader let go")
+	}
+	if ic.get(k1) != nil || ic.has(k1) {
+		t.Fatal("the cache still finds the superseded graph after the collector freed it")
+	}
+
+	// The budget: a graph put past it evicts the least recent one, which
+	// its reader still finds.
+	k2 := v2.Index.Graph.Key
+	held := ic.get(k2)
+	ic.budget = 1
+	other, err := vindex.New(vindex.Params{Dim: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ic.put("other", other)
+	if cached := ic.holds(k2); cached || ic.get(k2) != held || !ic.has(k2) {
+		t.Fatalf("with a budget of 1 byte: version 2's graph cached %v (want false), or not found again for its reader", cached)
 	}
 }
 

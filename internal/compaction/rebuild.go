@@ -192,7 +192,7 @@ func (c *Compactor) PrepareRebuild(ctx context.Context, collectionID string, opt
 	// included.
 	cm := commitOf(collectionID, coll.SegmentVersion, &m, key, coll.CompactionOffset)
 	cm.Index = &settings
-	return &Prepared{c: c, res: res, w: w, unpin: unpin, onDone: onDone, what: "rebuild the index of", cm: cm}, nil
+	return &Prepared{c: c, res: res, w: w, unpin: unpin, onDone: onDone, what: "rebuild the index of", cm: cm, supersedes: supersededIndex(base, &m)}, nil
 }
 
 // CurrentIndex returns the vector index of coll's current version as its

@@ -305,7 +305,7 @@ func TestIndexCacheBoundIsAFlag(t *testing.T) {
 	if _, err := e.rebuild(jobtype.IndexRebuildParams{}, nil); err != nil {
 		t.Fatal(err)
 	}
-	if c.indexes.get(first) != nil || c.indexes.get(e.currentManifest().Index.Graph.Key) == nil {
+	if c.indexes.holds(first) || !c.indexes.holds(e.currentManifest().Index.Graph.Key) {
 		t.Fatal("over the bound, the older index stayed in the cache")
 	}
 	cfg.IndexCacheBytes = -1

@@ -113,12 +113,13 @@ func (s *runSet) add(run []opEntry, size int64) error {
 	return nil
 }
 
-// close closes the spill files.
+// close closes the spill files and lets go of the runs held in memory.
 func (s *runSet) close() {
 	for _, f := range s.files {
 		f.Close()
 	}
 	s.files = nil
+	s.mem, s.held = nil, 0
 }
 
 // cursor reads one sorted run.

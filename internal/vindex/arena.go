@@ -11,7 +11,8 @@ import (
 // on the heap they would count toward the collector's goal, so a process
 // building a graph of V bytes of vectors would grow to about twice V
 // before each collection. Mapped, they cost their own size in RSS, and a
-// chunk no graph references is unmapped at once rather than left for the
+// chunk no graph references is unmapped by the next collection (the
+// runtime runs one at least every two minutes) rather than left for the
 // scavenger.
 //
 // Lifetime: a chunk's memory is owned by a *mapping, which every graph

@@ -403,10 +403,10 @@ func Decode(graph []byte, chunk func(i int, ref ChunkRef) ([]byte, error)) (*Gra
 		g.ids[i], g.state[i], g.level[i] = string(id), st, lv
 		switch st {
 		case stateLive:
-			if _, dup := g.byID[g.ids[i]]; dup {
+			if _, dup := g.byID.get(g.ids[i]); dup {
 				return nil, corrupt("%s: slot %d: id %q live twice", nodes.what, i, id)
 			}
-			g.byID[g.ids[i]] = int32(i)
+			g.byID.set(g.ids[i], int32(i))
 			live++
 		case stateDeleted:
 			g.tombstones++

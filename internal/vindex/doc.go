@@ -39,10 +39,12 @@
 // (or keeps) the previous version's graph, takes g.Successor(), inserts
 // the new and updated vectors, deletes the deleted ids and encodes the
 // successor. The successor shares the parent's vector chunks and layer-0
-// link pages and copies a page (256 nodes) the first time it writes to it,
+// link pages and copies a page (128 nodes) the first time it writes to it,
 // so the distance work is in proportion to k; it copies the per-node
-// metadata (ids, states, levels, id map, upper layers: tens of bytes a
-// node, no distance computation). The parent stays searchable for the
+// metadata (ids, states, levels, upper layers: tens of bytes a node, no
+// distance computation) and shares the id map, keeping its own changes in
+// an overlay that is folded into a new map once it passes a quarter of
+// the shared one. The parent stays searchable for the
 // readers that pinned its version, and must not be changed any more.
 //
 // # Memory
@@ -52,10 +54,10 @@
 // memory mappings outside the Go heap (arena.go): pointer-free, they would
 // otherwise count toward the collector's goal and let a process building
 // a graph of V bytes of vectors grow to about twice V before each
-// collection. A chunk is unmapped once no graph holds it (a successor
-// holds its parent's); MappedBytes reports what is mapped. The rest, on
-// the heap, is about 2M × 4 bytes of layer-0 links, the ids and the id
-// map per node.
+// collection. A chunk is unmapped at the first collection after no graph
+// holds it (a successor holds its parent's); MappedBytes reports what is
+// mapped. The rest, on the heap, is about 2M × 4 bytes of layer-0 links,
+// the id and the id map's entry per node.
 //
 // Tombstones are repaired when NeedsRepair says they are more than
 // RepairFraction (10 %) of the graph's nodes: Repair re-links every node

@@ -153,8 +153,8 @@ func (g *Graph) Rebuild(p Params, threads int) (*Graph, error) {
 	}
 	defer runtime.KeepAlive(g) // vecs below are slices of g's chunks (see arena.go)
 	r := newGraph(p)
-	ids := make([]string, 0, len(g.byID))
-	vecs := make([][]float32, 0, len(g.byID))
+	ids := make([]string, 0, g.byID.len())
+	vecs := make([][]float32, 0, g.byID.len())
 	for n, st := range g.state {
 		if st == stateLive {
 			ids = append(ids, g.ids[n])
