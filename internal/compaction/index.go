@@ -402,8 +402,10 @@ func (c *Compactor) buildFullIndex(ctx context.Context, p vindex.Params, m *segm
 // only weakly held: while a reader still holds it (a query of that
 // version), open finds it again instead of decoding a second copy, and
 // once no reader does, the collector frees it. A successor's graph shares
-// its base's vector chunks, so a superseded base costs only what the
-// successor copied (its id map, metadata, the pages the change wrote).
+// its base's vector chunks, untouched pages and id map, so a superseded
+// base held by a reader costs only what its successor does not share: the
+// pages the change rewrote, its per-node slices, the metadata a filtered
+// query loaded into its entry.
 type indexCache struct {
 	budget int64
 	mu     sync.Mutex
