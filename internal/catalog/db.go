@@ -42,6 +42,9 @@ type Catalog struct {
 	// stmts keeps the read pool's prepared statements (readQuery); nil
 	// where the dialect does not prepare reads.
 	stmts *stmtCache
+	// tails remembers the rows of collections read with an empty log
+	// tail (tail_rows.go); nil unless the catalog is exclusive.
+	tails *tailRows
 }
 
 // Open opens (creating if needed) the catalog database and applies pending
@@ -99,6 +102,9 @@ func openDialect(ctx context.Context, cfg Config, d *dialect) (*Catalog, error) 
 		if c.lock, err = takeLock(ctx, d, cfg, w, logger); err != nil {
 			_ = c.Close()
 			return nil, fmt.Errorf("open %s catalog: %w", d.name, c.classify(err))
+		}
+		if c.lock != nil {
+			c.tails = &tailRows{}
 		}
 	}
 	if path := d.reservePath(cfg.DSN); path != "" && cfg.ReserveBytes > 0 {
@@ -189,6 +195,10 @@ func (c *Catalog) writeTxOn(ctx context.Context, db txBeginner, fn func(tx *sql.
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)
+	}
+	if c.tails != nil {
+		// After the commit or the rollback: see tailRows.
+		defer c.tails.ended()
 	}
 	if err := fn(tx); err != nil {
 		_ = tx.Rollback()

@@ -61,11 +61,17 @@ type TailRange struct {
 // (CompactionOffset, LogPosition]) whose record ids are among ids (in any
 // order; duplicates are read once), ordered by id then offset. Errors:
 // ErrNotFound, a log row that does not decode (matching
-// materialize.ErrCorruptRecord, naming its offset), driver errors.
+// materialize.ErrCorruptRecord, naming its offset), driver errors. On an
+// exclusive catalog, a collection read with an empty tail is answered
+// without a transaction until the next write (tailRows).
 func (c *Catalog) ReadTailIDs(ctx context.Context, collectionID string, ids []string) (Tail, error) {
 	ids = slices.Clone(ids)
 	slices.Sort(ids)
 	ids = slices.Compact(ids)
+	if coll, ok := c.tails.get(collectionID); ok {
+		return Tail{Collection: coll}, nil
+	}
+	gen := c.tails.begin()
 	var t Tail
 	err := c.readTx(ctx, func(tx *sql.Tx) error {
 		var err error
@@ -73,6 +79,9 @@ func (c *Catalog) ReadTailIDs(ctx context.Context, collectionID string, ids []st
 			return err
 		}
 		from, to := t.Collection.CompactionOffset, t.Collection.LogPosition
+		if from == to {
+			c.tails.put(gen, t.Collection)
+		}
 		if len(ids) == 0 || from == to {
 			return nil
 		}
@@ -127,7 +136,7 @@ const tailRestOfID = `SELECT log_offset, record FROM log
 // TailRange). Errors: ErrNotFound, ErrInvalidArgument for an empty range
 // (UpTo <= After) or a negative bound, a log row that does not decode
 // (matching materialize.ErrCorruptRecord, naming its offset), driver
-// errors.
+// errors. An empty tail is remembered as by ReadTailIDs.
 func (c *Catalog) ReadTailRange(ctx context.Context, collectionID string, r TailRange) (Tail, error) {
 	switch {
 	case r.MaxRows < 0 || r.UpToOffset < 0:
@@ -135,6 +144,10 @@ func (c *Catalog) ReadTailRange(ctx context.Context, collectionID string, r Tail
 	case !r.Unbounded && r.UpTo <= r.After:
 		return Tail{}, fmt.Errorf("read log tail of collection %s: empty id range (%q, %q]: %w", collectionID, r.After, r.UpTo, ErrInvalidArgument)
 	}
+	if coll, ok := c.tails.get(collectionID); ok {
+		return Tail{Collection: coll}, nil
+	}
+	gen := c.tails.begin()
 	var t Tail
 	err := c.readTx(ctx, func(tx *sql.Tx) error {
 		var err error
@@ -142,6 +155,9 @@ func (c *Catalog) ReadTailRange(ctx context.Context, collectionID string, r Tail
 			return err
 		}
 		from, to := t.Collection.CompactionOffset, t.Collection.LogPosition
+		if from == to {
+			c.tails.put(gen, t.Collection)
+		}
 		if r.UpToOffset > 0 {
 			to = min(to, r.UpToOffset)
 		}

@@ -164,7 +164,9 @@ func newEnv(t testing.TB, ec envConfig) *env {
 	t.Helper()
 	e := &env{t: t, ctx: context.Background(), model: model{}}
 	e.clock = clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	e.cat = catalogtest.OpenConfig(t, catalog.Config{Now: e.clock.Now})
+	// Exclusive, as compactor serve opens a SQLite catalog: reads of an
+	// empty tail are then answered from the remembered collection rows.
+	e.cat = catalogtest.OpenConfig(t, catalog.Config{Now: e.clock.Now, Exclusive: true, Holder: "test"})
 	e.faulty = segmenttest.NewFaulty(segmenttest.NewMem(t))
 	e.crash = &crashable{Blobs: e.faulty}
 	e.blobs = segmenttest.NewClocked(e.crash, e.clock.Now)

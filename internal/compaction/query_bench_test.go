@@ -131,3 +131,36 @@ func BenchmarkQueryFilteredScan(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkQueryGraph: one unfiltered QueryRecords (k 10, the collection's
+// ef_search, no embeddings returned) answered by a graph search, over
+// 20,000 compacted records of 128 dimensions (cosine, default index
+// parameters) with an empty log tail: the whole cost of a query of a
+// compacted collection in process (tail read, manifest, pin, walk, hit
+// rows), without the RPC. Setup is not timed. Compare runs on one machine
+// only.
+func BenchmarkQueryGraph(b *testing.B) {
+	const n, dim = 20_000, 128
+	r := rand.New(rand.NewPCG(5, 6))
+	ops := benchOps(r, n, dim, 1, 0)
+	e := newEnv(b, envConfig{maxRecords: n, batchRecords: 5000, maxBlock: 4096, minBlock: 1024,
+		seg: segment.Config{RowCacheBytes: segment.DefaultRowCacheBytes}})
+	pushAll(b, e, ops)
+	e.compactAll()
+	qs := make([][]float32, 64)
+	for i := range qs {
+		qs[i] = benchOps(r, 1, dim, 1, 0)[0].Embedding
+	}
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		res, err := e.comp.QueryRecords(e.ctx, e.id, Query{Embeddings: qs[i%len(qs) : i%len(qs)+1], K: 10, NoEmbeddings: true})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if res.Exact || len(res.Hits[0]) != 10 {
+			b.Fatalf("exact %v, %d hits", res.Exact, len(res.Hits[0]))
+		}
+		i++
+	}
+}

@@ -1,0 +1,43 @@
+package catalog
+
+import (
+	"fmt"
+	"testing"
+)
+
+func TestTailRowsHoldUntilTheNextWrite(t *testing.T) {
+	var nilRows *tailRows
+	nilRows.put(nilRows.begin(), Collection{ID: "a"})
+	if _, ok := nilRows.get("a"); ok {
+		t.Fatal("a shared catalog (nil tailRows) remembered a row")
+	}
+
+	var r tailRows
+	gen := r.begin()
+	r.put(gen, Collection{ID: "a", LogPosition: 7})
+	if got, ok := r.get("a"); !ok || got.LogPosition != 7 {
+		t.Fatalf("get(a) = %+v, %v; want the row put", got, ok)
+	}
+	r.ended()
+	if _, ok := r.get("a"); ok {
+		t.Fatal("a row read before a write ended was served after it")
+	}
+	// A read that began before a write ended is not remembered.
+	r.put(gen, Collection{ID: "b"})
+	if _, ok := r.get("b"); ok {
+		t.Fatal("a row read while a write ended was remembered")
+	}
+
+	// The bound: rows of older reads go first, then all.
+	gen = r.begin()
+	for i := range maxTailRows + 10 {
+		r.put(gen, Collection{ID: fmt.Sprint(i)})
+		if len(r.rows) > maxTailRows {
+			t.Fatalf("%d rows remembered after %d puts, more than %d", len(r.rows), i+1, maxTailRows)
+		}
+	}
+	last := fmt.Sprint(maxTailRows + 9)
+	if _, ok := r.get(last); !ok {
+		t.Fatalf("the last row put (%s) is not remembered", last)
+	}
+}
