@@ -98,9 +98,12 @@
 # DuckDB's 2 threads suffer more from it than the product's ~1 core. So each
 # interleaved pair (product, DuckDB, dd) and each read before compaction
 # records the CPU that other work used meanwhile: the busy CPU time of every
-# core (/proc/stat) less this script's own and its children's (bash's
-# `times`; the server and DuckDB are its children and are reaped before the
-# pair ends), over the pair's wall time, in cores. The 1-minute load average
+# core (/proc/stat) less the benchmark's own, over the pair's wall time, in
+# cores. The benchmark's own is that of a cgroup it makes for itself at start
+# (cgroup v1 cpuacct or v2 cpu.stat, where this user may make one), which
+# holds every process it starts, in subshells too; elsewhere, bash's `times`
+# of this shell: its reaped children (the server, DuckDB, the CLI), not what
+# runs inside $(...), which then counts as other work. The 1-minute load average
 # is no such measure: the benchmark's own two busy threads raise it to about
 # 2 on the 2-core machine. The table shows the other work beside every
 # figure, and a figure during which it passed BENCH_MAX_OTHER gets no
@@ -144,6 +147,7 @@ server_pid=
 cleanup() {
 	local rc=$?
 	stop_server
+	own_cgroup_leave
 	if [[ $rc -ne 0 ]]; then
 		echo "bench: failed (status $rc); files kept in $TMP" >&2
 	elif [[ ${KEEP_TMP:-} == 1 ]]; then
@@ -155,6 +159,33 @@ cleanup() {
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
+
+# own_cgroup_enter: moves this shell (and so everything it starts) into a
+# cgroup of its own, whose CPU usage own_s reads; OWN_CGROUP stays empty
+# where no cgroup can be made (not root, no cpuacct or cgroup v2 mount).
+OWN_CGROUP=
+own_cgroup_enter() {
+	local base dir
+	for base in /sys/fs/cgroup/cpuacct /sys/fs/cgroup/unified /sys/fs/cgroup; do
+		dir=$base/compactor-bench-$$
+		mkdir "$dir" 2>/dev/null || continue
+		# A real cgroup directory comes with its control files.
+		if [[ -f $dir/cgroup.procs && ( -f $dir/cpuacct.usage || -f $dir/cpu.stat ) ]] &&
+			echo $$ >"$dir/cgroup.procs" 2>/dev/null; then
+			OWN_CGROUP=$dir
+			return
+		fi
+		rmdir "$dir" 2>/dev/null || true
+	done
+	note "no cgroup of its own: what the benchmark runs inside \$(...) counts as other work"
+}
+own_cgroup_leave() {
+	[[ -n $OWN_CGROUP ]] || return 0
+	echo $$ >"$(dirname "$OWN_CGROUP")/cgroup.procs" 2>/dev/null || true
+	rmdir "$OWN_CGROUP" 2>/dev/null || true
+	OWN_CGROUP=
+}
+own_cgroup_enter
 trap 'echo "bench: unexpected failure (status $?) at line $LINENO: $BASH_COMMAND" >&2' ERR
 
 # --- tools ---------------------------------------------------------------------
@@ -394,21 +425,32 @@ uncompacted() { # uncompacted SIZE ROUND: the read before compaction, then the d
 # busy_s: CPU seconds all cores have been busy since boot (/proc/stat:
 # user, nice, system, irq, softirq, steal).
 busy_s() { awk -v hz="$(getconf CLK_TCK)" '/^cpu /{printf "%.2f\n", ($2+$3+$4+$7+$8+$9)/hz}' /proc/stat; }
-# own_s: CPU seconds of this shell and its reaped children (bash's times,
-# run in this shell: a subshell would report no children).
+# own_s: CPU seconds of the benchmark: its cgroup's usage where it has one
+# (own_cgroup_enter), else this shell's and its reaped children's (bash's
+# times, which must run in this shell: a subshell, as in $(...), starts with
+# no children's times).
 own_s() {
-	times >"$TMP/times"
-	awk '{for (i = 1; i <= 2; i++) { split($i, a, "m"); s += a[1] * 60 + substr(a[2], 1, length(a[2]) - 1) }} END {printf "%.2f\n", s}' "$TMP/times"
+	if [[ -n $OWN_CGROUP && -f $OWN_CGROUP/cpuacct.usage ]]; then
+		awk '{printf "%.2f\n", $1 / 1e9}' "$OWN_CGROUP/cpuacct.usage"
+	elif [[ -n $OWN_CGROUP ]]; then
+		awk '$1 == "usage_usec" {printf "%.2f\n", $2 / 1e6}' "$OWN_CGROUP/cpu.stat"
+	else
+		awk '{for (i = 1; i <= 2; i++) { split($i, a, "m"); s += a[1] * 60 + substr(a[2], 1, length(a[2]) - 1) }} END {printf "%.2f\n", s}' "$TMP/times"
+	fi
 }
-# mark: "wall busy own" now, for record_load.
-mark() { echo "$(now) $(busy_s) $(own_s)"; }
+# mark VAR: sets VAR to "wall busy own" now, for record_load (times runs
+# here, in this shell, for own_s's fallback).
+mark() {
+	times >"$TMP/times"
+	printf -v "$1" '%s %s %s' "$(now)" "$(busy_s)" "$(own_s)"
+}
 # record_load PHASE SIZE ROUND MARK: the 1-minute load average now, and the
 # CPU other work used since MARK (busy CPU less this script's own, over the
 # wall time, in cores) for the measurements of PHASE ("pair": product, DuckDB
 # and dd; "uncompacted": the read before compaction and the default flags).
 record_load() {
 	local m1 other
-	m1=$(mark)
+	mark m1
 	other=$(python3 -c 'import sys
 w0, b0, o0 = map(float, sys.argv[1].split()); w1, b1, o1 = map(float, sys.argv[2].split())
 print("%.3f" % max(0.0, ((b1 - b0) - (o1 - o0)) / max(w1 - w0, 1e-3)))' "$4" "$m1")
@@ -417,7 +459,7 @@ print("%.3f" % max(0.0, ((b1 - b0) - (o1 - o0)) / max(w1 - w0, 1e-3)))' "$4" "$m
 
 for r in $(seq "$ROUNDS"); do
 	for n in $SIZES; do
-		before=$(mark)
+		mark before
 		if ((r % 2 == 1)); then
 			product "$n" "$r"
 			duckdb "$n" "$r"
@@ -429,7 +471,7 @@ for r in $(seq "$ROUNDS"); do
 		record_load pair "$n" "$r" "$before"
 	done
 	for n in $SIZES; do
-		before=$(mark)
+		mark before
 		uncompacted "$n" "$r"
 		record_load uncompacted "$n" "$r" "$before"
 	done
