@@ -9,7 +9,9 @@
 #     RSS (VmHWM, reset just before the job) against the 1.5 GB goal;
 #   - QueryRecords, k = 10, from BENCH_VSERVE_CLIENTS concurrent clients,
 #     once the full compaction's log purge has ended (its wait is reported):
-#     p50 / p99 latency, queries/s and recall@10 against an exact scan;
+#     p50 / p99 latency, queries/s and recall@10 against an exact scan, in
+#     two runs: with the caches the compaction left (cold), then again
+#     (warm);
 #   - filtered queries at 1 %, 10 % and 50 % selectivity: recall@10 and
 #     latency;
 #   - BENCH_VSERVE_UPSERTS updates pushed and compacted: the index phase as a

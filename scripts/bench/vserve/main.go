@@ -24,7 +24,10 @@
 //     it, queries per second, and the server's CPU time per query (from
 //     /proc/PID/stat, in ticks of 10 ms over the whole run: meaningful over
 //     hundreds of queries); after the full compaction's log purge ended
-//     (compactor_log_purges_running 0) and one warm-up query;
+//     (compactor_log_purges_running 0) and one warm-up query. The run is
+//     made twice: first with the caches as the compaction left them (the
+//     hits' rows read from blocks not read yet: "cold"), then again at once
+//     ("warm": the steady state of a server that has answered queries);
 //  4. recall@10 of those answers against an exact scan computed here (a hit
 //     counts when its distance, recomputed in float64, is at most the 10th
 //     exact distance);
@@ -84,7 +87,8 @@ type figures struct {
 	Push                               step
 	PurgeWait                          step // the log purge still running after the exact answers
 	Full                               compaction
-	Query                              latency
+	Query                              latency // the first run: cold caches
+	QueryWarm                          latency // the same run again
 	QueryRSS                           int64 // bytes: the server's RSS after the queries
 	Recall                             float64
 	Filtered                           []filtered
@@ -219,21 +223,26 @@ func run(args []string, stdout, stderr io.Writer) error {
 	}
 	answers := make([][]string, len(queries))
 	var answersMu sync.Mutex
-	lat, err := concurrent(*pid, *clients, *requests, func(c, r int) error {
-		qi := (c*(*requests) + r) % len(queries)
-		ids, err := query(ctx, cl, coll, queries[qi], nil)
-		if err != nil {
-			return err
-		}
-		answersMu.Lock()
-		answers[qi] = ids
-		answersMu.Unlock()
-		return nil
-	})
-	if err != nil {
+	run := func() (latency, error) {
+		return concurrent(*pid, *clients, *requests, func(c, r int) error {
+			qi := (c*(*requests) + r) % len(queries)
+			ids, err := query(ctx, cl, coll, queries[qi], nil)
+			if err != nil {
+				return err
+			}
+			answersMu.Lock()
+			answers[qi] = ids
+			answersMu.Unlock()
+			return nil
+		})
+	}
+	if fig.Query, err = run(); err != nil {
 		return err
 	}
-	fig.Query = lat
+	note("cold: p50 %.2f ms, p99 %.2f ms", fig.Query.P50ms, fig.Query.P99ms)
+	if fig.QueryWarm, err = run(); err != nil {
+		return err
+	}
 	fig.QueryRSS = statusBytes(*pid, "VmRSS:")
 	if profiled != nil {
 		if err := <-profiled; err != nil {
@@ -241,7 +250,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	fig.Recall = recallOf(base, queries, answers, truth)
-	note("p50 %.2f ms, p99 %.2f ms, recall@10 %.4f", lat.P50ms, lat.P99ms, fig.Recall)
+	note("warm: p50 %.2f ms, p99 %.2f ms, recall@10 %.4f", fig.QueryWarm.P50ms, fig.QueryWarm.P99ms, fig.Recall)
 
 	fq := queries[:min(len(queries), *filterQueries)]
 	for _, pct := range []int{1, 10, 50} {
@@ -682,9 +691,14 @@ func report(w io.Writer, kind string, f figures) {
 	fmt.Fprintf(w, "| … its index phase | %.1f s | |\n", f.Full.IndexSeconds)
 	fmt.Fprintf(w, "| … peak RSS of the server (VmHWM) | %d MiB | |\n", f.Full.PeakRSS>>20)
 	fmt.Fprintf(w, "| the full compaction's log purge, still running after the exact answers (queries wait for it) | %.1f s | %.1f |\n", f.PurgeWait.Seconds, f.PurgeWait.Load)
-	fmt.Fprintf(w, "| QueryRecords, %d clients × %d: p50 / p99 / max | %.2f / %.2f / %.1f ms | %.1f |\n",
-		f.Clients, f.Requests, f.Query.P50ms, f.Query.P99ms, f.Query.MaxMs, f.Query.Load)
-	fmt.Fprintf(w, "| … queries/s; the server's CPU time per query | %.0f; %.2f ms | |\n", f.Query.QPS, f.Query.ServerCPUms)
+	for _, q := range []struct {
+		name string
+		l    latency
+	}{{"cold caches (the first run after the compaction)", f.Query}, {"warm (the same run again)", f.QueryWarm}} {
+		fmt.Fprintf(w, "| QueryRecords, %d clients × %d, %s: p50 / p99 / max | %.2f / %.2f / %.1f ms | %.1f |\n",
+			f.Clients, f.Requests, q.name, q.l.P50ms, q.l.P99ms, q.l.MaxMs, q.l.Load)
+		fmt.Fprintf(w, "| … queries/s; the server's CPU time per query | %.0f; %.2f ms | |\n", q.l.QPS, q.l.ServerCPUms)
+	}
 	fmt.Fprintf(w, "| … recall@10 | %.4f | |\n", f.Recall)
 	fmt.Fprintf(w, "| … RSS of the server after the queries (VmRSS) | %d MiB | |\n", f.QueryRSS>>20)
 	for _, x := range f.Filtered {
