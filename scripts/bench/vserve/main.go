@@ -89,7 +89,7 @@ type figures struct {
 	Full                               compaction
 	Query                              latency // the first run: cold caches
 	QueryWarm                          latency // the same run again
-	QueryRSS                           int64 // bytes: the server's RSS after the queries
+	QueryRSS                           int64   // bytes: the server's RSS after the queries
 	Recall                             float64
 	Filtered                           []filtered
 	Upsert                             compaction
