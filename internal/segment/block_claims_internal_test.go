@@ -186,7 +186,39 @@ func TestDecodeBlockRefusesHostileClaims(t *testing.T) {
 			return data
 		}, nil)
 	}
+	// understated is the bomb with a header declaring 16 bytes of content:
+	// the header check passes it, the decoder must stop it.
+	understated := bytes.Clone(bomb)
+	{
+		fhd := understated[4]
+		pos := 5
+		if fhd>>5&1 == 0 {
+			pos++ // window descriptor
+		}
+		switch fhd >> 6 {
+		case 2:
+			binary.LittleEndian.PutUint32(understated[pos:], 16)
+		case 3:
+			binary.LittleEndian.PutUint64(understated[pos:], 16)
+		default:
+			t.Fatalf("the bomb's frame declares its size in %d-bit flags %02x: not a 4- or 8-byte field", fhd>>6, fhd)
+		}
+	}
+	understatedBlock := rebuildBlock(t, good, func(col []string, page int, h *format.PageHeader, data []byte) []byte {
+		if !isID(col) || h.Type == format.DictionaryPage {
+			return data
+		}
+		levels := 0
+		if h.DataPageHeaderV2.Valid {
+			levels = int(h.DataPageHeaderV2.V.DefinitionLevelsByteLength + h.DataPageHeaderV2.V.RepetitionLevelsByteLength)
+		}
+		data = append(data[:levels:levels], understated...)
+		h.CompressedPageSize = int32(len(data))
+		h.UncompressedPageSize = int32(levels) + 16
+		return data
+	}, nil)
 	cases := map[string][]byte{
+		"zstd frame declaring 16 bytes of its 64 MiB": understatedBlock,
 		"page claims 2 GiB compressed": rebuildBlock(t, good, func(col []string, page int, h *format.PageHeader, data []byte) []byte {
 			if isID(col) {
 				h.CompressedPageSize = 1<<31 - 1

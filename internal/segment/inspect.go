@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
+	"math"
 	"slices"
 	"strings"
 
@@ -131,10 +132,7 @@ func inspectParquet(data []byte, wantRows, limit int64, columns [][]string, unre
 	}
 	info.rows = meta.NumRows
 	info.decodeBytes = meta.NumRows * decodeBytesPerRow
-	p, err := newPageChecker()
-	if err != nil {
-		return info, err
-	}
+	p := &pageChecker{}
 	defer p.close()
 	var rows int64
 	for g := range meta.RowGroups {
@@ -262,8 +260,12 @@ func (p *pageChecker) inspectChunk(body []byte, cm *format.ColumnMetaData, rows 
 }
 
 // checkPageData checks that a page's data (after levels bytes of levels)
-// is no larger than its claimed uncompressed size, decompressing zstd data
-// with that size as the decoder's limit.
+// is no larger than its claimed uncompressed size. Zstd data whose frames
+// all declare their content size is checked from the frame headers alone
+// (zstdDeclaredSize): the sizes must add up to the claim, and the decoder
+// parquet-go reads the page with stops a frame that decodes past the size
+// it declares. Other zstd data is decompressed with the claim as the
+// decoder's limit.
 func (p *pageChecker) checkPageData(body []byte, levels, uncompressed int, compressed bool) error {
 	want := uncompressed - levels
 	if !compressed {
@@ -272,14 +274,140 @@ func (p *pageChecker) checkPageData(body []byte, levels, uncompressed int, compr
 		}
 		return nil
 	}
-	n, err := p.zstdSize(body[levels:], want)
-	if err != nil {
-		return fmt.Errorf("zstd data (%d bytes claimed): %w", want, err)
+	n, declared := zstdDeclaredSize(body[levels:], want)
+	if !declared {
+		var err error
+		if n, err = p.zstdSize(body[levels:], want); err != nil {
+			return fmt.Errorf("zstd data (%d bytes claimed): %w", want, err)
+		}
 	}
 	if n != want {
-		return fmt.Errorf("zstd data of %d bytes, %d claimed", n, want)
+		what := "zstd data of"
+		if declared {
+			what = "zstd frames declaring"
+		}
+		return fmt.Errorf("%s %d bytes, %d claimed", what, n, want)
 	}
 	return nil
+}
+
+// Zstandard frame layout (RFC 8878, section 3.1).
+const (
+	zstdMagic          = 0xFD2FB528
+	zstdSkippableMagic = 0x184D2A50 // the low 4 bits are free
+	zstdMaxBlock       = 128 << 10  // Block_Maximum_Size
+)
+
+// zstdDeclaredSize returns the content size that the frames of src declare
+// in their headers, walking the frames and their block headers without
+// decompressing anything. declared is false, and src must be decompressed
+// to know its size, unless every frame is a zstd frame that declares its
+// content size (Frame_Content_Size), uses no dictionary, has a window of
+// at most maxZstdWindow and a reserved bit of 0, and whose blocks (of a
+// known type, at most Block_Maximum_Size compressed) and checksum end
+// exactly at the end of src; skippable frames are passed over. It stops,
+// declared, as soon as the sizes add up past limit (a claim exceeded: the
+// size returned then differs from the claim).
+//
+// Why the declared sizes bound the decode: klauspost/compress's zstd
+// DecodeAll, which parquet-go's zstd codec reads pages with, fails a frame
+// with ErrFrameSizeExceeded once its output passes the content size it
+// declares (checked after every block, so past it by less than a block)
+// and with ErrFrameSizeMismatch when it ends short of it.
+func zstdDeclaredSize(src []byte, limit int) (size int, declared bool) {
+	total := uint64(0)
+	for len(src) > 0 {
+		if len(src) < 4 {
+			return 0, false
+		}
+		magic := binary.LittleEndian.Uint32(src)
+		if magic&^0xF == zstdSkippableMagic {
+			if len(src) < 8 {
+				return 0, false
+			}
+			n := uint64(binary.LittleEndian.Uint32(src[4:]))
+			if n > uint64(len(src)-8) {
+				return 0, false
+			}
+			src = src[8+n:]
+			continue
+		}
+		if magic != zstdMagic || len(src) < 5 {
+			return 0, false
+		}
+		fhd := src[4]
+		fcsFlag, single, checksum, dictFlag := fhd>>6, fhd>>5&1 == 1, fhd>>2&1 == 1, fhd&3
+		if fhd>>3&1 != 0 || dictFlag != 0 {
+			return 0, false // reserved bit set, or a dictionary
+		}
+		pos := 5
+		window := uint64(0)
+		if !single {
+			if len(src) <= pos {
+				return 0, false
+			}
+			wd := src[pos]
+			pos++
+			base := uint64(1) << (10 + wd>>3)
+			window = base + base/8*uint64(wd&7)
+		}
+		fcsBytes := [4]int{0, 2, 4, 8}[fcsFlag]
+		if fcsFlag == 0 && single {
+			fcsBytes = 1
+		}
+		if fcsBytes == 0 || len(src) < pos+fcsBytes {
+			return 0, false // no content size declared
+		}
+		var fcs uint64
+		switch fcsBytes {
+		case 1:
+			fcs = uint64(src[pos])
+		case 2:
+			fcs = uint64(binary.LittleEndian.Uint16(src[pos:])) + 256
+		case 4:
+			fcs = uint64(binary.LittleEndian.Uint32(src[pos:]))
+		case 8:
+			fcs = binary.LittleEndian.Uint64(src[pos:])
+		}
+		pos += fcsBytes
+		if single {
+			window = fcs
+		}
+		if window > maxZstdWindow {
+			return 0, false
+		}
+		for last := false; !last; {
+			if len(src) < pos+3 {
+				return 0, false
+			}
+			h := uint32(src[pos]) | uint32(src[pos+1])<<8 | uint32(src[pos+2])<<16
+			pos += 3
+			last = h&1 == 1
+			n := int(h >> 3)
+			switch h >> 1 & 3 {
+			case 0, 2: // raw, compressed: n bytes follow
+			case 1: // RLE: one byte, repeated n times
+				n = 1
+			default: // reserved
+				return 0, false
+			}
+			if n > zstdMaxBlock || len(src) < pos+n {
+				return 0, false
+			}
+			pos += n
+		}
+		if checksum {
+			pos += 4
+			if len(src) < pos {
+				return 0, false
+			}
+		}
+		src = src[pos:]
+		if total += fcs; total > uint64(limit) || total < fcs {
+			return int(min(max(total, fcs), math.MaxInt)), true
+		}
+	}
+	return int(total), true
 }
 
 // maxZstdWindow bounds the window (history) of a zstd frame in a page,
@@ -291,31 +419,38 @@ const maxZstdWindow = 32 << 20
 // buffer of that size (cheaper than a stream's window for small pages).
 const smallPage = 1 << 20
 
-// pageChecker decompresses pages to check their size: small ones into one
-// reused buffer, larger ones through a streaming decoder that counts the
-// output instead of keeping it.
+// pageChecker decompresses pages to check their size (those whose zstd
+// frames do not declare it): small ones into one reused buffer, larger ones
+// through a streaming decoder that counts the output instead of keeping it.
+// Its decoders are made at the first page that needs them.
 type pageChecker struct {
 	all    *zstd.Decoder // DecodeAll, limited to the buffer's capacity
 	stream *zstd.Decoder
 	buf    []byte
 }
 
-func newPageChecker() (*pageChecker, error) {
+func (p *pageChecker) decoders() error {
+	if p.all != nil {
+		return nil
+	}
 	all, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderLowmem(true), zstd.WithDecodeAllCapLimit(true))
 	if err != nil {
-		return nil, fmt.Errorf("zstd decoder: %w", err)
+		return fmt.Errorf("zstd decoder: %w", err)
 	}
 	stream, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderLowmem(true), zstd.WithDecoderMaxWindow(maxZstdWindow))
 	if err != nil {
 		all.Close()
-		return nil, fmt.Errorf("zstd decoder: %w", err)
+		return fmt.Errorf("zstd decoder: %w", err)
 	}
-	return &pageChecker{all: all, stream: stream}, nil
+	p.all, p.stream = all, stream
+	return nil
 }
 
 func (p *pageChecker) close() {
-	p.all.Close()
-	p.stream.Close()
+	if p.all != nil {
+		p.all.Close()
+		p.stream.Close()
+	}
 }
 
 // zstdSize returns the decompressed size of src, failing once it would grow
@@ -323,6 +458,9 @@ func (p *pageChecker) close() {
 // Memory: min(limit, smallPage), or the frame's window (at most
 // maxZstdWindow) for larger limits.
 func (p *pageChecker) zstdSize(src []byte, limit int) (int, error) {
+	if err := p.decoders(); err != nil {
+		return 0, err
+	}
 	if limit <= smallPage {
 		if cap(p.buf) < limit {
 			p.buf = make([]byte, 0, max(limit, 4096))
