@@ -80,6 +80,7 @@ PG_ADMIN=${BENCH_POSTGRES_URL:-postgres://postgres@127.0.0.1:5432/test?sslmode=d
 
 die() { echo "bench: $*" >&2; exit 1; }
 note() { echo "bench: $*" >&2; }
+source scripts/lib/bench-common.sh
 for v in GOAL_RECORDS GOAL_ROUNDS GOAL_PUSH_BATCHES; do
 	[[ ${!v} =~ ^[1-9][0-9]*$ ]] || die "$v takes a positive integer, got '${!v}'"
 done
@@ -95,13 +96,7 @@ cleanup() {
 	for db in "${dbs[@]}"; do
 		psql "$PG_ADMIN" -qtAc "DROP DATABASE IF EXISTS $db WITH (FORCE)" >/dev/null || echo "bench: could not drop database $db" >&2
 	done
-	if [[ $rc -ne 0 ]]; then
-		echo "bench: failed; logs kept in $TMP" >&2
-	elif [[ ${KEEP_TMP:-} == 1 ]]; then
-		echo "bench: files kept in $TMP" >&2
-	else
-		rm -rf "$TMP"
-	fi
+	end_tmp "$rc" "$TMP"
 	exit "$rc"
 }
 trap cleanup EXIT
@@ -156,17 +151,6 @@ done
 curl -s -o /dev/null --max-time 1 "http://127.0.0.1:$vgw_port/" || die "versitygw does not answer: $(cat "$TMP/versitygw.log")"
 s3_url() { echo "s3://$1?endpoint=http://127.0.0.1:$vgw_port&use_path_style=true&region=us-east-1"; }
 
-# wait_addr LOG PID: prints the address the server logs once it serves.
-wait_addr() {
-	local addr=
-	for _ in $(seq 1200); do
-		kill -0 "$2" 2>/dev/null || die "a server exited at start: $(tail -5 "$1")"
-		addr=$(sed -n 's/.*msg=serving addr=\([0-9.]*:[0-9]*\).*/\1/p' "$1" | head -n 1)
-		[[ -n $addr ]] && { echo "$addr"; return; }
-		sleep 0.1
-	done
-	die "a server did not log its address in 120 s: $(tail -5 "$1")"
-}
 # serve LOG FLAGS...: starts `compactor serve` on a free loopback port with
 # FLAGS; sets srv_pid and srv_url once it is healthy.
 srv_pid=
@@ -178,14 +162,13 @@ serve() {
 		"$C" serve --listen 127.0.0.1:0 --log-format text "$@" "${serve_flags[@]}" >"$log" 2>&1 &
 	srv_pid=$!
 	pids+=("$srv_pid")
-	srv_url=http://$(wait_addr "$log" "$srv_pid")
-	for _ in $(seq 600); do "$C" --addr "$srv_url" healthcheck >/dev/null 2>&1 && return; sleep 0.1; done
-	die "the server at $srv_url is not healthy after 60 s: $(tail -5 "$log")"
+	wait_serving "$log" "$srv_pid"
+	srv_url=http://$serving_addr
+	wait_healthy "$C" "$srv_url" "$log" 60
 }
 stop_server() {
 	[[ -n $srv_pid ]] || return 0
-	kill -TERM "$srv_pid" 2>/dev/null || true
-	wait "$srv_pid" 2>/dev/null || true
+	stop_pid "$srv_pid"
 	srv_pid=
 }
 
@@ -197,7 +180,7 @@ with gzip.open(src, "rt") as f, open(dst, "w") as out:
     out.writelines(itertools.islice(f, n))
 PY
 	RECORDS=$(wc -l <"$TMP/data.jsonl")
-	local total=$((COLLECTIONS * RECORDS)) results=() n db catalog bucket run_pids addrs i log url a c id t0 t1 spread pid
+	local total=$((COLLECTIONS * RECORDS)) results=() n db catalog bucket run_pids addrs i log url c id t0 t1 spread pid
 	for n in $REPLICAS; do
 		db=compactor_bench_$(date +%s)_${n}_$$
 		psql "$PG_ADMIN" -qtAc "CREATE DATABASE $db" >/dev/null
@@ -215,11 +198,12 @@ PY
 				--log-format text --node "bench-$i" --schedule-interval 1h --status-poll-interval 200ms "${serve_flags[@]}" >"$log" 2>&1 &
 			run_pids+=($!)
 			pids+=($!)
-			addrs+=("$(wait_addr "$log" "$!")")
+			wait_serving "$log" "$!"
+			addrs+=("$serving_addr")
 		done
 		url=http://${addrs[0]}
-		for a in "${addrs[@]}"; do
-			for _ in $(seq 600); do "$C" --addr "http://$a" healthcheck >/dev/null 2>&1 && break; sleep 0.1; done
+		for i in $(seq "$n"); do
+			wait_healthy "$C" "http://${addrs[i - 1]}" "$TMP/run$n-replica$i.log" 60
 		done
 
 		note "$n replica(s): pushing $COLLECTIONS x $RECORDS records through replica 1"

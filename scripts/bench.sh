@@ -128,6 +128,7 @@ DEFAULTS=$BENCH_DEFAULTS
 
 die() { echo "bench: $*" >&2; exit 1; }
 note() { echo "bench: $*" >&2; }
+source scripts/lib/bench-common.sh
 for n in $SIZES $DEFAULTS $ROUNDS $READ_MAX $WAIT $DIM $SEED; do
 	[[ $n =~ ^[1-9][0-9]*$ ]] || die "BENCH_SIZES, BENCH_DEFAULTS, BENCH_ROUNDS, BENCH_READ_MAX, BENCH_WAIT, BENCH_DIM and BENCH_SEED take positive integers, got '$n'"
 done
@@ -148,13 +149,7 @@ cleanup() {
 	local rc=$?
 	stop_server
 	own_cgroup_leave
-	if [[ $rc -ne 0 ]]; then
-		echo "bench: failed (status $rc); files kept in $TMP" >&2
-	elif [[ ${KEEP_TMP:-} == 1 ]]; then
-		echo "bench: files kept in $TMP" >&2
-	else
-		rm -rf "$TMP"
-	fi
+	end_tmp "$rc" "$TMP"
 	exit "$rc"
 }
 trap cleanup EXIT
@@ -215,24 +210,13 @@ start_server() {
 	"$C" serve --listen 127.0.0.1:0 --data-dir "$dir" --log-format text --schedule-interval 1h \
 		--max-backlog 100000000 "$@" >"$log" 2>&1 &
 	server_pid=$!
-	addr=
-	for _ in $(seq 1200); do
-		kill -0 "$server_pid" 2>/dev/null || die "compactor serve exited at start: $(tail -5 "$log")"
-		addr=$(sed -n 's/.*msg=serving addr=\([0-9.]*:[0-9]*\).*/\1/p' "$log" | head -n 1)
-		[[ -n $addr ]] && break
-		sleep 0.1
-	done
-	[[ -n $addr ]] || die "compactor serve did not log its address in 120 s: $(tail -5 "$log")"
-	addr=http://$addr
-	for _ in $(seq 1200); do "$C" --addr "$addr" healthcheck >/dev/null 2>&1 && return; sleep 0.1; done
-	die "compactor serve at $addr is not healthy after 120 s: $(tail -5 "$log")"
+	wait_serving "$log" "$server_pid"
+	addr=http://$serving_addr
+	wait_healthy "$C" "$addr" "$log" 120
 }
 stop_server() {
 	[[ -n $server_pid ]] || return 0
-	kill -TERM "$server_pid" 2>/dev/null || true
-	for _ in $(seq 600); do kill -0 "$server_pid" 2>/dev/null || break; sleep 0.1; done
-	kill -KILL "$server_pid" 2>/dev/null || true
-	wait "$server_pid" 2>/dev/null || true
+	stop_pid "$server_pid"
 	server_pid=
 }
 cc() { "$C" --addr "$addr" --timeout 10m "$@"; }

@@ -349,18 +349,22 @@ push_file() {
 	total=$((total + n))
 }
 
-total=0
-for f in "$TMP"/push-debian-base-*.json; do
-	push_file "$f"
-done
-[[ $total == 5000 ]] || fail "PushLogs appends the 5,000 base records" "appended: $total"
+# push_batches STEM WANT WHAT: PushLogs of every batch file of the sample
+# STEM, in order; fails unless they append WANT records in all (WHAT names
+# them).
+push_batches() {
+	local f
+	total=0
+	for f in "$TMP"/push-"$1"-*.json; do
+		push_file "$f"
+	done
+	[[ $total == "$2" ]] || fail "PushLogs appends the $3" "appended: $total"
+}
+
+push_batches debian-base 5000 "5,000 base records"
 pass "curl Connect JSON: PushLogs 5,000 ADD records in batches of 1,000"
 
-total=0
-for f in "$TMP"/push-debian-updates-*.json; do
-	push_file "$f"
-done
-[[ $total == 217 ]] || fail "PushLogs appends the 217 update records" "appended: $total"
+push_batches debian-updates 217 "217 update records"
 pass "curl Connect JSON: PushLogs 217 UPSERT records"
 
 # --- reads: page through GetRecords -------------------------------------------

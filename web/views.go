@@ -1349,53 +1349,21 @@ func cmpOr(s, or string) string {
 	return s
 }
 
-// planTotal sums the priced jobs of a plan.
-type planTotal struct {
-	jobs                                   int
-	records, read, write, gets, puts, recs int64
-	blocks, total                          int64
-	ins, del                               int64
-	secs                                   float64
-	unknown                                int
-}
-
-func (t *planTotal) add(p *jobtype.Prediction) {
-	t.jobs++
-	t.records += p.OpRecords
-	t.read += p.BytesRead
-	t.write += p.BytesWritten
-	t.gets += p.BlobGets
-	t.puts += p.BlobPuts
-	t.recs += p.RecordsToWrite
-	t.blocks += int64(p.BlocksToRewrite)
-	t.total += int64(p.BlocksTotal)
-	t.ins += p.VectorsToInsert
-	t.del += p.VectorsToDelete
-	if p.SecondsKnown {
-		t.secs += p.Seconds
-	} else {
-		t.unknown++
+// totalPriceRow is the row of a plan's totals.
+func totalPriceRow(t jobtype.PlanTotals) priceRow {
+	dur := fmtDuration(time.Duration(t.Seconds * float64(time.Second)))
+	if t.SecondsUnknown > 0 {
+		dur += " + " + strconv.Itoa(t.SecondsUnknown) + " unknown"
 	}
-}
-
-func (t planTotal) row() priceRow {
-	wa := 0.0
-	if t.records > 0 {
-		wa = float64(t.recs) / float64(t.records)
-	}
-	dur := fmtDuration(time.Duration(t.secs * float64(time.Second)))
-	if t.unknown > 0 {
-		dur += " + " + strconv.Itoa(t.unknown) + " unknown"
-	}
-	return priceRow{CollectionName: strconv.Itoa(t.jobs) + " jobs", Records: fmtCount(t.records),
-		Rewrite: fmtCount(t.blocks) + " of " + fmtCount(t.total), Read: fmtBytes(t.read), Write: fmtBytes(t.write),
-		Gets: fmtCount(t.gets), Puts: fmtCount(t.puts), WriteAmp: strconv.FormatFloat(wa, 'f', 2, 64),
-		Index: "+" + fmtCount(t.ins) + " / −" + fmtCount(t.del), Duration: dur, Window: dash}
+	return priceRow{CollectionName: strconv.Itoa(t.Jobs) + " jobs", Records: fmtCount(t.OpRecords),
+		Rewrite: fmtCount(t.BlocksToRewrite) + " of " + fmtCount(t.BlocksTotal), Read: fmtBytes(t.BytesRead), Write: fmtBytes(t.BytesWritten),
+		Gets: fmtCount(t.BlobGets), Puts: fmtCount(t.BlobPuts), WriteAmp: strconv.FormatFloat(t.WriteAmplification, 'f', 2, 64),
+		Index: "+" + fmtCount(t.VectorsToInsert) + " / −" + fmtCount(t.VectorsToDelete), Duration: dur, Window: dash}
 }
 
 func buildPlan(now time.Time, c Controls, entries []PlanEntry, act actView) planView {
 	v := planView{Pause: newPauseView(now, c.Paused, c.Reason, c.By, c.Since, ""), Act: act}
-	var total planTotal
+	var total jobtype.PlanTotals
 	for _, e := range entries {
 		name := e.CollectionName
 		if name == "" {
@@ -1410,7 +1378,7 @@ func buildPlan(now time.Time, c Controls, entries []PlanEntry, act actView) plan
 			switch {
 			case e.Estimate != nil:
 				v.Priced = append(v.Priced, newPriceRow(name, row.CollectionURL, e.Estimate))
-				total.add(e.Estimate)
+				total.Add(e.Estimate)
 				if v.Basis == "" {
 					v.Basis = e.Estimate.Basis
 				}
@@ -1422,7 +1390,7 @@ func buildPlan(now time.Time, c Controls, entries []PlanEntry, act actView) plan
 			v.Skipped = append(v.Skipped, row)
 		}
 	}
-	v.Total = total.row()
+	v.Total = totalPriceRow(total)
 	return v
 }
 

@@ -68,21 +68,8 @@ func (c *Catalog) ReadTailIDs(ctx context.Context, collectionID string, ids []st
 	ids = slices.Clone(ids)
 	slices.Sort(ids)
 	ids = slices.Compact(ids)
-	if coll, ok := c.tails.get(collectionID); ok {
-		return Tail{Collection: coll}, nil
-	}
-	gen := c.tails.begin()
-	var t Tail
-	err := c.readTx(ctx, func(tx *sql.Tx) error {
-		var err error
-		if t.Collection, err = c.queryCollection(ctx, tx, collectionID); err != nil {
-			return err
-		}
-		from, to := t.Collection.CompactionOffset, t.Collection.LogPosition
-		if from == to {
-			c.tails.put(gen, t.Collection)
-		}
-		if len(ids) == 0 || from == to {
+	t, err := c.readTail(ctx, collectionID, 0, func(tx *sql.Tx, t *Tail, from, to int64) error {
+		if len(ids) == 0 {
 			return nil
 		}
 		for start := 0; start < len(ids); start += tailIDChunk {
@@ -144,26 +131,8 @@ func (c *Catalog) ReadTailRange(ctx context.Context, collectionID string, r Tail
 	case !r.Unbounded && r.UpTo <= r.After:
 		return Tail{}, fmt.Errorf("read log tail of collection %s: empty id range (%q, %q]: %w", collectionID, r.After, r.UpTo, ErrInvalidArgument)
 	}
-	if coll, ok := c.tails.get(collectionID); ok {
-		return Tail{Collection: coll}, nil
-	}
-	gen := c.tails.begin()
-	var t Tail
-	err := c.readTx(ctx, func(tx *sql.Tx) error {
+	t, err := c.readTail(ctx, collectionID, r.UpToOffset, func(tx *sql.Tx, t *Tail, from, to int64) error {
 		var err error
-		if t.Collection, err = c.queryCollection(ctx, tx, collectionID); err != nil {
-			return err
-		}
-		from, to := t.Collection.CompactionOffset, t.Collection.LogPosition
-		if from == to {
-			c.tails.put(gen, t.Collection)
-		}
-		if r.UpToOffset > 0 {
-			to = min(to, r.UpToOffset)
-		}
-		if from >= to {
-			return nil
-		}
 		query := `SELECT log_offset, record FROM log
 			WHERE collection_id = ? AND log_offset > ? AND log_offset <= ? AND record_id > ?`
 		args := []any{collectionID, from, to, []byte(r.After)}
@@ -208,6 +177,41 @@ func (c *Catalog) ReadTailRange(ctx context.Context, collectionID string, r Tail
 		return Tail{}, c.wrap(err, "read log tail of collection %s from record id %q", collectionID, r.After)
 	}
 	return t, nil
+}
+
+// readTail is the one entry of the tail reads: in one consistent read
+// transaction it reads the collection's row into a Tail's Collection, then
+// calls read with the transaction, that Tail, and the offsets (from, to] of
+// the uncompacted tail: from the row's CompactionOffset, to its LogPosition,
+// or upToOffset when that is positive and lower. read fills t's other
+// fields; it is not called when (from, to] is empty. On an exclusive
+// catalog a row read with an empty tail is remembered, and answers without
+// a transaction until the next write transaction ends (tailRows). Errors
+// (not wrapped): ErrNotFound, read's, driver errors.
+func (c *Catalog) readTail(ctx context.Context, collectionID string, upToOffset int64, read func(tx *sql.Tx, t *Tail, from, to int64) error) (Tail, error) {
+	if coll, ok := c.tails.get(collectionID); ok {
+		return Tail{Collection: coll}, nil
+	}
+	gen := c.tails.begin()
+	var t Tail
+	err := c.readTx(ctx, func(tx *sql.Tx) error {
+		var err error
+		if t.Collection, err = c.queryCollection(ctx, tx, collectionID); err != nil {
+			return err
+		}
+		from, to := t.Collection.CompactionOffset, t.Collection.LogPosition
+		if from == to {
+			c.tails.put(gen, t.Collection)
+		}
+		if upToOffset > 0 {
+			to = min(to, upToOffset)
+		}
+		if from >= to {
+			return nil
+		}
+		return read(tx, &t, from, to)
+	})
+	return t, err
 }
 
 // queryUnindexed returns the tail rows in offsets (from, to] whose

@@ -54,17 +54,13 @@ func (o *createIndexOptions) apply(req *compactorv1.CreateCollectionRequest) err
 	return nil
 }
 
-// distanceName is the CLI's name of d ("cosine").
+// distanceName is the CLI's name of d: its enum name without the prefix,
+// lower case ("cosine"); "-" for none or one this client does not know.
 func distanceName(d compactorv1.Distance) string {
-	switch d {
-	case compactorv1.Distance_DISTANCE_L2:
-		return "l2"
-	case compactorv1.Distance_DISTANCE_COSINE:
-		return "cosine"
-	case compactorv1.Distance_DISTANCE_IP:
-		return "ip"
+	if _, known := compactorv1.Distance_name[int32(d)]; !known || d == compactorv1.Distance_DISTANCE_UNSPECIFIED {
+		return "-"
 	}
-	return "-"
+	return strings.ToLower(strings.TrimPrefix(d.String(), "DISTANCE_"))
 }
 
 // indexText describes the index settings in one line.

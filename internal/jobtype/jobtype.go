@@ -214,6 +214,52 @@ type Prediction struct {
 	Window string
 }
 
+// PlanTotals sums the predictions of a plan's priced jobs (Add each).
+type PlanTotals struct {
+	Jobs                    int // predictions added
+	OpRecords, LogBytes     int64
+	BytesRead, BytesWritten int64
+	BlobGets, BlobPuts      int64
+	// BlocksToRewrite of BlocksTotal: the blocks the jobs rewrite, of
+	// those their collections' current versions hold.
+	BlocksToRewrite, BlocksTotal int64
+	RecordsToWrite               int64
+	VectorsToInsert              int64
+	VectorsToDelete              int64
+	// Seconds sums the known durations; SecondsUnknown counts the
+	// predictions without one. The jobs run --workers at a time, so the
+	// plan takes about Seconds / workers when the work spreads evenly.
+	Seconds        float64
+	SecondsUnknown int
+	// WriteAmplification is RecordsToWrite per operation record, over
+	// the whole plan (0 without operation records).
+	WriteAmplification float64
+}
+
+// Add counts p.
+func (t *PlanTotals) Add(p *Prediction) {
+	t.Jobs++
+	t.OpRecords += p.OpRecords
+	t.LogBytes += p.LogBytes
+	t.BytesRead += p.BytesRead
+	t.BytesWritten += p.BytesWritten
+	t.BlobGets += p.BlobGets
+	t.BlobPuts += p.BlobPuts
+	t.BlocksToRewrite += int64(p.BlocksToRewrite)
+	t.BlocksTotal += int64(p.BlocksTotal)
+	t.RecordsToWrite += p.RecordsToWrite
+	t.VectorsToInsert += p.VectorsToInsert
+	t.VectorsToDelete += p.VectorsToDelete
+	if p.SecondsKnown {
+		t.Seconds += p.Seconds
+	} else {
+		t.SecondsUnknown++
+	}
+	if t.OpRecords > 0 {
+		t.WriteAmplification = float64(t.RecordsToWrite) / float64(t.OpRecords)
+	}
+}
+
 // Actual is what a job did, beside its job row's counters, in the units
 // of an Estimate: what the prediction is compared with.
 type Actual struct {

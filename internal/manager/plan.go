@@ -61,48 +61,8 @@ type PlanEntry struct {
 	IndexRebuild *catalog.Job
 }
 
-// PlanTotals sums the estimates of a plan's entries.
-type PlanTotals struct {
-	Jobs                    int // entries with an estimate
-	OpRecords, LogBytes     int64
-	BytesRead, BytesWritten int64
-	BlobGets, BlobPuts      int64
-	BlocksToRewrite         int64
-	RecordsToWrite          int64
-	VectorsToInsert         int64
-	VectorsToDelete         int64
-	// Seconds sums the known durations; SecondsUnknown counts the
-	// estimates without one. The jobs run --workers at a time, so the
-	// plan takes about Seconds / workers when the work spreads evenly.
-	Seconds        float64
-	SecondsUnknown int
-	// WriteAmplification is RecordsToWrite per operation record, over
-	// the whole plan.
-	WriteAmplification float64
-}
-
-// add counts p.
-func (t *PlanTotals) add(p *Prediction) {
-	t.Jobs++
-	t.OpRecords += p.OpRecords
-	t.LogBytes += p.LogBytes
-	t.BytesRead += p.BytesRead
-	t.BytesWritten += p.BytesWritten
-	t.BlobGets += p.BlobGets
-	t.BlobPuts += p.BlobPuts
-	t.BlocksToRewrite += int64(p.BlocksToRewrite)
-	t.RecordsToWrite += p.RecordsToWrite
-	t.VectorsToInsert += p.VectorsToInsert
-	t.VectorsToDelete += p.VectorsToDelete
-	if p.SecondsKnown {
-		t.Seconds += p.Seconds
-	} else {
-		t.SecondsUnknown++
-	}
-	if t.OpRecords > 0 {
-		t.WriteAmplification = float64(t.RecordsToWrite) / float64(t.OpRecords)
-	}
-}
+// PlanTotals sums the estimates of a plan's entries (jobtype.PlanTotals).
+type PlanTotals = jobtype.PlanTotals
 
 // Plan is what the scheduler would do on its next run.
 type Plan struct {
@@ -158,7 +118,7 @@ func (m *Manager) Plan(ctx context.Context, estimate bool) (Plan, error) {
 				pr.Window = "now, in a window open until " + w.NextEnd.UTC().Format(time.RFC3339)
 			}
 			e.Estimate = &pr
-			p.Totals.add(&pr)
+			p.Totals.Add(&pr)
 		}
 	}
 	return p, nil

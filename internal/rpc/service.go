@@ -266,12 +266,10 @@ func (s *Service) Compact(ctx context.Context, req *connect.Request[compactorv1.
 func (s *Service) RebuildIndex(ctx context.Context, req *connect.Request[compactorv1.RebuildIndexRequest]) (*connect.Response[compactorv1.RebuildIndexResponse], error) {
 	const proc = compactorv1connect.CompactionServiceRebuildIndexProcedure
 	m := req.Msg
-	if err := checkID("collection_id", m.GetCollectionId()); err != nil {
+	if err := checkCollectionJob(m.GetCollectionId(), m.GetReason()); err != nil {
 		return nil, err
 	}
 	switch {
-	case checkReason(m.GetReason()) != nil:
-		return nil, checkReason(m.GetReason())
 	case m.GetM() < 0:
 		return nil, invalidArgument("m", "must not be negative, got %d (0: the collection's)", m.GetM())
 	case m.GetEfConstruction() < 0:
@@ -303,13 +301,10 @@ func (s *Service) RebuildIndex(ctx context.Context, req *connect.Request[compact
 func (s *Service) VerifyCollection(ctx context.Context, req *connect.Request[compactorv1.VerifyCollectionRequest]) (*connect.Response[compactorv1.VerifyCollectionResponse], error) {
 	const proc = compactorv1connect.CompactionServiceVerifyCollectionProcedure
 	m := req.Msg
-	if err := checkID("collection_id", m.GetCollectionId()); err != nil {
+	if err := checkCollectionJob(m.GetCollectionId(), m.GetReason()); err != nil {
 		return nil, err
 	}
-	switch {
-	case checkReason(m.GetReason()) != nil:
-		return nil, checkReason(m.GetReason())
-	case m.GetVersion() < 0:
+	if m.GetVersion() < 0 {
 		return nil, invalidArgument("version", "must not be negative, got %d (0: the current version)", m.GetVersion())
 	}
 	coll, err := s.cat.GetCollection(ctx, m.GetCollectionId())
@@ -723,6 +718,16 @@ func collectionNotFound(id string, err error) error {
 		return connect.NewError(connect.CodeNotFound, fmt.Errorf("collection %s not found", echo(id)))
 	}
 	return err
+}
+
+// checkCollectionJob checks the fields every request that starts a job on
+// one collection carries: the collection's id (checkID) and the operator's
+// reason (checkReason). Errors: INVALID_ARGUMENT naming the field.
+func checkCollectionJob(collectionID, reason string) error {
+	if err := checkID("collection_id", collectionID); err != nil {
+		return err
+	}
+	return checkReason(reason)
 }
 
 // checkReason checks an operator's reason: at most MaxReasonBytes bytes of

@@ -20,11 +20,11 @@ func sortCands(cs []cand) {
 	})
 }
 
-// minHeap and maxHeap are binary heaps of candidates by distance. They are
-// written out twice, mirrored, on purpose: the search's inner loop pushes
-// and pops them for every candidate, and a shared heap taking a less
-// function (container/heap, or a generic one with a comparator) costs an
-// indirect call per comparison there, which the compiler does not inline.
+// minHeap is a binary heap of candidates, the nearest on top. Its sift
+// code compares distances inline: the search's inner loop pushes and pops
+// for every candidate, and a heap taking a less function (container/heap,
+// or a generic one with a comparator) costs an indirect call per
+// comparison there, which the compiler does not inline.
 type minHeap []cand
 
 func (h *minHeap) push(c cand) {
@@ -64,49 +64,32 @@ func (h *minHeap) pop() cand {
 	return top
 }
 
-type maxHeap []cand
+// maxHeap is a binary heap of candidates, the farthest on top: a minHeap
+// of the candidates with their distances negated (which orders them, ties
+// and NaNs included, exactly as a mirrored heap would). Read its elements
+// through its methods only.
+type maxHeap minHeap
 
 func (h *maxHeap) push(c cand) {
-	*h = append(*h, c)
-	s := *h
-	for i := len(s) - 1; i > 0; {
-		p := (i - 1) / 2
-		if s[p].d >= s[i].d {
-			break
-		}
-		s[i], s[p] = s[p], s[i]
-		i = p
-	}
+	c.d = -c.d
+	(*minHeap)(h).push(c)
 }
 
 func (h *maxHeap) pop() cand {
-	s := *h
-	top := s[0]
-	last := len(s) - 1
-	s[0] = s[last]
-	s = s[:last]
-	for i := 0; ; {
-		l := 2*i + 1
-		if l >= len(s) {
-			break
-		}
-		if r := l + 1; r < len(s) && s[r].d > s[l].d {
-			l = r
-		}
-		if s[i].d >= s[l].d {
-			break
-		}
-		s[i], s[l] = s[l], s[i]
-		i = l
-	}
-	*h = s
-	return top
+	c := (*minHeap)(h).pop()
+	c.d = -c.d
+	return c
 }
+
+// farthest is the distance of the top candidate; h must not be empty.
+func (h maxHeap) farthest() float32 { return -h[0].d }
 
 // sorted appends h's candidates to out sorted by distance (ties by node)
 // and leaves h as it was.
 func (h maxHeap) sorted(out []cand) []cand {
-	out = append(out, h...)
+	for _, c := range h {
+		out = append(out, cand{d: -c.d, n: c.n})
+	}
 	sortCands(out)
 	return out
 }
@@ -202,7 +185,7 @@ func (s *searcher) search(g *Graph, q []float32, ep int32, epD float32, l, ef in
 					}
 				}
 				if len(s.top) > 0 {
-					lower = s.top[0].d
+					lower = s.top.farthest()
 				}
 			}
 		}

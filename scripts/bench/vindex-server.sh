@@ -51,6 +51,7 @@ PPROF_SECONDS=${BENCH_VSERVE_PPROF_SECONDS:-10}
 
 note() { echo "bench vserve: $*" >&2; }
 die() { note "$*"; exit 1; }
+source scripts/lib/bench-common.sh
 for v in "$N" "$QUERIES" "$CLIENTS" "$REQUESTS" "$UPSERTS" "$FILTER_QUERIES"; do
 	[[ $v =~ ^[1-9][0-9]*$ ]] || die "BENCH_VSERVE_N, _QUERIES, _CLIENTS, _REQUESTS, _UPSERTS and _FILTER_QUERIES take positive integers, got '$v'"
 done
@@ -72,12 +73,7 @@ rm -rf "$data"
 server_pid=
 cleanup() {
 	local rc=$?
-	if [[ -n $server_pid ]]; then
-		kill -TERM "$server_pid" 2>/dev/null || true
-		for _ in $(seq 600); do kill -0 "$server_pid" 2>/dev/null || break; sleep 0.1; done
-		kill -KILL "$server_pid" 2>/dev/null || true
-		wait "$server_pid" 2>/dev/null || true
-	fi
+	[[ -z $server_pid ]] || stop_pid "$server_pid"
 	[[ ${KEEP_DATA:-} == 1 ]] || rm -rf "$data"
 	[[ $rc -eq 0 ]] || note "failed (status $rc); the server's log is $log"
 	exit "$rc"
@@ -97,15 +93,9 @@ fi
 "$DIR/bin/compactor" serve --listen 127.0.0.1:0 --data-dir "$data" --log-format text --schedule-interval 1h \
 	--max-backlog $((4 * N)) --max-compaction-size $((2 * N)) "${debug[@]}" >"$log" 2>&1 &
 server_pid=$!
-addr=
-for _ in $(seq 1200); do
-	kill -0 "$server_pid" 2>/dev/null || die "compactor serve exited at start: $(tail -5 "$log")"
-	addr=$(sed -n 's/.*msg=serving addr=\([0-9.]*:[0-9]*\).*/\1/p' "$log" | head -n 1)
-	[[ -n $addr ]] && break
-	sleep 0.1
-done
-[[ -n $addr ]] || die "compactor serve did not log its address in 120 s: $(tail -5 "$log")"
-for _ in $(seq 1200); do "$DIR/bin/compactor" --addr "http://$addr" healthcheck >/dev/null 2>&1 && break; sleep 0.1; done
+wait_serving "$log" "$server_pid"
+addr=$serving_addr
+wait_healthy "$DIR/bin/compactor" "http://$addr" "$log" 120
 note "server at http://$addr (pid $server_pid, load $(cut -d' ' -f1 /proc/loadavg))"
 
 "$DIR/bin/vserve" -addr "http://$addr" -server-pid "$server_pid" -dir "$DIR" -kind mixture \

@@ -38,17 +38,13 @@ def main():
         print(f"| build, wall s | {v['build_s']:.1f} | {h['build_s']:.1f} | {v['build_s'] / h['build_s']:.2f}× | "
               f"{v['build_load']:.1f} / {h['build_load']:.1f} |")
         print(f"| build, CPU s | {v['build_cpu_s']:.1f} | {h['build_cpu_s']:.1f} | {v['build_cpu_s'] / h['build_cpu_s']:.2f}× | |")
+        # The searches of an ef both sides ran: (vindex's, hnswlib's).
         hs = {s["ef"]: s for s in h["search"]}
-        for s in v["search"]:
-            o = hs.get(s["ef"])
-            if o is None:
-                continue
+        same_ef = [(s, hs[s["ef"]]) for s in v["search"] if s["ef"] in hs]
+        for s, o in same_ef:
             print(f"| recall@10, ef {s['ef']} | {s['recall']:.4f} | {o['recall']:.4f} | {s['recall'] - o['recall']:+.4f} | "
                   f"{s['load']:.1f} / {o['load']:.1f} |")
-        for s in v["search"]:
-            o = hs.get(s["ef"])
-            if o is None:
-                continue
+        for s, o in same_ef:
             print(f"| queries/s (1 thread, CPU), ef {s['ef']} | {s['cpu_qps']:,.0f} | {o['cpu_qps']:,.0f} | "
                   f"{s['cpu_qps'] / o['cpu_qps']:.2f}× | |")
         vp = [(s["recall"], s["cpu_qps"]) for s in v["search"]]
