@@ -169,9 +169,9 @@ func TestDecodeBlockRefusesHostileClaims(t *testing.T) {
 	}
 	defer enc.Close()
 	bomb := enc.EncodeAll(make([]byte, 64<<20), nil) // 64 MiB of zeros in a few KiB
-	// bombed replaces the id column's data pages by the bomb, claiming
+	// replaced replaces the id column's data pages by zstd data, claiming
 	// claim uncompressed bytes.
-	bombed := func(claim int32) []byte {
+	replaced := func(zdata []byte, claim int32) []byte {
 		return rebuildBlock(t, good, func(col []string, page int, h *format.PageHeader, data []byte) []byte {
 			if !isID(col) || h.Type == format.DictionaryPage {
 				return data
@@ -180,12 +180,13 @@ func TestDecodeBlockRefusesHostileClaims(t *testing.T) {
 			if h.DataPageHeaderV2.Valid {
 				levels = int(h.DataPageHeaderV2.V.DefinitionLevelsByteLength + h.DataPageHeaderV2.V.RepetitionLevelsByteLength)
 			}
-			data = append(data[:levels:levels], bomb...)
+			data = append(data[:levels:levels], zdata...)
 			h.CompressedPageSize = int32(len(data))
 			h.UncompressedPageSize = int32(levels) + claim
 			return data
 		}, nil)
 	}
+	bombed := func(claim int32) []byte { return replaced(bomb, claim) }
 	// understated is the bomb with a header declaring 16 bytes of content:
 	// the header check passes it, the decoder must stop it.
 	understated := bytes.Clone(bomb)
@@ -204,21 +205,8 @@ func TestDecodeBlockRefusesHostileClaims(t *testing.T) {
 			t.Fatalf("the bomb's frame declares its size in %d-bit flags %02x: not a 4- or 8-byte field", fhd>>6, fhd)
 		}
 	}
-	understatedBlock := rebuildBlock(t, good, func(col []string, page int, h *format.PageHeader, data []byte) []byte {
-		if !isID(col) || h.Type == format.DictionaryPage {
-			return data
-		}
-		levels := 0
-		if h.DataPageHeaderV2.Valid {
-			levels = int(h.DataPageHeaderV2.V.DefinitionLevelsByteLength + h.DataPageHeaderV2.V.RepetitionLevelsByteLength)
-		}
-		data = append(data[:levels:levels], understated...)
-		h.CompressedPageSize = int32(len(data))
-		h.UncompressedPageSize = int32(levels) + 16
-		return data
-	}, nil)
 	cases := map[string][]byte{
-		"zstd frame declaring 16 bytes of its 64 MiB": understatedBlock,
+		"zstd frame declaring 16 bytes of its 64 MiB": replaced(understated, 16),
 		"page claims 2 GiB compressed": rebuildBlock(t, good, func(col []string, page int, h *format.PageHeader, data []byte) []byte {
 			if isID(col) {
 				h.CompressedPageSize = 1<<31 - 1
