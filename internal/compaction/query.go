@@ -286,6 +286,11 @@ func checkQuery(q Query) error {
 	case len(q.IDs) > MaxQueryIDs:
 		return &QueryError{"ids", fmt.Sprintf("%d ids, more than the limit of %d", len(q.IDs), MaxQueryIDs)}
 	}
+	for i, id := range q.IDs {
+		if id == "" {
+			return &QueryError{fmt.Sprintf("ids[%d]", i), "is empty: record ids are never empty"}
+		}
+	}
 	for i, e := range q.Embeddings {
 		if len(e) == 0 {
 			return &QueryError{fmt.Sprintf("embeddings[%d]", i), "is empty"}
@@ -295,7 +300,7 @@ func checkQuery(q Query) error {
 		}
 		for j, v := range e {
 			if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
-				return &QueryError{fmt.Sprintf("embeddings[%d]", i), fmt.Sprintf("value %d is not a finite number", j)}
+				return &QueryError{fmt.Sprintf("embeddings[%d][%d]", i, j), fmt.Sprintf("%v is not a finite number", v)}
 			}
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"math/rand/v2"
 	"reflect"
 	"slices"
@@ -180,6 +181,8 @@ func TestQueryErrorsNameTheField(t *testing.T) {
 		{"the wrong dimension", Query{Embeddings: [][]float32{{1, 2, 3}}, K: 1}, "embeddings[0]"},
 		{"embeddings of two dimensions", Query{Embeddings: [][]float32{{1, 2}, {1}}, K: 1}, "embeddings[1]"},
 		{"an empty embedding", Query{Embeddings: [][]float32{{}}, K: 1}, "embeddings[0]"},
+		{"a NaN in an embedding", Query{Embeddings: [][]float32{{1, 2}, {1, float32(math.NaN())}}, K: 1}, "embeddings[1][1]"},
+		{"an empty id", Query{Embeddings: q2, K: 1, IDs: []string{"a", ""}}, "ids[1]"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

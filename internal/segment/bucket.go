@@ -216,7 +216,36 @@ func (b *bucketBlobs) Delete(ctx context.Context, key string) error {
 	return nil
 }
 
+// listAttempts is how many times List lists a prefix whose listing fails
+// with NotFound: the file:// driver walks the directory and stats each
+// entry, so a file that a concurrent Put renames or a Delete removes between
+// the two (a Put's temporary file, most often) fails the walk. Each attempt
+// lists afresh, after a pause that doubles from 1 ms (15 ms in all), so that
+// one burst of writes does not fail them all.
+const listAttempts = 5
+
+// List returns the blobs under prefix, sorted by key. A listing that fails
+// with NotFound (see listAttempts) is made again; other errors, the last
+// NotFound and ctx's error are returned wrapped, naming the prefix.
 func (b *bucketBlobs) List(ctx context.Context, prefix string) ([]BlobInfo, error) {
+	pause := time.Millisecond
+	for attempt := 1; ; attempt++ {
+		out, err := b.list(ctx, prefix)
+		if err == nil || attempt == listAttempts || gcerrors.Code(err) != gcerrors.NotFound {
+			return out, err
+		}
+		t := time.NewTimer(pause)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, fmt.Errorf("list %s: %w", prefix, ctx.Err())
+		case <-t.C:
+		}
+		pause *= 2
+	}
+}
+
+func (b *bucketBlobs) list(ctx context.Context, prefix string) ([]BlobInfo, error) {
 	var out []BlobInfo
 	token := blob.FirstPageToken
 	for {
