@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -92,10 +93,63 @@ func openBucketFS(ctx context.Context, rawURL string, fsys durableFS) (Blobs, io
 }
 
 // fileBlobs is a file:// bucket whose Puts are durable when they return
-// (see durableFiles); Get, List and Delete are fileblob's.
+// (see durableFiles) and whose List skips files that vanish while it walks;
+// Get and Delete are fileblob's.
 type fileBlobs struct {
 	bucketBlobs
 	files *durableFiles
+}
+
+// List returns the blobs under prefix, sorted by key, walking the
+// directories under the root itself: fileblob's listing stats every entry
+// it reads and fails the whole listing when one is gone by then (a
+// concurrent Put's temporary file renamed, a Delete), which a collection
+// being compacted while GC lists it meets all the time. A file that
+// vanishes during the walk is left out, as a listing a moment later would;
+// temporary files still there are listed (GC collects those a crash left).
+// Files fileblob keeps attributes in (*.attrs) are not blobs. Errors: ctx's,
+// and the file system's other than a file or directory gone, naming the
+// path.
+func (b *fileBlobs) List(ctx context.Context, prefix string) ([]BlobInfo, error) {
+	root := b.files.root
+	dir := filepath.Join(root, filepath.FromSlash(prefix[:strings.LastIndex(prefix, "/")+1]))
+	var out []BlobInfo
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil // gone meanwhile (or no blob under prefix yet)
+			}
+			return err
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if d.IsDir() {
+			return nil
+		}
+		rel, err := filepath.Rel(root, path)
+		if err != nil {
+			return err
+		}
+		key := filepath.ToSlash(rel)
+		if !strings.HasPrefix(key, prefix) || strings.HasSuffix(key, ".attrs") {
+			return nil
+		}
+		info, err := d.Info()
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			return nil
+		case err != nil:
+			return err
+		}
+		out = append(out, BlobInfo{Key: key, Size: info.Size(), ModTime: info.ModTime()})
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list %s: %w", prefix, err)
+	}
+	slices.SortFunc(out, func(a, b BlobInfo) int { return strings.Compare(a.Key, b.Key) })
+	return out, nil
 }
 
 // Put writes data at key durably: a crash or power loss after Put returns
@@ -216,36 +270,7 @@ func (b *bucketBlobs) Delete(ctx context.Context, key string) error {
 	return nil
 }
 
-// listAttempts is how many times List lists a prefix whose listing fails
-// with NotFound: the file:// driver walks the directory and stats each
-// entry, so a file that a concurrent Put renames or a Delete removes between
-// the two (a Put's temporary file, most often) fails the walk. Each attempt
-// lists afresh, after a pause that doubles from 1 ms (15 ms in all), so that
-// one burst of writes does not fail them all.
-const listAttempts = 5
-
-// List returns the blobs under prefix, sorted by key. A listing that fails
-// with NotFound (see listAttempts) is made again; other errors, the last
-// NotFound and ctx's error are returned wrapped, naming the prefix.
 func (b *bucketBlobs) List(ctx context.Context, prefix string) ([]BlobInfo, error) {
-	pause := time.Millisecond
-	for attempt := 1; ; attempt++ {
-		out, err := b.list(ctx, prefix)
-		if err == nil || attempt == listAttempts || gcerrors.Code(err) != gcerrors.NotFound {
-			return out, err
-		}
-		t := time.NewTimer(pause)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil, fmt.Errorf("list %s: %w", prefix, ctx.Err())
-		case <-t.C:
-		}
-		pause *= 2
-	}
-}
-
-func (b *bucketBlobs) list(ctx context.Context, prefix string) ([]BlobInfo, error) {
 	var out []BlobInfo
 	token := blob.FirstPageToken
 	for {

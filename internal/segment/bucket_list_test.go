@@ -3,6 +3,7 @@ package segment_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 
@@ -10,10 +11,10 @@ import (
 )
 
 // TestFileListingSurvivesConcurrentPuts lists a file:// prefix while another
-// goroutine keeps putting blobs under it. The driver walks the directory
-// and stats each entry, so a Put's temporary file renamed between the two
-// fails a walk (about one walk in a hundred here without the retry); List
-// lists again and must not fail.
+// goroutine keeps putting blobs under it. fileblob's listing stats each
+// entry it reads, so a Put's temporary file renamed between the two failed
+// about one listing in a hundred here; List must never fail, and must list
+// every blob that existed throughout.
 func TestFileListingSurvivesConcurrentPuts(t *testing.T) {
 	ctx := context.Background()
 	blobs, closer, err := segment.OpenBucket(ctx, "file://"+t.TempDir())
@@ -21,6 +22,9 @@ func TestFileListingSurvivesConcurrentPuts(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer closer.Close()
+	if err := blobs.Put(ctx, "collections/c/kept", []byte("x")); err != nil {
+		t.Fatal(err)
+	}
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Go(func() {
@@ -38,8 +42,12 @@ func TestFileListingSurvivesConcurrentPuts(t *testing.T) {
 	})
 	defer func() { close(stop); wg.Wait() }()
 	for i := range 1000 {
-		if _, err := blobs.List(ctx, "collections/c/"); err != nil {
+		got, err := blobs.List(ctx, "collections/c/")
+		if err != nil {
 			t.Fatalf("listing %d while puts run: %v", i, err)
+		}
+		if !slices.ContainsFunc(got, func(b segment.BlobInfo) bool { return b.Key == "collections/c/kept" }) {
+			t.Fatalf("listing %d while puts run: the blob put before them is missing from %d listed", i, len(got))
 		}
 	}
 }
