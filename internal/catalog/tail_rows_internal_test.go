@@ -1,7 +1,9 @@
 package catalog
 
 import (
+	"context"
 	"fmt"
+	"path/filepath"
 	"testing"
 )
 
@@ -39,5 +41,36 @@ func TestTailRowsHoldUntilTheNextWrite(t *testing.T) {
 	last := fmt.Sprint(maxTailRows + 9)
 	if _, ok := r.get(last); !ok {
 		t.Fatalf("the last row put (%s) is not remembered", last)
+	}
+}
+
+// TestExclusiveCatalogRemembersEmptyTails checks the wiring: an exclusive
+// SQLite catalog remembers the row of a tail read that found the tail
+// empty and forgets it at the next write; a catalog opened without
+// Exclusive remembers nothing.
+func TestExclusiveCatalogRemembersEmptyTails(t *testing.T) {
+	ctx := context.Background()
+	for _, exclusive := range []bool{true, false} {
+		c, err := Open(ctx, Config{DSN: filepath.Join(t.TempDir(), "catalog.db"), Exclusive: exclusive, Holder: "test"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		col, err := c.CreateCollection(ctx, "rows", 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.ReadTailRange(ctx, col.ID, TailRange{Unbounded: true}); err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := c.tails.get(col.ID); ok != exclusive {
+			t.Fatalf("exclusive %v: row remembered after an empty-tail read: %v", exclusive, ok)
+		}
+		if _, err := c.CreateCollection(ctx, "another", 2); err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := c.tails.get(col.ID); ok {
+			t.Fatalf("exclusive %v: row still remembered after a write", exclusive)
+		}
 	}
 }
