@@ -57,6 +57,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/compactorhq/compactor/internal/auth"
+	"github.com/compactorhq/compactor/internal/flagcheck"
 	"github.com/compactorhq/compactor/internal/jobtype"
 )
 
@@ -484,17 +485,14 @@ func (c *Config) RegisterFlags(fs *pflag.FlagSet) {
 // Validate rejects negative intervals and counts, malformed trusted
 // origins, and ProtectReads without a token.
 func (c Config) Validate() error {
-	switch {
-	case c.RefreshSeconds < 0:
-		return fmt.Errorf("--web-refresh must not be negative, got %d", c.RefreshSeconds)
-	case c.Heartbeat < 0:
-		return fmt.Errorf("web heartbeat must not be negative, got %s", c.Heartbeat)
-	case c.MinEventInterval < 0:
-		return fmt.Errorf("web event interval must not be negative, got %s", c.MinEventInterval)
-	case c.MaxStreams < 0:
-		return fmt.Errorf("web max streams must not be negative, got %d", c.MaxStreams)
-	case c.ProtectReads && c.Token == "" && !c.Auth.Enabled():
-		return errors.New("web protect reads needs a token")
+	if err := flagcheck.First(
+		flagcheck.NotNegative("--web-refresh", c.RefreshSeconds),
+		flagcheck.NotNegative("web heartbeat", c.Heartbeat),
+		flagcheck.NotNegative("web event interval", c.MinEventInterval),
+		flagcheck.NotNegative("web max streams", c.MaxStreams),
+		flagcheck.That(!c.ProtectReads || c.Token != "" || c.Auth.Enabled(), "web protect reads needs a token"),
+	); err != nil {
+		return err
 	}
 	for _, o := range c.TrustedOrigins {
 		if err := http.NewCrossOriginProtection().AddTrustedOrigin(o); err != nil {
