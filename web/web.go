@@ -57,6 +57,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/compactorhq/compactor/internal/auth"
+	"github.com/compactorhq/compactor/internal/collorder"
 	"github.com/compactorhq/compactor/internal/flagcheck"
 	"github.com/compactorhq/compactor/internal/jobtype"
 )
@@ -309,10 +310,10 @@ type JobQuery struct {
 
 // The orders of CollectionQuery.Sort.
 const (
-	SortName          = "name"           // by name (byte order, as the API's ListCollections)
-	SortBacklog       = "backlog"        // by backlog, ties by name ascending
-	SortRecords       = "records"        // by records, ties by name ascending
-	SortLastCompacted = "last_compacted" // by the last compaction (never: earliest), ties by name ascending
+	SortName          = collorder.Name          // by name (byte order, as the API's ListCollections)
+	SortBacklog       = collorder.Backlog       // by backlog, ties by name ascending
+	SortRecords       = collorder.Records       // by records, ties by name ascending
+	SortLastCompacted = collorder.LastCompacted // by the last compaction (never: earliest), ties by name ascending
 )
 
 // CollectionQuery selects a page of collections.
@@ -328,26 +329,13 @@ type CollectionQuery struct {
 
 // CollectionCursor is a collection's position in an order: its name and,
 // in a figure's order, its figure (backlog or records, or the last
-// compaction in unix milliseconds, 0 for never: CursorOf).
-type CollectionCursor struct {
-	Value int64
-	Name  string
-}
+// compaction in unix milliseconds, 0 for never: CursorOf). It is the
+// catalog's cursor too.
+type CollectionCursor = collorder.Cursor
 
 // CursorOf is c's position in order sort.
 func CursorOf(c Collection, sort string) CollectionCursor {
-	cur := CollectionCursor{Name: c.Name}
-	switch sort {
-	case SortBacklog:
-		cur.Value = c.Backlog
-	case SortRecords:
-		cur.Value = c.RecordCount
-	case SortLastCompacted:
-		if !c.LastCompactedAt.IsZero() {
-			cur.Value = c.LastCompactedAt.UnixMilli()
-		}
-	}
-	return cur
+	return collorder.Of(sort, c.Name, c.Backlog, c.RecordCount, c.LastCompactedAt)
 }
 
 // CollectionPage is a page of collections.
