@@ -91,6 +91,7 @@ pids=()
 dbs=()
 cleanup() {
 	local rc=$?
+	stop_server
 	for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
 	for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
 	for db in "${dbs[@]}"; do
@@ -152,24 +153,13 @@ curl -s -o /dev/null --max-time 1 "http://127.0.0.1:$vgw_port/" || die "versityg
 s3_url() { echo "s3://$1?endpoint=http://127.0.0.1:$vgw_port&use_path_style=true&region=us-east-1"; }
 
 # serve LOG FLAGS...: starts `compactor serve` on a free loopback port with
-# FLAGS; sets srv_pid and srv_url once it is healthy.
-srv_pid=
-srv_url=
+# FLAGS and SERVE_FLAGS (start_serve); sets server_pid and server_url once
+# it is healthy. stop_server stops it.
 serve() {
 	local log=$1
 	shift
 	AWS_ACCESS_KEY_ID=bench AWS_SECRET_ACCESS_KEY=bench-secret AWS_EC2_METADATA_DISABLED=true \
-		"$C" serve --listen 127.0.0.1:0 --log-format text "$@" "${serve_flags[@]}" >"$log" 2>&1 &
-	srv_pid=$!
-	pids+=("$srv_pid")
-	wait_serving "$log" "$srv_pid"
-	srv_url=http://$serving_addr
-	wait_healthy "$C" "$srv_url" "$log" 60
-}
-stop_server() {
-	[[ -n $srv_pid ]] || return 0
-	stop_pid "$srv_pid"
-	srv_pid=
+		start_serve "$C" "$log" 60 "$@" "${serve_flags[@]}"
 }
 
 throughput() {
@@ -263,16 +253,16 @@ push_template() {
 		serve "$TMP/push-postgres.log" --data-dir "$TMP/tmpl-postgres-dir" --catalog "$(db_url "$tmpl_db")" \
 			--blob-url "$(s3_url goal-tmpl)" "${flags[@]}"
 	fi
-	id=$("$C" --addr "$srv_url" -o json collections create bench --dimension 128 --no-index |
+	id=$("$C" --addr "$server_url" -o json collections create bench --dimension 128 --no-index |
 		python3 -c 'import json,sys; print(json.load(sys.stdin)["id"])')
 	echo "$id" >"$TMP/collection-$backend"
 	note "$backend: pushing $GOAL_RECORDS operation records into the template (compactor push, batches of 1,000)"
 	t0=$(now)
-	cpu0=$(cpu_of "$srv_pid")
-	"$C" --addr "$srv_url" --timeout 10m push --collection "$id" "$TMP/data/ops.jsonl" >"$TMP/push-$backend.out" 2>&1 ||
+	cpu0=$(cpu_of "$server_pid")
+	"$C" --addr "$server_url" --timeout 10m push --collection "$id" "$TMP/data/ops.jsonl" >"$TMP/push-$backend.out" 2>&1 ||
 		die "push into the $backend template failed: $(tail -5 "$TMP/push-$backend.out")"
 	wall=$(python3 -c 'import sys; print("%.2f" % (float(sys.argv[2]) - float(sys.argv[1])))' "$t0" "$(now)")
-	cpu=$(python3 -c 'import sys; print("%.2f" % (float(sys.argv[2]) - float(sys.argv[1])))' "$cpu0" "$(cpu_of "$srv_pid")")
+	cpu=$(python3 -c 'import sys; print("%.2f" % (float(sys.argv[2]) - float(sys.argv[1])))' "$cpu0" "$(cpu_of "$server_pid")")
 	[[ $backend == sqlite ]] || pg=$(cpu_of $(pg_backends "$tmpl_db"))
 	echo "{\"kind\": \"push\", \"backend\": \"$backend\", \"wall_s\": $wall, \"cpu_s\": $cpu, \"pg_cpu_s\": $pg, \"load\": $(load1)}" >>"$GOAL_RESULTS"
 	stop_server
@@ -301,13 +291,13 @@ compact_run() {
 	fi
 	note "round $r: $backend: full compaction of $GOAL_RECORDS operation records"
 	load0=$(load1)
-	cpu0=$(cpu_of "$srv_pid")
+	cpu0=$(cpu_of "$server_pid")
 	vgw0=$(cpu_of "$vgw_pid")
 	t0=$(now)
-	"$C" --addr "$srv_url" --timeout 30m -o json compact "$id" --wait --reason bench >"$TMP/compact.json" 2>"$TMP/compact.err" ||
+	"$C" --addr "$server_url" --timeout 30m -o json compact "$id" --wait --reason bench >"$TMP/compact.json" 2>"$TMP/compact.err" ||
 		die "compact --wait on $backend failed: $(tail -5 "$TMP/compact.err")"
 	wall=$(python3 -c 'import sys; print("%.2f" % (float(sys.argv[2]) - float(sys.argv[1])))' "$t0" "$(now)")
-	cpu=$(python3 -c 'import sys; print("%.2f" % (float(sys.argv[2]) - float(sys.argv[1])))' "$cpu0" "$(cpu_of "$srv_pid")")
+	cpu=$(python3 -c 'import sys; print("%.2f" % (float(sys.argv[2]) - float(sys.argv[1])))' "$cpu0" "$(cpu_of "$server_pid")")
 	vgw=$(python3 -c 'import sys; print("%.2f" % (float(sys.argv[2]) - float(sys.argv[1])))' "$vgw0" "$(cpu_of "$vgw_pid")")
 	[[ -z $db ]] || pg=$(cpu_of $(pg_backends "$db"))
 	job=$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1]))
@@ -315,8 +305,8 @@ j = d["jobs"]
 if len(j) != 1 or d.get("continuations"):
     sys.exit("bench: the full compaction took several jobs: %s" % json.dumps(d)[:300])
 print(j[0]["job"]["id"])' "$TMP/compact.json")
-	"$C" --addr "$srv_url" -o json job "$job" >"$TMP/job.json"
-	rows=$("$C" --addr "$srv_url" -o json collections get "$id" | python3 -c 'import json,sys; print(json.load(sys.stdin).get("record_count", 0))')
+	"$C" --addr "$server_url" -o json job "$job" >"$TMP/job.json"
+	rows=$("$C" --addr "$server_url" -o json collections get "$id" | python3 -c 'import json,sys; print(json.load(sys.stdin).get("record_count", 0))')
 	python3 - "$TMP/job.json" "$backend" "$r" "$wall" "$cpu" "$pg" "$vgw" "$load0" "$(load1)" "$rows" >>"$GOAL_RESULTS" <<'PY'
 import json, sys
 from datetime import datetime

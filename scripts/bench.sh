@@ -203,21 +203,13 @@ print(d)' "$@"; }
 # --- the server ------------------------------------------------------------------
 addr=
 # start_server DATA_DIR LOG [SERVE FLAGS...]: serve on a free loopback port,
-# with the scheduler idle, and wait until it is healthy.
+# with the scheduler idle, and wait until it is healthy (start_serve);
+# stop_server stops it.
 start_server() {
 	local dir=$1 log=$2
 	shift 2
-	"$C" serve --listen 127.0.0.1:0 --data-dir "$dir" --log-format text --schedule-interval 1h \
-		--max-backlog 100000000 "$@" >"$log" 2>&1 &
-	server_pid=$!
-	wait_serving "$log" "$server_pid"
-	addr=http://$serving_addr
-	wait_healthy "$C" "$addr" "$log" 120
-}
-stop_server() {
-	[[ -n $server_pid ]] || return 0
-	stop_pid "$server_pid"
-	server_pid=
+	start_serve "$C" "$log" 120 --data-dir "$dir" --schedule-interval 1h --max-backlog 100000000 "$@"
+	addr=$server_url
 }
 cc() { "$C" --addr "$addr" --timeout 10m "$@"; }
 # fresh_copy SIZE DIR: DIR becomes a copy of SIZE's template data dir.

@@ -57,6 +57,8 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/compactorhq/compactor/internal/auth"
+	"github.com/compactorhq/compactor/internal/collorder"
+	"github.com/compactorhq/compactor/internal/flagcheck"
 	"github.com/compactorhq/compactor/internal/jobtype"
 )
 
@@ -308,10 +310,10 @@ type JobQuery struct {
 
 // The orders of CollectionQuery.Sort.
 const (
-	SortName          = "name"           // by name (byte order, as the API's ListCollections)
-	SortBacklog       = "backlog"        // by backlog, ties by name ascending
-	SortRecords       = "records"        // by records, ties by name ascending
-	SortLastCompacted = "last_compacted" // by the last compaction (never: earliest), ties by name ascending
+	SortName          = collorder.Name          // by name (byte order, as the API's ListCollections)
+	SortBacklog       = collorder.Backlog       // by backlog, ties by name ascending
+	SortRecords       = collorder.Records       // by records, ties by name ascending
+	SortLastCompacted = collorder.LastCompacted // by the last compaction (never: earliest), ties by name ascending
 )
 
 // CollectionQuery selects a page of collections.
@@ -327,26 +329,13 @@ type CollectionQuery struct {
 
 // CollectionCursor is a collection's position in an order: its name and,
 // in a figure's order, its figure (backlog or records, or the last
-// compaction in unix milliseconds, 0 for never: CursorOf).
-type CollectionCursor struct {
-	Value int64
-	Name  string
-}
+// compaction in unix milliseconds, 0 for never: CursorOf). It is the
+// catalog's cursor too.
+type CollectionCursor = collorder.Cursor
 
 // CursorOf is c's position in order sort.
 func CursorOf(c Collection, sort string) CollectionCursor {
-	cur := CollectionCursor{Name: c.Name}
-	switch sort {
-	case SortBacklog:
-		cur.Value = c.Backlog
-	case SortRecords:
-		cur.Value = c.RecordCount
-	case SortLastCompacted:
-		if !c.LastCompactedAt.IsZero() {
-			cur.Value = c.LastCompactedAt.UnixMilli()
-		}
-	}
-	return cur
+	return collorder.Of(sort, c.Name, c.Backlog, c.RecordCount, c.LastCompactedAt)
 }
 
 // CollectionPage is a page of collections.
@@ -484,17 +473,14 @@ func (c *Config) RegisterFlags(fs *pflag.FlagSet) {
 // Validate rejects negative intervals and counts, malformed trusted
 // origins, and ProtectReads without a token.
 func (c Config) Validate() error {
-	switch {
-	case c.RefreshSeconds < 0:
-		return fmt.Errorf("--web-refresh must not be negative, got %d", c.RefreshSeconds)
-	case c.Heartbeat < 0:
-		return fmt.Errorf("web heartbeat must not be negative, got %s", c.Heartbeat)
-	case c.MinEventInterval < 0:
-		return fmt.Errorf("web event interval must not be negative, got %s", c.MinEventInterval)
-	case c.MaxStreams < 0:
-		return fmt.Errorf("web max streams must not be negative, got %d", c.MaxStreams)
-	case c.ProtectReads && c.Token == "" && !c.Auth.Enabled():
-		return errors.New("web protect reads needs a token")
+	if err := flagcheck.First(
+		flagcheck.NotNegative("--web-refresh", c.RefreshSeconds),
+		flagcheck.NotNegative("web heartbeat", c.Heartbeat),
+		flagcheck.NotNegative("web event interval", c.MinEventInterval),
+		flagcheck.NotNegative("web max streams", c.MaxStreams),
+		flagcheck.That(!c.ProtectReads || c.Token != "" || c.Auth.Enabled(), "web protect reads needs a token"),
+	); err != nil {
+		return err
 	}
 	for _, o := range c.TrustedOrigins {
 		if err := http.NewCrossOriginProtection().AddTrustedOrigin(o); err != nil {

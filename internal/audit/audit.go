@@ -2,8 +2,8 @@
 // "Security"): who acted (Actor, carried in a request's context from the
 // RPC API or the page down to the catalog), the events the catalog stores,
 // and the hash chain that makes an edit or a deletion of a stored event
-// detectable. It imports nothing of the project, so that the catalog, the
-// manager and the adapters share it.
+// detectable. It imports nothing of the project but the leaf package
+// ctxval, so that the catalog, the manager and the adapters share it.
 //
 // The chain: each event stores the hash of the event before it (PrevHash;
 // 32 zero bytes for the first) and its own Hash, the SHA-256 of
@@ -26,6 +26,8 @@ import (
 	"encoding/hex"
 	"strconv"
 	"time"
+
+	"github.com/compactorhq/compactor/internal/ctxval"
 )
 
 // Actor is who performs an operator action: the principal's name and role
@@ -37,19 +39,16 @@ type Actor struct {
 	Source string // host:port of the request's peer, as the server saw it
 }
 
-type actorKey struct{}
-
 // WithActor returns ctx carrying a. The catalog records an audit event for
 // the operator actions it performs under a context with an actor.
 func WithActor(ctx context.Context, a Actor) context.Context {
-	return context.WithValue(ctx, actorKey{}, a)
+	return ctxval.With(ctx, a)
 }
 
 // ActorFrom returns the actor ctx carries; false when none (the
 // scheduler's and the manager's own work, which is not audited).
 func ActorFrom(ctx context.Context) (Actor, bool) {
-	a, ok := ctx.Value(actorKey{}).(Actor)
-	return a, ok
+	return ctxval.From[Actor](ctx)
 }
 
 // Actions recorded in the audit log.

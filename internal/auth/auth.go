@@ -35,6 +35,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/compactorhq/compactor/internal/bearer"
+	"github.com/compactorhq/compactor/internal/ctxval"
 )
 
 // Role is what a principal may do.
@@ -91,17 +92,14 @@ const (
 	TokenPrincipal = "admin"
 )
 
-type principalKey struct{}
-
 // WithPrincipal returns ctx carrying p.
 func WithPrincipal(ctx context.Context, p Principal) context.Context {
-	return context.WithValue(ctx, principalKey{}, p)
+	return ctxval.With(ctx, p)
 }
 
 // PrincipalFrom returns the principal ctx carries, and false when none.
 func PrincipalFrom(ctx context.Context) (Principal, bool) {
-	p, ok := ctx.Value(principalKey{}).(Principal)
-	return p, ok
+	return ctxval.From[Principal](ctx)
 }
 
 // credential is one entry of a Credentials: a name, its role, and the

@@ -4,18 +4,20 @@ import (
 	"context"
 	"fmt"
 	"slices"
+
+	"github.com/compactorhq/compactor/internal/collorder"
 )
 
 // CollectionSort is an order of ListCollectionsSorted: by name, or by a
 // figure with the name breaking ties.
 type CollectionSort string
 
-// The orders of ListCollectionsSorted.
+// The orders of ListCollectionsSorted (collorder's names).
 const (
-	SortByName          CollectionSort = "name"
-	SortByBacklog       CollectionSort = "backlog"        // log_position - compaction_offset
-	SortByRecords       CollectionSort = "records"        // record_count
-	SortByLastCompacted CollectionSort = "last_compacted" // never compacted sorts first
+	SortByName          CollectionSort = collorder.Name
+	SortByBacklog       CollectionSort = collorder.Backlog       // log_position - compaction_offset
+	SortByRecords       CollectionSort = collorder.Records       // record_count
+	SortByLastCompacted CollectionSort = collorder.LastCompacted // never compacted sorts first
 )
 
 // sortKeys are the SQL expressions of the figures (table alias c).
@@ -28,23 +30,12 @@ var sortKeys = map[CollectionSort]string{
 // CollectionCursor is a position in an order of ListCollectionsSorted: a
 // collection's name and, for a figure's order, its figure (the backlog or
 // record count, or the last compaction in unix milliseconds, 0 for never).
-type CollectionCursor struct {
-	Value int64
-	Name  string
-}
+// It is the status page's cursor too.
+type CollectionCursor = collorder.Cursor
 
 // CursorOf is c's position in order s.
 func CursorOf(c Collection, s CollectionSort) CollectionCursor {
-	cur := CollectionCursor{Name: c.Name}
-	switch s {
-	case SortByBacklog:
-		cur.Value = c.Backlog()
-	case SortByRecords:
-		cur.Value = c.RecordCount
-	case SortByLastCompacted:
-		cur.Value = ms(c.LastCompactedAt)
-	}
-	return cur
+	return collorder.Of(string(s), c.Name, c.Backlog(), c.RecordCount, c.LastCompactedAt)
 }
 
 // CollectionPageQuery selects a page of ListCollectionsSorted.

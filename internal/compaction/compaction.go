@@ -37,6 +37,7 @@ import (
 	"github.com/compactorhq/compactor/internal/catalog"
 	"github.com/compactorhq/compactor/internal/jobtype"
 	"github.com/compactorhq/compactor/internal/materialize"
+	"github.com/compactorhq/compactor/internal/metric"
 	"github.com/compactorhq/compactor/internal/segment"
 )
 
@@ -336,14 +337,8 @@ type purgeMetrics struct {
 func newPurgeMetrics(reg prometheus.Registerer) purgeMetrics {
 	f := promauto.With(reg)
 	return purgeMetrics{
-		running: f.NewGauge(prometheus.GaugeOpts{
-			Name: "compactor_log_purges_running",
-			Help: "Collections whose compacted log rows are being deleted after a commit, off the job's critical path (0 when the catalog holds no compacted row left to delete).",
-		}),
-		rows: f.NewCounter(prometheus.CounterOpts{
-			Name: "compactor_log_purged_rows_total",
-			Help: "Compacted log rows deleted from the catalog after their compaction committed.",
-		}),
+		running: metric.Gauge(f, "compactor_log_purges_running", "Collections whose compacted log rows are being deleted after a commit, off the job's critical path (0 when the catalog holds no compacted row left to delete)."),
+		rows:    metric.Counter(f, "compactor_log_purged_rows_total", "Compacted log rows deleted from the catalog after their compaction committed."),
 	}
 }
 

@@ -17,6 +17,7 @@ import (
 
 	"github.com/compactorhq/compactor/internal/catalog"
 	"github.com/compactorhq/compactor/internal/materialize"
+	"github.com/compactorhq/compactor/internal/metric"
 	"github.com/compactorhq/compactor/internal/segment"
 	"github.com/compactorhq/compactor/internal/vindex"
 	"github.com/compactorhq/compactor/internal/where"
@@ -96,14 +97,8 @@ func newIndexMetrics(reg prometheus.Registerer) *indexMetrics {
 			Help:    "Duration of the index phase of jobs that wrote a vector index, by build: full (every record), incremental (a successor of the previous version's graph), repaired (incremental, then tombstones re-linked) or rebuild (an index rebuild job).",
 			Buckets: []float64{0.001, 0.005, 0.025, 0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800},
 		}, []string{"build"}),
-		vectors: f.NewCounter(prometheus.CounterOpts{
-			Name: "compactor_index_vectors_indexed_total",
-			Help: "Vectors inserted into vector indexes by compactions (a full build counts every vector, an incremental one the new and updated ones).",
-		}),
-		tombstone: f.NewGauge(prometheus.GaugeOpts{
-			Name: "compactor_index_tombstone_fraction",
-			Help: "The largest tombstone fraction (tombstones over nodes in the graph) among the last indexes this process wrote per collection; repairs start above 0.1.",
-		}),
+		vectors:   metric.Counter(f, "compactor_index_vectors_indexed_total", "Vectors inserted into vector indexes by compactions (a full build counts every vector, an incremental one the new and updated ones)."),
+		tombstone: metric.Gauge(f, "compactor_index_tombstone_fraction", "The largest tombstone fraction (tombstones over nodes in the graph) among the last indexes this process wrote per collection; repairs start above 0.1."),
 		fractions: map[string]float64{},
 	}
 	f.NewGaugeFunc(prometheus.GaugeOpts{

@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/compactorhq/compactor/internal/clock"
+	"github.com/compactorhq/compactor/internal/flagcheck"
 	"github.com/compactorhq/compactor/internal/window"
 )
 
@@ -159,45 +160,31 @@ func (c *Config) RegisterFlags(fs *pflag.FlagSet) {
 
 // Validate rejects zero or negative intervals, sizes and counts.
 func (c Config) Validate() error {
-	switch {
-	case c.Interval <= 0:
-		return fmt.Errorf("--schedule-interval must be positive, got %s", c.Interval)
-	case c.MinCompactionSize <= 0:
-		return fmt.Errorf("--min-compaction-size must be positive, got %d", c.MinCompactionSize)
-	case c.MaxAge <= 0:
-		return fmt.Errorf("--max-uncompacted-age must be positive, got %s", c.MaxAge)
-	case c.Workers <= 0 || c.Workers > 256:
-		return fmt.Errorf("--workers must be in 1..256, got %d", c.Workers)
-	case c.PriorityAging < time.Second:
-		return fmt.Errorf("--priority-aging must be at least 1s, got %s", c.PriorityAging)
-	case c.WindowClose != WindowCloseFinish && c.WindowClose != WindowCloseRequeue:
-		return fmt.Errorf("--window-close must be %s or %s, got %q", WindowCloseFinish, WindowCloseRequeue, c.WindowClose)
-	case c.DeadLetterAfter <= 0:
-		return fmt.Errorf("--dead-letter-after must be positive, got %d", c.DeadLetterAfter)
-	case c.DeadLetterCoolOff < time.Minute:
-		return fmt.Errorf("--dead-letter-cooloff must be at least 1m, got %s", c.DeadLetterCoolOff)
-	case c.BackoffBase <= 0 || c.BackoffMax < c.BackoffBase:
-		return fmt.Errorf("--retry-backoff must be positive and at most --retry-backoff-max, got %s and %s", c.BackoffBase, c.BackoffMax)
-	case c.HistoryKeep <= 0:
-		return fmt.Errorf("--history-keep must be positive, got %d", c.HistoryKeep)
-	case c.HistoryMaxAge <= 0:
-		return fmt.Errorf("--history-max-age must be positive, got %s", c.HistoryMaxAge)
-	case c.ShutdownTimeout < 0:
-		return fmt.Errorf("--shutdown-timeout must not be negative, got %s", c.ShutdownTimeout)
-	case strings.Contains(c.Node, "/"):
-		return fmt.Errorf("--node must not contain \"/\", got %q", c.Node)
-	case c.LeaseDuration < time.Second:
-		return fmt.Errorf("--lease-duration must be at least 1s, got %s", c.LeaseDuration)
-	case c.RenewInterval <= 0 || 3*c.RenewInterval > c.LeaseDuration:
-		return fmt.Errorf("--lease-renew-interval must be positive and at most a third of --lease-duration (%s), got %s", c.LeaseDuration, c.RenewInterval)
-	case c.PollInterval <= 0:
-		return fmt.Errorf("--status-poll-interval must be positive, got %s", c.PollInterval)
-	case c.HeartbeatInterval <= 0:
-		return fmt.Errorf("--heartbeat-interval must be positive, got %s", c.HeartbeatInterval)
-	case c.MaxThroughput < 0:
-		return fmt.Errorf("--max-throughput must not be negative, got %d", c.MaxThroughput)
-	case c.PersistTimeout <= 0:
-		return fmt.Errorf("the persist timeout of finished jobs (--commit-timeout) must be positive, got %s", c.PersistTimeout)
+	if err := flagcheck.First(
+		flagcheck.Positive("--schedule-interval", c.Interval),
+		flagcheck.Positive("--min-compaction-size", c.MinCompactionSize),
+		flagcheck.Positive("--max-uncompacted-age", c.MaxAge),
+		flagcheck.That(c.Workers > 0 && c.Workers <= 256, "--workers must be in 1..256, got %d", c.Workers),
+		flagcheck.AtLeast("--priority-aging", c.PriorityAging, time.Second),
+		flagcheck.That(c.WindowClose == WindowCloseFinish || c.WindowClose == WindowCloseRequeue,
+			"--window-close must be %s or %s, got %q", WindowCloseFinish, WindowCloseRequeue, c.WindowClose),
+		flagcheck.Positive("--dead-letter-after", c.DeadLetterAfter),
+		flagcheck.That(c.DeadLetterCoolOff >= time.Minute, "--dead-letter-cooloff must be at least 1m, got %s", c.DeadLetterCoolOff),
+		flagcheck.That(c.BackoffBase > 0 && c.BackoffMax >= c.BackoffBase,
+			"--retry-backoff must be positive and at most --retry-backoff-max, got %s and %s", c.BackoffBase, c.BackoffMax),
+		flagcheck.Positive("--history-keep", c.HistoryKeep),
+		flagcheck.Positive("--history-max-age", c.HistoryMaxAge),
+		flagcheck.NotNegative("--shutdown-timeout", c.ShutdownTimeout),
+		flagcheck.That(!strings.Contains(c.Node, "/"), "--node must not contain \"/\", got %q", c.Node),
+		flagcheck.AtLeast("--lease-duration", c.LeaseDuration, time.Second),
+		flagcheck.That(c.RenewInterval > 0 && 3*c.RenewInterval <= c.LeaseDuration,
+			"--lease-renew-interval must be positive and at most a third of --lease-duration (%s), got %s", c.LeaseDuration, c.RenewInterval),
+		flagcheck.Positive("--status-poll-interval", c.PollInterval),
+		flagcheck.Positive("--heartbeat-interval", c.HeartbeatInterval),
+		flagcheck.NotNegative("--max-throughput", c.MaxThroughput),
+		flagcheck.Positive("the persist timeout of finished jobs (--commit-timeout)", c.PersistTimeout),
+	); err != nil {
+		return err
 	}
 	if _, err := window.ParseSet(c.Windows); err != nil {
 		return fmt.Errorf("--compaction-window: %w", err)

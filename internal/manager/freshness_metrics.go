@@ -5,6 +5,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
+
+	"github.com/compactorhq/compactor/internal/metric"
 )
 
 // freshnessGauges export each collection's freshness against its
@@ -24,9 +26,7 @@ type freshnessGauges struct {
 }
 
 func newFreshnessGauges(f promauto.Factory) *freshnessGauges {
-	vec := func(name, help string) *prometheus.GaugeVec {
-		return f.NewGaugeVec(prometheus.GaugeOpts{Name: name, Help: help}, []string{"collection"})
-	}
+	vec := func(name, help string) *prometheus.GaugeVec { return metric.GaugeVec(f, name, help, "collection") }
 	return &freshnessGauges{
 		maxAge:     vec("compactor_freshness_objective_age_seconds", "A collection's objective for the age of its oldest uncompacted record; 0: none. Only collections with an objective."),
 		maxBacklog: vec("compactor_freshness_objective_backlog_records", "A collection's objective for its uncompacted backlog; 0: none. Only collections with an objective."),
@@ -34,11 +34,8 @@ func newFreshnessGauges(f promauto.Factory) *freshnessGauges {
 		backlog:    vec("compactor_freshness_backlog_records", "A collection's uncompacted backlog, as of the last scheduler run. Only collections with an objective."),
 		debt:       vec("compactor_freshness_debt_ratio", "The larger of age over its objective and backlog over its objective: 1 and more breaks the objective. Only collections with an objective."),
 		breached:   vec("compactor_freshness_objective_breached", "1 while a collection breaks a freshness objective, 0 otherwise (the SLI of the burn-rate alerts). Only collections with an objective."),
-		atRisk: f.NewGauge(prometheus.GaugeOpts{
-			Name: "compactor_collections_at_risk",
-			Help: "Collections whose freshness debt is at least 0.8 (at risk of breaking, or breaking, an objective), as of the last scheduler run.",
-		}),
-		names: map[string]bool{},
+		atRisk:     metric.Gauge(f, "compactor_collections_at_risk", "Collections whose freshness debt is at least 0.8 (at risk of breaking, or breaking, an objective), as of the last scheduler run."),
+		names:      map[string]bool{},
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 
 	"github.com/compactorhq/compactor/internal/catalog"
 	"github.com/compactorhq/compactor/internal/jobtype"
+	"github.com/compactorhq/compactor/internal/metric"
 )
 
 // metrics are the manager's Prometheus metrics (DESIGN.md §8). Labels are
@@ -50,100 +51,37 @@ var (
 func newMetrics(reg prometheus.Registerer, cfg Config) *metrics {
 	f := promauto.With(reg)
 	m := &metrics{
-		jobs: f.NewCounterVec(prometheus.CounterOpts{
-			Name: "compactor_jobs_total",
-			Help: "Compaction jobs finished, by trigger and outcome.",
-		}, []string{"trigger", "outcome"}),
-		duration: f.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "compactor_job_duration_seconds",
-			Help:    "Time from start to end of compaction jobs, by outcome.",
-			Buckets: prometheus.ExponentialBuckets(0.01, 4, 10), // 10 ms .. ~44 min
-		}, []string{"outcome"}),
-		queueWait: f.NewHistogram(prometheus.HistogramOpts{
-			Name:    "compactor_job_queue_wait_seconds",
-			Help:    "Time compaction jobs waited in the queue before they started.",
-			Buckets: prometheus.ExponentialBuckets(0.01, 4, 10),
-		}),
-		states: f.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "compactor_jobs",
-			Help: "Compaction jobs queued (in the whole catalog, as of the last status poll) or running (on this node).",
-		}, []string{"state"}),
-		compacted: f.NewCounter(prometheus.CounterOpts{
-			Name: "compactor_records_compacted_total",
-			Help: "Log records materialized into committed segment versions.",
-		}),
-		logRead: f.NewCounter(prometheus.CounterOpts{
-			Name: "compactor_log_records_read_total",
-			Help: "Log records read by compaction jobs, whatever their outcome.",
-		}),
-		bytesWritten: f.NewCounter(prometheus.CounterOpts{
-			Name: "compactor_segment_bytes_written_total",
-			Help: "Bytes of segment blocks and manifests written by compaction jobs, whatever their outcome.",
-		}),
+		jobs:         metric.CounterVec(f, "compactor_jobs_total", "Compaction jobs finished, by trigger and outcome.", "trigger", "outcome"),
+		duration:     metric.HistogramVec(f, "compactor_job_duration_seconds", "Time from start to end of compaction jobs, by outcome.", prometheus.ExponentialBuckets(0.01, 4, 10), "outcome"), // 10 ms .. ~44 min
+		queueWait:    metric.Histogram(f, "compactor_job_queue_wait_seconds", "Time compaction jobs waited in the queue before they started.", prometheus.ExponentialBuckets(0.01, 4, 10)),
+		states:       metric.GaugeVec(f, "compactor_jobs", "Compaction jobs queued (in the whole catalog, as of the last status poll) or running (on this node).", "state"),
+		compacted:    metric.Counter(f, "compactor_records_compacted_total", "Log records materialized into committed segment versions."),
+		logRead:      metric.Counter(f, "compactor_log_records_read_total", "Log records read by compaction jobs, whatever their outcome."),
+		bytesWritten: metric.Counter(f, "compactor_segment_bytes_written_total", "Bytes of segment blocks and manifests written by compaction jobs, whatever their outcome."),
 		backlogs: backlogs{
-			backlog: f.NewGauge(prometheus.GaugeOpts{
-				Name: "compactor_uncompacted_records",
-				Help: "Log records not yet compacted, summed over collections; updated on push, at the end of every job and at every scheduler run.",
-			}),
-			dead: f.NewGauge(prometheus.GaugeOpts{
-				Name: "compactor_collections_dead_lettered",
-				Help: "Collections the scheduler skips after repeated failures; updated at the end of every job and at every scheduler run.",
-			}),
-			byID: make(map[string]collBacklog),
+			backlog: metric.Gauge(f, "compactor_uncompacted_records", "Log records not yet compacted, summed over collections; updated on push, at the end of every job and at every scheduler run."),
+			dead:    metric.Gauge(f, "compactor_collections_dead_lettered", "Collections the scheduler skips after repeated failures; updated at the end of every job and at every scheduler run."),
+			byID:    make(map[string]collBacklog),
 		},
-		lastSuccess: f.NewGauge(prometheus.GaugeOpts{
-			Name: "compactor_last_successful_compaction_timestamp_seconds",
-			Help: "Unix time of the end of the last successful compaction job; 0 if none since start.",
-		}),
-		schedulerRuns: f.NewCounter(prometheus.CounterOpts{
-			Name: "compactor_scheduler_runs_total",
-			Help: "Scheduler runs.",
-		}),
-		schedulerEvery: f.NewGauge(prometheus.GaugeOpts{
-			Name: "compactor_scheduler_interval_seconds",
-			Help: "Configured time between scheduler runs.",
-		}),
-		leader: f.NewGauge(prometheus.GaugeOpts{
-			Name: "compactor_scheduler_leader",
-			Help: "1 while this node holds the scheduler's leader lease, 0 otherwise.",
-		}),
-		nodes: f.NewGauge(prometheus.GaugeOpts{
-			Name: "compactor_nodes_alive",
-			Help: "Replicas whose heartbeat is recent, as of the last listing of nodes.",
-		}),
-		schedulerPaused: f.NewGauge(prometheus.GaugeOpts{
-			Name: "compactor_scheduler_paused",
-			Help: "1 while automatic compaction is paused on every collection, as of the last scheduler run or pause.",
-		}),
-		maxThroughput: f.NewGauge(prometheus.GaugeOpts{
-			Name: "compactor_compaction_max_throughput_bytes",
-			Help: "Cap on bytes per second written by this node's compactions; 0: no cap.",
-		}),
-		collectionsPaused: f.NewGauge(prometheus.GaugeOpts{
-			Name: "compactor_collections_paused",
-			Help: "Collections whose automatic compaction is paused, as of the last scheduler run.",
-		}),
+		lastSuccess:       metric.Gauge(f, "compactor_last_successful_compaction_timestamp_seconds", "Unix time of the end of the last successful compaction job; 0 if none since start."),
+		schedulerRuns:     metric.Counter(f, "compactor_scheduler_runs_total", "Scheduler runs."),
+		schedulerEvery:    metric.Gauge(f, "compactor_scheduler_interval_seconds", "Configured time between scheduler runs."),
+		leader:            metric.Gauge(f, "compactor_scheduler_leader", "1 while this node holds the scheduler's leader lease, 0 otherwise."),
+		nodes:             metric.Gauge(f, "compactor_nodes_alive", "Replicas whose heartbeat is recent, as of the last listing of nodes."),
+		schedulerPaused:   metric.Gauge(f, "compactor_scheduler_paused", "1 while automatic compaction is paused on every collection, as of the last scheduler run or pause."),
+		maxThroughput:     metric.Gauge(f, "compactor_compaction_max_throughput_bytes", "Cap on bytes per second written by this node's compactions; 0: no cap."),
+		collectionsPaused: metric.Gauge(f, "compactor_collections_paused", "Collections whose automatic compaction is paused, as of the last scheduler run."),
 	}
 	m.freshness = newFreshnessGauges(f)
-	m.failures = f.NewCounterVec(prometheus.CounterOpts{
-		Name: "compactor_job_failures_total",
-		Help: "Failed compaction jobs by class: infrastructure (retried with backoff, never dead-letters), data (corrupt or invalid stored data) or internal (a bug, a recovered panic, an unclassified error); data and internal count toward the dead-letter state, but for a verify job's data failure, which queues a repair.",
-	}, []string{"class"})
+	m.failures = metric.CounterVec(f, "compactor_job_failures_total", "Failed compaction jobs by class: infrastructure (retried with backoff, never dead-letters), data (corrupt or invalid stored data) or internal (a bug, a recovered panic, an unclassified error); data and internal count toward the dead-letter state, but for a verify job's data failure, which queues a repair.", "class")
 	for _, c := range []jobtype.FailureClass{jobtype.FailureInfrastructure, jobtype.FailureData, jobtype.FailureInternal} {
 		m.failures.WithLabelValues(string(c))
 	}
-	m.predictionError = f.NewHistogramVec(prometheus.HistogramOpts{
-		Name:    "compactor_plan_prediction_error_ratio",
-		Help:    "Relative error of successful jobs' predictions (made when claimed), actual/predicted - 1, by figure: duration, bytes_written, blob_puts. 0 is exact, -0.5 half the prediction, 1 twice it.",
-		Buckets: []float64{-0.9, -0.5, -0.25, -0.1, -0.05, 0, 0.05, 0.1, 0.25, 0.5, 1, 2, 4, 9},
-	}, []string{"figure"})
+	m.predictionError = metric.HistogramVec(f, "compactor_plan_prediction_error_ratio", "Relative error of successful jobs' predictions (made when claimed), actual/predicted - 1, by figure: duration, bytes_written, blob_puts. 0 is exact, -0.5 half the prediction, 1 twice it.", []float64{-0.9, -0.5, -0.25, -0.1, -0.05, 0, 0.05, 0.1, 0.25, 0.5, 1, 2, 4, 9}, "figure")
 	for _, fig := range []string{"duration", "bytes_written", "blob_puts"} {
 		m.predictionError.WithLabelValues(fig)
 	}
-	m.redrives = f.NewCounterVec(prometheus.CounterOpts{
-		Name: "compactor_dead_letter_redrives_total",
-		Help: "Jobs of dead-lettered collections queued by the scheduler, by cause: cool-off (once, after --dead-letter-cooloff) or upgrade (once per server build other than the one that dead-lettered it).",
-	}, []string{"cause"})
+	m.redrives = metric.CounterVec(f, "compactor_dead_letter_redrives_total", "Jobs of dead-lettered collections queued by the scheduler, by cause: cool-off (once, after --dead-letter-cooloff) or upgrade (once per server build other than the one that dead-lettered it).", "cause")
 	for _, c := range []string{catalog.RedriveCoolOff, catalog.RedriveUpgrade} {
 		m.redrives.WithLabelValues(c)
 	}

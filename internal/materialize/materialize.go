@@ -44,17 +44,14 @@ const (
 	OpDelete
 )
 
+// opNames are the lower-case names of the operations, used in JSON Lines
+// input; index: the Op.
+var opNames = [...]string{OpAdd: "add", OpUpdate: "update", OpUpsert: "upsert", OpDelete: "delete"}
+
 // String returns the lower-case name used in JSON Lines input ("add", ...).
 func (o Op) String() string {
-	switch o {
-	case OpAdd:
-		return "add"
-	case OpUpdate:
-		return "update"
-	case OpUpsert:
-		return "upsert"
-	case OpDelete:
-		return "delete"
+	if o >= OpAdd && o <= OpDelete {
+		return opNames[o]
 	}
 	return fmt.Sprintf("op(%d)", int8(o))
 }
@@ -62,15 +59,11 @@ func (o Op) String() string {
 // ParseOp parses "add", "update", "upsert" or "delete" (any case).
 // It returns an error naming the text for anything else.
 func ParseOp(s string) (Op, error) {
-	switch strings.ToLower(strings.TrimSpace(s)) {
-	case "add":
-		return OpAdd, nil
-	case "update":
-		return OpUpdate, nil
-	case "upsert":
-		return OpUpsert, nil
-	case "delete":
-		return OpDelete, nil
+	name := strings.ToLower(strings.TrimSpace(s))
+	for o := OpAdd; o <= OpDelete; o++ {
+		if name == opNames[o] {
+			return o, nil
+		}
 	}
 	return 0, fmt.Errorf("unknown operation %q (want add, update, upsert or delete)", s)
 }

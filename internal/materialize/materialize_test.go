@@ -3,6 +3,7 @@ package materialize
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math"
 	"reflect"
 	"strings"
@@ -200,5 +201,28 @@ func TestJSONRoundTrip(t *testing.T) {
 	}
 	if err := json.Unmarshal([]byte(`{"op":"merge","id":"a"}`), &o); err == nil {
 		t.Fatal("unknown op accepted")
+	}
+}
+
+func TestOpNamesRoundTripAndUnknownValuesAreNamed(t *testing.T) {
+	for o, want := range map[Op]string{OpAdd: "add", OpUpdate: "update", OpUpsert: "upsert", OpDelete: "delete"} {
+		if got := o.String(); got != want {
+			t.Errorf("Op(%d).String() = %q, want %q", int8(o), got, want)
+		}
+		for _, s := range []string{want, strings.ToUpper(want), " " + want + "\t"} {
+			if got, err := ParseOp(s); err != nil || got != o {
+				t.Errorf("ParseOp(%q) = %v, %v; want %v", s, got, err, o)
+			}
+		}
+	}
+	for _, o := range []Op{0, OpDelete + 1, -1} {
+		if got, want := o.String(), fmt.Sprintf("op(%d)", int8(o)); got != want {
+			t.Errorf("Op(%d).String() = %q, want %q", int8(o), got, want)
+		}
+	}
+	for _, s := range []string{"", "op(1)", "insert", "adds"} {
+		if _, err := ParseOp(s); err == nil || !strings.Contains(err.Error(), fmt.Sprintf("%q", s)) {
+			t.Errorf("ParseOp(%q) error = %v, want one naming the text", s, err)
+		}
 	}
 }

@@ -10,6 +10,8 @@ import (
 	"connectrpc.com/connect"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
+
+	"github.com/compactorhq/compactor/internal/metric"
 )
 
 // BodySlack is what a request body may hold beyond its one message of at
@@ -63,20 +65,11 @@ func NewBodyLimiter(maxRequestBytes int, maxInFlightBytes int64, reg prometheus.
 	l := &BodyLimiter{
 		maxRequest: int64(maxRequestBytes) + BodySlack,
 		errs:       connect.NewErrorWriter(),
-		held: f.NewGauge(prometheus.GaugeOpts{
-			Name: "compactor_request_body_bytes_in_flight",
-			Help: "Bytes of request bodies held by requests being served (declared lengths, or what was read of bodies of unknown length).",
-		}),
-		refused: f.NewCounterVec(prometheus.CounterOpts{
-			Name: "compactor_request_bodies_refused_total",
-			Help: "Requests refused before their body was read, by reason: too_large (over --max-request-bytes), in_flight (over --max-inflight-request-bytes).",
-		}, []string{"reason"}),
+		held:       metric.Gauge(f, "compactor_request_body_bytes_in_flight", "Bytes of request bodies held by requests being served (declared lengths, or what was read of bodies of unknown length)."),
+		refused:    metric.CounterVec(f, "compactor_request_bodies_refused_total", "Requests refused before their body was read, by reason: too_large (over --max-request-bytes), in_flight (over --max-inflight-request-bytes).", "reason"),
 	}
 	l.maxTotal = max(maxInFlightBytes, l.maxRequest)
-	f.NewGauge(prometheus.GaugeOpts{
-		Name: "compactor_request_body_bytes_in_flight_limit",
-		Help: "The bound on compactor_request_body_bytes_in_flight (--max-inflight-request-bytes).",
-	}).Set(float64(l.maxTotal))
+	metric.Gauge(f, "compactor_request_body_bytes_in_flight_limit", "The bound on compactor_request_body_bytes_in_flight (--max-inflight-request-bytes).").Set(float64(l.maxTotal))
 	for _, r := range []string{reasonTooLarge, reasonInFlight} {
 		l.refused.WithLabelValues(r)
 	}

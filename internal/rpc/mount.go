@@ -22,6 +22,7 @@ import (
 	compactorv1 "github.com/compactorhq/compactor/gen/compactor/v1"
 	"github.com/compactorhq/compactor/gen/compactor/v1/compactorv1connect"
 	"github.com/compactorhq/compactor/internal/auth"
+	"github.com/compactorhq/compactor/internal/metric"
 )
 
 // Options configure Mount.
@@ -186,15 +187,8 @@ type procSeries struct {
 func newObserver(reg prometheus.Registerer, log *slog.Logger, failures *decodeFailures) *observer {
 	f := promauto.With(reg)
 	o := &observer{
-		requests: f.NewCounterVec(prometheus.CounterOpts{
-			Name: "compactor_rpc_requests_total",
-			Help: "RPC requests, by procedure and Connect code (ok for success), including those refused before a handler ran (no token, too large, undecodable).",
-		}, []string{"procedure", "code"}),
-		duration: f.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "compactor_rpc_request_duration_seconds",
-			Help:    "Time to handle RPC requests, by procedure (streams: until they end).",
-			Buckets: prometheus.ExponentialBuckets(0.001, 4, 9),
-		}, []string{"procedure"}),
+		requests: metric.CounterVec(f, "compactor_rpc_requests_total", "RPC requests, by procedure and Connect code (ok for success), including those refused before a handler ran (no token, too large, undecodable).", "procedure", "code"),
+		duration: metric.HistogramVec(f, "compactor_rpc_request_duration_seconds", "Time to handle RPC requests, by procedure (streams: until they end).", prometheus.ExponentialBuckets(0.001, 4, 9), "procedure"),
 		log:      log,
 		failures: failures,
 		known:    map[string]bool{},

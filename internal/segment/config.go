@@ -1,9 +1,9 @@
 package segment
 
 import (
-	"fmt"
-
 	"github.com/spf13/pflag"
+
+	"github.com/compactorhq/compactor/internal/flagcheck"
 )
 
 // Config sizes blocks. DefaultConfig gives the defaults; RegisterFlags and
@@ -99,21 +99,14 @@ func (c *Config) RegisterFlags(fs *pflag.FlagSet) {
 // Validate rejects sizes NewStore would clamp: MaxBlockRecords under 2,
 // MinBlockRecords under 1 or above MaxBlockRecords/2. Errors name the flag.
 func (c Config) Validate() error {
-	switch {
-	case c.MaxBlockRecords < minMaxBlockRecords:
-		return fmt.Errorf("--max-block-records must be at least %d, got %d", minMaxBlockRecords, c.MaxBlockRecords)
-	case c.MinBlockRecords < 1 || c.MinBlockRecords > c.MaxBlockRecords/2:
-		return fmt.Errorf("--min-block-records must be in 1..%d (half of --max-block-records), got %d", c.MaxBlockRecords/2, c.MinBlockRecords)
-	case !(c.DeltaMaxFraction > 0 && c.DeltaMaxFraction <= 1):
-		return fmt.Errorf("--delta-max-fraction must be in (0, 1], got %g", c.DeltaMaxFraction)
-	case c.DeltaFoldRecords < 0:
-		return fmt.Errorf("--delta-fold-records must be at least 0, got %d", c.DeltaFoldRecords)
-	case c.MaxDeltas < 1:
-		return fmt.Errorf("--max-deltas must be at least 1, got %d", c.MaxDeltas)
-	case c.BlockCacheBytes < 0:
-		return fmt.Errorf("--block-cache-bytes must be at least 0 (0 disables the cache), got %d", c.BlockCacheBytes)
-	case c.RowCacheBytes < 0:
-		return fmt.Errorf("--row-cache-bytes must be at least 0 (0 disables the cache), got %d", c.RowCacheBytes)
-	}
-	return nil
+	return flagcheck.First(
+		flagcheck.AtLeast("--max-block-records", c.MaxBlockRecords, minMaxBlockRecords),
+		flagcheck.That(c.MinBlockRecords >= 1 && c.MinBlockRecords <= c.MaxBlockRecords/2,
+			"--min-block-records must be in 1..%d (half of --max-block-records), got %d", c.MaxBlockRecords/2, c.MinBlockRecords),
+		flagcheck.That(c.DeltaMaxFraction > 0 && c.DeltaMaxFraction <= 1, "--delta-max-fraction must be in (0, 1], got %g", c.DeltaMaxFraction),
+		flagcheck.AtLeast("--delta-fold-records", c.DeltaFoldRecords, 0),
+		flagcheck.AtLeast("--max-deltas", c.MaxDeltas, 1),
+		flagcheck.That(c.BlockCacheBytes >= 0, "--block-cache-bytes must be at least 0 (0 disables the cache), got %d", c.BlockCacheBytes),
+		flagcheck.That(c.RowCacheBytes >= 0, "--row-cache-bytes must be at least 0 (0 disables the cache), got %d", c.RowCacheBytes),
+	)
 }

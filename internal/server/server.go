@@ -41,6 +41,7 @@ import (
 	"github.com/compactorhq/compactor/internal/catalog"
 	"github.com/compactorhq/compactor/internal/clock"
 	"github.com/compactorhq/compactor/internal/compaction"
+	"github.com/compactorhq/compactor/internal/flagcheck"
 	"github.com/compactorhq/compactor/internal/jobtype"
 	"github.com/compactorhq/compactor/internal/manager"
 	"github.com/compactorhq/compactor/internal/rpc"
@@ -200,27 +201,20 @@ func (c *Config) Validate() error {
 	if c.ProtectReads && c.Token == "" && c.TokenFile == "" && c.TokensFile == "" {
 		return errors.New("--protect-reads needs --tokens-file, --token or --token-file")
 	}
-	switch {
-	case c.MaxBacklog <= 0:
-		return fmt.Errorf("--max-backlog must be positive, got %d", c.MaxBacklog)
-	case c.PushKeyWindow <= 0:
-		return fmt.Errorf("--push-key-window must be positive, got %s", c.PushKeyWindow)
-	case c.CatalogReserveBytes < 0:
-		return fmt.Errorf("--catalog-reserve-bytes must not be negative, got %d", c.CatalogReserveBytes)
-	case c.MaxRequestBytes <= 0:
-		return fmt.Errorf("--max-request-bytes must be positive, got %d", c.MaxRequestBytes)
-	case c.MaxInFlightRequestBytes < 0:
-		return fmt.Errorf("--max-inflight-request-bytes must not be negative (0: derived from memory), got %d", c.MaxInFlightRequestBytes)
-	case c.MaxWatchers <= 0:
-		return fmt.Errorf("--max-watchers must be positive, got %d", c.MaxWatchers)
-	case c.ReadTimeout <= 0:
-		return fmt.Errorf("--request-read-timeout must be positive, got %s", c.ReadTimeout)
-	case c.ShutdownGrace < 0:
-		return fmt.Errorf("--shutdown-grace must not be negative, got %s", c.ShutdownGrace)
-	case c.ShutdownDelay < 0:
-		return fmt.Errorf("--shutdown-delay must not be negative, got %s", c.ShutdownDelay)
-	case c.BlobProbeInterval <= 0:
-		return fmt.Errorf("--blob-probe-interval must be positive, got %s", c.BlobProbeInterval)
+	if err := flagcheck.First(
+		flagcheck.Positive("--max-backlog", c.MaxBacklog),
+		flagcheck.Positive("--push-key-window", c.PushKeyWindow),
+		flagcheck.NotNegative("--catalog-reserve-bytes", c.CatalogReserveBytes),
+		flagcheck.Positive("--max-request-bytes", c.MaxRequestBytes),
+		flagcheck.That(c.MaxInFlightRequestBytes >= 0,
+			"--max-inflight-request-bytes must not be negative (0: derived from memory), got %d", c.MaxInFlightRequestBytes),
+		flagcheck.Positive("--max-watchers", c.MaxWatchers),
+		flagcheck.Positive("--request-read-timeout", c.ReadTimeout),
+		flagcheck.NotNegative("--shutdown-grace", c.ShutdownGrace),
+		flagcheck.NotNegative("--shutdown-delay", c.ShutdownDelay),
+		flagcheck.Positive("--blob-probe-interval", c.BlobProbeInterval),
+	); err != nil {
+		return err
 	}
 	if err := c.Segment.Validate(); err != nil {
 		return err

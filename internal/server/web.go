@@ -220,7 +220,7 @@ func (s *webSource) Nodes(ctx context.Context) ([]web.Node, error) {
 // collections.
 func (s *webSource) CollectionsPage(ctx context.Context, q web.CollectionQuery) (web.CollectionPage, error) {
 	p, err := s.cat.ListCollectionsSorted(ctx, catalog.CollectionPageQuery{
-		Sort: catalog.CollectionSort(q.Sort), Desc: q.Desc, After: catalogCursor(q.After), Before: catalogCursor(q.Before), Limit: q.Limit,
+		Sort: catalog.CollectionSort(q.Sort), Desc: q.Desc, After: q.After, Before: q.Before, Limit: q.Limit,
 	})
 	if err != nil {
 		return web.CollectionPage{}, err
@@ -234,14 +234,6 @@ func (s *webSource) CollectionsPage(ctx context.Context, q web.CollectionQuery) 
 		return web.CollectionPage{}, err
 	}
 	return web.CollectionPage{Collections: cs, Total: total, More: p.More}, nil
-}
-
-// catalogCursor is the catalog's form of a page cursor (nil: none).
-func catalogCursor(c *web.CollectionCursor) *catalog.CollectionCursor {
-	if c == nil {
-		return nil
-	}
-	return &catalog.CollectionCursor{Value: c.Value, Name: c.Name}
 }
 
 // withFigures converts cs with their storage figures (one query).

@@ -73,7 +73,7 @@ rm -rf "$data"
 server_pid=
 cleanup() {
 	local rc=$?
-	[[ -z $server_pid ]] || stop_pid "$server_pid"
+	stop_server
 	[[ ${KEEP_DATA:-} == 1 ]] || rm -rf "$data"
 	[[ $rc -eq 0 ]] || note "failed (status $rc); the server's log is $log"
 	exit "$rc"
@@ -90,12 +90,9 @@ if [[ -n $PPROF ]]; then
 fi
 
 # One job for the whole collection, no scheduled compaction, no backpressure.
-"$DIR/bin/compactor" serve --listen 127.0.0.1:0 --data-dir "$data" --log-format text --schedule-interval 1h \
-	--max-backlog $((4 * N)) --max-compaction-size $((2 * N)) "${debug[@]}" >"$log" 2>&1 &
-server_pid=$!
-wait_serving "$log" "$server_pid"
+start_serve "$DIR/bin/compactor" "$log" 120 --data-dir "$data" --schedule-interval 1h \
+	--max-backlog $((4 * N)) --max-compaction-size $((2 * N)) "${debug[@]}"
 addr=$serving_addr
-wait_healthy "$DIR/bin/compactor" "http://$addr" "$log" 120
 note "server at http://$addr (pid $server_pid, load $(cut -d' ' -f1 /proc/loadavg))"
 
 "$DIR/bin/vserve" -addr "http://$addr" -server-pid "$server_pid" -dir "$DIR" -kind mixture \

@@ -1,6 +1,6 @@
 # Sourced by the benchmark scripts (scripts/bench.sh, scripts/bench-replicas.sh,
-# scripts/bench/vindex-server.sh): waiting for a started `compactor serve`,
-# stopping it, and the end of a run's working directory. The sourcing script
+# scripts/bench/vindex-server.sh): starting `compactor serve` and waiting
+# until it serves, stopping it, and the end of a run's working directory. The sourcing script
 # defines note (print a message with its prefix to stderr) and die (note, then
 # exit 1), and sources this file from the repository root:
 #
@@ -33,6 +33,31 @@ wait_healthy() {
 		sleep 0.1
 	done
 	die "compactor serve at $url is not healthy after $seconds s: $(tail -5 "$log")"
+}
+
+# start_serve COMPACTOR LOG SECONDS [SERVE FLAGS...]: starts `COMPACTOR serve
+# --listen 127.0.0.1:0 --log-format text FLAGS` in the background, logging to
+# LOG; sets server_pid to its process id at once and server_url to its
+# http:// URL once it logs its address, then waits up to SECONDS until it is
+# healthy. Dies as wait_serving and wait_healthy do; stop_server stops it.
+server_pid=
+server_url=
+start_serve() {
+	local c=$1 log=$2 seconds=$3
+	shift 3
+	"$c" serve --listen 127.0.0.1:0 --log-format text "$@" >"$log" 2>&1 &
+	server_pid=$!
+	wait_serving "$log" "$server_pid"
+	server_url=http://$serving_addr
+	wait_healthy "$c" "$server_url" "$log" "$seconds"
+}
+
+# stop_server: stops the server start_serve started last (stop_pid), if it
+# still runs. Never fails.
+stop_server() {
+	[[ -n $server_pid ]] || return 0
+	stop_pid "$server_pid"
+	server_pid=
 }
 
 # stop_pid PID: sends the process SIGTERM, waits up to 60 s for it to exit,

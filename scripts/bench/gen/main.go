@@ -42,7 +42,6 @@ package main
 import (
 	"bufio"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -53,6 +52,8 @@ import (
 	"slices"
 
 	"github.com/parquet-go/parquet-go"
+
+	"github.com/compactorhq/compactor/internal/flagcheck"
 )
 
 func main() {
@@ -81,17 +82,14 @@ func run(args []string, stderr io.Writer) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	switch {
-	case c.out == "":
-		return errors.New("-out is required")
-	case c.n < 1:
-		return fmt.Errorf("-n must be positive, got %d", c.n)
-	case c.dim < 1:
-		return fmt.Errorf("-dim must be positive, got %d", c.dim)
-	case c.incremental < 0:
-		return fmt.Errorf("-incremental must not be negative, got %d", c.incremental)
-	case c.decimals < -1 || c.decimals > 7:
-		return fmt.Errorf("-decimals must be -1 (full precision) or 0..7, got %d", c.decimals)
+	if err := flagcheck.First(
+		flagcheck.That(c.out != "", "-out is required"),
+		flagcheck.Positive("-n", c.n),
+		flagcheck.Positive("-dim", c.dim),
+		flagcheck.NotNegative("-incremental", c.incremental),
+		flagcheck.That(c.decimals >= -1 && c.decimals <= 7, "-decimals must be -1 (full precision) or 0..7, got %d", c.decimals),
+	); err != nil {
+		return err
 	}
 	if err := os.MkdirAll(c.out, 0o755); err != nil {
 		return err
