@@ -120,7 +120,7 @@ func TestDecodedGraphChunks(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitMapped(t, 2*full, "decoded graph grown") // the short chunk is unmapped
-	runtime.KeepAlive(g)                          // g's full chunk counts until here
+	runtime.KeepAlive(g)                         // g's full chunk counts until here
 	for i, v := range append(vecs[:3:3], extra...) {
 		id := idOf(i)
 		if i >= 3 {
