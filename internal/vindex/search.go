@@ -3,7 +3,13 @@ package vindex
 import (
 	"cmp"
 	"slices"
+	"unsafe"
 )
+
+// prefetchOn says whether the graph walk prefetches the vectors and lists
+// it is about to read (prefetch_amd64.go); a variable for the benchmarks
+// that compare both (BenchmarkSearchLarge).
+var prefetchOn = true
 
 // cand is a node and its distance to the node or query at hand.
 type cand struct {
@@ -103,6 +109,7 @@ type searcher struct {
 	cand   minHeap
 	top    maxHeap
 	nbuf   []int32
+	todo   []int32 // the unvisited neighbours of the node a walk expands
 	cands  []cand
 	sel    []cand
 	sel2   []cand
@@ -166,10 +173,25 @@ func (s *searcher) search(g *Graph, q []float32, ep int32, epD float32, l, ef in
 			break
 		}
 		s.cand.pop()
+		if prefetchOn && l == 0 && len(s.cand) > 0 {
+			// The candidate likely expanded next: its list's read overlaps
+			// with this expansion's distances.
+			ls := g.links(s.cand[0].n, 0)
+			prefetch(unsafe.Pointer(unsafe.SliceData(ls)), 4*len(ls))
+		}
+		// Mark the unvisited neighbours and prefetch their vectors first,
+		// then measure them in the same order: their memory reads overlap.
+		todo := s.todo[:0]
 		for _, m := range g.neighbours(c.n, l, s) {
-			if !s.visit(m) {
-				continue
+			if s.visit(m) {
+				todo = append(todo, m)
+				if prefetchOn {
+					prefetch(unsafe.Pointer(unsafe.SliceData(g.vec(m))), 4*g.p.Dim)
+				}
 			}
+		}
+		s.todo = todo
+		for _, m := range todo {
 			var d float32
 			if len(s.top) == ef && g.within != nil {
 				d = g.within(q, g.vec(m), lower)
