@@ -36,9 +36,8 @@ func (c *Compactor) Estimate(ctx context.Context, collectionID string) (jobtype.
 		return jobtype.Estimate{}, fmt.Errorf("estimate %s: %w", collectionID, err)
 	}
 	end := min(coll.LogPosition, coll.CompactionOffset+int64(c.cfg.MaxRecords))
-	est := jobtype.Estimate{OpRecords: max(0, end-coll.CompactionOffset), Indexed: !coll.Index.Disabled}
-	if est.OpRecords == 0 {
-		return est, nil
+	if end <= coll.CompactionOffset {
+		return jobtype.Estimate{Indexed: !coll.Index.Disabled}, nil
 	}
 	var base *segment.Manifest
 	if coll.ManifestKey != "" {
@@ -46,7 +45,7 @@ func (c *Compactor) Estimate(ctx context.Context, collectionID string) (jobtype.
 			return jobtype.Estimate{}, fmt.Errorf("estimate %s: read manifest: %w", collectionID, err)
 		}
 	}
-	s := newSliceScan(base)
+	pr := c.newSlicePricer(coll, base, end)
 	for b := range c.logBatches(ctx, c.cat.ScanLog, collectionID, coll.CompactionOffset, end) {
 		if errors.Is(b.err, catalog.ErrConflict) {
 			break // compacted meanwhile
@@ -54,12 +53,70 @@ func (c *Compactor) Estimate(ctx context.Context, collectionID string) (jobtype.
 		if b.err != nil {
 			return jobtype.Estimate{}, fmt.Errorf("estimate %s: %w", collectionID, b.err)
 		}
-		for _, e := range b.entries {
-			if err := s.add(e.off, e.rec); err != nil {
-				return jobtype.Estimate{}, fmt.Errorf("estimate %s: %w", collectionID, err)
-			}
+		if err := pr.add(b.entries); err != nil {
+			return jobtype.Estimate{}, fmt.Errorf("estimate %s: %w", collectionID, err)
 		}
 	}
+	return pr.estimate()
+}
+
+// slicePricer prices the compaction of one log slice over a version from
+// the slice's rows, given in offset order: Estimate gives it the rows of a
+// scan of its own, a compaction (Options.OnEstimate) the rows it reads
+// anyway. It also keeps, for a first version, what the slice's first
+// operation records would write (a block's worth), to measure the blocks'
+// bytes per record.
+type slicePricer struct {
+	c    *Compactor
+	coll catalog.Collection
+	base *segment.Manifest
+	end  int64 // the slice is (coll.CompactionOffset, end]
+	scan *sliceScan
+	// sampled counts the operation records taken for the sample, up to
+	// sampleMax (0: no sample: the version has blocks); sample holds the
+	// records their ADDs and UPSERTs leave, by id.
+	sampled, sampleMax int
+	sample             map[string]materialize.Record
+}
+
+func (c *Compactor) newSlicePricer(coll catalog.Collection, base *segment.Manifest, end int64) *slicePricer {
+	p := &slicePricer{c: c, coll: coll, base: base, end: end, scan: newSliceScan(base)}
+	if base == nil || len(base.Blocks) == 0 {
+		p.sampleMax = min(c.seg.MaxBlockRecords(), maxSampleRecords)
+		p.sample = map[string]materialize.Record{}
+	}
+	return p
+}
+
+// add takes the next rows of the slice.
+func (p *slicePricer) add(entries []opEntry) error {
+	for i := range entries {
+		e := &entries[i]
+		if err := p.scan.add(e.off, e.rec); err != nil {
+			return err
+		}
+		if p.sampled == p.sampleMax {
+			continue
+		}
+		p.sampled++
+		var op materialize.OperationRecord
+		if err := op.UnmarshalBinary(e.rec); err != nil {
+			return fmt.Errorf("sample the log: decode log record at offset %d: %w", e.off, err)
+		}
+		if op.Op != materialize.OpAdd && op.Op != materialize.OpUpsert {
+			continue
+		}
+		if r := materialize.Apply(nil, []materialize.OperationRecord{op}); r != nil {
+			p.sample[op.ID] = *r
+		}
+	}
+	return nil
+}
+
+// estimate prices the rows taken so far.
+func (p *slicePricer) estimate() (jobtype.Estimate, error) {
+	c, s := p.c, p.scan
+	est := jobtype.Estimate{OpRecords: max(0, p.end-p.coll.CompactionOffset), Indexed: !p.coll.Index.Disabled}
 	// A small change spread over many blocks is written as one delta: the
 	// store decides on the distinct ids, as the writer does.
 	ids := make([]string, 0, len(s.changed))
@@ -67,15 +124,16 @@ func (c *Compactor) Estimate(ctx context.Context, collectionID string) (jobtype.
 		ids = append(ids, id)
 	}
 	slices.Sort(ids)
-	delta := c.seg.WritesDelta(base, ids, s.opRecords)
+	delta := c.seg.WritesDelta(p.base, ids, s.opRecords)
 	var sampled float64
-	if base == nil || len(base.Blocks) == 0 {
-		if sampled, err = c.sampleBytesPerRecord(ctx, collectionID, coll.CompactionOffset, end); err != nil {
-			return jobtype.Estimate{}, fmt.Errorf("estimate %s: sample the log: %w", collectionID, err)
+	if p.sampleMax > 0 {
+		var err error
+		if sampled, err = bytesPerRecord(p.sample); err != nil {
+			return jobtype.Estimate{}, fmt.Errorf("estimate %s: sample the log: %w", p.coll.ID, err)
 		}
 	}
-	s.price(&est, base, c.seg.MaxBlockRecords(), c.seg.MinBlockRecords(), delta, sampled, c.seg.ReadsBack())
-	s.priceIndex(&est, coll, base, c.indexes)
+	s.price(&est, p.base, c.seg.MaxBlockRecords(), c.seg.MinBlockRecords(), delta, sampled, c.seg.ReadsBack())
+	s.priceIndex(&est, p.coll, p.base, c.indexes)
 	est.WriteAmplification = float64(est.RecordsToWrite) / float64(max(s.opRecords, 1))
 	return est, nil
 }
@@ -284,24 +342,11 @@ const deltaFixedBytes = 1900
 // metadata do) and on the block size.
 const maxSampleRecords = 4096
 
-// sampleBytesPerRecord encodes the records that the ADDs and UPSERTs among
-// the first operation records of the slice after offset `after` (up to
-// end; a block's worth, at most maxSampleRecords) would write, as one
-// block, and returns its bytes per record (0 when there is none).
-func (c *Compactor) sampleBytesPerRecord(ctx context.Context, collectionID string, after, end int64) (float64, error) {
-	ops, err := c.cat.ReadLog(ctx, collectionID, after, end, min(c.seg.MaxBlockRecords(), maxSampleRecords))
-	if err != nil {
-		return 0, err
-	}
-	byID := map[string]materialize.Record{}
-	for _, op := range ops {
-		if op.Op != materialize.OpAdd && op.Op != materialize.OpUpsert {
-			continue
-		}
-		if r := materialize.Apply(nil, []materialize.OperationRecord{op}); r != nil {
-			byID[op.ID] = *r
-		}
-	}
+// bytesPerRecord encodes the records of byID (the ADDs and UPSERTs among
+// the first operation records of a slice: a block's worth, at most
+// maxSampleRecords) as one block, and returns its bytes per record (0 when
+// there is none).
+func bytesPerRecord(byID map[string]materialize.Record) (float64, error) {
 	if len(byID) == 0 {
 		return 0, nil
 	}
