@@ -1,13 +1,17 @@
 package segment
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"slices"
+	"strconv"
 	"sync"
+	"unicode/utf8"
 
 	"github.com/parquet-go/parquet-go"
 	"github.com/parquet-go/parquet-go/encoding"
@@ -50,6 +54,7 @@ type blockDigester struct {
 	meta   []byte
 	metEnd []int // end in meta of row i's metadata JSON; -1: null
 	buf    []byte
+	pairs  []metaPair
 }
 
 var blockDigesters = sync.Pool{New: func() any { return &blockDigester{} }}
@@ -66,6 +71,8 @@ func (d *blockDigester) release() {
 	d.ids, d.idEnd, d.floats, d.embEnd = d.ids[:0], d.idEnd[:0], d.floats[:0], d.embEnd[:0]
 	d.docs, d.docEnd, d.meta, d.metEnd = d.docs[:0], d.docEnd[:0], d.meta[:0], d.metEnd[:0]
 	d.buf = d.buf[:0]
+	clear(d.pairs)
+	d.pairs = d.pairs[:0]
 }
 
 // errPageShape: a page of a shape the direct digest does not read (the
@@ -163,12 +170,16 @@ func (d *blockDigester) digest(ref BlockRef, data []byte) (_ Digest, err error) 
 		if end := d.metEnd[i]; end < 0 {
 			buf = appendCanonicalMetadata(buf, nil)
 		} else {
-			m, err := decodeMetadata(d.meta[metStart:end])
-			if err != nil {
-				return Digest{}, fmt.Errorf("record %q: metadata: %w", id, err)
-			}
-			buf = appendCanonicalMetadata(buf, m)
+			text := d.meta[metStart:end]
 			metStart = end
+			var ok bool
+			if buf, d.pairs, ok = appendFlatMetadata(buf, text, d.pairs); !ok {
+				m, err := decodeMetadata(text)
+				if err != nil {
+					return Digest{}, fmt.Errorf("record %q: metadata: %w", id, err)
+				}
+				buf = appendCanonicalMetadata(buf, m)
+			}
 		}
 		h := sha256.Sum256(buf)
 		sum = sum.Add(Digest{Hi: binary.BigEndian.Uint64(h[:8]), Lo: binary.BigEndian.Uint64(h[8:16])})
@@ -338,4 +349,142 @@ func appendFloatListPage(p parquet.Page, floats []float32, ends []int) ([]float3
 		floats = append(floats, vals[x])
 	}
 	return floats, ends, nil
+}
+
+// metaPair is one key and value of a flat metadata object, as bytes of the
+// JSON text it was read from.
+type metaPair struct {
+	key []byte
+	tag byte    // tagString, tagNumber, tagBool, or 0 for null
+	s   []byte  // tagString
+	num float64 // tagNumber
+	b   bool    // tagBool
+}
+
+// appendFlatMetadata appends the metadata part of the canonical encoding of
+// the metadata JSON text b to buf, as appendCanonicalMetadata of
+// decodeMetadata(b) does, for the objects decodeMetadata decodes itself (a
+// flat object of strings without escapes, numbers, booleans and nulls;
+// a repeated key takes its last value), without building the map. ok
+// false, with buf as it was, for any other text: the caller decodes it.
+// pairs is scratch space, returned for reuse.
+func appendFlatMetadata(buf, b []byte, pairs []metaPair) (_ []byte, _ []metaPair, ok bool) {
+	pairs = pairs[:0]
+	if !utf8.Valid(b) {
+		return buf, pairs, false
+	}
+	i := skipSpace(b, 0)
+	if i >= len(b) || b[i] != '{' {
+		return buf, pairs, false
+	}
+	i = skipSpace(b, i+1)
+	if i < len(b) && b[i] == '}' {
+		if skipSpace(b, i+1) != len(b) {
+			return buf, pairs, false
+		}
+		return binary.LittleEndian.AppendUint32(buf, 0), pairs, true
+	}
+	for {
+		key, j, ok := plainBytes(b, i)
+		if !ok {
+			return buf, pairs, false
+		}
+		i = skipSpace(b, j)
+		if i >= len(b) || b[i] != ':' {
+			return buf, pairs, false
+		}
+		i = skipSpace(b, i+1)
+		if i >= len(b) {
+			return buf, pairs, false
+		}
+		p := metaPair{key: key}
+		switch c := b[i]; {
+		case c == '"':
+			s, j, ok := plainBytes(b, i)
+			if !ok {
+				return buf, pairs, false
+			}
+			p.tag, p.s, i = tagString, s, j
+		case c == 't' && hasAt(b, i, "true"):
+			p.tag, p.b, i = tagBool, true, i+4
+		case c == 'f' && hasAt(b, i, "false"):
+			p.tag, i = tagBool, i+5
+		case c == 'n' && hasAt(b, i, "null"):
+			i += 4
+		case c == '-' || c >= '0' && c <= '9':
+			j := numberEnd(b, i)
+			if j < 0 {
+				return buf, pairs, false
+			}
+			f, err := strconv.ParseFloat(string(b[i:j]), 64)
+			if err != nil {
+				return buf, pairs, false
+			}
+			p.tag, p.num, i = tagNumber, f, j
+		default:
+			return buf, pairs, false
+		}
+		pairs = append(pairs, p)
+		i = skipSpace(b, i)
+		if i >= len(b) {
+			return buf, pairs, false
+		}
+		if b[i] == '}' {
+			if skipSpace(b, i+1) != len(b) {
+				return buf, pairs, false
+			}
+			break
+		}
+		if b[i] != ',' {
+			return buf, pairs, false
+		}
+		i = skipSpace(b, i+1)
+	}
+	// Keys in ascending byte order; of a repeated key, the last value (the
+	// stable sort keeps the text's order among equal keys).
+	slices.SortStableFunc(pairs, func(x, y metaPair) int { return bytes.Compare(x.key, y.key) })
+	n := 0
+	for k := range pairs {
+		if k+1 < len(pairs) && bytes.Equal(pairs[k].key, pairs[k+1].key) {
+			continue
+		}
+		pairs[n] = pairs[k]
+		n++
+	}
+	pairs = pairs[:n]
+	buf = binary.LittleEndian.AppendUint32(buf, uint32(len(pairs)))
+	for _, p := range pairs {
+		buf = appendBytes(buf, p.key)
+		switch p.tag {
+		case tagString:
+			buf = appendBytes(append(buf, tagString), p.s)
+		case tagNumber:
+			buf = binary.LittleEndian.AppendUint64(append(buf, tagNumber), math.Float64bits(p.num))
+		case tagBool:
+			v := byte(0)
+			if p.b {
+				v = 1
+			}
+			buf = append(buf, tagBool, v)
+		default: // null: as appendCanonicalMetadata encodes a nil value
+			buf = appendString(append(buf, '?'), fmt.Sprintf("%T", nil))
+		}
+	}
+	return buf, pairs, true
+}
+
+// plainBytes is plainString returning the string's bytes in b.
+func plainBytes(b []byte, i int) ([]byte, int, bool) {
+	if i >= len(b) || b[i] != '"' {
+		return nil, 0, false
+	}
+	for j := i + 1; j < len(b); j++ {
+		switch c := b[j]; {
+		case c == '"':
+			return b[i+1 : j], j + 1, true
+		case c == '\\' || c < 0x20:
+			return nil, 0, false
+		}
+	}
+	return nil, 0, false
 }

@@ -130,3 +130,38 @@ func TestBlockDigestSeesEveryAlteredRecord(t *testing.T) {
 		t.Fatalf("the intact block: %s, %v; want %s", got, err, want)
 	}
 }
+
+// The metadata's canonical encoding read straight from its JSON text is
+// that of the map decodeMetadata decodes, wherever the direct read takes
+// the text; it leaves the rest to decodeMetadata.
+func TestFlatMetadataEncodesAsTheDecodedMap(t *testing.T) {
+	texts := []string{
+		`{}`, ` { } `, `{"a":"x"}`, `{"b":1,"a":2}`, `{"a":1,"a":"again"}`, `{"a":null}`, `{"z":true,"y":false,"x":null}`,
+		`{"n":-0.5e-3,"m":1E+300,"o":0}`, `{"ключ":"значение","é":"<a & b>"}`, "{\n\t\"s\" : \"t\" ,\r\"u\":2 }",
+		`{"big":1152921504606846976,"tiny":5e-324}`, `{"b":1,"a":2,"b":3,"a":4}`,
+		// Not taken directly: escapes, nesting, errors, null.
+		`{"a":"x\"y"}`, `{"a\u00e9":1}`, `{"a":[1]}`, `{"a":{"b":1}}`, `null`, `{"a":1e999}`, `{"a":1,}`, `{"a":01}`,
+		`{"a":1} x`, `{"a" 1}`, "{\"a\":\"\xff\"}", `[]`, `{"a":tru}`,
+	}
+	for _, text := range texts {
+		want := []byte("prefix")
+		m, derr := decodeMetadata([]byte(text))
+		if derr == nil {
+			want = appendCanonicalMetadata(want, m)
+		}
+		got, _, ok := appendFlatMetadata([]byte("prefix"), []byte(text), nil)
+		switch {
+		case !ok && string(got) != "prefix":
+			t.Errorf("%s: not taken, but the buffer grew to %q", text, got)
+		case ok && derr != nil:
+			t.Errorf("%s: taken directly, but decodeMetadata fails: %v", text, derr)
+		case ok && string(got) != string(want):
+			t.Errorf("%s: encodes as %q, the decoded map as %q", text, got, want)
+		}
+	}
+	for _, text := range []string{`{"b":1,"a":2}`, `{"a":null}`, `{}`, `{"ключ":"значение"}`} {
+		if _, _, ok := appendFlatMetadata(nil, []byte(text), nil); !ok {
+			t.Errorf("%s: not taken directly", text)
+		}
+	}
+}
