@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"slices"
 	"sort"
 	"strings"
@@ -80,7 +81,7 @@ type slicePricer struct {
 }
 
 func (c *Compactor) newSlicePricer(coll catalog.Collection, base *segment.Manifest, end int64) *slicePricer {
-	p := &slicePricer{c: c, coll: coll, base: base, end: end, scan: newSliceScan(base)}
+	p := &slicePricer{c: c, coll: coll, base: base, end: end, scan: newSliceScan(base, c.seg.MaxDeltaChanges(base))}
 	if base == nil || len(base.Blocks) == 0 {
 		p.sampleMax = min(c.seg.MaxBlockRecords(), maxSampleRecords)
 		p.sample = map[string]materialize.Record{}
@@ -118,12 +119,9 @@ func (p *slicePricer) estimate() (jobtype.Estimate, error) {
 	c, s := p.c, p.scan
 	est := jobtype.Estimate{OpRecords: max(0, p.end-p.coll.CompactionOffset), Indexed: !p.coll.Index.Disabled}
 	// A small change spread over many blocks is written as one delta: the
-	// store decides on the distinct ids, as the writer does.
-	ids := make([]string, 0, len(s.changed))
-	for id := range s.changed {
-		ids = append(ids, id)
-	}
-	slices.Sort(ids)
+	// store decides on the distinct ids, as the writer does (a slice too
+	// long for a delta kept none).
+	ids := slices.Sorted(slices.Values(s.ids))
 	delta := c.seg.WritesDelta(p.base, ids, s.opRecords)
 	var sampled float64
 	if p.sampleMax > 0 {
@@ -147,18 +145,31 @@ type sliceScan struct {
 	touched []bool
 	deletes []int64 // DELETEs of distinct ids inside each block's range
 	gapAdds []int64 // new ids outside every range, by the block that takes them
-	// changed holds each id the slice changes: whether it holds a record
-	// after the slice, and the block whose range it falls inside (-1: in
-	// no range). One map, read once and written at most once per row:
-	// the scan of a large slice is mostly these map operations.
-	changed   map[string]idFate
+	// changed holds each id the slice changes, by a 64-bit hash of the id
+	// (seed: two distinct ids share an entry with odds of about n²/2⁶⁵,
+	// which would price one record less): whether it holds a record after
+	// the slice, and the block that takes it. One map, read once and
+	// written at most once per row: the scan of a large slice is mostly
+	// these map operations, and the map is most of its memory (about 20
+	// bytes an id).
+	changed map[uint64]idFate
+	seed    maphash.Seed
+	// ids are the distinct ids, in the order first seen, while the slice
+	// is short enough to be written as a delta (at most idLimit operation
+	// records; the store decides on the ids, see Store.WritesDelta); nil
+	// past it.
+	ids       []string
+	idLimit   int64
 	logBytes  int64
 	opRecords int64
 	dataBytes int64 // bytes of the blocks or delta priced to be written
 }
 
-func newSliceScan(base *segment.Manifest) *sliceScan {
-	s := &sliceScan{changed: map[string]idFate{}}
+// newSliceScan returns the scan of a slice over base (nil: none); idLimit
+// is the most operation records of a slice written as a delta
+// (Store.MaxDeltaChanges).
+func newSliceScan(base *segment.Manifest, idLimit int64) *sliceScan {
+	s := &sliceScan{changed: map[uint64]idFate{}, seed: maphash.MakeSeed(), idLimit: idLimit}
 	if base != nil {
 		s.blocks = base.Blocks
 	}
@@ -170,8 +181,12 @@ func newSliceScan(base *segment.Manifest) *sliceScan {
 
 // idFate is what a log slice leaves of one id (sliceScan.changed).
 type idFate struct {
-	block  int32 // the block whose id range holds the id; -1: none
-	exists bool  // the id holds a record after the slice
+	// block takes the id: the last block whose MinID is at most the id
+	// (the first for an id before every range); inRange: the id is
+	// inside its range.
+	block   int32
+	inRange bool
+	exists  bool // the id holds a record after the slice
 }
 
 // add takes one log row: its op byte and id are read from the encoding in
@@ -184,24 +199,25 @@ func (s *sliceScan) add(offset int64, record []byte) error {
 	op, idb := materialize.Op(record[1]), record[lo:hi]
 	s.logBytes += int64(len(record))
 	s.opRecords++
-	f, seen := s.changed[string(idb)]
-	i := int(f.block)
-	if !seen || len(s.blocks) > 0 {
+	if s.opRecords > s.idLimit {
+		s.ids = nil
+	}
+	key := maphash.Bytes(s.seed, idb)
+	f, seen := s.changed[key]
+	was := f
+	if !seen {
 		// Blocks are sorted by MinID with disjoint ranges: the one that
 		// may hold id is the last whose MinID <= id; an id in no range
 		// goes to that block too, or to the first (segment's owner).
 		id := string(idb)
-		i = sort.Search(len(s.blocks), func(i int) bool { return s.blocks[i].MinID > id }) - 1
+		i := sort.Search(len(s.blocks), func(i int) bool { return s.blocks[i].MinID > id }) - 1
+		inRange := i >= 0 && id <= s.blocks[i].MaxID
+		f = idFate{block: int32(max(i, 0)), inRange: inRange, exists: inRange} // an id inside a range is taken to be present
 		if len(s.blocks) > 0 {
-			s.touched[max(i, 0)] = true
+			s.touched[f.block] = true
 		}
-	}
-	was := f
-	if !seen {
-		inRange := i >= 0 && string(idb) <= s.blocks[i].MaxID
-		f = idFate{block: -1, exists: inRange} // an id inside a range is taken to be present
-		if inRange {
-			f.block = int32(i)
+		if s.opRecords <= s.idLimit {
+			s.ids = append(s.ids, id)
 		}
 	}
 	// The materialization rules, on whether a record exists: ADD and
@@ -213,7 +229,7 @@ func (s *sliceScan) add(offset int64, record []byte) error {
 		f.exists = false
 	}
 	if !seen || f != was {
-		s.changed[string(idb)] = f
+		s.changed[key] = f
 	}
 	return nil
 }
@@ -234,18 +250,13 @@ func (s *sliceScan) price(est *jobtype.Estimate, base *segment.Manifest, maxBloc
 	// The fate of each changed id: one inside a range that ends deleted
 	// is a record removed; one outside every range that ends present is
 	// a record added (to the block that takes it).
-	for id, f := range s.changed {
-		if f.block >= 0 {
-			if !f.exists {
-				s.deletes[f.block]++
-			}
-			continue
+	for _, f := range s.changed {
+		switch {
+		case f.inRange && !f.exists:
+			s.deletes[f.block]++
+		case !f.inRange && f.exists:
+			s.gapAdds[f.block]++
 		}
-		if !f.exists {
-			continue
-		}
-		i := sort.Search(len(s.blocks), func(i int) bool { return s.blocks[i].MinID > id }) - 1
-		s.gapAdds[max(i, 0)]++
 	}
 	var baseBytes, baseRecords, added int64
 	for i, b := range s.blocks {
