@@ -150,8 +150,8 @@ type sliceScan struct {
 	// which would price one record less): whether it holds a record after
 	// the slice, and the block that takes it. One map, read once and
 	// written at most once per row: the scan of a large slice is mostly
-	// these map operations, and the map is most of its memory (about 20
-	// bytes an id).
+	// these map operations, and the map is most of its memory (16 bytes a
+	// slot).
 	changed map[uint64]idFate
 	seed    maphash.Seed
 	// ids are the distinct ids, in the order first seen, while the slice
@@ -209,15 +209,16 @@ func (s *sliceScan) add(offset int64, record []byte) error {
 		// Blocks are sorted by MinID with disjoint ranges: the one that
 		// may hold id is the last whose MinID <= id; an id in no range
 		// goes to that block too, or to the first (segment's owner).
-		id := string(idb)
-		i := sort.Search(len(s.blocks), func(i int) bool { return s.blocks[i].MinID > id }) - 1
-		inRange := i >= 0 && id <= s.blocks[i].MaxID
+		// (Comparisons with string(idb) allocate nothing: only an id kept
+		// for the delta decision is copied.)
+		i := sort.Search(len(s.blocks), func(i int) bool { return s.blocks[i].MinID > string(idb) }) - 1
+		inRange := i >= 0 && string(idb) <= s.blocks[i].MaxID
 		f = idFate{block: int32(max(i, 0)), inRange: inRange, exists: inRange} // an id inside a range is taken to be present
 		if len(s.blocks) > 0 {
 			s.touched[f.block] = true
 		}
 		if s.opRecords <= s.idLimit {
-			s.ids = append(s.ids, id)
+			s.ids = append(s.ids, string(idb))
 		}
 	}
 	// The materialization rules, on whether a record exists: ADD and
