@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/compactorhq/compactor/internal/catalog"
+	"github.com/compactorhq/compactor/internal/jobtype"
 	"github.com/compactorhq/compactor/internal/materialize"
 	"github.com/compactorhq/compactor/internal/segment"
 )
@@ -91,6 +92,50 @@ func BenchmarkEstimateFull(b *testing.B) {
 		}
 	}
 	b.ReportMetric(cpu.Seconds()/float64(b.N), "cpu-s/op")
+}
+
+// BenchmarkCompactFullPriced: the compaction of BenchmarkCompactFullNoIndex
+// together with the estimate that prices it for the job's prediction, as
+// the server runs it: sub-benchmark "estimate-first" estimates the job
+// with Estimate (its own scan of the log slice) and then compacts;
+// "inline" compacts with Options.OnEstimate, the estimate priced from the
+// rows the compaction reads. Both report the CPU time (cpu-s/op) of the
+// estimate and the compaction together.
+func BenchmarkCompactFullPriced(b *testing.B) {
+	const n, dim = 100_000, 128
+	ops := benchOps(rand.New(rand.NewPCG(1, 2)), n, dim, 10, 0)
+	for _, inline := range []bool{false, true} {
+		name := "estimate-first"
+		if inline {
+			name = "inline"
+		}
+		b.Run(name, func(b *testing.B) {
+			var cpu time.Duration
+			for b.Loop() {
+				b.StopTimer()
+				e := newEnv(b, envConfig{maxRecords: n, batchRecords: 5000, maxBlock: 4096, minBlock: 1024, noIndex: true})
+				pushAll(b, e, ops)
+				b.StartTimer()
+				c0 := cpuNow()
+				var est jobtype.Estimate
+				opts := Options{}
+				if inline {
+					opts.OnEstimate = func(e jobtype.Estimate) { est = e }
+				} else {
+					var err error
+					if est, err = e.comp.Estimate(e.ctx, e.id); err != nil {
+						b.Fatal(err)
+					}
+				}
+				res, err := e.comp.Compact(e.ctx, e.id, opts)
+				cpu += cpuNow() - c0
+				if err != nil || est.OpRecords != n || res.OpRecordsRead != n {
+					b.Fatalf("compact: %v; estimated %d op records, read %d; want %d", err, est.OpRecords, res.OpRecordsRead, n)
+				}
+			}
+			b.ReportMetric(cpu.Seconds()/float64(b.N), "cpu-s/op")
+		})
+	}
 }
 
 // cpuNow is the CPU time (user + system) the process has used: the

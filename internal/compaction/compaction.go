@@ -199,6 +199,15 @@ type Options struct {
 	// JobID is the id of the job the compaction runs as, recorded with the
 	// vector index it builds ("" for none).
 	JobID string
+	// OnEstimate, when set, is called once with the estimate of this
+	// compaction, the figures Estimate gives, from the calling goroutine
+	// after the log slice is read and before anything is written: Prepare
+	// prices the slice from the rows it reads itself instead of a second
+	// scan (a compaction that rebuilds a version which failed verification
+	// calls Estimate first; an empty backlog is priced as Estimate prices
+	// it). It is not called when the read fails, or when the estimate does
+	// (the compaction goes on without one).
+	OnEstimate func(jobtype.Estimate)
 }
 
 // Catalog is what a Compactor uses of the catalog: a *catalog.Catalog, or
@@ -490,6 +499,7 @@ func (c *Compactor) Prepare(ctx context.Context, collectionID string, opts Optio
 	}
 	var res Result
 	counts := &blobCounts{}
+	uncounted := ctx // for an estimate's reads, which are not the job's
 	ctx = withBlobCounts(ctx, counts)
 	defer func() {
 		res.BlobGets, res.BlobPuts, res.BytesRead, res.BlobBytes = counts.gets.Load(), counts.puts.Load(), counts.bytesRead.Load(), counts.bytesWritten.Load()
@@ -568,6 +578,9 @@ func (c *Compactor) Prepare(ctx context.Context, collectionID string, opts Optio
 	}
 	total := end - from
 	if total <= 0 && rb == nil {
+		if opts.OnEstimate != nil {
+			opts.OnEstimate(jobtype.Estimate{Indexed: !coll.Index.Disabled}) // as Estimate prices an empty backlog
+		}
 		res.OffsetEnd = coll.CompactionOffset
 		res.Note = NoteNothingToCompact
 		return &Prepared{c: c, res: res, unpin: unpin, onDone: onDone}, nil
@@ -579,10 +592,37 @@ func (c *Compactor) Prepare(ctx context.Context, collectionID string, opts Optio
 	p = jobtype.Progress{OpRecordsTotal: total, Planned: true, OffsetStart: from, OffsetEnd: end,
 		VersionBefore: coll.SegmentVersion, NoIndexing: coll.Index.Disabled}
 	enter(jobtype.PhaseReading)
+	base, err := c.readBase(ctx, baseVersion, baseKey)
+	if err != nil {
+		return nil, fmt.Errorf("compact %s: %w", collectionID, err)
+	}
+	// The estimate of this compaction, priced from the rows read below
+	// (the slice Estimate would scan: from the compaction offset over the
+	// current version), or, for a rebuild of a version that failed
+	// verification, by Estimate.
+	var pricer *slicePricer
+	switch {
+	case opts.OnEstimate == nil:
+	case rb == nil:
+		pricer = c.newSlicePricer(coll, base, end)
+	default:
+		if est, err := c.Estimate(uncounted, collectionID); err == nil {
+			opts.OnEstimate(est)
+		}
+	}
 	runs := &runSet{dir: c.cfg.SpillDir, budget: c.cfg.MemoryBytes / 4}
 	defer runs.close()
 	if total > 0 {
-		err = c.readRunsFrom(ctx, scan, collectionID, from, end, runs, func(n int) {
+		var onRows func([]opEntry) error
+		if pricer != nil {
+			onRows = func(entries []opEntry) error {
+				if pricer != nil && pricer.add(entries) != nil {
+					pricer = nil // the compaction reports the row; the estimate is dropped
+				}
+				return nil
+			}
+		}
+		err = c.readRunsFrom(ctx, scan, collectionID, from, end, runs, onRows, func(n int) {
 			res.OpRecordsRead += int64(n)
 			p.OpRecordsRead = res.OpRecordsRead
 			report(p)
@@ -591,16 +631,18 @@ func (c *Compactor) Prepare(ctx context.Context, collectionID string, opts Optio
 	if err != nil {
 		return nil, fmt.Errorf("compact %s: %w", collectionID, err)
 	}
+	if pricer != nil {
+		if est, err := pricer.estimate(); err == nil {
+			opts.OnEstimate(est)
+		}
+		pricer = nil
+	}
 
 	// Materializing: the runs merged into one change per record id, in id
 	// order, folded by the writer onto the current segment's records;
 	// the writer first gathers as many as a delta may take, then decides
 	// between a delta and blocks (segment.Writer.Write).
 	enter(jobtype.PhaseMaterializing)
-	base, err := c.readBase(ctx, baseVersion, baseKey)
-	if err != nil {
-		return nil, fmt.Errorf("compact %s: %w", collectionID, err)
-	}
 	var baseRecords int64
 	if base != nil {
 		baseRecords = base.RecordCount

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"slices"
 	"sort"
 	"strings"
@@ -36,9 +37,8 @@ func (c *Compactor) Estimate(ctx context.Context, collectionID string) (jobtype.
 		return jobtype.Estimate{}, fmt.Errorf("estimate %s: %w", collectionID, err)
 	}
 	end := min(coll.LogPosition, coll.CompactionOffset+int64(c.cfg.MaxRecords))
-	est := jobtype.Estimate{OpRecords: max(0, end-coll.CompactionOffset), Indexed: !coll.Index.Disabled}
-	if est.OpRecords == 0 {
-		return est, nil
+	if end <= coll.CompactionOffset {
+		return jobtype.Estimate{Indexed: !coll.Index.Disabled}, nil
 	}
 	var base *segment.Manifest
 	if coll.ManifestKey != "" {
@@ -46,7 +46,7 @@ func (c *Compactor) Estimate(ctx context.Context, collectionID string) (jobtype.
 			return jobtype.Estimate{}, fmt.Errorf("estimate %s: read manifest: %w", collectionID, err)
 		}
 	}
-	s := newSliceScan(base)
+	pr := c.newSlicePricer(coll, base, end)
 	for b := range c.logBatches(ctx, c.cat.ScanLog, collectionID, coll.CompactionOffset, end) {
 		if errors.Is(b.err, catalog.ErrConflict) {
 			break // compacted meanwhile
@@ -54,28 +54,84 @@ func (c *Compactor) Estimate(ctx context.Context, collectionID string) (jobtype.
 		if b.err != nil {
 			return jobtype.Estimate{}, fmt.Errorf("estimate %s: %w", collectionID, b.err)
 		}
-		for _, e := range b.entries {
-			if err := s.add(e.off, e.rec); err != nil {
-				return jobtype.Estimate{}, fmt.Errorf("estimate %s: %w", collectionID, err)
-			}
+		if err := pr.add(b.entries); err != nil {
+			return jobtype.Estimate{}, fmt.Errorf("estimate %s: %w", collectionID, err)
 		}
 	}
-	// A small change spread over many blocks is written as one delta: the
-	// store decides on the distinct ids, as the writer does.
-	ids := make([]string, 0, len(s.changed))
-	for id := range s.changed {
-		ids = append(ids, id)
-	}
-	slices.Sort(ids)
-	delta := c.seg.WritesDelta(base, ids, s.opRecords)
-	var sampled float64
+	return pr.estimate()
+}
+
+// slicePricer prices the compaction of one log slice over a version from
+// the slice's rows, given in offset order: Estimate gives it the rows of a
+// scan of its own, a compaction (Options.OnEstimate) the rows it reads
+// anyway. It also keeps, for a first version, what the slice's first
+// operation records would write (a block's worth), to measure the blocks'
+// bytes per record.
+type slicePricer struct {
+	c    *Compactor
+	coll catalog.Collection
+	base *segment.Manifest
+	end  int64 // the slice is (coll.CompactionOffset, end]
+	scan *sliceScan
+	// sampled counts the operation records taken for the sample, up to
+	// sampleMax (0: no sample: the version has blocks); sample holds the
+	// records their ADDs and UPSERTs leave, by id.
+	sampled, sampleMax int
+	sample             map[string]materialize.Record
+}
+
+func (c *Compactor) newSlicePricer(coll catalog.Collection, base *segment.Manifest, end int64) *slicePricer {
+	p := &slicePricer{c: c, coll: coll, base: base, end: end, scan: newSliceScan(base, c.seg.MaxDeltaChanges(base))}
 	if base == nil || len(base.Blocks) == 0 {
-		if sampled, err = c.sampleBytesPerRecord(ctx, collectionID, coll.CompactionOffset, end); err != nil {
-			return jobtype.Estimate{}, fmt.Errorf("estimate %s: sample the log: %w", collectionID, err)
+		p.sampleMax = min(c.seg.MaxBlockRecords(), maxSampleRecords)
+		p.sample = map[string]materialize.Record{}
+	}
+	return p
+}
+
+// add takes the next rows of the slice.
+func (p *slicePricer) add(entries []opEntry) error {
+	for i := range entries {
+		e := &entries[i]
+		if err := p.scan.add(e.off, e.rec); err != nil {
+			return err
+		}
+		if p.sampled == p.sampleMax {
+			continue
+		}
+		p.sampled++
+		var op materialize.OperationRecord
+		if err := op.UnmarshalBinary(e.rec); err != nil {
+			return fmt.Errorf("sample the log: decode log record at offset %d: %w", e.off, err)
+		}
+		if op.Op != materialize.OpAdd && op.Op != materialize.OpUpsert {
+			continue
+		}
+		if r := materialize.Apply(nil, []materialize.OperationRecord{op}); r != nil {
+			p.sample[op.ID] = *r
 		}
 	}
-	s.price(&est, base, c.seg.MaxBlockRecords(), c.seg.MinBlockRecords(), delta, sampled, c.seg.ReadsBack())
-	s.priceIndex(&est, coll, base, c.indexes)
+	return nil
+}
+
+// estimate prices the rows taken so far.
+func (p *slicePricer) estimate() (jobtype.Estimate, error) {
+	c, s := p.c, p.scan
+	est := jobtype.Estimate{OpRecords: max(0, p.end-p.coll.CompactionOffset), Indexed: !p.coll.Index.Disabled}
+	// A small change spread over many blocks is written as one delta: the
+	// store decides on the distinct ids, as the writer does (a slice too
+	// long for a delta kept none).
+	ids := slices.Sorted(slices.Values(s.ids))
+	delta := c.seg.WritesDelta(p.base, ids, s.opRecords)
+	var sampled float64
+	if p.sampleMax > 0 {
+		var err error
+		if sampled, err = bytesPerRecord(p.sample); err != nil {
+			return jobtype.Estimate{}, fmt.Errorf("estimate %s: sample the log: %w", p.coll.ID, err)
+		}
+	}
+	s.price(&est, p.base, c.seg.MaxBlockRecords(), c.seg.MinBlockRecords(), delta, sampled, c.seg.ReadsBack())
+	s.priceIndex(&est, p.coll, p.base, c.indexes)
 	est.WriteAmplification = float64(est.RecordsToWrite) / float64(max(s.opRecords, 1))
 	return est, nil
 }
@@ -89,18 +145,31 @@ type sliceScan struct {
 	touched []bool
 	deletes []int64 // DELETEs of distinct ids inside each block's range
 	gapAdds []int64 // new ids outside every range, by the block that takes them
-	// changed holds each id the slice changes: whether it holds a record
-	// after the slice, and the block whose range it falls inside (-1: in
-	// no range). One map, read once and written at most once per row:
-	// the scan of a large slice is mostly these map operations.
-	changed   map[string]idFate
+	// changed holds each id the slice changes, by a 64-bit hash of the id
+	// (seed: two distinct ids share an entry with odds of about n²/2⁶⁵,
+	// which would price one record less): whether it holds a record after
+	// the slice, and the block that takes it. One map, read once and
+	// written at most once per row: the scan of a large slice is mostly
+	// these map operations, and the map is most of its memory (16 bytes a
+	// slot).
+	changed map[uint64]idFate
+	seed    maphash.Seed
+	// ids are the distinct ids, in the order first seen, while the slice
+	// is short enough to be written as a delta (at most idLimit operation
+	// records; the store decides on the ids, see Store.WritesDelta); nil
+	// past it.
+	ids       []string
+	idLimit   int64
 	logBytes  int64
 	opRecords int64
 	dataBytes int64 // bytes of the blocks or delta priced to be written
 }
 
-func newSliceScan(base *segment.Manifest) *sliceScan {
-	s := &sliceScan{changed: map[string]idFate{}}
+// newSliceScan returns the scan of a slice over base (nil: none); idLimit
+// is the most operation records of a slice written as a delta
+// (Store.MaxDeltaChanges).
+func newSliceScan(base *segment.Manifest, idLimit int64) *sliceScan {
+	s := &sliceScan{changed: map[uint64]idFate{}, seed: maphash.MakeSeed(), idLimit: idLimit}
 	if base != nil {
 		s.blocks = base.Blocks
 	}
@@ -112,8 +181,12 @@ func newSliceScan(base *segment.Manifest) *sliceScan {
 
 // idFate is what a log slice leaves of one id (sliceScan.changed).
 type idFate struct {
-	block  int32 // the block whose id range holds the id; -1: none
-	exists bool  // the id holds a record after the slice
+	// block takes the id: the last block whose MinID is at most the id
+	// (the first for an id before every range); inRange: the id is
+	// inside its range.
+	block   int32
+	inRange bool
+	exists  bool // the id holds a record after the slice
 }
 
 // add takes one log row: its op byte and id are read from the encoding in
@@ -126,24 +199,26 @@ func (s *sliceScan) add(offset int64, record []byte) error {
 	op, idb := materialize.Op(record[1]), record[lo:hi]
 	s.logBytes += int64(len(record))
 	s.opRecords++
-	f, seen := s.changed[string(idb)]
-	i := int(f.block)
-	if !seen || len(s.blocks) > 0 {
+	if s.opRecords > s.idLimit {
+		s.ids = nil
+	}
+	key := maphash.Bytes(s.seed, idb)
+	f, seen := s.changed[key]
+	was := f
+	if !seen {
 		// Blocks are sorted by MinID with disjoint ranges: the one that
 		// may hold id is the last whose MinID <= id; an id in no range
 		// goes to that block too, or to the first (segment's owner).
-		id := string(idb)
-		i = sort.Search(len(s.blocks), func(i int) bool { return s.blocks[i].MinID > id }) - 1
-		if len(s.blocks) > 0 {
-			s.touched[max(i, 0)] = true
-		}
-	}
-	was := f
-	if !seen {
+		// (Comparisons with string(idb) allocate nothing: only an id kept
+		// for the delta decision is copied.)
+		i := sort.Search(len(s.blocks), func(i int) bool { return s.blocks[i].MinID > string(idb) }) - 1
 		inRange := i >= 0 && string(idb) <= s.blocks[i].MaxID
-		f = idFate{block: -1, exists: inRange} // an id inside a range is taken to be present
-		if inRange {
-			f.block = int32(i)
+		f = idFate{block: int32(max(i, 0)), inRange: inRange, exists: inRange} // an id inside a range is taken to be present
+		if len(s.blocks) > 0 {
+			s.touched[f.block] = true
+		}
+		if s.opRecords <= s.idLimit {
+			s.ids = append(s.ids, string(idb))
 		}
 	}
 	// The materialization rules, on whether a record exists: ADD and
@@ -155,7 +230,7 @@ func (s *sliceScan) add(offset int64, record []byte) error {
 		f.exists = false
 	}
 	if !seen || f != was {
-		s.changed[string(idb)] = f
+		s.changed[key] = f
 	}
 	return nil
 }
@@ -176,18 +251,13 @@ func (s *sliceScan) price(est *jobtype.Estimate, base *segment.Manifest, maxBloc
 	// The fate of each changed id: one inside a range that ends deleted
 	// is a record removed; one outside every range that ends present is
 	// a record added (to the block that takes it).
-	for id, f := range s.changed {
-		if f.block >= 0 {
-			if !f.exists {
-				s.deletes[f.block]++
-			}
-			continue
+	for _, f := range s.changed {
+		switch {
+		case f.inRange && !f.exists:
+			s.deletes[f.block]++
+		case !f.inRange && f.exists:
+			s.gapAdds[f.block]++
 		}
-		if !f.exists {
-			continue
-		}
-		i := sort.Search(len(s.blocks), func(i int) bool { return s.blocks[i].MinID > id }) - 1
-		s.gapAdds[max(i, 0)]++
 	}
 	var baseBytes, baseRecords, added int64
 	for i, b := range s.blocks {
@@ -284,24 +354,11 @@ const deltaFixedBytes = 1900
 // metadata do) and on the block size.
 const maxSampleRecords = 4096
 
-// sampleBytesPerRecord encodes the records that the ADDs and UPSERTs among
-// the first operation records of the slice after offset `after` (up to
-// end; a block's worth, at most maxSampleRecords) would write, as one
-// block, and returns its bytes per record (0 when there is none).
-func (c *Compactor) sampleBytesPerRecord(ctx context.Context, collectionID string, after, end int64) (float64, error) {
-	ops, err := c.cat.ReadLog(ctx, collectionID, after, end, min(c.seg.MaxBlockRecords(), maxSampleRecords))
-	if err != nil {
-		return 0, err
-	}
-	byID := map[string]materialize.Record{}
-	for _, op := range ops {
-		if op.Op != materialize.OpAdd && op.Op != materialize.OpUpsert {
-			continue
-		}
-		if r := materialize.Apply(nil, []materialize.OperationRecord{op}); r != nil {
-			byID[op.ID] = *r
-		}
-	}
+// bytesPerRecord encodes the records of byID (the ADDs and UPSERTs among
+// the first operation records of a slice: a block's worth, at most
+// maxSampleRecords) as one block, and returns its bytes per record (0 when
+// there is none).
+func bytesPerRecord(byID map[string]materialize.Record) (float64, error) {
 	if len(byID) == 0 {
 		return 0, nil
 	}

@@ -41,8 +41,9 @@ func within(actual, predicted int64, frac float64) bool {
 
 // TestEstimatePredictsTheCompactionItPrices runs real compactions of a
 // seeded collection (SQLite catalog, blobs in memory, the vector index on)
-// and checks each one against the estimate made just before it, with the
-// tolerances the README states:
+// and checks each one against the estimate made just before it (which
+// must equal the one the compaction makes from its own read of the slice,
+// Options.OnEstimate), with the tolerances the README states:
 //   - operation records: exact; blocks rewritten: exact;
 //   - blob PUTs: exact for copy-on-write compactions and deltas (blocks,
 //     manifest, index graph and chunk);
@@ -127,7 +128,16 @@ func TestEstimatePredictsTheCompactionItPrices(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: estimate: %v", s.name, err)
 		}
-		res := e.compact()
+		// The compaction prices itself from the slice it reads: the same
+		// figures as the estimate's own scan.
+		var inline []jobtype.Estimate
+		res, err := e.comp.Compact(e.ctx, e.id, Options{OnEstimate: func(est jobtype.Estimate) { inline = append(inline, est) }})
+		if err != nil {
+			t.Fatalf("%s: compact: %v", s.name, err)
+		}
+		if len(inline) != 1 || inline[0] != est {
+			t.Errorf("%s: the compaction's own estimates %+v; want one, %+v", s.name, inline, est)
+		}
 		a := res.Outcome().Actual
 		t.Logf("%s:\n  predicted %+v\n  actual    records %d, written %d, bytes %d (blob %d), read %d, gets %d, puts %d, blocks %d, deltas %d, vectors %d (%s)",
 			s.name, est, res.OpRecordsRead, res.RecordsWritten, res.BytesWritten, a.BytesWritten, a.BytesRead, a.BlobGets, a.BlobPuts, a.BlocksWritten, a.DeltasWritten, a.VectorsIndexed, a.IndexBuild)

@@ -115,12 +115,14 @@ func (c *Compactor) logBatches(ctx context.Context, scan scanFunc, collectionID 
 // the readers fetch the next ones. ctx is checked between batches; onBatch
 // is called with the number of records of each batch.
 func (c *Compactor) readRuns(ctx context.Context, collectionID string, after, end int64, runs *runSet, onBatch func(n int)) error {
-	return c.readRunsFrom(ctx, c.cat.ScanLog, collectionID, after, end, runs, onBatch)
+	return c.readRunsFrom(ctx, c.cat.ScanLog, collectionID, after, end, runs, nil, onBatch)
 }
 
 // readRunsFrom is readRuns reading the log with scan (Catalog.ScanLog, or
-// ScanKeptLog for a slice already compacted).
-func (c *Compactor) readRunsFrom(ctx context.Context, scan scanFunc, collectionID string, after, end int64, runs *runSet, onBatch func(n int)) error {
+// ScanKeptLog for a slice already compacted). onRows, when set, is given
+// each batch's rows in offset order before they join a run (it must not
+// keep the slice); an error it returns ends the read.
+func (c *Compactor) readRunsFrom(ctx context.Context, scan scanFunc, collectionID string, after, end int64, runs *runSet, onRows func([]opEntry) error, onBatch func(n int)) error {
 	runLimit := max(runs.budget/4, 1)
 	var (
 		run  []opEntry
@@ -133,6 +135,11 @@ func (c *Compactor) readRunsFrom(ctx context.Context, scan scanFunc, collectionI
 		}
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("read log after offset %d: %w", from, err)
+		}
+		if onRows != nil {
+			if err := onRows(b.entries); err != nil {
+				return err
+			}
 		}
 		run = append(run, b.entries...)
 		size += b.size

@@ -304,7 +304,7 @@ func (c *Compactor) replay(ctx context.Context, collectionID string, prev *catal
 	runs := &runSet{dir: c.cfg.SpillDir, budget: c.cfg.MemoryBytes / 4}
 	defer runs.close()
 	if to > from {
-		if err := c.readRunsFrom(ctx, c.cat.ScanKeptLog, collectionID, from, to, runs, func(n int) {
+		if err := c.readRunsFrom(ctx, c.cat.ScanKeptLog, collectionID, from, to, runs, nil, func(n int) {
 			res.OpRecordsRead += int64(n)
 			if opts.OnLog != nil {
 				opts.OnLog(res.OpRecordsRead, to-from)

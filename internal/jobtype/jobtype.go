@@ -117,6 +117,12 @@ type Progress struct {
 	OffsetStart   int64 // log offsets (OffsetStart, OffsetEnd] the job reads
 	OffsetEnd     int64
 	VersionBefore int64 // the segment version the job builds on
+	// Estimate, when set, is the job's estimate, reported once by an
+	// executor that prices its job from its own read of the log slice
+	// (manager.InlineEstimator) instead of being estimated before it runs.
+	// A report that carries it carries nothing else: the manager stores
+	// the job's prediction from it and publishes no progress.
+	Estimate *Estimate
 }
 
 // Outcome is what a job did.

@@ -32,6 +32,10 @@ type classExec struct {
 	fail  map[string]error
 	class map[error]jobtype.FailureClass
 	est   jobtype.Estimate
+	// inline: the executor prices its jobs itself (manager.InlineEstimator),
+	// reporting est from Prepare; estimates counts the calls of Estimate.
+	inline    bool
+	estimates int
 }
 
 var (
@@ -57,6 +61,12 @@ func (e *classExec) Prepare(ctx context.Context, j catalog.Job, progress func(ma
 	e.mu.Unlock()
 	switch err {
 	case nil:
+		e.mu.Lock()
+		est, inline := e.est, e.inline
+		e.mu.Unlock()
+		if inline {
+			progress(manager.Progress{Estimate: &est})
+		}
 		p, err := e.commitExec.Prepare(ctx, j, progress)
 		if cp, ok := p.(*commitPrepared); ok && err == nil {
 			cp.o.BytesWritten = 1 << 20
@@ -81,7 +91,14 @@ func (e *classExec) Classify(err error) jobtype.FailureClass {
 func (e *classExec) Estimate(context.Context, string) (manager.Estimate, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	e.estimates++
 	return e.est, nil
+}
+
+func (e *classExec) EstimatesInline() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.inline
 }
 
 // failuresEnv is one manager with a fake clock on a catalog (SQLite, and
@@ -421,6 +438,32 @@ func TestAJobIsPredictedWhenClaimedAndComparedWithItsRun(t *testing.T) {
 		// blob_puts: predicted 4, made 3: -25 %.
 		if got := histogramCount(t, e.reg, "compactor_plan_prediction_error_ratio", "blob_puts"); got != 2 {
 			t.Errorf("prediction errors observed for blob_puts: %d, want 2", got)
+		}
+	})
+}
+
+// An executor that prices its job from its own work is not estimated
+// before it runs: the estimate it reports while it runs is priced and
+// stored as the job's prediction, and compared with its actual figures.
+func TestAJobThatEstimatesItselfIsPredictedFromItsReport(t *testing.T) {
+	forEachFakeClockCatalog(t, func(t *testing.T, open func(clock.Clock) *catalog.Catalog) {
+		e := newFailuresEnv(t, open)
+		e.exec.est = jobtype.Estimate{OpRecords: 5, BytesWritten: 1 << 20, BlobPuts: 4}
+		e.exec.inline = true
+		id := collectionWithBacklog(t, e.cat, "self-priced", 5)
+		j := e.compact(t, id)
+		if j.State != catalog.JobSucceeded {
+			t.Fatalf("job %s: %s", j.ID, j.State)
+		}
+		if n := func() int { e.exec.mu.Lock(); defer e.exec.mu.Unlock(); return e.exec.estimates }(); n != 0 {
+			t.Errorf("Estimate called %d times for an executor that estimates inline", n)
+		}
+		stored, err := e.cat.GetJob(t.Context(), j.ID)
+		if err != nil || stored.Predicted == nil || stored.Predicted.BlobPuts != 4 || stored.Predicted.OpRecords != 5 {
+			t.Fatalf("stored job: predicted %+v, %v; want the reported estimate priced", stored.Predicted, err)
+		}
+		if got := histogramCount(t, e.reg, "compactor_plan_prediction_error_ratio", "blob_puts"); got != 1 {
+			t.Errorf("prediction errors observed for blob_puts: %d, want 1", got)
 		}
 	})
 }

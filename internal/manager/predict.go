@@ -121,11 +121,30 @@ func (m *Manager) pricer(ctx context.Context) func(Estimate) Prediction {
 	return func(e Estimate) Prediction { return Price(e, r, tp.BytesPerSecond) }
 }
 
+// InlineEstimator is implemented by an Executor that prices a job from its
+// own work instead of being estimated before it runs: when EstimatesInline
+// is true, the manager does not call Estimate before Prepare, and Prepare
+// reports the estimate once in a Progress carrying only Estimate (for a
+// compaction: once it has read the log slice, which an estimate would
+// otherwise scan a second time before the job starts). The prediction is
+// then stored from that report, before anything is written.
+type InlineEstimator interface {
+	EstimatesInline() bool
+}
+
+// estimatesInline reports whether exec prices its jobs itself
+// (InlineEstimator).
+func estimatesInline(exec Executor) bool {
+	ie, ok := exec.(InlineEstimator)
+	return ok && ie.EstimatesInline()
+}
+
 // predict makes and stores the prediction of run r, just claimed, when its
-// executor estimates. A failure is logged: the job runs without one.
+// executor estimates and does not do it inline. A failure is logged: the
+// job runs without one.
 func (m *Manager) predict(ctx context.Context, exec Executor, r *run) {
 	est, ok := exec.(Estimator)
-	if !ok {
+	if !ok || estimatesInline(exec) {
 		return
 	}
 	e, err := est.Estimate(ctx, r.job.CollectionID)
@@ -135,6 +154,12 @@ func (m *Manager) predict(ctx context.Context, exec Executor, r *run) {
 		}
 		return
 	}
+	m.storePrediction(ctx, r, e)
+}
+
+// storePrediction prices estimate e of run r's job and stores it as the
+// job's prediction. A failure is logged.
+func (m *Manager) storePrediction(ctx context.Context, r *run, e Estimate) {
 	p := m.pricer(ctx)(e)
 	if err := m.store.SetJobPrediction(ctx, r.job.ID, m.owner, p); err != nil {
 		m.logger.Warn("store the prediction of job", "job", r.job.ID, "collection", r.job.CollectionID, "err", err)

@@ -181,8 +181,14 @@ func (m *Manager) execute(ctx context.Context, exec Executor, r *run) (x execute
 }
 
 // progressed takes a progress report of run r's executor: it keeps the
-// plan on the job, publishes the progress and, once per phase, persists it.
+// plan on the job, publishes the progress and, once per phase, persists it;
+// a report carrying the job's estimate (InlineEstimator) stores its
+// prediction instead.
 func (m *Manager) progressed(ctx context.Context, r *run, p Progress) {
+	if p.Estimate != nil {
+		m.storePrediction(ctx, r, *p.Estimate)
+		return
+	}
 	snap, persisted, phase := m.runs.progressed(r, p)
 	m.events.progress(snap)
 	if p.Planned && phase {

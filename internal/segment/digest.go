@@ -118,28 +118,44 @@ const (
 // and an empty one: a read does not tell them apart either.
 func appendCanonical(buf []byte, r *materialize.Record) []byte {
 	buf = appendString(buf, r.ID)
-	buf = binary.LittleEndian.AppendUint32(buf, uint32(len(r.Embedding)))
-	for _, v := range r.Embedding {
-		buf = binary.LittleEndian.AppendUint32(buf, math.Float32bits(v))
-	}
+	buf = appendCanonicalEmbedding(buf, r.Embedding)
 	if r.Document == nil {
 		buf = append(buf, 0)
 	} else {
 		buf = appendString(append(buf, 1), *r.Document)
 	}
-	buf = binary.LittleEndian.AppendUint32(buf, uint32(len(r.Metadata)))
-	if len(r.Metadata) == 0 {
+	return appendCanonicalMetadata(buf, r.Metadata)
+}
+
+// appendCanonicalEmbedding appends the embedding part of the canonical
+// encoding (u32 n, then n float32 bit patterns).
+func appendCanonicalEmbedding(buf []byte, e []float32) []byte {
+	buf = binary.LittleEndian.AppendUint32(buf, uint32(len(e)))
+	n := len(buf)
+	buf = slices.Grow(buf, 4*len(e))[:n+4*len(e)]
+	for i, v := range e {
+		binary.LittleEndian.PutUint32(buf[n+4*i:], math.Float32bits(v))
+	}
+	return buf
+}
+
+// appendCanonicalMetadata appends the metadata part of the canonical
+// encoding (u32 k, then the keys in ascending byte order with their
+// values).
+func appendCanonicalMetadata(buf []byte, m materialize.Metadata) []byte {
+	buf = binary.LittleEndian.AppendUint32(buf, uint32(len(m)))
+	if len(m) == 0 {
 		return buf
 	}
 	var keysBuf [16]string
 	keys := keysBuf[:0]
-	for k := range r.Metadata {
+	for k := range m {
 		keys = append(keys, k)
 	}
 	slices.Sort(keys)
 	for _, k := range keys {
 		buf = appendString(buf, k)
-		switch v := r.Metadata[k].(type) {
+		switch v := m[k].(type) {
 		case string:
 			buf = appendString(append(buf, tagString), v)
 		case float64:
@@ -162,6 +178,12 @@ func appendCanonical(buf []byte, r *materialize.Record) []byte {
 func appendString(buf []byte, s string) []byte {
 	buf = binary.LittleEndian.AppendUint32(buf, uint32(len(s)))
 	return append(buf, s...)
+}
+
+// appendBytes is appendString of a string's bytes.
+func appendBytes(buf, b []byte) []byte {
+	buf = binary.LittleEndian.AppendUint32(buf, uint32(len(b)))
+	return append(buf, b...)
 }
 
 // Checksum returns the text form of the SHA-256 of a blob's bytes, as a

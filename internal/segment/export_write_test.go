@@ -50,7 +50,3 @@ func (w *Writer) WriteDelta(ctx context.Context, changes []Change, compactionOff
 func (s *Store) PreferDelta(base *Manifest, changes []Change) bool {
 	return s.preferDelta(base, changes)
 }
-
-// MaxDeltaChanges is the most operation records Write gathers over base
-// to consider a delta.
-func (s *Store) MaxDeltaChanges(base *Manifest) int64 { return s.maxDeltaChanges(base) }

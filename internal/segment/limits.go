@@ -25,6 +25,11 @@ func (s *Store) WritesDelta(base *Manifest, ids []string, opRecords int64) bool 
 	return s.preferDelta(base, changes)
 }
 
+// MaxDeltaChanges is the most operation records a compaction over base
+// may write as a delta: WritesDelta is false for more (0 when base takes
+// no delta).
+func (s *Store) MaxDeltaChanges(base *Manifest) int64 { return s.maxDeltaChanges(base) }
+
 // EncodedBytes is the size, in bytes, of a block file of recs (sorted by
 // unique id) in the current format: what an estimate of a first
 // compaction measures a sample of its records with.

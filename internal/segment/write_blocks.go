@@ -498,8 +498,7 @@ func (w *Writer) putBlock(ctx context.Context, recs []materialize.Record) (Block
 		Checksum: Checksum(data),
 	}
 	if err := w.readBack(ctx, KindBlock, ref.Key, ref.Checksum, func(back []byte) (Digest, error) {
-		got, err := decodeBlockOf(ref, back)
-		return DigestOf(got), err
+		return blockDigestOf(ref, back, digest)
 	}, digest); err != nil {
 		return BlockRef{}, err
 	}

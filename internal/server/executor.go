@@ -33,9 +33,14 @@ func (e executor) SetMaxThroughput(bytesPerSecond int64) { e.throttle.SetLimit(b
 func (e executor) Prepare(ctx context.Context, j catalog.Job, progress func(manager.Progress)) (manager.Prepared, error) {
 	leave := e.throttle.Enter()
 	defer leave()
-	p, err := e.c.Prepare(e.shareContext(ctx, j), j.CollectionID, compaction.Options{Progress: progress, JobID: j.ID})
+	p, err := e.c.Prepare(e.shareContext(ctx, j), j.CollectionID, compaction.Options{Progress: progress, JobID: j.ID,
+		OnEstimate: func(est jobtype.Estimate) { progress(manager.Progress{Estimate: &est}) }})
 	return prepared{p}, err
 }
+
+// EstimatesInline implements manager.InlineEstimator: a compaction prices
+// itself from the log slice it reads (compaction.Options.OnEstimate).
+func (e executor) EstimatesInline() bool { return true }
 
 // shareContext is ctx carrying the throughput share of job j's collection,
 // if it has one. A failed read is the compaction's to report (it reads the
@@ -85,6 +90,10 @@ func (e executor) Estimate(ctx context.Context, collectionID string) (manager.Es
 // rebuildExecutor runs the jobs of kind index_rebuild on a
 // compaction.Compactor: a fresh vector index of the current version.
 type rebuildExecutor struct{ executor }
+
+// EstimatesInline implements manager.InlineEstimator: a rebuild is
+// estimated before it runs.
+func (rebuildExecutor) EstimatesInline() bool { return false }
 
 // Prepare implements manager.Executor: the new index and manifest, up to
 // the commit.

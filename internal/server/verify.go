@@ -21,6 +21,10 @@ type verifyExecutor struct {
 	scrub *segment.Throttle
 }
 
+// EstimatesInline implements manager.InlineEstimator: a verification is
+// estimated before it runs.
+func (verifyExecutor) EstimatesInline() bool { return false }
+
 // Prepare implements manager.Executor: the whole verification. A version
 // that fails it is the job's error (a *segment.VerificationError, not
 // transient); the Prepared it returns otherwise has nothing to commit and
