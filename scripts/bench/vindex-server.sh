@@ -29,9 +29,13 @@
 #                         a selective filter is planned as a scan of the version,
 #                         seconds per query at 1M)
 #   BENCH_VSERVE_PPROF    host:port for the server's --debug-listen: when set,
-#                         a CPU profile of the server is taken during the
-#                         concurrent queries (BENCH_VSERVE_DIR/query.pprof,
+#                         a CPU profile of the server is taken from the start
+#                         of the warm run (BENCH_VSERVE_DIR/query.pprof,
 #                         BENCH_VSERVE_PPROF_SECONDS long, default 10)
+#   BENCH_VSERVE_REUSE    1: query the collection of an earlier run whose data
+#                         dir was kept (KEEP_DATA=1) instead of loading one:
+#                         the concurrent queries and their recall only, the
+#                         data dir kept again
 #   BENCH_VSERVE_DIR      working directory (default .cache/bench-vserve; the
 #                         1M set takes ~600 MB, the server's data dir ~1.5 GB;
 #                         the data dir is removed at the end unless KEEP_DATA=1)
@@ -48,6 +52,7 @@ FILTER_QUERIES=${BENCH_VSERVE_FILTER_QUERIES:-100}
 DIR=${BENCH_VSERVE_DIR:-.cache/bench-vserve}
 PPROF=${BENCH_VSERVE_PPROF:-}
 PPROF_SECONDS=${BENCH_VSERVE_PPROF_SECONDS:-10}
+REUSE=${BENCH_VSERVE_REUSE:-}
 
 note() { echo "bench vserve: $*" >&2; }
 die() { note "$*"; exit 1; }
@@ -69,7 +74,14 @@ fi
 
 data=$DIR/data
 log=$DIR/server.log
-rm -rf "$data"
+reuse=()
+if [[ $REUSE == 1 ]]; then
+	[[ -d $data ]] || die "BENCH_VSERVE_REUSE=1 needs the data dir of an earlier run kept with KEEP_DATA=1: $data is missing"
+	KEEP_DATA=1
+	reuse=(-reuse)
+else
+	rm -rf "$data"
+fi
 server_pid=
 cleanup() {
 	local rc=$?
@@ -97,4 +109,4 @@ note "server at http://$addr (pid $server_pid, load $(cut -d' ' -f1 /proc/loadav
 
 "$DIR/bin/vserve" -addr "http://$addr" -server-pid "$server_pid" -dir "$DIR" -kind mixture \
 	-clients "$CLIENTS" -requests "$REQUESTS" -upserts "$UPSERTS" -filter-queries "$FILTER_QUERIES" -json "$DIR/vserve.json" \
-	"${profile[@]}"
+	"${profile[@]}" "${reuse[@]}"

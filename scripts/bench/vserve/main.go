@@ -138,9 +138,10 @@ func run(args []string, stdout, stderr io.Writer) error {
 	recallQueries := fs.Int("recall-queries", 200, "queries of the recall after the upserts")
 	wait := fs.Duration("wait", 4*time.Hour, "the longest a compaction may take")
 	jsonOut := fs.String("json", "", "file to write the figures to as JSON")
-	pprofAddr := fs.String("pprof", "", "host:port of the server's --debug-listen: take a CPU profile of the server during the concurrent queries")
+	pprofAddr := fs.String("pprof", "", "host:port of the server's --debug-listen: take a CPU profile of the server from the start of the warm run of the concurrent queries")
 	pprofSeconds := fs.Int("pprof-seconds", 10, "length of that CPU profile")
 	pprofOut := fs.String("pprof-out", "", "file to write that CPU profile to (default DIR/query.pprof)")
+	reuse := fs.Bool("reuse", false, "query the collection an earlier run loaded and compacted (its data dir kept with KEEP_DATA=1) instead of loading one: steps 3 and 4 only")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -175,8 +176,22 @@ func run(args []string, stdout, stderr io.Writer) error {
 	cl := client.New(hc, *addr)
 	fig := figures{N: n, Dim: m.Dim, Clients: *clients, Requests: *requests, Upserts: *upserts}
 
+	name := fmt.Sprintf("vserve-%s-%d", *kind, n)
+	if *reuse {
+		coll, err := findCollection(ctx, cl, name)
+		if err != nil {
+			return err
+		}
+		note("querying %s (%s), loaded by an earlier run", name, coll)
+		truth := exactKth(base, queries, nil)
+		if fig.Query, fig.QueryWarm, fig.Recall, err = queryRuns(ctx, cl, hc, coll, *pid, *clients, *requests, queries, base, truth, *pprofAddr, *pprofSeconds, cmp.Or(*pprofOut, *dir+"/query.pprof"), note); err != nil {
+			return err
+		}
+		fig.QueryRSS = statusBytes(*pid, "VmRSS:")
+		return writeFigures(stdout, *jsonOut, *kind, fig)
+	}
 	created, err := cl.Collections.CreateCollection(ctx, connect.NewRequest(&compactorv1.CreateCollectionRequest{
-		Name: fmt.Sprintf("vserve-%s-%d", *kind, n), Dimension: int32(m.Dim), Distance: compactorv1.Distance_DISTANCE_L2,
+		Name: name, Dimension: int32(m.Dim), Distance: compactorv1.Distance_DISTANCE_L2,
 	}))
 	if err != nil {
 		return fmt.Errorf("create the collection: %w", err)
@@ -211,46 +226,10 @@ func run(args []string, stdout, stderr io.Writer) error {
 	}
 	fig.PurgeWait = step{Seconds: purgeWait.Seconds(), Load: load()}
 	note("the log purge ended %.1f s after the exact answers", purgeWait.Seconds())
-	if _, err := query(ctx, cl, coll, queries[0], nil); err != nil {
-		return fmt.Errorf("warm-up query: %w", err)
-	}
-	note("QueryRecords from %d clients, %d requests each", *clients, *requests)
-	var profiled chan error
-	if *pprofAddr != "" {
-		out := cmp.Or(*pprofOut, *dir+"/query.pprof")
-		profiled = make(chan error, 1)
-		go func() { profiled <- cpuProfile(ctx, hc, *pprofAddr, *pprofSeconds, out) }()
-	}
-	answers := make([][]string, len(queries))
-	var answersMu sync.Mutex
-	run := func() (latency, error) {
-		return concurrent(*pid, *clients, *requests, func(c, r int) error {
-			qi := (c*(*requests) + r) % len(queries)
-			ids, err := query(ctx, cl, coll, queries[qi], nil)
-			if err != nil {
-				return err
-			}
-			answersMu.Lock()
-			answers[qi] = ids
-			answersMu.Unlock()
-			return nil
-		})
-	}
-	if fig.Query, err = run(); err != nil {
-		return err
-	}
-	note("cold: p50 %.2f ms, p99 %.2f ms", fig.Query.P50ms, fig.Query.P99ms)
-	if fig.QueryWarm, err = run(); err != nil {
+	if fig.Query, fig.QueryWarm, fig.Recall, err = queryRuns(ctx, cl, hc, coll, *pid, *clients, *requests, queries, base, truth, *pprofAddr, *pprofSeconds, cmp.Or(*pprofOut, *dir+"/query.pprof"), note); err != nil {
 		return err
 	}
 	fig.QueryRSS = statusBytes(*pid, "VmRSS:")
-	if profiled != nil {
-		if err := <-profiled; err != nil {
-			return err
-		}
-	}
-	fig.Recall = recallOf(base, queries, answers, truth)
-	note("warm: p50 %.2f ms, p99 %.2f ms, recall@10 %.4f", fig.QueryWarm.P50ms, fig.QueryWarm.P99ms, fig.Recall)
 
 	fq := queries[:min(len(queries), *filterQueries)]
 	for _, pct := range []int{1, 10, 50} {
@@ -320,14 +299,87 @@ func run(args []string, stdout, stderr io.Writer) error {
 		fig.UpsertRecall, fig.UpsertRecallLoad = recallOf(base, rq, got, t), load()
 	}
 
-	if *jsonOut != "" {
+	return writeFigures(stdout, *jsonOut, *kind, fig)
+}
+
+// writeFigures writes fig as JSON to jsonOut (when set) and its table to
+// stdout.
+func writeFigures(stdout io.Writer, jsonOut, kind string, fig figures) error {
+	if jsonOut != "" {
 		b, _ := json.MarshalIndent(fig, "", "  ")
-		if err := os.WriteFile(*jsonOut, append(b, '\n'), 0o644); err != nil {
+		if err := os.WriteFile(jsonOut, append(b, '\n'), 0o644); err != nil {
 			return err
 		}
 	}
-	report(stdout, *kind, fig)
+	report(stdout, kind, fig)
 	return nil
+}
+
+// findCollection returns the id of the collection named name.
+func findCollection(ctx context.Context, cl *client.Client, name string) (string, error) {
+	token := ""
+	for {
+		res, err := cl.Collections.ListCollections(ctx, connect.NewRequest(&compactorv1.ListCollectionsRequest{PageToken: token}))
+		if err != nil {
+			return "", fmt.Errorf("list the collections: %w", err)
+		}
+		for _, c := range res.Msg.GetCollections() {
+			if c.GetName() == name {
+				return c.GetId(), nil
+			}
+		}
+		if token = res.Msg.GetNextPageToken(); token == "" {
+			return "", fmt.Errorf("no collection %s: run without -reuse first, with KEEP_DATA=1", name)
+		}
+	}
+}
+
+// queryRuns is steps 3 and 4 (truth: exactKth of the queries): one
+// warm-up query, the concurrent queries with the caches as they are
+// (cold), again at once (warm), and recall@10 of the answers. With
+// pprofAddr set, a CPU profile of the server of pprofSeconds seconds,
+// started with the warm run, is written to pprofOut.
+func queryRuns(ctx context.Context, cl *client.Client, hc *http.Client, coll string, pid, clients, requests int, queries, base [][]float32, truth []float64, pprofAddr string, pprofSeconds int, pprofOut string, note func(string, ...any)) (cold, warm latency, recall float64, err error) {
+	if _, err := query(ctx, cl, coll, queries[0], nil); err != nil {
+		return cold, warm, 0, fmt.Errorf("warm-up query: %w", err)
+	}
+	note("QueryRecords from %d clients, %d requests each", clients, requests)
+	answers := make([][]string, len(queries))
+	var answersMu sync.Mutex
+	run := func() (latency, error) {
+		return concurrent(pid, clients, requests, func(c, r int) error {
+			qi := (c*(requests) + r) % len(queries)
+			ids, err := query(ctx, cl, coll, queries[qi], nil)
+			if err != nil {
+				return err
+			}
+			answersMu.Lock()
+			answers[qi] = ids
+			answersMu.Unlock()
+			return nil
+		})
+	}
+	if cold, err = run(); err != nil {
+		return cold, warm, 0, err
+	}
+	note("cold: p50 %.2f ms, p99 %.2f ms", cold.P50ms, cold.P99ms)
+	var profiled chan error
+	if pprofAddr != "" {
+		profiled = make(chan error, 1)
+		go func() { profiled <- cpuProfile(ctx, hc, pprofAddr, pprofSeconds, pprofOut) }()
+	}
+	if warm, err = run(); err != nil {
+		return cold, warm, 0, err
+	}
+	if profiled != nil {
+		if err := <-profiled; err != nil {
+			return cold, warm, 0, err
+		}
+	}
+	recall = recallOf(base, queries, answers, truth)
+	note("warm: p50 %.2f ms, p99 %.2f ms, recall@10 %.4f", warm.P50ms, warm.P99ms, recall)
+
+	return cold, warm, recall, nil
 }
 
 // bucket is record i's metadata value: 0..99 from a hash of i, so that
