@@ -551,7 +551,10 @@ func (c *Compactor) searchIndex(ctx context.Context, coll catalog.Collection, m 
 		tailIDs = append(tailIDs, ops[i].ID)
 		i += n
 	}
-	allow := func(id string) bool { return !shadowed[id] }
+	var allow func(string) bool // nil: every live record (no call per node)
+	if len(shadowed) > 0 {
+		allow = func(id string) bool { return !shadowed[id] }
+	}
 	if !q.Where.MatchAll() {
 		ms := idx.(MetadataSearcher) // planIndex checked it
 		allow = func(id string) bool {
