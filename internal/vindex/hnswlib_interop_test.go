@@ -99,8 +99,17 @@ func readF32(t *testing.T, path string, dim int) [][]float32 {
 // recallAt is the bench's recall@10: a hit counts when its exact distance
 // (float64) is at most the 10th exact distance plus 1e-6 relative.
 func (set *interopSet) recallAt(t *testing.T, g *Graph, ef int) float64 {
+	r, _ := set.recallHist(t, g, ef)
+	return r
+}
+
+// recallHist is recallAt and the number of queries by their own number of
+// right hits (0..10).
+func (set *interopSet) recallHist(t *testing.T, g *Graph, ef int) (float64, [11]int) {
 	right := 0
+	var hist [11]int
 	for i, q := range set.query {
+		before := right
 		hits, err := g.Search(q, 10, ef, nil)
 		if err != nil {
 			t.Fatal(err)
@@ -117,8 +126,9 @@ func (set *interopSet) recallAt(t *testing.T, g *Graph, ef int) float64 {
 				right++
 			}
 		}
+		hist[right-before]++
 	}
-	return float64(right) / float64(10*len(set.query))
+	return float64(right) / float64(10*len(set.query)), hist
 }
 
 // graphShape describes a graph: its levels and layer-0 degrees.
@@ -173,7 +183,8 @@ func TestInteropSearchHnswlibGraph(t *testing.T) {
 	g := loadHnswlib(t, path, set)
 	t.Logf("hnswlib graph: %s", graphShape(g))
 	for _, ef := range efs {
-		t.Logf("hnswlib graph, this search: ef %d recall %.4f", ef, set.recallAt(t, g, ef))
+		r, h := set.recallHist(t, g, ef)
+		t.Logf("hnswlib graph, this search: ef %d recall %.4f, queries by right hits 0..10 %v", ef, r, h)
 	}
 }
 
@@ -198,7 +209,8 @@ func TestInteropExportGraph(t *testing.T) {
 	}
 	t.Logf("this graph (seed %d): %s", seed, graphShape(g))
 	for _, ef := range efs {
-		t.Logf("this graph, this search: ef %d recall %.4f", ef, set.recallAt(t, g, ef))
+		r, h := set.recallHist(t, g, ef)
+		t.Logf("this graph, this search: ef %d recall %.4f, queries by right hits 0..10 %v", ef, r, h)
 	}
 	saveHnswlib(t, g, path)
 }
