@@ -161,9 +161,9 @@ func graphShape(g *Graph) string {
 			upNodes++
 		}
 	}
-	return fmt.Sprintf("maxLevel %d, nodes per level %v, entry %d (level %d); layer 0: mean degree %.3f, full (%d) %.4f, ≤M %.4f, no in-link %d; layer 1 mean degree %.3f",
+	return fmt.Sprintf("maxLevel %d, nodes per level %v, entry %d (level %d); layer 0: mean degree %.3f, full (%d) %.4f, ≤M %.4f, ≤2 %d, no in-link %d; layer 1 mean degree %.3f",
 		g.maxLevel, perLevel, g.entry, g.level[g.entry], float64(sum)/float64(n), g.m0, float64(hist[g.m0])/float64(n),
-		float64(cumulative(hist, g.p.M))/float64(n), noIn, float64(upSum)/float64(max(upNodes, 1)))
+		float64(cumulative(hist, g.p.M))/float64(n), cumulative(hist, 2), noIn, float64(upSum)/float64(max(upNodes, 1)))
 }
 
 func cumulative(hist []int, upto int) int {
