@@ -29,6 +29,11 @@
 #   BENCH_VINDEX_M, BENCH_VINDEX_EFC   M (16), ef_construction (200)
 #   BENCH_VINDEX_EFS        ef values (default 10,20,40,60,100,200)
 #   BENCH_VINDEX_THREADS    build threads of both sides (default nproc)
+#   BENCH_VINDEX_SEED       seed of both sides' level generators (default:
+#                           hnswlib's 100, the graph's 1). One build is one
+#                           draw: at low ef, recall@10 moves by ±0.01-0.02
+#                           from seed to seed on either side, more than the
+#                           gap between the two (docs/performance.md)
 #   BENCH_VINDEX_UPSERTS    upserts of the incremental step (default 1 % of n)
 #   BENCH_VINDEX_DIR        working directory (default .cache/bench-vindex;
 #                           the 1M mixture takes ~600 MB)
@@ -45,6 +50,7 @@ M=${BENCH_VINDEX_M:-16}
 EFC=${BENCH_VINDEX_EFC:-200}
 EFS=${BENCH_VINDEX_EFS:-10,20,40,60,100,200}
 THREADS=${BENCH_VINDEX_THREADS:-$(nproc)}
+SEED=${BENCH_VINDEX_SEED:-}
 DIR=${BENCH_VINDEX_DIR:-.cache/bench-vindex}
 PY=/usr/bin/python3
 
@@ -53,6 +59,7 @@ die() { note "$*"; exit 1; }
 for v in "$MIX_N" "$UNI_N" "$QUERIES" "$M" "$EFC" "$THREADS"; do
 	[[ $v =~ ^[1-9][0-9]*$ ]] || die "sizes, M, ef_construction and threads take positive integers, got '$v'"
 done
+[[ -z $SEED || $SEED =~ ^[0-9]+$ ]] || die "BENCH_VINDEX_SEED takes a non-negative integer, got '$SEED'"
 [[ $EFS =~ ^[1-9][0-9]*(,[1-9][0-9]*)*$ ]] || die "BENCH_VINDEX_EFS takes a comma-separated list of positive integers, got '$EFS'"
 if ! "$PY" -c 'import hnswlib, numpy' 2>/dev/null; then
 	[[ $(id -u) == 0 ]] || die "$PY lacks hnswlib or numpy: apt-get install python3-hnswlib python3-numpy"
@@ -82,10 +89,10 @@ for kind in $KINDS; do
 	upserts=${BENCH_VINDEX_UPSERTS:-$(( n / 100 > 0 ? n / 100 : 1 ))}
 	note "$kind: hnswlib (n $n, M $M, ef_construction $EFC, $THREADS threads, load $(cut -d' ' -f1 /proc/loadavg))"
 	"$PY" scripts/bench/vindex/hnswlib_bench.py --dir "$DIR" --kind "$kind" --m "$M" --efc "$EFC" \
-		--threads "$THREADS" --efs "$EFS" --upserts "$upserts" >"$DIR/$kind.hnswlib.json"
+		--threads "$THREADS" --efs "$EFS" --upserts "$upserts" ${SEED:+--seed "$SEED"} >"$DIR/$kind.hnswlib.json"
 	note "$kind: vindex (load $(cut -d' ' -f1 /proc/loadavg))"
 	"$DIR/vindex-bench" -dir "$DIR" -kind "$kind" -m "$M" -efc "$EFC" -threads "$THREADS" -efs "$EFS" \
-		-upserts "$upserts" >"$DIR/$kind.vindex.json"
+		-upserts "$upserts" ${SEED:+-seed "$SEED"} >"$DIR/$kind.vindex.json"
 done
 echo
 "$PY" scripts/bench/vindex/report.py "$DIR" $KINDS

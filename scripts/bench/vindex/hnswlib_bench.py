@@ -100,6 +100,7 @@ def main():
     ap.add_argument("--k", type=int, default=10)
     ap.add_argument("--upserts", type=int, default=10000)
     ap.add_argument("--seed", type=int, default=100)
+    ap.add_argument("--save", default="", help="save the built index (hnswlib's format) to this file")
     a = ap.parse_args()
     meta = json.load(open(os.path.join(a.dir, a.kind + ".json")))
     dim, dist = meta["dim"], meta["distance"]
@@ -108,7 +109,7 @@ def main():
     n = len(base)
     out = {"side": "hnswlib", "version": getattr(hnswlib, "__version__", "0.6.2"), "kind": a.kind, "n": n,
            "queries": len(query), "dim": dim, "distance": dist, "m": a.m, "ef_construction": a.efc,
-           "threads": a.threads, "load": os.getloadavg()[0]}
+           "threads": a.threads, "seed": a.seed, "load": os.getloadavg()[0]}
 
     gi, gd = os.path.join(a.dir, a.kind + ".gt.i32"), os.path.join(a.dir, a.kind + ".gt.f32")
     t0 = time.perf_counter()
@@ -131,6 +132,8 @@ def main():
     out["build_s"] = time.perf_counter() - t0
     out["build_cpu_s"] = time.process_time() - c0
     out["build_load"] = load0
+    if a.save:
+        idx.save_index(a.save)
 
     idx.set_num_threads(1)
     out["search"] = []

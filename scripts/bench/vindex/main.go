@@ -73,6 +73,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	k := fs.Int("k", 10, "results per query")
 	upserts := fs.Int("upserts", 10000, "updates of the incremental step (0: none)")
 	filterQueries := fs.Int("filter-queries", 100, "queries of the filtered searches (0: none)")
+	seed := fs.Uint64("seed", 1, "seed of the graph's level generator")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -109,9 +110,9 @@ func run(args []string, stdout, stderr io.Writer) error {
 	}
 	out := map[string]any{
 		"side": "vindex", "kind": *kind, "n": n, "queries": len(queries), "dim": md.Dim, "distance": md.Distance,
-		"m": *m, "ef_construction": *efc, "threads": *threads,
+		"m": *m, "ef_construction": *efc, "threads": *threads, "seed": *seed,
 	}
-	p := vindex.Params{Dim: md.Dim, Distance: dist, M: *m, EfConstruction: *efc, Seed: 1}
+	p := vindex.Params{Dim: md.Dim, Distance: dist, M: *m, EfConstruction: *efc, Seed: *seed}
 	g, err := vindex.New(p)
 	if err != nil {
 		return err

@@ -31,7 +31,8 @@ def main():
         h = json.load(open(os.path.join(d, kind + ".hnswlib.json")))
         v = json.load(open(os.path.join(d, kind + ".vindex.json")))
         print(f"### {kind}: {v['n']:,} × {v['dim']}, {v['distance']}, {v['queries']:,} queries, "
-              f"M {v['m']}, ef_construction {v['ef_construction']}, {v['threads']} build threads (hnswlib {h['version']})")
+              f"M {v['m']}, ef_construction {v['ef_construction']}, {v['threads']} build threads, "
+              f"seeds {v.get('seed', 1)} / {h.get('seed', 100)} (hnswlib {h['version']})")
         print()
         print("| figure | vindex | hnswlib | ratio | load (1 min) |")
         print("|---|---|---|---|---|")
