@@ -926,8 +926,17 @@ func (g *Graph) Search(q []float32, k, ef int, allow func(id string) bool) ([]Hi
 	}
 	s.search(g, q, cur, curD, 0, ef, allow, true)
 	s.cands = s.top.sorted(s.cands[:0])
-	hits := make([]Hit, len(s.cands))
-	for i, c := range s.cands {
+	// The k nearest, and those tied with the k-th (ties go by id): not the
+	// ef found.
+	n := len(s.cands)
+	if n > k {
+		n = k
+		for n < len(s.cands) && s.cands[n].d == s.cands[k-1].d {
+			n++
+		}
+	}
+	hits := make([]Hit, n)
+	for i, c := range s.cands[:n] {
 		hits[i] = Hit{ID: g.ids[c.n], Distance: c.d}
 	}
 	sortHits(hits)
