@@ -18,7 +18,8 @@ func refOf(recs []materialize.Record, data []byte) BlockRef {
 // The direct digest of a block's pages is the digest of its decoded
 // records, for every shape the writer makes: nulls and empties, special
 // floats, dictionary and BYTE_STREAM_SPLIT embeddings, several pages per
-// column, and the format version 1 fixture. The direct path itself must
+// column, and the fixtures of format version 1 and of version 2's earlier
+// string encodings. The direct path itself must
 // read them (no fallback to the row decode).
 func TestBlockDigestReadsThePagesAsTheRowDecode(t *testing.T) {
 	sets := map[string][]materialize.Record{
@@ -32,8 +33,13 @@ func TestBlockDigestReadsThePagesAsTheRowDecode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	blobs := map[string][]byte{"fixture-v1": v1}
+	v2, err := os.ReadFile("testdata/format/block-v2-delta.parquet")
+	if err != nil {
+		t.Fatal(err)
+	}
+	blobs := map[string][]byte{"fixture-v1": v1, "fixture-v2-delta": v2}
 	sets["fixture-v1"] = formatFixtureRecords(t)
+	sets["fixture-v2-delta"] = formatFixtureRecords(t)
 	for name, recs := range sets {
 		data, ok := blobs[name]
 		if !ok {

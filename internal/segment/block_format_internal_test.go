@@ -57,6 +57,78 @@ func TestDecodeBlockReadsFormatVersion1(t *testing.T) {
 	checkRecords(t, got, want)
 }
 
+// Version 2 blocks of the earlier string encodings (id, document and
+// metadata DELTA_LENGTH_BYTE_ARRAY at zstd's default level, with min/max
+// statistics on every column; testdata/format/block-v2-delta.parquet,
+// written by that encoder) stay readable.
+func TestDecodeBlockReadsFormatVersion2DeltaStrings(t *testing.T) {
+	data, err := os.ReadFile("testdata/format/block-v2-delta.parquet")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := formatFixtureRecords(t)
+	if got := columnEncodings(t, data)["document"]; !slices.Contains(got, format.DeltaLengthByteArray) {
+		t.Fatalf("fixture's document encodings %v, want DELTA_LENGTH_BYTE_ARRAY among them", got)
+	}
+	got, err := decodeBlock(data, int64(len(want)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkRecords(t, got, want)
+}
+
+// Blocks write the document and metadata columns PLAIN and min/max bounds
+// only for the id column: what the byte goal against DuckDB rests on
+// (docs/performance.md). Readers never prune by the other columns.
+func TestBlockStringColumnsArePlainAndUnboundedButID(t *testing.T) {
+	recs := formatFixtureRecords(t)
+	data, err := encodeBlock(recs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	encs := columnEncodings(t, data)
+	for _, col := range []string{"document", "metadata"} {
+		if slices.Contains(encs[col], format.DeltaLengthByteArray) || !slices.Contains(encs[col], format.Plain) {
+			t.Errorf("%s encodings %v, want PLAIN", col, encs[col])
+		}
+	}
+	f, err := parquet.OpenFile(bytes.NewReader(data), int64(len(data)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range f.Metadata().RowGroups[0].Columns {
+		path := strings.Join(c.MetaData.PathInSchema, ".")
+		st := c.MetaData.Statistics
+		hasBounds := st.MinValue != nil || st.MaxValue != nil || st.Min != nil || st.Max != nil
+		if c.MetaData.Codec != format.Zstd {
+			t.Errorf("%s: codec %v, want ZSTD", path, c.MetaData.Codec)
+		}
+		if want := path == "id"; hasBounds != want {
+			t.Errorf("%s: chunk min/max present %v, want %v", path, hasBounds, want)
+		}
+	}
+	got, err := decodeBlock(data, int64(len(recs)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkRecords(t, got, recs)
+}
+
+// columnEncodings returns the encodings of each column chunk of a block,
+// by dotted path.
+func columnEncodings(t *testing.T, data []byte) map[string][]format.Encoding {
+	t.Helper()
+	f, err := parquet.OpenFile(bytes.NewReader(data), int64(len(data)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string][]format.Encoding{}
+	for _, c := range f.Metadata().RowGroups[0].Columns {
+		out[strings.Join(c.MetaData.PathInSchema, ".")] = c.MetaData.Encoding
+	}
+	return out
+}
+
 // Format version 2 chooses the embedding column's encoding per block:
 // dictionary for few distinct values, BYTE_STREAM_SPLIT otherwise; both
 // decode to the records written.

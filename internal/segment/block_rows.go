@@ -7,11 +7,13 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"runtime"
 	"slices"
 	"strings"
 
 	"github.com/parquet-go/parquet-go"
 	"github.com/parquet-go/parquet-go/encoding"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/compactorhq/compactor/internal/materialize"
 )
@@ -42,10 +44,17 @@ func (w *Writer) getFew(ctx context.Context, ids []string) (_ map[string]materia
 // column and the rows of the ids (readBlockRows) instead of decoding the
 // whole block (a block Get loaded is looked up instead), and keeping no
 // block for a block write (which reads what it rewrites).
+//
+// The blocks not loaded are read by up to GOMAXPROCS goroutines at once: a
+// read is a blob GET (a file read, or a request to the bucket) followed by
+// decompression and decode, so the GETs of some overlap the decode of
+// others; ids spread over a collection touch every block (1,000 over
+// 600,000 records: about 150 of them). The first error is returned.
 func (w *Writer) readFew(ctx context.Context, ids []string) (map[string]materialize.Record, error) {
 	out := make(map[string]materialize.Record)
 	byBlock, order := idsByBlock(w.base.Blocks, ids)
-	for _, i := range order {
+	var unread []int // indices into order of the blocks to read
+	for k, i := range order {
 		if recs, loaded := w.loaded[i]; loaded {
 			for _, id := range byBlock[i] {
 				if r, ok := findRecord(recs, id); ok {
@@ -54,14 +63,27 @@ func (w *Writer) readFew(ctx context.Context, ids []string) (map[string]material
 			}
 			continue
 		}
-		if err := ctx.Err(); err != nil {
-			return nil, fmt.Errorf("read block %s: %w", w.base.Blocks[i].Key, err)
-		}
-		found, err := w.s.readBlockRows(ctx, w.base.Blocks[i], byBlock[i])
-		if err != nil {
-			return nil, err
-		}
-		maps.Copy(out, found)
+		unread = append(unread, k)
+	}
+	found := make([]map[string]materialize.Record, len(unread))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(runtime.GOMAXPROCS(0))
+	for j, k := range unread {
+		i := order[k]
+		g.Go(func() error {
+			if err := gctx.Err(); err != nil {
+				return fmt.Errorf("read block %s: %w", w.base.Blocks[i].Key, err)
+			}
+			var err error
+			found[j], err = w.s.readBlockRows(gctx, w.base.Blocks[i], byBlock[i])
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	for _, f := range found {
+		maps.Copy(out, f)
 	}
 	if err := w.overlayGet(ctx, ids, out); err != nil {
 		return nil, err

@@ -1,6 +1,7 @@
 package segment
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -252,16 +253,35 @@ func (b *bucketBlobs) Put(ctx context.Context, key string, data []byte) error {
 	return nil
 }
 
+// Get reads the blob into one buffer of the size the bucket reports
+// (Bucket.ReadAll's io.ReadAll grows its buffer by doubling: a dozen
+// allocations, copies and cleared pages for a block of 1 MiB). A blob
+// longer than reported is still read whole.
 func (b *bucketBlobs) Get(ctx context.Context, key string) ([]byte, error) {
-	data, err := b.b.ReadAll(ctx, key)
+	r, err := b.b.NewReader(ctx, key, nil)
 	if err != nil {
 		if gcerrors.Code(err) == gcerrors.NotFound {
 			return nil, fmt.Errorf("get %s: %w", key, ErrNotExist)
 		}
 		return nil, fmt.Errorf("get %s: %w", key, err)
 	}
-	return data, nil
+	defer r.Close()
+	var buf bytes.Buffer
+	if size := r.Size(); size > 0 && size < maxSizedGet {
+		buf.Grow(int(size) + bytes.MinRead) // ReadFrom grows when fewer than MinRead bytes are free
+	}
+	if _, err := buf.ReadFrom(r); err != nil {
+		if gcerrors.Code(err) == gcerrors.NotFound {
+			return nil, fmt.Errorf("get %s: %w", key, ErrNotExist)
+		}
+		return nil, fmt.Errorf("get %s: %w", key, err)
+	}
+	return buf.Bytes(), nil
 }
+
+// maxSizedGet bounds the buffer Get allocates up front from the size the
+// bucket reports: a larger blob is read with growth as it arrives.
+const maxSizedGet = 1 << 30
 
 func (b *bucketBlobs) Delete(ctx context.Context, key string) error {
 	if err := b.b.Delete(ctx, key); err != nil && gcerrors.Code(err) != gcerrors.NotFound {

@@ -23,8 +23,11 @@
 // key/value metadata compactor.block_format names the format version: 1
 // (embedding floats PLAIN, data pages v2) or 2, written now (embedding
 // floats dictionary-encoded when the block has few distinct values,
-// BYTE_STREAM_SPLIT otherwise; data pages v1 of 1 MiB). Both hold the same
-// schema and values:
+// BYTE_STREAM_SPLIT otherwise; data pages v1 of 1 MiB; documents and
+// metadata PLAIN, min/max statistics for the id column alone, since
+// 2026-12: before, the string columns were DELTA_LENGTH_BYTE_ARRAY with
+// statistics on every column, which any Parquet reader decodes alike).
+// Both hold the same schema and values:
 //
 //	message blockRow {
 //	  required binary id (STRING);             // sorted ascending, unique
