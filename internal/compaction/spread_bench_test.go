@@ -2,6 +2,7 @@ package compaction
 
 import (
 	"context"
+	"io"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -143,25 +144,26 @@ func newSpreadFileEnv(b *testing.B, n int) (*env, time.Duration, time.Duration, 
 // for (files, truncated); stop ends both.
 func profileTimed(b *testing.B) (stop func()) {
 	var ends []func()
-	if path := os.Getenv("COMPACTOR_BENCH_SPREAD_CPUPROFILE"); path != "" {
+	for _, p := range []struct {
+		env   string
+		start func(io.Writer) error
+		stop  func()
+	}{
+		{"COMPACTOR_BENCH_SPREAD_CPUPROFILE", pprof.StartCPUProfile, pprof.StopCPUProfile},
+		{"COMPACTOR_BENCH_SPREAD_TRACE", trace.Start, trace.Stop},
+	} {
+		path := os.Getenv(p.env)
+		if path == "" {
+			continue
+		}
 		f, err := os.Create(path)
 		if err != nil {
 			b.Fatal(err)
 		}
-		if err := pprof.StartCPUProfile(f); err != nil {
+		if err := p.start(f); err != nil {
 			b.Fatal(err)
 		}
-		ends = append(ends, func() { pprof.StopCPUProfile(); f.Close() })
-	}
-	if path := os.Getenv("COMPACTOR_BENCH_SPREAD_TRACE"); path != "" {
-		f, err := os.Create(path)
-		if err != nil {
-			b.Fatal(err)
-		}
-		if err := trace.Start(f); err != nil {
-			b.Fatal(err)
-		}
-		ends = append(ends, func() { trace.Stop(); f.Close() })
+		ends = append(ends, func() { p.stop(); f.Close() })
 	}
 	return func() {
 		for _, end := range ends {
