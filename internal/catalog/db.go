@@ -20,6 +20,7 @@ type Catalog struct {
 	d   *dialect
 	w   *sql.DB          // write pool: a single connection for SQLite
 	r   *sql.DB          // read pool; the same *sql.DB as w for PostgreSQL
+	p   pools            // w, r and the tail reads' pool (see pools)
 	now func() time.Time // the process's wall clock (Config.Clock)
 	// dbClock is the database's clock where the catalog supplies it
 	// (SQLite, or Config.DatabaseClock); nil where the statements read the
@@ -81,25 +82,27 @@ func openDialect(ctx context.Context, cfg Config, d *dialect) (*Catalog, error) 
 	if dbClock == nil && d.processClock {
 		dbClock = clock.StepFree(clk)
 	}
-	w, r, err := d.connect(ctx, cfg.DSN)
+	p, err := d.connect(ctx, cfg.DSN)
 	if err != nil {
 		return nil, fmt.Errorf("open %s catalog: %w", d.name, err)
 	}
 	if cfg.ReserveBytes < 0 {
+		_ = p.close()
 		return nil, fmt.Errorf("open catalog: negative space reserve %d: %w", cfg.ReserveBytes, ErrInvalidArgument)
 	}
 	aging := cfg.PriorityAging
 	if aging <= 0 {
 		aging = DefaultPriorityAging
 	}
-	c := &Catalog{d: d, w: w, r: r, now: clk.Now, dbClock: dbClock, log: logger, aging: aging}
+	r := p.r
+	c := &Catalog{d: d, w: p.w, r: r, p: p, now: clk.Now, dbClock: dbClock, log: logger, aging: aging}
 	if d.prepareReads {
 		c.stmts = newStmtCache(r)
 	}
 	if cfg.Exclusive {
 		// Before the migrations: a second process is refused before it
 		// touches the schema.
-		if c.lock, err = takeLock(ctx, d, cfg, w, logger); err != nil {
+		if c.lock, err = takeLock(ctx, d, cfg, p.w, logger); err != nil {
 			_ = c.Close()
 			return nil, fmt.Errorf("open %s catalog: %w", d.name, c.classify(err))
 		}
@@ -124,7 +127,7 @@ func openDialect(ctx context.Context, cfg Config, d *dialect) (*Catalog, error) 
 		_ = c.Close()
 		return nil, fmt.Errorf("open %s catalog: %w", d.name, c.classify(err))
 	}
-	if err := d.check(ctx, w); err != nil {
+	if err := d.check(ctx, p.w); err != nil {
 		_ = c.Close()
 		return nil, fmt.Errorf("open %s catalog: %w", d.name, c.classify(err))
 	}
@@ -158,11 +161,7 @@ func (c *Catalog) Close() error {
 		errs = append(errs, c.lock.release())
 		c.lock = nil
 	}
-	if c.r == c.w {
-		errs = append(errs, c.w.Close())
-	} else {
-		errs = append(errs, c.r.Close(), c.w.Close())
-	}
+	errs = append(errs, c.p.close())
 	return errors.Join(errs...)
 }
 
@@ -213,7 +212,12 @@ func (c *Catalog) writeTxOn(ctx context.Context, db txBeginner, fn func(tx *sql.
 // readTx runs fn in a read-only transaction that sees one consistent
 // snapshot of the database.
 func (c *Catalog) readTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
-	tx, err := c.r.BeginTx(ctx, c.d.readTx)
+	return c.readTxOn(ctx, c.r, fn)
+}
+
+// readTxOn is readTx on the pool db (c.r, or c.p.tail for the tail reads).
+func (c *Catalog) readTxOn(ctx context.Context, db *sql.DB, fn func(tx *sql.Tx) error) error {
+	tx, err := db.BeginTx(ctx, c.d.readTx)
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)
 	}

@@ -3,6 +3,7 @@ package catalog
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -62,12 +63,39 @@ type dialect struct {
 	engine
 }
 
+// pools are a catalog's connection pools. They may be one *sql.DB.
+type pools struct {
+	w *sql.DB // writes: a single connection for SQLite
+	r *sql.DB // reads, the sequential scans of the log among them
+	// tail reads the uncompacted log tail by record id for GetRecords and
+	// QueryRecords (readTail): rows in id order, which are in no order in
+	// the log table, so one page of a few hundred bytes is read per row.
+	// SQLite's tail connections map the file (PRAGMA mmap_size) so that
+	// such a read costs a memory access, not a system call; the scans of
+	// the compaction stay on r, whose reads of file pages do not count in
+	// the process's resident memory.
+	tail *sql.DB
+}
+
+// close closes each distinct pool that is open.
+func (p pools) close() error {
+	var errs []error
+	seen := map[*sql.DB]bool{nil: true}
+	for _, db := range []*sql.DB{p.w, p.r, p.tail} {
+		if !seen[db] {
+			seen[db] = true
+			errs = append(errs, db.Close())
+		}
+	}
+	return errors.Join(errs...)
+}
+
 // engine is the behaviour of one database, implemented by sqliteEngine
 // (dialect_sqlite.go) and postgresEngine (dialect_postgres.go).
 type engine interface {
-	// connect opens the write and read pools for dsn (they may be the same
-	// *sql.DB). The pools are configured but not necessarily connected.
-	connect(ctx context.Context, dsn string) (w, r *sql.DB, err error)
+	// connect opens the pools for dsn (they may be the same *sql.DB). The
+	// pools are configured but not necessarily connected.
+	connect(ctx context.Context, dsn string) (pools, error)
 	// check runs after the migrations, to verify the session settings.
 	check(ctx context.Context, w *sql.DB) error
 	// kind classifies a driver error.

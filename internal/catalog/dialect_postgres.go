@@ -53,16 +53,16 @@ func postgresDialect() *dialect {
 // deleted in the transaction that deletes it.
 type postgresEngine struct{}
 
-func (postgresEngine) connect(_ context.Context, dsn string) (*sql.DB, *sql.DB, error) {
+func (postgresEngine) connect(_ context.Context, dsn string) (pools, error) {
 	db, err := sql.Open("pgx", withIdleTxTimeout(withConnectTimeout(dsn, defaultConnectTimeout), defaultIdleTxTimeout))
 	if err != nil {
-		return nil, nil, fmt.Errorf("open postgres: %w", err)
+		return pools{}, fmt.Errorf("open postgres: %w", err)
 	}
 	db.SetMaxOpenConns(16)
 	db.SetMaxIdleConns(16)
 	db.SetConnMaxIdleTime(5 * time.Minute)
 	db.SetConnMaxLifetime(time.Hour)
-	return db, db, nil
+	return pools{w: db, r: db, tail: db}, nil
 }
 
 func (postgresEngine) check(context.Context, *sql.DB) error   { return nil }

@@ -54,7 +54,7 @@ func sqliteDialect(busyTimeout time.Duration) *dialect {
 // its delete (see deleteLog).
 type sqliteEngine struct{ busyTimeout time.Duration }
 
-func (e sqliteEngine) connect(_ context.Context, dsn string) (*sql.DB, *sql.DB, error) {
+func (e sqliteEngine) connect(_ context.Context, dsn string) (pools, error) {
 	return sqliteConnect(dsn, e.busyTimeout)
 }
 
@@ -99,18 +99,29 @@ func (sqliteEngine) appendLog(ctx context.Context, c *Catalog, tx *sql.Tx, rows 
 	return c.insertLogRowsMulti(ctx, tx, rows)
 }
 
+// sqliteTailMmapBytes is the PRAGMA mmap_size of the tail-read
+// connections (pools.tail): up to the first 256 MiB of the database file
+// are read through a memory map, the rest with a read(2) per page as
+// elsewhere. A tail read by record id visits one table page per row; the
+// map halved the catalog's CPU of a paged GetRecords over a 63,436-record
+// uncompacted log (BenchmarkGetRecordsPaged/tail: 0.94 → 0.48 s a read).
+// The pages a tail connection maps count in the process's resident memory
+// (file pages, which the kernel reclaims like its page cache), at most
+// this much per connection.
+const sqliteTailMmapBytes = 256 << 20
+
 // sqliteConnect builds the writer and reader DSNs from a file path (with an
 // optional "file:" prefix and query parameters, which are kept) and opens the
-// two pools, creating the parent directory of the file if needed.
-func sqliteConnect(dsn string, busyTimeout time.Duration) (*sql.DB, *sql.DB, error) {
+// three pools, creating the parent directory of the file if needed.
+func sqliteConnect(dsn string, busyTimeout time.Duration) (pools, error) {
 	path, userQuery, _ := strings.Cut(dsn, "?")
 	file := sqliteFile(dsn)
 	if file == "" || file == ":memory:" || strings.Contains(userQuery, "mode=memory") {
-		return nil, nil, fmt.Errorf("sqlite DSN %q: an in-memory database cannot be shared by the catalog's connections; use a file: %w", dsn, ErrInvalidArgument)
+		return pools{}, fmt.Errorf("sqlite DSN %q: an in-memory database cannot be shared by the catalog's connections; use a file: %w", dsn, ErrInvalidArgument)
 	}
 	if dir := filepath.Dir(file); dir != "" {
 		if err := os.MkdirAll(dir, 0o750); err != nil {
-			return nil, nil, fmt.Errorf("create catalog directory %s: %w", dir, err)
+			return pools{}, fmt.Errorf("create catalog directory %s: %w", dir, err)
 		}
 	}
 	common := url.Values{}
@@ -144,10 +155,11 @@ func sqliteConnect(dsn string, busyTimeout time.Duration) (*sql.DB, *sql.DB, err
 		"_txlock": {"immediate"},
 	})
 	rdsn := build(url.Values{"_pragma": {"query_only(1)"}})
+	tdsn := build(url.Values{"_pragma": {"query_only(1)", fmt.Sprintf("mmap_size(%d)", sqliteTailMmapBytes)}})
 
 	w, err := sql.Open("sqlite", wdsn)
 	if err != nil {
-		return nil, nil, fmt.Errorf("open sqlite %s: %w", file, err)
+		return pools{}, fmt.Errorf("open sqlite %s: %w", file, err)
 	}
 	// One writer: SQLite serializes writers anyway; queueing them in the pool
 	// instead of in busy_timeout keeps them fair and cancellable.
@@ -156,17 +168,24 @@ func sqliteConnect(dsn string, busyTimeout time.Duration) (*sql.DB, *sql.DB, err
 	w.SetConnMaxLifetime(0)
 	w.SetConnMaxIdleTime(0)
 
-	r, err := sql.Open("sqlite", rdsn)
-	if err != nil {
-		_ = w.Close()
-		return nil, nil, fmt.Errorf("open sqlite %s: %w", file, err)
-	}
+	p := pools{w: w}
 	n := max(4, runtime.GOMAXPROCS(0))
-	r.SetMaxOpenConns(n)
-	r.SetMaxIdleConns(n)
-	r.SetConnMaxLifetime(0)
-	r.SetConnMaxIdleTime(5 * time.Minute)
-	return w, r, nil
+	for _, r := range []struct {
+		db  **sql.DB
+		dsn string
+	}{{&p.r, rdsn}, {&p.tail, tdsn}} {
+		db, err := sql.Open("sqlite", r.dsn)
+		if err != nil {
+			p.close()
+			return pools{}, fmt.Errorf("open sqlite %s: %w", file, err)
+		}
+		db.SetMaxOpenConns(n)
+		db.SetMaxIdleConns(n)
+		db.SetConnMaxLifetime(0)
+		db.SetConnMaxIdleTime(5 * time.Minute)
+		*r.db = db
+	}
+	return p, nil
 }
 
 // sqliteFile is the database file of a SQLite DSN (a path, with an optional

@@ -161,11 +161,12 @@ func TestPostgresIdleTxTimeout(t *testing.T) {
 	if dsn == "" {
 		t.Skip("COMPACTOR_TEST_POSTGRES_DSN is not set: the session setting is not checked on a server")
 	}
-	db, _, err := postgresDialect().connect(context.Background(), dsn)
+	p, err := postgresDialect().connect(context.Background(), dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer db.Close()
+	defer p.close()
+	db := p.w
 	var got string
 	if err := db.QueryRow("SHOW idle_in_transaction_session_timeout").Scan(&got); err != nil {
 		t.Fatal(err)
