@@ -6,6 +6,8 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/parquet-go/parquet-go"
+	"github.com/parquet-go/parquet-go/compress"
 	"github.com/parquet-go/parquet-go/compress/zstd"
 )
 
@@ -43,5 +45,58 @@ func TestWindowedZstdWritesParquetGosBytes(t *testing.T) {
 		if err != nil || !bytes.Equal(back, src) {
 			t.Errorf("page of %d bytes does not decode to itself: %d bytes, %v", n, len(back), err)
 		}
+	}
+}
+
+// countingCodec counts the pages a codec compresses.
+type countingCodec struct {
+	compress.Codec
+	pages int
+}
+
+func (c *countingCodec) Encode(dst, src []byte) ([]byte, error) {
+	c.pages++
+	return c.Codec.Encode(dst, src)
+}
+
+// A block's embedding column is compressed by embeddingCodec (set on the
+// schema, as a tag can only name parquet-go's own codec), and the block's
+// bytes are those parquet-go's zstd codec writes for that column: both
+// encodings of the column (dictionary and BYTE_STREAM_SPLIT).
+func TestBlockEmbeddingColumnTakesEmbeddingCodec(t *testing.T) {
+	saved := embeddingCodec
+	defer func() { embeddingCodec = saved }()
+	for _, quantised := range []bool{true, false} {
+		recs := syntheticRecords(3000, 64, quantised)
+		want, err := encodeBlock(recs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		counting := &countingCodec{Codec: saved}
+		embeddingCodec = counting
+		got, err := encodeBlock(recs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if counting.pages == 0 {
+			t.Errorf("quantised %v: embeddingCodec compressed no page", quantised)
+		}
+		if !bytes.Equal(got, want) {
+			t.Errorf("quantised %v: the block differs when written through the same codec", quantised)
+		}
+		embeddingCodec = &parquet.Zstd
+		library, err := encodeBlock(recs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(library, want) {
+			t.Errorf("quantised %v: %d bytes, %d with parquet-go's zstd codec on the embedding column", quantised, len(want), len(library))
+		}
+		embeddingCodec = saved
+		back, err := decodeBlock(want, -1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkRecords(t, back, recs)
 	}
 }
