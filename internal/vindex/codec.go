@@ -372,6 +372,7 @@ func Decode(graph []byte, chunk func(i int, ref ChunkRef) ([]byte, error)) (*Gra
 	}
 	n := int(slots)
 	g.ids = make([]string, n)
+	g.byID = idMap{tab: newIDTable(n)}
 	g.state = make([]uint8, n)
 	g.level = make([]uint8, n)
 	g.upper = make([][]int32, n)
@@ -409,10 +410,10 @@ func Decode(graph []byte, chunk func(i int, ref ChunkRef) ([]byte, error)) (*Gra
 		g.ids[i], g.state[i], g.level[i] = text[at:at+len(id)], st, lv
 		switch st {
 		case stateLive:
-			if _, dup := g.byID.get(g.ids[i]); dup {
+			if _, dup := g.byID.get(g.ids[i], g.ids); dup {
 				return nil, corrupt("%s: slot %d: id %q live twice", nodes.what, i, id)
 			}
-			g.byID.set(g.ids[i], int32(i))
+			g.byID.set(g.ids[i], int32(i), g.ids)
 			live++
 		case stateDeleted:
 			g.tombstones++

@@ -286,12 +286,12 @@ func (g *Graph) BetweenDistances() bool {
 }
 
 // Contains reports whether id is live in the graph.
-func (g *Graph) Contains(id string) bool { _, ok := g.byID.get(id); return ok }
+func (g *Graph) Contains(id string) bool { _, ok := g.byID.get(id, g.ids); return ok }
 
 // Vector returns a copy of id's vector as stored (normalised to unit
 // length for cosine), or nil when id is not live.
 func (g *Graph) Vector(id string) []float32 {
-	n, ok := g.byID.get(id)
+	n, ok := g.byID.get(id, g.ids)
 	if !ok {
 		return nil
 	}
@@ -313,7 +313,7 @@ func (g *Graph) Successor() *Graph {
 	s.ids = slices.Clone(g.ids)
 	s.state = slices.Clone(g.state)
 	s.level = slices.Clone(g.level)
-	s.byID = g.byID.successor()
+	s.byID = g.byID.successor(s.ids)
 	s.vecs = slices.Clone(g.vecs)
 	s.owner = slices.Clone(g.owner)
 	if n := len(g.ids); n%vecChunk != 0 {
@@ -487,7 +487,7 @@ func (g *Graph) InsertBatch(ids []string, vecs [][]float32, threads int) error {
 		if last[id] != i {
 			continue
 		}
-		if old, ok := g.byID.get(id); ok {
+		if old, ok := g.byID.get(id, g.ids); ok {
 			g.state[old] = stateDeleted
 			g.tombstones++
 			g.deleted++
@@ -719,7 +719,7 @@ func (g *Graph) appendNode(id string, vec []float32) {
 	g.ids = append(g.ids, id)
 	g.state = append(g.state, stateLive)
 	g.level = append(g.level, uint8(lvl))
-	g.byID.set(id, int32(n))
+	g.byID.set(id, int32(n), g.ids)
 	if n>>vecChunkShift >= len(g.vecs) {
 		f, m := newChunk(vecChunk * g.p.Dim)
 		g.vecs, g.owner = append(g.vecs, f), append(g.owner, m)
@@ -882,11 +882,11 @@ func (g *Graph) heuristic(cands []cand, m int, out []cand) []cand {
 // still guides searches until Repair drops it. It reports whether id was
 // live.
 func (g *Graph) Delete(id string) bool {
-	n, ok := g.byID.get(id)
+	n, ok := g.byID.get(id, g.ids)
 	if !ok {
 		return false
 	}
-	g.byID.del(id)
+	g.byID.del(id, g.ids)
 	g.state[n] = stateDeleted
 	g.tombstones++
 	g.deleted++
@@ -998,7 +998,7 @@ func (g *Graph) ScanBatch(qs [][]float32, k int, allow func(slot int, id string)
 // id already live gives it a new node, and slot); a graph that is not
 // changed keeps every slot. ok false when id is not live.
 func (g *Graph) SlotOf(id string) (slot int, ok bool) {
-	n, ok := g.byID.get(id)
+	n, ok := g.byID.get(id, g.ids)
 	return int(n), ok
 }
 
@@ -1009,7 +1009,7 @@ func (g *Graph) ScanIDs(q []float32, k int, ids []string) ([]Hit, error) {
 	hits, err := g.scan([][]float32{q}, k, func(yield func(int32) bool) {
 		seen := make(map[int32]struct{}, len(ids))
 		for _, id := range ids {
-			if n, ok := g.byID.get(id); ok {
+			if n, ok := g.byID.get(id, g.ids); ok {
 				if _, dup := seen[n]; !dup {
 					seen[n] = struct{}{}
 					if !yield(n) {
