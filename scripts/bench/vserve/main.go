@@ -21,9 +21,9 @@
 //     distances), from -clients concurrent clients over Connect (binary
 //     protobuf, HTTP/1.1, one connection each), -requests each, cycling
 //     through the queries: p50, p99 and max latency as each client sees
-//     it, queries per second, and the server's CPU time per query (from
-//     /proc/PID/stat, in ticks of 10 ms over the whole run: meaningful over
-//     hundreds of queries); after the full compaction's log purge ended
+//     it, queries per second, and the server's and this process's (the
+//     clients') CPU time per query (from /proc/PID/stat, in ticks of 10 ms
+//     over the whole run: meaningful over hundreds of queries); after the full compaction's log purge ended
 //     (compactor_log_purges_running 0) and one warm-up query. The run is
 //     made twice: first with the caches as the compaction left them (the
 //     hits' rows read from blocks not read yet: "cold"), then again at once
@@ -117,6 +117,10 @@ type latency struct {
 	// ServerCPUms is the server's CPU time (user + system) per query, in
 	// milliseconds: what the load stretches least.
 	ServerCPUms float64
+	// ClientCPUms is this process's CPU time per query, in milliseconds:
+	// the clients' encoding and decoding, which share the machine's cores
+	// with the server when both run on it.
+	ClientCPUms float64
 	Load        float64
 }
 
@@ -447,7 +451,7 @@ func cpuProfile(ctx context.Context, hc *http.Client, addr string, seconds int, 
 // concurrent runs do(client, request) for requests requests on each of
 // clients goroutines and returns the latencies' percentiles.
 func concurrent(pid, clients, requests int, do func(c, r int) error) (latency, error) {
-	cpu0 := processCPU(pid)
+	cpu0, own0 := processCPU(pid), processCPU(os.Getpid())
 	lats := make([][]time.Duration, clients)
 	errs := make([]error, clients)
 	var wg sync.WaitGroup
@@ -477,6 +481,9 @@ func concurrent(pid, clients, requests int, do func(c, r int) error) (latency, e
 	l := latency{P50ms: ms(0.50), P99ms: ms(0.99), MaxMs: ms(1), QPS: float64(len(all)) / wall.Seconds(), Load: load()}
 	if cpu1 := processCPU(pid); cpu0 >= 0 && cpu1 >= 0 {
 		l.ServerCPUms = (cpu1 - cpu0) * 1e3 / float64(len(all))
+	}
+	if own1 := processCPU(os.Getpid()); own0 >= 0 && own1 >= 0 {
+		l.ClientCPUms = (own1 - own0) * 1e3 / float64(len(all))
 	}
 	return l, nil
 }
@@ -755,7 +762,7 @@ func report(w io.Writer, kind string, f figures) {
 	}{{"cold caches (the first run after the compaction)", f.Query}, {"warm (the same run again)", f.QueryWarm}} {
 		fmt.Fprintf(w, "| QueryRecords, %d clients × %d, %s: p50 / p99 / max | %.2f / %.2f / %.1f ms | %.1f |\n",
 			f.Clients, f.Requests, q.name, q.l.P50ms, q.l.P99ms, q.l.MaxMs, q.l.Load)
-		fmt.Fprintf(w, "| … queries/s; the server's CPU time per query | %.0f; %.2f ms | |\n", q.l.QPS, q.l.ServerCPUms)
+		fmt.Fprintf(w, "| … queries/s; the server's, the clients' CPU time per query | %.0f; %.2f, %.2f ms | |\n", q.l.QPS, q.l.ServerCPUms, q.l.ClientCPUms)
 	}
 	recallRow := "recall@10"
 	if f.Reused {
