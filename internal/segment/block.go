@@ -137,9 +137,11 @@ func (f codecField) Name() string                           { return f.field.Nam
 func (f codecField) Value(base reflect.Value) reflect.Value { return f.field.Value(base) }
 
 // windowedZstd is parquet-go's zstd codec with the encoder's window bounded
-// by the largest page a block writes: a page is compressed as one frame,
-// so a match can never reach further back than the page, and a larger
-// window only sizes the encoder's history buffer. At
+// by the size of a block's pages: a page is compressed as one frame, so a
+// match never reaches further back than the page, and for a page up to the
+// window a larger window only sizes the encoder's history buffer (a rarer,
+// larger page, one row's value past the window, finds its matches up to the
+// window back: a valid frame, perhaps a few bytes longer). At
 // SpeedBetterCompression an encoder held 20.5 MiB after a 1 MiB page with
 // the library's 8 MiB default window and 6.4 MiB with a 2 MiB window (and
 // its lower-memory option), for the same bytes out. The encoders are
