@@ -333,6 +333,10 @@ type Compactor struct {
 	purgeMu sync.Mutex
 	purges  map[string]bool
 	purgeWG sync.WaitGroup
+	// purgeStop ends when StopPurges is called: the running purges stop
+	// at their next chunk and no new one starts.
+	purgeStop      context.Context
+	stopPurgesFunc context.CancelFunc
 	// purgem are the purges' metrics; nil fields without WithRegisterer.
 	purgem purgeMetrics
 }
@@ -365,10 +369,14 @@ func (m purgeMetrics) started(d float64) {
 // offset invisible. At most one purge per collection runs; a call while one
 // runs makes it run once more when done, since the bound may have moved (a
 // commit, or GC retiring versions). It is bounded by Config.CommitTimeout
-// and not interrupted by cancellation; failures are logged.
+// and not interrupted by ctx's cancellation, only by StopPurges; failures
+// are logged.
 func (c *Compactor) purgeLog(ctx context.Context, collectionID string) {
 	c.purgeMu.Lock()
 	defer c.purgeMu.Unlock()
+	if c.purgeStop.Err() != nil {
+		return // stopped: the collection's next purge removes the rows
+	}
 	if _, running := c.purges[collectionID]; running {
 		c.purges[collectionID] = true // again, once this one ends
 		return
@@ -381,9 +389,14 @@ func (c *Compactor) purgeLog(ctx context.Context, collectionID string) {
 		defer c.purgem.started(-1)
 		for {
 			pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.CommitTimeout)
+			unhook := context.AfterFunc(c.purgeStop, cancel)
 			n, err := c.cat.PurgeLog(pctx, collectionID)
+			unhook()
 			cancel()
+			stopped := c.purgeStop.Err() != nil
 			switch {
+			case stopped:
+				c.logger.Debug("log purge stopped; the collection's next purge removes the rest", "collection", collectionID, "rows", n)
 			case err != nil && !errors.Is(err, catalog.ErrNotFound):
 				c.logger.Warn("purge compacted log rows", "collection", collectionID, "err", err)
 			case err == nil:
@@ -393,7 +406,7 @@ func (c *Compactor) purgeLog(ctx context.Context, collectionID string) {
 				}
 			}
 			c.purgeMu.Lock()
-			again := c.purges[collectionID] && err == nil
+			again := c.purges[collectionID] && err == nil && !stopped
 			if !again {
 				delete(c.purges, collectionID)
 				c.purgeMu.Unlock()
@@ -409,6 +422,16 @@ func (c *Compactor) purgeLog(ctx context.Context, collectionID string) {
 // (tests, benchmarks and shutdown use it).
 func (c *Compactor) WaitPurges() { c.purgeWG.Wait() }
 
+// StopPurges makes the running log purges stop at their next chunk of rows
+// (catalog.PurgeLog honours its context between chunks, and a chunk cut
+// short rolls back) and starts no new one, so that a shutdown does not wait
+// for the purge of a large compaction (about two minutes for 1,000,000
+// rows, paced to leave a core to foreground work). The rows left are
+// compacted already, invisible to reads, and removed by the collection's
+// next purge (after its next compaction), as after a crash. Call
+// WaitPurges after it to wait for the purges to return.
+func (c *Compactor) StopPurges() { c.stopPurgesFunc() }
+
 // New returns a Compactor. logger nil discards logs.
 func New(cat Catalog, seg *segment.Store, cfg Config, logger *slog.Logger, opts ...Option) (*Compactor, error) {
 	if err := cfg.Validate(); err != nil {
@@ -419,6 +442,7 @@ func New(cat Catalog, seg *segment.Store, cfg Config, logger *slog.Logger, opts 
 	}
 	c := &Compactor{cat: cat, seg: seg, cfg: cfg, logger: logger, pins: newPins(), purges: make(map[string]bool),
 		scans: make(chan struct{}, MaxConcurrentScans), indexes: newIndexCache()}
+	c.purgeStop, c.stopPurgesFunc = context.WithCancel(context.Background())
 	c.indexes.budget = cfg.IndexCacheBytes
 	for _, o := range opts {
 		o(c)

@@ -383,9 +383,10 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (_ *App, err err
 	if err != nil {
 		return nil, err
 	}
-	// Log purges still running finish before the catalog closes (a purge cut
-	// short is harmless: the next one removes the rows).
-	a.closers = append(a.closers, func() error { a.Compactor.WaitPurges(); return nil })
+	// Log purges still running stop at their next chunk and return before
+	// the catalog closes (a purge cut short is harmless: the collection's
+	// next one removes the rows).
+	a.closers = append(a.closers, func() error { a.Compactor.StopPurges(); a.Compactor.WaitPurges(); return nil })
 	mcfg := cfg.Manager
 	if mcfg.Address == "" {
 		mcfg.Address = cfg.Listen
