@@ -30,6 +30,10 @@ func (b blockingPurge) PurgeLog(ctx context.Context, _ string) (int64, error) {
 // compaction that started it is unaffected.
 func TestStopPurgesEndsARunningPurge(t *testing.T) {
 	e := newEnv(t, envConfig{maxRecords: 1000, batchRecords: 100, maxBlock: 64, minBlock: 16})
+	// The purge's own deadline, past the wait below: a purge that
+	// StopPurges does not end fails the test at the wait, and its cleanup
+	// (WaitPurges) then ends by this deadline instead of the default's.
+	e.comp.cfg.CommitTimeout = 2 * time.Minute
 	bp := blockingPurge{Catalog: e.comp.cat, started: make(chan struct{}, 2), ended: make(chan error, 2)}
 	e.comp.cat = bp
 	var ops []materialize.OperationRecord
@@ -44,7 +48,7 @@ func TestStopPurgesEndsARunningPurge(t *testing.T) {
 	go func() { e.comp.WaitPurges(); close(waited) }()
 	select {
 	case <-waited:
-	case <-time.After(time.Minute): // the purge's own deadline is CommitTimeout; this only keeps a failure from hanging
+	case <-time.After(time.Minute):
 		t.Fatal("WaitPurges did not return after StopPurges")
 	}
 	if err := <-bp.ended; !errors.Is(err, context.Canceled) {
