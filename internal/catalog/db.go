@@ -17,11 +17,13 @@ import (
 
 // Catalog is the SQL catalog. It is safe for concurrent use.
 type Catalog struct {
-	d   *dialect
-	w   *sql.DB          // write pool: a single connection for SQLite
-	r   *sql.DB          // read pool; the same *sql.DB as w for PostgreSQL
-	p   pools            // w, r and the tail reads' pool (see pools)
-	now func() time.Time // the process's wall clock (Config.Clock)
+	d *dialect
+	w *sql.DB // write pool: a single connection for SQLite
+	r *sql.DB // read pool; the same *sql.DB as w for PostgreSQL
+	// tail is the pool of the log tail's reads by record id (pools.tail):
+	// the same *sql.DB as w for PostgreSQL.
+	tail *sql.DB
+	now  func() time.Time // the process's wall clock (Config.Clock)
 	// dbClock is the database's clock where the catalog supplies it
 	// (SQLite, or Config.DatabaseClock); nil where the statements read the
 	// server's (PostgreSQL). See dbNow.
@@ -94,10 +96,9 @@ func openDialect(ctx context.Context, cfg Config, d *dialect) (*Catalog, error) 
 	if aging <= 0 {
 		aging = DefaultPriorityAging
 	}
-	r := p.r
-	c := &Catalog{d: d, w: p.w, r: r, p: p, now: clk.Now, dbClock: dbClock, log: logger, aging: aging}
+	c := &Catalog{d: d, w: p.w, r: p.r, tail: p.tail, now: clk.Now, dbClock: dbClock, log: logger, aging: aging}
 	if d.prepareReads {
-		c.stmts = newStmtCache(r)
+		c.stmts = newStmtCache(c.r)
 	}
 	if cfg.Exclusive {
 		// Before the migrations: a second process is refused before it
@@ -161,7 +162,7 @@ func (c *Catalog) Close() error {
 		errs = append(errs, c.lock.release())
 		c.lock = nil
 	}
-	errs = append(errs, c.p.close())
+	errs = append(errs, pools{w: c.w, r: c.r, tail: c.tail}.close())
 	return errors.Join(errs...)
 }
 
@@ -215,7 +216,7 @@ func (c *Catalog) readTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	return c.readTxOn(ctx, c.r, fn)
 }
 
-// readTxOn is readTx on the pool db (c.r, or c.p.tail for the tail reads).
+// readTxOn is readTx on the pool db (c.r, or c.tail for the tail reads).
 func (c *Catalog) readTxOn(ctx context.Context, db *sql.DB, fn func(tx *sql.Tx) error) error {
 	tx, err := db.BeginTx(ctx, c.d.readTx)
 	if err != nil {

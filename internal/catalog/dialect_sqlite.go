@@ -104,7 +104,7 @@ func (sqliteEngine) appendLog(ctx context.Context, c *Catalog, tx *sql.Tx, rows 
 // are read through a memory map, the rest with a read(2) per page as
 // elsewhere. A tail read by record id visits one table page per row; the
 // map halved the catalog's CPU of a paged GetRecords over a 63,436-record
-// uncompacted log (BenchmarkGetRecordsPaged/tail: 0.94 → 0.48 s a read).
+// uncompacted log (BenchmarkGetRecordsPaged/tail: 0.94 → 0.50 s a read).
 // The pages a tail connection maps count in the process's resident memory
 // (file pages, which the kernel reclaims like its page cache), at most
 // this much per connection.

@@ -194,7 +194,7 @@ func (c *Catalog) readTail(ctx context.Context, collectionID string, upToOffset 
 	}
 	gen := c.tails.begin()
 	var t Tail
-	err := c.readTxOn(ctx, c.p.tail, func(tx *sql.Tx) error {
+	err := c.readTxOn(ctx, c.tail, func(tx *sql.Tx) error {
 		var err error
 		if t.Collection, err = c.queryCollection(ctx, tx, collectionID); err != nil {
 			return err
