@@ -13,6 +13,7 @@ import (
 
 	"github.com/compactorhq/compactor/internal/catalog"
 	"github.com/compactorhq/compactor/internal/cli"
+	"github.com/compactorhq/compactor/internal/heapfloor"
 	"github.com/compactorhq/compactor/internal/server"
 )
 
@@ -84,6 +85,7 @@ func serve(ctx context.Context, cfg server.Config, logger *slog.Logger, started 
 		memlimit.WithLogger(logger.With("component", "memlimit"))); err != nil {
 		logger.Warn("set the go memory limit from the container's", "err", err)
 	}
+	defer heapfloor.Start(cfg.HeapFloor()).Stop()
 	app, err := server.Open(ctx, cfg, logger)
 	if err != nil {
 		return err

@@ -253,6 +253,7 @@ func TestValidateFillsDefaultsAndRejectsBadValues(t *testing.T) {
 		{"a zero backlog limit", func(c *server.Config) { c.MaxBacklog = 0 }, "--max-backlog"},
 		{"a negative request limit", func(c *server.Config) { c.MaxRequestBytes = -1 }, "--max-request-bytes"},
 		{"no watchers", func(c *server.Config) { c.MaxWatchers = 0 }, "--max-watchers"},
+		{"a negative heap floor", func(c *server.Config) { c.GCMinHeapBytes = -1 }, "--gc-min-heap-bytes"},
 		{"no read timeout", func(c *server.Config) { c.ReadTimeout = 0 }, "--request-read-timeout"},
 		{"no workers", func(c *server.Config) { c.Manager.Workers = 0 }, "workers"},
 		{"a GC grace under the floor", func(c *server.Config) { c.Compaction.GCGrace = time.Millisecond }, "--gc-grace must be at least 1m0s"},
