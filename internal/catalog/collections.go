@@ -209,6 +209,11 @@ func (c *Catalog) ListCollectionsPage(ctx context.Context, after string, limit i
 	if limit <= 0 || limit > maxListCollections {
 		return nil, fmt.Errorf("list collections: page of %d, outside 1..%d: %w", limit, maxListCollections, ErrInvalidArgument)
 	}
+	key := collectionsKey(after, limit)
+	if e, ok := c.lists.get(key); ok {
+		return cloneCollections(e.colls), nil
+	}
+	gen := c.lists.begin()
 	rows, err := c.readQuery(ctx, `SELECT `+collectionColumns+` FROM collections c WHERE c.name > ? ORDER BY c.name LIMIT ?`, after, limit)
 	if err != nil {
 		return nil, c.wrap(err, "list collections after %q", after)
@@ -224,6 +229,9 @@ func (c *Catalog) ListCollectionsPage(ctx context.Context, after string, limit i
 	}
 	if err := rows.Err(); err != nil {
 		return nil, c.wrap(err, "list collections after %q", after)
+	}
+	if c.lists != nil {
+		c.lists.put(key, listEntry{gen: gen, colls: cloneCollections(cols)})
 	}
 	return cols, nil
 }

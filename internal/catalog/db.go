@@ -48,6 +48,9 @@ type Catalog struct {
 	// tails remembers the rows of collections read with an empty log
 	// tail (tail_rows.go); nil unless the catalog is exclusive.
 	tails *tailRows
+	// lists remembers the results of listing reads under tails' counter
+	// (list_cache.go); nil unless the catalog is exclusive.
+	lists *listCache
 }
 
 // Open opens (creating if needed) the catalog database and applies pending
@@ -109,6 +112,7 @@ func openDialect(ctx context.Context, cfg Config, d *dialect) (*Catalog, error) 
 		}
 		if c.lock != nil {
 			c.tails = &tailRows{}
+			c.lists = newListCache(c.tails)
 		}
 	}
 	if path := d.reservePath(cfg.DSN); path != "" && cfg.ReserveBytes > 0 {

@@ -319,9 +319,17 @@ func (c *Catalog) ListJobs(ctx context.Context, f JobFilter) ([]Job, error) {
 	query += ` ORDER BY created_at DESC, id DESC LIMIT ?`
 	args = append(args, limit)
 
+	key := jobsKey(f, limit)
+	if e, ok := c.lists.get(key); ok {
+		return cloneJobs(e.jobs), nil
+	}
+	gen := c.lists.begin()
 	jobs, err := scanJobs(c.readQuery(ctx, query, args...))
 	if err != nil {
 		return nil, c.wrap(err, "list jobs")
+	}
+	if c.lists != nil {
+		c.lists.put(key, listEntry{gen: gen, jobs: cloneJobs(jobs)})
 	}
 	return jobs, nil
 }

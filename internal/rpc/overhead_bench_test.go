@@ -18,6 +18,7 @@ import (
 	compactorv1 "github.com/compactorhq/compactor/gen/compactor/v1"
 	"github.com/compactorhq/compactor/gen/compactor/v1/compactorv1connect"
 	"github.com/compactorhq/compactor/internal/catalog/catalogtest"
+	"github.com/compactorhq/compactor/internal/heapfloor"
 	"github.com/compactorhq/compactor/internal/server"
 )
 
@@ -86,6 +87,9 @@ func newBenchApp(b *testing.B, kind string) *benchApp {
 		b.Fatalf("open app: %v", err)
 	}
 	a := &benchApp{app: app, client: h2cClient()}
+	// The heap floor serve sets (the process's GOGC is restored after).
+	floor := heapfloor.Start(cfg.HeapFloor())
+	b.Cleanup(floor.Stop)
 	b.Cleanup(func() {
 		for i := len(a.closers) - 1; i >= 0; i-- {
 			a.closers[i]()
