@@ -30,7 +30,11 @@
 #            (append.jsonl) and 1,000 UPDATEs spread over the id order
 #            (updates.jsonl), each pushed then compacted (job duration, and
 #            as % of the full compaction); then a paged GetRecords read of the
-#            whole collection (scripts/bench/read, 1,000 per page); then
+#            whole collection (scripts/bench/read, 1,000 per page), and
+#            DuckDB's `SELECT * ... ORDER BY id` over the blocks the current
+#            version's manifest lists (its deltas, the last 1,000 updates,
+#            left out: DuckDB does less than the read), every result chunk
+#            fetched, no value converted (DUCKDB_OUTPUT=count); then
 #            (BENCH_INDEXED=1) the full compaction of bench-N-indexed: the
 #            same materialization plus the index build, with its CPU time
 #            and peak RSS.
@@ -327,6 +331,7 @@ product() { # product SIZE ROUND
 	done
 	note "round $r, $n: product: paged read of the compacted collection"
 	record "$(read_all | with kind='"read_after"' size="$n" round="$r")"
+	duckdb_read "$n" "$r" "$run"
 	if [[ $INDEXED == 1 ]]; then
 		cid=$(cat "$d/collection-indexed")
 		echo 5 >"/proc/$server_pid/clear_refs" || true
@@ -366,6 +371,19 @@ duckdb() { # duckdb SIZE ROUND
 	rows=$(node $duck/query.mjs "SELECT count(*) AS n FROM read_parquet('$out')" | python3 -c 'import json,sys; print(json.loads(sys.stdin.readline())["n"])')
 	record "{\"kind\": \"duckdb\", \"size\": $n, \"round\": $r, \"s\": $stmt, \"cpu_s\": $cpu, \"load\": $load, \"wall_s\": $wall, \"bytes\": $(stat -c %s "$out"), \"rows\": $rows}"
 	rm -f "$out"
+}
+duckdb_read() { # duckdb_read SIZE ROUND DATA_DIR: DuckDB's full read of the current version's blocks
+	local n=$1 r=$2 blobs=$3/blobs v manifest stmt out
+	v=$(cc -o json collections get "$cid" | json_get /dev/stdin segment_version)
+	manifest=$(ls "$blobs/collections/$cid/manifests/$(printf %020d "$v")"-*.json) || die "no manifest of version $v"
+	note "round $r, $n: DuckDB: SELECT * ORDER BY id over the blocks of version $v"
+	out=$(DUCKDB_OUTPUT=count DUCKDB_TIMING=1 node $duck/query.mjs "SET VARIABLE blocks = (
+  SELECT list('$blobs/' || b.key) FROM (SELECT unnest(blocks) AS b FROM read_json('$manifest')));
+SELECT * FROM read_parquet(getvariable('blocks')) ORDER BY id" 2>"$TMP/duckdb.err") ||
+		die "the DuckDB read failed: $(cat "$TMP/duckdb.err")"
+	stmt=$(sed -n 's/^duckdb: statement 2 of 2: \([0-9.]*\) s, cpu [0-9.]* s$/\1/p' "$TMP/duckdb.err")
+	[[ -n $stmt ]] || die "query.mjs printed no statement time: $(cat "$TMP/duckdb.err")"
+	record "{\"kind\": \"duckdb_read\", \"size\": $n, \"round\": $r, \"s\": $stmt, \"rows\": $(echo "$out" | json_get /dev/stdin rows)}"
 }
 disk_floor() { # disk_floor SIZE ROUND BYTES
 	local t0 wall

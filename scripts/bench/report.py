@@ -189,6 +189,14 @@ for n in sizes:
         judged = s["rows"] <= 100000
         add("| 3. paged read after compaction ≤ 2 s (goal at ~63k records): %s records | %s | | | %s | %s |" % (
             format(s["rows"] + s["incremental"], ","), cell, load_cell(n, ra), verdict(worst <= 2, n, ra) if judged else "n/a (size)"))
+    dr = of("duckdb_read", n)
+    if ra and dr:
+        rr = pairs(ra, dr, lambda r: r["seconds"] if r["complete"] else float("inf"), lambda r: r["s"])
+        judged = n == 1000000
+        add("| 3. paged read after compaction ≤ 2× DuckDB's `SELECT * … ORDER BY id` over the version's blocks (goal at 1M; DuckDB: result chunks fetched, none converted, deltas left out): %s records | %s | %s (%s rows) | %s | %s | %s |" % (
+            format(s["rows"] + s["incremental"], ","), read_cell(ra, s["rows"] + s["incremental"])[0],
+            span([r["s"] for r in dr]), "/".join(sorted({format(r["rows"], ",") for r in dr})),
+            ratio(rr), load_cell(n, ra), verdict(statistics.median(rr) <= 2, n, ra) if judged else "n/a (size)"))
     rb = of("read_before", n)
     if rb:
         cell, worst = read_cell(rb, s["rows"])

@@ -13,6 +13,11 @@
 // strings), lists as arrays, STRUCT and MAP as objects, DATE and TIMESTAMP as
 // their text.
 //
+// With DUCKDB_OUTPUT=count it prints, instead of the last statement's rows,
+// one line {"rows": N}: every result chunk is fetched from DuckDB (the query
+// runs to its end and hands over all its vectors) but no value is converted
+// to JavaScript (scripts/bench.sh's anchor of a full read: DuckDB's own work).
+//
 // With DUCKDB_TIMING=1 in the environment it also writes, per statement, a
 // line "duckdb: statement I of N: S s, cpu C s" to stderr: the statement's
 // time from prepare to its last row printed, without node's and DuckDB's
@@ -26,6 +31,7 @@ import { readFileSync } from "node:fs";
 import { DuckDBInstance } from "@duckdb/node-api";
 
 const timing = process.env.DUCKDB_TIMING === "1";
+const countOnly = process.env.DUCKDB_OUTPUT === "count";
 const usage = 'usage: node tools/duckdb/query.mjs "<SQL>"   (or - to read the SQL from stdin)';
 
 async function main(argv) {
@@ -50,6 +56,14 @@ async function main(argv) {
           continue;
         }
         const result = await prepared.stream();
+        if (countOnly) {
+          let rows = 0;
+          for (let chunk = await result.fetchChunk(); chunk !== null && chunk.rowCount > 0; chunk = await result.fetchChunk()) {
+            rows += chunk.rowCount;
+          }
+          process.stdout.write(JSON.stringify({ rows }) + "\n");
+          continue;
+        }
         for await (const rows of result.yieldRowObjectJson()) {
           let out = "";
           for (const row of rows) out += JSON.stringify(row) + "\n";
