@@ -3,7 +3,11 @@ package rpc
 import (
 	"bytes"
 	"compress/gzip"
+	"encoding/binary"
+	"fmt"
 	"io"
+	"math"
+	"math/rand/v2"
 	"strings"
 	"testing"
 )
@@ -55,5 +59,32 @@ func TestAdaptiveGzipPicksItsLevelByMessageSize(t *testing.T) {
 			t.Errorf("large message: %d → %d bytes, want Huffman-only's ≥ 1/10 (repeats not coded)", len(large), n)
 		}
 		compress("") // an empty message is an empty gzip stream
+	}
+	// A large message of near-random bytes (float32 embeddings) is stored:
+	// its gzip stream is its bytes and a few framing bytes; one of text is
+	// still coded.
+	r := rand.New(rand.NewPCG(1, 2))
+	floats := make([]byte, 0, huffmanOnlyBytes+4096)
+	for len(floats) < huffmanOnlyBytes {
+		floats = binary.LittleEndian.AppendUint32(floats, math.Float32bits(float32(r.IntN(2001)-1000)/1000))
+	}
+	if gain := huffmanGain(floats); gain >= minHuffmanGain {
+		t.Fatalf("huffmanGain of random 3-decimal float32s = %.3f, want under %.2f", gain, minHuffmanGain)
+	}
+	if n := len(compress(string(floats))); n < len(floats) || n > len(floats)+len(floats)/1000+64 {
+		t.Errorf("large message of floats: %d → %d bytes, want stored blocks (at most 0.1 %% more)", len(floats), n)
+	}
+	var text strings.Builder
+	for text.Len() < huffmanOnlyBytes {
+		fmt.Fprintf(&text, `{"id":"rec-%d","document":"package number %d of the section"},`, r.IntN(1e6), r.IntN(1e4))
+	}
+	if gain := huffmanGain([]byte(text.String())); gain < minHuffmanGain {
+		t.Fatalf("huffmanGain of JSON text = %.3f, want at least %.2f", gain, minHuffmanGain)
+	}
+	if n := len(compress(text.String())); n > text.Len()*3/4 {
+		t.Errorf("large message of JSON text: %d → %d bytes, want Huffman coding's ≤ 3/4", text.Len(), n)
+	}
+	if huffmanGain(nil) != 0 {
+		t.Error("huffmanGain of nothing is not 0")
 	}
 }

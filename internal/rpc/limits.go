@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"os"
 	"strings"
@@ -106,43 +107,90 @@ func withLimitedGzip(limit int) connect.HandlerOption {
 // adaptiveGzip entropy-codes it without looking for repeats.
 const huffmanOnlyBytes = 256 << 10
 
+// minHuffmanGain is the least fraction of a large message's bytes that
+// entropy coding must promise to save (estimated from a sample: see
+// huffmanGain) for adaptiveGzip to code it; below it the message goes out
+// in stored blocks. Pages of 128-dim float32 embeddings promise about 8 %,
+// which Huffman-only coding bought for about 40 % of the server's CPU of a
+// paged read of the compacted collection; JSON pages promise about 40 %.
+const minHuffmanGain = 0.15
+
+// huffmanSample is the bytes of a message that huffmanGain reads: the
+// first half of it from the start, the second from the middle.
+const huffmanSample = 64 << 10
+
 // adaptiveGzip is a gzip writer (klauspost/compress) that picks its level
-// by the size of the first write after Reset (connect writes a whole
-// message at once): a message under huffmanOnlyBytes (job and collection
-// listings, repetitive JSON that repeats compress well) at BestSpeed, a
-// larger one (pages of records and query results, mostly float32
-// embeddings, in which repeats are rare) Huffman-only. On a 1,000-record
-// page of 128-dim embeddings Huffman-only ran 3.1× faster than BestSpeed
-// for 0.93 of the size against 0.86 (binary protobuf), and 3.5× for 0.50
-// against 0.44 (JSON); at BestSpeed the compression was 55 % of the
-// server's CPU of a paged GetRecords read.
+// by the first write after Reset (connect writes a whole message at once):
+// a message under huffmanOnlyBytes (job and collection listings, repetitive
+// JSON that repeats compress well) at BestSpeed; a larger one (pages of
+// records and query results) entropy-coded only (Huffman-only), or, when
+// that would save less than minHuffmanGain of its bytes (binary pages of
+// float32 embeddings, whose bytes are near random), in stored blocks:
+// still gzip for the client, at the cost of a copy and a checksum. On a
+// 1,000-record page of 128-dim embeddings Huffman-only ran 3.1× faster than
+// BestSpeed for 0.93 of the size against 0.86 (binary protobuf), and 3.5×
+// for 0.50 against 0.44 (JSON); at BestSpeed the compression was 55 % of
+// the server's CPU of a paged GetRecords read.
 type adaptiveGzip struct {
-	fast, huffman *kgzip.Writer
-	dst           io.Writer
-	w             *kgzip.Writer // the writer in use since Reset; nil before the first write
+	fast, huffman, stored *kgzip.Writer
+	dst                   io.Writer
+	w                     *kgzip.Writer // the writer in use since Reset; nil before the first write
 }
 
 func newAdaptiveGzip() *adaptiveGzip {
-	fast, _ := kgzip.NewWriterLevel(io.Discard, kgzip.BestSpeed)      // a valid level: never fails
-	huffman, _ := kgzip.NewWriterLevel(io.Discard, kgzip.HuffmanOnly) // likewise
-	return &adaptiveGzip{fast: fast, huffman: huffman, dst: io.Discard}
+	fast, _ := kgzip.NewWriterLevel(io.Discard, kgzip.BestSpeed)       // a valid level: never fails
+	huffman, _ := kgzip.NewWriterLevel(io.Discard, kgzip.HuffmanOnly)  // likewise
+	stored, _ := kgzip.NewWriterLevel(io.Discard, kgzip.NoCompression) // likewise
+	return &adaptiveGzip{fast: fast, huffman: huffman, stored: stored, dst: io.Discard}
 }
 
 func (g *adaptiveGzip) Reset(dst io.Writer) {
 	g.dst, g.w = dst, nil
 }
 
-func (g *adaptiveGzip) pick(n int) {
-	g.w = g.fast
-	if n >= huffmanOnlyBytes {
+func (g *adaptiveGzip) pick(p []byte) {
+	switch {
+	case len(p) < huffmanOnlyBytes:
+		g.w = g.fast
+	case huffmanGain(p) < minHuffmanGain:
+		g.w = g.stored
+	default:
 		g.w = g.huffman
 	}
 	g.w.Reset(g.dst)
 }
 
+// huffmanGain estimates the fraction of p's bytes that entropy coding
+// saves: 1 - H/8, H the order-0 entropy (bits a byte) of a sample of
+// huffmanSample bytes (from the start and from the middle). A Huffman code
+// needs at least H bits a byte, so the real saving is at most this.
+func huffmanGain(p []byte) float64 {
+	var hist [256]int
+	half := min(len(p), huffmanSample) / 2
+	mid := len(p) / 2
+	for _, b := range p[:half] {
+		hist[b]++
+	}
+	for _, b := range p[mid : mid+half] {
+		hist[b]++
+	}
+	n := float64(2 * half)
+	if n == 0 {
+		return 0
+	}
+	h := 0.0
+	for _, c := range hist {
+		if c > 0 {
+			f := float64(c) / n
+			h -= f * math.Log2(f)
+		}
+	}
+	return 1 - h/8
+}
+
 func (g *adaptiveGzip) Write(p []byte) (int, error) {
 	if g.w == nil {
-		g.pick(len(p))
+		g.pick(p)
 	}
 	return g.w.Write(p)
 }
@@ -150,7 +198,7 @@ func (g *adaptiveGzip) Write(p []byte) (int, error) {
 // Close ends the gzip stream (an empty one when nothing was written).
 func (g *adaptiveGzip) Close() error {
 	if g.w == nil {
-		g.pick(0)
+		g.pick(nil)
 	}
 	return g.w.Close()
 }
