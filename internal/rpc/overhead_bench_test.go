@@ -19,6 +19,7 @@ import (
 	"github.com/compactorhq/compactor/gen/compactor/v1/compactorv1connect"
 	"github.com/compactorhq/compactor/internal/catalog/catalogtest"
 	"github.com/compactorhq/compactor/internal/heapfloor"
+	"github.com/compactorhq/compactor/internal/rpc"
 	"github.com/compactorhq/compactor/internal/server"
 )
 
@@ -27,7 +28,8 @@ import (
 // catalog, the manager, tracing, metrics and logging interceptors, auth,
 // CORS, the body read timeout, the production http.Server over plaintext
 // HTTP/2 on loopback) and, beside it, a bare connect-go handler of the same
-// service that returns a fixed response (the real one, captured once). One
+// service that returns a fixed response (the real one, captured once) and
+// compresses it as the product does (rpc.ResponseCompression). One
 // client (Connect protocol, binary proto, h2c) calls both from
 // benchConcurrency goroutines.
 //
@@ -220,8 +222,10 @@ func BenchmarkRPCOverhead(b *testing.B) {
 			real := newBenchClients(a.client, a.url)
 			bare := captureBare(b, ctx, real, a)
 			mux := http.NewServeMux()
-			mux.Handle(compactorv1connect.NewCompactionServiceHandler(bare))
-			mux.Handle(compactorv1connect.NewCollectionServiceHandler(bare))
+			// The bare handler compresses responses as the product does
+			// (connect's default gzips every one, at a slower level).
+			mux.Handle(compactorv1connect.NewCompactionServiceHandler(bare, rpc.ResponseCompression()...))
+			mux.Handle(compactorv1connect.NewCollectionServiceHandler(bare, rpc.ResponseCompression()...))
 			bareClients := newBenchClients(a.client, serveLoopback(b, mux, &a.closers))
 			for _, rc := range readCalls {
 				b.Run(rc.name, func(b *testing.B) {
