@@ -19,48 +19,15 @@ func TestExclusiveListsSeeEveryWrite(t *testing.T) {
 	c := catalogtest.OpenConfig(t, catalog.Config{DSN: filepath.Join(t.TempDir(), "catalog.db"), Exclusive: true, Holder: "test"})
 	jobs := func(what string, f catalog.JobFilter) []string {
 		t.Helper()
-		var ids []string
-		for i := range 2 {
-			got, err := c.ListJobs(ctx, f)
-			if err != nil {
-				t.Fatalf("%s: ListJobs: %v", what, err)
-			}
-			states := make([]string, len(got))
-			for k, j := range got {
-				states[k] = j.CollectionName + ":" + string(j.State)
-			}
-			if i == 1 {
-				equal(t, what+": the second list", states, ids)
-			}
-			ids = states
-			// A reader that changes what it was given changes no other read.
-			for k := range got {
-				got[k].State = "CHANGED"
-			}
-		}
-		return ids
+		return readTwice(t, what, func() ([]catalog.Job, error) { return c.ListJobs(ctx, f) },
+			func(j catalog.Job) string { return j.CollectionName + ":" + string(j.State) },
+			func(j *catalog.Job) { j.State = "CHANGED" })
 	}
 	colls := func(what string) []string {
 		t.Helper()
-		var names []string
-		for i := range 2 {
-			got, err := c.ListCollectionsPage(ctx, "", 10)
-			if err != nil {
-				t.Fatalf("%s: ListCollectionsPage: %v", what, err)
-			}
-			n := make([]string, len(got))
-			for k, col := range got {
-				n[k] = fmt.Sprintf("%s paused=%v", col.Name, col.Paused())
-			}
-			if i == 1 {
-				equal(t, what+": the second page", n, names)
-			}
-			names = n
-			for k := range got {
-				got[k].Name = "changed"
-			}
-		}
-		return names
+		return readTwice(t, what, func() ([]catalog.Collection, error) { return c.ListCollectionsPage(ctx, "", 10) },
+			func(col catalog.Collection) string { return fmt.Sprintf("%s paused=%v", col.Name, col.Paused()) },
+			func(col *catalog.Collection) { col.Name = "changed" })
 	}
 	all := catalog.JobFilter{Limit: 20}
 	queued := catalog.JobFilter{States: []catalog.JobState{catalog.JobQueued}, Limit: 20}
@@ -99,6 +66,33 @@ func TestExclusiveListsSeeEveryWrite(t *testing.T) {
 			t.Fatalf("a job of the deleted collection is still listed: %v", s)
 		}
 	}
+}
+
+// readTwice reads a list twice (the second read from what an exclusive
+// catalog remembers), checks that both show the same, changes every element
+// the reads returned (a reader's change must reach no other read), and
+// returns what the list shows.
+func readTwice[T any](t *testing.T, what string, read func() ([]T, error), show func(T) string, change func(*T)) []string {
+	t.Helper()
+	var shown []string
+	for i := range 2 {
+		got, err := read()
+		if err != nil {
+			t.Fatalf("%s: read %d: %v", what, i+1, err)
+		}
+		s := make([]string, len(got))
+		for k, v := range got {
+			s[k] = show(v)
+		}
+		if i == 1 {
+			equal(t, what+": the second read", s, shown)
+		}
+		shown = s
+		for k := range got {
+			change(&got[k])
+		}
+	}
+	return shown
 }
 
 // TestExclusiveListsReadTheirWrites queues jobs from several goroutines
