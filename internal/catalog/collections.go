@@ -203,8 +203,10 @@ func (c *Catalog) ListCollections(ctx context.Context) ([]Collection, error) {
 // ListCollectionsPage returns up to limit collections (1..10,000) whose
 // names sort after after ("" for the first page), ordered by name: the
 // page is cut in SQL (a cursor on the unique name), so its cost follows
-// the page, not the number of collections. Errors: ErrInvalidArgument (limit
-// out of range), ErrUnavailable.
+// the page, not the number of collections; on an exclusive catalog the same
+// page asked again with no write transaction ended between is answered from
+// memory (listCache). Errors: ErrInvalidArgument (limit out of range),
+// ErrUnavailable.
 func (c *Catalog) ListCollectionsPage(ctx context.Context, after string, limit int) ([]Collection, error) {
 	if limit <= 0 || limit > maxListCollections {
 		return nil, fmt.Errorf("list collections: page of %d, outside 1..%d: %w", limit, maxListCollections, ErrInvalidArgument)

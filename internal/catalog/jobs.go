@@ -273,7 +273,10 @@ func (c *Catalog) GetJob(ctx context.Context, id string) (Job, error) {
 	return j, nil
 }
 
-// ListJobs returns jobs matching f, newest first (created_at desc, id desc).
+// ListJobs returns jobs matching f, newest first (created_at desc, id desc),
+// at most f.Limit (1..1,000; 0: 1,000). On an exclusive catalog the same
+// list asked again with no write transaction ended between is answered from
+// memory (listCache); the caller owns what it gets either way.
 func (c *Catalog) ListJobs(ctx context.Context, f JobFilter) ([]Job, error) {
 	var (
 		where []string
