@@ -24,16 +24,26 @@ import (
 	"sync"
 )
 
+// runtimeMinHeap is the runtime's least heap goal at GOGC=100: the collector
+// starts no cycle under runtimeMinHeap × GOGC/100 (heapMinimum in
+// runtime/mgcpacer.go, 4 MiB scaled by GOGC), whatever the live heap.
+const runtimeMinHeap = 4 << 20
+
 // Percent returns the GOGC value that puts the heap goal at floor bytes for
 // a live heap of live bytes, and never below base (the process's own GOGC):
-// the goal is live × (1 + GOGC/100). A live heap under 1 MiB counts as
-// 1 MiB, so that the result stays bounded (at most floor/1 MiB × 100).
+// the goal is live × (1 + GOGC/100), and at least runtimeMinHeap ×
+// GOGC/100, so GOGC is at most floor/runtimeMinHeap × 100 (1,600 for a 64
+// MiB floor): a live heap under 4 MiB (or none measured yet, live 0) gets
+// that, and its goal is the floor, not a multiple of it.
 func Percent(live, floor uint64, base int) int {
-	live = max(live, 1<<20)
+	limit := floor / runtimeMinHeap * 100
 	if floor <= live {
 		return base
 	}
-	p := (floor - live) * 100 / live
+	p := limit
+	if live > 0 {
+		p = min(p, (floor-live)*100/live)
+	}
 	if p > math.MaxInt32 {
 		p = math.MaxInt32
 	}

@@ -3,6 +3,7 @@ package heapfloor
 import (
 	"runtime"
 	"runtime/debug"
+	"runtime/metrics"
 	"testing"
 )
 
@@ -18,7 +19,9 @@ func TestPercent(t *testing.T) {
 		{"a heap above the floor takes the base", 400 * mib, 64 * mib, 100, 100},
 		{"never below a higher base", 16 * mib, 64 * mib, 400, 400},
 		{"a raised base still lifts to the floor", 4 * mib, 64 * mib, 200, 1500},
-		{"an empty heap counts as 1 MiB", 0, 64 * mib, 100, 6300},
+		{"a heap under 4 MiB is held to the runtime's minimum goal", 2 * mib, 64 * mib, 100, 1600},
+		{"no live heap measured yet", 0, 64 * mib, 100, 1600},
+		{"a floor under the runtime's minimum does nothing", 0, 2 * mib, 100, 100},
 		{"a floor under 1 MiB does nothing", 0, mib / 2, 100, 100},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -26,6 +29,33 @@ func TestPercent(t *testing.T) {
 				t.Errorf("Percent(%d, %d, %d) = %d, want %d", tc.live, tc.floor, tc.base, got, tc.want)
 			}
 		})
+	}
+}
+
+// heapGoal reads the collector's heap goal, bytes.
+func heapGoal() uint64 {
+	s := []metrics.Sample{{Name: "/gc/heap/goal:bytes"}}
+	metrics.Read(s)
+	return s[0].Value.Uint64()
+}
+
+// TestStartPutsTheHeapGoalAtTheFloor: with the small live heap of a test
+// binary, the goal the runtime computes is the floor, not a multiple of it
+// (GOGC raised too far would put the runtime's own minimum, 4 MiB ×
+// GOGC/100, above it).
+func TestStartPutsTheHeapGoalAtTheFloor(t *testing.T) {
+	base := gogc()
+	t.Cleanup(func() { debug.SetGCPercent(base) })
+	debug.SetGCPercent(100)
+	runtime.GC()
+	const floor = 64 << 20
+	tu := Start(floor)
+	defer tu.Stop()
+	for _, when := range []string{"at Start", "after a collection"} {
+		if goal := heapGoal(); goal < floor/2 || goal > floor+floor/16 {
+			t.Errorf("%s: heap goal %d bytes (GOGC %d), want about the floor %d", when, goal, gogc(), floor)
+		}
+		runtime.GC()
 	}
 }
 

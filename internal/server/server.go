@@ -159,7 +159,7 @@ func (c *Config) RegisterFlags(fs *pflag.FlagSet) {
 	fs.Int64Var(&c.CatalogReserveBytes, "catalog-reserve-bytes", c.CatalogReserveBytes, "bytes of the SQLite catalog's space reserve file, released to delete collections when the disk is full (0: none)")
 	fs.IntVar(&c.MaxRequestBytes, "max-request-bytes", c.MaxRequestBytes, "largest accepted request message, bytes (after decompression)")
 	fs.Int64Var(&c.MaxInFlightRequestBytes, "max-inflight-request-bytes", c.MaxInFlightRequestBytes, "bytes of request bodies all requests being served may hold together; beyond it requests are refused (RESOURCE_EXHAUSTED). 0: a quarter of the process's memory limit (GOMEMLIMIT, set from the container's limit) or else of the machine's memory, at least one --max-request-bytes")
-	fs.Int64Var(&c.GCMinHeapBytes, "gc-min-heap-bytes", c.GCMinHeapBytes, "floor of the Go collector's heap goal, bytes: while the live heap is under half of it the collector runs once per this many bytes allocated instead of once per live heap (GOGC raised, never lowered); at most a quarter of the memory limit (GOMEMLIMIT, set from the container's limit); 0: GOGC alone")
+	fs.Int64Var(&c.GCMinHeapBytes, "gc-min-heap-bytes", c.GCMinHeapBytes, "floor of the Go collector's heap goal, bytes: while the live heap is under half of it the collector runs once per this many bytes allocated instead of once per live heap (GOGC raised, never lowered); at most a quarter of the memory limit (GOMEMLIMIT, set from the container's limit) or else of the machine's memory; 0: GOGC alone")
 	fs.IntVar(&c.MaxWatchers, "max-watchers", c.MaxWatchers, "most WatchCompactions streams open at once; more are refused (RESOURCE_EXHAUSTED)")
 	fs.DurationVar(&c.ReadTimeout, "request-read-timeout", c.ReadTimeout, "time a client has to send a request body (unary calls and page forms; streams excepted)")
 	fs.DurationVar(&c.ShutdownDelay, "shutdown-delay", c.ShutdownDelay, "time the server keeps serving after SIGTERM with /readyz answering 503, so that load balancers stop sending, before it drains (0: drain at once)")
@@ -462,12 +462,13 @@ func InFlightRequestBytes(configured int64, maxRequestBytes int, memory int64) i
 
 // HeapFloor returns the floor of the collector's heap goal serve sets
 // (package heapfloor), bytes: --gc-min-heap-bytes, at most a quarter of the
-// Go memory limit when one is set (so that the floor never brings the
-// collector to its limit); 0 when the flag is 0.
+// memory the process is given (the Go memory limit when one is set, else
+// the machine's memory: processMemory), so that the floor never brings the
+// collector to its limit; 0 when the flag is 0.
 func (c Config) HeapFloor() uint64 {
 	floor := c.GCMinHeapBytes
-	if limit := debug.SetMemoryLimit(-1); limit > 0 && limit < math.MaxInt64 {
-		floor = min(floor, limit/4)
+	if memory := processMemory(); memory > 0 {
+		floor = min(floor, memory/4)
 	}
 	return uint64(max(floor, 0))
 }
