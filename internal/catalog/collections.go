@@ -233,7 +233,7 @@ func (c *Catalog) ListCollectionsPage(ctx context.Context, after string, limit i
 		return nil, c.wrap(err, "list collections after %q", after)
 	}
 	if c.lists != nil {
-		c.lists.put(key, listEntry{gen: gen, colls: cloneCollections(cols)})
+		c.lists.put(key, gen, listEntry{colls: cloneCollections(cols)})
 	}
 	return cols, nil
 }

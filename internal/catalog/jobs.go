@@ -332,7 +332,7 @@ func (c *Catalog) ListJobs(ctx context.Context, f JobFilter) ([]Job, error) {
 		return nil, c.wrap(err, "list jobs")
 	}
 	if c.lists != nil {
-		c.lists.put(key, listEntry{gen: gen, jobs: cloneJobs(jobs)})
+		c.lists.put(key, gen, listEntry{jobs: cloneJobs(jobs)})
 	}
 	return jobs, nil
 }

@@ -30,11 +30,11 @@ type listCache struct {
 	mu      sync.Mutex
 	entries map[string]listEntry
 	rows    int    // rows held by entries
-	gen     uint64 // the counter of the entries' reads
+	gen     uint64 // the counter every entry was read at
 }
 
+// listEntry is one remembered result: jobs or collections.
 type listEntry struct {
-	gen   uint64
 	jobs  []Job
 	colls []Collection
 }
@@ -63,18 +63,19 @@ func (l *listCache) get(key string) (listEntry, bool) {
 	}
 	l.mu.Lock()
 	e, ok := l.entries[key]
+	gen := l.gen
 	l.mu.Unlock()
-	if !ok || e.gen != l.writes.begin() {
+	if !ok || gen != l.writes.begin() {
 		return listEntry{}, false
 	}
 	return e, true
 }
 
-// put remembers e under key, read in a read that began at counter e.gen,
+// put remembers e under key, read in a read that began at counter gen,
 // unless a write ended since.
-func (l *listCache) put(key string, e listEntry) {
+func (l *listCache) put(key string, gen uint64, e listEntry) {
 	n := len(e.jobs) + len(e.colls)
-	if l == nil || e.gen != l.writes.begin() || n > maxListRows {
+	if l == nil || gen != l.writes.begin() || n > maxListRows {
 		return
 	}
 	l.mu.Lock()
@@ -84,12 +85,12 @@ func (l *listCache) put(key string, e listEntry) {
 	}
 	// The counter only grows: entries of an earlier one are stale for good
 	// (and so is e, when a put of a later read came first).
-	if e.gen < l.gen {
+	if gen < l.gen {
 		return
 	}
-	if e.gen > l.gen {
+	if gen > l.gen {
 		clear(l.entries)
-		l.rows, l.gen = 0, e.gen
+		l.rows, l.gen = 0, gen
 	}
 	if old, ok := l.entries[key]; ok {
 		l.rows -= len(old.jobs) + len(old.colls)

@@ -9,7 +9,7 @@ import (
 
 func TestListCacheHoldsUntilTheNextWrite(t *testing.T) {
 	var nilCache *listCache
-	nilCache.put("k", listEntry{gen: nilCache.begin(), jobs: []Job{{ID: "a"}}})
+	nilCache.put("k", nilCache.begin(), listEntry{jobs: []Job{{ID: "a"}}})
 	if _, ok := nilCache.get("k"); ok {
 		t.Fatal("a shared catalog (nil listCache) remembered a list")
 	}
@@ -20,7 +20,7 @@ func TestListCacheHoldsUntilTheNextWrite(t *testing.T) {
 	var writes tailRows
 	l := newListCache(&writes)
 	gen := l.begin()
-	l.put("k", listEntry{gen: gen, jobs: []Job{{ID: "a"}}})
+	l.put("k", gen, listEntry{jobs: []Job{{ID: "a"}}})
 	if e, ok := l.get("k"); !ok || len(e.jobs) != 1 || e.jobs[0].ID != "a" {
 		t.Fatalf("get(k) = %+v, %v; want the list put", e, ok)
 	}
@@ -29,7 +29,7 @@ func TestListCacheHoldsUntilTheNextWrite(t *testing.T) {
 		t.Fatal("a list read before a write ended was served after it")
 	}
 	// A read that began before a write ended is not remembered.
-	l.put("k2", listEntry{gen: gen, jobs: []Job{{ID: "b"}}})
+	l.put("k2", gen, listEntry{jobs: []Job{{ID: "b"}}})
 	if _, ok := l.get("k2"); ok {
 		t.Fatal("a list read while a write ended was remembered")
 	}
@@ -37,13 +37,13 @@ func TestListCacheHoldsUntilTheNextWrite(t *testing.T) {
 	// The bounds: entries, then rows; an oversized list is not kept.
 	gen = l.begin()
 	for i := range maxListEntries + 10 {
-		l.put(fmt.Sprint(i), listEntry{gen: gen, colls: []Collection{{ID: "c"}}})
+		l.put(fmt.Sprint(i), gen, listEntry{colls: []Collection{{ID: "c"}}})
 		if len(l.entries) > maxListEntries {
 			t.Fatalf("%d lists remembered after %d puts, more than %d", len(l.entries), i+1, maxListEntries)
 		}
 	}
 	for i := range 10 {
-		l.put(fmt.Sprint("big", i), listEntry{gen: gen, jobs: make([]Job, maxListRows/4)})
+		l.put(fmt.Sprint("big", i), gen, listEntry{jobs: make([]Job, maxListRows/4)})
 		if l.rows > maxListRows {
 			t.Fatalf("%d rows remembered, more than %d", l.rows, maxListRows)
 		}
@@ -51,7 +51,7 @@ func TestListCacheHoldsUntilTheNextWrite(t *testing.T) {
 	if _, ok := l.get("big9"); !ok {
 		t.Fatal("the last list put is not remembered")
 	}
-	l.put("huge", listEntry{gen: gen, jobs: make([]Job, maxListRows+1)})
+	l.put("huge", gen, listEntry{jobs: make([]Job, maxListRows+1)})
 	if _, ok := l.get("huge"); ok {
 		t.Fatalf("a list of %d rows was remembered, over the bound %d", maxListRows+1, maxListRows)
 	}
@@ -60,7 +60,7 @@ func TestListCacheHoldsUntilTheNextWrite(t *testing.T) {
 	writes.ended()
 	gen = l.begin()
 	for range 3 {
-		l.put("same", listEntry{gen: gen, jobs: make([]Job, 5)})
+		l.put("same", gen, listEntry{jobs: make([]Job, 5)})
 	}
 	if len(l.entries) != 1 || l.rows != 5 {
 		t.Fatalf("%d lists of %d rows after a write and three puts of one 5-row key, want 1 of 5", len(l.entries), l.rows)
