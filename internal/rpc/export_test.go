@@ -6,9 +6,7 @@ import "connectrpc.com/connect"
 // which check that their table covers every mutating procedure.
 var MutatingProcedures = mutatingProcedures
 
-// ResponseCompression is the product's response compression (gzip at the
-// level adaptiveGzip picks, none under compressMinBytes), for
+// ResponseCompression is the handlers' compression (gzip at the level
+// adaptiveGzip picks, none under compressMinBytes), for
 // BenchmarkRPCOverhead's bare handler: both sides then send the same bytes.
-func ResponseCompression() []connect.HandlerOption {
-	return []connect.HandlerOption{withLimitedGzip(64 << 20), connect.WithCompressMinBytes(compressMinBytes)}
-}
+func ResponseCompression() connect.HandlerOption { return compression(64 << 20) }

@@ -61,6 +61,14 @@ type Options struct {
 // compressMinBytes is the size under which responses go uncompressed.
 const compressMinBytes = 1 << 10
 
+// compression is the handlers' gzip: requests inflated up to
+// maxRequestBytes (withLimitedGzip), responses of compressMinBytes or more
+// compressed by adaptiveGzip (a small response costs more to compress than
+// it saves: most reads answer with one job or collection).
+func compression(maxRequestBytes int) connect.HandlerOption {
+	return connect.WithHandlerOptions(withLimitedGzip(maxRequestBytes), connect.WithCompressMinBytes(compressMinBytes))
+}
+
 // mutatingProcedures returns the procedures that change state, sorted: none
 // is open to the reader role (ProcedureRoles). They are read from the API's
 // generated descriptors: every method of the API's services that is not
@@ -119,10 +127,7 @@ func Mount(mux *http.ServeMux, svc *Service, opts Options) *grpchealth.StaticChe
 	obs := newObserver(opts.Registerer, logger, failures)
 	handlerOpts := []connect.HandlerOption{
 		connect.WithReadMaxBytes(opts.MaxRequestBytes),
-		withLimitedGzip(opts.MaxRequestBytes),
-		// A small response costs more to compress than it saves: most
-		// reads answer with one job or collection.
-		connect.WithCompressMinBytes(compressMinBytes),
+		compression(opts.MaxRequestBytes),
 		withCodecs(failures),
 		connect.WithInterceptors(opts.Interceptors...),
 		connect.WithInterceptors(obs, newWatcherLimit(opts.MaxWatchers)),

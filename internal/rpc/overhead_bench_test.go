@@ -224,8 +224,8 @@ func BenchmarkRPCOverhead(b *testing.B) {
 			mux := http.NewServeMux()
 			// The bare handler compresses responses as the product does
 			// (connect's default gzips every one, at a slower level).
-			mux.Handle(compactorv1connect.NewCompactionServiceHandler(bare, rpc.ResponseCompression()...))
-			mux.Handle(compactorv1connect.NewCollectionServiceHandler(bare, rpc.ResponseCompression()...))
+			mux.Handle(compactorv1connect.NewCompactionServiceHandler(bare, rpc.ResponseCompression()))
+			mux.Handle(compactorv1connect.NewCollectionServiceHandler(bare, rpc.ResponseCompression()))
 			bareClients := newBenchClients(a.client, serveLoopback(b, mux, &a.closers))
 			for _, rc := range readCalls {
 				b.Run(rc.name, func(b *testing.B) {
