@@ -196,13 +196,14 @@ type txBeginner interface {
 
 // writeTxOn is writeTx on a given writer pool or connection.
 func (c *Catalog) writeTxOn(ctx context.Context, db txBeginner, fn func(tx *sql.Tx) error) error {
+	if c.tails != nil {
+		// Open until after the commit or the rollback: see tailRows.
+		c.tails.began()
+		defer c.tails.ended()
+	}
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)
-	}
-	if c.tails != nil {
-		// After the commit or the rollback: see tailRows.
-		defer c.tails.ended()
 	}
 	if err := fn(tx); err != nil {
 		_ = tx.Rollback()

@@ -20,8 +20,8 @@ const (
 // ListCollections), so that asking again for a list nothing has changed
 // since runs no query. Validity is tailRows' counter of ended write
 // transactions, with the same rule (see tailRows): a result read in a read
-// that began at counter g is served while the counter is still g, and any
-// write drops every result. A result is stored only if no write ended
+// that began at counter g is served while the counter is still g and no
+// write transaction is open, and any write drops every result. A result is stored only if no write ended
 // during its read. On a shared catalog (PostgreSQL) the cache is nil and
 // remembers nothing.
 type listCache struct {
@@ -65,7 +65,7 @@ func (l *listCache) get(key string) (listEntry, bool) {
 	e, ok := l.entries[key]
 	gen := l.gen
 	l.mu.Unlock()
-	if !ok || gen != l.writes.begin() {
+	if !ok || !l.writes.holds(gen) {
 		return listEntry{}, false
 	}
 	return e, true

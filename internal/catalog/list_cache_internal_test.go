@@ -24,6 +24,10 @@ func TestListCacheHoldsUntilTheNextWrite(t *testing.T) {
 	if e, ok := l.get("k"); !ok || len(e.jobs) != 1 || e.jobs[0].ID != "a" {
 		t.Fatalf("get(k) = %+v, %v; want the list put", e, ok)
 	}
+	writes.began()
+	if _, ok := l.get("k"); ok {
+		t.Fatal("a list was served while a write transaction was open")
+	}
 	writes.ended()
 	if _, ok := l.get("k"); ok {
 		t.Fatal("a list read before a write ended was served after it")
@@ -57,6 +61,7 @@ func TestListCacheHoldsUntilTheNextWrite(t *testing.T) {
 	}
 	// A put after a write drops the stale lists; replacing a key does not
 	// count its rows twice.
+	writes.began()
 	writes.ended()
 	gen = l.begin()
 	for range 3 {

@@ -17,23 +17,25 @@ const maxTailRows = 4096
 // compacted collection again (every QueryRecords and GetRecords of it) opens
 // no read transaction while nothing was written since.
 //
-// Validity is one counter of ended write transactions (writeTxOn bumps it
-// after its commit or rollback): a row read in a transaction that began with
-// the counter at g holds as long as the counter is still g, since every
-// change to a collection row or to the log is a write transaction of this
-// process. A write that commits during the read bumps the counter after the
-// read began, so the row is not served; a read that begins between a
-// commit and its bump may be served the row from before that commit, whose
-// write has not yet returned to its caller (the order of two concurrent
-// calls is not defined). Any write drops every row: a push to one
+// Validity is one counter of ended write transactions and one of open ones
+// (writeTxOn counts a transaction open before it begins and ended after its
+// commit or rollback): a row read in a transaction that began with the
+// counter at g is served while the counter is still g and no write
+// transaction is open, since every change to a collection row or to the log
+// is a write transaction of this process. A write that commits during the
+// read bumps the counter after the read began, so the row is not kept;
+// while a write is open, between its commit and its bump included, nothing
+// is served, so a read that follows another read which saw a commit never
+// answers from before it. Any write drops every row: a push to one
 // collection costs the others one transaction each.
 //
 // On a shared catalog (PostgreSQL, or SQLite without the process lock)
 // another process may write at any time, so nothing is remembered.
 type tailRows struct {
-	gen  atomic.Uint64
-	mu   sync.Mutex
-	rows map[string]tailRow
+	gen     atomic.Uint64 // write transactions ended
+	writing atomic.Int64  // write transactions open
+	mu      sync.Mutex
+	rows    map[string]tailRow
 }
 
 type tailRow struct {
@@ -41,8 +43,21 @@ type tailRow struct {
 	c   Collection
 }
 
-// ended counts a write transaction that ended (committed or not).
-func (t *tailRows) ended() { t.gen.Add(1) }
+// began counts a write transaction about to begin; ended, the same one
+// ended (committed or not). Between them nothing remembered is served.
+func (t *tailRows) began() { t.writing.Add(1) }
+
+func (t *tailRows) ended() {
+	t.gen.Add(1) // before the open count falls: see holds
+	t.writing.Add(-1)
+}
+
+// holds reports whether what a read stamped gen read may be served now: no
+// write transaction is open and none ended since. The open count is read
+// first: a write that ended before it bumped the counter before.
+func (t *tailRows) holds(gen uint64) bool {
+	return t.writing.Load() == 0 && t.gen.Load() == gen
+}
 
 // begin returns the counter a read about to begin is stamped with. The
 // methods below take a nil *tailRows (a shared catalog) as one that
@@ -63,7 +78,7 @@ func (t *tailRows) get(id string) (Collection, bool) {
 	t.mu.Lock()
 	r, ok := t.rows[id]
 	t.mu.Unlock()
-	if !ok || r.gen != t.gen.Load() {
+	if !ok || !t.holds(r.gen) {
 		return Collection{}, false
 	}
 	c := r.c

@@ -20,6 +20,12 @@ func TestTailRowsHoldUntilTheNextWrite(t *testing.T) {
 	if got, ok := r.get("a"); !ok || got.LogPosition != 7 {
 		t.Fatalf("get(a) = %+v, %v; want the row put", got, ok)
 	}
+	// While a write transaction is open (its commit may already be seen by
+	// other reads) nothing is served.
+	r.began()
+	if _, ok := r.get("a"); ok {
+		t.Fatal("a row was served while a write transaction was open")
+	}
 	r.ended()
 	if _, ok := r.get("a"); ok {
 		t.Fatal("a row read before a write ended was served after it")
