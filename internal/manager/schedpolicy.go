@@ -144,11 +144,13 @@ func startBounds(w WindowState) (after, before time.Time) {
 	return w.NextStart, w.NextEnd
 }
 
-// sortRun orders the entries the scheduler queues as the claim order
-// ranks a fresh job: priority rank, then freshness debt (largest first),
-// then the oldest backlog.
-func sortRun(run []PlanEntry) {
-	slices.SortStableFunc(run, func(a, b PlanEntry) int {
+// sortRun orders run, indices into entries of the entries the scheduler
+// queues, as the claim order ranks a fresh job: priority rank, then
+// freshness debt (largest first), then the oldest backlog; a stable sort,
+// so ties keep their order in entries (by name).
+func sortRun(entries []PlanEntry, run []int) {
+	slices.SortStableFunc(run, func(i, j int) int {
+		a, b := &entries[i], &entries[j]
 		return cmp.Or(
 			cmp.Compare(a.Priority.Rank(), b.Priority.Rank()),
 			cmp.Compare(b.Freshness.Debt, a.Freshness.Debt),
