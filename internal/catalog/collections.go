@@ -23,16 +23,23 @@ const (
 
 // collectionColumns selects a collection row (table alias c) in the order
 // scanCollection reads it. The last column is the append time of the first
-// uncompacted log record: offsets are dense and the rows after the
-// compaction offset are never purged, so that is the row at
-// compaction_offset+1, found through the primary key.
+// uncompacted log record (the row at compaction_offset+1: offsets are dense
+// and the rows after the compaction offset are never purged), which the
+// writes that move the log position or the compaction offset keep on the
+// row (oldestAfter), so that a list of every collection reads no log row.
 const collectionColumns = `c.id, c.name, c.dimension, c.log_position, c.compaction_offset,
 	c.segment_version, c.manifest_key, c.record_count, c.failure_count,
 	c.dead_lettered_at, c.last_compacted_at, c.created_at, c.updated_at, c.retry_count, c.retry_after,
 	c.paused_at, c.pause_reason, c.paused_by, c.min_compaction_size, c.max_uncompacted_age_ms,
 	c.distance, c.index_m, c.index_ef_construction, c.index_ef_search, c.index_disabled,
 	c.priority_class, c.compaction_windows, c.objective_max_age_ms, c.objective_max_backlog, c.throughput_share,
-	(SELECT l.appended_at FROM log l WHERE l.collection_id = c.id AND l.log_offset = c.compaction_offset + 1)`
+	c.oldest_uncompacted_at`
+
+// oldestAfter is the SQL value of collections.oldest_uncompacted_at once
+// the compaction offset of the collection (first argument) is the second
+// argument less one: the append time of the log row after the offset, NULL
+// when there is none (no backlog).
+const oldestAfter = `(SELECT l.appended_at FROM log l WHERE l.collection_id = ? AND l.log_offset = ?)`
 
 func scanCollection(s scanner) (Collection, error) {
 	var (

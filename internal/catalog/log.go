@@ -146,8 +146,12 @@ func (c *Catalog) AppendLogKeyed(ctx context.Context, id, key string, ops []mate
 		if err := c.insertLogRows(ctx, tx, id, first, appendedAt, records); err != nil {
 			return err
 		}
-		if _, err := tx.ExecContext(ctx, c.d.q(`UPDATE collections SET log_position = ?, dimension = ?, updated_at = ? WHERE id = ?`),
-			last, dim, appendedAt, id); err != nil {
+		// An append to an empty backlog starts it: its first row is the
+		// oldest uncompacted one (collectionColumns).
+		if _, err := tx.ExecContext(ctx, c.d.q(`UPDATE collections SET log_position = ?, dimension = ?, updated_at = ?,
+				oldest_uncompacted_at = CASE WHEN log_position = compaction_offset THEN ? ELSE oldest_uncompacted_at END
+			WHERE id = ?`),
+			last, dim, appendedAt, appendedAt, id); err != nil {
 			return err
 		}
 		if key == "" {

@@ -386,6 +386,21 @@ func TestReadViewReturnsCollectionAndTail(t *testing.T) {
 			t.Fatal(err)
 		}
 		check("fully compacted", span(1, 0), time.Time{})
+		// The row keeps the oldest time (no log read): an append to an
+		// empty backlog sets it, a later one leaves it, a rollback takes
+		// the time of the row after the restored offset.
+		times = append(times, ms(e.clock.Advance(time.Minute)))
+		mustAppend(t, c, col.ID, adds("c", 2, 2))
+		check("an append after full compaction", span(10, 11), times[3])
+		e.clock.Advance(time.Minute)
+		mustAppend(t, c, col.ID, adds("d", 1, 2))
+		check("a second append", span(10, 12), times[3])
+		rb := catalog.Rollback{CollectionID: col.ID, BaseVersion: 3, NewVersion: 4, ToVersion: 2, FromManifestKey: "m2", ManifestKey: "m4",
+			Reason: "test", By: "alice@host", JobID: uuid.NewString(), Node: "n1"}
+		if err := c.CommitRollback(ctx, rb); err != nil {
+			t.Fatal(err)
+		}
+		check("rolled back to offset 5, mid-batch", span(6, 12), times[1])
 
 		_, _, err := c.ReadView(ctx, uuid.NewString())
 		wantErr(t, "ReadView of an unknown collection", err, catalog.ErrNotFound)
