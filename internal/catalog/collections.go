@@ -193,7 +193,11 @@ func (c *Catalog) ListCollections(ctx context.Context) ([]Collection, error) {
 		return nil, c.wrap(err, "list collections")
 	}
 	defer rows.Close()
-	cols := []Collection{}
+	// Sized for the last list's length and some: growing a slice of
+	// 10,000 rows of about 400 bytes by doubling copies them twice over.
+	hint := c.listedCollections.Load()
+	cols := make([]Collection, 0, hint+hint/8)
+	defer func() { c.listedCollections.Store(int64(len(cols))) }()
 	for rows.Next() {
 		col, err := scanCollection(rows)
 		if err != nil {

@@ -48,6 +48,9 @@ type Catalog struct {
 	// tails remembers the rows of collections read with an empty log
 	// tail (tail_rows.go); nil unless the catalog is exclusive.
 	tails *tailRows
+	// listedCollections is the length of the last ListCollections result,
+	// the capacity the next one starts with.
+	listedCollections atomic.Int64
 	// lists remembers the results of listing reads under tails' counter
 	// (list_cache.go); nil unless the catalog is exclusive.
 	lists *listCache

@@ -221,14 +221,31 @@ func (s *scheduler) plan(ctx context.Context) (Plan, error) {
 		}
 	}
 	sortRun(entries, run)
-	p.Entries = make([]PlanEntry, 0, len(entries))
-	for _, i := range run {
-		p.Entries = append(p.Entries, entries[i])
-	}
-	for _, i := range rest {
-		p.Entries = append(p.Entries, entries[i])
-	}
+	permute(entries, append(run, rest...))
+	p.Entries = entries
 	return p, nil
+}
+
+// permute reorders entries in place so that entries[k] is the entry that
+// was at order[k] (order, a permutation of the indices, is consumed):
+// each entry moves once, following the permutation's cycles.
+func permute(entries []PlanEntry, order []int) {
+	for k := range order {
+		if order[k] < 0 {
+			continue // placed on an earlier cycle
+		}
+		first, j := entries[k], k
+		for {
+			src := order[j]
+			order[j] = -1
+			if src == k {
+				entries[j] = first
+				break
+			}
+			entries[j] = entries[src]
+			j = src
+		}
+	}
 }
 
 // cmpText is s, or "no reason given".
