@@ -34,11 +34,22 @@ type countingBlobs struct{ segment.Blobs }
 
 func (c countingBlobs) Get(ctx context.Context, key string) ([]byte, error) {
 	data, err := c.Blobs.Get(ctx, key)
+	c.countGet(ctx, data)
+	return data, err
+}
+
+// GetBuffer implements segment.BufferGetter, passing buf to the store.
+func (c countingBlobs) GetBuffer(ctx context.Context, key string, buf []byte) ([]byte, error) {
+	data, err := segment.GetBuffer(ctx, c.Blobs, key, buf)
+	c.countGet(ctx, data)
+	return data, err
+}
+
+func (c countingBlobs) countGet(ctx context.Context, data []byte) {
 	if n, ok := ctx.Value(blobCountsKey{}).(*blobCounts); ok {
 		n.gets.Add(1)
 		n.bytesRead.Add(int64(len(data)))
 	}
-	return data, err
 }
 
 func (c countingBlobs) Put(ctx context.Context, key string, data []byte) error {

@@ -97,7 +97,8 @@ func (w *Writer) readFew(ctx context.Context, ids []string) (map[string]material
 // says), then only the rows holding ids. A block of more than one row group
 // is read whole. Errors as ReadBlock's.
 func (s *Store) readBlockRows(ctx context.Context, ref BlockRef, ids []string) (map[string]materialize.Record, error) {
-	data, err := s.getBlob(ctx, KindBlock, ref.Key)
+	data, release, err := s.getBlobBuffer(ctx, KindBlock, ref.Key) // as ReadBlock's
+	defer release()
 	if err != nil {
 		return nil, fmt.Errorf("read block %s: %w", ref.Key, err)
 	}

@@ -258,6 +258,13 @@ func (b *bucketBlobs) Put(ctx context.Context, key string, data []byte) error {
 // allocations, copies and cleared pages for a block of 1 MiB). A blob
 // longer than reported is still read whole.
 func (b *bucketBlobs) Get(ctx context.Context, key string) ([]byte, error) {
+	return b.GetBuffer(ctx, key, nil)
+}
+
+// GetBuffer implements BufferGetter: the blob is read into buf's memory
+// when its capacity holds the blob (its size as the bucket reports it, and
+// bytes.MinRead more), else into a new buffer of that size.
+func (b *bucketBlobs) GetBuffer(ctx context.Context, key string, buf []byte) ([]byte, error) {
 	r, err := b.b.NewReader(ctx, key, nil)
 	if err != nil {
 		if gcerrors.Code(err) == gcerrors.NotFound {
@@ -266,17 +273,17 @@ func (b *bucketBlobs) Get(ctx context.Context, key string) ([]byte, error) {
 		return nil, fmt.Errorf("get %s: %w", key, err)
 	}
 	defer r.Close()
-	var buf bytes.Buffer
+	out := bytes.NewBuffer(buf[:0])
 	if size := r.Size(); size > 0 && size < maxSizedGet {
-		buf.Grow(int(size) + bytes.MinRead) // ReadFrom grows when fewer than MinRead bytes are free
+		out.Grow(int(size) + bytes.MinRead) // ReadFrom grows when fewer than MinRead bytes are free
 	}
-	if _, err := buf.ReadFrom(r); err != nil {
+	if _, err := out.ReadFrom(r); err != nil {
 		if gcerrors.Code(err) == gcerrors.NotFound {
 			return nil, fmt.Errorf("get %s: %w", key, ErrNotExist)
 		}
 		return nil, fmt.Errorf("get %s: %w", key, err)
 	}
-	return buf.Bytes(), nil
+	return out.Bytes(), nil
 }
 
 // maxSizedGet bounds the buffer Get allocates up front from the size the

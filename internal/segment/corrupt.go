@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 )
 
 // ErrCorrupt is returned (wrapped, as a *CorruptError) when a manifest or
@@ -92,6 +93,41 @@ func (s *Store) getBlob(ctx context.Context, kind, key string) ([]byte, error) {
 		return nil, &MissingError{Kind: kind, CollectionID: collectionOfKey(key), Key: key, Err: err}
 	}
 	return data, err
+}
+
+// blobBuffers holds the buffers of whole-blob reads whose bytes nothing
+// keeps past the read (getBlobBuffer): a block read for a few of its rows
+// reuses one instead of allocating, and the runtime zeroing, a block-sized
+// buffer each time. Buffers over maxPooledBlob are not kept.
+var blobBuffers sync.Pool // of *[]byte
+
+// maxPooledBlob is the largest buffer blobBuffers keeps (bytes).
+const maxPooledBlob = 64 << 20
+
+// getBlobBuffer is getBlob reading into a buffer of blobBuffers. Call
+// release once nothing refers to data (or to anything sharing its memory)
+// any more; data is nil after an error, and release is always set.
+func (s *Store) getBlobBuffer(ctx context.Context, kind, key string) (data []byte, release func(), err error) {
+	bp, _ := blobBuffers.Get().(*[]byte)
+	if bp == nil {
+		bp = new([]byte)
+	}
+	data, err = GetBuffer(ctx, s.blobs, key, *bp)
+	release = func() {
+		if cap(data) > cap(*bp) {
+			*bp = data[:0]
+		}
+		if cap(*bp) <= maxPooledBlob {
+			blobBuffers.Put(bp)
+		}
+	}
+	if err != nil {
+		data = nil
+		if errors.Is(err, ErrNotExist) {
+			err = &MissingError{Kind: kind, CollectionID: collectionOfKey(key), Key: key, Err: err}
+		}
+	}
+	return data, release, err
 }
 
 // corrupt returns a *CorruptError of the blob at key.

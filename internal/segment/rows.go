@@ -116,7 +116,8 @@ func endBefore[E uint32 | int](ends []E, i int) E {
 // checks the file as ReadBlock does but for the pages of the embedding
 // column, which it never decodes. Errors as ReadBlock's.
 func (s *Store) readLightBlock(ctx context.Context, ref BlockRef) (*lightBlock, error) {
-	data, err := s.getBlob(ctx, KindBlock, ref.Key)
+	data, release, err := s.getBlobBuffer(ctx, KindBlock, ref.Key) // as ReadBlock's
+	defer release()
 	if err != nil {
 		return nil, fmt.Errorf("read block %s: %w", ref.Key, err)
 	}

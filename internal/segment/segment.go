@@ -130,6 +130,26 @@ type Blobs interface {
 	List(ctx context.Context, prefix string) ([]BlobInfo, error)
 }
 
+// BufferGetter is implemented by Blobs that can read a blob into memory
+// the caller reuses (the bucket store, and the binary's wrappers of it), so
+// that reads of whole blocks do not allocate, and the runtime zero, a
+// block-sized buffer each time.
+type BufferGetter interface {
+	// GetBuffer is Get reading into buf's memory (buf[:0], grown when its
+	// capacity is short): the result may share buf's array. Errors as
+	// Get's.
+	GetBuffer(ctx context.Context, key string, buf []byte) ([]byte, error)
+}
+
+// GetBuffer reads the blob at key through b into buf's memory when b is a
+// BufferGetter, else with b.Get. Errors as Get's.
+func GetBuffer(ctx context.Context, b Blobs, key string, buf []byte) ([]byte, error) {
+	if g, ok := b.(BufferGetter); ok {
+		return g.GetBuffer(ctx, key, buf)
+	}
+	return b.Get(ctx, key)
+}
+
 // BlockRef is a manifest's entry for one block.
 type BlockRef struct {
 	Key     string `json:"key"`

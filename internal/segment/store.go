@@ -140,7 +140,10 @@ func (s *Store) ReadManifestShared(ctx context.Context, key string) (*Manifest, 
 // naming the key and the collection. Get, Scan and Writer.Get return the
 // same errors.
 func (s *Store) ReadBlock(ctx context.Context, ref BlockRef) ([]materialize.Record, error) {
-	data, err := s.getBlob(ctx, KindBlock, ref.Key)
+	// The records are decoded copies: the file's buffer goes back to the
+	// pool (TestBlockDecodersKeepNoFileBytes).
+	data, release, err := s.getBlobBuffer(ctx, KindBlock, ref.Key)
+	defer release()
 	if err != nil {
 		return nil, fmt.Errorf("read block %s: %w", ref.Key, err)
 	}

@@ -21,8 +21,17 @@ func (t blobs) Put(ctx context.Context, key string, data []byte) error {
 }
 
 func (t blobs) Get(ctx context.Context, key string) ([]byte, error) {
+	return t.get(ctx, key, func(ctx context.Context) ([]byte, error) { return t.b.Get(ctx, key) })
+}
+
+// GetBuffer implements segment.BufferGetter, passing buf to the store.
+func (t blobs) GetBuffer(ctx context.Context, key string, buf []byte) ([]byte, error) {
+	return t.get(ctx, key, func(ctx context.Context) ([]byte, error) { return segment.GetBuffer(ctx, t.b, key, buf) })
+}
+
+func (t blobs) get(ctx context.Context, key string, get func(context.Context) ([]byte, error)) ([]byte, error) {
 	ctx, span := start(ctx, "blob get", attribute.String("compactor.blob.key", key))
-	data, err := t.b.Get(ctx, key)
+	data, err := get(ctx)
 	if span != nil {
 		span.SetAttributes(attribute.Int("compactor.blob.bytes", len(data)))
 		if errors.Is(err, segment.ErrNotExist) {
