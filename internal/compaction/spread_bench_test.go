@@ -2,6 +2,7 @@ package compaction
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"math/rand/v2"
 	"os"
@@ -22,10 +23,11 @@ import (
 // built once per process (its setup, a push and a full compaction of
 // hundreds of thousands of records, takes minutes on a loaded machine),
 // in a temp dir of its own that outlives each call of the benchmark
-// function and is removed by nothing (os.TempDir, prefix
-// compactor-spread-bench-).
+// function (os.TempDir, prefix compactor-spread-bench-; hundreds of MB),
+// removed by TestMain when the benchmarks end.
 var spreadFile struct {
 	once  sync.Once
+	dir   string
 	e     *env
 	n     int
 	full  time.Duration // the full compaction's wall time
@@ -102,6 +104,7 @@ func newSpreadFileEnv(b *testing.B, n int) (*env, time.Duration, time.Duration, 
 	if err != nil {
 		return nil, 0, 0, err
 	}
+	spreadFile.dir = dir
 	ctx := context.Background()
 	e := &env{t: b, ctx: ctx, model: model{}}
 	e.clock = clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
@@ -137,6 +140,22 @@ func newSpreadFileEnv(b *testing.B, n int) (*env, time.Duration, time.Duration, 
 	full, fullC := time.Since(start), cpuNow()-c0
 	e.comp.WaitPurges()
 	return e, full, fullC, nil
+}
+
+// TestMain runs the package's tests and benchmarks, then removes
+// BenchmarkCompactSpreadUpdatesFile's directory.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if spreadFile.dir != "" {
+		if spreadFile.e != nil {
+			spreadFile.e.comp.WaitPurges()
+			_ = spreadFile.e.cat.Close()
+		}
+		if err := os.RemoveAll(spreadFile.dir); err != nil {
+			fmt.Fprintf(os.Stderr, "remove %s: %v\n", spreadFile.dir, err)
+		}
+	}
+	os.Exit(code)
 }
 
 // profileTimed starts the CPU profile and the execution trace that
