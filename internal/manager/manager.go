@@ -254,6 +254,9 @@ type Manager struct {
 	enq        *enqueuer
 
 	gate atomic.Pointer[func() error] // see SetClaimGate
+	// rates are this node's recent successful jobs' throughput, which
+	// predictions are priced with (measure).
+	rates rateWindow
 }
 
 // Causes of a job's cancellation, told apart at its end.

@@ -3,6 +3,8 @@ package manager
 import (
 	"context"
 	"fmt"
+	"slices"
+	"sync"
 
 	"github.com/dustin/go-humanize"
 
@@ -30,36 +32,44 @@ const (
 	rateJobsScan = 200
 )
 
-// measure reads this node's recent successful jobs (at most rateJobs that
-// wrote bytes and recorded their actual figures, among the newest
-// rateJobsScan successes) and returns their throughput.
-func (m *Manager) measure(ctx context.Context) (Rates, error) {
-	jobs, err := m.store.ListJobs(ctx, catalog.JobFilter{States: []catalog.JobState{catalog.JobSucceeded}, Limit: rateJobsScan})
-	if err != nil {
-		return Rates{}, fmt.Errorf("read recent jobs: %w", err)
+// rateSample is one successful job's throughput figures: bytes written in
+// the seconds outside its index phase, vectors indexed in its index phase.
+type rateSample struct {
+	bytes     int64
+	writeSecs float64
+	vectors   int64
+	indexSecs float64
+}
+
+// sampleOf is j's rate sample, and whether it has one: a successful job
+// of node that wrote bytes, recorded its actual figures and spent time
+// outside its index phase.
+func sampleOf(j catalog.Job, node string) (rateSample, bool) {
+	if j.State != catalog.JobSucceeded || j.Node != node || j.Actual == nil || j.BytesWritten <= 0 || j.StartedAt.IsZero() {
+		return rateSample{}, false
 	}
+	w := j.FinishedAt.Sub(j.StartedAt).Seconds() - j.Actual.IndexSeconds
+	if w <= 0 {
+		return rateSample{}, false
+	}
+	s := rateSample{bytes: j.BytesWritten, writeSecs: w}
+	if j.Actual.VectorsIndexed > 0 && j.Actual.IndexSeconds > 0 {
+		s.vectors, s.indexSecs = j.Actual.VectorsIndexed, j.Actual.IndexSeconds
+	}
+	return s, true
+}
+
+// ratesOf sums samples into Rates.
+func ratesOf(samples []rateSample) Rates {
 	var r Rates
 	var bytes, vectors int64
 	var writeSecs, indexSecs float64
-	for _, j := range jobs {
-		if r.Jobs == rateJobs {
-			break
-		}
-		if j.Node != m.cfg.Node || j.Actual == nil || j.BytesWritten <= 0 || j.StartedAt.IsZero() {
-			continue
-		}
-		d := j.FinishedAt.Sub(j.StartedAt).Seconds()
-		w := d - j.Actual.IndexSeconds
-		if w <= 0 {
-			continue
-		}
+	for _, s := range samples {
 		r.Jobs++
-		bytes += j.BytesWritten
-		writeSecs += w
-		if j.Actual.VectorsIndexed > 0 && j.Actual.IndexSeconds > 0 {
-			vectors += j.Actual.VectorsIndexed
-			indexSecs += j.Actual.IndexSeconds
-		}
+		bytes += s.bytes
+		writeSecs += s.writeSecs
+		vectors += s.vectors
+		indexSecs += s.indexSecs
 	}
 	if writeSecs > 0 {
 		r.BytesPerSecond = float64(bytes) / writeSecs
@@ -67,7 +77,67 @@ func (m *Manager) measure(ctx context.Context) (Rates, error) {
 	if indexSecs > 0 {
 		r.VectorsPerSecond = float64(vectors) / indexSecs
 	}
-	return r, nil
+	return r
+}
+
+// rateWindow keeps the rate samples of this node's last rateJobs
+// successful jobs in memory: read from the catalog once (the newest
+// rateJobsScan successes), then added to as this process's jobs succeed
+// (Manager.ended), so that pricing a job reads no job rows. Measured
+// before, every claim read up to 200 job rows: at 10,000 one-off jobs of
+// 1,000 records a quarter of a job's CPU. A job of the window that is
+// deleted with its collection, or pruned, stays in it until newer ones
+// push it out. Safe for concurrent use.
+type rateWindow struct {
+	mu      sync.Mutex
+	loaded  bool
+	samples []rateSample // oldest first, at most rateJobs
+}
+
+// add appends s, dropping the oldest past rateJobs.
+func (w *rateWindow) addLocked(s rateSample) {
+	if len(w.samples) == rateJobs {
+		w.samples = append(w.samples[:0], w.samples[1:]...)
+	}
+	w.samples = append(w.samples, s)
+}
+
+// ended adds the sample of j, a job of this process that ended, once the
+// window is loaded (before, the load reads it from the catalog).
+func (w *rateWindow) ended(j catalog.Job, node string) {
+	s, ok := sampleOf(j, node)
+	if !ok {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.loaded {
+		w.addLocked(s)
+	}
+}
+
+// measure returns this node's throughput over its last rateJobs
+// successful jobs that wrote bytes and recorded their actual figures
+// (among the newest rateJobsScan successes when read from the catalog).
+func (m *Manager) measure(ctx context.Context) (Rates, error) {
+	w := &m.rates
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.loaded {
+		jobs, err := m.store.ListJobs(ctx, catalog.JobFilter{States: []catalog.JobState{catalog.JobSucceeded}, Limit: rateJobsScan})
+		if err != nil {
+			return Rates{}, fmt.Errorf("read recent jobs: %w", err)
+		}
+		var newest []rateSample // newest first
+		for _, j := range jobs {
+			if s, ok := sampleOf(j, m.cfg.Node); ok && len(newest) < rateJobs {
+				newest = append(newest, s)
+			}
+		}
+		slices.Reverse(newest)
+		w.samples, w.loaded = newest, true
+	}
+	return ratesOf(w.samples), nil
 }
 
 // Price prices estimate e with rates and the throughput cap in force

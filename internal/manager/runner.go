@@ -479,6 +479,7 @@ const gcTimeout = 5 * time.Minute
 // this node's runs, and then finds the end published).
 func (m *Manager) ended(r *run, final catalog.Job, publish bool) {
 	if publish {
+		m.rates.ended(final, m.cfg.Node)
 		m.events.changed(final)
 	}
 	m.runs.remove(r, final)
