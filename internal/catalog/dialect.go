@@ -45,6 +45,12 @@ type dialect struct {
 	// holds are passed over instead of waited for ("" on SQLite, whose
 	// write transaction is the only one).
 	skipLocked string
+	// claimCollections names the collections table (alias c) in the
+	// claim's ordering query: on SQLite with the covering index of the
+	// columns the order reads (collections_claim), which its planner
+	// passes over for the unique index on id and a row fetch per queued
+	// job.
+	claimCollections string
 	// clockMs is the SQL expression of the database's clock in unix
 	// milliseconds, with one placeholder whose argument is Catalog.dbNow:
 	// the time the catalog supplies, or NULL for the server's own.

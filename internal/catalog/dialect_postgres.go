@@ -32,14 +32,15 @@ func postgresDialect() *dialect {
 		opts = append(opts, goose.WithSessionLocker(locker))
 	}
 	return &dialect{
-		name:         "postgres",
-		goose:        goose.DialectPostgres,
-		migrations:   "migrations/postgres",
-		gooseOptions: opts,
-		numbered:     true,
-		forUpdate:    " FOR UPDATE",
-		skipLocked:   " FOR UPDATE OF j SKIP LOCKED",
-		nextQueueSeq: `nextval('jobs_queue_seq')`,
+		name:             "postgres",
+		goose:            goose.DialectPostgres,
+		migrations:       "migrations/postgres",
+		gooseOptions:     opts,
+		numbered:         true,
+		forUpdate:        " FOR UPDATE",
+		skipLocked:       " FOR UPDATE OF j SKIP LOCKED",
+		claimCollections: "collections c",
+		nextQueueSeq:     `nextval('jobs_queue_seq')`,
 		// clock_timestamp(), not now(): the time of the statement, not of
 		// the start of its transaction, which may have waited for a lock.
 		clockMs: `COALESCE(CAST(? AS BIGINT), CAST(FLOOR(EXTRACT(EPOCH FROM clock_timestamp()) * 1000) AS BIGINT))`,

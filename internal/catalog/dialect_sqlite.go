@@ -33,10 +33,11 @@ const defaultBusyTimeout = 5 * time.Second
 // writer.
 func sqliteDialect(busyTimeout time.Duration) *dialect {
 	return &dialect{
-		name:       "sqlite",
-		goose:      goose.DialectSQLite3,
-		migrations: "migrations/sqlite",
-		readTx:     &sql.TxOptions{ReadOnly: true},
+		name:             "sqlite",
+		claimCollections: "collections c INDEXED BY collections_claim",
+		goose:            goose.DialectSQLite3,
+		migrations:       "migrations/sqlite",
+		readTx:           &sql.TxOptions{ReadOnly: true},
 		// modernc.org/sqlite compiles a statement at every unprepared
 		// call; a prepared one keeps its program (stmts.go).
 		prepareReads: true,

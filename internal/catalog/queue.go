@@ -449,13 +449,24 @@ func (c *Catalog) ClaimJob(ctx context.Context, node string, lease time.Duration
 	}
 	var job Job
 	err = c.writeTx(ctx, func(tx *sql.Tx) error {
-		jobs, err := c.queryJobs(ctx, tx, `SELECT `+jobReadColumns+` FROM jobs j JOIN collections c ON c.id = j.collection_id
+		// The order reads every queued job: its id first, from the
+		// covering indexes of the columns the order reads (jobs_claim_scan,
+		// collections_claim), then that one job's row.
+		var id string
+		err := tx.QueryRowContext(ctx, c.d.q(`SELECT j.id FROM jobs j JOIN `+c.d.claimCollections+` ON c.id = j.collection_id
 			WHERE j.state = ?
 			  AND NOT EXISTS (SELECT 1 FROM jobs r WHERE r.collection_id = j.collection_id AND r.state = ?)
 			  AND (j.priority = ? OR ((c.retry_after IS NULL OR c.retry_after <= ?)
 			    AND (j.start_after IS NULL OR j.start_after <= ?) AND (j.start_before IS NULL OR j.start_before > ?)))
-			ORDER BY `+claimOrder+` LIMIT 1`+c.d.skipLocked,
-			append([]any{string(JobQueued), string(JobRunning), priorityExpedited, ms(now), ms(now), ms(now)}, c.claimOrderArgs(now)...)...)
+			ORDER BY `+claimOrder+` LIMIT 1`+c.d.skipLocked),
+			append([]any{string(JobQueued), string(JobRunning), priorityExpedited, ms(now), ms(now), ms(now)}, c.claimOrderArgs(now)...)...).Scan(&id)
+		if errors.Is(err, sql.ErrNoRows) {
+			return ErrNoJob
+		}
+		if err != nil {
+			return err
+		}
+		jobs, err := c.queryJobs(ctx, tx, `SELECT `+jobReadColumns+` FROM jobs j WHERE j.id = ?`, id)
 		if err != nil {
 			return err
 		}
