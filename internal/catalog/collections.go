@@ -24,22 +24,35 @@ const (
 // collectionColumns selects a collection row (table alias c) in the order
 // scanCollection reads it. The last column is the append time of the first
 // uncompacted log record (the row at compaction_offset+1: offsets are dense
-// and the rows after the compaction offset are never purged), which the
-// writes that move the log position or the compaction offset keep on the
-// row (oldestAfter), so that a list of every collection reads no log row.
+// and the rows after the compaction offset are never purged). The
+// transactions that move the log position or the compaction offset keep it
+// on the row with the offset it was written for (oldestKept), so that a
+// list of every collection reads no log row; a row whose offset has moved
+// since (written by a build that does not keep it: a rolling upgrade, a
+// downgrade) reads the log row, and its next append writes it afresh.
 const collectionColumns = `c.id, c.name, c.dimension, c.log_position, c.compaction_offset,
 	c.segment_version, c.manifest_key, c.record_count, c.failure_count,
 	c.dead_lettered_at, c.last_compacted_at, c.created_at, c.updated_at, c.retry_count, c.retry_after,
 	c.paused_at, c.pause_reason, c.paused_by, c.min_compaction_size, c.max_uncompacted_age_ms,
 	c.distance, c.index_m, c.index_ef_construction, c.index_ef_search, c.index_disabled,
 	c.priority_class, c.compaction_windows, c.objective_max_age_ms, c.objective_max_backlog, c.throughput_share,
-	c.oldest_uncompacted_at`
+	CASE WHEN c.oldest_offset = c.compaction_offset AND c.oldest_uncompacted_at IS NOT NULL THEN c.oldest_uncompacted_at
+		WHEN c.log_position > c.compaction_offset THEN
+			(SELECT l.appended_at FROM log l WHERE l.collection_id = c.id AND l.log_offset = c.compaction_offset + 1) END`
 
-// oldestAfter is the SQL value of collections.oldest_uncompacted_at once
+// oldestAfter sets collections.oldest_uncompacted_at and oldest_offset once
 // the compaction offset of the collection (first argument) is the second
-// argument less one: the append time of the log row after the offset, NULL
-// when there is none (no backlog).
-const oldestAfter = `(SELECT l.appended_at FROM log l WHERE l.collection_id = ? AND l.log_offset = ?)`
+// argument less one, which is the third argument: the append time of the
+// log row after the offset, NULL when there is none (no backlog).
+const oldestAfter = `oldest_uncompacted_at = (SELECT l.appended_at FROM log l WHERE l.collection_id = ? AND l.log_offset = ?), oldest_offset = ?`
+
+// oldestKept sets collections.oldest_uncompacted_at and oldest_offset in an
+// append's update, after its log rows are inserted: the time stays while it
+// was written for the current offset, else it is the log row's after the
+// offset (the append's first row when the backlog was empty).
+const oldestKept = `oldest_uncompacted_at = CASE WHEN oldest_offset = compaction_offset AND oldest_uncompacted_at IS NOT NULL THEN oldest_uncompacted_at
+		ELSE (SELECT l.appended_at FROM log l WHERE l.collection_id = collections.id AND l.log_offset = collections.compaction_offset + 1) END,
+	oldest_offset = compaction_offset`
 
 func scanCollection(s scanner) (Collection, error) {
 	var (

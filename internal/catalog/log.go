@@ -148,10 +148,9 @@ func (c *Catalog) AppendLogKeyed(ctx context.Context, id, key string, ops []mate
 		}
 		// An append to an empty backlog starts it: its first row is the
 		// oldest uncompacted one (collectionColumns).
-		if _, err := tx.ExecContext(ctx, c.d.q(`UPDATE collections SET log_position = ?, dimension = ?, updated_at = ?,
-				oldest_uncompacted_at = CASE WHEN log_position = compaction_offset THEN ? ELSE oldest_uncompacted_at END
+		if _, err := tx.ExecContext(ctx, c.d.q(`UPDATE collections SET log_position = ?, dimension = ?, updated_at = ?, `+oldestKept+`
 			WHERE id = ?`),
-			last, dim, appendedAt, appendedAt, id); err != nil {
+			last, dim, appendedAt, id); err != nil {
 			return err
 		}
 		if key == "" {

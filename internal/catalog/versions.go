@@ -54,9 +54,9 @@ func (c *Catalog) CommitCompaction(ctx context.Context, cm Commit) error {
 		}
 		res, err := tx.ExecContext(ctx, c.d.q(`UPDATE collections SET
 				segment_version = ?, compaction_offset = ?, manifest_key = ?, record_count = ?,
-				`+clearFailureState+`, last_compacted_at = ?, updated_at = ?, oldest_uncompacted_at = `+oldestAfter+`
+				`+clearFailureState+`, last_compacted_at = ?, updated_at = ?, `+oldestAfter+`
 			WHERE id = ? AND segment_version = ?`),
-			cm.NewVersion, cm.CompactionOffset, cm.ManifestKey, cm.RecordCount, now, now, cm.CollectionID, cm.CompactionOffset+1,
+			cm.NewVersion, cm.CompactionOffset, cm.ManifestKey, cm.RecordCount, now, now, cm.CollectionID, cm.CompactionOffset+1, cm.CompactionOffset,
 			cm.CollectionID, cm.BaseVersion)
 		// No row cannot happen while the row is locked; kept as a guard.
 		if err := oneRow(res, wrapf(err, "update collection"), &ConflictError{CollectionID: cm.CollectionID, Expected: cm.BaseVersion, Actual: -1}); err != nil {
@@ -414,9 +414,9 @@ func (c *Catalog) CommitRollback(ctx context.Context, rb Rollback) error {
 		}
 		res, err := tx.ExecContext(ctx, c.d.q(`UPDATE collections SET
 				segment_version = ?, compaction_offset = ?, manifest_key = ?, record_count = ?, updated_at = ?,
-				oldest_uncompacted_at = `+oldestAfter+`
+				`+oldestAfter+`
 			WHERE id = ? AND segment_version = ?`),
-			rb.NewVersion, to.CompactionOffset, rb.ManifestKey, to.RecordCount, now, rb.CollectionID, to.CompactionOffset+1,
+			rb.NewVersion, to.CompactionOffset, rb.ManifestKey, to.RecordCount, now, rb.CollectionID, to.CompactionOffset+1, to.CompactionOffset,
 			rb.CollectionID, rb.BaseVersion)
 		if err := oneRow(res, wrapf(err, "update collection"), &ConflictError{CollectionID: rb.CollectionID, Expected: rb.BaseVersion, Actual: -1}); err != nil {
 			return err
