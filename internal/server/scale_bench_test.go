@@ -17,11 +17,11 @@ import (
 
 // BenchmarkScale measures what an operator touches on every refresh, on a
 // catalog of 1,000 and of 10,000 collections (SQLite, as `compactor serve`
-// by default), each holding one uncompacted record so that every one is a
-// candidate: a scheduler tick (the plan over every collection, the backlog
-// gauges and the enqueue of the collections due; the first tick queues a
-// job per collection, later ones find them queued), PlanCompactions without
-// estimates, the first page of ListCollections (the API's default page),
+// by default), each holding one uncompacted record, under the default
+// thresholds (10 records, 5 minutes: every collection is decided and priced
+// with a reason, none is due): a scheduler tick (the plan over every
+// collection, the backlog and freshness gauges, the windows of queued
+// jobs; nothing to enqueue), PlanCompactions without estimates, the first page of ListCollections (the API's default page),
 // and the status page's HTML. Compare the two sizes: a cost that grows more
 // than tenfold from 1,000 to 10,000 is super-linear. Besides the mean
 // (ns/op) each reports the 99th percentile of its operations' wall times
