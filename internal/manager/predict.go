@@ -94,7 +94,7 @@ type rateWindow struct {
 	samples []rateSample // oldest first, at most rateJobs
 }
 
-// add appends s, dropping the oldest past rateJobs.
+// addLocked appends s, dropping the oldest past rateJobs; w.mu is held.
 func (w *rateWindow) addLocked(s rateSample) {
 	if len(w.samples) == rateJobs {
 		w.samples = append(w.samples[:0], w.samples[1:]...)
