@@ -88,7 +88,13 @@ func (e *MissingError) DataLoss() *CorruptError {
 
 // getBlob reads the blob of kind at key; a missing blob is a *MissingError.
 func (s *Store) getBlob(ctx context.Context, kind, key string) ([]byte, error) {
-	data, err := s.blobs.Get(ctx, key)
+	return s.getBlobInto(ctx, kind, key, nil)
+}
+
+// getBlobInto is getBlob reading into buf's memory where the store can
+// (GetBuffer).
+func (s *Store) getBlobInto(ctx context.Context, kind, key string, buf []byte) ([]byte, error) {
+	data, err := GetBuffer(ctx, s.blobs, key, buf)
 	if err != nil && errors.Is(err, ErrNotExist) {
 		return nil, &MissingError{Kind: kind, CollectionID: collectionOfKey(key), Key: key, Err: err}
 	}
@@ -112,19 +118,16 @@ func (s *Store) getBlobBuffer(ctx context.Context, kind, key string) (data []byt
 	if bp == nil {
 		bp = new([]byte)
 	}
-	data, err = GetBuffer(ctx, s.blobs, key, *bp)
+	data, err = s.getBlobInto(ctx, kind, key, *bp)
+	if err != nil {
+		data = nil
+	}
 	release = func() {
 		if cap(data) > cap(*bp) {
 			*bp = data[:0]
 		}
 		if cap(*bp) <= maxPooledBlob {
 			blobBuffers.Put(bp)
-		}
-	}
-	if err != nil {
-		data = nil
-		if errors.Is(err, ErrNotExist) {
-			err = &MissingError{Kind: kind, CollectionID: collectionOfKey(key), Key: key, Err: err}
 		}
 	}
 	return data, release, err
