@@ -40,10 +40,10 @@ const collectionColumns = `c.id, c.name, c.dimension, c.log_position, c.compacti
 		WHEN c.log_position > c.compaction_offset THEN
 			(SELECT l.appended_at FROM log l WHERE l.collection_id = c.id AND l.log_offset = c.compaction_offset + 1) END`
 
-// oldestAfter sets collections.oldest_uncompacted_at and oldest_offset once
-// the compaction offset of the collection (first argument) is the second
-// argument less one, which is the third argument: the append time of the
-// log row after the offset, NULL when there is none (no backlog).
+// oldestAfter sets collections.oldest_uncompacted_at and oldest_offset for
+// a compaction offset that moves to o: the append time of the log row after
+// o, NULL when there is none (no backlog). Its arguments: the collection's
+// id, o+1, o.
 const oldestAfter = `oldest_uncompacted_at = (SELECT l.appended_at FROM log l WHERE l.collection_id = ? AND l.log_offset = ?), oldest_offset = ?`
 
 // oldestKept sets collections.oldest_uncompacted_at and oldest_offset in an
