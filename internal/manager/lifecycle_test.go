@@ -211,3 +211,41 @@ func TestDeleterCancelsJobsBeforeItDeletesStorage(t *testing.T) {
 		}
 	})
 }
+
+// lateCancelStore is a memStore whose CancelJob runs only after every
+// other goroutine of the bubble is blocked: the running job has seen the
+// cancel request and ended before the store's row is marked.
+type lateCancelStore struct{ *memStore }
+
+func (s lateCancelStore) CancelJob(ctx context.Context, id, note string) (catalog.Job, error) {
+	synctest.Wait()
+	return s.memStore.CancelJob(ctx, id, note)
+}
+
+// TestCancelOfARunThatEndsFirstSucceeds: a running job that ends CANCELLED
+// on the request before the catalog row is marked was cancelled, and
+// Cancel says so instead of "job already finished".
+func TestCancelOfARunThatEndsFirstSucceeds(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := newMemStore()
+		store.addCollection("a", 150, time.Now())
+		exec := newFakeExec(store, 1000)
+		exec.setGate("a")
+		m := runManager(t, lateCancelStore{store}, exec, testConfig())
+		out, err := m.Compact(t.Context(), []string{"a"}, false, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		got, err := m.Cancel(t.Context(), out[0].Job.ID)
+		if err != nil {
+			t.Fatalf("Cancel of a run that ended first: %v", err)
+		}
+		if got.State != catalog.JobCancelled || got.Note != NoteCancelled {
+			t.Fatalf("Cancel returned %s %q, want CANCELLED %q", got.State, got.Note, NoteCancelled)
+		}
+		if _, err := m.Cancel(t.Context(), out[0].Job.ID); !errors.Is(err, ErrFinished) {
+			t.Fatalf("second Cancel: %v, want ErrFinished", err)
+		}
+	})
+}

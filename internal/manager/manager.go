@@ -582,6 +582,11 @@ func (m *Manager) cancel(ctx context.Context, jobID, note string) (Job, error) {
 		if gerr != nil {
 			return Job{}, gerr
 		}
+		if r != nil && got.State == catalog.JobCancelled {
+			// This node's run saw the request and ended CANCELLED before
+			// the store's row took it: the cancel is done, not refused.
+			return got, nil
+		}
 		return got, fmt.Errorf("job %s is %s: %w", jobID, got.State, ErrFinished)
 	case err != nil:
 		return Job{}, err // the store's error names the job
