@@ -15,6 +15,7 @@ import (
 
 	"github.com/parquet-go/parquet-go"
 	"github.com/parquet-go/parquet-go/encoding"
+	"github.com/parquet-go/parquet-go/format"
 )
 
 // blockDigestOf returns the digest of the records that the block ref
@@ -28,10 +29,10 @@ import (
 // want, the block is decoded and digested as decodeBlockOf does, whose
 // result is returned. Safe for concurrent use.
 func blockDigestOf(ref BlockRef, data []byte, want Digest) (Digest, error) {
-	d := blockDigesters.Get().(*blockDigester)
+	d := columnBufferPool.Get().(*columnBuffers)
 	got, err := d.digest(ref, data)
 	d.release()
-	blockDigesters.Put(d)
+	columnBufferPool.Put(d)
 	if err == nil && got == want {
 		return got, nil
 	}
@@ -42,46 +43,48 @@ func blockDigestOf(ref BlockRef, data []byte, want Digest) (Digest, error) {
 	return DigestOf(recs), nil
 }
 
-// blockDigester holds the columns of one block, as flat buffers reused
-// across blocks (blockDigesters), while its records are hashed.
-type blockDigester struct {
-	ids    []byte
-	idEnd  []int     // end in ids of row i's id
-	floats []float32 // the embeddings' values, row after row
-	embEnd []int     // end in floats of row i's embedding
-	docs   []byte
-	docEnd []int // end in docs of row i's document; -1: null
-	meta   []byte
-	metEnd []int // end in meta of row i's metadata JSON; -1: null
-	buf    []byte
-	pairs  []metaPair
+// columnBuffers holds the columns of one block, as flat buffers reused
+// across blocks (columnBufferPool), while its records are hashed
+// (blockDigestOf) or built (decodeBlock).
+type columnBuffers struct {
+	ids     []byte
+	idEnd   []int     // end in ids of row i's id
+	floats  []float32 // the embeddings' values, row after row
+	embEnd  []int     // end in floats of row i's embedding
+	embNull []bool    // row i's embedding is a null list (not an empty one)
+	docs    []byte
+	docEnd  []int // end in docs of row i's document; -1: null
+	meta    []byte
+	metEnd  []int // end in meta of row i's metadata JSON; -1: null
+	buf     []byte
+	pairs   []metaPair
 }
 
-var blockDigesters = sync.Pool{New: func() any { return &blockDigester{} }}
+var columnBufferPool = sync.Pool{New: func() any { return &columnBuffers{} }}
 
-// maxPooledDigester bounds the buffer bytes a pooled blockDigester keeps.
-const maxPooledDigester = 64 << 20
+// maxPooledColumnBuffers bounds the buffer bytes a pooled columnBuffers keeps.
+const maxPooledColumnBuffers = 64 << 20
 
 // release empties d's buffers, dropping the ones too large to keep.
-func (d *blockDigester) release() {
-	if cap(d.ids)+cap(d.docs)+cap(d.meta)+4*cap(d.floats) > maxPooledDigester {
-		*d = blockDigester{}
+func (d *columnBuffers) release() {
+	if cap(d.ids)+cap(d.docs)+cap(d.meta)+4*cap(d.floats) > maxPooledColumnBuffers {
+		*d = columnBuffers{}
 		return
 	}
-	d.ids, d.idEnd, d.floats, d.embEnd = d.ids[:0], d.idEnd[:0], d.floats[:0], d.embEnd[:0]
+	d.ids, d.idEnd, d.floats, d.embEnd, d.embNull = d.ids[:0], d.idEnd[:0], d.floats[:0], d.embEnd[:0], d.embNull[:0]
 	d.docs, d.docEnd, d.meta, d.metEnd = d.docs[:0], d.docEnd[:0], d.meta[:0], d.metEnd[:0]
 	d.buf = d.buf[:0]
 	clear(d.pairs)
 	d.pairs = d.pairs[:0]
 }
 
-// errPageShape: a page of a shape the direct digest does not read (the
-// row reconstruction reads it).
+// errPageShape: a page of a shape the direct paths do not read (the row
+// reconstruction reads it).
 var errPageShape = errors.New("page of another shape")
 
 // digest is blockDigestOf's direct path: any error means "not shown", the
 // caller then decodes the block in full.
-func (d *blockDigester) digest(ref BlockRef, data []byte) (_ Digest, err error) {
+func (d *columnBuffers) digest(ref BlockRef, data []byte) (_ Digest, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("read parquet: %v", p)
@@ -90,60 +93,9 @@ func (d *blockDigester) digest(ref BlockRef, data []byte) (_ Digest, err error) 
 	if ref.Bytes > 0 && int64(len(data)) != ref.Bytes {
 		return Digest{}, fmt.Errorf("%d bytes, manifest says %d", len(data), ref.Bytes)
 	}
-	info, err := inspectBlock(data, ref.Records, MaxBlockDecodeBytes)
+	rows, err := d.read(data, ref.Records)
 	if err != nil {
 		return Digest{}, err
-	}
-	f, err := openParquet(data, blockColumns)
-	if err != nil {
-		return Digest{}, err
-	}
-	if v, ok := f.Lookup(blockFormatKey); !ok || !slices.Contains(readableBlockFormats, v) {
-		return Digest{}, errPageShape
-	}
-	if len(f.RowGroups()) != 1 {
-		return Digest{}, errPageShape
-	}
-	chunks := f.RowGroups()[0].ColumnChunks()
-	schema := f.Schema()
-	leaf := func(i int, kind parquet.Kind, rep, def int) (parquet.ColumnChunk, error) {
-		c, _ := schema.Lookup(blockColumns[i]...)
-		if c.Node.Type().Kind() != kind || c.MaxRepetitionLevel != rep || c.MaxDefinitionLevel != def || c.ColumnIndex >= len(chunks) {
-			return nil, errPageShape
-		}
-		return chunks[c.ColumnIndex], nil
-	}
-	rows := int(info.rows)
-	idc, err := leaf(0, parquet.ByteArray, 0, 0)
-	if err != nil {
-		return Digest{}, err
-	}
-	if d.ids, d.idEnd, err = readByteArrays(idc, d.ids, d.idEnd, false); err != nil {
-		return Digest{}, err
-	}
-	embc, err := leaf(1, parquet.Float, 1, embeddingMaxDefinition)
-	if err != nil {
-		return Digest{}, err
-	}
-	if d.floats, d.embEnd, err = readFloatLists(embc, d.floats, d.embEnd); err != nil {
-		return Digest{}, err
-	}
-	docc, err := leaf(2, parquet.ByteArray, 0, 1)
-	if err != nil {
-		return Digest{}, err
-	}
-	if d.docs, d.docEnd, err = readByteArrays(docc, d.docs, d.docEnd, true); err != nil {
-		return Digest{}, err
-	}
-	metc, err := leaf(3, parquet.ByteArray, 0, 1)
-	if err != nil {
-		return Digest{}, err
-	}
-	if d.meta, d.metEnd, err = readByteArrays(metc, d.meta, d.metEnd, true); err != nil {
-		return Digest{}, err
-	}
-	if len(d.idEnd) != rows || len(d.embEnd) != rows || len(d.docEnd) != rows || len(d.metEnd) != rows {
-		return Digest{}, fmt.Errorf("columns of %d, %d, %d and %d rows in a block of %d", len(d.idEnd), len(d.embEnd), len(d.docEnd), len(d.metEnd), rows)
 	}
 	if int64(rows) != ref.Records {
 		return Digest{}, fmt.Errorf("%d records, manifest says %d", rows, ref.Records)
@@ -189,6 +141,78 @@ func (d *blockDigester) digest(ref BlockRef, data []byte) (_ Digest, err error) 
 		return Digest{}, fmt.Errorf("ids [%q, %q], manifest says [%q, %q]", d.ids[:d.idEnd[0]], prevID, ref.MinID, ref.MaxID)
 	}
 	return sum, nil
+}
+
+// read fills d with the four columns of the block file data, read from
+// their pages without reconstructing rows, and returns its row count.
+// wantRows is as decodeBlock's. It checks what decodeBlock checks before
+// it allocates (inspectBlock), and that every column has one value (or
+// null) per row; errPageShape for a block the direct path does not read
+// (another format, several row groups, pages of other encodings). The
+// caller recovers parquet-go's panics.
+func (d *columnBuffers) read(data []byte, wantRows int64) (rows int, err error) {
+	info, err := inspectBlock(data, wantRows, MaxBlockDecodeBytes)
+	if err != nil {
+		return 0, err
+	}
+	f, err := openParquet(data, blockColumns)
+	if err != nil {
+		return 0, err
+	}
+	if v, ok := f.Lookup(blockFormatKey); !ok || !slices.Contains(readableBlockFormats, v) {
+		return 0, errPageShape
+	}
+	if len(f.RowGroups()) != 1 {
+		return 0, errPageShape
+	}
+	chunks := f.RowGroups()[0].ColumnChunks()
+	schema := f.Schema()
+	meta := f.Metadata().RowGroups[0].Columns
+	leaf := func(i int, kind parquet.Kind, rep, def int) (parquet.ColumnChunk, error) {
+		c, _ := schema.Lookup(blockColumns[i]...)
+		if c.Node.Type().Kind() != kind || c.MaxRepetitionLevel != rep || c.MaxDefinitionLevel != def || c.ColumnIndex >= len(chunks) || c.ColumnIndex >= len(meta) {
+			return nil, errPageShape
+		}
+		// The chunk must say it is that column, of that type: a file
+		// whose footer disagrees with its schema is read by rows.
+		if cm := meta[c.ColumnIndex].MetaData; !slices.Equal(cm.PathInSchema, blockColumns[i]) || cm.Type != format.Type(kind) {
+			return nil, errPageShape
+		}
+		return chunks[c.ColumnIndex], nil
+	}
+	rows = int(info.rows)
+	idc, err := leaf(0, parquet.ByteArray, 0, 0)
+	if err != nil {
+		return 0, err
+	}
+	if d.ids, d.idEnd, err = readByteArrays(idc, d.ids, d.idEnd, false); err != nil {
+		return 0, err
+	}
+	embc, err := leaf(1, parquet.Float, 1, embeddingMaxDefinition)
+	if err != nil {
+		return 0, err
+	}
+	if err = d.readFloatLists(embc); err != nil {
+		return 0, err
+	}
+	docc, err := leaf(2, parquet.ByteArray, 0, 1)
+	if err != nil {
+		return 0, err
+	}
+	if d.docs, d.docEnd, err = readByteArrays(docc, d.docs, d.docEnd, true); err != nil {
+		return 0, err
+	}
+	metc, err := leaf(3, parquet.ByteArray, 0, 1)
+	if err != nil {
+		return 0, err
+	}
+	if d.meta, d.metEnd, err = readByteArrays(metc, d.meta, d.metEnd, true); err != nil {
+		return 0, err
+	}
+	if len(d.idEnd) != rows || len(d.embEnd) != rows || len(d.docEnd) != rows || len(d.metEnd) != rows {
+		return 0, fmt.Errorf("columns of %d, %d, %d and %d rows in a block of %d", len(d.idEnd), len(d.embEnd), len(d.docEnd), len(d.metEnd), rows)
+	}
+	return rows, nil
 }
 
 // readByteArrays appends the values of chunk, a byte array column of plain
@@ -264,28 +288,32 @@ func appendByteArrayPage(p parquet.Page, data []byte, ends []int, optional bool)
 
 // readFloatLists appends the values of chunk, the embedding list's
 // element column (plain floats, or indexes into a dictionary of floats),
-// to floats, and the end of each row's list in floats to ends. A null or
-// empty list has no value: the canonical encoding does not tell them apart.
-func readFloatLists(chunk parquet.ColumnChunk, floats []float32, ends []int) ([]float32, []int, error) {
+// to d.floats, the end of each row's list in d.floats to d.embEnd, and
+// whether it is a null list to d.embNull. A null or empty list has no
+// value (the canonical encoding does not tell them apart; the records
+// decodeBlock builds do).
+func (d *columnBuffers) readFloatLists(chunk parquet.ColumnChunk) error {
 	pages := chunk.Pages()
 	defer pages.Close()
 	for {
 		p, err := pages.ReadPage()
 		if errors.Is(err, io.EOF) {
-			return floats, ends, nil
+			return nil
 		}
 		if err != nil {
-			return floats, ends, err
+			return err
 		}
-		floats, ends, err = appendFloatListPage(p, floats, ends)
+		err = d.appendFloatListPage(p)
 		parquet.Release(p)
 		if err != nil {
-			return floats, ends, err
+			return err
 		}
 	}
 }
 
-func appendFloatListPage(p parquet.Page, floats []float32, ends []int) ([]float32, []int, error) {
+func (d *columnBuffers) appendFloatListPage(p parquet.Page) error {
+	floats, ends := d.floats, d.embEnd
+	defer func() { d.floats, d.embEnd = floats, ends }()
 	data := p.Data()
 	var vals []float32
 	var index []int32 // nil for plain floats
@@ -295,11 +323,11 @@ func appendFloatListPage(p parquet.Page, floats []float32, ends []int) ([]float3
 	case data.Kind() == encoding.Int32 && p.Dictionary() != nil:
 		dict := p.Dictionary().Page().Data()
 		if dict.Kind() != encoding.Float {
-			return floats, ends, errPageShape
+			return errPageShape
 		}
 		vals, index = dict.Float(), data.Int32()
 	default:
-		return floats, ends, errPageShape
+		return errPageShape
 	}
 	values := len(vals)
 	if index != nil {
@@ -307,7 +335,7 @@ func appendFloatListPage(p parquet.Page, floats []float32, ends []int) ([]float3
 	}
 	reps, defs := p.RepetitionLevels(), p.DefinitionLevels()
 	if len(reps) != len(defs) || (len(reps) > 0 && reps[0] != 0) {
-		return floats, ends, errPageShape
+		return errPageShape
 	}
 	// The rows' ends first, from the levels (a row starts at each
 	// repetition level 0), then the present values in one pass.
@@ -319,36 +347,38 @@ func appendFloatListPage(p parquet.Page, floats []float32, ends []int) ([]float3
 			if rows > 0 {
 				ends = append(ends, base+v)
 			}
+			d.embNull = append(d.embNull, def == 0)
 			rows++
 		} else if reps[i] != 1 || defs[i-1] != embeddingMaxDefinition || def != embeddingMaxDefinition {
 			// Another element after a null or empty list, or a null
 			// element: shapes the writer does not make.
-			return floats, ends, errPageShape
+			return errPageShape
 		}
 		switch def {
 		case 0, 1: // a null or empty list
 		case embeddingMaxDefinition:
 			v++
 		default:
-			return floats, ends, errPageShape
+			return errPageShape
 		}
 	}
 	if rows > 0 {
 		ends = append(ends, base+v)
 	}
 	if v != values || rows != p.NumRows() {
-		return floats, ends, fmt.Errorf("page of %d rows and %d floats holds %d row starts and %d present values", p.NumRows(), values, rows, v)
+		return fmt.Errorf("page of %d rows and %d floats holds %d row starts and %d present values", p.NumRows(), values, rows, v)
 	}
 	if index == nil {
-		return append(floats, vals...), ends, nil
+		floats = append(floats, vals...)
+		return nil
 	}
 	for _, x := range index {
 		if x < 0 || int(x) >= len(vals) {
-			return floats, ends, fmt.Errorf("float index %d outside the page's dictionary of %d", x, len(vals))
+			return fmt.Errorf("float index %d outside the page's dictionary of %d", x, len(vals))
 		}
 		floats = append(floats, vals[x])
 	}
-	return floats, ends, nil
+	return nil
 }
 
 // metaPair is one key and value of a flat metadata object, as bytes of the

@@ -3,6 +3,7 @@ package segment
 import (
 	"math"
 	"os"
+	"reflect"
 	"slices"
 	"testing"
 
@@ -56,7 +57,7 @@ func TestBlockDigestReadsThePagesAsTheRowDecode(t *testing.T) {
 		if want != DigestOf(recs) {
 			t.Fatalf("%s: decoded records digest to %s, written ones to %s", name, want, DigestOf(recs))
 		}
-		d := &blockDigester{}
+		d := &columnBuffers{}
 		got, err := d.digest(ref, data)
 		if err != nil || got != want {
 			t.Errorf("%s: direct digest %s, %v; want %s", name, got, err, want)
@@ -109,7 +110,7 @@ func TestBlockDigestSeesEveryAlteredRecord(t *testing.T) {
 			t.Fatal(err)
 		}
 		ref := refOf(held, data)
-		got, err := (&blockDigester{}).digest(ref, data)
+		got, err := (&columnBuffers{}).digest(ref, data)
 		if err != nil || got != DigestOf(held) {
 			t.Errorf("%s: direct digest %s, %v; want the held records' %s", name, got, err, DigestOf(held))
 		}
@@ -168,6 +169,89 @@ func TestFlatMetadataEncodesAsTheDecodedMap(t *testing.T) {
 	for _, text := range []string{`{"b":1,"a":2}`, `{"a":null}`, `{}`, `{"ключ":"значение"}`} {
 		if _, _, ok := appendFlatMetadata(nil, []byte(text), nil); !ok {
 			t.Errorf("%s: not taken directly", text)
+		}
+	}
+}
+
+// The direct decode of a block's pages gives the records the row decode
+// gives, to the nil (a null embedding list and an empty one, documents and
+// metadata absent, metadata that takes the JSON decoder), for every shape the
+// writer makes and the format fixtures; the direct path itself must read
+// them (no fallback to the row decode).
+func TestDecodeBlockReadsThePagesAsTheRowDecode(t *testing.T) {
+	odd := syntheticRecords(64, 4, false)
+	odd[3].Embedding = []float32{}
+	odd[4].Embedding = nil
+	odd[5].Document = nil
+	empty := ""
+	odd[6].Document = &empty
+	odd[7].Metadata = nil
+	odd[8].Metadata = materialize.Metadata{"escaped": "x\"y\u00e9", "n": -1.5e-300, "b": false}
+	sets := map[string][]materialize.Record{
+		"fixture":   formatFixtureRecords(t),
+		"debian":    debianRecords(t)[:4096],
+		"quantised": syntheticRecords(4096, 128, true),
+		"random":    syntheticRecords(4096, 128, false), // embedding column of 2 MiB: several pages
+		"one":       syntheticRecords(1, 3, false),
+		"odd":       odd,
+		"no embeddings": func() []materialize.Record {
+			r := syntheticRecords(10, 2, false)
+			for i := range r {
+				r[i].Embedding = nil
+			}
+			r[2].Embedding = []float32{}
+			return r
+		}(),
+	}
+	blobs := map[string][]byte{}
+	for _, name := range []string{"block-v1.parquet", "block-v2-delta.parquet"} {
+		data, err := os.ReadFile("testdata/format/" + name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		blobs[name], sets[name] = data, nil
+	}
+	for name, recs := range sets {
+		data, ok := blobs[name]
+		if !ok {
+			var err error
+			if data, err = encodeBlock(recs); err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+		}
+		want, err := decodeBlockRows(data, -1)
+		if err != nil {
+			t.Fatalf("%s: row decode: %v", name, err)
+		}
+		d := &columnBuffers{}
+		got, err := d.records(data, int64(len(want)))
+		if err != nil {
+			t.Fatalf("%s: direct decode: %v", name, err)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("%s: direct decode differs from the row decode", name)
+		}
+		for i := range got {
+			if (got[i].Embedding == nil) != (want[i].Embedding == nil) {
+				t.Fatalf("%s: record %q: direct embedding nil %v, row decode's %v", name, got[i].ID, got[i].Embedding == nil, want[i].Embedding == nil)
+			}
+			if cap(got[i].Embedding) != len(got[i].Embedding) {
+				t.Fatalf("%s: record %q: embedding of length %d has capacity %d: an append would write into the next record's", name, got[i].ID, len(got[i].Embedding), cap(got[i].Embedding))
+			}
+		}
+		// Reused buffers give the same again, and the records do not
+		// share them.
+		d.release()
+		again, err := d.records(data, int64(len(want)))
+		if err != nil || !reflect.DeepEqual(again, want) {
+			t.Fatalf("%s: direct decode with reused buffers: %v", name, err)
+		}
+		d.release()
+		if _, err := d.records(blobs["block-v1.parquet"], -1); err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(again, want) {
+			t.Fatalf("%s: records changed when their buffers were reused", name)
 		}
 	}
 }
