@@ -17,6 +17,8 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
+
+	compactorv1 "github.com/compactorhq/compactor/gen/compactor/v1"
 )
 
 // Request messages that cannot be decoded (a JSON number that overflows a
@@ -114,7 +116,8 @@ func (c *codec) IsBinary() bool { return !c.json }
 func (c *codec) Marshal(msg any) ([]byte, error) { return c.MarshalAppend(nil, msg) }
 
 // MarshalAppend appends msg's encoding to dst: connect then encodes into
-// its pooled buffers instead of a new slice per response.
+// its pooled buffers instead of a new slice per response. A
+// GetRecordsResponse is written in binary by appendGetRecordsResponse.
 func (c *codec) MarshalAppend(dst []byte, msg any) ([]byte, error) {
 	pm, ok := msg.(proto.Message)
 	if !ok {
@@ -122,6 +125,11 @@ func (c *codec) MarshalAppend(dst []byte, msg any) ([]byte, error) {
 	}
 	if c.json {
 		return protojson.MarshalOptions{}.MarshalAppend(dst, pm)
+	}
+	if m, ok := pm.(*compactorv1.GetRecordsResponse); ok {
+		if out, ok := appendGetRecordsResponse(dst, m); ok {
+			return out, nil
+		}
 	}
 	return proto.MarshalOptions{}.MarshalAppend(dst, pm)
 }
