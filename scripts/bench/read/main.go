@@ -9,7 +9,7 @@
 // prints "complete": false with what it read so far (a read whose cost per
 // page grows with the collection can take hours on a large one).
 //
-//	go run ./scripts/bench/read -addr http://127.0.0.1:7070 -collection ID [-max-time 2m]
+//	go run ./scripts/bench/read -addr http://127.0.0.1:7070 -collection ID [-max-time 2m] [-cpuprofile FILE]
 package main
 
 import (
@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"runtime/pprof"
 	"time"
 
 	"connectrpc.com/connect"
@@ -48,6 +49,7 @@ func run(args []string) error {
 	collection := fs.String("collection", "", "collection id (required)")
 	pageSize := fs.Int("page-size", 1000, "records per page (the server caps it at 1,000)")
 	maxTime := fs.Duration("max-time", 0, "stop after this long and report a partial read (0: read everything)")
+	cpuProfile := fs.String("cpuprofile", "", "write the client's CPU profile of the read to this file")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -57,6 +59,17 @@ func run(args []string) error {
 	c := client.New(http.DefaultClient, *addr)
 	ctx := context.Background()
 	req := &compactorv1.GetRecordsRequest{CollectionId: *collection, PageSize: int32(*pageSize)}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
 	var res result
 	last := ""
 	start := time.Now()
