@@ -2,14 +2,16 @@
 table of the performance goals with the measured figures, ratios, the load
 they ran under and verdicts.
 
-usage: report.py RESULTS.jsonl WORKDIR DUCKDB_VERSION CORES ROUNDS READ_MAX [MAX_OTHER]
+usage: report.py RESULTS.jsonl WORKDIR DUCKDB_VERSION CORES ROUNDS READ_MAX [MAX_OTHER [MAX_SKEW]]
 
 Ranges are min-max over the rounds; a ratio is the median of the per-round
 ratios (product / DuckDB of the same round). The "other work" column is the
 range of the CPU, in cores, that work other than the benchmark used during
 the rounds' pairs (or reads before compaction); a row gets a verdict only
-when every one of them is at most MAX_OTHER (default 0.25), else "loaded: no
-verdict". (Results of an older bench.sh carry 1-minute load averages
+when every one of them is at most MAX_OTHER (default 0.25) and the cores'
+speed skew measured around them (the slowest core's time over the
+fastest's for one pinned loop) at most MAX_SKEW (default 1.15), else
+"loaded: no verdict". (Results of an older bench.sh carry 1-minute load averages
 instead; they are shown as such and never get a verdict.) CPU-time rows are
 CPU-time ratios and never get a verdict: the goals are wall times with the
 same cores. Exit status 1 when the row counts of the generator, the product
@@ -24,6 +26,7 @@ from datetime import datetime, timezone
 
 results, workdir, duck_version, cores, rounds, read_max = sys.argv[1:7]
 max_other = float(sys.argv[7]) if len(sys.argv) > 7 else 0.25
+max_skew = float(sys.argv[8]) if len(sys.argv) > 8 else 1.15
 rows = [json.loads(l) for l in open(results) if l.strip()]
 LOADED = "loaded: no verdict"
 
@@ -88,12 +91,24 @@ def load_cell(size, recs, phases=("pair",)):
     return span(ls, lambda v: "%.2f" % v) if ls else "?"
 
 
+def skews(size, recs, phases):
+    """the cores' speed skews recorded around the rounds of recs in the
+    given phases (none from a bench.sh that did not record them)."""
+    rounds = {r["round"] for r in recs}
+    return [r["core_skew"] for r in rows if r["kind"] == "load" and r["phase"] in phases and r["size"] == size
+            and r["round"] in rounds and r.get("core_skew") is not None]
+
+
 def verdict(ok, size, recs, phases=("pair",)):
     """met / not met when the other work during every round of recs was at
-    most max_other cores, else LOADED."""
+    most max_other cores and the cores' speed skew at most max_skew, else
+    LOADED (naming the skew when it was the cause)."""
     ls = loads(size, recs, phases)
     if not ls or any(l is None or l > max_other for l in ls):
         return LOADED
+    sk = skews(size, recs, phases)
+    if sk and max(sk) > max_skew:
+        return "%s (cores' speeds %.2f× apart)" % (LOADED, max(sk))
     return met(ok)
 
 
@@ -226,14 +241,17 @@ for n in sizes:
 
 others = [r["other_cores"] for r in rows if r["kind"] == "load" and "other_cores" in r]
 averages = [r["after"] for r in rows if r["kind"] == "load" and "after" in r]
+all_skews = [r["core_skew"] for r in rows if r["kind"] == "load" and r.get("core_skew") is not None]
 print("scripts/bench.sh at %s, %s UTC: DuckDB %s (2 threads), %s cores%s%s, %s interleaved round(s); "
       "ranges are min–max over rounds, ratios the median (and range) of the per-round ratios; "
       "product time is the job's create_time → finish_time; DuckDB's the COPY statement's time; "
-      "a row during whose pairs other work used more than %.2f cores gets no verdict" % (
+      "a row during whose pairs other work used more than %.2f cores, or whose cores' speeds were more than "
+      "%.2f× apart (%s), gets no verdict" % (
           commit, datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M"), duck_version, cores,
           " (other work %s cores during the pairs" % span(others, lambda v: "%.2f" % v) if others else " (other work not recorded",
           "; 1-minute load average %s after them, the benchmark's own included)" % span(averages, lambda v: "%.1f" % v) if averages else ")",
-          rounds, max_other))
+          rounds, max_other, max_skew,
+          "measured %s" % span(all_skews, lambda v: "%.2f×" % v) if all_skews else "not measured"))
 print()
 print("\n".join(lines))
 if bad:
