@@ -16,6 +16,20 @@ func refOf(recs []materialize.Record, data []byte) BlockRef {
 		Records: int64(len(recs)), Bytes: int64(len(data)), Checksum: Checksum(data), Digest: DigestOf(recs).String()}
 }
 
+// writerShapes are record sets whose blocks take the shapes the writer
+// makes: the format fixture's records, the Debian sample, quantised
+// embeddings (a dictionary), random ones (BYTE_STREAM_SPLIT, an embedding
+// column of 2 MiB: several pages), a block of one record.
+func writerShapes(t *testing.T) map[string][]materialize.Record {
+	return map[string][]materialize.Record{
+		"fixture":   formatFixtureRecords(t),
+		"debian":    debianRecords(t)[:4096],
+		"quantised": syntheticRecords(4096, 128, true),
+		"random":    syntheticRecords(4096, 128, false),
+		"one":       syntheticRecords(1, 3, false),
+	}
+}
+
 // The direct digest of a block's pages is the digest of its decoded
 // records, for every shape the writer makes: nulls and empties, special
 // floats, dictionary and BYTE_STREAM_SPLIT embeddings, several pages per
@@ -23,13 +37,7 @@ func refOf(recs []materialize.Record, data []byte) BlockRef {
 // string encodings. The direct path itself must
 // read them (no fallback to the row decode).
 func TestBlockDigestReadsThePagesAsTheRowDecode(t *testing.T) {
-	sets := map[string][]materialize.Record{
-		"fixture":   formatFixtureRecords(t),
-		"debian":    debianRecords(t)[:4096],
-		"quantised": syntheticRecords(4096, 128, true),
-		"random":    syntheticRecords(4096, 128, false), // embedding column of 2 MiB: several pages
-		"one":       syntheticRecords(1, 3, false),
-	}
+	sets := writerShapes(t)
 	v1, err := os.ReadFile("testdata/format/block-v1.parquet")
 	if err != nil {
 		t.Fatal(err)
@@ -187,22 +195,14 @@ func TestDecodeBlockReadsThePagesAsTheRowDecode(t *testing.T) {
 	odd[6].Document = &empty
 	odd[7].Metadata = nil
 	odd[8].Metadata = materialize.Metadata{"escaped": "x\"y\u00e9", "n": -1.5e-300, "b": false}
-	sets := map[string][]materialize.Record{
-		"fixture":   formatFixtureRecords(t),
-		"debian":    debianRecords(t)[:4096],
-		"quantised": syntheticRecords(4096, 128, true),
-		"random":    syntheticRecords(4096, 128, false), // embedding column of 2 MiB: several pages
-		"one":       syntheticRecords(1, 3, false),
-		"odd":       odd,
-		"no embeddings": func() []materialize.Record {
-			r := syntheticRecords(10, 2, false)
-			for i := range r {
-				r[i].Embedding = nil
-			}
-			r[2].Embedding = []float32{}
-			return r
-		}(),
+	sets := writerShapes(t)
+	sets["odd"] = odd
+	noEmbeddings := syntheticRecords(10, 2, false)
+	for i := range noEmbeddings {
+		noEmbeddings[i].Embedding = nil
 	}
+	noEmbeddings[2].Embedding = []float32{}
+	sets["no embeddings"] = noEmbeddings
 	blobs := map[string][]byte{}
 	for _, name := range []string{"block-v1.parquet", "block-v2-delta.parquet"} {
 		data, err := os.ReadFile("testdata/format/" + name)
