@@ -249,3 +249,61 @@ func TestCancelOfARunThatEndsFirstSucceeds(t *testing.T) {
 		}
 	})
 }
+
+// finishGateStore is a memStore whose FinishJob of a CANCELLED job, once
+// the row is written, closes finished and waits for release: the run has
+// ended but is still this node's.
+type finishGateStore struct {
+	*memStore
+	finished, release chan struct{}
+}
+
+func (s finishGateStore) FinishJob(ctx context.Context, node string, j catalog.Job) error {
+	err := s.memStore.FinishJob(ctx, node, j)
+	if j.State == catalog.JobCancelled {
+		close(s.finished)
+		<-s.release
+	}
+	return err
+}
+
+// TestCancelOfARunAnotherRequestEndedIsRefused: an operator's Cancel that
+// reaches a run already ended CANCELLED by the collection's deletion (the
+// row written, the run not yet gone) did not cancel it: ErrFinished, and
+// the job keeps the deletion's note.
+func TestCancelOfARunAnotherRequestEndedIsRefused(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := newMemStore()
+		store.addCollection("a", 150, time.Now())
+		exec := newFakeExec(store, 1000)
+		exec.setGate("a")
+		gs := finishGateStore{store, make(chan struct{}), make(chan struct{})}
+		m := runManager(t, gs, exec, testConfig())
+		out, err := m.Compact(t.Context(), []string{"a"}, false, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		id := out[0].Job.ID
+		go m.cancel(context.WithoutCancel(t.Context()), id, NoteCollectionDeleted)
+		<-gs.finished
+		type result struct {
+			j   Job
+			err error
+		}
+		got := make(chan result)
+		go func() {
+			j, err := m.Cancel(context.WithoutCancel(t.Context()), id)
+			got <- result{j, err}
+		}()
+		synctest.Wait()
+		close(gs.release)
+		r := <-got
+		if !errors.Is(r.err, ErrFinished) {
+			t.Fatalf("operator's Cancel after the deletion ended the job: %s %q, %v; want ErrFinished", r.j.State, r.j.Note, r.err)
+		}
+		if r.j.Note != NoteCollectionDeleted {
+			t.Fatalf("job's note %q, want %q", r.j.Note, NoteCollectionDeleted)
+		}
+	})
+}

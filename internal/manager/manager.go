@@ -571,7 +571,7 @@ func (m *Manager) Cancel(ctx context.Context, jobID string) (Job, error) {
 
 // cancel is Cancel with the note the job ends with.
 func (m *Manager) cancel(ctx context.Context, jobID, note string) (Job, error) {
-	r := m.runs.requestCancel(jobID, note, errCancelRequested)
+	r, first := m.runs.requestCancel(jobID, note, errCancelRequested)
 	j, err := m.store.CancelJob(ctx, jobID, note)
 	switch {
 	case errors.Is(err, catalog.ErrJobFinished):
@@ -582,9 +582,11 @@ func (m *Manager) cancel(ctx context.Context, jobID, note string) (Job, error) {
 		if gerr != nil {
 			return Job{}, gerr
 		}
-		if r != nil && got.State == catalog.JobCancelled {
-			// This node's run saw the request and ended CANCELLED before
-			// the store's row took it: the cancel is done, not refused.
+		if first && got.State == catalog.JobCancelled {
+			// This node's run, asked to cancel by this request first, ended
+			// CANCELLED before the store's row took the request: the cancel
+			// is done, not refused. (A run already asked by another, such
+			// as a collection's deletion, ended by that request.)
 			return got, nil
 		}
 		return got, fmt.Errorf("job %s is %s: %w", jobID, got.State, ErrFinished)

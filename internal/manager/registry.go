@@ -109,15 +109,17 @@ func (g *runRegistry) progress(r *run) Progress {
 
 // requestCancel marks job id's run (if this node runs it) cancelled with
 // note (a deletion's note wins over an operator's) and cancels its context
-// with cause; it returns the run, nil when this node does not run it.
-func (g *runRegistry) requestCancel(id, note string, cause error) *run {
+// with cause; it returns the run, nil when this node does not run it, and
+// whether this was the first cancel request the run got.
+func (g *runRegistry) requestCancel(id, note string, cause error) (r *run, first bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	r := g.runs[id]
+	r = g.runs[id]
 	if r != nil {
+		first = !r.cancelReq
 		g.cancelLocked(r, note, cause)
 	}
-	return r
+	return r, first
 }
 
 // cancelRun is requestCancel of run r, with the note of a cancel request
