@@ -551,11 +551,12 @@ func decodeBlockOf(ref BlockRef, data []byte) ([]materialize.Record, error) {
 }
 
 // records is decodeBlock's direct path: the block's records built from
-// its columns as read by d.read, in one allocation per column (the ids,
-// the documents and the embeddings share one backing each; each embedding
-// is capped at its own length), with the row decode's values: a null
+// its columns as read by d.read, with the row decode's values (a null
 // embedding list is nil, an empty one empty; metadata decodes as
-// decodeMetadata does. Any error means "not read here".
+// decodeMetadata does). Each record owns its id, document and embedding,
+// as the row decode's do: a record kept after its block (a query's hit, a
+// merge's survivor) keeps its own bytes alive, not the block's columns.
+// Any error means "not read here".
 func (d *columnBuffers) records(data []byte, wantRows int64) (recs []materialize.Record, err error) {
 	defer func() {
 		if p := recover(); p != nil {
@@ -566,33 +567,23 @@ func (d *columnBuffers) records(data []byte, wantRows int64) (recs []materialize
 	if err != nil {
 		return nil, err
 	}
-	ids, docs := string(d.ids), string(d.docs)
-	floats := make([]float32, len(d.floats))
-	copy(floats, d.floats)
-	present := 0
-	for _, end := range d.docEnd {
-		if end >= 0 {
-			present++
-		}
-	}
-	docSlots := make([]string, present)
 	recs = make([]materialize.Record, rows)
 	idStart, embStart, docStart, metStart := 0, 0, 0, 0
 	for i := range recs {
 		r := &recs[i]
-		r.ID = ids[idStart:d.idEnd[i]]
+		id := d.ids[idStart:d.idEnd[i]]
 		idStart = d.idEnd[i]
-		if i > 0 && recs[i-1].ID >= r.ID {
-			return nil, fmt.Errorf("ids not sorted and unique at row %d (%q)", i, r.ID)
+		if i > 0 && recs[i-1].ID >= string(id) {
+			return nil, fmt.Errorf("ids not sorted and unique at row %d (%q)", i, id)
 		}
+		r.ID = string(id)
 		if end := d.embEnd[i]; !d.embNull[i] {
-			r.Embedding = floats[embStart:end:end]
+			r.Embedding = append(make([]float32, 0, end-embStart), d.floats[embStart:end]...)
 		}
 		embStart = d.embEnd[i]
 		if end := d.docEnd[i]; end >= 0 {
-			docSlots[0] = docs[docStart:end]
-			r.Document = &docSlots[0]
-			docSlots = docSlots[1:]
+			doc := string(d.docs[docStart:end])
+			r.Document = &doc
 			docStart = end
 		}
 		if end := d.metEnd[i]; end >= 0 {
