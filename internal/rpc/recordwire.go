@@ -3,6 +3,7 @@ package rpc
 import (
 	"encoding/binary"
 	"math"
+	"unicode/utf8"
 
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/types/known/structpb"
@@ -27,15 +28,18 @@ import (
 // with its key and value, map entries in the map's iteration order; with
 // one entry per map, byte for byte what a deterministic marshal gives). ok
 // false, with dst as it was, when m holds what it does not write: a nil
-// record, or unknown fields on the response or a record (the Structs and
+// record, unknown fields on the response or a record (the Structs and
 // Values are read by their fields alone; structpb builds them without
-// unknown fields).
+// unknown fields), or a string field of the response or a record that is
+// not valid UTF-8 (which protobuf-go refuses to marshal, naming it).
+// Struct keys and string values are not checked: structpb.NewStruct
+// refuses invalid UTF-8.
 func appendGetRecordsResponse(dst []byte, m *compactorv1.GetRecordsResponse) (_ []byte, ok bool) {
-	if len(m.ProtoReflect().GetUnknown()) > 0 {
+	if len(m.ProtoReflect().GetUnknown()) > 0 || !utf8.ValidString(m.GetNextPageToken()) {
 		return dst, false
 	}
 	for _, r := range m.GetRecords() {
-		if r == nil || len(r.ProtoReflect().GetUnknown()) > 0 {
+		if r == nil || len(r.ProtoReflect().GetUnknown()) > 0 || !utf8.ValidString(r.GetId()) || !utf8.ValidString(r.GetDocument()) {
 			return dst, false
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"google.golang.org/protobuf/proto"
@@ -133,17 +134,27 @@ func TestAppendGetRecordsResponseIsTheProtobufEncoding(t *testing.T) {
 }
 
 // What appendGetRecordsResponse does not write goes to protobuf-go: a nil
-// record, unknown fields.
+// record, unknown fields, strings of invalid UTF-8 (which protobuf-go
+// refuses).
 func TestAppendGetRecordsResponseLeavesTheRest(t *testing.T) {
 	withNil := &compactorv1.GetRecordsResponse{Records: []*compactorv1.Record{{Id: "a"}, nil}}
 	unknownTop := &compactorv1.GetRecordsResponse{Records: []*compactorv1.Record{{Id: "a"}}}
 	unknownTop.ProtoReflect().SetUnknown([]byte{0xf8, 0x01, 0x01}) // field 31, varint 1
 	unknownRec := &compactorv1.GetRecordsResponse{Records: []*compactorv1.Record{{Id: "a"}}}
 	unknownRec.Records[0].ProtoReflect().SetUnknown([]byte{0xf8, 0x01, 0x01})
-	for name, m := range map[string]*compactorv1.GetRecordsResponse{"nil record": withNil, "unknown fields": unknownTop, "a record's unknown fields": unknownRec} {
+	bad := "\xff"
+	badID := &compactorv1.GetRecordsResponse{Records: []*compactorv1.Record{{Id: bad}}}
+	badDoc := &compactorv1.GetRecordsResponse{Records: []*compactorv1.Record{{Id: "a", Document: &bad}}}
+	badToken := &compactorv1.GetRecordsResponse{NextPageToken: bad}
+	for name, m := range map[string]*compactorv1.GetRecordsResponse{"nil record": withNil, "unknown fields": unknownTop, "a record's unknown fields": unknownRec,
+		"an id of invalid UTF-8": badID, "a document of invalid UTF-8": badDoc, "a page token of invalid UTF-8": badToken} {
 		if out, ok := appendGetRecordsResponse([]byte("x"), m); ok || string(out) != "x" {
 			t.Errorf("%s: written (%v) or dst changed (%q)", name, ok, out)
 		}
+	}
+	c0 := &codec{name: "proto"}
+	if _, err := c0.Marshal(badDoc); err == nil || !strings.Contains(err.Error(), "UTF-8") {
+		t.Fatalf("the codec's encoding of a document of invalid UTF-8: %v, want protobuf-go's error", err)
 	}
 	// Through the codec, they are protobuf-go's encoding.
 	c := &codec{name: "proto"}
