@@ -446,20 +446,26 @@ own_s() {
 	fi
 }
 # core_skew: the slowest core's time over the fastest's for the same
-# single-threaded loop (about 0.2 s), pinned to each core in turn (taskset),
-# best of two per core; 1.00 on an even machine, "null" without taskset.
+# single-threaded loop (about 0.2 s), pinned to each core this process may
+# run on (its affinity, not 0..nproc-1) in turn with taskset, best of two
+# per core; 1.00 on an even machine; "null" without taskset, with a single
+# core, or when a pinned run fails (its time would be no measure).
+# It also rises when other work keeps one core busy, which the other work
+# column then shows too.
 core_skew() {
 	command -v taskset >/dev/null || { echo null; return; }
-	local c k t0 times=()
-	for c in $(seq 0 $(($(nproc) - 1))); do
+	local c k t0 times=() cpus
+	cpus=$(python3 -c 'import os; print(*sorted(os.sched_getaffinity(0)))') || { echo null; return; }
+	for c in $cpus; do
 		local best=
 		for k in 1 2; do
 			t0=$(now)
-			taskset -c "$c" awk 'BEGIN { for (i = 0; i < 5e6; i++) s += i }'
+			taskset -c "$c" awk 'BEGIN { for (i = 0; i < 5e6; i++) s += i }' 2>/dev/null || { echo null; return; }
 			best=$(python3 -c 'import sys; t = float(sys.argv[2]) - float(sys.argv[1]); b = sys.argv[3]; print(t if not b else min(t, float(b)))' "$t0" "$(now)" "$best")
 		done
 		times+=("$best")
 	done
+	((${#times[@]} > 1)) || { echo null; return; }
 	python3 -c 'import sys; t = [float(x) for x in sys.argv[1:]]; print("%.2f" % (max(t) / min(t)))' "${times[@]}"
 }
 # mark VAR: sets VAR to "wall busy own" now, for record_load (times runs
