@@ -67,7 +67,8 @@ const maxPooledColumnBuffers = 64 << 20
 
 // release empties d's buffers, dropping the ones too large to keep.
 func (d *columnBuffers) release() {
-	if cap(d.ids)+cap(d.docs)+cap(d.meta)+4*cap(d.floats) > maxPooledColumnBuffers {
+	ends := 8 * (cap(d.idEnd) + cap(d.embEnd) + cap(d.docEnd) + cap(d.metEnd))
+	if cap(d.ids)+cap(d.docs)+cap(d.meta)+4*cap(d.floats)+ends+cap(d.embNull) > maxPooledColumnBuffers {
 		*d = columnBuffers{}
 		return
 	}
