@@ -446,7 +446,7 @@ func openParquet(data []byte, columns [][]string) (*parquet.File, error) {
 // decode).
 //
 // A block whose pages have the shapes the writer gives them is decoded
-// from its column pages (columnBuffers.records): 2.5× (64-dim embeddings
+// from its column pages (columnBuffers.records): 2.3× (64-dim embeddings
 // and the Debian sample's metadata) to 4× (128-dim) the records/s of
 // parquet-go's row reconstruction (BenchmarkDecodeBlock), which reads every
 // other block and gives every error: a block the direct path refuses for
