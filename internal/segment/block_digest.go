@@ -313,8 +313,6 @@ func (d *columnBuffers) readFloatLists(chunk parquet.ColumnChunk) error {
 }
 
 func (d *columnBuffers) appendFloatListPage(p parquet.Page) error {
-	floats, ends := d.floats, d.embEnd
-	defer func() { d.floats, d.embEnd = floats, ends }()
 	data := p.Data()
 	var vals []float32
 	var index []int32 // nil for plain floats
@@ -340,13 +338,13 @@ func (d *columnBuffers) appendFloatListPage(p parquet.Page) error {
 	}
 	// The rows' ends first, from the levels (a row starts at each
 	// repetition level 0), then the present values in one pass.
-	base := len(floats)
+	base := len(d.floats)
 	rows := int64(0)
 	v := 0
 	for i, def := range defs {
 		if reps[i] == 0 {
 			if rows > 0 {
-				ends = append(ends, base+v)
+				d.embEnd = append(d.embEnd, base+v)
 			}
 			d.embNull = append(d.embNull, def == 0)
 			rows++
@@ -364,20 +362,20 @@ func (d *columnBuffers) appendFloatListPage(p parquet.Page) error {
 		}
 	}
 	if rows > 0 {
-		ends = append(ends, base+v)
+		d.embEnd = append(d.embEnd, base+v)
 	}
 	if v != values || rows != p.NumRows() {
 		return fmt.Errorf("page of %d rows and %d floats holds %d row starts and %d present values", p.NumRows(), values, rows, v)
 	}
 	if index == nil {
-		floats = append(floats, vals...)
+		d.floats = append(d.floats, vals...)
 		return nil
 	}
 	for _, x := range index {
 		if x < 0 || int(x) >= len(vals) {
 			return fmt.Errorf("float index %d outside the page's dictionary of %d", x, len(vals))
 		}
-		floats = append(floats, vals[x])
+		d.floats = append(d.floats, vals[x])
 	}
 	return nil
 }
